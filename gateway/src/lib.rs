@@ -1,1 +1,44 @@
-//! placeholder
+//! hiregate gateway: the HTTP API, store, background loops, configuration and CLI of the
+//! `hiregate` binary.
+//!
+//! | module | role |
+//! |---|---|
+//! | [`cli`] | `hiregate serve / migrate / keys create / check-config` (+ placeholders) |
+//! | [`config`] | layered settings (`config.default.toml` → file → `HIREGATE_*`), validation |
+//! | [`telemetry`] | tracing subscriber (pretty/JSON, env filter), test subscriber |
+//! | [`shutdown`] | SIGINT/SIGTERM → one `CancellationToken` |
+//! | [`startup`] | [`startup::App`]: build (store, migrations, client, router, bound listener), run |
+//! | [`state`] | [`state::AppState`] shared by handlers and loops |
+//! | [`error`] | [`error::ApiError`]: stable codes, `{"error":{code,message,details}}` |
+//! | [`http`] | routers (`ops`, `admin`, `workers`), middleware, extractors (JSON, auth) |
+//! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, callback secrets |
+//! | [`ids`] | prefixed ULID ids (`wkr_`, `key_`, `job_`, `skr_`/`opr_`) |
+//! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop |
+//! | [`outbound`] | the one SSRF-filtering HTTP client for every outbound call |
+//! | [`readiness`] | `/readyz` check trait (facilitator seam) |
+//! | [`metrics`] | per-app Prometheus registry |
+//! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query |
+//!
+//! Main flow: `main` parses the CLI → [`config::Settings::load`] → [`telemetry::init`] →
+//! [`startup::App::build`] (connect + migrate, bind) → [`startup::App::run_until_stopped`]
+//! (axum server + [`registry::health::run_health_checks`]) until the shutdown token fires.
+//! A request passes request-id → trace → CORS → metrics → timeout → body limit → handler;
+//! handlers authenticate through extractors ([`http::extract::Seeker`], `Operator`, `Admin`),
+//! call a service ([`registry::WorkerRegistry`]) that uses the [`store::Store`] and the
+//! [`outbound::OutboundClient`], and answer JSON or an [`error::ApiError`].
+
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod ids;
+pub mod metrics;
+pub mod outbound;
+pub mod readiness;
+pub mod registry;
+pub mod shutdown;
+pub mod startup;
+pub mod state;
+pub mod store;
+pub mod telemetry;

@@ -1,1 +1,68 @@
-//! placeholder
+//! x402 v2 payments for hiregate: wire types, the EIP-3009 `exact` scheme on EVM chains, and
+//! facilitators (in-process, over HTTP, and served over HTTP).
+//!
+//! | module | what |
+//! |---|---|
+//! | [`wire`] | `PaymentRequired`, `PaymentRequirements` (the seven fields), `ResourceInfo`, `PaymentPayload`, verify/settle requests and responses, `/supported`; unknown keys and extensions survive a round trip |
+//! | [`header`] | `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` codec (standard padded base64 of the JSON) with typed errors |
+//! | [`extension`] | the `payment-identifier` extension (idempotency key) |
+//! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings), open to unknown strings |
+//! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node) |
+//! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
+//! | `devnet` (feature `devnet`) | anvil plus the project's EIP-3009 token for tests and the demo |
+//!
+//! # Main flow
+//!
+//! 1. The resource server (gateway) builds [`PaymentRequirements::exact_evm`], wraps them in a
+//!    [`PaymentRequired`] and sends [`encode_header`] of it with a 402.
+//! 2. The client picks an entry and calls [`sign_exact_payment`]; it sends
+//!    [`encode_header`] of the [`PaymentPayload`] as `PAYMENT-SIGNATURE`.
+//! 3. The server [`decode_header`]s it, compares `accepted` with its own offer
+//!    ([`PaymentRequirements::mismatched_fields`]), runs [`precheck`], reads the
+//!    [`PaymentKey`] (network, asset, payer, nonce) for its replay store, and calls
+//!    [`Facilitator::verify`] with its own requirements.
+//! 4. After delivery it calls [`Facilitator::settle`]; the [`SettleResponse`] goes back as
+//!    `PAYMENT-RESPONSE`. [`FacilitatorError::Unknown`] means "retry later", never "refused".
+//!
+//! # Why not the x402-rs crates
+//!
+//! `x402-types` / `x402-chain-eip155` 2.0.2 build on our alloy 2.5, and were evaluated first.
+//! They do not fit hiregate's rules, and wrapping them would have meant re-doing most of them:
+//! - their v2 types have no catch-all for unknown keys (`ResourceInfo` drops `serviceName`,
+//!   `tags`, `iconUrl`; payloads drop anything unknown), and we must re-emit what clients send;
+//! - their verification accepts `value >= amount`; x402 and hiregate require exact equality;
+//! - refusals are Rust errors that their handlers turn into 400/412/500, a replayed nonce ends as
+//!   a 500 `unexpected_error`, and reasons use their own vocabulary (`invalid_payment_early`…),
+//!   while we answer verdicts in the `@x402/evm` vocabulary with status 200;
+//! - settlement keeps no memory of settled payments and does not dedupe concurrent settles of
+//!   one payment, which hiregate's "never pay twice, retry safely" rule needs;
+//! - the facilitator feature pulls `rand` 0.10 and `dashmap` next to our `rand` 0.9.
+//!
+//! So this crate implements the protocol on alloy directly (`sol!` bindings, EIP-712 hashing,
+//! local signers, providers), following the reference facilitator's check order; only facts
+//! (selectors, typehash, reason strings, the 6 s buffer) were taken from the references.
+
+pub mod exact;
+pub mod extension;
+pub mod facilitator;
+pub mod header;
+pub mod reason;
+pub mod wire;
+
+#[cfg(feature = "devnet")]
+pub mod devnet;
+
+pub use exact::sign::{SignError, SignOptions, sign_exact_payment, sign_exact_payment_with};
+pub use exact::{ExactEvmPayload, ExactPayment, PaymentKey, precheck};
+pub use extension::{PaymentIdentifier, PaymentIdentifierError};
+pub use facilitator::config::{ChainConfig, FacilitatorConfig, RelayerKey};
+pub use facilitator::http_client::{AuthHeaders, HttpFacilitatorClient, Timeouts};
+pub use facilitator::local::LocalFacilitator;
+pub use facilitator::server::{router, serve};
+pub use facilitator::{Facilitator, FacilitatorError, UnknownOutcome};
+pub use header::{HeaderError, decode_header, encode_header};
+pub use reason::Reason;
+pub use wire::{
+    Network, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleRequest,
+    SettleResponse, SupportedResponse, TokenDomain, VerifyRequest, VerifyResponse,
+};

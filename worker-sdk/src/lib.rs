@@ -1,1 +1,79 @@
-//! placeholder
+//! hiregate worker SDK: serve an AI agent behind the hiregate gateway with the **hire**
+//! protocol in a few lines, and verify the gateway's signed webhooks.
+//!
+//! # Map
+//!
+//! | module | what |
+//! |---|---|
+//! | [`worker`] | [`WorkerBuilder`] → [`Worker`] → axum `Router`; configuration and defaults |
+//! | [`handler`] | what authors write: [`TaskHandler`] (an async closure), [`TaskContext`], [`TaskOutcome`] |
+//! | [`protocol`] | wire types: [`TaskReport`] (`completed`/`failed`/`pending`/`partial`), [`Output`], capabilities, health, errors, header names |
+//! | [`gateway_auth`] | contract-token check against the gateway JWKS (fixed or fetched + cached) |
+//! | [`webhook`] | Standard Webhooks signing and verification (`whsec_` secrets) |
+//! | [`callback`] | signed completion callbacks to the gateway for work that went `pending` |
+//! | [`ids`] | [`ContractId`], [`TaskId`], [`TaskType`], [`Attempt`] — valid by construction |
+//! | [`serve`](mod@serve) | bind + serve with graceful shutdown (port 0 friendly) |
+//! | [`example_workers`] | the echo and faulty example workers as library code |
+//! | [`testing`] | a local contract-token issuer for tests |
+//! | `seeker` (feature `seeker`) | typed seeker client — pending |
+//!
+//! # Main flow of `POST /execute`
+//!
+//! 1. `Authorization: Bearer <contract token>` is verified offline against the gateway's
+//!    JWKS and its contract id must equal `X-Contract-ID` (else 401);
+//!    `Idempotency-Key`, if sent, must equal `X-Contract-ID`; `X-Attempt` defaults to 1.
+//! 2. The in-memory execution registry admits the request under one lock: the first
+//!    request for a contract (or a higher attempt after a `failed`/`partial` end) starts a
+//!    handler run; every other request gets the existing run's current report
+//!    (stored result, or `pending`/`partial` while running) — so a contract never runs
+//!    twice, even with concurrent duplicates.
+//! 3. The handler runs on its own task. The request waits until it ends, answers
+//!    [`TaskOutcome::Pending`], or the sync wait passes; then it answers the report
+//!    (200 for `completed`/`failed`, 202 for `pending`/`partial` with `poll_url`
+//!    `<base>/tasks/{task_id}`).
+//! 4. Background work ends → the report is stored for `GET /tasks/{id}` and duplicates;
+//!    if anyone was told `pending`, a signed callback goes to the gateway's
+//!    `/v1/callbacks/{contract_id}` when configured.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use hiregate_worker_sdk::{GatewayKeys, TaskContext, TaskOutcome, WorkerBuilder};
+//! let worker = WorkerBuilder::new("summarizer", "1.0.0")
+//!     .task_type("summarize")
+//!     .gateway_keys(GatewayKeys::remote("https://gw.example/.well-known/jwks.json".parse()?))
+//!     .build(|_ctx: TaskContext, input: serde_json::Value| async move {
+//!         TaskOutcome::json(serde_json::json!({ "summary": input["text"], "confidence": 0.9 }))
+//!     })?;
+//! let server = hiregate_worker_sdk::serve(
+//!     worker.router(),
+//!     "127.0.0.1:8081".parse()?,
+//!     async { let _ = tokio::signal::ctrl_c().await; },
+//! )
+//! .await?;
+//! server.wait().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod callback;
+pub mod example_workers;
+mod executions;
+pub mod gateway_auth;
+pub mod handler;
+pub mod ids;
+pub mod protocol;
+mod routes;
+#[cfg(feature = "seeker")]
+pub mod seeker;
+pub mod serve;
+pub mod testing;
+pub mod webhook;
+pub mod worker;
+
+pub use callback::{CallbackConfig, CompletionCallback};
+pub use gateway_auth::{GatewayKeys, Jwks};
+pub use handler::{TaskContext, TaskHandler, TaskOutcome};
+pub use ids::{Attempt, ContractId, TaskId, TaskType, WorkerId};
+pub use protocol::{Output, TaskReport};
+pub use serve::{RunningServer, serve};
+pub use webhook::WebhookSecret;
+pub use worker::{BuildError, ExecutionCounter, Worker, WorkerBuilder};

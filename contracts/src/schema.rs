@@ -1,0 +1,1265 @@
+//! Output schemas: admitted once at contract creation under [`SchemaLimits`], compiled by the
+//! `jsonschema` crate (draft 2020-12 unless `$schema` names another known draft), and cached
+//! by schema digest in a [`SchemaCache`].
+//!
+//! A schema comes from a seeker or an operator, so it is hostile until proven otherwise. Every
+//! way we know for a schema to make verification slow is refused up front, with an error that
+//! names the place in the schema:
+//!
+//! - size and nesting depth of the document;
+//! - huge `enum`s (per keyword and in total);
+//! - regular expressions: compiled with the `regex` engine (linear time, no backtracking) under
+//!   a compiled-size limit, and patterns that need backtracking (look-around, back-references)
+//!   are refused by name;
+//! - combinator blow-up: `anyOf`/`oneOf`/`allOf`/`$ref` chains that make one instance node be
+//!   evaluated exponentially many times (e.g. `{"anyOf":[{"items":{"$ref":"#"}},{"items":{"$ref":"#"}}]}`
+//!   doubles per nesting level). [`SchemaLimits::max_fanout`] bounds how many schema nodes can
+//!   apply at one instance depth, following `$ref`s through the document.
+//! - `$ref` cycles that never descend into the instance (infinite recursion).
+//!
+//! References are resolved offline: a `$ref` must point inside the schema document (JSON
+//! Pointer or anchor, possibly through embedded `$id`s). Remote references are refused.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canonical::{CanonicalError, Digest, to_canonical_vec};
+
+/// Deepest instance nesting verification accepts; the same as `serde_json`'s parser limit, so
+/// anything parsed from text already satisfies it.
+pub const MAX_INSTANCE_DEPTH: usize = 128;
+
+/// Compiled size limit per regular expression (bytes of the compiled program).
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Lazy-DFA cache limit per regular expression.
+const REGEX_DFA_SIZE_LIMIT: usize = 1 << 20;
+
+/// Bounds applied when a schema is admitted. The defaults are the most permissive values the
+/// gateway accepts; configuration may only tighten them (stored schemas are re-admitted with
+/// the defaults when contract terms are loaded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaLimits {
+    /// Largest canonical JSON size of the schema document, in bytes.
+    pub max_bytes: usize,
+    /// Deepest JSON nesting of the schema document.
+    pub max_depth: usize,
+    /// Most values in one `enum`.
+    pub max_enum_values: usize,
+    /// Most `enum` values in the whole document.
+    pub max_total_enum_values: usize,
+    /// Longest `pattern` / `patternProperties` regular expression, in characters.
+    pub max_pattern_len: usize,
+    /// Most schema nodes that may apply at a single instance depth (see module docs).
+    pub max_fanout: u64,
+}
+
+impl Default for SchemaLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 256 * 1024,
+            max_depth: 64,
+            max_enum_values: 1_000,
+            max_total_enum_values: 10_000,
+            max_pattern_len: 1_000,
+            max_fanout: 10_000,
+        }
+    }
+}
+
+/// Why a schema was refused. Each variant names where in the schema the problem is.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// A schema must be a JSON object or a boolean.
+    #[error("a JSON Schema must be an object or a boolean")]
+    NotASchema,
+    /// The canonical document is larger than allowed.
+    #[error("schema is {bytes} bytes; the limit is {limit}")]
+    TooLarge {
+        /// Canonical size of the schema.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The document nests deeper than allowed.
+    #[error("schema nests deeper than {limit} levels")]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+    },
+    /// One `enum` has too many values.
+    #[error("enum at {pointer} has {values} values; the limit is {limit}")]
+    EnumTooLarge {
+        /// JSON Pointer of the enum keyword.
+        pointer: String,
+        /// Number of values.
+        values: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The enums of the document have too many values together.
+    #[error("schema enums hold {values} values in total; the limit is {limit}")]
+    TooManyEnumValues {
+        /// Number of values.
+        values: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A regular expression is longer than allowed.
+    #[error("pattern at {pointer} is {len} characters; the limit is {limit}")]
+    PatternTooLong {
+        /// Where the pattern is.
+        pointer: String,
+        /// Its length in characters.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A regular expression needs a backtracking engine (look-around, back-references).
+    #[error(
+        "pattern at {pointer} uses {feature}, which needs backtracking; only linear-time patterns are accepted"
+    )]
+    BacktrackingPattern {
+        /// Where the pattern is.
+        pointer: String,
+        /// The offending construct.
+        feature: &'static str,
+    },
+    /// `$schema` names a meta-schema other than the known drafts.
+    #[error("unsupported $schema {uri:?}; use draft 2020-12 (default), 2019-09, 7, 6 or 4")]
+    UnknownDraft {
+        /// The declared URI.
+        uri: String,
+    },
+    /// A `$ref` does not resolve inside the document.
+    #[error(
+        "reference {reference:?} at {pointer} does not resolve inside the schema (remote references are not fetched)"
+    )]
+    UnresolvableRef {
+        /// Where the reference is.
+        pointer: String,
+        /// The reference.
+        reference: String,
+    },
+    /// References loop back to the same instance without descending into it.
+    #[error(
+        "schema at {pointer} refers back to itself without descending into the instance (infinite recursion)"
+    )]
+    RecursionWithoutProgress {
+        /// A schema node on the loop.
+        pointer: String,
+    },
+    /// Too many schema nodes can apply at one instance depth.
+    #[error(
+        "schema combinators let up to {fanout} subschemas apply at one instance depth; the limit is {limit} (nested anyOf/oneOf/allOf/$ref fan-out)"
+    )]
+    FanOutTooLarge {
+        /// The computed bound (saturating).
+        fanout: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The `jsonschema` crate refused the schema (meta-schema violation, bad regex, …).
+    #[error("invalid JSON Schema: {message}")]
+    Invalid {
+        /// The validator's message.
+        message: String,
+    },
+    /// The schema could not be canonicalised.
+    #[error(transparent)]
+    Canonical(#[from] CanonicalError),
+}
+
+/// The JSON Schema draft a schema is evaluated under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaDraft {
+    /// Draft 4.
+    Draft4,
+    /// Draft 6.
+    Draft6,
+    /// Draft 7.
+    Draft7,
+    /// Draft 2019-09.
+    Draft201909,
+    /// Draft 2020-12 (the default when `$schema` is absent).
+    Draft202012,
+}
+
+impl SchemaDraft {
+    fn detect(schema: &Value) -> Result<Self, SchemaError> {
+        let Some(uri) = schema.get("$schema") else {
+            return Ok(Self::Draft202012);
+        };
+        let Some(uri) = uri.as_str() else {
+            return Err(SchemaError::UnknownDraft {
+                uri: uri.to_string(),
+            });
+        };
+        let trimmed = uri.trim_end_matches('#');
+        let without_scheme = trimmed
+            .strip_prefix("https://")
+            .or_else(|| trimmed.strip_prefix("http://"))
+            .unwrap_or("");
+        match without_scheme {
+            "json-schema.org/draft/2020-12/schema" | "json-schema.org/schema" => {
+                Ok(Self::Draft202012)
+            }
+            "json-schema.org/draft/2019-09/schema" => Ok(Self::Draft201909),
+            "json-schema.org/draft-07/schema" => Ok(Self::Draft7),
+            "json-schema.org/draft-06/schema" => Ok(Self::Draft6),
+            "json-schema.org/draft-04/schema" => Ok(Self::Draft4),
+            _ => Err(SchemaError::UnknownDraft {
+                uri: uri.to_owned(),
+            }),
+        }
+    }
+
+    fn id_keyword(self) -> &'static str {
+        if self == Self::Draft4 { "id" } else { "$id" }
+    }
+
+    fn has_anchor_keyword(self) -> bool {
+        matches!(self, Self::Draft201909 | Self::Draft202012)
+    }
+}
+
+/// An output JSON Schema admitted under [`SchemaLimits`]: valid, compilable, bounded.
+///
+/// Serialises as the schema document itself. Deserialising re-admits it with the default
+/// limits, so a stored schema is as trustworthy as a fresh one.
+#[derive(Clone)]
+pub struct OutputSchema {
+    document: Arc<Value>,
+    digest: Digest,
+    draft: SchemaDraft,
+}
+
+impl OutputSchema {
+    /// Admits `document` as an output schema: checks every limit, then compiles it once.
+    pub fn parse(document: Value, limits: &SchemaLimits) -> Result<Self, SchemaError> {
+        if !(document.is_object() || document.is_boolean()) {
+            return Err(SchemaError::NotASchema);
+        }
+        let draft = SchemaDraft::detect(&document)?;
+        check_document_shape(&document, limits)?;
+        let canonical = to_canonical_vec(&document)?;
+        if canonical.len() > limits.max_bytes {
+            return Err(SchemaError::TooLarge {
+                bytes: canonical.len(),
+                limit: limits.max_bytes,
+            });
+        }
+        FanOutAnalysis::new(&document, draft)?.check(limits.max_fanout)?;
+        compile(&document)?;
+        Ok(Self {
+            document: Arc::new(document),
+            digest: Digest::of_bytes(&canonical),
+            draft,
+        })
+    }
+
+    /// The schema that accepts everything (`true`), used when neither party set one.
+    #[must_use]
+    pub fn accept_all() -> Self {
+        let document = Value::Bool(true);
+        Self {
+            digest: Digest::of_bytes(b"true"),
+            document: Arc::new(document),
+            draft: SchemaDraft::Draft202012,
+        }
+    }
+
+    /// The schema document.
+    #[must_use]
+    pub fn document(&self) -> &Value {
+        &self.document
+    }
+
+    /// `sha256` of the canonical schema: the cache key and the identity of the schema.
+    #[must_use]
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+
+    /// The draft it is evaluated under.
+    #[must_use]
+    pub fn draft(&self) -> SchemaDraft {
+        self.draft
+    }
+}
+
+impl fmt::Debug for OutputSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutputSchema")
+            .field("digest", &self.digest)
+            .field("draft", &self.draft)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for OutputSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.digest == other.digest
+    }
+}
+
+impl Eq for OutputSchema {}
+
+impl Serialize for OutputSchema {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.document.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for OutputSchema {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let document = Value::deserialize(deserializer)?;
+        Self::parse(document, &SchemaLimits::default()).map_err(serde::de::Error::custom)
+    }
+}
+
+fn compile(document: &Value) -> Result<jsonschema::Validator, SchemaError> {
+    jsonschema::options()
+        .offline()
+        .with_pattern_options(
+            jsonschema::PatternOptions::regex()
+                .size_limit(REGEX_SIZE_LIMIT)
+                .dfa_size_limit(REGEX_DFA_SIZE_LIMIT),
+        )
+        .build(document)
+        .map_err(|error| SchemaError::Invalid {
+            message: truncate(&error.to_string(), 500),
+        })
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut.
+pub(crate) fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Walks the whole document once: depth, enum sizes, regex patterns.
+fn check_document_shape(document: &Value, limits: &SchemaLimits) -> Result<(), SchemaError> {
+    // Explicit stack: the document may come from code rather than the depth-limited parser.
+    let mut stack: Vec<(&Value, String, usize)> = vec![(document, String::new(), 1)];
+    let mut total_enum_values = 0usize;
+    while let Some((value, pointer, depth)) = stack.pop() {
+        if depth > limits.max_depth {
+            return Err(SchemaError::TooDeep {
+                limit: limits.max_depth,
+            });
+        }
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::Array(values)) = map.get("enum") {
+                    if values.len() > limits.max_enum_values {
+                        return Err(SchemaError::EnumTooLarge {
+                            pointer: format!("{pointer}/enum"),
+                            values: values.len(),
+                            limit: limits.max_enum_values,
+                        });
+                    }
+                    total_enum_values += values.len();
+                    if total_enum_values > limits.max_total_enum_values {
+                        return Err(SchemaError::TooManyEnumValues {
+                            values: total_enum_values,
+                            limit: limits.max_total_enum_values,
+                        });
+                    }
+                }
+                if let Some(Value::String(pattern)) = map.get("pattern") {
+                    check_pattern(pattern, &format!("{pointer}/pattern"), limits)?;
+                }
+                if let Some(Value::Object(patterns)) = map.get("patternProperties") {
+                    for pattern in patterns.keys() {
+                        let at = format!(
+                            "{pointer}/patternProperties/{}",
+                            escape_pointer_token(pattern)
+                        );
+                        check_pattern(pattern, &at, limits)?;
+                    }
+                }
+                for (key, child) in map {
+                    if child.is_object() || child.is_array() {
+                        stack.push((
+                            child,
+                            format!("{pointer}/{}", escape_pointer_token(key)),
+                            depth + 1,
+                        ));
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (index, child) in items.iter().enumerate() {
+                    if child.is_object() || child.is_array() {
+                        stack.push((child, format!("{pointer}/{index}"), depth + 1));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_pattern(pattern: &str, pointer: &str, limits: &SchemaLimits) -> Result<(), SchemaError> {
+    let len = pattern.chars().count();
+    if len > limits.max_pattern_len {
+        return Err(SchemaError::PatternTooLong {
+            pointer: pointer.to_owned(),
+            len,
+            limit: limits.max_pattern_len,
+        });
+    }
+    // The linear-time engine would refuse these too, but with a message about syntax; saying
+    // why is kinder to whoever wrote the schema.
+    let bytes = pattern.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if i + 1 < bytes.len() => {
+                let next = bytes[i + 1];
+                if (next.is_ascii_digit() && next != b'0') || next == b'k' {
+                    return Err(SchemaError::BacktrackingPattern {
+                        pointer: pointer.to_owned(),
+                        feature: "a back-reference",
+                    });
+                }
+                i += 2;
+                continue;
+            }
+            b'(' if bytes.get(i + 1) == Some(&b'?') => {
+                let rest = &bytes[i + 2..];
+                if rest.starts_with(b"=")
+                    || rest.starts_with(b"!")
+                    || rest.starts_with(b"<=")
+                    || rest.starts_with(b"<!")
+                {
+                    return Err(SchemaError::BacktrackingPattern {
+                        pointer: pointer.to_owned(),
+                        feature: "look-around",
+                    });
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// RFC 6901 token escaping.
+pub(crate) fn escape_pointer_token(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fan-out analysis
+// ---------------------------------------------------------------------------------------------
+
+/// Base URI of a document without `$id`. Only used to resolve relative references; never
+/// fetched.
+const DEFAULT_BASE_URI: &str = "https://schema.hiregate.invalid/output.json";
+
+/// Keywords whose subschemas apply to the same instance.
+const IN_PLACE_SINGLE: &[&str] = &["not", "if", "then", "else"];
+const IN_PLACE_ARRAY: &[&str] = &["allOf", "anyOf", "oneOf"];
+const IN_PLACE_MAP: &[&str] = &["dependentSchemas", "dependencies"];
+/// Keywords whose subschemas apply to children of the instance.
+const CHILD_SINGLE: &[&str] = &[
+    "additionalProperties",
+    "propertyNames",
+    "contains",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
+    "contentSchema",
+];
+const CHILD_ARRAY: &[&str] = &["prefixItems"];
+const CHILD_MAP: &[&str] = &["properties", "patternProperties"];
+/// Keywords holding subschemas that apply only through references.
+const DEFINITION_MAP: &[&str] = &["$defs", "definitions"];
+
+#[derive(Default)]
+struct Edges {
+    in_place: Vec<String>,
+    child: Vec<String>,
+}
+
+struct FanOutAnalysis<'a> {
+    root: &'a Value,
+    draft: SchemaDraft,
+    /// Absolute resource URI (no fragment) → pointer of the resource root.
+    resources: HashMap<String, String>,
+    /// (resource URI, anchor name) → pointer.
+    anchors: HashMap<(String, String), String>,
+    /// `$dynamicAnchor` name → every pointer carrying it (the dynamic scope may pick any).
+    dynamic_anchors: HashMap<String, Vec<String>>,
+    /// Resource roots with `"$recursiveAnchor": true` (draft 2019-09).
+    recursive_anchors: Vec<String>,
+    /// Base URI in scope at each indexed subschema.
+    bases: HashMap<String, String>,
+}
+
+/// Every subschema position of `value` with its pointer suffix and whether it applies to the
+/// same instance (`Some(true)`), to a child (`Some(false)`) or only via references (`None`).
+fn subschemas(value: &Value) -> Vec<(String, &Value, Option<bool>)> {
+    let mut out = Vec::new();
+    let Value::Object(map) = value else {
+        return out;
+    };
+    let is_schema = |v: &Value| v.is_object() || v.is_boolean();
+    for (key, child) in map {
+        let key_str = key.as_str();
+        let token = escape_pointer_token(key_str);
+        if IN_PLACE_SINGLE.contains(&key_str) && is_schema(child) {
+            out.push((format!("/{token}"), child, Some(true)));
+        } else if CHILD_SINGLE.contains(&key_str) && is_schema(child) {
+            out.push((format!("/{token}"), child, Some(false)));
+        } else if IN_PLACE_ARRAY.contains(&key_str) || CHILD_ARRAY.contains(&key_str) {
+            let in_place = IN_PLACE_ARRAY.contains(&key_str);
+            if let Value::Array(items) = child {
+                for (i, item) in items.iter().enumerate().filter(|(_, v)| is_schema(v)) {
+                    out.push((format!("/{token}/{i}"), item, Some(in_place)));
+                }
+            }
+        } else if key_str == "items" {
+            match child {
+                Value::Array(items) => {
+                    for (i, item) in items.iter().enumerate().filter(|(_, v)| is_schema(v)) {
+                        out.push((format!("/items/{i}"), item, Some(false)));
+                    }
+                }
+                other if is_schema(other) => out.push(("/items".to_owned(), other, Some(false))),
+                _ => {}
+            }
+        } else if IN_PLACE_MAP.contains(&key_str)
+            || CHILD_MAP.contains(&key_str)
+            || DEFINITION_MAP.contains(&key_str)
+        {
+            let role = if IN_PLACE_MAP.contains(&key_str) {
+                Some(true)
+            } else if CHILD_MAP.contains(&key_str) {
+                Some(false)
+            } else {
+                None
+            };
+            if let Value::Object(entries) = child {
+                for (name, item) in entries.iter().filter(|(_, v)| is_schema(v)) {
+                    out.push((
+                        format!("/{token}/{}", escape_pointer_token(name)),
+                        item,
+                        role,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+impl<'a> FanOutAnalysis<'a> {
+    fn new(root: &'a Value, draft: SchemaDraft) -> Result<Self, SchemaError> {
+        let mut analysis = Self {
+            root,
+            draft,
+            resources: HashMap::new(),
+            anchors: HashMap::new(),
+            dynamic_anchors: HashMap::new(),
+            recursive_anchors: Vec::new(),
+            bases: HashMap::new(),
+        };
+        analysis.index()?;
+        Ok(analysis)
+    }
+
+    /// Records every resource (`$id`), anchor and the base URI of every subschema.
+    fn index(&mut self) -> Result<(), SchemaError> {
+        let default_base = url::Url::parse(DEFAULT_BASE_URI).map_err(|e| SchemaError::Invalid {
+            message: e.to_string(),
+        })?;
+        let mut stack: Vec<(&'a Value, String, url::Url)> =
+            vec![(self.root, String::new(), default_base)];
+        let mut first = true;
+        while let Some((value, pointer, inherited_base)) = stack.pop() {
+            let mut base = inherited_base;
+            if let Value::Object(map) = value {
+                if let Some(Value::String(id)) = map.get(self.draft.id_keyword()) {
+                    if let Some(anchor) = id.strip_prefix('#') {
+                        // Drafts 4–7 spell plain-name anchors as `$id: "#name"`.
+                        if !anchor.is_empty() {
+                            self.anchors
+                                .insert((resource_key(&base), anchor.to_owned()), pointer.clone());
+                        }
+                    } else {
+                        base = base.join(id).map_err(|_| SchemaError::UnresolvableRef {
+                            pointer: pointer.clone(),
+                            reference: id.clone(),
+                        })?;
+                        base.set_fragment(None);
+                        self.resources.insert(resource_key(&base), pointer.clone());
+                    }
+                }
+                if first {
+                    // The document root is a resource whether or not it has an `$id`.
+                    self.resources.entry(resource_key(&base)).or_default();
+                    first = false;
+                }
+                if self.draft.has_anchor_keyword() {
+                    if let Some(Value::String(name)) = map.get("$anchor") {
+                        self.anchors
+                            .insert((resource_key(&base), name.clone()), pointer.clone());
+                    }
+                    if let Some(Value::String(name)) = map.get("$dynamicAnchor") {
+                        self.anchors
+                            .insert((resource_key(&base), name.clone()), pointer.clone());
+                        self.dynamic_anchors
+                            .entry(name.clone())
+                            .or_default()
+                            .push(pointer.clone());
+                    }
+                    if map.get("$recursiveAnchor") == Some(&Value::Bool(true)) {
+                        self.recursive_anchors.push(pointer.clone());
+                    }
+                }
+            }
+            self.bases.insert(pointer.clone(), base.to_string());
+            for (suffix, child, _) in subschemas(value) {
+                stack.push((child, format!("{pointer}{suffix}"), base.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    fn base_for(&self, pointer: &str) -> String {
+        // Nodes reached only through a pointer into an unindexed place inherit the base of
+        // their nearest indexed ancestor.
+        let mut current = pointer;
+        loop {
+            if let Some(base) = self.bases.get(current) {
+                return base.clone();
+            }
+            match current.rfind('/') {
+                Some(cut) => current = &current[..cut],
+                None => return DEFAULT_BASE_URI.to_owned(),
+            }
+        }
+    }
+
+    fn resolve(&self, at: &str, reference: &str) -> Result<String, SchemaError> {
+        let unresolvable = || SchemaError::UnresolvableRef {
+            pointer: at.to_owned(),
+            reference: reference.to_owned(),
+        };
+        let base = url::Url::parse(&self.base_for(at)).map_err(|_| unresolvable())?;
+        let mut target = base.join(reference).map_err(|_| unresolvable())?;
+        let fragment = target.fragment().map(percent_decode).transpose();
+        let fragment = fragment.map_err(|()| unresolvable())?.unwrap_or_default();
+        target.set_fragment(None);
+        let resource_key = resource_key(&target);
+        let resource = self.resources.get(&resource_key).ok_or_else(unresolvable)?;
+        let pointer = if fragment.is_empty() {
+            resource.clone()
+        } else if fragment.starts_with('/') {
+            format!("{resource}{fragment}")
+        } else {
+            self.anchors
+                .get(&(resource_key, fragment))
+                .cloned()
+                .ok_or_else(unresolvable)?
+        };
+        match self.root.pointer(&pointer) {
+            Some(node) if node.is_object() || node.is_boolean() => Ok(pointer),
+            _ => Err(unresolvable()),
+        }
+    }
+
+    fn edges(&self, pointer: &str) -> Result<Edges, SchemaError> {
+        let mut edges = Edges::default();
+        let Some(node) = self.root.pointer(pointer) else {
+            return Ok(edges);
+        };
+        for (suffix, _, role) in subschemas(node) {
+            match role {
+                Some(true) => edges.in_place.push(format!("{pointer}{suffix}")),
+                Some(false) => edges.child.push(format!("{pointer}{suffix}")),
+                None => {}
+            }
+        }
+        let Value::Object(map) = node else {
+            return Ok(edges);
+        };
+        if let Some(Value::String(reference)) = map.get("$ref") {
+            edges.in_place.push(self.resolve(pointer, reference)?);
+        }
+        if let Some(Value::String(reference)) = map.get("$dynamicRef") {
+            edges.in_place.push(self.resolve(pointer, reference)?);
+            let name = reference.rsplit('#').next().unwrap_or_default();
+            if let Some(targets) = self.dynamic_anchors.get(name) {
+                edges.in_place.extend(targets.iter().cloned());
+            }
+        }
+        if let Some(Value::String(reference)) = map.get("$recursiveRef") {
+            edges.in_place.push(self.resolve(pointer, reference)?);
+            edges
+                .in_place
+                .extend(self.recursive_anchors.iter().cloned());
+        }
+        Ok(edges)
+    }
+
+    /// Counts, per instance depth, how many schema-node applications can reach one depth
+    /// (walks through the reference graph) and fails when that exceeds `limit`.
+    fn check(&self, limit: u64) -> Result<(), SchemaError> {
+        let mut edge_cache: HashMap<String, Edges> = HashMap::new();
+        let mut seeds: HashMap<String, u64> = HashMap::from([(String::new(), 1)]);
+        for _depth in 0..=MAX_INSTANCE_DEPTH {
+            if seeds.is_empty() {
+                return Ok(());
+            }
+            let totals = self.close_in_place(&seeds, &mut edge_cache)?;
+            let level_sum = totals
+                .values()
+                .fold(0u64, |sum, count| sum.saturating_add(*count));
+            if level_sum > limit {
+                return Err(SchemaError::FanOutTooLarge {
+                    fanout: level_sum,
+                    limit,
+                });
+            }
+            let mut next: HashMap<String, u64> = HashMap::new();
+            for (pointer, count) in &totals {
+                if let Some(edges) = edge_cache.get(pointer) {
+                    for child in &edges.child {
+                        let slot = next.entry(child.clone()).or_insert(0);
+                        *slot = slot.saturating_add(*count);
+                    }
+                }
+            }
+            seeds = next;
+        }
+        Ok(())
+    }
+
+    /// Propagates `seeds` along same-instance edges (a DAG unless the schema recurses without
+    /// progress) and returns how many walks reach each node.
+    fn close_in_place(
+        &self,
+        seeds: &HashMap<String, u64>,
+        edge_cache: &mut HashMap<String, Edges>,
+    ) -> Result<HashMap<String, u64>, SchemaError> {
+        // Collect the same-instance subgraph reachable from the seeds.
+        let mut in_degree: HashMap<String, usize> = HashMap::new();
+        let mut queue: VecDeque<String> = seeds.keys().cloned().collect();
+        for seed in seeds.keys() {
+            in_degree.entry(seed.clone()).or_insert(0);
+        }
+        let mut visited: std::collections::HashSet<String> = seeds.keys().cloned().collect();
+        while let Some(pointer) = queue.pop_front() {
+            if !edge_cache.contains_key(&pointer) {
+                let edges = self.edges(&pointer)?;
+                edge_cache.insert(pointer.clone(), edges);
+            }
+            let targets = edge_cache
+                .get(&pointer)
+                .map(|e| e.in_place.clone())
+                .unwrap_or_default();
+            for target in targets {
+                *in_degree.entry(target.clone()).or_insert(0) += 1;
+                if visited.insert(target.clone()) {
+                    queue.push_back(target);
+                }
+            }
+        }
+        // Kahn's algorithm: whatever is left over sits on a cycle.
+        let mut totals: HashMap<String, u64> = seeds.clone();
+        let mut ready: VecDeque<String> = in_degree
+            .iter()
+            .filter(|(_, degree)| **degree == 0)
+            .map(|(pointer, _)| pointer.clone())
+            .collect();
+        let mut processed = 0usize;
+        while let Some(pointer) = ready.pop_front() {
+            processed += 1;
+            let count = totals.get(&pointer).copied().unwrap_or(0);
+            let targets = edge_cache
+                .get(&pointer)
+                .map(|e| e.in_place.clone())
+                .unwrap_or_default();
+            for target in targets {
+                let slot = totals.entry(target.clone()).or_insert(0);
+                *slot = slot.saturating_add(count);
+                if let Some(degree) = in_degree.get_mut(&target) {
+                    *degree -= 1;
+                    if *degree == 0 {
+                        ready.push_back(target);
+                    }
+                }
+            }
+        }
+        if processed < in_degree.len() {
+            let on_cycle = in_degree
+                .iter()
+                .filter(|(_, degree)| **degree > 0)
+                .map(|(pointer, _)| pointer.clone())
+                .min()
+                .unwrap_or_default();
+            return Err(SchemaError::RecursionWithoutProgress {
+                pointer: if on_cycle.is_empty() {
+                    "#".to_owned()
+                } else {
+                    format!("#{on_cycle}")
+                },
+            });
+        }
+        Ok(totals)
+    }
+}
+
+fn resource_key(url: &url::Url) -> String {
+    let mut key = url.clone();
+    key.set_fragment(None);
+    key.to_string()
+}
+
+fn percent_decode(text: &str) -> Result<String, ()> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).ok_or(())?;
+            let hex = std::str::from_utf8(hex).map_err(|_| ())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache and validation
+// ---------------------------------------------------------------------------------------------
+
+/// One place where a deliverable breaks its schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaViolation {
+    /// Digest of the schema that was broken (a contract may carry two).
+    pub schema: Digest,
+    /// JSON Pointer into the deliverable.
+    pub instance_path: String,
+    /// JSON Pointer into the schema (keyword location).
+    pub schema_path: String,
+    /// Human-readable message (truncated).
+    pub message: String,
+}
+
+/// Most violations reported per schema; enough to fix a deliverable, bounded for storage.
+pub const MAX_REPORTED_VIOLATIONS: usize = 32;
+
+/// Compiled validators keyed by schema digest, compiled once and shared.
+///
+/// Bounded: when full, the oldest entry is dropped (a recompile is only a cost, never a
+/// correctness issue).
+pub struct SchemaCache {
+    capacity: usize,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    validators: HashMap<Digest, Arc<jsonschema::Validator>>,
+    order: VecDeque<Digest>,
+}
+
+impl fmt::Debug for SchemaCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchemaCache")
+            .field("capacity", &self.capacity)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl Default for SchemaCache {
+    fn default() -> Self {
+        Self::new(1024)
+    }
+}
+
+impl SchemaCache {
+    /// A cache holding at most `capacity` compiled validators (at least one).
+    #[must_use]
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            inner: Mutex::new(CacheInner::default()),
+        }
+    }
+
+    /// Number of cached validators.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lock().validators.len()
+    }
+
+    /// True when nothing is cached.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        // A panic elsewhere while holding the lock cannot leave the map inconsistent (every
+        // mutation is a single insert/remove), so a poisoned lock is safe to reuse.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The compiled validator for `schema`, compiling it on first use.
+    pub fn validator(
+        &self,
+        schema: &OutputSchema,
+    ) -> Result<Arc<jsonschema::Validator>, SchemaError> {
+        if let Some(found) = self.lock().validators.get(&schema.digest()) {
+            return Ok(Arc::clone(found));
+        }
+        // Compile outside the lock; two threads racing compile twice, which is harmless.
+        let compiled = Arc::new(compile(schema.document())?);
+        let mut inner = self.lock();
+        if !inner.validators.contains_key(&schema.digest()) {
+            while inner.validators.len() >= self.capacity {
+                match inner.order.pop_front() {
+                    Some(oldest) => {
+                        inner.validators.remove(&oldest);
+                    }
+                    None => break,
+                }
+            }
+            inner
+                .validators
+                .insert(schema.digest(), Arc::clone(&compiled));
+            inner.order.push_back(schema.digest());
+        }
+        Ok(compiled)
+    }
+
+    /// Validates `instance` against `schema`; empty when valid.
+    pub fn validate(
+        &self,
+        schema: &OutputSchema,
+        instance: &Value,
+    ) -> Result<Vec<SchemaViolation>, SchemaError> {
+        let validator = self.validator(schema)?;
+        if validator.is_valid(instance) {
+            return Ok(Vec::new());
+        }
+        Ok(validator
+            .iter_errors(instance)
+            .take(MAX_REPORTED_VIOLATIONS)
+            .map(|error| SchemaViolation {
+                schema: schema.digest(),
+                instance_path: error.instance_path().as_str().to_owned(),
+                schema_path: error.schema_path().as_str().to_owned(),
+                message: truncate(&error.to_string(), 300),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Instant;
+
+    fn admit(schema: Value) -> Result<OutputSchema, SchemaError> {
+        OutputSchema::parse(schema, &SchemaLimits::default())
+    }
+
+    #[test]
+    fn a_realistic_schema_is_admitted_and_validates() {
+        let schema = admit(json!({
+            "type": "object",
+            "required": ["score", "issues"],
+            "properties": {
+                "score": {"type": "number", "minimum": 0, "maximum": 10},
+                "issues": {"type": "array", "items": {"$ref": "#/$defs/issue"}}
+            },
+            "$defs": {"issue": {
+                "type": "object",
+                "required": ["line", "severity"],
+                "properties": {
+                    "line": {"type": "integer", "minimum": 1},
+                    "severity": {"enum": ["info", "warning", "error"]},
+                    "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{3}$"}
+                }
+            }}
+        }))
+        .unwrap();
+        let cache = SchemaCache::default();
+        let good =
+            json!({"score": 8, "issues": [{"line": 42, "severity": "warning", "code": "AB123"}]});
+        assert!(cache.validate(&schema, &good).unwrap().is_empty());
+        let bad = json!({"score": 8, "issues": [{"line": 0, "severity": "fatal"}]});
+        let violations = cache.validate(&schema, &bad).unwrap();
+        let paths: Vec<&str> = violations
+            .iter()
+            .map(|v| v.instance_path.as_str())
+            .collect();
+        assert!(paths.contains(&"/issues/0/line"), "{paths:?}");
+        assert!(paths.contains(&"/issues/0/severity"), "{paths:?}");
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn draft_2020_12_is_the_default_and_declared_drafts_are_honoured() {
+        // prefixItems is a 2020-12 keyword; draft 7 ignores it (unknown keyword).
+        let tuple = json!({"prefixItems": [{"type": "string"}]});
+        let default_draft = admit(tuple.clone()).unwrap();
+        assert_eq!(default_draft.draft(), SchemaDraft::Draft202012);
+        let mut draft7_doc = tuple;
+        draft7_doc["$schema"] = json!("http://json-schema.org/draft-07/schema#");
+        let draft7 = admit(draft7_doc).unwrap();
+        assert_eq!(draft7.draft(), SchemaDraft::Draft7);
+        let cache = SchemaCache::default();
+        let instance = json!([1]);
+        assert!(
+            !cache
+                .validate(&default_draft, &instance)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(cache.validate(&draft7, &instance).unwrap().is_empty());
+    }
+
+    #[test]
+    fn unknown_meta_schemas_and_remote_refs_are_refused() {
+        assert!(matches!(
+            admit(json!({"$schema": "https://example.com/my-meta", "type": "object"})),
+            Err(SchemaError::UnknownDraft { .. })
+        ));
+        assert!(matches!(
+            admit(json!({"$ref": "https://example.com/remote.json"})),
+            Err(SchemaError::UnresolvableRef { .. })
+        ));
+        assert!(matches!(
+            admit(json!({"$ref": "#/$defs/missing"})),
+            Err(SchemaError::UnresolvableRef { .. })
+        ));
+        assert!(matches!(admit(json!(42)), Err(SchemaError::NotASchema)));
+        assert!(matches!(
+            admit(json!({"type": "strung"})),
+            Err(SchemaError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn references_through_ids_and_anchors_resolve() {
+        let schema = json!({
+            "$id": "https://example.com/root.json",
+            "type": "object",
+            "properties": {
+                "a": {"$ref": "item.json"},
+                "b": {"$ref": "#thing"},
+                "c": {"$ref": "https://example.com/root.json#/$defs/plain"}
+            },
+            "$defs": {
+                "item": {"$id": "item.json", "type": "integer"},
+                "thing": {"$anchor": "thing", "type": "string"},
+                "plain": {"type": "boolean"}
+            }
+        });
+        let admitted = admit(schema).unwrap();
+        let cache = SchemaCache::default();
+        assert!(
+            cache
+                .validate(&admitted, &json!({"a": 1, "b": "x", "c": true}))
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            cache
+                .validate(&admitted, &json!({"a": "1", "b": "x", "c": true}))
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn oversized_deep_and_enum_heavy_schemas_are_refused() {
+        let limits = SchemaLimits::default();
+        let mut deep = json!({"type": "string"});
+        for _ in 0..40 {
+            deep = json!({"properties": {"x": deep}});
+        }
+        assert!(matches!(admit(deep), Err(SchemaError::TooDeep { .. })));
+
+        let huge_enum: Vec<Value> = (0..5_000).map(Value::from).collect();
+        assert!(matches!(
+            admit(json!({"enum": huge_enum})),
+            Err(SchemaError::EnumTooLarge { values: 5_000, .. })
+        ));
+
+        let many_enums: serde_json::Map<String, Value> = (0..20)
+            .map(|i| {
+                let values: Vec<Value> = (0..900).map(Value::from).collect();
+                (format!("p{i}"), json!({"enum": values}))
+            })
+            .collect();
+        assert!(matches!(
+            admit(json!({"properties": many_enums})),
+            Err(SchemaError::TooManyEnumValues { .. })
+        ));
+
+        let big: serde_json::Map<String, Value> = (0..20_000)
+            .map(|i| (format!("property_{i}"), json!({"type": "string"})))
+            .collect();
+        assert!(matches!(
+            OutputSchema::parse(json!({"properties": big}), &limits),
+            Err(SchemaError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn backtracking_patterns_are_refused_by_name() {
+        for (pattern, feature) in [
+            (r"^(?=.*\d)\w+$", "look-around"),
+            (r"(?<!x)y", "look-around"),
+            (r"^(a)\1$", "a back-reference"),
+        ] {
+            match admit(json!({"type": "string", "pattern": pattern})) {
+                Err(SchemaError::BacktrackingPattern {
+                    feature: got,
+                    pointer,
+                }) => {
+                    assert_eq!(got, feature);
+                    assert_eq!(pointer, "/pattern");
+                }
+                other => panic!("{pattern}: {other:?}"),
+            }
+        }
+        match admit(json!({"patternProperties": {"^(?!x)": {}}})) {
+            Err(SchemaError::BacktrackingPattern { pointer, .. }) => {
+                assert_eq!(pointer, "/patternProperties/^(?!x)");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            admit(json!({"pattern": "a".repeat(2_000)})),
+            Err(SchemaError::PatternTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn catastrophic_regex_runs_in_linear_time() {
+        // (a+)+$ is the classic exponential case for backtracking engines; with the linear
+        // engine it is admitted and validates a long near-miss immediately.
+        let schema = admit(json!({"type": "string", "pattern": "^(a+)+$"})).unwrap();
+        let cache = SchemaCache::default();
+        let near_miss = format!("{}!", "a".repeat(50_000));
+        let started = Instant::now();
+        let violations = cache.validate(&schema, &json!(near_miss)).unwrap();
+        assert_eq!(violations.len(), 1);
+        // Generous bound: a backtracking engine would take longer than the universe.
+        assert!(started.elapsed().as_secs() < 5);
+    }
+
+    #[test]
+    fn combinator_blow_up_is_refused() {
+        // Each level doubles the schema nodes that apply to the same instance node.
+        let mut defs = serde_json::Map::new();
+        for level in 0..20 {
+            let next = format!("#/$defs/l{}", level + 1);
+            defs.insert(
+                format!("l{level}"),
+                json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+            );
+        }
+        defs.insert("l20".to_owned(), json!({"type": "integer"}));
+        let schema = json!({"$ref": "#/$defs/l0", "$defs": defs});
+        assert!(matches!(
+            admit(schema),
+            Err(SchemaError::FanOutTooLarge { .. })
+        ));
+
+        // The recursive variant doubles per instance depth.
+        let recursive = json!({"anyOf": [{"items": {"$ref": "#"}}, {"items": {"$ref": "#"}}]});
+        assert!(matches!(
+            admit(recursive),
+            Err(SchemaError::FanOutTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn linear_recursion_is_admitted() {
+        let tree = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "children": {"type": "array", "items": {"$ref": "#"}}
+            }
+        });
+        let schema = admit(tree).unwrap();
+        let cache = SchemaCache::default();
+        let instance = json!({"name": "a", "children": [{"name": "b", "children": [{"name": 3}]}]});
+        let violations = cache.validate(&schema, &instance).unwrap();
+        assert_eq!(violations[0].instance_path, "/children/0/children/0/name");
+    }
+
+    #[test]
+    fn recursion_without_progress_is_refused() {
+        assert!(matches!(
+            admit(json!({"anyOf": [{"type": "string"}, {"$ref": "#"}]})),
+            Err(SchemaError::RecursionWithoutProgress { .. })
+        ));
+        assert!(matches!(
+            admit(
+                json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"})
+            ),
+            Err(SchemaError::RecursionWithoutProgress { .. })
+        ));
+    }
+
+    #[test]
+    fn cache_compiles_once_and_stays_bounded() {
+        let cache = SchemaCache::new(2);
+        let schemas: Vec<OutputSchema> = (0..3)
+            .map(|i| admit(json!({"type": "integer", "minimum": i})).unwrap())
+            .collect();
+        let first = cache.validator(&schemas[0]).unwrap();
+        let again = cache.validator(&schemas[0]).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        cache.validator(&schemas[1]).unwrap();
+        cache.validator(&schemas[2]).unwrap();
+        assert_eq!(cache.len(), 2);
+        let recompiled = cache.validator(&schemas[0]).unwrap();
+        assert!(!Arc::ptr_eq(&first, &recompiled));
+    }
+
+    #[test]
+    fn deserialising_re_admits_the_schema() {
+        assert!(serde_json::from_str::<OutputSchema>(r#"{"type":"object"}"#).is_ok());
+        assert!(
+            serde_json::from_str::<OutputSchema>(r#"{"$ref":"https://evil.example/x"}"#).is_err()
+        );
+        let schema = admit(json!({"type": "object", "b": 1, "a": 2})).unwrap();
+        let reordered = admit(json!({"a": 2, "type": "object", "b": 1})).unwrap();
+        assert_eq!(schema.digest(), reordered.digest());
+    }
+}

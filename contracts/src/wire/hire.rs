@@ -1,0 +1,213 @@
+//! HIRE `/execute` responses (seeds/hire-execution.txt): `completed`, `failed`, `pending`,
+//! `partial`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use url::Url;
+
+use crate::canonical::Digest;
+use crate::deliverable::{Deliverable, DeliverableError, DeliveryStatus, FileOutput, Output};
+use crate::id::ContractId;
+
+/// A HIRE `/execute` (or poll, or callback) response, tagged by `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ExecuteResponse {
+    /// Work done.
+    Completed(Delivery),
+    /// Could not complete.
+    Failed(Failure),
+    /// Long-running; poll or wait for a callback.
+    Pending(Pending),
+    /// Some deliverables ready (progress, or a final partial result).
+    Partial(Delivery),
+}
+
+impl ExecuteResponse {
+    /// The deliverable of a `completed` or `partial` response; `None` for `failed`/`pending`.
+    pub fn deliverable(&self) -> Option<Result<Deliverable, DeliverableError>> {
+        match self {
+            Self::Completed(delivery) => Some(delivery.to_deliverable(DeliveryStatus::Completed)),
+            Self::Partial(delivery) => Some(delivery.to_deliverable(DeliveryStatus::Partial)),
+            Self::Failed(_) | Self::Pending(_) => None,
+        }
+    }
+}
+
+/// A file in HIRE's `deliverables` list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliverableFile {
+    /// File name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Where it is hosted.
+    pub url: Url,
+    /// `sha256:` digest of its bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<Digest>,
+    /// Media type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime: Option<String>,
+    /// Size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// Body of a `completed` or `partial` response: an `output`, or a `deliverables` file list.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Delivery {
+    /// The contract, echoed by the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_id: Option<ContractId>,
+    /// The task, for async completions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The output (preferred form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Output>,
+    /// Files (the older form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliverables: Option<Vec<DeliverableFile>>,
+    /// Free-form metadata (execution time, model); not part of the deliverable digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+impl Delivery {
+    /// The internal deliverable: `output` when present, else the files (one file is a `file`
+    /// output, several a `multiple`).
+    pub fn to_deliverable(&self, status: DeliveryStatus) -> Result<Deliverable, DeliverableError> {
+        let output = if let Some(output) = &self.output {
+            output.clone()
+        } else {
+            let mut files: Vec<Output> = self
+                .deliverables
+                .iter()
+                .flatten()
+                .map(|file| {
+                    Output::File(FileOutput {
+                        url: file.url.clone(),
+                        mime: file.mime.clone(),
+                        size: file.size,
+                        checksum: file.checksum,
+                        name: file.name.clone(),
+                    })
+                })
+                .collect();
+            match files.len() {
+                0 => return Err(DeliverableError::Empty),
+                1 => files.remove(0),
+                _ => Output::Multiple { items: files },
+            }
+        };
+        Deliverable::new(status, output, Vec::new(), Vec::new())
+    }
+}
+
+/// The `error` of a `failed` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// Machine code, e.g. `INVALID_INPUT`.
+    pub code: String,
+    /// Human message.
+    pub message: String,
+    /// Details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+/// Body of a `failed` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The contract, echoed by the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_id: Option<ContractId>,
+    /// What went wrong.
+    pub error: ErrorBody,
+}
+
+/// Body of a `pending` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    /// The worker's task id.
+    pub task_id: String,
+    /// Where to poll.
+    pub poll_url: Url,
+    /// Estimated completion (RFC 3339), informational.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_completion: Option<String>,
+    /// The contract, echoed by the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_id: Option<ContractId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_seed_examples_parse() {
+        let completed: ExecuteResponse = serde_json::from_value(json!({
+            "status": "completed",
+            "contract_id": "ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4K",
+            "deliverables": [
+                {"name": "logo_v1.svg", "url": "https://storage.example.com/logo_v1.svg",
+                 "checksum": format!("sha256:{}", "ab".repeat(32))},
+                {"name": "logo_v2.svg", "url": "https://storage.example.com/logo_v2.svg",
+                 "checksum": format!("sha256:{}", "cd".repeat(32))}
+            ],
+            "metadata": {"execution_time_ms": 4500, "model_used": "designbot-v2"}
+        }))
+        .unwrap();
+        let deliverable = completed.deliverable().unwrap().unwrap();
+        assert!(matches!(deliverable.output(), Output::Multiple { items } if items.len() == 2));
+        assert_eq!(deliverable.evidence_requests().len(), 2);
+
+        let json_output: ExecuteResponse = serde_json::from_value(json!({
+            "status": "completed",
+            "output": {"type": "json", "content": {"score": 8, "issues": []}}
+        }))
+        .unwrap();
+        let deliverable = json_output.deliverable().unwrap().unwrap();
+        assert_eq!(deliverable.status(), DeliveryStatus::Completed);
+
+        let failed: ExecuteResponse = serde_json::from_value(json!({
+            "status": "failed",
+            "contract_id": "ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4K",
+            "error": {"code": "INVALID_INPUT", "message": "Color format not recognized",
+                      "details": {"field": "colors[0]"}}
+        }))
+        .unwrap();
+        assert!(failed.deliverable().is_none());
+
+        let pending: ExecuteResponse = serde_json::from_value(json!({
+            "status": "pending",
+            "task_id": "task_abc123",
+            "poll_url": "https://worker.example.com/tasks/task_abc123",
+            "estimated_completion": "2025-01-30T12:00:00Z"
+        }))
+        .unwrap();
+        assert!(matches!(pending, ExecuteResponse::Pending(_)));
+
+        let partial: ExecuteResponse = serde_json::from_value(json!({
+            "status": "partial",
+            "output": {"type": "text", "content": "half"}
+        }))
+        .unwrap();
+        assert_eq!(
+            partial.deliverable().unwrap().unwrap().status(),
+            DeliveryStatus::Partial
+        );
+    }
+
+    #[test]
+    fn a_completion_without_output_is_refused() {
+        let empty: ExecuteResponse =
+            serde_json::from_value(json!({"status": "completed"})).unwrap();
+        assert_eq!(
+            empty.deliverable().unwrap().unwrap_err(),
+            DeliverableError::Empty
+        );
+    }
+}

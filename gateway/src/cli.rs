@@ -1,0 +1,183 @@
+//! The `hiregate` command line: `serve`, `migrate`, `keys create`, `check-config`, and the
+//! `facilitator` and `demo` placeholders.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::json;
+
+use crate::{
+    auth::{Role, issue_api_key},
+    config::Settings,
+    ids::PrincipalId,
+    shutdown,
+    startup::App,
+    store::Store,
+    telemetry,
+};
+
+/// hiregate: an x402 payment gateway for hiring AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "hiregate", version, about)]
+pub struct Cli {
+    /// Configuration file layered over the built-in defaults (before HIREGATE_* variables).
+    #[arg(long, global = true, env = "HIREGATE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway.
+    Serve {
+        /// Apply pending migrations before serving (default: database.migrate_on_start).
+        #[arg(long, conflicts_with = "no_migrate")]
+        migrate: bool,
+        /// Do not apply migrations, whatever the configuration says.
+        #[arg(long)]
+        no_migrate: bool,
+    },
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Manage API keys.
+    Keys {
+        /// Key operation.
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Load and validate the configuration, print it with secrets redacted, and exit.
+    CheckConfig,
+    /// Run the bundled x402 facilitator on its own (not wired yet).
+    // LEAD-WIRE: facilitator subcommand (payments crate's bundled facilitator).
+    Facilitator,
+    /// Start a local chain, facilitator, gateway and workers and walk through a paid hire
+    /// (not wired yet).
+    // LEAD-WIRE: demo subcommand (devnet + execute flow).
+    Demo,
+}
+
+/// `keys` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it once, as JSON.
+    Create {
+        /// Role of the key.
+        #[arg(long, value_enum)]
+        role: KeyRole,
+        /// Add the key to this existing account instead of creating a new one.
+        #[arg(long)]
+        principal: Option<PrincipalId>,
+        /// Free-form note stored with the key.
+        #[arg(long)]
+        label: Option<String>,
+    },
+}
+
+/// Roles `keys create` can issue.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum KeyRole {
+    /// `hg_sk_…`
+    Seeker,
+    /// `hg_op_…`
+    Operator,
+}
+
+impl From<KeyRole> for Role {
+    fn from(role: KeyRole) -> Self {
+        match role {
+            KeyRole::Seeker => Self::Seeker,
+            KeyRole::Operator => Self::Operator,
+        }
+    }
+}
+
+/// Run the parsed command line; errors are printed with their causes.
+pub async fn run(cli: Cli) -> ExitCode {
+    match dispatch(cli).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let load = || Settings::load(cli.config.as_deref()).context("cannot load configuration");
+    match cli.command {
+        Command::Serve {
+            migrate,
+            no_migrate,
+        } => {
+            let mut settings = load()?;
+            if migrate {
+                settings.database.migrate_on_start = true;
+            }
+            if no_migrate {
+                settings.database.migrate_on_start = false;
+            }
+            telemetry::init(&settings.log)?;
+            let shutdown = shutdown::token_cancelled_on_signals();
+            let app = App::build(settings)
+                .await
+                .context("cannot start the gateway")?;
+            app.run_until_stopped(shutdown).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate => {
+            let settings = load()?;
+            let store = Store::connect(&settings.database)
+                .await
+                .context("cannot open the database")?;
+            store.migrate().await?;
+            store.close().await;
+            println!("migrations applied");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Keys {
+            command:
+                KeysCommand::Create {
+                    role,
+                    principal,
+                    label,
+                },
+        } => {
+            let settings = load()?;
+            let store = Store::connect(&settings.database)
+                .await
+                .context("cannot open the database")?;
+            if settings.database.migrate_on_start {
+                store.migrate().await?;
+            }
+            let issued = issue_api_key(&store, role.into(), principal, label).await?;
+            store.close().await;
+            eprintln!("The key is shown only this once; only its hash is stored.");
+            let record = issued.record;
+            println!(
+                "{}",
+                json!({
+                    "api_key": issued.key.reveal(),
+                    "key_id": record.id,
+                    "role": record.role,
+                    "principal_id": record.principal_id,
+                    "label": record.label,
+                })
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckConfig => {
+            let settings = load()?;
+            println!("{settings:#?}");
+            Ok(ExitCode::SUCCESS)
+        }
+        // LEAD-WIRE: replace both placeholders with the real subcommands.
+        Command::Facilitator | Command::Demo => {
+            eprintln!("this subcommand is not wired yet");
+            Ok(ExitCode::from(2))
+        }
+    }
+}

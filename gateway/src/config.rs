@@ -1,0 +1,785 @@
+//! Layered configuration: embedded `config.default.toml`, then an optional file, then
+//! `HIREGATE_*` environment variables, then [`Settings::validate`].
+//!
+//! Every error names the offending key (figment's own errors carry the key path; ours use
+//! [`ConfigError::Invalid`]). Secrets are held in [`SecretString`] (or [`DatabaseUrl`]) so a
+//! `Debug` of the settings never prints them.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    str::FromStr,
+    sync::Arc,
+    time::Duration,
+};
+
+use figment::{
+    Figment,
+    providers::{Env, Format, Toml},
+};
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Deserializer};
+use url::Url;
+
+/// The commented defaults, compiled in; also the configuration reference.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config.default.toml");
+
+/// Prefix of the environment variables that override configuration keys.
+pub const ENV_PREFIX: &str = "HIREGATE_";
+
+/// Shared, cheap-to-clone handle on validated settings.
+pub type Config = Arc<Settings>;
+
+/// Configuration that could not be loaded or is invalid. Each variant names the key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A layer could not be read or a value has the wrong type (figment names the key and the
+    /// layer it came from).
+    #[error("invalid configuration: {}", describe_figment_error(.0))]
+    Load(Box<figment::Error>),
+    /// The file named with `--config`/`HIREGATE_CONFIG` does not exist.
+    #[error("configuration file `{}` does not exist", path.display())]
+    MissingFile {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A value parsed but breaks a rule.
+    #[error("invalid configuration key `{key}`: {reason}")]
+    Invalid {
+        /// Dotted key path, e.g. `database.max_connections`.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Each underlying error as "key `a.b` (from <layer>): <problem>", with the key spelled as in
+/// the TOML files whatever layer the bad value came from.
+fn describe_figment_error(error: &figment::Error) -> String {
+    error
+        .clone()
+        .into_iter()
+        .map(|e| {
+            let key = e.path.join(".");
+            let layer = e
+                .metadata
+                .as_ref()
+                .map(|m| format!(" (from {})", m.name))
+                .unwrap_or_default();
+            if key.is_empty() {
+                format!("{}{layer}", e.kind)
+            } else {
+                format!("key `{key}`{layer}: {}", e.kind)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+// Not `#[from]`: that would also make the figment error the `source`, and printing the chain
+// would repeat the message (figment's error is already part of our `Display`).
+impl From<figment::Error> for ConfigError {
+    fn from(error: figment::Error) -> Self {
+        Self::Load(Box::new(error))
+    }
+}
+
+impl ConfigError {
+    fn invalid(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// All gateway settings. Field docs live in `config.default.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// HTTP server.
+    pub http: HttpSettings,
+    /// Database connection.
+    pub database: DatabaseSettings,
+    /// Logging.
+    pub log: LogSettings,
+    /// x402 facilitator.
+    pub facilitator: FacilitatorSettings,
+    /// Chains for the embedded facilitator, keyed by a free-form name.
+    #[serde(default)]
+    pub chains: BTreeMap<String, ChainSettings>,
+    /// Gateway signing key.
+    pub signing_key: SigningKeySettings,
+    /// Admin credentials.
+    pub admin: AdminSettings,
+    /// Outbound HTTP (workers, poll URLs, webhooks, files).
+    pub outbound: OutboundSettings,
+    /// Worker health checks.
+    pub health: HealthSettings,
+    /// Contract defaults and bounds.
+    pub contracts: ContractSettings,
+}
+
+/// `[http]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Address the API binds to.
+    pub listen_address: SocketAddr,
+    /// Public URL of this gateway; `None` derives it from the bound address.
+    #[serde(deserialize_with = "empty_as_none")]
+    pub public_base_url: Option<Url>,
+    /// Per-request time limit, seconds.
+    pub request_timeout_s: u64,
+    /// Largest request body, bytes.
+    pub body_limit_bytes: usize,
+    /// CORS origins; `["*"]` for any.
+    pub cors_allowed_origins: Vec<String>,
+}
+
+impl HttpSettings {
+    /// Per-request time limit.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_s)
+    }
+}
+
+/// `[database]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// Where the data lives; the scheme picks the backend.
+    pub url: DatabaseUrl,
+    /// Pool upper bound.
+    pub max_connections: u32,
+    /// Pool lower bound.
+    pub min_connections: u32,
+    /// Wait for a pooled connection, seconds.
+    pub acquire_timeout_s: u64,
+    /// Run migrations when `serve` starts.
+    pub migrate_on_start: bool,
+}
+
+impl DatabaseSettings {
+    /// Wait for a pooled connection.
+    pub fn acquire_timeout(&self) -> Duration {
+        Duration::from_secs(self.acquire_timeout_s)
+    }
+}
+
+/// Database backend, chosen by the URL scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatabaseKind {
+    /// `sqlite://…`
+    Sqlite,
+    /// `postgres://…` or `postgresql://…`
+    Postgres,
+}
+
+/// A database URL with a known scheme. It may carry a password, so `Debug` and `Display` show
+/// only the scheme.
+#[derive(Clone)]
+pub struct DatabaseUrl {
+    kind: DatabaseKind,
+    url: SecretString,
+}
+
+/// The database URL's scheme is neither `sqlite` nor `postgres`/`postgresql`.
+#[derive(Debug, thiserror::Error)]
+#[error("database URL must start with sqlite:// or postgres:// (got scheme `{scheme}`)")]
+pub struct UnsupportedDatabaseScheme {
+    scheme: String,
+}
+
+impl DatabaseUrl {
+    /// Which backend the URL selects.
+    pub fn kind(&self) -> DatabaseKind {
+        self.kind
+    }
+
+    /// The full URL, password included. Only for opening connections.
+    pub fn expose(&self) -> &str {
+        self.url.expose_secret()
+    }
+}
+
+impl FromStr for DatabaseUrl {
+    type Err = UnsupportedDatabaseScheme;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let scheme = s.split_once(':').map(|(scheme, _)| scheme).unwrap_or("");
+        let kind = match scheme {
+            "sqlite" => DatabaseKind::Sqlite,
+            "postgres" | "postgresql" => DatabaseKind::Postgres,
+            other => {
+                return Err(UnsupportedDatabaseScheme {
+                    scheme: other.chars().take(16).collect(),
+                });
+            }
+        };
+        Ok(Self {
+            kind,
+            url: SecretString::from(s),
+        })
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DatabaseUrl({:?}, [REDACTED])", self.kind)
+    }
+}
+
+impl<'de> Deserialize<'de> for DatabaseUrl {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        raw.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    /// Default level for hiregate and tower_http.
+    pub level: LogLevel,
+    /// Output format.
+    pub format: LogFormat,
+}
+
+/// Log verbosity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    /// The level as an env-filter directive.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Trace => "trace",
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Warn => "warn",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Pretty,
+    /// One JSON object per event.
+    Json,
+}
+
+/// `[facilitator]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FacilitatorSettings {
+    /// Embedded or external facilitator.
+    pub mode: FacilitatorMode,
+    /// External facilitator base URL (`mode = "http"`).
+    #[serde(deserialize_with = "empty_as_none")]
+    pub url: Option<Url>,
+    /// Name of the auth header sent to the external facilitator.
+    pub auth_header_name: String,
+    /// Value of that header; `None` sends no header.
+    #[serde(deserialize_with = "empty_secret_as_none")]
+    pub auth_header_value: Option<SecretString>,
+    /// `/verify` time limit, ms.
+    pub verify_timeout_ms: u64,
+    /// `/settle` time limit, ms.
+    pub settle_timeout_ms: u64,
+}
+
+impl FacilitatorSettings {
+    /// `/verify` time limit.
+    pub fn verify_timeout(&self) -> Duration {
+        Duration::from_millis(self.verify_timeout_ms)
+    }
+
+    /// `/settle` time limit.
+    pub fn settle_timeout(&self) -> Duration {
+        Duration::from_millis(self.settle_timeout_ms)
+    }
+}
+
+/// Where payments are verified and settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FacilitatorMode {
+    /// In-process, on the configured chains.
+    Embedded,
+    /// An external facilitator over HTTP.
+    Http,
+}
+
+/// One `[chains.<name>]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainSettings {
+    /// CAIP-2 network id, `eip155:<chain id>`.
+    pub network: String,
+    /// JSON-RPC endpoint.
+    pub rpc_url: Url,
+    /// Hex private key of the settlement relayer.
+    #[serde(deserialize_with = "empty_secret_as_none", default)]
+    pub relayer_private_key: Option<SecretString>,
+}
+
+/// `[signing_key]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigningKeySettings {
+    /// Key file; `None` means generate an ephemeral key at start.
+    #[serde(deserialize_with = "empty_path_as_none")]
+    pub path: Option<PathBuf>,
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminSettings {
+    /// Admin API key; `None` disables admin endpoints.
+    #[serde(deserialize_with = "empty_secret_as_none")]
+    pub api_key: Option<SecretString>,
+}
+
+/// `[outbound]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundSettings {
+    /// TCP/TLS connect time limit, ms.
+    pub connect_timeout_ms: u64,
+    /// Whole-request time limit, ms.
+    pub request_timeout_ms: u64,
+    /// Largest response body read, bytes.
+    pub max_response_bytes: usize,
+    /// Allow private/loopback/link-local targets (dev and tests only).
+    pub allow_private_targets: bool,
+}
+
+impl OutboundSettings {
+    /// Connect time limit.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    /// Whole-request time limit.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+}
+
+/// `[health]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthSettings {
+    /// Probe period per worker, ms.
+    pub interval_ms: u64,
+    /// Consecutive misses before a worker is unhealthy.
+    pub miss_threshold: u32,
+    /// One probe's time limit, ms.
+    pub probe_timeout_ms: u64,
+}
+
+impl HealthSettings {
+    /// Probe period per worker.
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms)
+    }
+
+    /// One probe's time limit.
+    pub fn probe_timeout(&self) -> Duration {
+        Duration::from_millis(self.probe_timeout_ms)
+    }
+}
+
+/// `[contracts]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContractSettings {
+    /// Upper bound of an x402 authorization window, seconds.
+    pub max_authorization_window_s: u64,
+    /// Acceptance window when the contract sets none, seconds.
+    pub default_acceptance_window_s: u64,
+}
+
+impl Settings {
+    /// The layering without validation: defaults, then `config_file` (if any), then the
+    /// `HIREGATE_*` environment. `HIREGATE_CONFIG` names the file, and
+    /// `HIREGATE_TEST_DATABASE_URL` belongs to the test suite, so neither is a key.
+    pub fn figment(config_file: Option<&Path>) -> Result<Figment, ConfigError> {
+        let mut figment = Figment::from(Toml::string(DEFAULT_CONFIG_TOML));
+        if let Some(path) = config_file {
+            if !path.is_file() {
+                return Err(ConfigError::MissingFile {
+                    path: path.to_path_buf(),
+                });
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        Ok(figment.merge(
+            Env::prefixed(ENV_PREFIX)
+                .ignore(&["config", "test_database_url"])
+                // Lower-case, so errors name keys as they are written in the TOML files.
+                .map(|key| key.as_str().to_ascii_lowercase().into())
+                .split("__"),
+        ))
+    }
+
+    /// Load all layers and validate.
+    pub fn load(config_file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::from_figment(&Self::figment(config_file)?)
+    }
+
+    /// Extract from an assembled figment and validate. Tests assemble their own layers here
+    /// instead of touching the process environment.
+    pub fn from_figment(figment: &Figment) -> Result<Self, ConfigError> {
+        let settings: Self = figment.extract()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// The embedded defaults merged with a TOML snippet (no file, no environment), validated.
+    pub fn from_defaults_and(overrides_toml: &str) -> Result<Self, ConfigError> {
+        Self::from_figment(
+            &Figment::from(Toml::string(DEFAULT_CONFIG_TOML)).merge(Toml::string(overrides_toml)),
+        )
+    }
+
+    /// Rules serde cannot express. The first broken rule is reported, by key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_http()?;
+        self.validate_database()?;
+        self.validate_facilitator()?;
+        self.validate_chains()?;
+        self.validate_rest()
+    }
+
+    fn validate_http(&self) -> Result<(), ConfigError> {
+        let http = &self.http;
+        if let Some(url) = &http.public_base_url {
+            check_http_url("http.public_base_url", url)?;
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(ConfigError::invalid(
+                    "http.public_base_url",
+                    "must not have a query or fragment",
+                ));
+            }
+        }
+        at_least("http.request_timeout_s", http.request_timeout_s, 1)?;
+        at_least("http.body_limit_bytes", http.body_limit_bytes as u64, 1024)?;
+        let origins = &http.cors_allowed_origins;
+        if origins.iter().any(|o| o == "*") && origins.len() > 1 {
+            return Err(ConfigError::invalid(
+                "http.cors_allowed_origins",
+                "\"*\" must be the only entry when present",
+            ));
+        }
+        for origin in origins.iter().filter(|o| *o != "*") {
+            let parsed = Url::parse(origin).map_err(|e| {
+                ConfigError::invalid(
+                    "http.cors_allowed_origins",
+                    format!("`{origin}` is not an origin: {e}"),
+                )
+            })?;
+            if parsed.origin().ascii_serialization() != origin.trim_end_matches('/') {
+                return Err(ConfigError::invalid(
+                    "http.cors_allowed_origins",
+                    format!("`{origin}` must be scheme://host[:port] with no path"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_database(&self) -> Result<(), ConfigError> {
+        let db = &self.database;
+        at_least("database.max_connections", u64::from(db.max_connections), 1)?;
+        if db.min_connections > db.max_connections {
+            return Err(ConfigError::invalid(
+                "database.min_connections",
+                "must not exceed database.max_connections",
+            ));
+        }
+        at_least("database.acquire_timeout_s", db.acquire_timeout_s, 1)
+    }
+
+    fn validate_facilitator(&self) -> Result<(), ConfigError> {
+        let f = &self.facilitator;
+        at_least("facilitator.verify_timeout_ms", f.verify_timeout_ms, 1)?;
+        at_least("facilitator.settle_timeout_ms", f.settle_timeout_ms, 1)?;
+        if f.auth_header_value.is_some() {
+            axum::http::HeaderName::from_bytes(f.auth_header_name.as_bytes()).map_err(|_| {
+                ConfigError::invalid("facilitator.auth_header_name", "not a valid header name")
+            })?;
+            let value = f.auth_header_value.as_ref().map(|v| v.expose_secret());
+            if value.is_some_and(|v| axum::http::HeaderValue::from_str(v).is_err()) {
+                // The value itself stays out of the message: it is a secret.
+                return Err(ConfigError::invalid(
+                    "facilitator.auth_header_value",
+                    "not a valid header value",
+                ));
+            }
+        }
+        match (f.mode, &f.url) {
+            (FacilitatorMode::Http, None) => Err(ConfigError::invalid(
+                "facilitator.url",
+                "required when facilitator.mode = \"http\"",
+            )),
+            (FacilitatorMode::Http, Some(url)) => check_http_url("facilitator.url", url),
+            (FacilitatorMode::Embedded, _) => Ok(()),
+        }
+    }
+
+    fn validate_chains(&self) -> Result<(), ConfigError> {
+        let mut networks = BTreeSet::new();
+        for (name, chain) in &self.chains {
+            let key = |field: &str| format!("chains.{name}.{field}");
+            let chain_id = chain
+                .network
+                .strip_prefix("eip155:")
+                .and_then(|id| id.parse::<u64>().ok())
+                .filter(|id| *id > 0);
+            if chain_id.is_none() {
+                return Err(ConfigError::invalid(
+                    key("network"),
+                    format!("`{}` is not a CAIP-2 eip155:<chain id>", chain.network),
+                ));
+            }
+            if !networks.insert(chain.network.as_str()) {
+                return Err(ConfigError::invalid(
+                    key("network"),
+                    format!("`{}` is configured twice", chain.network),
+                ));
+            }
+            if !matches!(chain.rpc_url.scheme(), "http" | "https" | "ws" | "wss") {
+                return Err(ConfigError::invalid(
+                    key("rpc_url"),
+                    "scheme must be http, https, ws or wss",
+                ));
+            }
+            match &chain.relayer_private_key {
+                None if self.facilitator.mode == FacilitatorMode::Embedded => {
+                    return Err(ConfigError::invalid(
+                        key("relayer_private_key"),
+                        "required when facilitator.mode = \"embedded\"",
+                    ));
+                }
+                Some(secret) if !is_hex_private_key(secret.expose_secret()) => {
+                    return Err(ConfigError::invalid(
+                        key("relayer_private_key"),
+                        "must be 32 bytes of hex (64 hex digits, optional 0x)",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_rest(&self) -> Result<(), ConfigError> {
+        if let Some(path) = &self.signing_key.path
+            && path.exists()
+            && !path.is_file()
+        {
+            return Err(ConfigError::invalid(
+                "signing_key.path",
+                format!("`{}` exists but is not a file", path.display()),
+            ));
+        }
+        if let Some(key) = &self.admin.api_key
+            && key.expose_secret().chars().count() < 32
+        {
+            return Err(ConfigError::invalid(
+                "admin.api_key",
+                "must be at least 32 characters",
+            ));
+        }
+        let out = &self.outbound;
+        at_least("outbound.connect_timeout_ms", out.connect_timeout_ms, 1)?;
+        at_least("outbound.request_timeout_ms", out.request_timeout_ms, 1)?;
+        at_least(
+            "outbound.max_response_bytes",
+            out.max_response_bytes as u64,
+            1024,
+        )?;
+        let health = &self.health;
+        at_least("health.interval_ms", health.interval_ms, 10)?;
+        at_least("health.miss_threshold", u64::from(health.miss_threshold), 1)?;
+        at_least("health.probe_timeout_ms", health.probe_timeout_ms, 1)?;
+        let contracts = &self.contracts;
+        at_least(
+            "contracts.max_authorization_window_s",
+            contracts.max_authorization_window_s,
+            60,
+        )?;
+        if contracts.default_acceptance_window_s >= contracts.max_authorization_window_s {
+            return Err(ConfigError::invalid(
+                "contracts.default_acceptance_window_s",
+                "must be shorter than contracts.max_authorization_window_s, or settlement \
+                 could not happen before the authorization expires",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn at_least(key: &str, value: u64, min: u64) -> Result<(), ConfigError> {
+    if value < min {
+        return Err(ConfigError::invalid(
+            key,
+            format!("must be at least {min} (got {value})"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_http_url(key: &str, url: &Url) -> Result<(), ConfigError> {
+    if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+        return Err(ConfigError::invalid(
+            key,
+            "must be an http(s) URL with a host",
+        ));
+    }
+    Ok(())
+}
+
+fn is_hex_private_key(raw: &str) -> bool {
+    let digits = raw.strip_prefix("0x").unwrap_or(raw);
+    digits.len() == 64 && digits.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn empty_as_none<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Url>, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    if raw.trim().is_empty() {
+        return Ok(None);
+    }
+    Url::parse(raw.trim())
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn empty_secret_as_none<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<SecretString>, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    Ok((!raw.is_empty()).then(|| SecretString::from(raw)))
+}
+
+fn empty_path_as_none<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<PathBuf>, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    Ok((!raw.trim().is_empty()).then(|| PathBuf::from(raw.trim())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let settings = Settings::from_defaults_and("").unwrap();
+        assert_eq!(settings.database.url.kind(), DatabaseKind::Sqlite);
+        assert_eq!(settings.database.url.expose(), "sqlite://hiregate.db");
+        assert!(!settings.outbound.allow_private_targets);
+        assert_eq!(settings.facilitator.mode, FacilitatorMode::Embedded);
+        assert!(settings.admin.api_key.is_none());
+    }
+
+    fn invalid_key(overrides: &str) -> String {
+        match Settings::from_defaults_and(overrides) {
+            Err(ConfigError::Invalid { key, .. }) => key,
+            other => panic!("expected an Invalid error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rule_violations_name_the_key() {
+        assert_eq!(
+            invalid_key("[database]\nmin_connections = 50"),
+            "database.min_connections"
+        );
+        assert_eq!(
+            invalid_key("[facilitator]\nmode = \"http\""),
+            "facilitator.url"
+        );
+        assert_eq!(invalid_key("[admin]\napi_key = \"short\""), "admin.api_key");
+        assert_eq!(
+            invalid_key("[health]\nmiss_threshold = 0"),
+            "health.miss_threshold"
+        );
+        assert_eq!(
+            invalid_key("[chains.devnet]\nnetwork = \"base\"\nrpc_url = \"http://127.0.0.1:8545\""),
+            "chains.devnet.network"
+        );
+        assert_eq!(
+            invalid_key(
+                "[chains.devnet]\nnetwork = \"eip155:31337\"\nrpc_url = \"http://127.0.0.1:8545\""
+            ),
+            "chains.devnet.relayer_private_key"
+        );
+        assert_eq!(
+            invalid_key("[contracts]\ndefault_acceptance_window_s = 99999"),
+            "contracts.default_acceptance_window_s"
+        );
+        assert_eq!(
+            invalid_key("[http]\ncors_allowed_origins = [\"*\", \"https://a.example\"]"),
+            "http.cors_allowed_origins"
+        );
+    }
+
+    #[test]
+    fn type_errors_name_the_key() {
+        let err = Settings::from_defaults_and("[database]\nurl = \"mysql://x\"").unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("database.url"), "{message}");
+        let err = Settings::from_defaults_and("[http]\nlisten_address = \"nope\"").unwrap_err();
+        assert!(err.to_string().contains("http.listen_address"), "{err}");
+        let err = Settings::from_defaults_and("[health]\nbogus = 1").unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets() {
+        let settings = Settings::from_defaults_and(
+            r#"
+            [database]
+            url = "postgres://app:hunter2-db@db.example/hg"
+            [admin]
+            api_key = "admin-secret-admin-secret-admin-secret"
+            [facilitator]
+            auth_header_value = "Bearer facilitator-secret"
+            [chains.devnet]
+            network = "eip155:31337"
+            rpc_url = "http://127.0.0.1:8545"
+            relayer_private_key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+            "#,
+        )
+        .unwrap();
+        let debug = format!("{settings:?}");
+        for secret in [
+            "hunter2-db",
+            "admin-secret",
+            "facilitator-secret",
+            "59c6995e998f97a5",
+        ] {
+            assert!(!debug.contains(secret), "{secret} leaked in {debug}");
+        }
+        assert_eq!(settings.database.url.kind(), DatabaseKind::Postgres);
+    }
+}

@@ -1,0 +1,177 @@
+//! Extractors: JSON/query/path with rejections turned into [`ApiError`]s, and the
+//! authentication extractors [`Seeker`], [`Operator`] and [`Admin`].
+//!
+//! Authentication reads `Authorization: Bearer <key>`. The admin key (from configuration) is
+//! compared by hash in constant time; other keys are looked up by SHA-256. A key of the wrong
+//! role is 403, never a silent downgrade.
+
+use axum::{
+    extract::{
+        FromRequest, FromRequestParts,
+        rejection::{JsonRejection, PathRejection, QueryRejection},
+    },
+    http::{StatusCode, header::AUTHORIZATION, request::Parts},
+};
+
+use crate::{
+    auth::{ApiKey, ApiKeyHash, Role},
+    error::ApiError,
+    ids::{ApiKeyId, PrincipalId},
+    state::AppState,
+    store::ApiKeyRecord,
+};
+
+/// `axum::Json` whose rejections are [`ApiError`]s (bad JSON → 400 `malformed_json`, wrong
+/// shape → 422 `invalid_body`, wrong content type → 415, too large → 413).
+#[derive(Debug, FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct AppJson<T>(pub T);
+
+/// `axum::extract::Query` whose rejection is 400 `invalid_query`.
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct AppQuery<T>(pub T);
+
+/// `axum::extract::Path` whose rejection is 404 (a malformed id names nothing).
+#[derive(Debug, FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct AppPath<T>(pub T);
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return Self::PayloadTooLarge;
+        }
+        match rejection {
+            JsonRejection::JsonSyntaxError(e) => Self::MalformedJson(e.body_text()),
+            JsonRejection::JsonDataError(e) => Self::InvalidBody(e.body_text()),
+            JsonRejection::MissingJsonContentType(_) => Self::UnsupportedMediaType,
+            other => Self::InvalidBody(other.body_text()),
+        }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::InvalidQuery(rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(_: PathRejection) -> Self {
+        Self::NotFound {
+            resource: "resource",
+        }
+    }
+}
+
+/// Who is calling, after authentication.
+#[derive(Debug, Clone)]
+enum Caller {
+    Admin,
+    Key(ApiKeyRecord),
+}
+
+async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
+    let header = parts
+        .headers
+        .get(AUTHORIZATION)
+        .ok_or(ApiError::MissingCredentials)?;
+    let value = header.to_str().map_err(|_| ApiError::InvalidCredentials)?;
+    let (scheme, token) = value.split_once(' ').ok_or(ApiError::InvalidCredentials)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(ApiError::InvalidCredentials);
+    }
+    let token = token.trim();
+    if let Some(admin) = &state.admin_key_hash
+        && ApiKeyHash::of(token).constant_time_eq(admin)
+    {
+        return Ok(Caller::Admin);
+    }
+    let key = ApiKey::parse(token).map_err(|_| ApiError::InvalidCredentials)?;
+    let record = state
+        .store
+        .find_api_key(&key.hash())
+        .await?
+        .ok_or(ApiError::InvalidCredentials)?;
+    Ok(Caller::Key(record))
+}
+
+async fn require_role(
+    parts: &Parts,
+    state: &AppState,
+    role: Role,
+) -> Result<ApiKeyRecord, ApiError> {
+    match authenticate(parts, state).await? {
+        Caller::Key(record) if record.role == role => Ok(record),
+        _ => Err(ApiError::Forbidden { required: role }),
+    }
+}
+
+/// An authenticated seeker.
+#[derive(Debug, Clone)]
+pub struct Seeker {
+    /// The seeker account.
+    pub principal_id: PrincipalId,
+    /// The key used.
+    pub key_id: ApiKeyId,
+}
+
+impl FromRequestParts<AppState> for Seeker {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let record = require_role(parts, state, Role::Seeker).await?;
+        Ok(Self {
+            principal_id: record.principal_id,
+            key_id: record.id,
+        })
+    }
+}
+
+/// An authenticated worker operator.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    /// The operator account.
+    pub principal_id: PrincipalId,
+    /// The key used.
+    pub key_id: ApiKeyId,
+}
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let record = require_role(parts, state, Role::Operator).await?;
+        Ok(Self {
+            principal_id: record.principal_id,
+            key_id: record.id,
+        })
+    }
+}
+
+/// The admin (arbiter, key management), authenticated with `admin.api_key`.
+#[derive(Debug, Clone, Copy)]
+pub struct Admin;
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        match authenticate(parts, state).await? {
+            Caller::Admin => Ok(Self),
+            Caller::Key(_) => Err(ApiError::Forbidden {
+                required: Role::Admin,
+            }),
+        }
+    }
+}

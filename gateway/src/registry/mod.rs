@@ -1,0 +1,325 @@
+//! Worker registry: operators list workers, seekers discover them, and a background loop keeps
+//! their health current.
+//!
+//! Flow: `register` probes the endpoint with the protocol's [`probe::WorkerProbe`] and stores
+//! the listing only if the probe passes; `update` re-probes when the endpoint or the catalog
+//! changes; `retire` hides a listing from discovery without deleting it (contracts keep
+//! referring to it). [`health::run_health_checks`] probes every live listing each
+//! `health.interval_ms`, marking it unhealthy after `health.miss_threshold` misses in a row and
+//! healthy again after one pass; missed probes never delete anything.
+
+pub mod health;
+pub mod model;
+pub mod probe;
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use serde::Deserialize;
+
+use self::{
+    model::{
+        EvmAddress, HealthState, MaxParallel, Network, Protocol, TaskCatalog, WorkerEndpoint,
+        WorkerListing,
+    },
+    probe::{ProbeFailure, ProbeRegistry},
+};
+use crate::{
+    auth::CallbackSecret,
+    config::HealthSettings,
+    ids::{PrincipalId, WorkerId},
+    metrics::Metrics,
+    outbound::OutboundClient,
+    store::{Store, StoreError, WorkerQuery},
+};
+
+/// A registration request, parsed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewWorker {
+    /// Base URL of the worker.
+    pub endpoint: WorkerEndpoint,
+    /// Protocol spoken there.
+    pub protocol: Protocol,
+    /// Payout address.
+    pub pay_to: EvmAddress,
+    /// Payment chain.
+    pub network: Network,
+    /// Payment token.
+    pub asset: EvmAddress,
+    /// Offered task types with price and output schema.
+    pub tasks: TaskCatalog,
+    /// Concurrent contracts allowed.
+    pub max_parallel: MaxParallel,
+}
+
+/// A partial update; absent fields stay as they are. The protocol cannot change (a different
+/// protocol is a different worker).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerPatch {
+    /// New base URL (re-probed).
+    pub endpoint: Option<WorkerEndpoint>,
+    /// New payout address (applies to new contracts).
+    pub pay_to: Option<EvmAddress>,
+    /// New payment chain.
+    pub network: Option<Network>,
+    /// New payment token.
+    pub asset: Option<EvmAddress>,
+    /// New catalog, replacing the old one (re-probed).
+    pub tasks: Option<TaskCatalog>,
+    /// New concurrency bound.
+    pub max_parallel: Option<MaxParallel>,
+}
+
+/// A registry operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// No such listing, or not the caller's (the two are indistinguishable on purpose).
+    #[error("worker not found")]
+    NotFound,
+    /// The listing is retired and can no longer change.
+    #[error("worker is retired")]
+    Retired,
+    /// Someone else changed the listing between read and write.
+    #[error("the worker changed during the update; read it again and retry")]
+    ConcurrentUpdate,
+    /// No probe exists for this protocol, so it cannot be listed yet.
+    #[error("protocol `{}` cannot be registered yet: no probe for it", .0.as_str())]
+    ProtocolNotSupported(Protocol),
+    /// The endpoint failed its probe.
+    #[error(transparent)]
+    Probe(#[from] ProbeFailure),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The registry service. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct WorkerRegistry {
+    store: Store,
+    outbound: OutboundClient,
+    probes: Arc<ProbeRegistry>,
+    health: HealthSettings,
+    metrics: Arc<Metrics>,
+}
+
+impl WorkerRegistry {
+    /// Assemble the service from its parts.
+    pub fn new(
+        store: Store,
+        outbound: OutboundClient,
+        probes: Arc<ProbeRegistry>,
+        health: HealthSettings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            store,
+            outbound,
+            probes,
+            health,
+            metrics,
+        }
+    }
+
+    /// Probe and list a new worker for `operator`. Returns the listing and its callback secret
+    /// (the only time the secret is shown).
+    pub async fn register(
+        &self,
+        operator: &PrincipalId,
+        new: NewWorker,
+    ) -> Result<(WorkerListing, CallbackSecret), RegistryError> {
+        self.probe(new.protocol, &new.endpoint, &new.tasks).await?;
+        let now = Utc::now();
+        let listing = WorkerListing {
+            id: WorkerId::generate(),
+            operator_id: operator.clone(),
+            endpoint: new.endpoint,
+            protocol: new.protocol,
+            pay_to: new.pay_to,
+            network: new.network,
+            asset: new.asset,
+            tasks: new.tasks,
+            max_parallel: new.max_parallel,
+            health: HealthState::Healthy,
+            consecutive_misses: 0,
+            last_probe_at: Some(now),
+            last_probe_error: None,
+            created_at: now,
+            updated_at: now,
+            retired_at: None,
+        };
+        let secret = CallbackSecret::generate();
+        self.store
+            .insert_worker(&listing, &secret, now + self.health_interval())
+            .await?;
+        tracing::info!(worker_id = %listing.id, operator_id = %operator, protocol = listing.protocol.as_str(), "worker registered");
+        Ok((listing, secret))
+    }
+
+    /// `operator`'s listing `id` (retired ones included).
+    pub async fn get_owned(
+        &self,
+        operator: &PrincipalId,
+        id: &WorkerId,
+    ) -> Result<WorkerListing, RegistryError> {
+        match self.store.get_worker(id).await? {
+            Some(listing) if &listing.operator_id == operator => Ok(listing),
+            _ => Err(RegistryError::NotFound),
+        }
+    }
+
+    /// Apply `patch` to `operator`'s live listing, re-probing if the endpoint or the catalog
+    /// changes.
+    pub async fn update(
+        &self,
+        operator: &PrincipalId,
+        id: &WorkerId,
+        patch: WorkerPatch,
+    ) -> Result<WorkerListing, RegistryError> {
+        let current = self.get_owned(operator, id).await?;
+        if current.retired_at.is_some() {
+            return Err(RegistryError::Retired);
+        }
+        let reprobe = patch.endpoint.is_some() || patch.tasks.is_some();
+        let mut next = current.clone();
+        if let Some(endpoint) = patch.endpoint {
+            next.endpoint = endpoint;
+        }
+        if let Some(pay_to) = patch.pay_to {
+            next.pay_to = pay_to;
+        }
+        if let Some(network) = patch.network {
+            next.network = network;
+        }
+        if let Some(asset) = patch.asset {
+            next.asset = asset;
+        }
+        if let Some(tasks) = patch.tasks {
+            next.tasks = tasks;
+        }
+        if let Some(max_parallel) = patch.max_parallel {
+            next.max_parallel = max_parallel;
+        }
+        // Never equal to the previous value, so the optimistic check below cannot pass twice.
+        let now = Utc::now().max(current.updated_at + chrono::Duration::milliseconds(1));
+        if reprobe {
+            self.probe(next.protocol, &next.endpoint, &next.tasks)
+                .await?;
+            next.health = HealthState::Healthy;
+            next.consecutive_misses = 0;
+            next.last_probe_at = Some(now);
+            next.last_probe_error = None;
+        }
+        next.updated_at = now;
+        if !self.store.update_worker(&next, current.updated_at).await? {
+            return Err(RegistryError::ConcurrentUpdate);
+        }
+        Ok(next)
+    }
+
+    /// Retire `operator`'s listing: it leaves discovery, existing contracts finish. Idempotent.
+    pub async fn retire(
+        &self,
+        operator: &PrincipalId,
+        id: &WorkerId,
+    ) -> Result<WorkerListing, RegistryError> {
+        let listing = self
+            .store
+            .retire_worker(id, operator, Utc::now())
+            .await?
+            .ok_or(RegistryError::NotFound)?;
+        tracing::info!(worker_id = %id, "worker retired");
+        Ok(listing)
+    }
+
+    /// Listings matching `query`.
+    pub async fn discover(&self, query: &WorkerQuery) -> Result<Vec<WorkerListing>, RegistryError> {
+        Ok(self.store.list_workers(query).await?)
+    }
+
+    /// Claim the listings whose probe is due, probe them concurrently and record the results.
+    /// Returns how many were probed.
+    pub async fn probe_due_workers(&self, batch: u32) -> Result<usize, StoreError> {
+        use futures::StreamExt as _;
+
+        let now = Utc::now();
+        let due = self
+            .store
+            .claim_workers_due_for_probe(now, now + self.health_interval(), batch)
+            .await?;
+        let count = due.len();
+        let results: Vec<Result<(), StoreError>> = futures::stream::iter(due)
+            .map(|listing| async move { self.probe_and_record(&listing).await })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<Vec<()>, _>>()?;
+        Ok(count)
+    }
+
+    async fn probe_and_record(&self, listing: &WorkerListing) -> Result<(), StoreError> {
+        let result = match self
+            .probe(listing.protocol, &listing.endpoint, &listing.tasks)
+            .await
+        {
+            Ok(()) => crate::store::ProbeResult::Passed,
+            Err(error) => crate::store::ProbeResult::Failed {
+                reason: error.to_string(),
+            },
+        };
+        let outcome = match result {
+            crate::store::ProbeResult::Passed => crate::metrics::ProbeOutcome::Passed,
+            crate::store::ProbeResult::Failed { .. } => crate::metrics::ProbeOutcome::Failed,
+        };
+        self.metrics
+            .worker_probes
+            .get_or_create(&crate::metrics::ProbeLabels { outcome })
+            .inc();
+        let recorded = self
+            .store
+            .record_probe(&listing.id, &result, self.health.miss_threshold, Utc::now())
+            .await?;
+        if let Some((health, misses)) = recorded
+            && health != listing.health
+        {
+            match health {
+                HealthState::Unhealthy => {
+                    self.metrics.workers_marked_unhealthy.inc();
+                    tracing::warn!(worker_id = %listing.id, misses, "worker marked unhealthy");
+                }
+                HealthState::Healthy => {
+                    self.metrics.workers_marked_healthy.inc();
+                    tracing::info!(worker_id = %listing.id, "worker healthy again");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn probe(
+        &self,
+        protocol: Protocol,
+        endpoint: &WorkerEndpoint,
+        tasks: &TaskCatalog,
+    ) -> Result<(), RegistryError> {
+        let probe = self
+            .probes
+            .get(protocol)
+            .ok_or(RegistryError::ProtocolNotSupported(protocol))?;
+        probe
+            .probe(
+                &self.outbound,
+                endpoint,
+                &tasks.task_types(),
+                self.health.probe_timeout(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    fn health_interval(&self) -> chrono::Duration {
+        chrono::Duration::from_std(self.health.interval()).unwrap_or(chrono::Duration::MAX)
+    }
+}

@@ -1,0 +1,649 @@
+//! Worker listing types, each valid by construction (parsed at the HTTP edge, re-parsed when
+//! read back from the store).
+//!
+//! Seam: [`Network`], [`AtomicAmount`] and [`EvmAddress`] are the gateway's own until the
+//! `payments`/`contracts` crates' equivalents are wired in; they serialize to the same wire
+//! strings (CAIP-2, decimal uint256, 0x-address).
+
+use std::{collections::BTreeMap, fmt, str::FromStr};
+
+use alloy::primitives::{Address, U256};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use url::Url;
+
+use crate::ids::{PrincipalId, WorkerId};
+
+/// A value in a listing is malformed. `field` is the JSON field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidField {
+    /// JSON path of the field, e.g. `tasks.summarize.price`.
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl InvalidField {
+    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// How the gateway talks to a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// The native HIRE execution protocol (worker-sdk).
+    Hire,
+    /// A WattSwarm executor.
+    Wattswarm,
+    /// A Superwire executor.
+    Superwire,
+}
+
+impl Protocol {
+    /// Stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hire => "hire",
+            Self::Wattswarm => "wattswarm",
+            Self::Superwire => "superwire",
+        }
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = InvalidField;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        match raw {
+            "hire" => Ok(Self::Hire),
+            "wattswarm" => Ok(Self::Wattswarm),
+            "superwire" => Ok(Self::Superwire),
+            _ => Err(InvalidField::new(
+                "protocol",
+                "expected hire, wattswarm or superwire",
+            )),
+        }
+    }
+}
+
+/// A task type name: 1–64 characters of `[A-Za-z0-9._:-]`, starting with a letter or digit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct TaskType(String);
+
+impl TaskType {
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for TaskType {
+    type Err = InvalidField;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let valid_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+        let starts_well = raw
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
+        if raw.is_empty() || raw.len() > 64 || !starts_well || !raw.chars().all(valid_char) {
+            return Err(InvalidField::new(
+                "task_type",
+                "1-64 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit",
+            ));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+}
+
+impl TryFrom<String> for TaskType {
+    type Error = InvalidField;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        raw.parse()
+    }
+}
+
+impl From<TaskType> for String {
+    fn from(task: TaskType) -> Self {
+        task.0
+    }
+}
+
+impl fmt::Display for TaskType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A CAIP-2 EVM network, `eip155:<chain id>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Network {
+    chain_id: u64,
+}
+
+impl Network {
+    /// The EVM chain id.
+    pub fn chain_id(self) -> u64 {
+        self.chain_id
+    }
+}
+
+impl FromStr for Network {
+    type Err = InvalidField;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let chain_id = raw
+            .strip_prefix("eip155:")
+            .filter(|id| !id.starts_with('0') && id.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|id| id.parse::<u64>().ok())
+            .ok_or_else(|| {
+                InvalidField::new(
+                    "network",
+                    "expected a CAIP-2 EVM network, eip155:<chain id>",
+                )
+            })?;
+        Ok(Self { chain_id })
+    }
+}
+
+impl TryFrom<String> for Network {
+    type Error = InvalidField;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        raw.parse()
+    }
+}
+
+impl From<Network> for String {
+    fn from(network: Network) -> Self {
+        network.to_string()
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "eip155:{}", self.chain_id)
+    }
+}
+
+/// A non-zero EVM address, shown EIP-55 checksummed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct EvmAddress(Address);
+
+impl EvmAddress {
+    /// The alloy address.
+    pub fn address(self) -> Address {
+        self.0
+    }
+}
+
+impl FromStr for EvmAddress {
+    type Err = InvalidField;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let well_formed = raw.len() == 42 && raw.starts_with("0x");
+        let address = well_formed
+            .then(|| Address::from_str(raw).ok())
+            .flatten()
+            .filter(|a| !a.is_zero())
+            .ok_or_else(|| {
+                InvalidField::new("address", "expected a non-zero 0x-prefixed EVM address")
+            })?;
+        Ok(Self(address))
+    }
+}
+
+impl TryFrom<String> for EvmAddress {
+    type Error = InvalidField;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        raw.parse()
+    }
+}
+
+impl From<EvmAddress> for String {
+    fn from(address: EvmAddress) -> Self {
+        address.to_string()
+    }
+}
+
+impl fmt::Display for EvmAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.to_checksum(None))
+    }
+}
+
+/// A token amount in atomic units (uint256), written as a decimal string on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct AtomicAmount(U256);
+
+impl AtomicAmount {
+    /// Digits in `U256::MAX`; [`Self::sort_key`] pads to this width.
+    const MAX_DIGITS: usize = 78;
+
+    /// The amount.
+    pub fn value(self) -> U256 {
+        self.0
+    }
+
+    /// Zero-padded decimal whose byte order equals numeric order, so both SQLite and
+    /// PostgreSQL compare prices in SQL without a 256-bit integer type.
+    pub fn sort_key(self) -> String {
+        format!("{:0>width$}", self.0.to_string(), width = Self::MAX_DIGITS)
+    }
+}
+
+impl From<U256> for AtomicAmount {
+    fn from(value: U256) -> Self {
+        Self(value)
+    }
+}
+
+impl FromStr for AtomicAmount {
+    type Err = InvalidField;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let error = || {
+            InvalidField::new(
+                "amount",
+                "expected a decimal integer string of atomic units",
+            )
+        };
+        if raw.is_empty()
+            || raw.len() > Self::MAX_DIGITS
+            || !raw.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(error());
+        }
+        if raw.len() > 1 && raw.starts_with('0') {
+            return Err(error());
+        }
+        U256::from_str_radix(raw, 10).map(Self).map_err(|_| error())
+    }
+}
+
+impl TryFrom<String> for AtomicAmount {
+    type Error = InvalidField;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        raw.parse()
+    }
+}
+
+impl From<AtomicAmount> for String {
+    fn from(amount: AtomicAmount) -> Self {
+        amount.0.to_string()
+    }
+}
+
+impl fmt::Display for AtomicAmount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A compiled-and-checked JSON Schema document for a task's output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "serde_json::Value", try_from = "serde_json::Value")]
+pub struct OutputSchema(serde_json::Value);
+
+impl OutputSchema {
+    /// Accept `schema` only if it compiles as a JSON Schema (draft 2020-12 unless `$schema`
+    /// says otherwise). Remote `$ref`s are not fetched (the gateway builds jsonschema without
+    /// network resolvers), so they fail here rather than at verification time.
+    pub fn parse(schema: serde_json::Value) -> Result<Self, InvalidField> {
+        if !(schema.is_object() || schema.is_boolean()) {
+            return Err(InvalidField::new(
+                "output_schema",
+                "must be a JSON Schema object",
+            ));
+        }
+        jsonschema::validator_for(&schema).map_err(|e| {
+            InvalidField::new("output_schema", format!("not a valid JSON Schema: {e}"))
+        })?;
+        Ok(Self(schema))
+    }
+
+    /// Rebuild from the store, which only ever holds schemas that passed [`Self::parse`]
+    /// (compiling every schema on every discovery read would waste CPU).
+    pub(crate) fn from_stored(schema: serde_json::Value) -> Self {
+        Self(schema)
+    }
+
+    /// The schema document.
+    pub fn as_json(&self) -> &serde_json::Value {
+        &self.0
+    }
+}
+
+impl TryFrom<serde_json::Value> for OutputSchema {
+    type Error = InvalidField;
+
+    fn try_from(schema: serde_json::Value) -> Result<Self, Self::Error> {
+        Self::parse(schema)
+    }
+}
+
+impl From<OutputSchema> for serde_json::Value {
+    fn from(schema: OutputSchema) -> Self {
+        schema.0
+    }
+}
+
+/// What a worker charges for a task type and what its output must look like.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskOffer {
+    /// Price per contract, atomic units of the listing's asset.
+    pub price: AtomicAmount,
+    /// Schema every deliverable for this task type must satisfy.
+    pub output_schema: OutputSchema,
+}
+
+/// The task types a worker offers: never empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    into = "BTreeMap<TaskType, TaskOffer>",
+    try_from = "BTreeMap<TaskType, TaskOffer>"
+)]
+pub struct TaskCatalog(BTreeMap<TaskType, TaskOffer>);
+
+impl TaskCatalog {
+    /// Upper bound on task types per listing.
+    pub const MAX_TASK_TYPES: usize = 64;
+
+    /// Build a catalog; empty or oversized catalogs are refused.
+    pub fn new(offers: BTreeMap<TaskType, TaskOffer>) -> Result<Self, InvalidField> {
+        if offers.is_empty() {
+            return Err(InvalidField::new(
+                "tasks",
+                "at least one task type is required",
+            ));
+        }
+        if offers.len() > Self::MAX_TASK_TYPES {
+            return Err(InvalidField::new(
+                "tasks",
+                format!("at most {} task types", Self::MAX_TASK_TYPES),
+            ));
+        }
+        Ok(Self(offers))
+    }
+
+    /// Offers by task type.
+    pub fn offers(&self) -> &BTreeMap<TaskType, TaskOffer> {
+        &self.0
+    }
+
+    /// The offer for one task type.
+    pub fn get(&self, task_type: &TaskType) -> Option<&TaskOffer> {
+        self.0.get(task_type)
+    }
+
+    /// The offered task types.
+    pub fn task_types(&self) -> Vec<&TaskType> {
+        self.0.keys().collect()
+    }
+}
+
+impl TryFrom<BTreeMap<TaskType, TaskOffer>> for TaskCatalog {
+    type Error = InvalidField;
+
+    fn try_from(offers: BTreeMap<TaskType, TaskOffer>) -> Result<Self, Self::Error> {
+        Self::new(offers)
+    }
+}
+
+impl From<TaskCatalog> for BTreeMap<TaskType, TaskOffer> {
+    fn from(catalog: TaskCatalog) -> Self {
+        catalog.0
+    }
+}
+
+/// Whether a worker currently gets new contracts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthState {
+    /// Probes pass (or fewer than the threshold failed in a row).
+    Healthy,
+    /// `miss_threshold` probes in a row failed.
+    Unhealthy,
+}
+
+impl HealthState {
+    /// Stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Healthy => "healthy",
+            Self::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+impl FromStr for HealthState {
+    type Err = InvalidField;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        match raw {
+            "healthy" => Ok(Self::Healthy),
+            "unhealthy" => Ok(Self::Unhealthy),
+            _ => Err(InvalidField::new("health", "expected healthy or unhealthy")),
+        }
+    }
+}
+
+/// Bounds on a worker's concurrent contracts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct MaxParallel(u32);
+
+impl MaxParallel {
+    /// Largest accepted value.
+    pub const MAX: u32 = 10_000;
+
+    /// The bound.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for MaxParallel {
+    type Error = InvalidField;
+
+    fn try_from(value: u32) -> Result<Self, Self::Error> {
+        if value == 0 || value > Self::MAX {
+            return Err(InvalidField::new(
+                "max_parallel",
+                format!("must be between 1 and {}", Self::MAX),
+            ));
+        }
+        Ok(Self(value))
+    }
+}
+
+impl From<MaxParallel> for u32 {
+    fn from(value: MaxParallel) -> Self {
+        value.0
+    }
+}
+
+/// A worker's public endpoint: an absolute http(s) URL without credentials, query or fragment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct WorkerEndpoint(Url);
+
+impl WorkerEndpoint {
+    /// The base URL.
+    pub fn url(&self) -> &Url {
+        &self.0
+    }
+
+    /// `<endpoint>/<path>`, keeping any path prefix the endpoint has.
+    pub fn join(&self, path: &str) -> Url {
+        let mut url = self.0.clone();
+        let base = url.path().trim_end_matches('/').to_owned();
+        url.set_path(&format!("{base}/{}", path.trim_start_matches('/')));
+        url
+    }
+}
+
+impl FromStr for WorkerEndpoint {
+    type Err = InvalidField;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let url = Url::parse(raw)
+            .map_err(|e| InvalidField::new("endpoint", format!("not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+            return Err(InvalidField::new(
+                "endpoint",
+                "must be an http(s) URL with a host",
+            ));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(InvalidField::new("endpoint", "must not carry credentials"));
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(InvalidField::new(
+                "endpoint",
+                "must not have a query or fragment",
+            ));
+        }
+        Ok(Self(url))
+    }
+}
+
+impl TryFrom<String> for WorkerEndpoint {
+    type Error = InvalidField;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        raw.parse()
+    }
+}
+
+impl From<WorkerEndpoint> for String {
+    fn from(endpoint: WorkerEndpoint) -> Self {
+        endpoint.0.into()
+    }
+}
+
+impl fmt::Display for WorkerEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.as_str())
+    }
+}
+
+/// A worker listing as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerListing {
+    /// Listing id.
+    pub id: WorkerId,
+    /// Owning operator.
+    pub operator_id: PrincipalId,
+    /// Where the worker is reached.
+    pub endpoint: WorkerEndpoint,
+    /// How it is talked to.
+    pub protocol: Protocol,
+    /// Payout address (x402 `payTo`).
+    pub pay_to: EvmAddress,
+    /// Chain of the payment.
+    pub network: Network,
+    /// Token contract of the payment.
+    pub asset: EvmAddress,
+    /// Offered task types.
+    pub tasks: TaskCatalog,
+    /// Concurrent contracts beyond which execute answers 429.
+    pub max_parallel: MaxParallel,
+    /// Current health.
+    pub health: HealthState,
+    /// Failed probes in a row.
+    pub consecutive_misses: u32,
+    /// When the last probe ran.
+    pub last_probe_at: Option<DateTime<Utc>>,
+    /// Why the last probe failed, when it did.
+    pub last_probe_error: Option<String>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// Set when the operator retired the listing; never cleared.
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amount_sort_key_orders_numerically() {
+        let small: AtomicAmount = "9".parse().unwrap();
+        let large: AtomicAmount = "10".parse().unwrap();
+        assert!(small.sort_key() < large.sort_key());
+        let max = AtomicAmount::from(U256::MAX);
+        assert_eq!(max.sort_key().len(), 78);
+        assert_eq!(max.to_string().parse::<AtomicAmount>().unwrap(), max);
+    }
+
+    #[test]
+    fn amounts_refuse_non_canonical_text() {
+        for bad in ["", "-1", "1.5", "0x10", "007", " 1", &"9".repeat(79)] {
+            assert!(bad.parse::<AtomicAmount>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn networks_and_addresses_parse_strictly() {
+        assert_eq!("eip155:8453".parse::<Network>().unwrap().chain_id(), 8453);
+        for bad in ["base", "eip155:", "eip155:01", "solana:abc", "eip155:-1"] {
+            assert!(bad.parse::<Network>().is_err(), "{bad}");
+        }
+        let addr: EvmAddress = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            addr.to_string(),
+            "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+        );
+        assert!(
+            "0x0000000000000000000000000000000000000000"
+                .parse::<EvmAddress>()
+                .is_err()
+        );
+        assert!(
+            "70997970c51812dc3a010c7d01b50e0d17dc79c8"
+                .parse::<EvmAddress>()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn endpoint_join_keeps_path_prefix() {
+        let endpoint: WorkerEndpoint = "https://w.example/agents/a1/".parse().unwrap();
+        assert_eq!(
+            endpoint.join("/health").as_str(),
+            "https://w.example/agents/a1/health"
+        );
+        assert!(
+            "https://user:pw@w.example"
+                .parse::<WorkerEndpoint>()
+                .is_err()
+        );
+        assert!("ftp://w.example".parse::<WorkerEndpoint>().is_err());
+    }
+
+    #[test]
+    fn output_schema_must_compile() {
+        assert!(OutputSchema::parse(serde_json::json!({"type": "object"})).is_ok());
+        assert!(OutputSchema::parse(serde_json::json!({"type": 12})).is_err());
+        assert!(OutputSchema::parse(serde_json::json!("object")).is_err());
+    }
+}

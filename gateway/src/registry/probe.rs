@@ -1,0 +1,235 @@
+//! Worker probes, one implementation per protocol.
+//!
+//! A probe answers "is this endpoint alive, and does it offer these task types?". The gateway
+//! runs it before listing a worker, when an endpoint or catalog changes, and periodically.
+//! `hire` and `wattswarm` share the same contract (`GET /health` → 2xx, `GET /capabilities`
+//! → `{"task_types": [...]}`), so both use [`CapabilitiesProbe`]. Superwire executors have
+//! neither endpoint; a probe for them plugs in through [`ProbeRegistry::with`].
+
+use std::{collections::HashMap, fmt, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use super::model::{Protocol, TaskType, WorkerEndpoint};
+use crate::outbound::{OutboundClient, OutboundError};
+
+/// Which step of a probe failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeCheck {
+    /// `GET <endpoint>/health`.
+    Health,
+    /// `GET <endpoint>/capabilities`.
+    Capabilities,
+}
+
+impl ProbeCheck {
+    /// Stable name, used in error details.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Health => "health",
+            Self::Capabilities => "capabilities",
+        }
+    }
+}
+
+/// Why a probe failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeFailureKind {
+    /// The endpoint is a private/loopback target and those are not allowed.
+    TargetNotAllowed,
+    /// No connection, a timeout, or a transport error.
+    Unreachable,
+    /// A non-2xx status.
+    BadStatus(u16),
+    /// The body is not what the protocol specifies.
+    BadBody,
+    /// `/capabilities` does not list these task types.
+    MissingTaskTypes(Vec<String>),
+}
+
+/// A failed probe: which check, why, and a short secret-free description.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} check failed: {detail}", check.as_str())]
+pub struct ProbeFailure {
+    /// The step that failed.
+    pub check: ProbeCheck,
+    /// Classification.
+    pub kind: ProbeFailureKind,
+    /// Human-readable detail.
+    pub detail: String,
+}
+
+impl ProbeFailure {
+    fn new(check: ProbeCheck, kind: ProbeFailureKind, detail: impl Into<String>) -> Self {
+        Self {
+            check,
+            kind,
+            detail: detail.into(),
+        }
+    }
+
+    fn from_outbound(check: ProbeCheck, error: &OutboundError) -> Self {
+        let kind = match error {
+            OutboundError::BlockedTarget { .. } | OutboundError::UnsupportedScheme { .. } => {
+                ProbeFailureKind::TargetNotAllowed
+            }
+            OutboundError::ResponseTooLarge { .. } => ProbeFailureKind::BadBody,
+            _ => ProbeFailureKind::Unreachable,
+        };
+        Self::new(check, kind, error.to_string())
+    }
+}
+
+/// Checks one protocol's liveness and capability endpoints.
+#[async_trait]
+pub trait WorkerProbe: Send + Sync + 'static {
+    /// Probe `endpoint`; `task_types` must all be offered.
+    async fn probe(
+        &self,
+        client: &OutboundClient,
+        endpoint: &WorkerEndpoint,
+        task_types: &[&TaskType],
+        timeout: Duration,
+    ) -> Result<(), ProbeFailure>;
+}
+
+/// Probes by protocol.
+#[derive(Clone)]
+pub struct ProbeRegistry {
+    probes: HashMap<Protocol, Arc<dyn WorkerProbe>>,
+}
+
+impl fmt::Debug for ProbeRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProbeRegistry")
+            .field("protocols", &self.probes.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Default for ProbeRegistry {
+    /// `hire` and `wattswarm` with [`CapabilitiesProbe`].
+    fn default() -> Self {
+        let capabilities: Arc<dyn WorkerProbe> = Arc::new(CapabilitiesProbe);
+        Self {
+            probes: HashMap::from([
+                (Protocol::Hire, capabilities.clone()),
+                (Protocol::Wattswarm, capabilities),
+            ]),
+        }
+    }
+}
+
+impl ProbeRegistry {
+    /// Add or replace the probe for `protocol`.
+    #[must_use]
+    pub fn with(mut self, protocol: Protocol, probe: Arc<dyn WorkerProbe>) -> Self {
+        self.probes.insert(protocol, probe);
+        self
+    }
+
+    /// The probe for `protocol`, if one is registered.
+    pub fn get(&self, protocol: Protocol) -> Option<&Arc<dyn WorkerProbe>> {
+        self.probes.get(&protocol)
+    }
+}
+
+/// `GET /health` must answer 2xx; `GET /capabilities` must answer 2xx with JSON whose
+/// `task_types` lists every task type of the listing (as strings, or as objects with a
+/// `task_type` or `name` field).
+#[derive(Debug, Clone, Copy)]
+pub struct CapabilitiesProbe;
+
+/// Largest `/capabilities` body read.
+const CAPABILITIES_MAX_BYTES: usize = 256 * 1024;
+
+#[derive(Deserialize)]
+struct Capabilities {
+    task_types: Vec<CapabilityEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CapabilityEntry {
+    Name(String),
+    Object {
+        #[serde(alias = "name")]
+        task_type: String,
+    },
+}
+
+impl CapabilityEntry {
+    fn task_type(&self) -> &str {
+        match self {
+            Self::Name(name) | Self::Object { task_type: name } => name,
+        }
+    }
+}
+
+#[async_trait]
+impl WorkerProbe for CapabilitiesProbe {
+    async fn probe(
+        &self,
+        client: &OutboundClient,
+        endpoint: &WorkerEndpoint,
+        task_types: &[&TaskType],
+        timeout: Duration,
+    ) -> Result<(), ProbeFailure> {
+        let health = client
+            .get(&endpoint.join("health"), timeout)
+            .await
+            .map_err(|e| ProbeFailure::from_outbound(ProbeCheck::Health, &e))?;
+        if !health.status().is_success() {
+            let status = health.status().as_u16();
+            return Err(ProbeFailure::new(
+                ProbeCheck::Health,
+                ProbeFailureKind::BadStatus(status),
+                format!("GET /health answered {status}"),
+            ));
+        }
+
+        let check = ProbeCheck::Capabilities;
+        let response = client
+            .get(&endpoint.join("capabilities"), timeout)
+            .await
+            .map_err(|e| ProbeFailure::from_outbound(check, &e))?;
+        if !response.status().is_success() {
+            let status = response.status().as_u16();
+            return Err(ProbeFailure::new(
+                check,
+                ProbeFailureKind::BadStatus(status),
+                format!("GET /capabilities answered {status}"),
+            ));
+        }
+        let body = client
+            .read_body(response, CAPABILITIES_MAX_BYTES)
+            .await
+            .map_err(|e| ProbeFailure::from_outbound(check, &e))?;
+        let capabilities: Capabilities = serde_json::from_slice(&body).map_err(|e| {
+            ProbeFailure::new(
+                check,
+                ProbeFailureKind::BadBody,
+                format!("GET /capabilities is not {{\"task_types\": [...]}}: {e}"),
+            )
+        })?;
+        let offered: Vec<&str> = capabilities
+            .task_types
+            .iter()
+            .map(CapabilityEntry::task_type)
+            .collect();
+        let missing: Vec<String> = task_types
+            .iter()
+            .filter(|wanted| !offered.contains(&wanted.as_str()))
+            .map(|t| t.as_str().to_owned())
+            .collect();
+        if !missing.is_empty() {
+            return Err(ProbeFailure::new(
+                check,
+                ProbeFailureKind::MissingTaskTypes(missing.clone()),
+                format!("/capabilities does not list {}", missing.join(", ")),
+            ));
+        }
+        Ok(())
+    }
+}

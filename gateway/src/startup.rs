@@ -1,0 +1,225 @@
+//! [`App`]: everything wired, the listener bound, ready to run.
+//!
+//! `App::build` opens the store (migrating if `database.migrate_on_start`), builds the outbound
+//! client, the registry and the router, and binds the listener, so the port is known before
+//! serving (port 0 works). `run_until_stopped` serves and runs the background loops until the
+//! given token is cancelled, then drains them.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use url::Url;
+
+use crate::{
+    auth::ApiKeyHash,
+    config::{FacilitatorMode, Settings},
+    http,
+    metrics::Metrics,
+    outbound::{OutboundClient, OutboundError},
+    readiness::ReadinessCheck,
+    registry::{WorkerRegistry, health::run_health_checks, probe::ProbeRegistry},
+    state::AppState,
+    store::{Store, StoreError},
+};
+
+/// The app could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// Opening or migrating the database failed.
+    #[error("database unavailable")]
+    Store(#[from] StoreError),
+    /// The outbound HTTP client could not be built.
+    #[error("cannot build the outbound HTTP client")]
+    Outbound(#[from] OutboundError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {address}")]
+    Bind {
+        /// Address from `http.listen_address`.
+        address: SocketAddr,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server failed while running.
+    #[error("HTTP server failed")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Optional parts the caller may supply (the execute flow, tests).
+#[derive(Default)]
+pub struct AppOptions {
+    /// Extra `/readyz` checks, e.g. the facilitator.
+    pub readiness_checks: Vec<Arc<dyn ReadinessCheck>>,
+    /// Worker probes by protocol; defaults to [`ProbeRegistry::default`].
+    pub probes: Option<ProbeRegistry>,
+}
+
+impl std::fmt::Debug for AppOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppOptions")
+            .field("readiness_checks", &self.readiness_checks.len())
+            .field("probes", &self.probes)
+            .finish()
+    }
+}
+
+/// A built gateway, bound but not yet serving.
+#[derive(Debug)]
+pub struct App {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    base_url: Url,
+    router: Router,
+    state: AppState,
+}
+
+impl App {
+    /// Build with default options.
+    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        Self::build_with(settings, AppOptions::default()).await
+    }
+
+    /// Build with `options`.
+    pub async fn build_with(settings: Settings, options: AppOptions) -> Result<Self, StartupError> {
+        let store = Store::connect(&settings.database).await?;
+        if settings.database.migrate_on_start {
+            store.migrate().await?;
+        }
+        let outbound = OutboundClient::new(&settings.outbound)?;
+        if settings.outbound.allow_private_targets {
+            tracing::warn!(
+                "outbound.allow_private_targets is on: private and loopback targets are reachable (development only)"
+            );
+        }
+        if settings.facilitator.mode == FacilitatorMode::Embedded && settings.chains.is_empty() {
+            tracing::warn!(
+                "no [chains] configured: the embedded facilitator cannot verify or settle payments"
+            );
+        }
+        if settings.signing_key.path.is_none() {
+            tracing::warn!(
+                "signing_key.path is empty: a new gateway key is generated at each start"
+            );
+        }
+
+        let address = settings.http.listen_address;
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|source| StartupError::Bind { address, source })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| StartupError::Bind { address, source })?;
+        let base_url = match &settings.http.public_base_url {
+            Some(url) => url.clone(),
+            None => derived_base_url(local_addr),
+        };
+
+        let metrics = Arc::new(Metrics::new());
+        let registry = WorkerRegistry::new(
+            store.clone(),
+            outbound.clone(),
+            Arc::new(options.probes.unwrap_or_default()),
+            settings.health.clone(),
+            metrics.clone(),
+        );
+        let admin_key_hash = settings
+            .admin
+            .api_key
+            .as_ref()
+            .map(|key| ApiKeyHash::of(secrecy::ExposeSecret::expose_secret(key)));
+        let state = AppState {
+            config: Arc::new(settings),
+            store,
+            outbound,
+            registry,
+            metrics,
+            readiness_checks: options.readiness_checks.into(),
+            admin_key_hash,
+            shutdown: CancellationToken::new(),
+        };
+        let router = http::router(state.clone());
+        Ok(Self {
+            listener,
+            local_addr,
+            base_url,
+            router,
+            state,
+        })
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.local_addr.port()
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `http.public_base_url`, or `http://<bound address>`.
+    pub fn base_url(&self) -> &Url {
+        &self.base_url
+    }
+
+    /// The state handlers see (store, registry, …), e.g. for tests.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serve and run the background loops until `shutdown` is cancelled; then stop accepting,
+    /// finish in-flight requests and wait for the loops to exit.
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> Result<(), StartupError> {
+        let Self {
+            listener,
+            router,
+            state,
+            local_addr,
+            ..
+        } = self;
+        let app_token = state.shutdown.clone();
+        let forward = {
+            let app_token = app_token.clone();
+            async move {
+                shutdown.cancelled().await;
+                app_token.cancel();
+            }
+        };
+        let tasks = TaskTracker::new();
+        tasks.spawn(forward);
+        tasks.spawn(run_health_checks(
+            state.registry.clone(),
+            state.config.health.interval(),
+            app_token.clone(),
+        ));
+        tasks.close();
+
+        tracing::info!(%local_addr, "hiregate gateway listening");
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(app_token.clone().cancelled_owned())
+            .await;
+        app_token.cancel();
+        tasks.wait().await;
+        tracing::info!("hiregate gateway stopped");
+        served.map_err(StartupError::Serve)
+    }
+}
+
+fn derived_base_url(addr: SocketAddr) -> Url {
+    let host = if addr.ip().is_unspecified() {
+        // Bound to every interface; loopback is the one address known to reach it.
+        match addr {
+            SocketAddr::V4(_) => "127.0.0.1".to_owned(),
+            SocketAddr::V6(_) => "[::1]".to_owned(),
+        }
+    } else if addr.is_ipv6() {
+        format!("[{}]", addr.ip())
+    } else {
+        addr.ip().to_string()
+    };
+    // Built from an IP and a port, so always a valid URL.
+    Url::parse(&format!("http://{host}:{}", addr.port()))
+        .unwrap_or_else(|_| unreachable!("an IP and a port form a valid URL"))
+}

@@ -1,0 +1,372 @@
+//! `contract` and `contract_event`: contract rows, compare-and-set state transitions, and the
+//! append-only event log.
+//!
+//! Seam: ids, states and terms are plain strings / JSON here; the execute flow maps them to the
+//! `contracts` crate's types (`ContractId`, the state machine, `Terms`) at its edge.
+//!
+//! Ordering: every write to a contract's events first updates the contract row, which takes
+//! its row lock (PostgreSQL) or the write lock (SQLite). The next `seq` is computed after that,
+//! so per contract `seq` is gap-free and commits in order: an SSE reader resuming after `n`
+//! never misses an event that commits later with a smaller number.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+
+const ENTITY: &str = "contract";
+const EVENT_ENTITY: &str = "contract_event";
+
+/// A contract to create, with its first event.
+#[derive(Debug, Clone)]
+pub struct NewContract {
+    /// Contract id (from the `contracts` crate).
+    pub contract_id: String,
+    /// Seeker principal.
+    pub seeker_id: String,
+    /// Worker listing id.
+    pub worker_id: String,
+    /// Task type hired.
+    pub task_type: String,
+    /// The signed terms document.
+    pub terms: serde_json::Value,
+    /// Canonical hash of the terms.
+    pub terms_hash: String,
+    /// Gateway signature over the terms.
+    pub gateway_jws: String,
+    /// Initial state (normally `offered`).
+    pub state: String,
+    /// Next time-based transition, if any.
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A stored contract.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContractRecord {
+    /// Contract id.
+    pub contract_id: String,
+    /// Seeker principal.
+    pub seeker_id: String,
+    /// Worker listing id.
+    pub worker_id: String,
+    /// Task type hired.
+    pub task_type: String,
+    /// The signed terms document.
+    pub terms: serde_json::Value,
+    /// Canonical hash of the terms.
+    pub terms_hash: String,
+    /// Gateway signature over the terms.
+    pub gateway_jws: String,
+    /// Current state.
+    pub state: String,
+    /// Worker attempts used so far.
+    pub attempts_used: u32,
+    /// Next time-based transition.
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An event to append.
+#[derive(Debug, Clone)]
+pub struct NewContractEvent {
+    /// When it happened (UTC).
+    pub at: DateTime<Utc>,
+    /// Who caused it (`seeker:<id>`, `gateway`, `worker:<id>`, …).
+    pub actor: String,
+    /// Request or job id that caused it.
+    pub correlation_id: String,
+    /// Event type, e.g. `state_changed`, `payment_verified`.
+    pub kind: String,
+    /// Structured details.
+    pub details: serde_json::Value,
+}
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContractEvent {
+    /// Global order across contracts.
+    pub event_id: i64,
+    /// Contract.
+    pub contract_id: String,
+    /// 1, 2, 3… per contract; the SSE event id.
+    pub seq: i64,
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// Who caused it.
+    pub actor: String,
+    /// Request or job id that caused it.
+    pub correlation_id: String,
+    /// Event type.
+    pub kind: String,
+    /// State before, for transitions.
+    pub from_state: Option<String>,
+    /// State after, for transitions.
+    pub to_state: Option<String>,
+    /// Structured details.
+    pub details: serde_json::Value,
+}
+
+/// Outcome of [`Store::transition_contract`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// The state changed; the event got this `seq`.
+    Applied {
+        /// Sequence number of the recorded event.
+        seq: i64,
+    },
+    /// The contract was not in the expected state (someone else moved it first).
+    StateMismatch {
+        /// Its actual state.
+        actual: String,
+    },
+    /// No such contract.
+    NotFound,
+}
+
+#[derive(sqlx::FromRow)]
+struct ContractRow {
+    contract_id: String,
+    seeker_id: String,
+    worker_id: String,
+    task_type: String,
+    terms: Json<serde_json::Value>,
+    terms_hash: String,
+    gateway_jws: String,
+    state: String,
+    attempts_used: i32,
+    deadline_at: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<ContractRow> for ContractRecord {
+    type Error = StoreError;
+
+    fn try_from(row: ContractRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            contract_id: row.contract_id,
+            seeker_id: row.seeker_id,
+            worker_id: row.worker_id,
+            task_type: row.task_type,
+            terms: row.terms.0,
+            terms_hash: row.terms_hash,
+            gateway_jws: row.gateway_jws,
+            state: row.state,
+            attempts_used: u32::try_from(row.attempts_used)
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
+            deadline_at: from_millis_opt(ENTITY, row.deadline_at)?,
+            created_at: from_millis(ENTITY, row.created_at)?,
+            updated_at: from_millis(ENTITY, row.updated_at)?,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    event_id: i64,
+    contract_id: String,
+    seq: i64,
+    at: i64,
+    actor: String,
+    correlation_id: String,
+    kind: String,
+    from_state: Option<String>,
+    to_state: Option<String>,
+    details: Json<serde_json::Value>,
+}
+
+impl TryFrom<EventRow> for ContractEvent {
+    type Error = StoreError;
+
+    fn try_from(row: EventRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            event_id: row.event_id,
+            contract_id: row.contract_id,
+            seq: row.seq,
+            at: from_millis(EVENT_ENTITY, row.at)?,
+            actor: row.actor,
+            correlation_id: row.correlation_id,
+            kind: row.kind,
+            from_state: row.from_state,
+            to_state: row.to_state,
+            details: row.details.0,
+        })
+    }
+}
+
+/// Appends an event with the next per-contract `seq`; the caller must already hold the contract
+/// row (see the module docs). Shared by all three writers.
+const INSERT_EVENT: &str = "insert into contract_event \
+    (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
+    select $1, coalesce(max(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8 \
+    from contract_event where contract_id = $1 returning seq";
+
+impl Store {
+    /// Create a contract and record its first event (seq 1) atomically. A second contract with
+    /// the same id or terms hash is [`StoreError::Duplicate`].
+    pub async fn insert_contract(
+        &self,
+        contract: &NewContract,
+        event: &NewContractEvent,
+    ) -> Result<(), StoreError> {
+        const SQL: &str = "insert into contract (contract_id, seeker_id, worker_id, task_type, \
+            terms, terms_hash, gateway_jws, state, attempts_used, deadline_at, created_at, updated_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $10)";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query(SQL)
+                .bind(&contract.contract_id)
+                .bind(&contract.seeker_id)
+                .bind(&contract.worker_id)
+                .bind(&contract.task_type)
+                .bind(Json(&contract.terms))
+                .bind(&contract.terms_hash)
+                .bind(&contract.gateway_jws)
+                .bind(&contract.state)
+                .bind(contract.deadline_at.map(to_millis))
+                .bind(to_millis(contract.created_at))
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            let _seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+                .bind(&contract.contract_id)
+                .bind(to_millis(event.at))
+                .bind(&event.actor)
+                .bind(&event.correlation_id)
+                .bind(&event.kind)
+                .bind(None::<String>)
+                .bind(Some(contract.state.as_str()))
+                .bind(Json(&event.details))
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// One contract.
+    pub async fn get_contract(
+        &self,
+        contract_id: &str,
+    ) -> Result<Option<ContractRecord>, StoreError> {
+        const SQL: &str = "select contract_id, seeker_id, worker_id, task_type, terms, terms_hash, \
+            gateway_jws, state, attempts_used, deadline_at, created_at, updated_at \
+            from contract where contract_id = $1";
+        let row: Option<ContractRow> = on_backend!(self, pool => {
+            sqlx::query_as(SQL).bind(contract_id).fetch_optional(pool).await?
+        });
+        row.map(ContractRecord::try_from).transpose()
+    }
+
+    /// Move a contract from `expected_state` to `new_state` and record `event` with it, in one
+    /// transaction. Concurrent callers racing on the same transition: exactly one gets
+    /// [`Transition::Applied`], the others [`Transition::StateMismatch`].
+    pub async fn transition_contract(
+        &self,
+        contract_id: &str,
+        expected_state: &str,
+        new_state: &str,
+        new_deadline_at: Option<DateTime<Utc>>,
+        event: &NewContractEvent,
+    ) -> Result<Transition, StoreError> {
+        const CAS: &str = "update contract set state = $3, deadline_at = $4, updated_at = $5 \
+            where contract_id = $1 and state = $2";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let changed = sqlx::query(CAS)
+                .bind(contract_id)
+                .bind(expected_state)
+                .bind(new_state)
+                .bind(new_deadline_at.map(to_millis))
+                .bind(to_millis(event.at))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if changed == 0 {
+                let actual: Option<String> =
+                    sqlx::query_scalar("select state from contract where contract_id = $1")
+                        .bind(contract_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                return Ok(match actual {
+                    Some(actual) => Transition::StateMismatch { actual },
+                    None => Transition::NotFound,
+                });
+            }
+            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+                .bind(contract_id)
+                .bind(to_millis(event.at))
+                .bind(&event.actor)
+                .bind(&event.correlation_id)
+                .bind(&event.kind)
+                .bind(Some(expected_state))
+                .bind(Some(new_state))
+                .bind(Json(&event.details))
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Transition::Applied { seq })
+        })
+    }
+
+    /// Record an event that does not change the state (e.g. `worker_progress`). Returns its
+    /// `seq`, or `None` if the contract does not exist.
+    pub async fn append_contract_event(
+        &self,
+        contract_id: &str,
+        event: &NewContractEvent,
+    ) -> Result<Option<i64>, StoreError> {
+        // Touching the row takes the same lock a transition takes (see the module docs).
+        const LOCK: &str = "update contract set updated_at = updated_at where contract_id = $1";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let found = sqlx::query(LOCK)
+                .bind(contract_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if found == 0 {
+                return Ok(None);
+            }
+            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+                .bind(contract_id)
+                .bind(to_millis(event.at))
+                .bind(&event.actor)
+                .bind(&event.correlation_id)
+                .bind(&event.kind)
+                .bind(None::<String>)
+                .bind(None::<String>)
+                .bind(Json(&event.details))
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Some(seq))
+        })
+    }
+
+    /// A contract's events with `seq > after_seq`, oldest first, at most `limit`.
+    pub async fn list_contract_events(
+        &self,
+        contract_id: &str,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<ContractEvent>, StoreError> {
+        const SQL: &str = "select event_id, contract_id, seq, at, actor, correlation_id, kind, \
+            from_state, to_state, details from contract_event \
+            where contract_id = $1 and seq > $2 order by seq limit $3";
+        let rows: Vec<EventRow> = on_backend!(self, pool => {
+            sqlx::query_as(SQL)
+                .bind(contract_id)
+                .bind(after_seq)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(ContractEvent::try_from).collect()
+    }
+}

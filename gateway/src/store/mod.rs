@@ -1,0 +1,235 @@
+//! Persistence: one [`Store`] over SQLite or PostgreSQL, chosen by the database URL's scheme.
+//! Every SQL statement of the gateway lives under this module.
+//!
+//! Queries are runtime-checked (`sqlx::query_as`), written once with `$n` placeholders, which
+//! both drivers accept; [`on_backend!`] expands each body once per pool type, so both are
+//! type-checked. Dialect differences (`FOR UPDATE SKIP LOCKED`) are separate constants.
+//! Times are stored as Unix milliseconds; JSON as TEXT (SQLite) or JSONB (PostgreSQL), bound
+//! through `sqlx::types::Json` either way.
+//!
+//! | module | tables |
+//! |---|---|
+//! | `api_keys` | `api_key` |
+//! | `workers` | `worker`, `worker_task` |
+//! | `contracts` | `contract`, `contract_event` |
+//! | `payments` | `payment` |
+//! | `jobs` | `job` |
+//!
+//! `attempt`, `deliverable` and `verification` exist in the schema; their queries come with the
+//! execute flow.
+
+mod api_keys;
+mod contracts;
+mod jobs;
+mod payments;
+mod workers;
+
+use std::str::FromStr;
+
+use chrono::{DateTime, TimeZone, Utc};
+use sqlx::{
+    migrate::Migrator,
+    postgres::{PgConnectOptions, PgPool, PgPoolOptions},
+    sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    },
+};
+
+pub use api_keys::{ApiKeyRecord, NewApiKey};
+pub use contracts::{ContractEvent, ContractRecord, NewContract, NewContractEvent, Transition};
+pub use jobs::{Enqueued, JobRecord, NewJob};
+pub use payments::{NewPayment, PaymentRecord};
+pub use workers::{ProbeResult, WorkerQuery};
+
+use crate::config::{DatabaseKind, DatabaseSettings};
+
+static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness constraint refused the write: the thing already exists.
+    #[error("a {entity} with the same unique key already exists")]
+    Duplicate {
+        /// Table whose constraint fired.
+        entity: &'static str,
+    },
+    /// A stored value no longer parses (manual edits, or a bug that wrote it).
+    #[error("stored {entity} is invalid: {reason}")]
+    Corrupt {
+        /// Table of the bad row.
+        entity: &'static str,
+        /// What failed to parse.
+        reason: String,
+    },
+    /// The database refused or could not be reached.
+    #[error("database operation failed")]
+    Database(#[source] sqlx::Error),
+    /// Applying migrations failed.
+    #[error("database migration failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Database(error)
+    }
+}
+
+impl StoreError {
+    /// Map a unique violation (by error kind: SQLite does not report constraint names) to
+    /// [`StoreError::Duplicate`]; other errors stay database errors.
+    pub(crate) fn unique_as_duplicate(entity: &'static str) -> impl Fn(sqlx::Error) -> Self {
+        move |error| match error.as_database_error().map(|e| e.kind()) {
+            Some(sqlx::error::ErrorKind::UniqueViolation) => Self::Duplicate { entity },
+            _ => Self::Database(error),
+        }
+    }
+
+    pub(crate) fn corrupt(entity: &'static str, reason: &dyn std::fmt::Display) -> Self {
+        Self::Corrupt {
+            entity,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Run `$body` with `$pool` bound to whichever pool the store holds. The body is compiled once
+/// per backend, so the same query text is type-checked against both drivers.
+macro_rules! on_backend {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.backend {
+            $crate::store::Backend::Sqlite($pool) => $body,
+            $crate::store::Backend::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_backend;
+
+/// Handle on the database; cheap to clone (the pool is shared).
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: Backend,
+}
+
+impl Store {
+    /// Open a pool for `settings.url`. SQLite files are created if missing and run in WAL mode
+    /// with foreign keys on; an in-memory SQLite URL gets a single connection (each connection
+    /// would otherwise see its own empty database).
+    pub async fn connect(settings: &DatabaseSettings) -> Result<Self, StoreError> {
+        let url = settings.url.expose();
+        let backend = match settings.url.kind() {
+            DatabaseKind::Sqlite => {
+                let options = SqliteConnectOptions::from_str(url)?
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+                    .foreign_keys(true)
+                    .busy_timeout(std::time::Duration::from_secs(10));
+                let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+                let mut pool = SqlitePoolOptions::new()
+                    .acquire_timeout(settings.acquire_timeout())
+                    .max_connections(settings.max_connections)
+                    .min_connections(settings.min_connections);
+                if in_memory {
+                    pool = pool
+                        .max_connections(1)
+                        .min_connections(1)
+                        .idle_timeout(None)
+                        .max_lifetime(None);
+                }
+                Backend::Sqlite(pool.connect_with(options).await?)
+            }
+            DatabaseKind::Postgres => {
+                let options = PgConnectOptions::from_str(url)?;
+                let pool = PgPoolOptions::new()
+                    .acquire_timeout(settings.acquire_timeout())
+                    .max_connections(settings.max_connections)
+                    .min_connections(settings.min_connections)
+                    .connect_with(options)
+                    .await?;
+                Backend::Postgres(pool)
+            }
+        };
+        Ok(Self { backend })
+    }
+
+    /// Apply pending migrations. Safe to run from several instances at once (sqlx takes a
+    /// database lock on PostgreSQL; SQLite serializes writers).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
+            Backend::Postgres(pool) => POSTGRES_MIGRATOR.run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// Round-trip a trivial query (readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        on_backend!(self, pool => {
+            sqlx::query("select 1").execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    /// Which backend this store talks to.
+    pub fn kind(&self) -> DatabaseKind {
+        match self.backend {
+            Backend::Sqlite(_) => DatabaseKind::Sqlite,
+            Backend::Postgres(_) => DatabaseKind::Postgres,
+        }
+    }
+
+    /// Close the pool, waiting for checked-out connections to return.
+    pub async fn close(&self) {
+        on_backend!(self, pool => pool.close().await);
+    }
+
+    /// `(version, description)` of the embedded migrations for each backend, for the parity
+    /// check between the two trees.
+    pub fn embedded_migrations() -> (MigrationList, MigrationList) {
+        let list = |m: &Migrator| {
+            m.iter()
+                .map(|mig| (mig.version, mig.description.to_string()))
+                .collect()
+        };
+        (list(&SQLITE_MIGRATOR), list(&POSTGRES_MIGRATOR))
+    }
+}
+
+/// `(version, description)` of each embedded migration, in order.
+pub type MigrationList = Vec<(i64, String)>;
+
+/// Unix milliseconds of a UTC time (the stored time format).
+pub(crate) fn to_millis(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+/// Inverse of [`to_millis`]; out-of-range values are reported as corrupt rows.
+pub(crate) fn from_millis(entity: &'static str, millis: i64) -> Result<DateTime<Utc>, StoreError> {
+    Utc.timestamp_millis_opt(millis).single().ok_or_else(|| {
+        StoreError::corrupt(entity, &format_args!("timestamp {millis} out of range"))
+    })
+}
+
+pub(crate) fn from_millis_opt(
+    entity: &'static str,
+    millis: Option<i64>,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    millis.map(|m| from_millis(entity, m)).transpose()
+}
+
+/// `$first, $first+1, …` for an `IN (…)` list of `count` values.
+pub(crate) fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,245 @@
+//! `payment`: x402 authorizations held for contracts.
+//!
+//! The database enforces the money rules: an authorization `(network, asset, payer, nonce)`
+//! is stored at most once (so it pays at most one contract), a `payment_identifier` at most
+//! once, and at most one payment per contract ever enters settlement.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+
+const ENTITY: &str = "payment";
+
+/// A payment to record after the facilitator verified it.
+#[derive(Debug, Clone)]
+pub struct NewPayment {
+    /// Payment id.
+    pub payment_id: String,
+    /// Contract it pays.
+    pub contract_id: String,
+    /// CAIP-2 network.
+    pub network: String,
+    /// Token contract.
+    pub asset: String,
+    /// Payer address.
+    pub payer: String,
+    /// EIP-3009 nonce.
+    pub nonce: String,
+    /// Atomic units, decimal.
+    pub amount: String,
+    /// Authorization validity start, Unix seconds.
+    pub valid_after: i64,
+    /// Authorization validity end, Unix seconds.
+    pub valid_before: i64,
+    /// The x402 payment payload (signature included; never logged).
+    pub payload: serde_json::Value,
+    /// Hash of the payload, to tell "same payment" from "same id, other payment".
+    pub payload_hash: String,
+    /// x402 `payment-identifier` extension value.
+    pub payment_identifier: Option<String>,
+    /// Initial state.
+    pub state: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A stored payment (the payload is loaded too: settlement resubmits it).
+#[derive(Clone, PartialEq)]
+pub struct PaymentRecord {
+    /// Payment id.
+    pub payment_id: String,
+    /// Contract it pays.
+    pub contract_id: String,
+    /// CAIP-2 network.
+    pub network: String,
+    /// Token contract.
+    pub asset: String,
+    /// Payer address.
+    pub payer: String,
+    /// EIP-3009 nonce.
+    pub nonce: String,
+    /// Atomic units, decimal.
+    pub amount: String,
+    /// Authorization validity start, Unix seconds.
+    pub valid_after: i64,
+    /// Authorization validity end, Unix seconds.
+    pub valid_before: i64,
+    /// The x402 payment payload.
+    pub payload: serde_json::Value,
+    /// Hash of the payload.
+    pub payload_hash: String,
+    /// x402 `payment-identifier`.
+    pub payment_identifier: Option<String>,
+    /// Current state.
+    pub state: String,
+    /// When settlement began, if it did.
+    pub settle_started_at: Option<DateTime<Utc>>,
+    /// Settlement transaction hash.
+    pub settle_tx: Option<String>,
+    /// Facilitator settle response (the `PAYMENT-RESPONSE` content).
+    pub settle_response: Option<serde_json::Value>,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for PaymentRecord {
+    // The payload carries the payer's signature: keep it out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PaymentRecord")
+            .field("payment_id", &self.payment_id)
+            .field("contract_id", &self.contract_id)
+            .field("network", &self.network)
+            .field("payer", &self.payer)
+            .field("amount", &self.amount)
+            .field("state", &self.state)
+            .field("settle_tx", &self.settle_tx)
+            .field("payload", &"[REDACTED]")
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct PaymentRow {
+    payment_id: String,
+    contract_id: String,
+    network: String,
+    asset: String,
+    payer: String,
+    nonce: String,
+    amount: String,
+    valid_after: i64,
+    valid_before: i64,
+    payload: Json<serde_json::Value>,
+    payload_hash: String,
+    payment_identifier: Option<String>,
+    state: String,
+    settle_started_at: Option<i64>,
+    settle_tx: Option<String>,
+    settle_response: Option<Json<serde_json::Value>>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<PaymentRow> for PaymentRecord {
+    type Error = StoreError;
+
+    fn try_from(row: PaymentRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            payment_id: row.payment_id,
+            contract_id: row.contract_id,
+            network: row.network,
+            asset: row.asset,
+            payer: row.payer,
+            nonce: row.nonce,
+            amount: row.amount,
+            valid_after: row.valid_after,
+            valid_before: row.valid_before,
+            payload: row.payload.0,
+            payload_hash: row.payload_hash,
+            payment_identifier: row.payment_identifier,
+            state: row.state,
+            settle_started_at: from_millis_opt(ENTITY, row.settle_started_at)?,
+            settle_tx: row.settle_tx,
+            settle_response: row.settle_response.map(|j| j.0),
+            created_at: from_millis(ENTITY, row.created_at)?,
+            updated_at: from_millis(ENTITY, row.updated_at)?,
+        })
+    }
+}
+
+const PAYMENT_COLUMNS: &str = "payment_id, contract_id, network, asset, payer, nonce, amount, \
+    valid_after, valid_before, payload, payload_hash, payment_identifier, state, \
+    settle_started_at, settle_tx, settle_response, created_at, updated_at";
+
+impl Store {
+    /// Record a verified payment. An authorization or payment identifier seen before is
+    /// [`StoreError::Duplicate`]: the caller then looks up which contract holds it.
+    pub async fn insert_payment(&self, payment: &NewPayment) -> Result<(), StoreError> {
+        const SQL: &str = "insert into payment (payment_id, contract_id, network, asset, payer, \
+            nonce, amount, valid_after, valid_before, payload, payload_hash, payment_identifier, \
+            state, created_at, updated_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)";
+        on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(&payment.payment_id)
+                .bind(&payment.contract_id)
+                .bind(&payment.network)
+                .bind(&payment.asset)
+                .bind(&payment.payer)
+                .bind(&payment.nonce)
+                .bind(&payment.amount)
+                .bind(payment.valid_after)
+                .bind(payment.valid_before)
+                .bind(Json(&payment.payload))
+                .bind(&payment.payload_hash)
+                .bind(payment.payment_identifier.as_deref())
+                .bind(&payment.state)
+                .bind(to_millis(payment.created_at))
+                .execute(pool)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+        });
+        Ok(())
+    }
+
+    /// The payment holding authorization `(network, asset, payer, nonce)`, if any.
+    pub async fn find_payment_by_authorization(
+        &self,
+        network: &str,
+        asset: &str,
+        payer: &str,
+        nonce: &str,
+    ) -> Result<Option<PaymentRecord>, StoreError> {
+        let sql = format!(
+            "select {PAYMENT_COLUMNS} from payment \
+             where network = $1 and asset = $2 and payer = $3 and nonce = $4"
+        );
+        let row: Option<PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(network)
+                .bind(asset)
+                .bind(payer)
+                .bind(nonce)
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(PaymentRecord::try_from).transpose()
+    }
+
+    /// The payment with this x402 `payment-identifier`, if any.
+    pub async fn find_payment_by_identifier(
+        &self,
+        payment_identifier: &str,
+    ) -> Result<Option<PaymentRecord>, StoreError> {
+        let sql = format!("select {PAYMENT_COLUMNS} from payment where payment_identifier = $1");
+        let row: Option<PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(payment_identifier).fetch_optional(pool).await?
+        });
+        row.map(PaymentRecord::try_from).transpose()
+    }
+
+    /// Mark `payment_id` as entering settlement (state `settling`). At most one payment per
+    /// contract can ever be marked: a second one is [`StoreError::Duplicate`]. Returns `false`
+    /// if this payment was already marked (a retry of the same settlement).
+    pub async fn begin_settlement(
+        &self,
+        payment_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "update payment set settle_started_at = $2, state = 'settling', \
+            updated_at = $2 where payment_id = $1 and settle_started_at is null";
+        let changed = on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?
+                .rows_affected()
+        });
+        Ok(changed == 1)
+    }
+}

@@ -1,0 +1,157 @@
+//! The `hiregate` binary: configuration layering and errors that name the key, `migrate`,
+//! `keys create`, and the not-yet-wired placeholders.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::helpers::{TestDatabase, spawn_app_on};
+
+fn hiregate(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hiregate"));
+    command.args(args);
+    // Only what the test sets: nothing inherited may change the configuration.
+    for (name, _) in std::env::vars() {
+        if name.starts_with("HIREGATE_") {
+            command.env_remove(name);
+        }
+    }
+    command.envs(env.iter().copied());
+    command.output().expect("run hiregate")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn environment_type_errors_name_the_key() {
+    let output = hiregate(
+        &["check-config"],
+        &[("HIREGATE_DATABASE__MAX_CONNECTIONS", "abc")],
+    );
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(message.contains("database.max_connections"), "{message}");
+}
+
+#[test]
+fn environment_rule_errors_name_the_key() {
+    let output = hiregate(
+        &["check-config"],
+        &[("HIREGATE_HEALTH__MISS_THRESHOLD", "0")],
+    );
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("health.miss_threshold"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = hiregate(&["check-config"], &[("HIREGATE_HTTP__NO_SUCH_KEY", "1")]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("no_such_key"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn file_layer_errors_name_the_key_and_env_wins_over_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gateway.toml");
+    std::fs::write(&file, "[facilitator]\nmode = \"http\"\n").unwrap();
+    let path = file.to_str().unwrap();
+
+    let output = hiregate(&["check-config", "--config", path], &[]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("facilitator.url"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = hiregate(&["check-config"], &[("HIREGATE_CONFIG", path)]);
+    assert!(
+        stderr(&output).contains("facilitator.url"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = hiregate(
+        &["check-config", "--config", path],
+        &[("HIREGATE_FACILITATOR__URL", "https://facilitator.example")],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let output = hiregate(
+        &["check-config", "--config", "/nonexistent/hiregate.toml"],
+        &[],
+    );
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("does not exist"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn check_config_never_prints_secrets() {
+    let secret = "admin-secret-that-must-not-leak-0123456789";
+    let output = hiregate(
+        &["check-config"],
+        &[
+            ("HIREGATE_ADMIN__API_KEY", secret),
+            (
+                "HIREGATE_DATABASE__URL",
+                "postgres://app:db-password-xyz@db.example/hg",
+            ),
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("api_key"), "{stdout}");
+    assert!(!stdout.contains(secret), "{stdout}");
+    assert!(!stdout.contains("db-password-xyz"), "{stdout}");
+}
+
+#[tokio::test]
+async fn migrate_and_keys_create_produce_a_working_key() {
+    let database = TestDatabase::sqlite();
+    let url = database.url();
+    let env = [("HIREGATE_DATABASE__URL", url.as_str())];
+
+    let output = hiregate(&["migrate"], &env);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let output = hiregate(
+        &["keys", "create", "--role", "operator", "--label", "cli"],
+        &env,
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let created: Value = serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+    let key = created["api_key"].as_str().unwrap().to_owned();
+    assert!(key.starts_with("hg_op_"));
+    assert_eq!(created["role"], "operator");
+
+    let bad = hiregate(&["keys", "create", "--role", "admin"], &env);
+    assert!(!bad.status.success());
+
+    // The gateway on the same database accepts the key (404 for an unknown worker, not 401).
+    let app = spawn_app_on(database, "").await;
+    let response = app
+        .get("/v1/workers/wkr_01J00000000000000000000000", Some(&key))
+        .await;
+    assert_eq!(response.status(), 404);
+}
+
+#[test]
+fn unwired_subcommands_say_so_and_fail() {
+    for subcommand in ["facilitator", "demo"] {
+        let output = hiregate(&[subcommand], &[]);
+        assert_eq!(output.status.code(), Some(2), "{subcommand}");
+        assert!(stderr(&output).contains("not wired"), "{subcommand}");
+    }
+}

@@ -1,0 +1,11 @@
+//! Gateway integration tests: one binary, one module per area. Every test runs a real gateway
+//! (port 0, own database) and, where workers matter, a real in-test worker over TCP.
+
+mod auth;
+mod cli;
+mod helpers;
+mod migrations;
+mod ops;
+mod outbound;
+mod store;
+mod workers;

@@ -1,0 +1,807 @@
+//! Store suite, written once and run on SQLite (always) and PostgreSQL (when reachable; required
+//! under `CI=true`). Uniqueness, compare-and-set and leases are exercised with real concurrent
+//! connections.
+
+use std::{collections::BTreeMap, collections::BTreeSet, time::Duration};
+
+use chrono::{DateTime, Utc};
+use hiregate_gateway::{
+    auth::{ApiKeyHash, CallbackSecret, Role},
+    config::{DatabaseSettings, Settings},
+    ids::{ApiKeyId, JobId, PrincipalId, WorkerId},
+    registry::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
+    store::{
+        Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment, ProbeResult, Store,
+        StoreError, Transition, WorkerQuery,
+    },
+};
+use serde_json::json;
+
+use crate::helpers::TestDatabase;
+
+/// A migrated store on `database` (kept alive by the caller).
+async fn open(database: &TestDatabase) -> Store {
+    let settings: DatabaseSettings = Settings::from_defaults_and(&format!(
+        "[database]\nurl = \"{}\"\nmax_connections = 8",
+        database.url()
+    ))
+    .unwrap()
+    .database;
+    let store = Store::connect(&settings).await.unwrap();
+    store.migrate().await.unwrap();
+    // Migrating twice is a no-op.
+    store.migrate().await.unwrap();
+    store
+}
+
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let database = crate::helpers::TestDatabase::sqlite();
+                    super::$case(super::open(&database).await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(database) = crate::helpers::TestDatabase::postgres().await else {
+                        return;
+                    };
+                    super::$case(super::open(&database).await).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    api_keys_are_found_by_hash_and_unique,
+    workers_round_trip_and_filter,
+    worker_updates_are_optimistic,
+    probes_debounce_health,
+    due_probes_are_claimed_once,
+    contract_transitions_are_compare_and_set,
+    contract_events_are_gap_free_under_concurrency,
+    payment_uniqueness_lives_in_the_database,
+    jobs_are_leased_exactly_once,
+);
+
+/// Millisecond precision, as stored.
+fn now() -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap()
+}
+
+async fn api_keys_are_found_by_hash_and_unique(store: Store) {
+    let principal = PrincipalId::generate_seeker();
+    let key = NewApiKey {
+        id: ApiKeyId::generate(),
+        hash: ApiKeyHash::of("hg_sk_example"),
+        display_prefix: "hg_sk_exam".into(),
+        role: Role::Seeker,
+        principal_id: principal.clone(),
+        label: Some("laptop".into()),
+        created_at: now(),
+    };
+    store.insert_api_key(&key).await.unwrap();
+    let found = store.find_api_key(&key.hash).await.unwrap().unwrap();
+    assert_eq!(found.id, key.id);
+    assert_eq!(found.role, Role::Seeker);
+    assert_eq!(found.principal_id, principal);
+    assert_eq!(found.created_at, key.created_at);
+    assert!(
+        store
+            .find_api_key(&ApiKeyHash::of("other"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let duplicate = NewApiKey {
+        id: ApiKeyId::generate(),
+        ..key.clone()
+    };
+    assert!(matches!(
+        store.insert_api_key(&duplicate).await,
+        Err(StoreError::Duplicate { entity: "api_key" })
+    ));
+
+    assert!(
+        store
+            .revoke_api_key(&key.id, &principal, now())
+            .await
+            .unwrap()
+    );
+    assert!(store.find_api_key(&key.hash).await.unwrap().is_none());
+    assert!(
+        !store
+            .revoke_api_key(&key.id, &principal, now())
+            .await
+            .unwrap()
+    );
+}
+
+fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
+    let offers: BTreeMap<_, _> = tasks
+        .iter()
+        .map(|(task, price)| {
+            (
+                task.parse().unwrap(),
+                TaskOffer {
+                    price: price.parse().unwrap(),
+                    output_schema: OutputSchema::parse(json!({ "type": "object" })).unwrap(),
+                },
+            )
+        })
+        .collect();
+    let at = now();
+    WorkerListing {
+        id: WorkerId::generate(),
+        operator_id: operator.clone(),
+        endpoint: "https://worker.example/agent".parse().unwrap(),
+        protocol: hiregate_gateway::registry::model::Protocol::Hire,
+        pay_to: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+            .parse()
+            .unwrap(),
+        network: "eip155:84532".parse().unwrap(),
+        asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+            .parse()
+            .unwrap(),
+        tasks: TaskCatalog::new(offers).unwrap(),
+        max_parallel: 4.try_into().unwrap(),
+        health: HealthState::Healthy,
+        consecutive_misses: 0,
+        last_probe_at: Some(at),
+        last_probe_error: None,
+        created_at: at,
+        updated_at: at,
+        retired_at: None,
+    }
+}
+
+async fn insert(store: &Store, listing: &WorkerListing) {
+    store
+        .insert_worker(
+            listing,
+            &CallbackSecret::generate(),
+            now() + chrono::Duration::hours(1),
+        )
+        .await
+        .unwrap();
+}
+
+fn ids(listings: &[WorkerListing]) -> Vec<WorkerId> {
+    listings.iter().map(|l| l.id.clone()).collect()
+}
+
+async fn workers_round_trip_and_filter(store: Store) {
+    let operator = PrincipalId::generate_operator();
+    let cheap = listing(&operator, &[("summarize", "9")]);
+    let both = listing(&operator, &[("summarize", "100"), ("translate", "5")]);
+    let whale = listing(
+        &PrincipalId::generate_operator(),
+        &[(
+            "translate",
+            "115792089237316195423570985008687907853269984665640564039457584007913129639935",
+        )],
+    );
+    for l in [&cheap, &both, &whale] {
+        insert(&store, l).await;
+    }
+    assert_eq!(store.get_worker(&cheap.id).await.unwrap().unwrap(), cheap);
+    assert_eq!(
+        store.get_worker(&whale.id).await.unwrap().unwrap(),
+        whale,
+        "uint256 max survives"
+    );
+    assert!(
+        store
+            .get_worker(&WorkerId::generate())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let query = |edit: &dyn Fn(&mut WorkerQuery)| {
+        let mut q = WorkerQuery {
+            limit: 50,
+            ..WorkerQuery::default()
+        };
+        edit(&mut q);
+        q
+    };
+    let all = store.list_workers(&query(&|_| {})).await.unwrap();
+    assert_eq!(
+        ids(&all),
+        vec![cheap.id.clone(), both.id.clone(), whale.id.clone()]
+    );
+    let summarize = store
+        .list_workers(&query(&|q| {
+            q.task_type = Some("summarize".parse().unwrap())
+        }))
+        .await
+        .unwrap();
+    assert_eq!(ids(&summarize), vec![cheap.id.clone(), both.id.clone()]);
+    let under_ten = store
+        .list_workers(&query(&|q| {
+            q.task_type = Some("summarize".parse().unwrap());
+            q.max_price = Some("10".parse().unwrap());
+        }))
+        .await
+        .unwrap();
+    assert_eq!(ids(&under_ten), vec![cheap.id.clone()]);
+    let any_under_six = store
+        .list_workers(&query(&|q| q.max_price = Some("6".parse().unwrap())))
+        .await
+        .unwrap();
+    assert_eq!(ids(&any_under_six), vec![both.id.clone()]);
+    let mine = store
+        .list_workers(&query(&|q| q.operator_id = Some(operator.clone())))
+        .await
+        .unwrap();
+    assert_eq!(ids(&mine), vec![cheap.id.clone(), both.id.clone()]);
+    let page = store
+        .list_workers(&query(&|q| {
+            q.after = Some(cheap.id.clone());
+            q.limit = 1;
+        }))
+        .await
+        .unwrap();
+    assert_eq!(ids(&page), vec![both.id.clone()]);
+
+    // Retired: out of discovery, still readable, retirement time kept on repeat.
+    let retired = store
+        .retire_worker(&cheap.id, &operator, now())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(retired.retired_at.is_some());
+    let again = store
+        .retire_worker(&cheap.id, &operator, now() + chrono::Duration::seconds(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.retired_at, retired.retired_at);
+    assert!(
+        store
+            .retire_worker(&both.id, &PrincipalId::generate_operator(), now())
+            .await
+            .unwrap()
+            .is_none(),
+        "only the owner retires"
+    );
+    let live = store.list_workers(&query(&|_| {})).await.unwrap();
+    assert_eq!(ids(&live), vec![both.id.clone(), whale.id.clone()]);
+    let with_retired = store
+        .list_workers(&query(&|q| q.include_retired = true))
+        .await
+        .unwrap();
+    assert_eq!(with_retired.len(), 3);
+}
+
+async fn worker_updates_are_optimistic(store: Store) {
+    let operator = PrincipalId::generate_operator();
+    let original = listing(&operator, &[("summarize", "9")]);
+    insert(&store, &original).await;
+
+    let mut first = original.clone();
+    first.max_parallel = 9.try_into().unwrap();
+    first.tasks = listing(&operator, &[("translate", "3")]).tasks;
+    first.updated_at = original.updated_at + chrono::Duration::milliseconds(1);
+    assert!(
+        store
+            .update_worker(&first, original.updated_at)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get_worker(&original.id).await.unwrap().unwrap(),
+        first
+    );
+
+    // A writer that read the original version loses.
+    let mut stale = original.clone();
+    stale.updated_at = original.updated_at + chrono::Duration::milliseconds(2);
+    assert!(
+        !store
+            .update_worker(&stale, original.updated_at)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get_worker(&original.id).await.unwrap().unwrap(),
+        first
+    );
+}
+
+async fn probes_debounce_health(store: Store) {
+    let operator = PrincipalId::generate_operator();
+    let worker = listing(&operator, &[("summarize", "1")]);
+    insert(&store, &worker).await;
+    let miss = ProbeResult::Failed {
+        reason: "health check failed".into(),
+    };
+    let expected = [
+        (HealthState::Healthy, 1),
+        (HealthState::Healthy, 2),
+        (HealthState::Unhealthy, 3),
+        (HealthState::Unhealthy, 4),
+    ];
+    for want in expected {
+        let got = store
+            .record_probe(&worker.id, &miss, 3, now())
+            .await
+            .unwrap();
+        assert_eq!(got, Some(want));
+    }
+    let stored = store.get_worker(&worker.id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.last_probe_error.as_deref(),
+        Some("health check failed")
+    );
+    let healed = store
+        .record_probe(&worker.id, &ProbeResult::Passed, 3, now())
+        .await
+        .unwrap();
+    assert_eq!(healed, Some((HealthState::Healthy, 0)));
+    assert!(
+        store
+            .get_worker(&worker.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .last_probe_error
+            .is_none()
+    );
+
+    store
+        .retire_worker(&worker.id, &operator, now())
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .record_probe(&worker.id, &miss, 3, now())
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+async fn due_probes_are_claimed_once(store: Store) {
+    let operator = PrincipalId::generate_operator();
+    let mut expected = BTreeSet::new();
+    for _ in 0..12 {
+        let worker = listing(&operator, &[("summarize", "1")]);
+        // Due right away.
+        store
+            .insert_worker(&worker, &CallbackSecret::generate(), now())
+            .await
+            .unwrap();
+        expected.insert(worker.id);
+    }
+    let later = now() + chrono::Duration::milliseconds(10);
+    let next = later + chrono::Duration::hours(1);
+    // Four concurrent claimers (as four gateway instances would be) share the due workers.
+    let claims = futures::future::join_all((0..4).map(|_| {
+        let store = store.clone();
+        async move {
+            let mut mine = Vec::new();
+            loop {
+                let batch = store
+                    .claim_workers_due_for_probe(later, next, 2)
+                    .await
+                    .unwrap();
+                if batch.is_empty() {
+                    break mine;
+                }
+                mine.extend(batch.into_iter().map(|l| l.id));
+            }
+        }
+    }))
+    .await;
+    let claimed: Vec<WorkerId> = claims.into_iter().flatten().collect();
+    assert_eq!(
+        claimed.len(),
+        expected.len(),
+        "each due worker claimed exactly once"
+    );
+    assert_eq!(claimed.into_iter().collect::<BTreeSet<_>>(), expected);
+    assert!(
+        store
+            .claim_workers_due_for_probe(later, next, 50)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Due again after the interval.
+    let after_interval = next + chrono::Duration::milliseconds(1);
+    let again = store
+        .claim_workers_due_for_probe(after_interval, after_interval, 50)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), expected.len());
+}
+
+async fn contract_for(store: &Store) -> String {
+    let operator = PrincipalId::generate_operator();
+    let worker = listing(&operator, &[("summarize", "1")]);
+    insert(store, &worker).await;
+    let contract_id = format!("ctr_{}", ulid::Ulid::new());
+    let contract = NewContract {
+        contract_id: contract_id.clone(),
+        seeker_id: PrincipalId::generate_seeker().to_string(),
+        worker_id: worker.id.to_string(),
+        task_type: "summarize".into(),
+        terms: json!({ "price": "1", "input": { "text": "hello" } }),
+        terms_hash: format!("sha256:{}", ulid::Ulid::new()),
+        gateway_jws: "eyJ.payload.sig".into(),
+        state: "offered".into(),
+        deadline_at: Some(now() + chrono::Duration::minutes(5)),
+        created_at: now(),
+    };
+    store
+        .insert_contract(&contract, &event("contract_created"))
+        .await
+        .unwrap();
+    let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
+    assert_eq!(stored.terms, contract.terms);
+    assert_eq!(stored.state, "offered");
+    let duplicate = NewContract {
+        contract_id: format!("ctr_{}", ulid::Ulid::new()),
+        ..contract
+    };
+    assert!(matches!(
+        store
+            .insert_contract(&duplicate, &event("contract_created"))
+            .await,
+        Err(StoreError::Duplicate { entity: "contract" })
+    ));
+    contract_id
+}
+
+fn event(kind: &str) -> NewContractEvent {
+    NewContractEvent {
+        at: now(),
+        actor: "gateway".into(),
+        correlation_id: format!("req_{}", ulid::Ulid::new()),
+        kind: kind.into(),
+        details: json!({ "note": kind }),
+    }
+}
+
+async fn contract_transitions_are_compare_and_set(store: Store) {
+    let contract_id = contract_for(&store).await;
+    // Ten racers try offered → paid; exactly one wins.
+    let outcomes = futures::future::join_all((0..10).map(|_| {
+        let store = store.clone();
+        let contract_id = contract_id.clone();
+        async move {
+            store
+                .transition_contract(
+                    &contract_id,
+                    "offered",
+                    "paid",
+                    None,
+                    &event("state_changed"),
+                )
+                .await
+                .unwrap()
+        }
+    }))
+    .await;
+    let applied: Vec<_> = outcomes
+        .iter()
+        .filter(|o| matches!(o, Transition::Applied { .. }))
+        .collect();
+    assert_eq!(applied, vec![&Transition::Applied { seq: 2 }]);
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, Transition::Applied { .. })
+                || *o
+                    == Transition::StateMismatch {
+                        actual: "paid".into()
+                    })
+    );
+    assert_eq!(
+        store
+            .transition_contract("ctr_missing", "offered", "paid", None, &event("x"))
+            .await
+            .unwrap(),
+        Transition::NotFound
+    );
+    let contract = store.get_contract(&contract_id).await.unwrap().unwrap();
+    assert_eq!(contract.state, "paid");
+    assert!(contract.deadline_at.is_none());
+    let events = store
+        .list_contract_events(&contract_id, 0, 100)
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 2, "failed racers recorded nothing");
+    assert_eq!(events[1].from_state.as_deref(), Some("offered"));
+    assert_eq!(events[1].to_state.as_deref(), Some("paid"));
+}
+
+async fn contract_events_are_gap_free_under_concurrency(store: Store) {
+    let contract_id = contract_for(&store).await;
+    let seqs = futures::future::join_all((0..20).map(|i| {
+        let store = store.clone();
+        let contract_id = contract_id.clone();
+        async move {
+            store
+                .append_contract_event(&contract_id, &event(&format!("progress_{i}")))
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    }))
+    .await;
+    let unique: BTreeSet<i64> = seqs.into_iter().collect();
+    assert_eq!(unique, (2..=21).collect::<BTreeSet<i64>>());
+    let events = store
+        .list_contract_events(&contract_id, 0, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=21).collect::<Vec<_>>()
+    );
+    let ordered: Vec<i64> = events.iter().map(|e| e.event_id).collect();
+    assert!(
+        ordered.windows(2).all(|w| w[0] < w[1]),
+        "event ids increase with seq"
+    );
+    // Resuming after seq 15 yields exactly the rest (the SSE Last-Event-ID case).
+    let resumed = store
+        .list_contract_events(&contract_id, 15, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        resumed.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (16..=21).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        store
+            .append_contract_event("ctr_missing", &event("x"))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+fn payment(contract_id: &str, nonce: &str, identifier: Option<&str>) -> NewPayment {
+    NewPayment {
+        payment_id: format!("pay_{}", ulid::Ulid::new()),
+        contract_id: contract_id.into(),
+        network: "eip155:84532".into(),
+        asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e".into(),
+        payer: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC".into(),
+        nonce: nonce.into(),
+        amount: "1000".into(),
+        valid_after: 0,
+        valid_before: 4_000_000_000,
+        payload: json!({ "signature": "0xsig", "authorization": { "nonce": nonce } }),
+        payload_hash: format!("sha256:{nonce}"),
+        payment_identifier: identifier.map(Into::into),
+        state: "verified".into(),
+        created_at: now(),
+    }
+}
+
+async fn payment_uniqueness_lives_in_the_database(store: Store) {
+    let first_contract = contract_for(&store).await;
+    let second_contract = contract_for(&store).await;
+    let a = payment(&first_contract, "0xaa", Some("pid-1"));
+    store.insert_payment(&a).await.unwrap();
+
+    // The same authorization cannot pay another contract, nor the same one twice.
+    for contract in [&second_contract, &first_contract] {
+        let replay = NewPayment {
+            payment_id: format!("pay_{}", ulid::Ulid::new()),
+            payment_identifier: None,
+            ..payment(contract, "0xaa", None)
+        };
+        assert!(matches!(
+            store.insert_payment(&replay).await,
+            Err(StoreError::Duplicate { entity: "payment" })
+        ));
+    }
+    // A payment identifier is used once.
+    assert!(matches!(
+        store
+            .insert_payment(&payment(&second_contract, "0xbb", Some("pid-1")))
+            .await,
+        Err(StoreError::Duplicate { .. })
+    ));
+    let found = store
+        .find_payment_by_authorization(&a.network, &a.asset, &a.payer, "0xaa")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.contract_id, first_contract);
+    assert_eq!(found.payload, a.payload);
+    assert!(
+        !format!("{found:?}").contains("0xsig"),
+        "payload redacted in Debug"
+    );
+    assert_eq!(
+        store
+            .find_payment_by_identifier("pid-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .payment_id,
+        a.payment_id
+    );
+
+    // At most one payment per contract ever enters settlement.
+    let b = payment(&first_contract, "0xcc", None);
+    store.insert_payment(&b).await.unwrap();
+    assert!(store.begin_settlement(&a.payment_id, now()).await.unwrap());
+    assert!(
+        !store.begin_settlement(&a.payment_id, now()).await.unwrap(),
+        "already settling"
+    );
+    assert!(matches!(
+        store.begin_settlement(&b.payment_id, now()).await,
+        Err(StoreError::Duplicate { entity: "payment" })
+    ));
+}
+
+async fn jobs_are_leased_exactly_once(store: Store) {
+    let t0 = now();
+    let dedupe = format!("settle:{}", ulid::Ulid::new());
+    let job = NewJob {
+        id: JobId::generate(),
+        kind: "settle".into(),
+        dedupe_key: Some(dedupe.clone()),
+        payload: json!({ "contract_id": "ctr_x" }),
+        run_at: t0,
+    };
+    assert_eq!(
+        store.enqueue_job(&job, t0).await.unwrap(),
+        Enqueued::Created
+    );
+    let again = NewJob {
+        id: JobId::generate(),
+        ..job.clone()
+    };
+    assert_eq!(
+        store.enqueue_job(&again, t0).await.unwrap(),
+        Enqueued::AlreadyExists
+    );
+
+    let lease = Duration::from_secs(30);
+    let claimed = store
+        .claim_job("settle", "instance-a", t0, lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((claimed.id.clone(), claimed.attempts), (job.id.clone(), 1));
+    assert!(
+        store
+            .claim_job("settle", "instance-b", t0, lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "leased"
+    );
+    assert!(
+        store
+            .claim_job("poll", "instance-b", t0, lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "other kind"
+    );
+
+    // instance-a crashes; after its lease ends instance-b takes over.
+    let t1 = t0 + chrono::Duration::seconds(31);
+    let taken = store
+        .claim_job("settle", "instance-b", t1, lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((taken.id.clone(), taken.attempts), (job.id.clone(), 2));
+    assert!(
+        !store.complete_job(&job.id, "instance-a", t1).await.unwrap(),
+        "stale owner refused"
+    );
+    assert!(
+        store
+            .reschedule_job(
+                &job.id,
+                "instance-b",
+                t1,
+                t1 + chrono::Duration::seconds(5),
+                "timeout"
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim_job("settle", "instance-b", t1, lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "not due"
+    );
+    let t2 = t1 + chrono::Duration::seconds(5);
+    let retried = store
+        .claim_job("settle", "instance-c", t2, lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(retried.last_error.as_deref(), Some("timeout"));
+    assert!(store.complete_job(&job.id, "instance-c", t2).await.unwrap());
+    let t3 = t2 + chrono::Duration::minutes(5);
+    assert!(
+        store
+            .claim_job("settle", "instance-c", t3, lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "done"
+    );
+
+    // Many jobs, concurrent claimers: each job goes to exactly one of them.
+    let mut expected = BTreeSet::new();
+    for _ in 0..15 {
+        let job = NewJob {
+            id: JobId::generate(),
+            kind: "poll".into(),
+            dedupe_key: None,
+            payload: json!({}),
+            run_at: t0,
+        };
+        store.enqueue_job(&job, t0).await.unwrap();
+        expected.insert(job.id);
+    }
+    let claims = futures::future::join_all((0..4).map(|i| {
+        let store = store.clone();
+        async move {
+            let owner = format!("instance-{i}");
+            let mut mine = Vec::new();
+            while let Some(job) = store.claim_job("poll", &owner, t1, lease).await.unwrap() {
+                mine.push(job.id);
+            }
+            mine
+        }
+    }))
+    .await;
+    let claimed: Vec<JobId> = claims.into_iter().flatten().collect();
+    assert_eq!(claimed.len(), expected.len());
+    assert_eq!(claimed.into_iter().collect::<BTreeSet<_>>(), expected);
+
+    let dead = NewJob {
+        id: JobId::generate(),
+        kind: "webhook".into(),
+        dedupe_key: None,
+        payload: json!({}),
+        run_at: t0,
+    };
+    store.enqueue_job(&dead, t0).await.unwrap();
+    store
+        .claim_job("webhook", "instance-a", t0, lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        store
+            .bury_job(&dead.id, "instance-a", t0, "gave up")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim_job("webhook", "instance-a", t3, lease)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

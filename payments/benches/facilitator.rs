@@ -1,0 +1,189 @@
+//! Throughput and latency of the bundled facilitator over HTTP on anvil.
+//!
+//! `cargo bench -p hiregate-payments --features devnet --bench facilitator`
+//! (optionally `-- <payments>` to change the sample size, default 200).
+//!
+//! A custom harness rather than criterion: the figures wanted are p50/p99 latency and
+//! requests per second of a stateful operation (each settlement consumes its payment), which
+//! criterion's repeat-the-same-closure model does not measure. Every request is a distinct,
+//! valid payment; verify moves nothing, settle mines one transfer per payment.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use alloy::primitives::U256;
+use futures::StreamExt;
+use futures::stream;
+use hiregate_payments::devnet::Devnet;
+use hiregate_payments::facilitator::http_client::Timeouts;
+use hiregate_payments::{
+    ChainConfig, Facilitator, FacilitatorConfig, HttpFacilitatorClient, Network,
+    PaymentRequirements, RelayerKey, TokenDomain, VerifyRequest, serve, sign_exact_payment,
+};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+const AMOUNT: u64 = 1_000_000;
+const CONCURRENCY: usize = 16;
+
+struct Stats {
+    label: String,
+    latencies: Vec<Duration>,
+    wall: Duration,
+}
+
+impl Stats {
+    fn percentile(&self, p: f64) -> Duration {
+        let mut sorted = self.latencies.clone();
+        sorted.sort();
+        let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+        sorted[rank - 1]
+    }
+
+    fn print(&self) {
+        let n = self.latencies.len();
+        println!(
+            "{:<34} n={:<4} {:>8.1} req/s   p50 {:>7.2} ms   p99 {:>7.2} ms   max {:>7.2} ms",
+            self.label,
+            n,
+            n as f64 / self.wall.as_secs_f64(),
+            self.percentile(0.50).as_secs_f64() * 1e3,
+            self.percentile(0.99).as_secs_f64() * 1e3,
+            self.percentile(1.0).as_secs_f64() * 1e3,
+        );
+    }
+}
+
+/// Runs `call` once per request with at most `concurrency` in flight, timing each.
+async fn measure<F, Fut>(
+    label: &str,
+    requests: &[VerifyRequest],
+    concurrency: usize,
+    call: F,
+) -> Stats
+where
+    F: Fn(VerifyRequest) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    let latencies: Vec<Duration> = stream::iter(requests.iter().cloned())
+        .map(|request| {
+            let fut = call(request);
+            async move {
+                let begun = Instant::now();
+                assert!(fut.await, "{label}: a valid payment was not accepted");
+                begun.elapsed()
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    Stats {
+        label: format!("{label} (concurrency {concurrency})"),
+        latencies,
+        wall: started.elapsed(),
+    }
+}
+
+async fn signed_payments(
+    devnet: &Devnet,
+    requirements: &PaymentRequirements,
+    count: usize,
+) -> Vec<VerifyRequest> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut requests = Vec::with_capacity(count);
+    for _ in 0..count {
+        let payer = devnet.funded_account(U256::from(AMOUNT)).await.unwrap();
+        let payload = sign_exact_payment(&payer, requirements, None, now)
+            .await
+            .unwrap();
+        requests.push(VerifyRequest::new(payload, requirements.clone()));
+    }
+    requests
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let count: usize = std::env::args()
+        .skip(1)
+        .find_map(|arg| arg.parse().ok())
+        .unwrap_or(200);
+    let devnet = Devnet::start()
+        .await
+        .expect("devnet starts (scripts/install-tools.sh)");
+    let network: Network = devnet.network().parse().unwrap();
+    let pay_to = alloy::signers::local::PrivateKeySigner::random().address();
+    let requirements = PaymentRequirements::exact_evm(
+        network.clone(),
+        U256::from(AMOUNT),
+        devnet.token(),
+        pay_to,
+        600,
+        &TokenDomain {
+            name: devnet.token_name().to_owned(),
+            version: devnet.token_version().to_owned(),
+        },
+    );
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    let shutdown = CancellationToken::new();
+    let config = FacilitatorConfig {
+        chains: vec![ChainConfig::new(
+            network,
+            devnet.rpc_url().clone(),
+            RelayerKey::new(devnet.relayer()),
+        )],
+    };
+    let server = tokio::spawn(serve(config, listener, shutdown.clone()));
+    let client = Arc::new(HttpFacilitatorClient::new(url, Timeouts::default(), None).unwrap());
+
+    println!(
+        "preparing {count} verify payments and {} settle payments...",
+        count / 2 * 2
+    );
+    let verify_requests = signed_payments(&devnet, &requirements, count).await;
+    let settle_sequential = signed_payments(&devnet, &requirements, count / 2).await;
+    let settle_concurrent = signed_payments(&devnet, &requirements, count / 2).await;
+
+    // Warm-up: connections, caches of the node.
+    for request in verify_requests.iter().take(10) {
+        assert!(client.verify(request).await.unwrap().is_valid);
+    }
+
+    let verify = |request: VerifyRequest| {
+        let client = Arc::clone(&client);
+        async move { client.verify(&request).await.is_ok_and(|v| v.is_valid) }
+    };
+    let settle = |request: VerifyRequest| {
+        let client = Arc::clone(&client);
+        async move { client.settle(&request).await.is_ok_and(|s| s.success) }
+    };
+
+    println!("\nfacilitator over HTTP on anvil (automine), exact EIP-3009 payments");
+    measure("verify", &verify_requests, 1, verify).await.print();
+    measure("verify", &verify_requests, CONCURRENCY, verify)
+        .await
+        .print();
+    measure("settle", &settle_sequential, 1, settle)
+        .await
+        .print();
+    measure("settle", &settle_concurrent, CONCURRENCY, settle)
+        .await
+        .print();
+
+    let settled = devnet.balance_of(pay_to).await.unwrap();
+    assert_eq!(
+        settled,
+        U256::from(AMOUNT) * U256::from(settle_sequential.len() + settle_concurrent.len()),
+        "every settlement moved exactly one amount"
+    );
+
+    shutdown.cancel();
+    server.await.unwrap().unwrap();
+}

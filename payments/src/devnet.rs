@@ -1,0 +1,367 @@
+//! A local EVM for tests and the demo (feature `devnet`): an `anvil` child process with the
+//! project's own EIP-3009 token deployed on it.
+//!
+//! - [`Devnet::start`] / [`Devnet::start_with`]: find anvil (`$HIREGATE_ANVIL`, then
+//!   `<workspace>/.tools/bin/anvil` from `scripts/install-tools.sh`, then `PATH`), run it on a free
+//!   loopback port, wait until it answers, deploy [`bindings::DevnetUsd`]. Every call gets its own
+//!   chain, so tests run in parallel; dropping the [`Devnet`] kills anvil.
+//! - Multicall3: [`bindings::DevnetMulticall`] at [`MULTICALL3_ADDRESS`], as on public chains.
+//! - Accounts: anvil's deterministic dev account 0 deploys and mints (owner of the token);
+//!   account 1 is the [`Devnet::relayer`] for a facilitator; [`Devnet::funded_account`] makes fresh
+//!   random payers with ETH and tokens.
+//! - [`node_script`]: runs an interop script of `tools/interop/` (official x402 SDK) with JSON in
+//!   and out; [`node_tools_or_skip`] lets Node-dependent tests skip outside CI.
+
+mod anvil;
+pub mod bindings;
+mod error;
+mod node;
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use alloy::{
+    primitives::{Address, B256, U256, address, b256},
+    providers::{DynProvider, Provider, ProviderBuilder},
+    signers::local::PrivateKeySigner,
+};
+use tokio::sync::Mutex;
+use url::Url;
+
+pub use error::DevnetError;
+pub use node::{
+    DEFAULT_NODE_SCRIPT_TIMEOUT, NODE_ENV, check_node_tools, interop_dir, node_script,
+    node_script_with_timeout, node_tools_or_skip,
+};
+
+use anvil::{AnvilArgs, AnvilProcess, locate_anvil};
+use bindings::{DevnetMulticall, DevnetUsd, Eip1271Wallet};
+
+/// Environment variable that points the helper at a specific anvil binary.
+pub const ANVIL_ENV: &str = anvil::ANVIL_ENV;
+
+/// Private key of anvil's dev account 0 (the default "test … junk" mnemonic): public knowledge,
+/// for local chains only. It deploys the token and mints.
+const DEPLOYER_KEY: B256 =
+    b256!("ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80");
+/// Anvil's dev account 1: the facilitator relayer. Kept apart from the deployer so minting never
+/// competes with settlement for transaction nonces.
+const RELAYER_KEY: B256 = b256!("59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d");
+
+/// Multicall3's canonical address. The devnet puts [`DevnetMulticall`] there, because the official
+/// x402 facilitator reads it to explain a failed simulation.
+pub const MULTICALL3_ADDRESS: Address = address!("cA11bde05977b3631167028862bE2a173976CA11");
+
+/// ETH given to every fresh account, in wei (100 ETH): plenty of gas for any test.
+const FRESH_ACCOUNT_WEI: u128 = 100 * 10u128.pow(18);
+
+/// The repository root, where `.tools/` and `tools/` live.
+pub fn workspace_root() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
+}
+
+/// How to start a [`Devnet`]. `Default` is a USDC-like token on chain 31337 with instant mining.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DevnetOptions {
+    /// EIP-155 chain id anvil reports.
+    pub chain_id: u64,
+    /// EIP-712 domain name of the token (also its ERC-20 `name()`).
+    pub token_name: String,
+    /// EIP-712 domain version of the token.
+    pub token_version: String,
+    /// ERC-20 symbol.
+    pub token_symbol: String,
+    /// `None`: a block per transaction (fast tests). `Some`: interval mining, like a real chain.
+    pub block_time: Option<Duration>,
+    /// Upper bound on waiting for anvil to answer RPC calls.
+    pub startup_timeout: Duration,
+}
+
+impl Default for DevnetOptions {
+    fn default() -> Self {
+        Self {
+            chain_id: 31_337,
+            token_name: "Hiregate Devnet USD".to_owned(),
+            token_version: "2".to_owned(),
+            token_symbol: "hUSD".to_owned(),
+            block_time: None,
+            startup_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl DevnetOptions {
+    fn validate(&self) -> Result<(), DevnetError> {
+        if self.chain_id == 0 {
+            return Err(DevnetError::InvalidOptions(
+                "chain_id must be positive".into(),
+            ));
+        }
+        if self.token_name.is_empty() || self.token_version.is_empty() {
+            return Err(DevnetError::InvalidOptions(
+                "token_name and token_version must not be empty".into(),
+            ));
+        }
+        if self
+            .block_time
+            .is_some_and(|block_time| block_time.is_zero())
+        {
+            return Err(DevnetError::InvalidOptions(
+                "block_time must be positive (use None for instant mining)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A running local chain with the devnet token deployed. Dropping it kills anvil.
+pub struct Devnet {
+    anvil: AnvilProcess,
+    chain_id: u64,
+    token: Address,
+    token_owner: Address,
+    options: DevnetOptions,
+    relayer: PrivateKeySigner,
+    /// Read-only provider.
+    reader: DynProvider,
+    /// Provider that signs with the deployer key (token owner).
+    deployer: DynProvider,
+    /// Serialises the deployer's transactions so concurrent helpers never reuse a nonce.
+    deployer_lock: Mutex<()>,
+}
+
+impl fmt::Debug for Devnet {
+    // Hand-written: the providers hold signing keys and have nothing useful to show.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Devnet")
+            .field("rpc_url", &self.anvil.rpc_url().as_str())
+            .field("chain_id", &self.chain_id)
+            .field("token", &self.token)
+            .field("token_name", &self.options.token_name)
+            .field("token_version", &self.options.token_version)
+            .field("relayer", &self.relayer.address())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Devnet {
+    /// Starts a devnet with [`DevnetOptions::default`].
+    pub async fn start() -> Result<Self, DevnetError> {
+        Self::start_with(DevnetOptions::default()).await
+    }
+
+    /// Starts anvil as `options` say and deploys the token.
+    pub async fn start_with(options: DevnetOptions) -> Result<Self, DevnetError> {
+        options.validate()?;
+        let deployer_signer = dev_signer(DEPLOYER_KEY)?;
+        let relayer = dev_signer(RELAYER_KEY)?;
+        let binary = locate_anvil()?;
+        let anvil = AnvilProcess::start(
+            &binary,
+            &AnvilArgs {
+                chain_id: options.chain_id,
+                block_time: options.block_time,
+                startup_timeout: options.startup_timeout,
+            },
+        )
+        .await?;
+
+        let rpc_url = anvil.rpc_url().clone();
+        let reader = ProviderBuilder::new()
+            .connect_http(rpc_url.clone())
+            .erased();
+        let accounts = reader
+            .get_accounts()
+            .await
+            .map_err(DevnetError::rpc("eth_accounts"))?;
+        for expected in [deployer_signer.address(), relayer.address()] {
+            if !accounts.contains(&expected) {
+                return Err(DevnetError::UnexpectedNode(format!(
+                    "dev account {expected} is not unlocked; is {} a stock anvil?",
+                    binary.display()
+                )));
+            }
+        }
+
+        let token_owner = deployer_signer.address();
+        let deployer = ProviderBuilder::new()
+            .wallet(deployer_signer)
+            .connect_http(rpc_url)
+            .erased();
+        let token = DevnetUsd::deploy(
+            deployer.clone(),
+            options.token_name.clone(),
+            options.token_version.clone(),
+            options.token_symbol.clone(),
+        )
+        .await
+        .map_err(DevnetError::contract("deploy DevnetUsd"))?;
+        reader
+            .raw_request::<_, ()>(
+                "anvil_setCode".into(),
+                (MULTICALL3_ADDRESS, &DevnetMulticall::DEPLOYED_BYTECODE),
+            )
+            .await
+            .map_err(DevnetError::rpc("anvil_setCode"))?;
+
+        Ok(Self {
+            anvil,
+            chain_id: options.chain_id,
+            token: *token.address(),
+            token_owner,
+            options,
+            relayer,
+            reader,
+            deployer,
+            deployer_lock: Mutex::new(()),
+        })
+    }
+
+    /// The JSON-RPC endpoint (`http://127.0.0.1:<port>/`).
+    pub fn rpc_url(&self) -> &Url {
+        self.anvil.rpc_url()
+    }
+
+    /// The EIP-155 chain id.
+    pub fn chain_id(&self) -> u64 {
+        self.chain_id
+    }
+
+    /// The CAIP-2 network id x402 uses: `eip155:<chain id>`.
+    pub fn network(&self) -> String {
+        format!("eip155:{}", self.chain_id)
+    }
+
+    /// Address of the deployed [`DevnetUsd`] token.
+    pub fn token(&self) -> Address {
+        self.token
+    }
+
+    /// The token's EIP-712 domain name: x402 `extra.name`.
+    pub fn token_name(&self) -> &str {
+        &self.options.token_name
+    }
+
+    /// The token's EIP-712 domain version: x402 `extra.version`.
+    pub fn token_version(&self) -> &str {
+        &self.options.token_version
+    }
+
+    /// The token's ERC-20 symbol.
+    pub fn token_symbol(&self) -> &str {
+        &self.options.token_symbol
+    }
+
+    /// The token owner (anvil dev account 0), which mints.
+    pub fn token_owner(&self) -> Address {
+        self.token_owner
+    }
+
+    /// An ETH-funded key for a facilitator to pay gas with (anvil dev account 1). Nothing else in
+    /// this helper sends transactions from it.
+    pub fn relayer(&self) -> PrivateKeySigner {
+        self.relayer.clone()
+    }
+
+    /// A read-only provider on this chain.
+    pub fn provider(&self) -> DynProvider {
+        self.reader.clone()
+    }
+
+    /// The file that collects anvil's stdout and stderr (deleted with the devnet).
+    pub fn log_path(&self) -> &Path {
+        self.anvil.log_path()
+    }
+
+    /// A fresh random key holding 100 ETH (for gas) and nothing else: e.g. a second relayer, so
+    /// two facilitators on one chain never compete for nonces.
+    pub async fn fresh_relayer(&self) -> Result<PrivateKeySigner, DevnetError> {
+        let signer = PrivateKeySigner::random();
+        self.set_eth_balance(signer.address(), U256::from(FRESH_ACCOUNT_WEI))
+            .await?;
+        Ok(signer)
+    }
+
+    /// A fresh random key holding 100 ETH and `token_amount` atomic units of the token.
+    pub async fn funded_account(
+        &self,
+        token_amount: U256,
+    ) -> Result<PrivateKeySigner, DevnetError> {
+        let signer = self.fresh_relayer().await?;
+        if !token_amount.is_zero() {
+            self.mint(signer.address(), token_amount).await?;
+        }
+        Ok(signer)
+    }
+
+    /// Mints `amount` atomic units to `to`, waiting until the transaction is mined.
+    pub async fn mint(&self, to: Address, amount: U256) -> Result<(), DevnetError> {
+        const CALL: &str = "DevnetUsd.mint";
+        let _serialised = self.deployer_lock.lock().await;
+        let token = DevnetUsd::new(self.token, &self.deployer);
+        let receipt = token
+            .mint(to, amount)
+            .send()
+            .await
+            .map_err(DevnetError::contract(CALL))?
+            .get_receipt()
+            .await
+            .map_err(DevnetError::confirmation(CALL))?;
+        if !receipt.status() {
+            return Err(DevnetError::Reverted {
+                call: CALL,
+                tx_hash: receipt.transaction_hash,
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets the ETH balance of `who` (anvil cheat code; no transaction).
+    pub async fn set_eth_balance(&self, who: Address, wei: U256) -> Result<(), DevnetError> {
+        self.reader
+            .raw_request::<_, ()>("anvil_setBalance".into(), (who, wei))
+            .await
+            .map_err(DevnetError::rpc("anvil_setBalance"))
+    }
+
+    /// Token balance of `who`, in atomic units.
+    pub async fn balance_of(&self, who: Address) -> Result<U256, DevnetError> {
+        DevnetUsd::new(self.token, &self.reader)
+            .balanceOf(who)
+            .call()
+            .await
+            .map_err(DevnetError::contract("DevnetUsd.balanceOf"))
+    }
+
+    /// EIP-3009 `authorizationState`: true once `nonce` of `authorizer` was used or canceled.
+    pub async fn authorization_state(
+        &self,
+        authorizer: Address,
+        nonce: B256,
+    ) -> Result<bool, DevnetError> {
+        DevnetUsd::new(self.token, &self.reader)
+            .authorizationState(authorizer, nonce)
+            .call()
+            .await
+            .map_err(DevnetError::contract("DevnetUsd.authorizationState"))
+    }
+
+    /// Deploys an [`Eip1271Wallet`] that accepts signatures of `owner`; returns its address.
+    /// Fund it with [`Devnet::mint`].
+    pub async fn deploy_1271_wallet(&self, owner: Address) -> Result<Address, DevnetError> {
+        let _serialised = self.deployer_lock.lock().await;
+        let wallet = Eip1271Wallet::deploy(&self.deployer, owner)
+            .await
+            .map_err(DevnetError::contract("deploy Eip1271Wallet"))?;
+        Ok(*wallet.address())
+    }
+}
+
+fn dev_signer(key: B256) -> Result<PrivateKeySigner, DevnetError> {
+    PrivateKeySigner::from_bytes(&key)
+        .map_err(|e| DevnetError::InvalidOptions(format!("built-in dev key rejected: {e}")))
+}

@@ -1,0 +1,339 @@
+//! The facilitator's on-chain half of `exact`: signature (EOA or EIP-1271), nonce state,
+//! balance and simulation; the settlement call data; finding a payment's earlier settlement.
+
+use alloy::primitives::{Address, B256, Bytes, FixedBytes, TxHash};
+use alloy::providers::{DynProvider, Provider};
+use alloy::rpc::json_rpc::ErrorPayload;
+use alloy::rpc::types::{Filter, TransactionInput, TransactionReceipt, TransactionRequest};
+use alloy::sol_types::{SolCall, SolEvent};
+use alloy::transports::{RpcError, TransportError};
+
+use super::ExactPayment;
+use crate::reason::Reason;
+
+alloy::sol! {
+    /// The parts of an EIP-3009 token (FiatTokenV2_2 shape) that verification and settlement use.
+    interface IEip3009Token {
+        event Transfer(address indexed from, address indexed to, uint256 value);
+        event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
+
+        function balanceOf(address account) external view returns (uint256);
+        function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
+        function transferWithAuthorization(
+            address from, address to, uint256 value, uint256 validAfter, uint256 validBefore,
+            bytes32 nonce, uint8 v, bytes32 r, bytes32 s
+        ) external;
+        function transferWithAuthorization(
+            address from, address to, uint256 value, uint256 validAfter, uint256 validBefore,
+            bytes32 nonce, bytes signature
+        ) external;
+    }
+
+    /// EIP-1271 contract-wallet signature check.
+    interface IErc1271 {
+        function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4 magicValue);
+    }
+}
+
+/// What `isValidSignature` returns for a valid signature.
+const ERC1271_MAGIC: FixedBytes<4> = FixedBytes([0x16, 0x26, 0xba, 0x7e]);
+
+/// ERC-6492 wraps a signature for a not-yet-deployed wallet and ends with this suffix.
+const ERC6492_SUFFIX: [u8; 32] = [
+    0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92,
+    0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92, 0x64, 0x92,
+];
+
+/// A refusal with the node's detail (e.g. the revert text of the simulation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The verdict reason.
+    pub reason: Reason,
+    /// Free-text detail for `invalidMessage` / `errorMessage`.
+    pub message: Option<String>,
+}
+
+impl From<Reason> for Refusal {
+    fn from(reason: Reason) -> Self {
+        Self {
+            reason,
+            message: None,
+        }
+    }
+}
+
+/// The outcome of an `eth_call`.
+enum CallOutcome {
+    Returned(Bytes),
+    Reverted(String),
+}
+
+/// Whether a node's error answer says the call reverted (JSON-RPC code 3, or the geth/anvil
+/// "execution reverted" message), as opposed to the node failing for its own reasons.
+pub(crate) fn is_revert(error: &ErrorPayload) -> bool {
+    error.code == 3 || error.message.to_ascii_lowercase().contains("revert")
+}
+
+/// `eth_call`, separating "the node ran it and it reverted" (an answer about the payment) from
+/// "the node could not be asked" (an unknown outcome, returned as `Err`).
+async fn eth_call(
+    provider: &DynProvider,
+    tx: TransactionRequest,
+) -> Result<CallOutcome, TransportError> {
+    match provider.call(tx).await {
+        Ok(bytes) => Ok(CallOutcome::Returned(bytes)),
+        Err(RpcError::ErrorResp(payload)) if is_revert(&payload) => {
+            Ok(CallOutcome::Reverted(payload.message.into_owned()))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+fn call_request(to: Address, from: Option<Address>, calldata: Vec<u8>) -> TransactionRequest {
+    let request = TransactionRequest::default()
+        .to(to)
+        .input(TransactionInput::new(calldata.into()));
+    match from {
+        Some(from) => request.from(from),
+        None => request,
+    }
+}
+
+/// The calldata of `transferWithAuthorization` for this payment: the `(v, r, s)` overload for a
+/// 65-byte signature from an account without code (every EIP-3009 token has it), the
+/// `bytes signature` overload otherwise (contract wallets; FiatTokenV2_2 and the devnet token).
+#[must_use]
+pub fn transfer_calldata(payment: &ExactPayment, payer_has_code: bool) -> Vec<u8> {
+    let authorization = &payment.payload.authorization;
+    let signature = &payment.payload.signature;
+    let parsed = (signature.len() == 65 && !payer_has_code)
+        .then(|| alloy::primitives::Signature::from_raw(signature).ok())
+        .flatten();
+    match parsed {
+        Some(parsed) => IEip3009Token::transferWithAuthorization_0Call {
+            from: authorization.from,
+            to: authorization.to,
+            value: authorization.value.get(),
+            validAfter: authorization.valid_after.get(),
+            validBefore: authorization.valid_before.get(),
+            nonce: authorization.nonce,
+            // Tokens' ecrecover wants 27/28, whatever spelling of v the client used.
+            v: 27 + u8::from(parsed.v()),
+            r: parsed.r().into(),
+            s: parsed.s().into(),
+        }
+        .abi_encode(),
+        None => IEip3009Token::transferWithAuthorization_1Call {
+            from: authorization.from,
+            to: authorization.to,
+            value: authorization.value.get(),
+            validAfter: authorization.valid_after.get(),
+            validBefore: authorization.valid_before.get(),
+            nonce: authorization.nonce,
+            signature: signature.clone(),
+        }
+        .abi_encode(),
+    }
+}
+
+/// What verification learned about the payer, reused by settlement.
+#[derive(Debug, Clone, Copy)]
+pub struct PayerFacts {
+    /// Whether `from` is a contract (EIP-1271 wallet).
+    pub has_code: bool,
+}
+
+/// Runs the checks that need a node, in the reference order: asset deployed, signature (ECDSA
+/// for an account without code, EIP-1271 `isValidSignature` for a contract), nonce unused,
+/// balance, and an `eth_call` simulation of the transfer from `relayer`.
+///
+/// `Ok(Err(refusal))` is a verdict; `Err` means the node could not be asked.
+pub async fn verify_onchain(
+    provider: &DynProvider,
+    relayer: Address,
+    payment: &ExactPayment,
+) -> Result<Result<PayerFacts, Refusal>, TransportError> {
+    let authorization = &payment.payload.authorization;
+    let payer = authorization.from;
+    let (asset_code, payer_code) =
+        tokio::try_join!(async { provider.get_code_at(payment.asset).await }, async {
+            provider.get_code_at(payer).await
+        },)?;
+    if asset_code.is_empty() {
+        return Ok(Err(Reason::AssetNotDeployed.into()));
+    }
+    let facts = PayerFacts {
+        has_code: !payer_code.is_empty(),
+    };
+
+    if let Err(refusal) = check_signature(provider, payment, facts).await? {
+        return Ok(Err(refusal));
+    }
+
+    let state_call = IEip3009Token::authorizationStateCall {
+        authorizer: payer,
+        nonce: authorization.nonce,
+    };
+    let balance_call = IEip3009Token::balanceOfCall { account: payer };
+    let (state, balance) = tokio::try_join!(
+        eth_call(
+            provider,
+            call_request(payment.asset, None, state_call.abi_encode())
+        ),
+        eth_call(
+            provider,
+            call_request(payment.asset, None, balance_call.abi_encode())
+        ),
+    )?;
+    let used = match state {
+        CallOutcome::Returned(bytes) => {
+            IEip3009Token::authorizationStateCall::abi_decode_returns(&bytes).ok()
+        }
+        CallOutcome::Reverted(_) => None,
+    };
+    let Some(used) = used else {
+        return Ok(Err(Reason::Eip3009NotSupported.into()));
+    };
+    if used {
+        return Ok(Err(Reason::NonceAlreadyUsed.into()));
+    }
+    let balance = match balance {
+        CallOutcome::Returned(bytes) => {
+            IEip3009Token::balanceOfCall::abi_decode_returns(&bytes).ok()
+        }
+        CallOutcome::Reverted(_) => None,
+    };
+    let Some(balance) = balance else {
+        return Ok(Err(Reason::Eip3009NotSupported.into()));
+    };
+    if balance < authorization.value.get() {
+        return Ok(Err(Reason::InsufficientBalance.into()));
+    }
+
+    let simulation = call_request(
+        payment.asset,
+        Some(relayer),
+        transfer_calldata(payment, facts.has_code),
+    );
+    match eth_call(provider, simulation).await? {
+        CallOutcome::Returned(_) => Ok(Ok(facts)),
+        CallOutcome::Reverted(message) => Ok(Err(Refusal {
+            reason: Reason::SimulationFailed,
+            message: Some(message),
+        })),
+    }
+}
+
+async fn check_signature(
+    provider: &DynProvider,
+    payment: &ExactPayment,
+    facts: PayerFacts,
+) -> Result<Result<(), Refusal>, TransportError> {
+    let signature = &payment.payload.signature;
+    let hash = payment.signing_hash();
+    let payer = payment.payer();
+    if !facts.has_code {
+        if signature.len() > 65 && signature.ends_with(&ERC6492_SUFFIX) {
+            return Ok(Err(Reason::UndeployedSmartWallet.into()));
+        }
+        // High-s signatures are the malleable twin of a valid one; EIP-3009 tokens (USDC's
+        // ECRecover, the devnet token) reject them, so a verdict of "valid" would be a lie.
+        let recovered = alloy::primitives::Signature::from_raw(signature)
+            .ok()
+            .filter(|parsed| parsed.normalize_s().is_none())
+            .and_then(|parsed| parsed.recover_address_from_prehash(&hash).ok());
+        return Ok(if recovered == Some(payer) {
+            Ok(())
+        } else {
+            Err(Reason::Signature.into())
+        });
+    }
+    let call = IErc1271::isValidSignatureCall {
+        hash,
+        signature: signature.clone(),
+    };
+    let valid = match eth_call(provider, call_request(payer, None, call.abi_encode())).await? {
+        CallOutcome::Returned(bytes) => {
+            IErc1271::isValidSignatureCall::abi_decode_returns(&bytes).ok() == Some(ERC1271_MAGIC)
+        }
+        CallOutcome::Reverted(_) => false,
+    };
+    Ok(if valid {
+        Ok(())
+    } else {
+        Err(Reason::Signature.into())
+    })
+}
+
+/// Whether the payment's nonce is used or cancelled on chain.
+pub async fn nonce_used(
+    provider: &DynProvider,
+    payment: &ExactPayment,
+) -> Result<bool, TransportError> {
+    let call = IEip3009Token::authorizationStateCall {
+        authorizer: payment.payer(),
+        nonce: payment.payload.authorization.nonce,
+    };
+    match eth_call(
+        provider,
+        call_request(payment.asset, None, call.abi_encode()),
+    )
+    .await?
+    {
+        CallOutcome::Returned(bytes) => {
+            Ok(IEip3009Token::authorizationStateCall::abi_decode_returns(&bytes).unwrap_or(false))
+        }
+        CallOutcome::Reverted(_) => Ok(false),
+    }
+}
+
+/// Whether `receipt` holds the token's `Transfer(from, to, value)` of this payment.
+#[must_use]
+pub fn receipt_has_transfer(receipt: &TransactionReceipt, payment: &ExactPayment) -> bool {
+    let authorization = &payment.payload.authorization;
+    receipt.logs().iter().any(|log| {
+        log.address() == payment.asset
+            && IEip3009Token::Transfer::decode_log(&log.inner).is_ok_and(|transfer| {
+                transfer.from == authorization.from
+                    && transfer.to == authorization.to
+                    && transfer.value == authorization.value.get()
+            })
+    })
+}
+
+/// The transaction that already settled this payment, if any: the token's
+/// `AuthorizationUsed(from, nonce)` log whose transaction also holds the matching `Transfer`.
+///
+/// `None` when the nonce is unused, was cancelled, or was used for another transfer.
+/// `lookback_blocks` bounds the log search (`None` searches from genesis).
+pub async fn find_settlement(
+    provider: &DynProvider,
+    payment: &ExactPayment,
+    lookback_blocks: Option<u64>,
+) -> Result<Option<TxHash>, TransportError> {
+    if !nonce_used(provider, payment).await? {
+        return Ok(None);
+    }
+    let from_block = match lookback_blocks {
+        Some(lookback) => provider.get_block_number().await?.saturating_sub(lookback),
+        None => 0,
+    };
+    let filter = Filter::new()
+        .address(payment.asset)
+        .event_signature(IEip3009Token::AuthorizationUsed::SIGNATURE_HASH)
+        .topic1(B256::from(payment.payer().into_word()))
+        .topic2(payment.payload.authorization.nonce)
+        .from_block(from_block);
+    for log in provider.get_logs(&filter).await? {
+        let Some(tx_hash) = log.transaction_hash else {
+            continue;
+        };
+        let Some(receipt) = provider.get_transaction_receipt(tx_hash).await? else {
+            continue;
+        };
+        if receipt.status() && receipt_has_transfer(&receipt, payment) {
+            return Ok(Some(tx_hash));
+        }
+    }
+    Ok(None)
+}

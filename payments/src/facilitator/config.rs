@@ -1,0 +1,191 @@
+//! Configuration of the bundled facilitator: one entry per `eip155:<id>` chain.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use alloy::primitives::{Address, B256};
+use alloy::signers::local::PrivateKeySigner;
+use serde::{Deserialize, Deserializer};
+use url::Url;
+
+use crate::wire::Network;
+
+/// The bundled facilitator's configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FacilitatorConfig {
+    /// The chains it verifies and settles on; each network at most once.
+    pub chains: Vec<ChainConfig>,
+}
+
+/// One chain the facilitator serves.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainConfig {
+    /// `eip155:<chain id>`; checked against the node's `eth_chainId` at startup.
+    pub network: Network,
+    /// JSON-RPC endpoint of a node of that chain.
+    pub rpc_url: Url,
+    /// Key of the account that sends settlement transactions and pays their gas.
+    pub relayer_key: RelayerKey,
+    /// Tokens accepted; `None` accepts any EIP-3009 token.
+    #[serde(default)]
+    pub tokens: Option<Vec<Address>>,
+    /// How long settlement waits for a receipt before answering `settlement_pending`.
+    #[serde(default = "default_receipt_timeout_secs")]
+    pub receipt_timeout_secs: u64,
+    /// How often settlement polls for the receipt.
+    #[serde(default = "default_receipt_poll_interval_ms")]
+    pub receipt_poll_interval_ms: u64,
+    /// How many blocks back to search for a payment's earlier settlement; `None` searches from
+    /// genesis (fine on a devnet, too wide for most hosted RPCs on a real chain).
+    #[serde(default)]
+    pub settlement_lookback_blocks: Option<u64>,
+}
+
+fn default_receipt_timeout_secs() -> u64 {
+    30
+}
+
+fn default_receipt_poll_interval_ms() -> u64 {
+    100
+}
+
+impl ChainConfig {
+    /// A chain entry with the defaults for everything optional.
+    #[must_use]
+    pub fn new(network: Network, rpc_url: Url, relayer_key: RelayerKey) -> Self {
+        Self {
+            network,
+            rpc_url,
+            relayer_key,
+            tokens: None,
+            receipt_timeout_secs: default_receipt_timeout_secs(),
+            receipt_poll_interval_ms: default_receipt_poll_interval_ms(),
+            settlement_lookback_blocks: None,
+        }
+    }
+
+    /// [`Self::receipt_timeout_secs`] as a duration.
+    #[must_use]
+    pub fn receipt_timeout(&self) -> Duration {
+        Duration::from_secs(self.receipt_timeout_secs)
+    }
+
+    /// [`Self::receipt_poll_interval_ms`] as a duration.
+    #[must_use]
+    pub fn receipt_poll_interval(&self) -> Duration {
+        Duration::from_millis(self.receipt_poll_interval_ms.max(1))
+    }
+}
+
+/// A relayer's private key. Valid by construction; `Debug` shows only the address.
+#[derive(Clone)]
+pub struct RelayerKey(PrivateKeySigner);
+
+impl RelayerKey {
+    /// Wraps a signer.
+    #[must_use]
+    pub fn new(signer: PrivateKeySigner) -> Self {
+        Self(signer)
+    }
+
+    /// The relayer's address.
+    #[must_use]
+    pub fn address(&self) -> Address {
+        self.0.address()
+    }
+
+    /// The signer.
+    #[must_use]
+    pub fn signer(&self) -> &PrivateKeySigner {
+        &self.0
+    }
+}
+
+impl fmt::Debug for RelayerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RelayerKey")
+            .field("address", &self.address())
+            .field("key", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Why a relayer key was refused. Never carries the key text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("relayer key must be 32 bytes of hex (with or without 0x) and a valid secp256k1 scalar")]
+pub struct InvalidRelayerKey;
+
+impl FromStr for RelayerKey {
+    type Err = InvalidRelayerKey;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let hex = s.strip_prefix("0x").unwrap_or(s);
+        let bytes: B256 = hex.parse().map_err(|_| InvalidRelayerKey)?;
+        PrivateKeySigner::from_bytes(&bytes)
+            .map(Self)
+            .map_err(|_| InvalidRelayerKey)
+    }
+}
+
+impl<'de> Deserialize<'de> for RelayerKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        raw.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Anvil's public dev account 1: a well-known test key, never used outside local chains.
+    const DEV_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+
+    #[test]
+    fn relayer_key_parses_and_never_prints_the_key() {
+        let key: RelayerKey = DEV_KEY.parse().unwrap();
+        assert_eq!(
+            key.address(),
+            "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+                .parse::<Address>()
+                .unwrap()
+        );
+        let printed = format!("{key:?}");
+        assert!(!printed.contains("59c6995e"), "{printed}");
+        assert!(
+            DEV_KEY
+                .trim_start_matches("0x")
+                .parse::<RelayerKey>()
+                .is_ok()
+        );
+        for bad in ["", "0x12", "zz", &"00".repeat(32)] {
+            assert_eq!(bad.parse::<RelayerKey>().unwrap_err(), InvalidRelayerKey);
+        }
+    }
+
+    #[test]
+    fn config_deserializes_with_defaults() {
+        let config: FacilitatorConfig = serde_json::from_value(serde_json::json!({
+            "chains": [{
+                "network": "eip155:31337",
+                "rpc_url": "http://127.0.0.1:8545",
+                "relayer_key": DEV_KEY,
+            }]
+        }))
+        .unwrap();
+        let chain = &config.chains[0];
+        assert_eq!(chain.network.eip155_chain_id(), Some(31337));
+        assert_eq!(chain.receipt_timeout(), Duration::from_secs(30));
+        assert!(chain.tokens.is_none());
+        assert!(!format!("{config:?}").contains("59c6995e"));
+
+        let typo = serde_json::from_value::<FacilitatorConfig>(serde_json::json!({
+            "chains": [{"network": "eip155:1", "rpc_url": "http://x", "relayer_key": DEV_KEY, "rpc": 1}]
+        }));
+        assert!(typo.is_err(), "unknown keys must be refused");
+    }
+}

@@ -1,0 +1,94 @@
+//! Facilitators: who verifies and settles payments.
+//!
+//! - [`Facilitator`]: the trait the gateway calls; verdicts are values, only an unknown
+//!   outcome is an error.
+//! - [`local::LocalFacilitator`]: in-process, on EVM chains through alloy and a relayer key.
+//! - [`http_client::HttpFacilitatorClient`]: a remote facilitator by URL.
+//! - [`server`]: the HTTP face of any facilitator (`POST /verify`, `POST /settle`,
+//!   `GET /supported`, `GET /health`) and [`server::serve`] for `hiregate facilitator`.
+//! - [`config`]: [`config::FacilitatorConfig`] for the local facilitator.
+
+pub mod config;
+pub mod http_client;
+pub mod local;
+mod relayer;
+pub mod server;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::wire::{
+    SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse,
+};
+
+/// Verifies and settles x402 payments.
+///
+/// A refused payment is `Ok` with `isValid: false` / `success: false` and a reason; `Err` is
+/// reserved for "the outcome is unknown" (the facilitator could not be asked or did not answer
+/// intelligibly), which a resource server must not treat as a refusal.
+#[async_trait]
+pub trait Facilitator: Send + Sync {
+    /// Would this payment settle? Moves nothing.
+    async fn verify(&self, request: &VerifyRequest) -> Result<VerifyResponse, FacilitatorError>;
+
+    /// Moves the money. Safe to retry with the same request: a payment that already settled
+    /// reports success with its original transaction.
+    async fn settle(&self, request: &SettleRequest) -> Result<SettleResponse, FacilitatorError>;
+
+    /// The (version, scheme, network) kinds this facilitator handles.
+    async fn supported(&self) -> Result<SupportedResponse, FacilitatorError>;
+}
+
+/// A facilitator call whose outcome is not a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum FacilitatorError {
+    /// Nobody knows whether the payment verified or settled: retry later, never treat as a
+    /// refusal (the gateway answers 503).
+    #[error("facilitator outcome unknown: {0}")]
+    Unknown(#[from] UnknownOutcome),
+}
+
+/// Why a facilitator's outcome is unknown.
+#[derive(Debug, thiserror::Error)]
+pub enum UnknownOutcome {
+    /// No answer within the configured time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// Connection or protocol failure before an answer.
+    #[error("transport failure")]
+    Transport(#[source] reqwest::Error),
+    /// The facilitator answered 5xx.
+    #[error("facilitator answered {status}")]
+    ServerError {
+        /// HTTP status.
+        status: u16,
+    },
+    /// The facilitator answered a status that carries no verdict (e.g. 401, 404).
+    #[error("facilitator answered unexpected status {status}")]
+    UnexpectedStatus {
+        /// HTTP status.
+        status: u16,
+    },
+    /// The body of a verdict status was not a verdict.
+    #[error("facilitator's {status} body is not a verdict")]
+    BadBody {
+        /// HTTP status.
+        status: u16,
+        /// Why it did not parse.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The auth-header hook failed, so nothing was sent.
+    #[error("auth header hook failed")]
+    AuthHeaders(#[source] http_client::AuthHeaderError),
+    /// The chain node could not be asked (local facilitator).
+    #[error("chain RPC failed")]
+    Rpc(#[source] alloy::transports::TransportError),
+}
+
+impl From<alloy::transports::TransportError> for FacilitatorError {
+    fn from(error: alloy::transports::TransportError) -> Self {
+        Self::Unknown(UnknownOutcome::Rpc(error))
+    }
+}

@@ -1,0 +1,175 @@
+//! The bundled facilitator served over HTTP (`serve` on 127.0.0.1:0) and called through the
+//! HTTP client, on a real chain. Run with `cargo test -p hiregate-payments --features devnet`.
+
+#![cfg(feature = "devnet")]
+
+mod support;
+
+use std::time::Duration;
+
+use alloy::primitives::U256;
+use hiregate_payments::facilitator::http_client::Timeouts;
+use hiregate_payments::{
+    Facilitator, HttpFacilitatorClient, Reason, SettleResponse, SignOptions, VerifyResponse, serve,
+};
+use serde_json::{Value, json};
+use support::{AMOUNT, Harness};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+struct Served {
+    url: Url,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), hiregate_payments::facilitator::server::ServeError>>,
+}
+
+async fn serve_facilitator(harness: &Harness) -> Served {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url: Url = format!("http://{}/", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(serve(harness.config(), listener, shutdown.clone()));
+    Served {
+        url,
+        shutdown,
+        task,
+    }
+}
+
+fn client(url: &Url) -> HttpFacilitatorClient {
+    HttpFacilitatorClient::new(url.clone(), Timeouts::default(), None).unwrap()
+}
+
+#[tokio::test]
+async fn http_facilitator_verifies_settles_and_lists_what_it_supports() {
+    let harness = Harness::start().await;
+    let served = serve_facilitator(&harness).await;
+    let facilitator = client(&served.url);
+    let payer = harness.payer(3 * AMOUNT).await;
+
+    let supported = facilitator.supported().await.unwrap();
+    assert_eq!(supported.kinds.len(), 1);
+    assert_eq!(supported.kinds[0].network, harness.network.as_str());
+    assert_eq!(supported.kinds[0].scheme, "exact");
+    assert_eq!(supported.kinds[0].x402_version, 2);
+    assert_eq!(
+        supported.signers["eip155:*"],
+        vec![harness.devnet.relayer().address().to_checksum(None)]
+    );
+
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+    let verdict = facilitator.verify(&request).await.unwrap();
+    assert!(verdict.is_valid, "{verdict:?}");
+    let outcome = facilitator.settle(&request).await.unwrap();
+    assert!(outcome.success, "{outcome:?}");
+    assert!(outcome.transaction.starts_with("0x"));
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+
+    // A refusal travels as a 200 verdict and reaches the caller as a value, not an error.
+    let mut underpaid = harness.requirements.clone();
+    underpaid.amount = (AMOUNT - 1).into();
+    let payload = harness
+        .sign(&payer, &underpaid, &SignOptions::default())
+        .await;
+    let verdict = facilitator.verify(&harness.request(payload)).await.unwrap();
+    assert_eq!(verdict.invalid_reason, Some(Reason::ValueMismatch));
+
+    served.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), served.task)
+        .await
+        .expect("serve stops on cancellation")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn malformed_requests_get_400_with_a_verdict_body() {
+    let harness = Harness::start().await;
+    let served = serve_facilitator(&harness).await;
+    let http = reqwest::Client::new();
+    let payer = harness.payer(AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let good = serde_json::to_value(harness.request(payload)).unwrap();
+
+    let post = |path: &'static str, body: String| {
+        let http = http.clone();
+        let url = served.url.join(path).unwrap();
+        async move {
+            let response = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+
+    let (status, body) = post("verify", "{\"x402Version\":2,".into()).await;
+    assert_eq!(status, 400);
+    let verdict: VerifyResponse = serde_json::from_value(body).unwrap();
+    assert_eq!(verdict.invalid_reason, Some(Reason::InvalidPayload));
+
+    let mut v1 = good.clone();
+    v1["paymentPayload"]["x402Version"] = json!(1);
+    let (status, body) = post("verify", v1.to_string()).await;
+    assert_eq!(status, 400);
+    let verdict: VerifyResponse = serde_json::from_value(body).unwrap();
+    assert_eq!(verdict.invalid_reason, Some(Reason::InvalidX402Version));
+
+    let mut top_v1 = good.clone();
+    top_v1["x402Version"] = json!(1);
+    let (status, body) = post("settle", top_v1.to_string()).await;
+    assert_eq!(status, 400);
+    let outcome: SettleResponse = serde_json::from_value(body).unwrap();
+    assert!(!outcome.success);
+    assert_eq!(outcome.error_reason, Some(Reason::InvalidX402Version));
+    assert_eq!(outcome.network, harness.network.as_str());
+
+    let mut bad_amount = good.clone();
+    bad_amount["paymentRequirements"]["amount"] = json!(1250000);
+    let (status, body) = post("settle", bad_amount.to_string()).await;
+    assert_eq!(status, 400);
+    let outcome: SettleResponse = serde_json::from_value(body).unwrap();
+    assert_eq!(outcome.error_reason, Some(Reason::InvalidPayload));
+
+    // Nothing of the above moved money; the well-formed request still verifies.
+    let (status, body) = post("verify", good.to_string()).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["isValid"], true, "{body}");
+    assert_eq!(harness.balance(payer.address()).await, U256::from(AMOUNT));
+
+    let health = http
+        .get(served.url.join("health").unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn serve_fails_fast_when_the_chain_is_misconfigured() {
+    let harness = Harness::start().await;
+    let mut config = harness.config();
+    config.chains[0].network = hiregate_payments::Network::eip155(1);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let result = serve(config, listener, CancellationToken::new()).await;
+    assert!(
+        matches!(
+            result,
+            Err(hiregate_payments::facilitator::server::ServeError::Start(_))
+        ),
+        "{result:?}"
+    );
+}

@@ -1,0 +1,684 @@
+//! The local facilitator against a real chain: anvil with the project's EIP-3009 token.
+//! Run with `cargo test -p hiregate-payments --features devnet`.
+
+#![cfg(feature = "devnet")]
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use alloy::primitives::{Address, B256, Bytes, U256};
+use alloy::providers::Provider;
+use alloy::signers::Signer;
+use alloy::signers::local::PrivateKeySigner;
+use alloy::sol_types::{Eip712Domain, SolStruct};
+use base64::Engine as _;
+use futures::future::join_all;
+use hiregate_payments::devnet::bindings::{CancelAuthorization, DevnetUsd};
+use hiregate_payments::exact::{Eip3009Authorization, ExactEvmPayload, token_eip712_domain};
+use hiregate_payments::header::HeaderError;
+use hiregate_payments::wire::{DecimalU256, UnknownFields, X402Version2};
+use hiregate_payments::{
+    Facilitator, LocalFacilitator, Network, PaymentPayload, PaymentRequirements, Reason,
+    SettleResponse, SignOptions, decode_header, encode_header,
+};
+use support::{AMOUNT, Harness, unix_now};
+
+/// Verify and settle must both refuse `payload` with `reason`, and no token may move.
+async fn assert_refused(harness: &Harness, payload: PaymentPayload, reason: Reason) {
+    let facilitator = harness.facilitator().await;
+    let payer = payload.exact_evm().unwrap().authorization.from;
+    let payer_before = harness.balance(payer).await;
+    let pay_to_before = harness.balance(harness.pay_to).await;
+    let request = harness.request(payload);
+
+    let verdict = facilitator.verify(&request).await.unwrap();
+    assert!(
+        !verdict.is_valid,
+        "verify accepted a payment that should fail with {reason}"
+    );
+    assert_eq!(verdict.invalid_reason, Some(reason.clone()));
+
+    let outcome = facilitator.settle(&request).await.unwrap();
+    assert!(!outcome.success, "settle succeeded: {outcome:?}");
+    assert_eq!(outcome.error_reason, Some(reason));
+    assert_eq!(outcome.transaction, "");
+
+    assert_eq!(
+        harness.balance(payer).await,
+        payer_before,
+        "payer balance moved"
+    );
+    assert_eq!(
+        harness.balance(harness.pay_to).await,
+        pay_to_before,
+        "payTo balance moved"
+    );
+    assert!(
+        harness.transfers_from(payer).await.is_empty(),
+        "a transfer happened"
+    );
+}
+
+fn assert_settled(outcome: &SettleResponse, network: &Network, payer: Address) {
+    assert!(outcome.success, "settle failed: {outcome:?}");
+    assert_eq!(outcome.error_reason, None);
+    assert_eq!(outcome.network, network.as_str());
+    assert_eq!(
+        outcome.payer.as_deref(),
+        Some(payer.to_checksum(None).as_str())
+    );
+    let hash = outcome.transaction.strip_prefix("0x").unwrap();
+    assert_eq!(hash.len(), 64, "transaction hash: {}", outcome.transaction);
+}
+
+#[tokio::test]
+async fn valid_payment_verifies_and_settles_moving_exactly_the_amount() {
+    let harness = Harness::start().await;
+    let facilitator = harness.facilitator().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+
+    let verdict = facilitator.verify(&request).await.unwrap();
+    assert!(verdict.is_valid, "{verdict:?}");
+    assert_eq!(
+        verdict.payer.as_deref(),
+        Some(payer.address().to_checksum(None).as_str())
+    );
+    assert_eq!(
+        harness.balance(payer.address()).await,
+        U256::from(5 * AMOUNT),
+        "verify moved money"
+    );
+
+    let outcome = facilitator.settle(&request).await.unwrap();
+    assert_settled(&outcome, &harness.network, payer.address());
+    assert_eq!(
+        harness.balance(payer.address()).await,
+        U256::from(4 * AMOUNT)
+    );
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+
+    let tx_hash = outcome.transaction.parse().unwrap();
+    let receipt = harness
+        .devnet
+        .provider()
+        .get_transaction_receipt(tx_hash)
+        .await
+        .unwrap()
+        .expect("the reported transaction is on chain");
+    assert!(receipt.status());
+    assert_eq!(harness.transfers_from(payer.address()).await, vec![tx_hash]);
+}
+
+#[tokio::test]
+async fn wrong_pay_to_is_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let mut other = harness.requirements.clone();
+    other.pay_to = PrivateKeySigner::random().address().to_checksum(None);
+    let payload = harness.sign(&payer, &other, &SignOptions::default()).await;
+    assert_refused(&harness, payload, Reason::RecipientMismatch).await;
+}
+
+#[tokio::test]
+async fn amount_lower_and_higher_are_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    for amount in [AMOUNT - 1, AMOUNT + 1] {
+        let mut other = harness.requirements.clone();
+        other.amount = DecimalU256::from(amount);
+        let payload = harness.sign(&payer, &other, &SignOptions::default()).await;
+        assert_refused(&harness, payload, Reason::ValueMismatch).await;
+    }
+}
+
+#[tokio::test]
+async fn expired_valid_before_is_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    // Signed 400 s ago with the 300 s timeout: validBefore passed 100 s ago.
+    let payload = hiregate_payments::sign_exact_payment(
+        &payer,
+        &harness.requirements,
+        None,
+        unix_now() - 400,
+    )
+    .await
+    .unwrap();
+    assert_refused(&harness, payload, Reason::ValidBefore).await;
+}
+
+#[tokio::test]
+async fn valid_after_in_the_future_is_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let options = SignOptions {
+        valid_after: Some(unix_now() + 120),
+        ..SignOptions::default()
+    };
+    let payload = harness.sign(&payer, &harness.requirements, &options).await;
+    assert_refused(&harness, payload, Reason::ValidAfter).await;
+}
+
+/// Signs `authorization` under `domain` and wraps it as a payment for `accepted`.
+async fn payload_signed_under(
+    payer: &PrivateKeySigner,
+    accepted: &PaymentRequirements,
+    domain: &Eip712Domain,
+    authorization: Eip3009Authorization,
+) -> PaymentPayload {
+    let signature = payer
+        .sign_hash(&authorization.signing_hash(domain))
+        .await
+        .unwrap();
+    let exact = ExactEvmPayload {
+        signature: Bytes::copy_from_slice(&signature.as_bytes()),
+        authorization,
+        unknown: UnknownFields::new(),
+    };
+    PaymentPayload {
+        x402_version: X402Version2,
+        resource: None,
+        accepted: accepted.clone(),
+        payload: serde_json::to_value(exact).unwrap(),
+        extensions: Default::default(),
+        unknown: UnknownFields::new(),
+    }
+}
+
+fn authorization_for(harness: &Harness, payer: Address) -> Eip3009Authorization {
+    Eip3009Authorization {
+        from: payer,
+        to: harness.pay_to,
+        value: DecimalU256::from(AMOUNT),
+        valid_after: DecimalU256::from(0u64),
+        valid_before: DecimalU256::from(unix_now() + 300),
+        nonce: B256::from(rand::random::<[u8; 32]>()),
+    }
+}
+
+#[tokio::test]
+async fn wrong_chain_id_is_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+
+    // The client paid for another chain.
+    let mut mainnet = harness.requirements.clone();
+    mainnet.network = Network::eip155(1);
+    let payload = harness
+        .sign(&payer, &mainnet, &SignOptions::default())
+        .await;
+    assert_refused(&harness, payload, Reason::NetworkMismatch).await;
+
+    // The client claims this chain but signed with another chain id in the EIP-712 domain.
+    let mut domain = token_eip712_domain(&harness.requirements).unwrap();
+    domain.chain_id = Some(U256::from(1u64));
+    let payload = payload_signed_under(
+        &payer,
+        &harness.requirements,
+        &domain,
+        authorization_for(&harness, payer.address()),
+    )
+    .await;
+    assert_refused(&harness, payload, Reason::Signature).await;
+}
+
+#[tokio::test]
+async fn wrong_asset_is_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let mut other = harness.requirements.clone();
+    other.asset = PrivateKeySigner::random().address().to_checksum(None);
+    let payload = harness.sign(&payer, &other, &SignOptions::default()).await;
+    assert_refused(&harness, payload, Reason::AssetMismatch).await;
+}
+
+#[tokio::test]
+async fn wrong_eip712_domain_name_is_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let mut other = harness.requirements.clone();
+    other
+        .extra
+        .insert("name".into(), serde_json::Value::String("USD Coin".into()));
+    let payload = harness.sign(&payer, &other, &SignOptions::default()).await;
+    assert_refused(&harness, payload, Reason::Signature).await;
+}
+
+#[tokio::test]
+async fn tampered_signature_and_tampered_authorization_are_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+
+    let mut payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let signature = payload.payload["signature"].as_str().unwrap().to_owned();
+    // Flip one nibble of `s`.
+    let mut tampered = signature.into_bytes();
+    tampered[100] = if tampered[100] == b'0' { b'1' } else { b'0' };
+    payload.payload["signature"] = String::from_utf8(tampered).unwrap().into();
+    assert_refused(&harness, payload, Reason::Signature).await;
+
+    let mut payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let valid_before = payload.payload["authorization"]["validBefore"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    payload.payload["authorization"]["validBefore"] = (valid_before + 1).to_string().into();
+    assert_refused(&harness, payload, Reason::Signature).await;
+}
+
+#[tokio::test]
+async fn insufficient_balance_is_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(AMOUNT - 1).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    assert_refused(&harness, payload, Reason::InsufficientBalance).await;
+}
+
+#[tokio::test]
+async fn nonce_already_used_is_refused() {
+    let harness = Harness::start().await;
+    let facilitator = harness.facilitator().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let nonce = B256::from(rand::random::<[u8; 32]>());
+    let options = SignOptions {
+        nonce: Some(nonce),
+        ..SignOptions::default()
+    };
+
+    // The nonce is spent by a payment to someone else...
+    let mut elsewhere = harness.requirements.clone();
+    let other_pay_to = PrivateKeySigner::random().address();
+    elsewhere.pay_to = other_pay_to.to_checksum(None);
+    let first = harness.sign(&payer, &elsewhere, &options).await;
+    let outcome = facilitator
+        .settle(&hiregate_payments::VerifyRequest::new(
+            first.clone(),
+            elsewhere.clone(),
+        ))
+        .await
+        .unwrap();
+    assert!(outcome.success, "{outcome:?}");
+    assert_eq!(harness.balance(other_pay_to).await, U256::from(AMOUNT));
+
+    // ...so verifying that payment again reports the spent nonce (verify is not idempotent)...
+    let again = facilitator
+        .verify(&hiregate_payments::VerifyRequest::new(first, elsewhere))
+        .await
+        .unwrap();
+    assert_eq!(again.invalid_reason, Some(Reason::NonceAlreadyUsed));
+
+    // ...and a new payment reusing the nonce is refused without moving anything more.
+    let payer_before = harness.balance(payer.address()).await;
+    let second = harness.sign(&payer, &harness.requirements, &options).await;
+    let request = harness.request(second);
+    let verdict = facilitator.verify(&request).await.unwrap();
+    assert_eq!(verdict.invalid_reason, Some(Reason::NonceAlreadyUsed));
+    let outcome = facilitator.settle(&request).await.unwrap();
+    assert!(!outcome.success);
+    assert_eq!(outcome.error_reason, Some(Reason::NonceAlreadyUsed));
+    assert_eq!(harness.balance(payer.address()).await, payer_before);
+    assert_eq!(harness.balance(harness.pay_to).await, U256::ZERO);
+    assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+}
+
+#[tokio::test]
+async fn authorization_cancelled_by_the_payer_is_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let nonce = payload.exact_evm().unwrap().authorization.nonce;
+
+    // The payer burns the nonce on chain with EIP-3009 cancelAuthorization.
+    let domain = token_eip712_domain(&harness.requirements).unwrap();
+    let cancel = CancelAuthorization {
+        authorizer: payer.address(),
+        nonce,
+    };
+    let signature = payer
+        .sign_hash(&cancel.eip712_signing_hash(&domain))
+        .await
+        .unwrap();
+    let token = DevnetUsd::new(harness.devnet.token(), harness.provider_as(payer.clone()));
+    let receipt = token
+        .cancelAuthorization_1(
+            payer.address(),
+            nonce,
+            Bytes::copy_from_slice(&signature.as_bytes()),
+        )
+        .send()
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(receipt.status());
+    assert!(
+        harness
+            .devnet
+            .authorization_state(payer.address(), nonce)
+            .await
+            .unwrap()
+    );
+
+    assert_refused(&harness, payload, Reason::NonceAlreadyUsed).await;
+}
+
+#[tokio::test]
+async fn malformed_headers_and_version_one_are_refused_before_any_chain_call() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let header = encode_header(&payload);
+    let engine = base64::engine::general_purpose::STANDARD;
+
+    let malformed_base64 = format!("{}*", &header[..header.len() - 4]);
+    let err = decode_header::<PaymentPayload>(&malformed_base64).unwrap_err();
+    assert!(matches!(err, HeaderError::MalformedBase64(_)), "{err}");
+    assert_eq!(err.reason(), Reason::InvalidPayload);
+
+    let json = engine.decode(&header).unwrap();
+    let malformed_json = engine.encode(&json[..json.len() - 1]);
+    let err = decode_header::<PaymentPayload>(&malformed_json).unwrap_err();
+    assert!(matches!(err, HeaderError::MalformedJson(_)), "{err}");
+    assert_eq!(err.reason(), Reason::InvalidPayload);
+
+    let mut v1: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    v1["x402Version"] = 1.into();
+    let err = decode_header::<PaymentPayload>(&engine.encode(v1.to_string())).unwrap_err();
+    assert!(
+        matches!(err, HeaderError::UnsupportedVersion { .. }),
+        "{err}"
+    );
+    assert_eq!(err.reason(), Reason::InvalidX402Version);
+
+    // The intact header still decodes into a payment that would settle; nothing moved.
+    let decoded: PaymentPayload = decode_header(&header).unwrap();
+    let verdict = harness
+        .facilitator()
+        .await
+        .verify(&harness.request(decoded))
+        .await
+        .unwrap();
+    assert!(verdict.is_valid, "{verdict:?}");
+    assert_eq!(
+        harness.balance(payer.address()).await,
+        U256::from(5 * AMOUNT)
+    );
+}
+
+#[tokio::test]
+async fn eip1271_wallet_payment_verifies_and_settles() {
+    let harness = Harness::start().await;
+    let facilitator = harness.facilitator().await;
+    let owner = PrivateKeySigner::random();
+    let wallet = harness
+        .devnet
+        .deploy_1271_wallet(owner.address())
+        .await
+        .unwrap();
+    harness
+        .devnet
+        .mint(wallet, U256::from(3 * AMOUNT))
+        .await
+        .unwrap();
+    let options = SignOptions {
+        payer: Some(wallet),
+        ..SignOptions::default()
+    };
+
+    // Someone who is not the owner cannot pay from the wallet.
+    let stranger = PrivateKeySigner::random();
+    let forged = harness
+        .sign(&stranger, &harness.requirements, &options)
+        .await;
+    assert_refused(&harness, forged, Reason::Signature).await;
+
+    let payload = harness.sign(&owner, &harness.requirements, &options).await;
+    let request = harness.request(payload);
+    let verdict = facilitator.verify(&request).await.unwrap();
+    assert!(verdict.is_valid, "{verdict:?}");
+    let outcome = facilitator.settle(&request).await.unwrap();
+    assert_settled(&outcome, &harness.network, wallet);
+    assert_eq!(harness.balance(wallet).await, U256::from(2 * AMOUNT));
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}
+
+#[tokio::test]
+async fn twenty_concurrent_settles_through_one_relayer_all_land() {
+    const PAYMENTS: usize = 20;
+    let harness = Harness::start().await;
+    let facilitator = Arc::new(harness.facilitator().await);
+    let mut requests = Vec::new();
+    let mut payers = Vec::new();
+    for _ in 0..PAYMENTS {
+        let payer = harness.payer(AMOUNT).await;
+        let payload = harness
+            .sign(&payer, &harness.requirements, &SignOptions::default())
+            .await;
+        requests.push(harness.request(payload));
+        payers.push(payer.address());
+    }
+
+    let outcomes = join_all(requests.iter().map(|request| {
+        let facilitator = Arc::clone(&facilitator);
+        async move { facilitator.settle(request).await.unwrap() }
+    }))
+    .await;
+
+    for (outcome, payer) in outcomes.iter().zip(&payers) {
+        assert_settled(outcome, &harness.network, *payer);
+        assert_eq!(harness.balance(*payer).await, U256::ZERO);
+    }
+    let hashes: HashSet<_> = outcomes.iter().map(|o| o.transaction.clone()).collect();
+    assert_eq!(
+        hashes.len(),
+        PAYMENTS,
+        "every payment has its own transaction"
+    );
+    assert_eq!(
+        harness.balance(harness.pay_to).await,
+        U256::from(AMOUNT * PAYMENTS as u64)
+    );
+}
+
+#[tokio::test]
+async fn same_payment_settled_twice_in_sequence_transfers_once() {
+    let harness = Harness::start().await;
+    let facilitator = harness.facilitator().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+
+    let first = facilitator.settle(&request).await.unwrap();
+    assert_settled(&first, &harness.network, payer.address());
+    let second = facilitator.settle(&request).await.unwrap();
+    assert_eq!(second, first, "a retry reports the original settlement");
+
+    // A facilitator with no memory of it (a restart, another instance) finds it on chain.
+    let restarted = harness.facilitator().await;
+    let third = restarted.settle(&request).await.unwrap();
+    assert_settled(&third, &harness.network, payer.address());
+    assert_eq!(third.transaction, first.transaction);
+
+    assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+    assert_eq!(
+        harness.balance(payer.address()).await,
+        U256::from(4 * AMOUNT)
+    );
+}
+
+#[tokio::test]
+async fn same_payment_settled_concurrently_transfers_once() {
+    let harness = Harness::start().await;
+    let facilitator = Arc::new(harness.facilitator().await);
+    // A second facilitator instance with its own relayer, racing the first through the chain.
+    let other_relayer = harness.devnet.fresh_relayer().await.unwrap();
+    let other = Arc::new(
+        LocalFacilitator::connect(harness.config_with(|chain| {
+            chain.relayer_key = hiregate_payments::RelayerKey::new(other_relayer);
+        }))
+        .await
+        .unwrap(),
+    );
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+
+    let settlers: Vec<Arc<dyn Facilitator>> = vec![
+        facilitator.clone(),
+        facilitator.clone(),
+        facilitator.clone(),
+        facilitator.clone(),
+        other.clone(),
+        other,
+    ];
+    let outcomes = join_all(settlers.iter().map(|settler| {
+        let request = &request;
+        async move { settler.settle(request).await.unwrap() }
+    }))
+    .await;
+
+    let transfers = harness.transfers_from(payer.address()).await;
+    assert_eq!(transfers.len(), 1, "exactly one transfer: {outcomes:?}");
+    for outcome in &outcomes {
+        assert_settled(outcome, &harness.network, payer.address());
+        assert_eq!(outcome.transaction, transfers[0].to_string());
+    }
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}
+
+#[tokio::test]
+async fn unconfirmed_settlement_reports_pending_and_a_retry_reconciles() {
+    let harness = Harness::start().await;
+    let facilitator = LocalFacilitator::connect(harness.config_with(|chain| {
+        chain.receipt_timeout_secs = 1;
+    }))
+    .await
+    .unwrap();
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+
+    let provider = harness.devnet.provider();
+    provider
+        .raw_request::<_, ()>("evm_setAutomine".into(), (false,))
+        .await
+        .unwrap();
+    let pending = facilitator.settle(&request).await.unwrap();
+    assert!(!pending.success);
+    assert_eq!(pending.error_reason, Some(Reason::SettlementPending));
+    assert!(pending.transaction.starts_with("0x"), "{pending:?}");
+    assert_eq!(harness.balance(harness.pay_to).await, U256::ZERO);
+
+    provider
+        .raw_request::<_, String>("evm_mine".into(), ())
+        .await
+        .unwrap();
+    provider
+        .raw_request::<_, ()>("evm_setAutomine".into(), (true,))
+        .await
+        .unwrap();
+    let settled = facilitator.settle(&request).await.unwrap();
+    assert_settled(&settled, &harness.network, payer.address());
+    assert_eq!(
+        settled.transaction, pending.transaction,
+        "the retry reused the broadcast"
+    );
+    assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}
+
+#[tokio::test]
+async fn unsupported_network_and_unlisted_token_are_refused() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+
+    let mut elsewhere = harness.requirements.clone();
+    elsewhere.network = Network::eip155(8453);
+    let payload = harness
+        .sign(&payer, &elsewhere, &SignOptions::default())
+        .await;
+    let facilitator = harness.facilitator().await;
+    let verdict = facilitator
+        .verify(&hiregate_payments::VerifyRequest::new(payload, elsewhere))
+        .await
+        .unwrap();
+    assert_eq!(verdict.invalid_reason, Some(Reason::InvalidNetwork));
+
+    let listed_only = LocalFacilitator::connect(harness.config_with(|chain| {
+        chain.tokens = Some(vec![Address::repeat_byte(0x11)]);
+    }))
+    .await
+    .unwrap();
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let outcome = listed_only.settle(&harness.request(payload)).await.unwrap();
+    assert_eq!(outcome.error_reason, Some(Reason::UnsupportedAsset));
+    assert_eq!(
+        harness.balance(payer.address()).await,
+        U256::from(5 * AMOUNT)
+    );
+}
+
+#[tokio::test]
+async fn connect_refuses_a_node_of_another_chain() {
+    let harness = Harness::start().await;
+    let mut config = harness.config();
+    config.chains[0].network = Network::eip155(1);
+    let err = LocalFacilitator::connect(config).await.unwrap_err();
+    assert!(
+        matches!(err, hiregate_payments::facilitator::local::LocalFacilitatorError::ChainIdMismatch { actual, .. } if actual == harness.devnet.chain_id()),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_transfer_the_token_would_revert_fails_simulation() {
+    let mut harness = Harness::start().await;
+    // Every check of ours passes, but the token refuses transfers to the zero address.
+    harness.pay_to = Address::ZERO;
+    harness.requirements.pay_to = Address::ZERO.to_checksum(None);
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let verdict = harness
+        .facilitator()
+        .await
+        .verify(&harness.request(payload.clone()))
+        .await
+        .unwrap();
+    assert!(
+        verdict
+            .invalid_message
+            .as_deref()
+            .is_some_and(|m| m.contains("revert")),
+        "{verdict:?}"
+    );
+    assert_refused(&harness, payload, Reason::SimulationFailed).await;
+}

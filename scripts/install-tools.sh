@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs hiregate's project-local tools, pinned by tools/package-lock.json:
+#   - anvil (npm @foundry-rs/anvil-linux-amd64), the local EVM of the devnet,
+#   - solc (npm), which compiles the devnet token,
+#   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts.
+# npm packages land in tools/node_modules; the anvil binary is exposed as .tools/bin/anvil, where
+# the Rust devnet helper looks for it. Idempotent: when the lockfile has not changed since the last
+# install and anvil runs, it does nothing. Needs node >= 20 and npm (Debian: apt-get install nodejs npm).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo_root="$(pwd)"
+tools_dir="$repo_root/tools"
+bin_dir="$repo_root/.tools/bin"
+# Inside node_modules, so deleting node_modules also forces a reinstall.
+stamp="$tools_dir/node_modules/.hiregate-lock.sha256"
+anvil_in_package="$tools_dir/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
+
+say() { printf 'install-tools: %s\n' "$*" >&2; }
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        say "node/npm missing; installing Debian's nodejs and npm"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+    else
+        say "node >= 20 and npm are required (e.g. 'apt-get install nodejs npm'), then rerun $0"
+        exit 1
+    fi
+fi
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$node_major" -lt 20 ]; then
+    say "node $(node --version) is too old: the x402 SDK needs node >= 20"
+    exit 1
+fi
+case "$(uname -s)-$(uname -m)" in
+    Linux-x86_64) ;;
+    *) say "the pinned anvil package is for Linux x86_64; on $(uname -s)-$(uname -m) set HIREGATE_ANVIL to an anvil binary" ;;
+esac
+
+lock_hash="$(sha256sum "$tools_dir/package-lock.json" | cut -d' ' -f1)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$lock_hash" ] && [ -x "$bin_dir/anvil" ] \
+    && "$bin_dir/anvil" --version >/dev/null 2>&1; then
+    exit 0
+fi
+
+say "npm ci in tools/ (anvil, solc, @x402/*, viem)"
+# --ignore-scripts: none of the pinned packages needs an install script, and skipping them keeps
+# the install to what the lockfile names.
+(cd "$tools_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+
+if [ ! -x "$anvil_in_package" ]; then
+    say "expected the anvil binary at $anvil_in_package, but it is not there"
+    exit 1
+fi
+mkdir -p "$bin_dir"
+# Relative, so the checkout can move.
+ln -sfn "../../tools/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil" "$bin_dir/anvil"
+"$bin_dir/anvil" --version | head -n 1 >&2
+printf '%s\n' "$lock_hash" >"$stamp"
+say "done: anvil at .tools/bin/anvil, node packages in tools/node_modules"

@@ -1,0 +1,65 @@
+// Pays an x402 v2 endpoint the way a standard buyer does: @x402/fetch `wrapFetchWithPayment`
+// sends the request, answers the 402 with a payment signed by the official EVM client, and
+// retries once.
+//
+// stdin:  {"url": "http://…", "privateKey": "0x…", "method"?: "POST", "authorization"?: "Bearer …",
+//          "body"?: <JSON value or string>, "headers"?: {name: value},
+//          "allowedAssets"?: [{"network": "eip155:…", "asset": "0x…"}]}
+// stdout: {"status": 200, "headers": {…}, "body": <JSON if it parses, else text>,
+//          "paymentResponse": <decoded PAYMENT-RESPONSE, or null>}
+//
+// Spend controls: the listed assets are allowed (the devnet token is not a default asset); without
+// a list any asset is allowed, which is acceptable only because this runs against test chains.
+import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from "@x402/fetch";
+import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { privateKeyToAccount } from "viem/accounts";
+import { readJsonInput, required, run, writeJsonOutput } from "./io.mjs";
+
+const REQUEST_TIMEOUT_MS = 120_000;
+
+run(async () => {
+  const input = await readJsonInput();
+  const url = required(input, "url");
+  const account = privateKeyToAccount(required(input, "privateKey"));
+  const method = input.method ?? "POST";
+
+  const headers = { ...(input.headers ?? {}) };
+  if (input.authorization) {
+    headers.Authorization = input.authorization;
+  }
+  let body;
+  if (input.body !== undefined && input.body !== null) {
+    if (typeof input.body === "string") {
+      body = input.body;
+    } else {
+      body = JSON.stringify(input.body);
+      headers["Content-Type"] ??= "application/json";
+    }
+  }
+
+  const payingFetch = wrapFetchWithPaymentFromConfig(fetch, {
+    schemes: [{ network: "eip155:*", client: new ExactEvmScheme(account) }],
+    spendControls: { allowedAssets: Array.isArray(input.allowedAssets) ? input.allowedAssets : true },
+  });
+  const response = await payingFetch(url, {
+    method,
+    headers,
+    body,
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  });
+
+  const text = await response.text();
+  let parsedBody = text;
+  try {
+    parsedBody = text.length > 0 ? JSON.parse(text) : null;
+  } catch {
+    // Not JSON: report the text as is.
+  }
+  const paymentResponseHeader = response.headers.get("payment-response");
+  writeJsonOutput({
+    status: response.status,
+    headers: Object.fromEntries(response.headers.entries()),
+    body: parsedBody,
+    paymentResponse: paymentResponseHeader ? decodePaymentResponseHeader(paymentResponseHeader) : null,
+  });
+});

@@ -1,0 +1,216 @@
+//! What a worker author writes: a [`TaskHandler`] (usually an async closure) that receives a
+//! [`TaskContext`] and the task input and returns a [`TaskOutcome`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::executions::Executions;
+use crate::ids::{Attempt, ContractId, TaskId, TaskType};
+use crate::protocol::{Output, Progress, TaskError};
+
+/// The future a handler returns.
+pub type TaskFuture = Pin<Box<dyn Future<Output = TaskOutcome> + Send + 'static>>;
+
+/// The code of the `failed` report the SDK writes when a handler panics.
+pub const HANDLER_PANICKED: &str = "WORKER_PANICKED";
+/// The code of the `failed` report the SDK writes when a handler returns an output the
+/// protocol does not allow (nested `multiple`, non-http file URL, too many items…).
+pub const INVALID_OUTPUT: &str = "WORKER_INVALID_OUTPUT";
+
+/// Performs tasks. Implemented for every
+/// `Fn(TaskContext, serde_json::Value) -> impl Future<Output = TaskOutcome>` that is
+/// `Send + Sync + 'static`, so a closure is enough:
+///
+/// ```
+/// use hiregate_worker_sdk::{TaskContext, TaskOutcome};
+/// let handler = |_ctx: TaskContext, input: serde_json::Value| async move {
+///     TaskOutcome::json(serde_json::json!({ "echo": input }))
+/// };
+/// # let _ = handler;
+/// ```
+pub trait TaskHandler: Send + Sync + 'static {
+    /// Runs one task. Called at most once per (contract, attempt); the SDK runs the future
+    /// on its own task so a caller hanging up does not cancel the work.
+    fn handle(&self, ctx: TaskContext, input: Value) -> TaskFuture;
+}
+
+impl<F, Fut> TaskHandler for F
+where
+    F: Fn(TaskContext, Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = TaskOutcome> + Send + 'static,
+{
+    fn handle(&self, ctx: TaskContext, input: Value) -> TaskFuture {
+        Box::pin(self(ctx, input))
+    }
+}
+
+/// What the handler knows about the run it performs.
+#[derive(Clone)]
+pub struct TaskContext {
+    pub(crate) contract_id: ContractId,
+    pub(crate) attempt: Attempt,
+    pub(crate) task_id: TaskId,
+    pub(crate) task_type: Option<TaskType>,
+    pub(crate) executions: Arc<Executions>,
+}
+
+impl TaskContext {
+    /// The contract being executed.
+    #[must_use]
+    pub fn contract_id(&self) -> &ContractId {
+        &self.contract_id
+    }
+
+    /// The gateway's attempt number (1 unless the gateway is retrying after a failure).
+    #[must_use]
+    pub fn attempt(&self) -> Attempt {
+        self.attempt
+    }
+
+    /// This run's task id (the last segment of its poll URL).
+    #[must_use]
+    pub fn task_id(&self) -> &TaskId {
+        &self.task_id
+    }
+
+    /// The contract's task type, when the gateway sent it (`X-Task-Type`); always one of
+    /// the worker's declared task types.
+    #[must_use]
+    pub fn task_type(&self) -> Option<&TaskType> {
+        self.task_type.as_ref()
+    }
+
+    /// Publishes progress: until the task ends, `GET /tasks/{id}` and duplicate executes
+    /// answer `partial` with this progress instead of `pending`.
+    pub fn report_progress(&self, progress: Progress) {
+        self.executions.set_progress(&self.task_id, progress);
+    }
+}
+
+impl fmt::Debug for TaskContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskContext")
+            .field("contract_id", &self.contract_id)
+            .field("attempt", &self.attempt)
+            .field("task_id", &self.task_id)
+            .field("task_type", &self.task_type)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a handler run ended (or that it continues in the background).
+pub enum TaskOutcome {
+    /// The deliverable is ready.
+    Completed {
+        /// The deliverable.
+        output: Output,
+        /// Free-form facts about the run, reported as `metadata`.
+        metadata: Option<Value>,
+    },
+    /// The task could not be done.
+    Failed(TaskError),
+    /// The work continues in the background: the SDK answers `pending` (task id, poll URL,
+    /// estimated completion) and runs [`PendingWork`] to its end.
+    Pending(PendingWork),
+    /// The run ended with only part of the deliverable (the gateway judges it on what it
+    /// delivered; by default that is a failure).
+    Partial {
+        /// How far the work came.
+        progress: Option<Progress>,
+        /// The part that is ready.
+        output: Option<Output>,
+    },
+}
+
+impl TaskOutcome {
+    /// Completed with a `json` output.
+    #[must_use]
+    pub fn json(content: Value) -> Self {
+        Self::output(Output::Json { content })
+    }
+
+    /// Completed with a `text` output.
+    #[must_use]
+    pub fn text(content: impl Into<String>) -> Self {
+        Self::output(Output::Text {
+            content: content.into(),
+        })
+    }
+
+    /// Completed with any output.
+    #[must_use]
+    pub fn output(output: Output) -> Self {
+        Self::Completed {
+            output,
+            metadata: None,
+        }
+    }
+
+    /// Failed with a code (e.g. `INVALID_INPUT`) and a message.
+    #[must_use]
+    pub fn failed(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Failed(TaskError::new(code, message))
+    }
+
+    /// Continues `work` in the background; `estimated_completion` is reported to pollers.
+    #[must_use]
+    pub fn pending(
+        estimated_completion: Option<DateTime<Utc>>,
+        work: impl Future<Output = TaskOutcome> + Send + 'static,
+    ) -> Self {
+        Self::Pending(PendingWork {
+            estimated_completion,
+            work: Box::pin(work),
+        })
+    }
+
+    /// Adds `metadata` to a completed outcome (other outcomes are returned unchanged).
+    #[must_use]
+    pub fn with_metadata(self, metadata: Value) -> Self {
+        match self {
+            Self::Completed { output, .. } => Self::Completed {
+                output,
+                metadata: Some(metadata),
+            },
+            other => other,
+        }
+    }
+}
+
+impl fmt::Debug for TaskOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Completed { output, metadata } => f
+                .debug_struct("Completed")
+                .field("output", output)
+                .field("metadata", metadata)
+                .finish(),
+            Self::Failed(error) => f.debug_tuple("Failed").field(error).finish(),
+            Self::Pending(work) => f.debug_tuple("Pending").field(work).finish(),
+            Self::Partial { progress, output } => f
+                .debug_struct("Partial")
+                .field("progress", progress)
+                .field("output", output)
+                .finish(),
+        }
+    }
+}
+
+/// Background work of a pending task.
+pub struct PendingWork {
+    pub(crate) estimated_completion: Option<DateTime<Utc>>,
+    pub(crate) work: TaskFuture,
+}
+
+impl fmt::Debug for PendingWork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingWork")
+            .field("estimated_completion", &self.estimated_completion)
+            .finish_non_exhaustive()
+    }
+}

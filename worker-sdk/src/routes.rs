@@ -1,0 +1,458 @@
+//! The worker's HTTP surface: `GET /health`, `GET /capabilities`, `POST /execute`,
+//! `GET /tasks/{id}`, and the mapping of every refusal to a JSON error.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+use url::Url;
+
+use crate::executions::{Admission, Phase, StartedRun};
+use crate::gateway_auth::AuthError;
+use crate::handler::{HANDLER_PANICKED, INVALID_OUTPUT, TaskContext, TaskFuture, TaskOutcome};
+use crate::ids::{Attempt, ContractId, TaskId, TaskType};
+use crate::protocol::{
+    CompletedReport, ErrorBody, ErrorDetail, FailedReport, Health, Output, PartialReport,
+    TaskError, TaskReport, headers,
+};
+use crate::worker::WorkerShared;
+
+pub(crate) fn router(shared: Arc<WorkerShared>) -> Router {
+    let body_limit = shared.max_input_bytes;
+    Router::new()
+        .route("/health", get(health))
+        .route("/capabilities", get(capabilities))
+        .route("/execute", post(execute))
+        .route("/tasks/{id}", get(task_status))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(shared)
+}
+
+/// `GET /health`: liveness for the gateway's probes. Unauthenticated.
+async fn health(State(shared): State<Arc<WorkerShared>>) -> Response {
+    axum::Json(Health {
+        status: "ok".to_owned(),
+        protocol: shared.capabilities.protocol.clone(),
+        name: shared.capabilities.name.clone(),
+        version: shared.capabilities.version.clone(),
+        tasks_in_flight: shared.executions.in_flight(),
+    })
+    .into_response()
+}
+
+/// `GET /capabilities`: what the worker does. Unauthenticated.
+async fn capabilities(State(shared): State<Arc<WorkerShared>>) -> Response {
+    axum::Json(shared.capabilities.clone()).into_response()
+}
+
+/// `POST /execute`: runs the contract's task once per (contract, attempt).
+///
+/// 200 with a `completed`/`failed` report, 202 with `pending`/`partial`; 400 on bad
+/// headers or input, 401 on a missing/invalid/mismatched token, 413 on oversized input,
+/// 429 when all handler slots are taken, 503 when the gateway keys are unavailable.
+async fn execute(
+    State(shared): State<Arc<WorkerShared>>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    // Authenticate before reading the body: an anonymous caller costs no body buffering.
+    let caller = Caller {
+        contract_id: authenticate(&shared, &parts.headers).await?,
+        task_type: task_type_header(&shared, &parts.headers)?,
+    };
+    if let Some(key) = parts.headers.get(headers::IDEMPOTENCY_KEY)
+        && key.as_bytes() != caller.contract_id.as_str().as_bytes()
+    {
+        return Err(ApiError::IdempotencyKeyMismatch);
+    }
+    let attempt = match parts.headers.get(headers::ATTEMPT) {
+        None => Attempt::FIRST,
+        Some(raw) => raw
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or(ApiError::InvalidAttempt)?,
+    };
+    let poll_base = poll_base(&shared, &parts.headers)?;
+    let bytes = Bytes::from_request(Request::from_parts(parts, body), &())
+        .await
+        .map_err(ApiError::Body)?;
+    let input: Value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?
+    };
+
+    let report = match shared
+        .executions
+        .admit(&caller.contract_id, attempt, &poll_base)
+    {
+        Admission::Existing(report) => *report,
+        Admission::Busy => return Err(ApiError::Busy),
+        Admission::Start(run) => start_and_wait(&shared, caller, attempt, input, run).await?,
+    };
+    Ok(report_response(report, true))
+}
+
+/// `GET /tasks/{id}`: the task's current report. Same token and `X-Contract-ID` rules as
+/// `/execute`; 404 for an unknown task or one of another contract.
+async fn task_status(
+    State(shared): State<Arc<WorkerShared>>,
+    Path(raw_task_id): Path<String>,
+    request_headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let contract_id = authenticate(&shared, &request_headers).await?;
+    let task_id = TaskId::parse(&raw_task_id).map_err(|_| ApiError::TaskNotFound)?;
+    let report = shared
+        .executions
+        .answer(&task_id, &contract_id)
+        .ok_or(ApiError::TaskNotFound)?;
+    Ok(report_response(report, false))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::RouteNotFound
+}
+
+struct Caller {
+    contract_id: ContractId,
+    task_type: Option<TaskType>,
+}
+
+/// Checks the contract token (unless the local-dev opt-out is on) and returns the
+/// authenticated contract.
+async fn authenticate(shared: &WorkerShared, headers: &HeaderMap) -> Result<ContractId, ApiError> {
+    let Some(verifier) = &shared.verifier else {
+        return contract_id_header(headers);
+    };
+    let token = bearer_token(headers).ok_or(ApiError::Auth(AuthError::MissingToken))?;
+    let contract_id = contract_id_header(headers)?;
+    verifier
+        .verify(token, &contract_id)
+        .await
+        .map_err(ApiError::Auth)?;
+    Ok(contract_id)
+}
+
+/// The `X-Task-Type` the gateway sent, if any; it must be one this worker declared.
+fn task_type_header(
+    shared: &WorkerShared,
+    headers: &HeaderMap,
+) -> Result<Option<TaskType>, ApiError> {
+    let Some(raw) = headers.get(headers::TASK_TYPE) else {
+        return Ok(None);
+    };
+    let task_type = raw
+        .to_str()
+        .ok()
+        .and_then(|s| TaskType::parse(s.trim()).ok())
+        .filter(|t| shared.capabilities.task_types.contains(t))
+        .ok_or(ApiError::UnsupportedTaskType)?;
+    Ok(Some(task_type))
+}
+
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn contract_id_header(headers: &HeaderMap) -> Result<ContractId, ApiError> {
+    let raw = headers
+        .get(headers::CONTRACT_ID)
+        .ok_or(ApiError::MissingContractId)?
+        .to_str()
+        .map_err(|_| ApiError::InvalidContractId)?;
+    raw.trim()
+        .parse::<ContractId>()
+        .map_err(|_| ApiError::InvalidContractId)
+}
+
+fn poll_base(shared: &WorkerShared, headers: &HeaderMap) -> Result<Url, ApiError> {
+    if let Some(url) = &shared.public_url {
+        return Ok(url.clone());
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .ok_or(ApiError::MissingHost)?;
+    Url::parse(&format!("http://{host}/")).map_err(|_| ApiError::MissingHost)
+}
+
+/// Spawns the handler run and waits for it to end, to go to the background, or for the
+/// sync wait to pass — whichever comes first.
+async fn start_and_wait(
+    shared: &Arc<WorkerShared>,
+    caller: Caller,
+    attempt: Attempt,
+    input: Value,
+    run: StartedRun,
+) -> Result<TaskReport, ApiError> {
+    let StartedRun {
+        task_id,
+        poll_url,
+        mut phase,
+        permit,
+    } = run;
+    let ctx = TaskContext {
+        contract_id: caller.contract_id.clone(),
+        attempt,
+        task_id: task_id.clone(),
+        task_type: caller.task_type,
+        executions: Arc::clone(&shared.executions),
+    };
+    tracing::info!(contract_id = %ctx.contract_id, %task_id, attempt = attempt.get(), "task started");
+    // The run lives on its own task: a caller hanging up must not cancel paid work, and
+    // duplicates must find its result.
+    let worker = Arc::clone(shared);
+    tokio::spawn(async move {
+        let owed_callback = run_task(&worker, ctx, input, poll_url).await;
+        // The slot is free once the work is done; a slow callback must not hold it.
+        drop(permit);
+        if let (Some(report), Some(callback)) = (owed_callback, &worker.callback) {
+            callback.deliver(report).await;
+        }
+    });
+
+    let settled = async {
+        while matches!(*phase.borrow_and_update(), Phase::Running) {
+            if phase.changed().await.is_err() {
+                break;
+            }
+        }
+    };
+    match shared.sync_wait {
+        Some(wait) => {
+            // Timing out is the normal way to turn a slow run into `pending`.
+            let _ = tokio::time::timeout(wait, settled).await;
+        }
+        None => settled.await,
+    }
+
+    if let Phase::Finished(report) = &*phase.borrow() {
+        return Ok((**report).clone());
+    }
+    if let Some(report) = shared.executions.answer(&task_id, &caller.contract_id) {
+        return Ok(report);
+    }
+    // Only a finished run can have left the registry, and then its report is in `phase`.
+    match &*phase.borrow() {
+        Phase::Finished(report) => Ok((**report).clone()),
+        _ => Err(ApiError::TaskStateLost),
+    }
+}
+
+/// Runs the handler (and any background work it hands back) to the end and stores the
+/// final report. Returns the report when a caller was shown a running state and so is owed
+/// a completion callback.
+async fn run_task(
+    shared: &WorkerShared,
+    ctx: TaskContext,
+    input: Value,
+    poll_url: Url,
+) -> Option<TaskReport> {
+    let contract_id = ctx.contract_id.clone();
+    let task_id = ctx.task_id.clone();
+    shared.handler_runs.increment();
+    let handler = Arc::clone(&shared.handler);
+    let mut outcome = run_guarded(Box::pin(async move { handler.handle(ctx, input).await })).await;
+    while let TaskOutcome::Pending(pending) = outcome {
+        shared
+            .executions
+            .move_to_background(&task_id, pending.estimated_completion);
+        outcome = run_guarded(pending.work).await;
+    }
+    let report = final_report(outcome, contract_id.clone(), task_id.clone(), poll_url);
+    tracing::info!(%contract_id, %task_id, status = report.status(), "task finished");
+    shared
+        .executions
+        .finish(&task_id, report.clone())
+        .then_some(report)
+}
+
+/// Runs handler code on its own task so a panic becomes a `failed` report instead of a
+/// run stuck in `pending` forever.
+async fn run_guarded(work: TaskFuture) -> TaskOutcome {
+    match tokio::spawn(work).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            tracing::error!(%error, "task handler panicked");
+            TaskOutcome::failed(HANDLER_PANICKED, "the worker's task handler crashed")
+        }
+    }
+}
+
+/// Checks an output against the protocol's rules (the same parse the gateway applies), so
+/// a handler bug shows up as a clear `failed` report rather than a response the gateway
+/// cannot read.
+fn admissible(output: &Output) -> Result<(), TaskError> {
+    serde_json::to_value(output)
+        .and_then(serde_json::from_value::<Output>)
+        .map(drop)
+        .map_err(|e| {
+            TaskError::new(
+                INVALID_OUTPUT,
+                format!("the worker produced an invalid output: {e}"),
+            )
+        })
+}
+
+fn final_report(
+    outcome: TaskOutcome,
+    contract_id: ContractId,
+    task_id: TaskId,
+    poll_url: Url,
+) -> TaskReport {
+    let outcome = match &outcome {
+        TaskOutcome::Completed { output, .. }
+        | TaskOutcome::Partial {
+            output: Some(output),
+            ..
+        } => match admissible(output) {
+            Ok(()) => outcome,
+            Err(error) => TaskOutcome::Failed(error),
+        },
+        _ => outcome,
+    };
+    match outcome {
+        TaskOutcome::Completed { output, metadata } => TaskReport::Completed(CompletedReport {
+            contract_id,
+            task_id: Some(task_id),
+            output,
+            metadata,
+        }),
+        TaskOutcome::Failed(error) => TaskReport::Failed(FailedReport {
+            contract_id,
+            task_id: Some(task_id),
+            error,
+        }),
+        TaskOutcome::Partial { progress, output } => TaskReport::Partial(PartialReport {
+            contract_id,
+            task_id,
+            poll_url: Some(poll_url),
+            progress,
+            output,
+            estimated_completion: None,
+        }),
+        // `run_task` drains every `Pending` before calling this.
+        TaskOutcome::Pending(_) => TaskReport::Failed(FailedReport {
+            contract_id,
+            task_id: Some(task_id),
+            error: TaskError::new("WORKER_ERROR", "task ended while still pending"),
+        }),
+    }
+}
+
+fn report_response(report: TaskReport, from_execute: bool) -> Response {
+    let status = match (&report, from_execute) {
+        (TaskReport::Pending(_) | TaskReport::Partial(_), true) => StatusCode::ACCEPTED,
+        _ => StatusCode::OK,
+    };
+    (status, axum::Json(report)).into_response()
+}
+
+/// Every non-report answer of the router.
+#[derive(Debug, thiserror::Error)]
+enum ApiError {
+    #[error(transparent)]
+    Auth(AuthError),
+    #[error("missing X-Contract-ID header")]
+    MissingContractId,
+    #[error("X-Contract-ID is not a valid contract id")]
+    InvalidContractId,
+    #[error("Idempotency-Key must equal X-Contract-ID")]
+    IdempotencyKeyMismatch,
+    #[error("X-Attempt must be a whole number of at least 1")]
+    InvalidAttempt,
+    #[error("X-Task-Type names a task type this worker does not perform")]
+    UnsupportedTaskType,
+    #[error("cannot build poll URLs: no valid Host header and no public URL configured")]
+    MissingHost,
+    #[error("request body could not be read: {0}")]
+    Body(BytesRejection),
+    #[error("task input is not valid JSON: {0}")]
+    InvalidJson(String),
+    #[error("all task slots are busy; retry later")]
+    Busy,
+    #[error("no such task for this contract")]
+    TaskNotFound,
+    #[error("no such route")]
+    RouteNotFound,
+    #[error("task state was lost")]
+    TaskStateLost,
+}
+
+/// Seconds a caller should wait after a 429 / 503.
+const RETRY_AFTER_BUSY: HeaderValue = HeaderValue::from_static("1");
+const RETRY_AFTER_KEYS: HeaderValue = HeaderValue::from_static("5");
+
+impl ApiError {
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::Auth(AuthError::MissingToken) => (StatusCode::UNAUTHORIZED, "missing_token"),
+            Self::Auth(AuthError::InvalidToken(_)) => (StatusCode::UNAUTHORIZED, "invalid_token"),
+            Self::Auth(AuthError::ContractMismatch) => {
+                (StatusCode::UNAUTHORIZED, "contract_mismatch")
+            }
+            Self::Auth(AuthError::WrongWorker) => (StatusCode::UNAUTHORIZED, "wrong_worker"),
+            Self::Auth(AuthError::KeysUnavailable(_)) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "gateway_keys_unavailable")
+            }
+            Self::MissingContractId => (StatusCode::BAD_REQUEST, "missing_contract_id"),
+            Self::InvalidContractId => (StatusCode::BAD_REQUEST, "invalid_contract_id"),
+            Self::IdempotencyKeyMismatch => (StatusCode::BAD_REQUEST, "idempotency_key_mismatch"),
+            Self::InvalidAttempt => (StatusCode::BAD_REQUEST, "invalid_attempt"),
+            Self::UnsupportedTaskType => (StatusCode::BAD_REQUEST, "unsupported_task_type"),
+            Self::MissingHost => (StatusCode::BAD_REQUEST, "missing_host"),
+            Self::Body(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "input_too_large")
+            }
+            Self::Body(rejection) => (rejection.status(), "unreadable_body"),
+            Self::InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_input"),
+            Self::Busy => (StatusCode::TOO_MANY_REQUESTS, "too_many_tasks"),
+            Self::TaskNotFound => (StatusCode::NOT_FOUND, "task_not_found"),
+            Self::RouteNotFound => (StatusCode::NOT_FOUND, "not_found"),
+            Self::TaskStateLost => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if status.is_server_error() {
+            tracing::warn!(error = %self, code, "worker request failed");
+        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: code.to_owned(),
+                message: self.to_string(),
+                details: None,
+            },
+        };
+        let mut response = (status, axum::Json(body)).into_response();
+        let response_headers = response.headers_mut();
+        match status {
+            StatusCode::UNAUTHORIZED => {
+                response_headers
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            StatusCode::TOO_MANY_REQUESTS => {
+                response_headers.insert(header::RETRY_AFTER, RETRY_AFTER_BUSY);
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                response_headers.insert(header::RETRY_AFTER, RETRY_AFTER_KEYS);
+            }
+            _ => {}
+        }
+        response
+    }
+}
