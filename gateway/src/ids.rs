@@ -15,11 +15,15 @@ static GENERATOR: LazyLock<Mutex<ulid::Generator>> =
 fn next_ulid() -> ulid::Ulid {
     // A poisoned lock or an exhausted millisecond (2^80 ids) falls back to a random ULID: still
     // unique, merely not ordered within that millisecond.
-    GENERATOR
+    // (Not `unwrap_or_default`: the default ULID is the nil id.)
+    match GENERATOR
         .lock()
         .ok()
         .and_then(|mut generator| generator.generate().ok())
-        .unwrap_or_else(ulid::Ulid::new)
+    {
+        Some(ulid) => ulid,
+        None => ulid::Ulid::new(),
+    }
 }
 
 /// A string is not a well-formed id of the expected kind.

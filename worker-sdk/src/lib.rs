@@ -35,6 +35,36 @@
 //!    if anyone was told `pending`, a signed callback goes to the gateway's
 //!    `/v1/callbacks/{contract_id}` when configured.
 //!
+//! # Wire contract (what the gateway's hire adapter sends and gets)
+//!
+//! Requests to `POST /execute` and `GET /tasks/{task_id}`:
+//!
+//! | header | |
+//! |---|---|
+//! | `Authorization: Bearer <contract token>` | required (unless the explicit local-dev opt-out) |
+//! | `X-Contract-ID: ctr_…` | required; must equal the token's contract id |
+//! | `Idempotency-Key: ctr_…` | optional; if sent, must equal `X-Contract-ID` |
+//! | `X-Attempt: <n ≥ 1>` | optional (default 1); a higher number reruns a `failed`/`partial` contract |
+//! | `X-Task-Type: <type>` | optional hiregate extension; must be a declared task type |
+//!
+//! `POST /execute` body: the task input as JSON (empty body = `null`). Answers: a
+//! [`TaskReport`] — `200` `{"status":"completed","contract_id","task_id","output":{…},"metadata"?}`
+//! or `{"status":"failed","contract_id","task_id","error":{"code","message","details"?}}`;
+//! `202` `{"status":"pending","contract_id","task_id","poll_url","estimated_completion"?}` or
+//! `{"status":"partial",…,"progress":{"percent"?,"message"?}}`. `GET /tasks/{id}` answers the
+//! same bodies, always with `200`. Refusals are `{"error":{"code","message"}}`: 400
+//! `missing_contract_id` / `invalid_contract_id` / `idempotency_key_mismatch` /
+//! `invalid_attempt` / `unsupported_task_type` / `invalid_input` / `missing_host`; 401 (with
+//! `WWW-Authenticate: Bearer`) `missing_token` / `invalid_token` / `contract_mismatch` /
+//! `wrong_worker`; 404 `task_not_found`; 413 `input_too_large`; 429 `too_many_tasks`
+//! (`Retry-After: 1`); 503 `gateway_keys_unavailable` (`Retry-After: 5`).
+//!
+//! Callbacks: `POST <gateway>/v1/callbacks/{contract_id}` with `Content-Type:
+//! application/json`, `X-Contract-ID`, `webhook-id: cb_<task_id>` (stable across retries),
+//! `webhook-timestamp`, `webhook-signature: v1,<base64>`; body = the final report plus
+//! `"event": "task_completed" | "task_failed" | "task_partial"` ([`CompletionCallback`]).
+//! 2xx = delivered; 4xx other than 408/425/429 = refused, not retried; else retried.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use hiregate_worker_sdk::{GatewayKeys, TaskContext, TaskOutcome, WorkerBuilder};

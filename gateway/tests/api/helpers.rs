@@ -319,6 +319,7 @@ struct WorkerControl {
     healthy: Arc<AtomicBool>,
     task_types: Arc<Mutex<Vec<String>>>,
     health_calls: Arc<AtomicUsize>,
+    health_delay_ms: Arc<AtomicUsize>,
 }
 
 /// A real HTTP worker on 127.0.0.1:0 answering `/health` and `/capabilities` like a hire
@@ -345,6 +346,7 @@ impl TestWorker {
                 task_types.iter().map(|t| (*t).to_owned()).collect(),
             )),
             health_calls: Arc::new(AtomicUsize::new(0)),
+            health_delay_ms: Arc::new(AtomicUsize::new(0)),
         };
         let router = Router::new()
             .route("/health", get(worker_health))
@@ -373,6 +375,12 @@ impl TestWorker {
         self.control.healthy.store(healthy, Ordering::SeqCst);
     }
 
+    /// Make `/health` take this long to answer.
+    pub fn set_health_delay(&self, delay: Duration) {
+        let millis = usize::try_from(delay.as_millis()).unwrap_or(usize::MAX);
+        self.control.health_delay_ms.store(millis, Ordering::SeqCst);
+    }
+
     /// How many times `/health` was called.
     pub fn health_calls(&self) -> usize {
         self.control.health_calls.load(Ordering::SeqCst)
@@ -381,6 +389,10 @@ impl TestWorker {
 
 async fn worker_health(State(control): State<WorkerControl>) -> (StatusCode, Json<Value>) {
     control.health_calls.fetch_add(1, Ordering::SeqCst);
+    let delay = control.health_delay_ms.load(Ordering::SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay as u64)).await;
+    }
     if control.healthy.load(Ordering::SeqCst) {
         (StatusCode::OK, Json(json!({ "status": "ok" })))
     } else {

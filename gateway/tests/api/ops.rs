@@ -3,7 +3,7 @@
 use reqwest::{Method, header};
 use serde_json::{Value, json};
 
-use crate::helpers::{spawn_app, spawn_app_with, spawn_postgres_app};
+use crate::helpers::{TestWorker, spawn_app, spawn_app_with, spawn_postgres_app, worker_body};
 
 #[tokio::test]
 async fn healthz_and_readyz_answer_ok() {
@@ -201,5 +201,26 @@ async fn unknown_route_and_method_are_json_errors() {
     assert_eq!(
         (status, error["code"].as_str()),
         (405, Some("method_not_allowed"))
+    );
+}
+
+#[tokio::test]
+async fn slow_requests_time_out_with_a_json_503() {
+    let app =
+        spawn_app_with("[http]\nrequest_timeout_s = 1\n[health]\nprobe_timeout_ms = 10000").await;
+    let (key, _) = app.create_key("operator").await;
+    let worker = TestWorker::start(&["summarize"]).await;
+    // The registration probe waits on /health longer than the request may take.
+    worker.set_health_delay(std::time::Duration::from_secs(3));
+    let started = std::time::Instant::now();
+    let response = app
+        .register_worker(&key, &worker_body(&worker.endpoint, &[("summarize", "1")]))
+        .await;
+    assert!(started.elapsed() < std::time::Duration::from_millis(2500));
+    assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+    let (status, error) = error_of(response).await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (503, Some("request_timeout"))
     );
 }
