@@ -137,12 +137,19 @@ fn benches(c: &mut Criterion) {
     let instance = report(100 * 1024);
     let bytes = serde_json::to_vec(&instance).unwrap().len() as u64;
     let cache = SchemaCache::default();
-    assert!(cache.validate(&schema, &instance).unwrap().is_empty(), "fixture must be valid");
+    assert!(
+        cache.validate(&schema, &instance).unwrap().is_empty(),
+        "fixture must be valid"
+    );
 
     let mut group = c.benchmark_group("schema");
     group.throughput(Throughput::Bytes(bytes));
     group.bench_function("validate_100kb", |b| {
-        b.iter(|| cache.validate(&schema, std::hint::black_box(&instance)).unwrap())
+        b.iter(|| {
+            cache
+                .validate(&schema, std::hint::black_box(&instance))
+                .unwrap()
+        })
     });
     group.throughput(Throughput::Elements(1));
     group.bench_function("admit", |b| {
@@ -156,8 +163,11 @@ fn benches(c: &mut Criterion) {
     .unwrap();
     let policy = PolicyBinding::new(
         PolicyId::SchemaThresholdsV1,
-        json!({"min_confidence": 0.8, "max_len": 200_000,
-               "thresholds": [{"pointer": "/summary/score", "op": ">=", "value": 5}]}),
+        json!({"max_len": 200_000, "thresholds": [
+            {"pointer": "/summary/score", "op": ">=", "value": 5},
+            {"pointer": "/summary/confidence", "op": ">=", "value": 0.8},
+            {"pointer": "/summary/headline", "op": "max_bytes", "value": 280}
+        ]}),
     )
     .unwrap();
     let verifier = Verifier::default();
@@ -172,7 +182,12 @@ fn benches(c: &mut Criterion) {
         evidence: &evidence,
         votes: None,
     };
-    assert!(verifier.verify(&request).unwrap().passed, "fixture must pass");
+    let result = verifier.verify(&request).unwrap();
+    assert!(
+        result.passed,
+        "fixture must pass: {:?}",
+        result.reason_codes
+    );
     let mut group = c.benchmark_group("verify");
     group.throughput(Throughput::Bytes(bytes));
     group.bench_function("schema_thresholds_100kb", |b| {

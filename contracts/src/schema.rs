@@ -14,13 +14,14 @@
 //! - combinator blow-up: `anyOf`/`oneOf`/`allOf`/`$ref` chains that make one instance node be
 //!   evaluated exponentially many times (e.g. `{"anyOf":[{"items":{"$ref":"#"}},{"items":{"$ref":"#"}}]}`
 //!   doubles per nesting level). [`SchemaLimits::max_fanout`] bounds how many schema nodes can
-//!   apply at one instance depth, following `$ref`s through the document.
+//!   apply to one instance value, following `$ref`s through the document, for the worst
+//!   instance path.
 //! - `$ref` cycles that never descend into the instance (infinite recursion).
 //!
 //! References are resolved offline: a `$ref` must point inside the schema document (JSON
 //! Pointer or anchor, possibly through embedded `$id`s). Remote references are refused.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -33,6 +34,8 @@ use crate::canonical::{CanonicalError, Digest, to_canonical_vec};
 /// anything parsed from text already satisfies it.
 pub const MAX_INSTANCE_DEPTH: usize = 128;
 
+/// Most instance-node states the fan-out analysis explores before giving up on a schema.
+const MAX_ANALYSIS_STATES: usize = 50_000;
 /// Compiled size limit per regular expression (bytes of the compiled program).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 /// Lazy-DFA cache limit per regular expression.
@@ -53,7 +56,7 @@ pub struct SchemaLimits {
     pub max_total_enum_values: usize,
     /// Longest `pattern` / `patternProperties` regular expression, in characters.
     pub max_pattern_len: usize,
-    /// Most schema nodes that may apply at a single instance depth (see module docs).
+    /// Most schema nodes that may apply to a single instance value (see module docs).
     pub max_fanout: u64,
 }
 
@@ -152,9 +155,9 @@ pub enum SchemaError {
         /// A schema node on the loop.
         pointer: String,
     },
-    /// Too many schema nodes can apply at one instance depth.
+    /// Too many schema nodes can apply to one instance node.
     #[error(
-        "schema combinators let up to {fanout} subschemas apply at one instance depth; the limit is {limit} (nested anyOf/oneOf/allOf/$ref fan-out)"
+        "schema combinators let up to {fanout} subschemas apply to one instance value; the limit is {limit} (nested anyOf/oneOf/allOf/$ref fan-out)"
     )]
     FanOutTooLarge {
         /// The computed bound (saturating).
@@ -162,6 +165,11 @@ pub enum SchemaError {
         /// The limit.
         limit: u64,
     },
+    /// The schema's reference structure is too intricate to bound its evaluation cost.
+    #[error(
+        "schema references are too intricate to analyse (more than {MAX_ANALYSIS_STATES} distinct evaluation states)"
+    )]
+    TooComplex,
     /// The `jsonschema` crate refused the schema (meta-schema violation, bad regex, …).
     #[error("invalid JSON Schema: {message}")]
     Invalid {
@@ -485,15 +493,37 @@ const CHILD_SINGLE: &[&str] = &[
     "additionalItems",
     "contentSchema",
 ];
-const CHILD_ARRAY: &[&str] = &["prefixItems"];
 const CHILD_MAP: &[&str] = &["properties", "patternProperties"];
 /// Keywords holding subschemas that apply only through references.
 const DEFINITION_MAP: &[&str] = &["$defs", "definitions"];
 
+/// Which children of the instance a child-applying subschema can reach.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Selector {
+    /// The member named so (`properties/<name>`).
+    Named(String),
+    /// The array element at this index (`prefixItems/<i>`, tuple `items/<i>`).
+    Index(usize),
+    /// Potentially any child (`items`, `additionalProperties`, `patternProperties`, …).
+    /// Pattern and "additional" keywords are treated as matching every child: an over-count,
+    /// never an under-count.
+    Any,
+}
+
+/// How a subschema applies relative to its parent.
+enum Role {
+    /// To the same instance.
+    InPlace,
+    /// To children of the instance.
+    Child(Selector),
+    /// Only through references (`$defs`, `definitions`).
+    Definition,
+}
+
 #[derive(Default)]
 struct Edges {
     in_place: Vec<String>,
-    child: Vec<String>,
+    child: Vec<(Selector, String)>,
 }
 
 struct FanOutAnalysis<'a> {
@@ -511,9 +541,8 @@ struct FanOutAnalysis<'a> {
     bases: HashMap<String, String>,
 }
 
-/// Every subschema position of `value` with its pointer suffix and whether it applies to the
-/// same instance (`Some(true)`), to a child (`Some(false)`) or only via references (`None`).
-fn subschemas(value: &Value) -> Vec<(String, &Value, Option<bool>)> {
+/// Every subschema position of `value` with its pointer suffix and how it applies.
+fn subschemas(value: &Value) -> Vec<(String, &Value, Role)> {
     let mut out = Vec::new();
     let Value::Object(map) = value else {
         return out;
@@ -523,45 +552,48 @@ fn subschemas(value: &Value) -> Vec<(String, &Value, Option<bool>)> {
         let key_str = key.as_str();
         let token = escape_pointer_token(key_str);
         if IN_PLACE_SINGLE.contains(&key_str) && is_schema(child) {
-            out.push((format!("/{token}"), child, Some(true)));
+            out.push((format!("/{token}"), child, Role::InPlace));
         } else if CHILD_SINGLE.contains(&key_str) && is_schema(child) {
-            out.push((format!("/{token}"), child, Some(false)));
-        } else if IN_PLACE_ARRAY.contains(&key_str) || CHILD_ARRAY.contains(&key_str) {
-            let in_place = IN_PLACE_ARRAY.contains(&key_str);
+            out.push((format!("/{token}"), child, Role::Child(Selector::Any)));
+        } else if IN_PLACE_ARRAY.contains(&key_str) {
             if let Value::Array(items) = child {
                 for (i, item) in items.iter().enumerate().filter(|(_, v)| is_schema(v)) {
-                    out.push((format!("/{token}/{i}"), item, Some(in_place)));
+                    out.push((format!("/{token}/{i}"), item, Role::InPlace));
                 }
             }
-        } else if key_str == "items" {
+        } else if key_str == "prefixItems" || key_str == "items" {
             match child {
                 Value::Array(items) => {
                     for (i, item) in items.iter().enumerate().filter(|(_, v)| is_schema(v)) {
-                        out.push((format!("/items/{i}"), item, Some(false)));
+                        let role = Role::Child(Selector::Index(i));
+                        out.push((format!("/{token}/{i}"), item, role));
                     }
                 }
-                other if is_schema(other) => out.push(("/items".to_owned(), other, Some(false))),
+                other if key_str == "items" && is_schema(other) => {
+                    out.push(("/items".to_owned(), other, Role::Child(Selector::Any)));
+                }
                 _ => {}
             }
-        } else if IN_PLACE_MAP.contains(&key_str)
+        } else if (IN_PLACE_MAP.contains(&key_str)
             || CHILD_MAP.contains(&key_str)
-            || DEFINITION_MAP.contains(&key_str)
+            || DEFINITION_MAP.contains(&key_str))
+            && let Value::Object(entries) = child
         {
-            let role = if IN_PLACE_MAP.contains(&key_str) {
-                Some(true)
-            } else if CHILD_MAP.contains(&key_str) {
-                Some(false)
-            } else {
-                None
-            };
-            if let Value::Object(entries) = child {
-                for (name, item) in entries.iter().filter(|(_, v)| is_schema(v)) {
-                    out.push((
-                        format!("/{token}/{}", escape_pointer_token(name)),
-                        item,
-                        role,
-                    ));
-                }
+            for (name, item) in entries.iter().filter(|(_, v)| is_schema(v)) {
+                let role = if IN_PLACE_MAP.contains(&key_str) {
+                    Role::InPlace
+                } else if key_str == "properties" {
+                    Role::Child(Selector::Named(name.clone()))
+                } else if CHILD_MAP.contains(&key_str) {
+                    Role::Child(Selector::Any)
+                } else {
+                    Role::Definition
+                };
+                out.push((
+                    format!("/{token}/{}", escape_pointer_token(name)),
+                    item,
+                    role,
+                ));
             }
         }
     }
@@ -691,9 +723,9 @@ impl<'a> FanOutAnalysis<'a> {
         };
         for (suffix, _, role) in subschemas(node) {
             match role {
-                Some(true) => edges.in_place.push(format!("{pointer}{suffix}")),
-                Some(false) => edges.child.push(format!("{pointer}{suffix}")),
-                None => {}
+                Role::InPlace => edges.in_place.push(format!("{pointer}{suffix}")),
+                Role::Child(selector) => edges.child.push((selector, format!("{pointer}{suffix}"))),
+                Role::Definition => {}
             }
         }
         let Value::Object(map) = node else {
@@ -718,37 +750,96 @@ impl<'a> FanOutAnalysis<'a> {
         Ok(edges)
     }
 
-    /// Counts, per instance depth, how many schema-node applications can reach one depth
-    /// (walks through the reference graph) and fails when that exceeds `limit`.
+    /// Explores the worst case over instance paths: a state is the multiset of schema nodes
+    /// applying to one instance node; its children's states follow each possible child key.
+    /// Fails when a state holds more than `limit` applications. States are de-duplicated on
+    /// the part that matters for descendants, so recursive schemas settle into a fixpoint
+    /// unless their fan-out grows (which is exactly what must be refused).
     fn check(&self, limit: u64) -> Result<(), SchemaError> {
         let mut edge_cache: HashMap<String, Edges> = HashMap::new();
-        let mut seeds: HashMap<String, u64> = HashMap::from([(String::new(), 1)]);
+        let mut visited: std::collections::HashSet<Vec<(String, u64)>> =
+            std::collections::HashSet::new();
+        let mut frontier: Vec<HashMap<String, u64>> = vec![HashMap::from([(String::new(), 1)])];
+        let mut closures = 0usize;
         for _depth in 0..=MAX_INSTANCE_DEPTH {
-            if seeds.is_empty() {
+            let mut next_frontier = Vec::new();
+            for seeds in frontier {
+                closures += 1;
+                if closures > MAX_ANALYSIS_STATES {
+                    return Err(SchemaError::TooComplex);
+                }
+                let totals = self.close_in_place(&seeds, &mut edge_cache)?;
+                let applications = totals
+                    .values()
+                    .fold(0u64, |sum, count| sum.saturating_add(*count));
+                if applications > limit {
+                    return Err(SchemaError::FanOutTooLarge {
+                        fanout: applications,
+                        limit,
+                    });
+                }
+                // Only nodes that apply to children shape the future.
+                let mut relevant: Vec<(String, u64)> = totals
+                    .into_iter()
+                    .filter(|(pointer, _)| {
+                        edge_cache
+                            .get(pointer)
+                            .is_some_and(|edges| !edges.child.is_empty())
+                    })
+                    .collect();
+                if relevant.is_empty() {
+                    continue;
+                }
+                relevant.sort_unstable();
+                if !visited.insert(relevant.clone()) {
+                    continue;
+                }
+                next_frontier.extend(Self::children_states(&relevant, &edge_cache));
+            }
+            if next_frontier.is_empty() {
                 return Ok(());
             }
-            let totals = self.close_in_place(&seeds, &mut edge_cache)?;
-            let level_sum = totals
-                .values()
-                .fold(0u64, |sum, count| sum.saturating_add(*count));
-            if level_sum > limit {
-                return Err(SchemaError::FanOutTooLarge {
-                    fanout: level_sum,
-                    limit,
-                });
-            }
-            let mut next: HashMap<String, u64> = HashMap::new();
-            for (pointer, count) in &totals {
-                if let Some(edges) = edge_cache.get(pointer) {
-                    for child in &edges.child {
-                        let slot = next.entry(child.clone()).or_insert(0);
-                        *slot = slot.saturating_add(*count);
-                    }
-                }
-            }
-            seeds = next;
+            frontier = next_frontier;
         }
         Ok(())
+    }
+
+    /// The seed states of the children of an instance node in state `relevant`: one for a
+    /// child no keyword names, one per named member, one per tuple index.
+    fn children_states(
+        relevant: &[(String, u64)],
+        edge_cache: &HashMap<String, Edges>,
+    ) -> Vec<HashMap<String, u64>> {
+        let mut any: HashMap<String, u64> = HashMap::new();
+        let mut specific: BTreeMap<&Selector, HashMap<String, u64>> = BTreeMap::new();
+        for (pointer, count) in relevant {
+            let Some(edges) = edge_cache.get(pointer) else {
+                continue;
+            };
+            for (selector, child) in &edges.child {
+                let target = if *selector == Selector::Any {
+                    &mut any
+                } else {
+                    specific.entry(selector).or_default()
+                };
+                let slot = target.entry(child.clone()).or_insert(0);
+                *slot = slot.saturating_add(*count);
+            }
+        }
+        let mut states: Vec<HashMap<String, u64>> = specific
+            .into_values()
+            .map(|mut named| {
+                for (child, count) in &any {
+                    let slot = named.entry(child.clone()).or_insert(0);
+                    *slot = slot.saturating_add(*count);
+                }
+                named
+            })
+            .collect();
+        if !any.is_empty() {
+            states.push(any);
+        }
+        states
     }
 
     /// Propagates `seeds` along same-instance edges (a DAG unless the schema recurses without
@@ -1167,6 +1258,18 @@ mod tests {
     }
 
     #[test]
+    fn regexes_that_compile_huge_are_refused_at_admission() {
+        let started = Instant::now();
+        match admit(json!({"type": "string", "pattern": "((a{100}){100}){100}"})) {
+            Err(SchemaError::Invalid { message }) => {
+                assert!(message.contains("regex"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed().as_secs() < 5);
+    }
+
+    #[test]
     fn catastrophic_regex_runs_in_linear_time() {
         // (a+)+$ is the classic exponential case for backtracking engines; with the linear
         // engine it is admitted and validates a long near-miss immediately.
@@ -1220,6 +1323,40 @@ mod tests {
         let instance = json!({"name": "a", "children": [{"name": "b", "children": [{"name": 3}]}]});
         let violations = cache.validate(&schema, &instance).unwrap();
         assert_eq!(violations[0].instance_path, "/children/0/children/0/name");
+    }
+
+    #[test]
+    fn branching_recursive_schemas_are_admitted_when_each_value_sees_few_subschemas() {
+        // A binary tree: each instance node is judged by one schema node per level, however
+        // many nodes the tree has.
+        let tree = json!({
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "left": {"$ref": "#"},
+                "right": {"$ref": "#"}
+            }
+        });
+        let schema = admit(tree).unwrap();
+        let cache = SchemaCache::default();
+        let instance = json!({"value": 1, "left": {"value": 2, "right": {"value": "3"}}});
+        let violations = cache.validate(&schema, &instance).unwrap();
+        assert_eq!(violations[0].instance_path, "/left/right/value");
+
+        // Hundreds of recursive members: still linear, and analysed quickly.
+        let members: serde_json::Map<String, Value> = (0..2_000)
+            .map(|i| (format!("m{i}"), json!({"$ref": "#"})))
+            .collect();
+        let started = Instant::now();
+        admit(json!({"type": "object", "properties": members})).unwrap();
+        assert!(started.elapsed().as_secs() < 10);
+
+        // Doubling along one member path is refused.
+        let doubling = json!({"properties": {"next": {"anyOf": [{"$ref": "#"}, {"$ref": "#"}]}}});
+        assert!(matches!(
+            admit(doubling),
+            Err(SchemaError::FanOutTooLarge { .. })
+        ));
     }
 
     #[test]

@@ -34,6 +34,8 @@ use crate::time::Timestamp;
 
 /// JWS `typ` of contract tokens.
 pub const CONTRACT_TOKEN_TYPE: &str = "hiregate-contract+jwt";
+/// JWS `typ` for signed receipts (issue 7), so a receipt can never pass as a contract token.
+pub const RECEIPT_TOKEN_TYPE: &str = "hiregate-receipt+jwt";
 /// `iss` of every gateway token.
 pub const ISSUER: &str = "hiregate";
 /// Clock skew tolerated when checking `exp` and `iat`, seconds.
@@ -373,9 +375,9 @@ impl KeyRing {
     }
 }
 
-/// Claims of a contract token.
+/// Claims of a contract token. Unknown claims are ignored, so a newer gateway can add claims
+/// without breaking workers built against this version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ContractTokenClaims {
     /// Always `hiregate`.
     pub iss: String,
@@ -595,10 +597,10 @@ mod tests {
     fn signed_json_types_cannot_be_swapped() {
         let ring = KeyRing::new(key("k1", 1));
         let receipt = ring
-            .sign_json("hiregate-receipt+jws", &json!({"outcome": "settled"}))
+            .sign_json(RECEIPT_TOKEN_TYPE, &json!({"outcome": "settled"}))
             .unwrap();
         let payload: serde_json::Value =
-            verify_signed_json(&receipt, &ring.jwks(), "hiregate-receipt+jws").unwrap();
+            verify_signed_json(&receipt, &ring.jwks(), RECEIPT_TOKEN_TYPE).unwrap();
         assert_eq!(payload["outcome"], "settled");
         assert!(matches!(
             verify_contract_token(&receipt, &ring.jwks(), at("2025-01-30T12:30:00Z")),

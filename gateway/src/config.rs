@@ -302,6 +302,8 @@ pub struct FacilitatorSettings {
     pub verify_timeout_ms: u64,
     /// `/settle` time limit, ms.
     pub settle_timeout_ms: u64,
+    /// Where `hiregate facilitator` listens.
+    pub listen_address: SocketAddr,
 }
 
 impl FacilitatorSettings {
@@ -337,6 +339,35 @@ pub struct ChainSettings {
     /// Hex private key of the settlement relayer.
     #[serde(deserialize_with = "empty_secret_as_none", default)]
     pub relayer_private_key: Option<SecretString>,
+    /// Tokens known without asking the chain.
+    #[serde(default)]
+    pub tokens: Vec<TokenSettings>,
+}
+
+impl ChainSettings {
+    /// The EVM chain id of [`Self::network`] (validated at load).
+    pub fn chain_id(&self) -> Option<u64> {
+        self.network
+            .strip_prefix("eip155:")
+            .and_then(|id| id.parse::<u64>().ok())
+            .filter(|id| *id > 0)
+    }
+}
+
+/// One entry of `chains.<name>.tokens`: an EIP-3009 token and its metadata.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSettings {
+    /// Token contract address.
+    pub address: String,
+    /// EIP-712 domain name (x402 `extra.name`).
+    pub name: String,
+    /// EIP-712 domain version (x402 `extra.version`).
+    pub version: String,
+    /// ERC-20 decimals.
+    pub decimals: u8,
+    /// ERC-20 symbol (HIRE `X-Payment-Currency`).
+    pub symbol: String,
 }
 
 /// `[signing_key]`
@@ -415,6 +446,21 @@ pub struct ContractSettings {
     pub max_authorization_window_s: u64,
     /// Acceptance window when the contract sets none, seconds.
     pub default_acceptance_window_s: u64,
+    /// Lifetime of an unpaid offer, seconds.
+    pub offer_ttl_s: u64,
+    /// Authorization time reserved for verification, seconds.
+    pub verification_budget_s: u64,
+    /// Authorization time reserved for settlement and clock skew, seconds.
+    pub settlement_margin_s: u64,
+    /// Wait of a duplicate execute for the one in flight, ms.
+    pub duplicate_wait_ms: u64,
+}
+
+impl ContractSettings {
+    /// Wait of a duplicate execute for the one in flight.
+    pub fn duplicate_wait(&self) -> Duration {
+        Duration::from_millis(self.duplicate_wait_ms)
+    }
 }
 
 impl Settings {
@@ -566,11 +612,34 @@ impl Settings {
                     format!("`{}` is configured twice", chain.network),
                 ));
             }
-            if !matches!(chain.rpc_url.scheme(), "http" | "https" | "ws" | "wss") {
-                return Err(ConfigError::invalid(
-                    key("rpc_url"),
-                    "scheme must be http, https, ws or wss",
-                ));
+            // The facilitator and the token reader speak JSON-RPC over HTTP.
+            if !matches!(chain.rpc_url.scheme(), "http" | "https") {
+                return Err(ConfigError::invalid(key("rpc_url"), "scheme must be http or https"));
+            }
+            let mut seen = BTreeSet::new();
+            for (index, token) in chain.tokens.iter().enumerate() {
+                let field = |f: &str| format!("chains.{name}.tokens[{index}].{f}");
+                let well_formed = token.address.len() == 42
+                    && token.address.starts_with("0x")
+                    && token.address[2..].bytes().all(|b| b.is_ascii_hexdigit());
+                if !well_formed {
+                    return Err(ConfigError::invalid(
+                        field("address"),
+                        "must be a 0x-prefixed 20-byte hex address",
+                    ));
+                }
+                if !seen.insert(token.address.to_ascii_lowercase()) {
+                    return Err(ConfigError::invalid(field("address"), "listed twice"));
+                }
+                if token.name.is_empty() || token.version.is_empty() || token.symbol.is_empty() {
+                    return Err(ConfigError::invalid(
+                        field("name"),
+                        "name, version and symbol must not be empty",
+                    ));
+                }
+                if token.decimals > 77 {
+                    return Err(ConfigError::invalid(field("decimals"), "at most 77"));
+                }
             }
             match &chain.relayer_private_key {
                 None if self.facilitator.mode == FacilitatorMode::Embedded => {
@@ -627,6 +696,14 @@ impl Settings {
             contracts.max_authorization_window_s,
             60,
         )?;
+        at_least("contracts.offer_ttl_s", contracts.offer_ttl_s, 1)?;
+        if contracts.offer_ttl_s > 7 * 24 * 3600 {
+            return Err(ConfigError::invalid(
+                "contracts.offer_ttl_s",
+                "must be at most 604800 (7 days)",
+            ));
+        }
+        at_least("contracts.settlement_margin_s", contracts.settlement_margin_s, 10)?;
         if contracts.default_acceptance_window_s >= contracts.max_authorization_window_s {
             return Err(ConfigError::invalid(
                 "contracts.default_acceptance_window_s",

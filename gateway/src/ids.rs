@@ -109,7 +109,7 @@ prefixed_id!(
     /// A worker listing.
     WorkerId,
     "worker id",
-    "wkr_"
+    "wk_"
 );
 prefixed_id!(
     /// A stored API key (not the key itself).
@@ -220,8 +220,8 @@ mod tests {
     fn wrong_prefix_or_body_is_refused() {
         let worker = WorkerId::generate();
         assert!(worker.as_str().parse::<ApiKeyId>().is_err());
-        assert!("wkr_".parse::<WorkerId>().is_err());
-        assert!("wkr_not-a-ulid".parse::<WorkerId>().is_err());
+        assert!("wk_".parse::<WorkerId>().is_err());
+        assert!("wk_not-a-ulid".parse::<WorkerId>().is_err());
         let lower = worker.as_str().to_lowercase();
         assert!(lower.parse::<WorkerId>().is_err(), "non-canonical spelling");
         assert!("admin".parse::<PrincipalId>().is_err());

@@ -12,7 +12,7 @@
 //! | [`error`] | [`error::ApiError`]: stable codes, `{"error":{code,message,details}}` |
 //! | [`http`] | routers (`ops`, `admin`, `workers`), middleware, extractors (JSON, auth) |
 //! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, callback secrets |
-//! | [`ids`] | prefixed ULID ids (`wkr_`, `key_`, `job_`, `skr_`/`opr_`) |
+//! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
 //! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop |
 //! | [`outbound`] | the one SSRF-filtering HTTP client for every outbound call |
 //! | [`readiness`] | `/readyz` check trait (facilitator seam) |

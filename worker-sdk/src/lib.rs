@@ -15,7 +15,7 @@
 //! | [`serve`](mod@serve) | bind + serve with graceful shutdown (port 0 friendly) |
 //! | [`example_workers`] | the echo and faulty example workers as library code |
 //! | [`testing`] | a local contract-token issuer for tests |
-//! | `seeker` (feature `seeker`) | typed seeker client — pending |
+//! | [`seeker`] (feature `seeker`) | typed seeker client: discover, propose, execute and pay the 402 with an alloy signer |
 //!
 //! # Main flow of `POST /execute`
 //!

@@ -36,6 +36,8 @@ pub struct NewContract {
     pub gateway_jws: String,
     /// Initial state (normally `offered`).
     pub state: String,
+    /// The x402 offer (`PaymentRequired` without `error`) fixed at signing.
+    pub payment_offer: Option<serde_json::Value>,
     /// Next time-based transition, if any.
     pub deadline_at: Option<DateTime<Utc>>,
     /// Creation time.
@@ -63,6 +65,8 @@ pub struct ContractRecord {
     pub state: String,
     /// Worker attempts used so far.
     pub attempts_used: u32,
+    /// The x402 offer fixed at signing.
+    pub payment_offer: Option<serde_json::Value>,
     /// Next time-based transition.
     pub deadline_at: Option<DateTime<Utc>>,
     /// Creation time.
@@ -129,7 +133,7 @@ pub enum Transition {
 }
 
 #[derive(sqlx::FromRow)]
-struct ContractRow {
+pub(crate) struct ContractRow {
     contract_id: String,
     seeker_id: String,
     worker_id: String,
@@ -139,6 +143,7 @@ struct ContractRow {
     gateway_jws: String,
     state: String,
     attempts_used: i32,
+    payment_offer: Option<Json<serde_json::Value>>,
     deadline_at: Option<i64>,
     created_at: i64,
     updated_at: i64,
@@ -159,6 +164,7 @@ impl TryFrom<ContractRow> for ContractRecord {
             state: row.state,
             attempts_used: u32::try_from(row.attempts_used)
                 .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
+            payment_offer: row.payment_offer.map(|json| json.0),
             deadline_at: from_millis_opt(ENTITY, row.deadline_at)?,
             created_at: from_millis(ENTITY, row.created_at)?,
             updated_at: from_millis(ENTITY, row.updated_at)?,
@@ -199,9 +205,13 @@ impl TryFrom<EventRow> for ContractEvent {
     }
 }
 
+pub(crate) const CONTRACT_COLUMNS: &str = "contract_id, seeker_id, worker_id, task_type, terms, \
+    terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, created_at, \
+    updated_at";
+
 /// Appends an event with the next per-contract `seq`; the caller must already hold the contract
 /// row (see the module docs). Shared by all three writers.
-const INSERT_EVENT: &str = "insert into contract_event \
+pub(crate) const INSERT_EVENT: &str = "insert into contract_event \
     (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
     select $1, coalesce(max(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8 \
     from contract_event where contract_id = $1 returning seq";
@@ -215,8 +225,9 @@ impl Store {
         event: &NewContractEvent,
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into contract (contract_id, seeker_id, worker_id, task_type, \
-            terms, terms_hash, gateway_jws, state, attempts_used, deadline_at, created_at, updated_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $10)";
+            terms, terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, \
+            created_at, updated_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, $11)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(SQL)
@@ -228,6 +239,7 @@ impl Store {
                 .bind(&contract.terms_hash)
                 .bind(&contract.gateway_jws)
                 .bind(&contract.state)
+                .bind(contract.payment_offer.as_ref().map(Json))
                 .bind(contract.deadline_at.map(to_millis))
                 .bind(to_millis(contract.created_at))
                 .execute(&mut *tx)
@@ -254,11 +266,9 @@ impl Store {
         &self,
         contract_id: &str,
     ) -> Result<Option<ContractRecord>, StoreError> {
-        const SQL: &str = "select contract_id, seeker_id, worker_id, task_type, terms, terms_hash, \
-            gateway_jws, state, attempts_used, deadline_at, created_at, updated_at \
-            from contract where contract_id = $1";
+        let sql = format!("select {CONTRACT_COLUMNS} from contract where contract_id = $1");
         let row: Option<ContractRow> = on_backend!(self, pool => {
-            sqlx::query_as(SQL).bind(contract_id).fetch_optional(pool).await?
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
         });
         row.map(ContractRecord::try_from).transpose()
     }

@@ -13,13 +13,12 @@
 //! | `workers` | `worker`, `worker_task` |
 //! | `contracts` | `contract`, `contract_event` |
 //! | `payments` | `payment` |
+//! | `execution` | the paid hire's transactions: `payment` + `contract`, `attempt`, `deliverable`, `verification` |
 //! | `jobs` | `job` |
-//!
-//! `attempt`, `deliverable` and `verification` exist in the schema; their queries come with the
-//! execute flow.
 
 mod api_keys;
 mod contracts;
+mod execution;
 mod jobs;
 mod payments;
 mod workers;
@@ -37,6 +36,10 @@ use sqlx::{
 
 pub use api_keys::{ApiKeyRecord, NewApiKey};
 pub use contracts::{ContractEvent, ContractRecord, NewContract, NewContractEvent, Transition};
+pub use execution::{
+    AttemptEnd, AttemptRecord, DeliverableRecord, IN_FLIGHT_STATES, NewAttempt, NewDeliverable,
+    NewVerification, PayOutcome, SettlementOutcome, StartAttempt, VerificationRecord,
+};
 pub use jobs::{Enqueued, JobRecord, NewJob};
 pub use payments::{NewPayment, PaymentRecord};
 pub use workers::{ProbeResult, WorkerQuery};

@@ -102,7 +102,7 @@ impl std::fmt::Debug for PaymentRecord {
 }
 
 #[derive(sqlx::FromRow)]
-struct PaymentRow {
+pub(crate) struct PaymentRow {
     payment_id: String,
     contract_id: String,
     network: String,
@@ -150,7 +150,7 @@ impl TryFrom<PaymentRow> for PaymentRecord {
     }
 }
 
-const PAYMENT_COLUMNS: &str = "payment_id, contract_id, network, asset, payer, nonce, amount, \
+pub(crate) const PAYMENT_COLUMNS: &str = "payment_id, contract_id, network, asset, payer, nonce, amount, \
     valid_after, valid_before, payload, payload_hash, payment_identifier, state, \
     settle_started_at, settle_tx, settle_response, created_at, updated_at";
 

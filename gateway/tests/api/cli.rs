@@ -142,7 +142,7 @@ async fn migrate_and_keys_create_produce_a_working_key() {
     // The gateway on the same database accepts the key (404 for an unknown worker, not 401).
     let app = spawn_app_on(database, "").await;
     let response = app
-        .get("/v1/workers/wkr_01J00000000000000000000000", Some(&key))
+        .get("/v1/workers/wk_01J00000000000000000000000", Some(&key))
         .await;
     assert_eq!(response.status(), 404);
 }

@@ -440,6 +440,7 @@ async fn contract_for(store: &Store) -> String {
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
         state: "offered".into(),
+        payment_offer: None,
         deadline_at: Some(now() + chrono::Duration::minutes(5)),
         created_at: now(),
     };

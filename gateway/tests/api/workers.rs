@@ -42,7 +42,7 @@ async fn registration_and_discovery(app: &TestApp) {
     let listing: Value = response.json().await.unwrap();
     let id = listing["id"].as_str().unwrap().to_owned();
     assert_eq!(location, format!("/v1/workers/{id}"));
-    assert!(id.starts_with("wkr_"));
+    assert!(id.starts_with("wk_"));
     assert_eq!(listing["operator_id"], principal);
     assert_eq!(listing["health"], "healthy");
     assert_eq!(listing["tasks"]["summarize"]["price"], "1500");

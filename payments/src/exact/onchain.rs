@@ -3,7 +3,6 @@
 
 use alloy::primitives::{Address, B256, Bytes, FixedBytes, TxHash};
 use alloy::providers::{DynProvider, Provider};
-use alloy::rpc::json_rpc::ErrorPayload;
 use alloy::rpc::types::{Filter, TransactionInput, TransactionReceipt, TransactionRequest};
 use alloy::sol_types::{SolCall, SolEvent};
 use alloy::transports::{RpcError, TransportError};
@@ -68,10 +67,15 @@ enum CallOutcome {
     Reverted(String),
 }
 
-/// Whether a node's error answer says the call reverted (JSON-RPC code 3, or the geth/anvil
-/// "execution reverted" message), as opposed to the node failing for its own reasons.
-pub(crate) fn is_revert(error: &ErrorPayload) -> bool {
-    error.code == 3 || error.message.to_ascii_lowercase().contains("revert")
+/// The revert message when a node's error answer says the call reverted (JSON-RPC code 3, or
+/// the geth/anvil "execution reverted" message), as opposed to the node failing for its own
+/// reasons.
+pub(crate) fn revert_message(error: &TransportError) -> Option<String> {
+    let RpcError::ErrorResp(payload) = error else {
+        return None;
+    };
+    (payload.code == 3 || payload.message.to_ascii_lowercase().contains("revert"))
+        .then(|| payload.message.clone().into_owned())
 }
 
 /// `eth_call`, separating "the node ran it and it reverted" (an answer about the payment) from
@@ -82,10 +86,10 @@ async fn eth_call(
 ) -> Result<CallOutcome, TransportError> {
     match provider.call(tx).await {
         Ok(bytes) => Ok(CallOutcome::Returned(bytes)),
-        Err(RpcError::ErrorResp(payload)) if is_revert(&payload) => {
-            Ok(CallOutcome::Reverted(payload.message.into_owned()))
-        }
-        Err(other) => Err(other),
+        Err(error) => match revert_message(&error) {
+            Some(message) => Ok(CallOutcome::Reverted(message)),
+            None => Err(error),
+        },
     }
 }
 

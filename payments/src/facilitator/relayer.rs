@@ -6,7 +6,7 @@ use alloy::rpc::types::{TransactionInput, TransactionRequest};
 use alloy::transports::{RpcError, TransportError};
 use tokio::sync::Mutex;
 
-use crate::exact::onchain::is_revert;
+use crate::exact::onchain::revert_message;
 
 /// Attempts per send when the node reports a nonce conflict (another sender used the key, or a
 /// previous send's fate was unknown).
@@ -72,10 +72,12 @@ impl Relayer {
         // serialised.
         let gas = match self.provider.estimate_gas(request.clone()).await {
             Ok(gas) => gas,
-            Err(RpcError::ErrorResp(payload)) if is_revert(&payload) => {
-                return Err(SendError::Reverted(payload.message.into_owned()));
+            Err(error) => {
+                return Err(match revert_message(&error) {
+                    Some(message) => SendError::Reverted(message),
+                    None => error.into(),
+                });
             }
-            Err(other) => return Err(other.into()),
         };
         let fees = self.provider.estimate_eip1559_fees().await?;
         // A fifth on top of the estimate: state can shift between estimate and inclusion.

@@ -1,0 +1,277 @@
+//! Payment assets: what the gateway must know about a worker's token to ask for payment in it.
+//!
+//! The x402 offer needs the token's EIP-712 domain (`extra {name, version}`: a wrong name makes
+//! every signature fail to recover), and the HIRE informational headers need its decimals and
+//! symbol. [`AssetDirectory::lookup`] answers from `chains.<name>.tokens` when the token is
+//! listed there, else reads `name()`, `version()`, `decimals()` and `symbol()` from the chain
+//! once and caches the answer (token metadata does not change).
+
+use std::{
+    collections::HashMap,
+    fmt,
+    str::FromStr,
+    sync::{Arc, Mutex},
+};
+
+use alloy::{
+    primitives::{Address, U256},
+    providers::{DynProvider, Provider, ProviderBuilder},
+};
+
+use crate::config::ChainSettings;
+
+alloy::sol! {
+    /// The metadata calls of an EIP-3009 (USDC-like) token.
+    #[sol(rpc)]
+    interface Eip3009Metadata {
+        function name() external view returns (string);
+        function version() external view returns (string);
+        function decimals() external view returns (uint8);
+        function symbol() external view returns (string);
+    }
+}
+
+/// What the gateway knows about one token on one chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssetInfo {
+    /// EVM chain id.
+    pub chain_id: u64,
+    /// Token contract.
+    pub address: Address,
+    /// EIP-712 domain name.
+    pub name: String,
+    /// EIP-712 domain version.
+    pub version: String,
+    /// ERC-20 decimals.
+    pub decimals: u8,
+    /// ERC-20 symbol.
+    pub symbol: String,
+}
+
+impl AssetInfo {
+    /// `atomic` in whole token units as a plain decimal (`5000000` with 6 decimals → `"5"`,
+    /// `10000` → `"0.01"`), for the HIRE `X-Payment-Amount` header.
+    pub fn whole_units(&self, atomic: U256) -> String {
+        let digits = atomic.to_string();
+        let decimals = usize::from(self.decimals);
+        if decimals == 0 {
+            return digits;
+        }
+        let padded = format!("{digits:0>width$}", width = decimals + 1);
+        let (whole, fraction) = padded.split_at(padded.len() - decimals);
+        let fraction = fraction.trim_end_matches('0');
+        if fraction.is_empty() {
+            whole.to_owned()
+        } else {
+            format!("{whole}.{fraction}")
+        }
+    }
+}
+
+/// Why a token's metadata is unavailable.
+#[derive(Debug, thiserror::Error)]
+pub enum AssetLookupError {
+    /// No `[chains]` entry for this chain, so the gateway cannot describe payments on it.
+    #[error("network eip155:{0} is not configured under [chains]")]
+    NetworkNotConfigured(u64),
+    /// The contract does not answer the metadata calls of an EIP-3009 token.
+    #[error("{address} on eip155:{chain_id} does not look like an EIP-3009 token: {reason}")]
+    NotAToken {
+        /// Chain.
+        chain_id: u64,
+        /// The address.
+        address: Address,
+        /// Which call failed.
+        reason: String,
+    },
+    /// The chain's node could not be asked.
+    #[error("the node of eip155:{chain_id} is unreachable")]
+    Unreachable {
+        /// Chain.
+        chain_id: u64,
+        /// The RPC failure.
+        #[source]
+        source: alloy::transports::TransportError,
+    },
+}
+
+struct ChainEntry {
+    provider: DynProvider,
+    listed: HashMap<Address, AssetInfo>,
+}
+
+/// Token metadata by (chain, address). Cheap to clone.
+#[derive(Clone, Default)]
+pub struct AssetDirectory {
+    chains: Arc<HashMap<u64, ChainEntry>>,
+    cache: Arc<Mutex<HashMap<(u64, Address), AssetInfo>>>,
+}
+
+impl fmt::Debug for AssetDirectory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut chains: Vec<&u64> = self.chains.keys().collect();
+        chains.sort();
+        f.debug_struct("AssetDirectory")
+            .field("chains", &chains)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AssetDirectory {
+    /// A directory over the configured chains (validated at config load: ids and addresses
+    /// parse).
+    pub fn from_settings<'a>(chains: impl IntoIterator<Item = &'a ChainSettings>) -> Self {
+        let mut entries = HashMap::new();
+        for chain in chains {
+            let Some(chain_id) = chain.chain_id() else {
+                continue;
+            };
+            let provider = ProviderBuilder::new()
+                .connect_http(chain.rpc_url.clone())
+                .erased();
+            let listed = chain
+                .tokens
+                .iter()
+                .filter_map(|token| {
+                    let address = Address::from_str(&token.address).ok()?;
+                    Some((
+                        address,
+                        AssetInfo {
+                            chain_id,
+                            address,
+                            name: token.name.clone(),
+                            version: token.version.clone(),
+                            decimals: token.decimals,
+                            symbol: token.symbol.clone(),
+                        },
+                    ))
+                })
+                .collect();
+            entries.insert(chain_id, ChainEntry { provider, listed });
+        }
+        Self {
+            chains: Arc::new(entries),
+            cache: Arc::default(),
+        }
+    }
+
+    /// Chain ids this directory can describe.
+    pub fn chain_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.chains.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The metadata of `address` on `chain_id`.
+    pub async fn lookup(&self, chain_id: u64, address: Address) -> Result<AssetInfo, AssetLookupError> {
+        let chain = self
+            .chains
+            .get(&chain_id)
+            .ok_or(AssetLookupError::NetworkNotConfigured(chain_id))?;
+        if let Some(listed) = chain.listed.get(&address) {
+            return Ok(listed.clone());
+        }
+        if let Some(cached) = self.cached(chain_id, address) {
+            return Ok(cached);
+        }
+        let info = read_metadata(&chain.provider, chain_id, address).await?;
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((chain_id, address), info.clone());
+        Ok(info)
+    }
+
+    fn cached(&self, chain_id: u64, address: Address) -> Option<AssetInfo> {
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(chain_id, address))
+            .cloned()
+    }
+
+    /// `eth_chainId` on every configured chain: `Err` names the first chain that does not
+    /// answer (or answers for another chain).
+    pub async fn ping(&self) -> Result<(), String> {
+        for chain_id in self.chain_ids() {
+            let Some(chain) = self.chains.get(&chain_id) else {
+                continue;
+            };
+            match chain.provider.get_chain_id().await {
+                Ok(actual) if actual == chain_id => {}
+                Ok(actual) => {
+                    return Err(format!(
+                        "node of eip155:{chain_id} reports chain id {actual}"
+                    ));
+                }
+                Err(_) => return Err(format!("node of eip155:{chain_id} is unreachable")),
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn read_metadata(
+    provider: &DynProvider,
+    chain_id: u64,
+    address: Address,
+) -> Result<AssetInfo, AssetLookupError> {
+    let token = Eip3009Metadata::new(address, provider);
+    let classify = |call: &'static str| {
+        move |error: alloy::contract::Error| match error {
+            alloy::contract::Error::TransportError(source) if !is_revert(&source) => {
+                AssetLookupError::Unreachable { chain_id, source }
+            }
+            other => AssetLookupError::NotAToken {
+                chain_id,
+                address,
+                reason: format!("{call}() failed: {other}"),
+            },
+        }
+    };
+    let name = token.name().call().await.map_err(classify("name"))?;
+    let version = token.version().call().await.map_err(classify("version"))?;
+    let decimals = token.decimals().call().await.map_err(classify("decimals"))?;
+    let symbol = token.symbol().call().await.map_err(classify("symbol"))?;
+    Ok(AssetInfo {
+        chain_id,
+        address,
+        name,
+        version,
+        decimals,
+        symbol,
+    })
+}
+
+/// An `eth_call` that reverted (the node answered with an error payload) is the contract's
+/// answer, not an unreachable node.
+fn is_revert(error: &alloy::transports::TransportError) -> bool {
+    error.as_error_resp().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usdc(decimals: u8) -> AssetInfo {
+        AssetInfo {
+            chain_id: 1,
+            address: Address::ZERO,
+            name: "USD Coin".into(),
+            version: "2".into(),
+            decimals,
+            symbol: "USDC".into(),
+        }
+    }
+
+    #[test]
+    fn whole_units_are_plain_decimals() {
+        let six = usdc(6);
+        assert_eq!(six.whole_units(U256::from(5_000_000u64)), "5");
+        assert_eq!(six.whole_units(U256::from(10_000u64)), "0.01");
+        assert_eq!(six.whole_units(U256::from(1u64)), "0.000001");
+        assert_eq!(six.whole_units(U256::from(12_345_678u64)), "12.345678");
+        assert_eq!(six.whole_units(U256::ZERO), "0");
+        assert_eq!(usdc(0).whole_units(U256::from(42u64)), "42");
+    }
+}

@@ -1,0 +1,182 @@
+//! Facilitator wiring: which x402 facilitator verifies and settles payments, per
+//! `facilitator.mode`.
+//!
+//! - `embedded`: a [`LocalFacilitator`] over the `[chains]` (one relayer key per chain), in
+//!   process. With no chain configured there is no facilitator: execute answers 503 and
+//!   `/readyz` says why.
+//! - `http`: an [`HttpFacilitatorClient`] for `facilitator.url`, sending
+//!   `auth_header_name: auth_header_value` on every call when a value is configured.
+//!
+//! [`bundled_facilitator_config`] is also what `hiregate facilitator` serves standalone.
+
+use std::{str::FromStr, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use hiregate_payments::{
+    ChainConfig, Facilitator, FacilitatorConfig, HttpFacilitatorClient, LocalFacilitator,
+    RelayerKey, Timeouts, facilitator::http_client::StaticHeaders,
+    facilitator::local::LocalFacilitatorError, wire::Network,
+};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use secrecy::ExposeSecret as _;
+
+use crate::{
+    assets::AssetDirectory,
+    config::{FacilitatorMode, Settings},
+    readiness::ReadinessCheck,
+};
+
+/// The facilitator could not be set up. Never carries keys or URLs with credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum FacilitatorSetupError {
+    /// A `[chains]` entry cannot be used by the bundled facilitator.
+    #[error("chains.{chain}: {reason}")]
+    Chain {
+        /// The `[chains]` table name.
+        chain: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `hiregate facilitator` (or embedded mode) needs at least one chain.
+    #[error("no [chains] configured: the bundled facilitator has nothing to settle on")]
+    NoChains,
+    /// The embedded facilitator could not reach or check a chain.
+    #[error("embedded facilitator could not start")]
+    Local(#[from] LocalFacilitatorError),
+    /// The HTTP facilitator client could not be built.
+    #[error("facilitator client: {0}")]
+    Http(String),
+}
+
+/// The bundled facilitator's configuration from `[chains]`: every chain with its relayer key.
+pub fn bundled_facilitator_config(
+    settings: &Settings,
+) -> Result<FacilitatorConfig, FacilitatorSetupError> {
+    let mut chains = Vec::new();
+    for (name, chain) in &settings.chains {
+        let problem = |reason: &str| FacilitatorSetupError::Chain {
+            chain: name.clone(),
+            reason: reason.to_owned(),
+        };
+        let network = Network::from_str(&chain.network)
+            .map_err(|_| problem("network is not a CAIP-2 id"))?;
+        let key = chain
+            .relayer_private_key
+            .as_ref()
+            .ok_or_else(|| problem("relayer_private_key is required to settle"))?;
+        let relayer_key = RelayerKey::from_str(key.expose_secret())
+            .map_err(|_| problem("relayer_private_key is not a valid secp256k1 key"))?;
+        chains.push(ChainConfig::new(network, chain.rpc_url.clone(), relayer_key));
+    }
+    if chains.is_empty() {
+        return Err(FacilitatorSetupError::NoChains);
+    }
+    Ok(FacilitatorConfig { chains })
+}
+
+/// The facilitator `settings` ask for; `None` in embedded mode without chains.
+pub async fn build_facilitator(
+    settings: &Settings,
+) -> Result<Option<Arc<dyn Facilitator>>, FacilitatorSetupError> {
+    let facilitator = &settings.facilitator;
+    match facilitator.mode {
+        FacilitatorMode::Embedded => {
+            if settings.chains.is_empty() {
+                return Ok(None);
+            }
+            let config = bundled_facilitator_config(settings)?;
+            let local = LocalFacilitator::connect(config).await?;
+            Ok(Some(Arc::new(local)))
+        }
+        FacilitatorMode::Http => {
+            let url = facilitator.url.clone().ok_or_else(|| {
+                FacilitatorSetupError::Http("facilitator.url is required".to_owned())
+            })?;
+            let auth = match &facilitator.auth_header_value {
+                Some(value) => {
+                    let name = HeaderName::from_bytes(facilitator.auth_header_name.as_bytes())
+                        .map_err(|_| {
+                            FacilitatorSetupError::Http("auth_header_name is invalid".to_owned())
+                        })?;
+                    let mut value = HeaderValue::from_str(value.expose_secret()).map_err(|_| {
+                        FacilitatorSetupError::Http("auth_header_value is invalid".to_owned())
+                    })?;
+                    value.set_sensitive(true);
+                    let mut headers = HeaderMap::new();
+                    headers.insert(name, value);
+                    Some(Arc::new(StaticHeaders(headers))
+                        as Arc<dyn hiregate_payments::AuthHeaders>)
+                }
+                None => None,
+            };
+            let timeouts = Timeouts {
+                connect: Duration::from_secs(5),
+                verify: facilitator.verify_timeout(),
+                settle: facilitator.settle_timeout(),
+                supported: facilitator.verify_timeout(),
+            };
+            let client = HttpFacilitatorClient::new(url, timeouts, auth)
+                .map_err(|e| FacilitatorSetupError::Http(e.to_string()))?;
+            Ok(Some(Arc::new(client)))
+        }
+    }
+}
+
+/// `/readyz` check `facilitator`: in embedded mode every chain's node answers with the right
+/// chain id; in HTTP mode the facilitator answers `GET /supported`.
+pub struct FacilitatorReadiness {
+    mode: FacilitatorMode,
+    configured: bool,
+    facilitator: Option<Arc<dyn Facilitator>>,
+    assets: AssetDirectory,
+}
+
+impl std::fmt::Debug for FacilitatorReadiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FacilitatorReadiness")
+            .field("mode", &self.mode)
+            .field("configured", &self.configured)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FacilitatorReadiness {
+    /// The check for the facilitator built from `settings`.
+    pub fn new(
+        settings: &Settings,
+        facilitator: Option<Arc<dyn Facilitator>>,
+        assets: AssetDirectory,
+    ) -> Self {
+        Self {
+            mode: settings.facilitator.mode,
+            configured: facilitator.is_some(),
+            facilitator,
+            assets,
+        }
+    }
+}
+
+#[async_trait]
+impl ReadinessCheck for FacilitatorReadiness {
+    fn name(&self) -> &'static str {
+        "facilitator"
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        let Some(facilitator) = &self.facilitator else {
+            return Err(if self.configured {
+                "facilitator unavailable".to_owned()
+            } else {
+                "no facilitator: facilitator.mode = \"embedded\" with no [chains] configured"
+                    .to_owned()
+            });
+        };
+        match self.mode {
+            FacilitatorMode::Embedded => self.assets.ping().await,
+            FacilitatorMode::Http => match facilitator.supported().await {
+                Ok(_) => Ok(()),
+                Err(error) => Err(format!("facilitator /supported failed: {error}")),
+            },
+        }
+    }
+}

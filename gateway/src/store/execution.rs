@@ -1,0 +1,787 @@
+//! The paid hire's writes: paying a contract, starting and finishing attempts, deliverables,
+//! verification results and settlement bookkeeping.
+//!
+//! Every money-relevant step is one transaction that moves the contract's state with a
+//! compare-and-set and records the event with it, so concurrent executes (in one process or
+//! across instances sharing a database) resolve to one winner:
+//! - [`Store::pay_contract`]: the payment row and `offered → paid` commit together, and the
+//!   payment's unique keys decide which of two concurrent payments wins;
+//! - [`Store::start_attempt`]: `paid → executing` happens only while the worker has fewer than
+//!   `max_parallel` contracts in flight, counted under the worker row's lock;
+//! - [`Store::begin_settlement`]: the contract enters `settling` and its payment is marked in the
+//!   same transaction, before anyone calls the facilitator's `/settle`.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use super::{
+    NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
+    contracts::INSERT_EVENT, from_millis, from_millis_opt, on_backend, payments::PAYMENT_COLUMNS,
+    to_millis,
+};
+
+const ATTEMPT_ENTITY: &str = "attempt";
+const DELIVERABLE_ENTITY: &str = "deliverable";
+const VERIFICATION_ENTITY: &str = "verification";
+
+/// Contract states in which a worker holds the task; they count against `max_parallel`.
+pub const IN_FLIGHT_STATES: [&str; 2] = ["executing", "pending"];
+
+/// Outcome of [`Store::pay_contract`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayOutcome {
+    /// The payment is stored and the contract is `paid`.
+    Paid {
+        /// Sequence number of the `offered → paid` event.
+        seq: i64,
+    },
+    /// The authorization or payment identifier is already stored (for this contract or
+    /// another); nothing was written.
+    DuplicatePayment,
+    /// The contract was not `offered` any more (another payment won); nothing was written.
+    StateMismatch {
+        /// Its actual state.
+        actual: String,
+    },
+    /// No such contract.
+    NotFound,
+}
+
+/// An attempt to record when a contract is forwarded.
+#[derive(Debug, Clone)]
+pub struct NewAttempt {
+    /// Attempt id (`att_…`).
+    pub attempt_id: String,
+    /// The payment the attempt runs under.
+    pub payment_id: String,
+    /// When the forward started.
+    pub started_at: DateTime<Utc>,
+}
+
+/// Outcome of [`Store::start_attempt`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartAttempt {
+    /// The contract is `executing`; this is attempt `attempt_no` (1-based).
+    Started {
+        /// Attempt number.
+        attempt_no: u32,
+    },
+    /// The worker already has `in_flight >= max_parallel` contracts in flight.
+    WorkerBusy {
+        /// Contracts in flight at the worker.
+        in_flight: u32,
+    },
+    /// The contract was not `paid`.
+    StateMismatch {
+        /// Its actual state.
+        actual: String,
+    },
+    /// No such contract.
+    NotFound,
+}
+
+/// A stored attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    /// Attempt id.
+    pub attempt_id: String,
+    /// Contract.
+    pub contract_id: String,
+    /// 1-based number.
+    pub attempt_no: u32,
+    /// Payment it ran under.
+    pub payment_id: Option<String>,
+    /// `running`, `completed`, `failed`, `timed_out`, `pending`.
+    pub state: String,
+    /// The worker's task id (async work).
+    pub worker_task_id: Option<String>,
+    /// Where the worker said to poll (async work).
+    pub poll_url: Option<String>,
+    /// HTTP status the worker answered, if it answered.
+    pub http_status: Option<u16>,
+    /// What went wrong, for failed attempts.
+    pub error: Option<serde_json::Value>,
+    /// Start.
+    pub started_at: DateTime<Utc>,
+    /// End.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// How an attempt ended (or paused).
+#[derive(Debug, Clone)]
+pub struct AttemptEnd {
+    /// New attempt state.
+    pub state: String,
+    /// HTTP status the worker answered.
+    pub http_status: Option<u16>,
+    /// Error details for a failed attempt.
+    pub error: Option<serde_json::Value>,
+    /// The worker's task id (pending work).
+    pub worker_task_id: Option<String>,
+    /// The worker's poll URL (pending work).
+    pub poll_url: Option<String>,
+    /// End time; `None` while the work is pending.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// One stored piece of a delivery: the deliverable document itself (position 0) or a fetched
+/// evidence file (positions 1…).
+#[derive(Clone, PartialEq)]
+pub struct NewDeliverable {
+    /// Deliverable id (`dlv_…`).
+    pub deliverable_id: String,
+    /// Contract.
+    pub contract_id: String,
+    /// Attempt that produced it.
+    pub attempt_id: String,
+    /// Order within the attempt.
+    pub position: u32,
+    /// File name, when known.
+    pub name: Option<String>,
+    /// `deliverable` for the document, `evidence` for fetched files.
+    pub kind: String,
+    /// Media type.
+    pub media_type: Option<String>,
+    /// `sha256:<hex>` of `content`.
+    pub digest: String,
+    /// The bytes, kept for dispute replay.
+    pub content: Vec<u8>,
+    /// Where evidence was fetched from.
+    pub source_url: Option<String>,
+    /// When stored.
+    pub created_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for NewDeliverable {
+    // The bytes are the parties' data and can be large: show their size only.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewDeliverable")
+            .field("deliverable_id", &self.deliverable_id)
+            .field("contract_id", &self.contract_id)
+            .field("position", &self.position)
+            .field("kind", &self.kind)
+            .field("digest", &self.digest)
+            .field("content_bytes", &self.content.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A stored deliverable piece.
+pub type DeliverableRecord = NewDeliverable;
+
+/// A verification result to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewVerification {
+    /// Verification id (`vrf_…`).
+    pub verification_id: String,
+    /// Contract.
+    pub contract_id: String,
+    /// Attempt judged.
+    pub attempt_id: String,
+    /// Policy applied.
+    pub policy_id: String,
+    /// Its version.
+    pub policy_version: String,
+    /// Its hash.
+    pub policy_hash: String,
+    /// Verdict.
+    pub passed: bool,
+    /// Score.
+    pub score: f64,
+    /// Reason codes.
+    pub reason_codes: Vec<u16>,
+    /// `passed`, `failed` or `inconclusive`.
+    pub status: String,
+    /// Hash binding the verdict.
+    pub verifier_result_hash: String,
+    /// The full result document.
+    pub result: serde_json::Value,
+    /// When judged.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A stored verification result.
+pub type VerificationRecord = NewVerification;
+
+/// A settlement outcome to record with [`Store::finish_settlement`].
+#[derive(Debug, Clone)]
+pub struct SettlementOutcome {
+    /// Contract state after: `settled`, `settlement_failed` or `settlement_unknown`.
+    pub contract_state: String,
+    /// Payment state after (the same names).
+    pub payment_state: String,
+    /// Transaction hash, when one is known.
+    pub transaction: Option<String>,
+    /// The facilitator's settle response, when it answered.
+    pub response: Option<serde_json::Value>,
+}
+
+#[derive(sqlx::FromRow)]
+struct AttemptRow {
+    attempt_id: String,
+    contract_id: String,
+    attempt_no: i32,
+    payment_id: Option<String>,
+    state: String,
+    worker_task_id: Option<String>,
+    poll_url: Option<String>,
+    http_status: Option<i32>,
+    error: Option<Json<serde_json::Value>>,
+    started_at: i64,
+    finished_at: Option<i64>,
+}
+
+impl TryFrom<AttemptRow> for AttemptRecord {
+    type Error = StoreError;
+
+    fn try_from(row: AttemptRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            attempt_id: row.attempt_id,
+            contract_id: row.contract_id,
+            attempt_no: u32::try_from(row.attempt_no)
+                .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
+            payment_id: row.payment_id,
+            state: row.state,
+            worker_task_id: row.worker_task_id,
+            poll_url: row.poll_url,
+            http_status: row
+                .http_status
+                .map(u16::try_from)
+                .transpose()
+                .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
+            error: row.error.map(|json| json.0),
+            started_at: from_millis(ATTEMPT_ENTITY, row.started_at)?,
+            finished_at: from_millis_opt(ATTEMPT_ENTITY, row.finished_at)?,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct DeliverableRow {
+    deliverable_id: String,
+    contract_id: String,
+    attempt_id: String,
+    position: i32,
+    name: Option<String>,
+    kind: String,
+    media_type: Option<String>,
+    digest: String,
+    content: Option<Vec<u8>>,
+    source_url: Option<String>,
+    created_at: i64,
+}
+
+impl TryFrom<DeliverableRow> for DeliverableRecord {
+    type Error = StoreError;
+
+    fn try_from(row: DeliverableRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            deliverable_id: row.deliverable_id,
+            contract_id: row.contract_id,
+            attempt_id: row.attempt_id,
+            position: u32::try_from(row.position)
+                .map_err(|e| StoreError::corrupt(DELIVERABLE_ENTITY, &e))?,
+            name: row.name,
+            kind: row.kind,
+            media_type: row.media_type,
+            digest: row.digest,
+            content: row.content.unwrap_or_default(),
+            source_url: row.source_url,
+            created_at: from_millis(DELIVERABLE_ENTITY, row.created_at)?,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct VerificationRow {
+    verification_id: String,
+    contract_id: String,
+    attempt_id: Option<String>,
+    policy_id: String,
+    policy_version: String,
+    policy_hash: String,
+    passed: bool,
+    score: f64,
+    reason_codes: Json<Vec<u16>>,
+    status: String,
+    verifier_result_hash: String,
+    result: Json<serde_json::Value>,
+    created_at: i64,
+}
+
+impl TryFrom<VerificationRow> for VerificationRecord {
+    type Error = StoreError;
+
+    fn try_from(row: VerificationRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            verification_id: row.verification_id,
+            contract_id: row.contract_id,
+            attempt_id: row.attempt_id.unwrap_or_default(),
+            policy_id: row.policy_id,
+            policy_version: row.policy_version,
+            policy_hash: row.policy_hash,
+            passed: row.passed,
+            score: row.score,
+            reason_codes: row.reason_codes.0,
+            status: row.status,
+            verifier_result_hash: row.verifier_result_hash,
+            result: row.result.0,
+            created_at: from_millis(VERIFICATION_ENTITY, row.created_at)?,
+        })
+    }
+}
+
+const ATTEMPT_COLUMNS: &str = "attempt_id, contract_id, attempt_no, payment_id, state, \
+    worker_task_id, poll_url, http_status, error, started_at, finished_at";
+
+const DELIVERABLE_COLUMNS: &str = "deliverable_id, contract_id, attempt_id, position, name, kind, \
+    media_type, digest, content, source_url, created_at";
+
+const VERIFICATION_COLUMNS: &str = "verification_id, contract_id, attempt_id, policy_id, \
+    policy_version, policy_hash, passed, score, reason_codes, status, verifier_result_hash, \
+    result, created_at";
+
+/// `update contract set state = $3 … where contract_id = $1 and state = $2`, the compare-and-set
+/// every transition here starts with.
+const CONTRACT_CAS: &str = "update contract set state = $3, deadline_at = $4, updated_at = $5 \
+    where contract_id = $1 and state = $2";
+
+/// Touching the worker row takes its row lock (PostgreSQL) or the database write lock (SQLite),
+/// so two executes for one worker count its in-flight contracts one after the other.
+const LOCK_WORKER: &str = "update worker set max_parallel = max_parallel where worker_id = $1";
+
+fn in_flight_sql() -> String {
+    let states = IN_FLIGHT_STATES
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("select count(*) from contract where worker_id = $1 and state in ({states})")
+}
+
+impl Store {
+    /// Store a verified payment and move its contract `offered → paid` in one transaction.
+    /// The payment's unique keys (authorization, payment identifier) make a second payment of
+    /// anything already stored [`PayOutcome::DuplicatePayment`]; a contract that is no longer
+    /// `offered` is [`PayOutcome::StateMismatch`]. Either way nothing is written.
+    pub async fn pay_contract(
+        &self,
+        payment: &NewPayment,
+        event: &NewContractEvent,
+    ) -> Result<PayOutcome, StoreError> {
+        const INSERT: &str = "insert into payment (payment_id, contract_id, network, asset, payer, \
+            nonce, amount, valid_after, valid_before, payload, payload_hash, payment_identifier, \
+            state, created_at, updated_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let changed = sqlx::query(CONTRACT_CAS)
+                .bind(&payment.contract_id)
+                .bind("offered")
+                .bind("paid")
+                .bind(None::<i64>)
+                .bind(to_millis(event.at))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if changed == 0 {
+                let actual: Option<String> =
+                    sqlx::query_scalar("select state from contract where contract_id = $1")
+                        .bind(&payment.contract_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                return Ok(match actual {
+                    Some(actual) => PayOutcome::StateMismatch { actual },
+                    None => PayOutcome::NotFound,
+                });
+            }
+            let inserted = sqlx::query(INSERT)
+                .bind(&payment.payment_id)
+                .bind(&payment.contract_id)
+                .bind(&payment.network)
+                .bind(&payment.asset)
+                .bind(&payment.payer)
+                .bind(&payment.nonce)
+                .bind(&payment.amount)
+                .bind(payment.valid_after)
+                .bind(payment.valid_before)
+                .bind(Json(&payment.payload))
+                .bind(&payment.payload_hash)
+                .bind(payment.payment_identifier.as_deref())
+                .bind(&payment.state)
+                .bind(to_millis(payment.created_at))
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::unique_as_duplicate("payment"));
+            match inserted {
+                Ok(_) => {}
+                // Dropping the transaction rolls the state change back.
+                Err(StoreError::Duplicate { .. }) => return Ok(PayOutcome::DuplicatePayment),
+                Err(other) => return Err(other),
+            }
+            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+                .bind(&payment.contract_id)
+                .bind(to_millis(event.at))
+                .bind(&event.actor)
+                .bind(&event.correlation_id)
+                .bind(&event.kind)
+                .bind(Some("offered"))
+                .bind(Some("paid"))
+                .bind(Json(&event.details))
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(PayOutcome::Paid { seq })
+        })
+    }
+
+    /// The payment that paid `contract_id` (at most one is ever stored per contract).
+    pub async fn payment_of_contract(
+        &self,
+        contract_id: &str,
+    ) -> Result<Option<PaymentRecord>, StoreError> {
+        let sql = format!(
+            "select {PAYMENT_COLUMNS} from payment where contract_id = $1 \
+             order by created_at limit 1"
+        );
+        let row: Option<super::payments::PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
+        });
+        row.map(PaymentRecord::try_from).transpose()
+    }
+
+    /// How many of `worker_id`'s contracts are in flight (`executing` or `pending`).
+    pub async fn in_flight_count(&self, worker_id: &str) -> Result<u32, StoreError> {
+        let sql = in_flight_sql();
+        let count: i64 = on_backend!(self, pool => {
+            sqlx::query_scalar(&sql).bind(worker_id).fetch_one(pool).await?
+        });
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+    }
+
+    /// Forward a paid contract: if its worker has fewer than `max_parallel` contracts in flight,
+    /// move it `paid → executing`, count the attempt and store it, all in one transaction.
+    pub async fn start_attempt(
+        &self,
+        contract_id: &str,
+        worker_id: &str,
+        max_parallel: u32,
+        attempt: &NewAttempt,
+        event: &NewContractEvent,
+    ) -> Result<StartAttempt, StoreError> {
+        const BUMP: &str = "update contract set state = 'executing', \
+            attempts_used = attempts_used + 1, updated_at = $2 \
+            where contract_id = $1 and state = 'paid' returning attempts_used";
+        const INSERT: &str = "insert into attempt (attempt_id, contract_id, attempt_no, \
+            payment_id, state, started_at) values ($1, $2, $3, $4, 'running', $5)";
+        let in_flight = in_flight_sql();
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
+            let busy: i64 = sqlx::query_scalar(&in_flight)
+                .bind(worker_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            let busy = u32::try_from(busy).unwrap_or(u32::MAX);
+            if busy >= max_parallel {
+                return Ok(StartAttempt::WorkerBusy { in_flight: busy });
+            }
+            let attempts: Option<i32> = sqlx::query_scalar(BUMP)
+                .bind(contract_id)
+                .bind(to_millis(event.at))
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(attempts) = attempts else {
+                let actual: Option<String> =
+                    sqlx::query_scalar("select state from contract where contract_id = $1")
+                        .bind(contract_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                return Ok(match actual {
+                    Some(actual) => StartAttempt::StateMismatch { actual },
+                    None => StartAttempt::NotFound,
+                });
+            };
+            sqlx::query(INSERT)
+                .bind(&attempt.attempt_id)
+                .bind(contract_id)
+                .bind(attempts)
+                .bind(&attempt.payment_id)
+                .bind(to_millis(attempt.started_at))
+                .execute(&mut *tx)
+                .await?;
+            let _seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+                .bind(contract_id)
+                .bind(to_millis(event.at))
+                .bind(&event.actor)
+                .bind(&event.correlation_id)
+                .bind(&event.kind)
+                .bind(Some("paid"))
+                .bind(Some("executing"))
+                .bind(Json(&event.details))
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(StartAttempt::Started {
+                attempt_no: u32::try_from(attempts)
+                    .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
+            })
+        })
+    }
+
+    /// Record how an attempt ended (or that it went pending).
+    pub async fn finish_attempt(&self, attempt_id: &str, end: &AttemptEnd) -> Result<(), StoreError> {
+        const SQL: &str = "update attempt set state = $2, http_status = $3, error = $4, \
+            worker_task_id = $5, poll_url = $6, finished_at = $7 where attempt_id = $1";
+        on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(attempt_id)
+                .bind(&end.state)
+                .bind(end.http_status.map(i32::from))
+                .bind(end.error.as_ref().map(Json))
+                .bind(end.worker_task_id.as_deref())
+                .bind(end.poll_url.as_deref())
+                .bind(end.finished_at.map(to_millis))
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// A contract's attempts, first first.
+    pub async fn list_attempts(&self, contract_id: &str) -> Result<Vec<AttemptRecord>, StoreError> {
+        let sql = format!(
+            "select {ATTEMPT_COLUMNS} from attempt where contract_id = $1 order by attempt_no"
+        );
+        let rows: Vec<AttemptRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_all(pool).await?
+        });
+        rows.into_iter().map(AttemptRecord::try_from).collect()
+    }
+
+    /// Store an attempt's deliverable pieces in one transaction.
+    pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
+        const SQL: &str = "insert into deliverable (deliverable_id, contract_id, attempt_id, \
+            position, name, kind, media_type, digest, size_bytes, content, source_url, created_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for piece in pieces {
+                sqlx::query(SQL)
+                    .bind(&piece.deliverable_id)
+                    .bind(&piece.contract_id)
+                    .bind(&piece.attempt_id)
+                    .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
+                    .bind(piece.name.as_deref())
+                    .bind(&piece.kind)
+                    .bind(piece.media_type.as_deref())
+                    .bind(&piece.digest)
+                    .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
+                    .bind(&piece.content)
+                    .bind(piece.source_url.as_deref())
+                    .bind(to_millis(piece.created_at))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::unique_as_duplicate(DELIVERABLE_ENTITY))?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// The pieces of the latest attempt's delivery of `contract_id`, by position.
+    pub async fn latest_deliverables(
+        &self,
+        contract_id: &str,
+    ) -> Result<Vec<DeliverableRecord>, StoreError> {
+        let sql = format!(
+            "select {DELIVERABLE_COLUMNS} from deliverable where contract_id = $1 and attempt_id = \
+             (select attempt_id from deliverable where contract_id = $1 \
+              order by created_at desc, attempt_id desc limit 1) \
+             order by position"
+        );
+        let rows: Vec<DeliverableRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_all(pool).await?
+        });
+        rows.into_iter().map(DeliverableRecord::try_from).collect()
+    }
+
+    /// Store a verification result.
+    pub async fn insert_verification(&self, result: &NewVerification) -> Result<(), StoreError> {
+        const SQL: &str = "insert into verification (verification_id, contract_id, attempt_id, \
+            policy_id, policy_version, policy_hash, passed, score, reason_codes, status, \
+            verifier_result_hash, result, created_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+        on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(&result.verification_id)
+                .bind(&result.contract_id)
+                .bind(&result.attempt_id)
+                .bind(&result.policy_id)
+                .bind(&result.policy_version)
+                .bind(&result.policy_hash)
+                .bind(result.passed)
+                .bind(result.score)
+                .bind(Json(&result.reason_codes))
+                .bind(&result.status)
+                .bind(&result.verifier_result_hash)
+                .bind(Json(&result.result))
+                .bind(to_millis(result.created_at))
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// The most recent verification of `contract_id`.
+    pub async fn latest_verification(
+        &self,
+        contract_id: &str,
+    ) -> Result<Option<VerificationRecord>, StoreError> {
+        let sql = format!(
+            "select {VERIFICATION_COLUMNS} from verification where contract_id = $1 \
+             order by created_at desc, verification_id desc limit 1"
+        );
+        let row: Option<VerificationRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
+        });
+        row.map(VerificationRecord::try_from).transpose()
+    }
+
+    /// Move `contract_id` from `expected_state` to `settling` and mark `payment_id` as entering
+    /// settlement, in one transaction: after this commits, a crash can no longer lose the fact
+    /// that `/settle` may have been called. The payment table allows one settling payment per
+    /// contract, so a different payment can never be settled for the same contract.
+    pub async fn begin_settlement_of_contract(
+        &self,
+        contract_id: &str,
+        expected_state: &str,
+        payment_id: &str,
+        event: &NewContractEvent,
+    ) -> Result<Transition, StoreError> {
+        const MARK: &str = "update payment set state = 'settling', updated_at = $2, \
+            settle_started_at = coalesce(settle_started_at, $2) \
+            where payment_id = $1 and contract_id = $3";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let changed = sqlx::query(CONTRACT_CAS)
+                .bind(contract_id)
+                .bind(expected_state)
+                .bind("settling")
+                .bind(None::<i64>)
+                .bind(to_millis(event.at))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if changed == 0 {
+                let actual: Option<String> =
+                    sqlx::query_scalar("select state from contract where contract_id = $1")
+                        .bind(contract_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                return Ok(match actual {
+                    Some(actual) => Transition::StateMismatch { actual },
+                    None => Transition::NotFound,
+                });
+            }
+            sqlx::query(MARK)
+                .bind(payment_id)
+                .bind(to_millis(event.at))
+                .bind(contract_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::unique_as_duplicate("payment"))?;
+            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+                .bind(contract_id)
+                .bind(to_millis(event.at))
+                .bind(&event.actor)
+                .bind(&event.correlation_id)
+                .bind(&event.kind)
+                .bind(Some(expected_state))
+                .bind(Some("settling"))
+                .bind(Json(&event.details))
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Transition::Applied { seq })
+        })
+    }
+
+    /// Record a settlement outcome: the payment's state, transaction and response, and the
+    /// contract's `settling → outcome.contract_state` transition, in one transaction.
+    pub async fn finish_settlement(
+        &self,
+        contract_id: &str,
+        payment_id: &str,
+        outcome: &SettlementOutcome,
+        event: &NewContractEvent,
+    ) -> Result<Transition, StoreError> {
+        const PAYMENT: &str = "update payment set state = $2, settle_tx = coalesce($3, settle_tx), \
+            settle_response = coalesce($4, settle_response), updated_at = $5 \
+            where payment_id = $1";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let changed = sqlx::query(CONTRACT_CAS)
+                .bind(contract_id)
+                .bind("settling")
+                .bind(&outcome.contract_state)
+                .bind(None::<i64>)
+                .bind(to_millis(event.at))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if changed == 0 {
+                let actual: Option<String> =
+                    sqlx::query_scalar("select state from contract where contract_id = $1")
+                        .bind(contract_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                return Ok(match actual {
+                    Some(actual) => Transition::StateMismatch { actual },
+                    None => Transition::NotFound,
+                });
+            }
+            sqlx::query(PAYMENT)
+                .bind(payment_id)
+                .bind(&outcome.payment_state)
+                .bind(outcome.transaction.as_deref())
+                .bind(outcome.response.as_ref().map(Json))
+                .bind(to_millis(event.at))
+                .execute(&mut *tx)
+                .await?;
+            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+                .bind(contract_id)
+                .bind(to_millis(event.at))
+                .bind(&event.actor)
+                .bind(&event.correlation_id)
+                .bind(&event.kind)
+                .bind(Some("settling"))
+                .bind(Some(outcome.contract_state.as_str()))
+                .bind(Json(&event.details))
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Transition::Applied { seq })
+        })
+    }
+
+    /// Set a payment's state (e.g. `voided` when its contract failed), without touching the
+    /// contract.
+    pub async fn set_payment_state(
+        &self,
+        payment_id: &str,
+        state: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        const SQL: &str = "update payment set state = $2, updated_at = $3 where payment_id = $1";
+        on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id)
+                .bind(state)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+}
