@@ -48,23 +48,28 @@ pub struct AssetInfo {
     pub symbol: String,
 }
 
+/// `atomic` units of a token with `decimals` as a plain decimal in whole units (`5000000` with 6
+/// decimals → `"5"`, `10000` → `"0.01"`), for the HIRE `X-Payment-Amount` header.
+pub fn whole_units(atomic: U256, decimals: u8) -> String {
+    let digits = atomic.to_string();
+    let decimals = usize::from(decimals);
+    if decimals == 0 {
+        return digits;
+    }
+    let padded = format!("{digits:0>width$}", width = decimals + 1);
+    let (whole, fraction) = padded.split_at(padded.len() - decimals);
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.is_empty() {
+        whole.to_owned()
+    } else {
+        format!("{whole}.{fraction}")
+    }
+}
+
 impl AssetInfo {
-    /// `atomic` in whole token units as a plain decimal (`5000000` with 6 decimals → `"5"`,
-    /// `10000` → `"0.01"`), for the HIRE `X-Payment-Amount` header.
+    /// `atomic` in whole units of this token (see [`whole_units`]).
     pub fn whole_units(&self, atomic: U256) -> String {
-        let digits = atomic.to_string();
-        let decimals = usize::from(self.decimals);
-        if decimals == 0 {
-            return digits;
-        }
-        let padded = format!("{digits:0>width$}", width = decimals + 1);
-        let (whole, fraction) = padded.split_at(padded.len() - decimals);
-        let fraction = fraction.trim_end_matches('0');
-        if fraction.is_empty() {
-            whole.to_owned()
-        } else {
-            format!("{whole}.{fraction}")
-        }
+        whole_units(atomic, self.decimals)
     }
 }
 

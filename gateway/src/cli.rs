@@ -1,7 +1,7 @@
-//! The `hiregate` command line: `serve`, `migrate`, `keys create`, `check-config`, and the
-//! `facilitator` and `demo` placeholders.
+//! The `hiregate` command line: `serve`, `migrate`, `keys create`, `check-config`,
+//! `facilitator` (the bundled x402 facilitator on its own), and the `demo` placeholder.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::{
     auth::{Role, issue_api_key},
     config::Settings,
+    facilitator::bundled_facilitator_config,
     ids::PrincipalId,
     shutdown,
     startup::App,
@@ -51,9 +52,13 @@ pub enum Command {
     },
     /// Load and validate the configuration, print it with secrets redacted, and exit.
     CheckConfig,
-    /// Run the bundled x402 facilitator on its own (not wired yet).
-    // LEAD-WIRE: facilitator subcommand (payments crate's bundled facilitator).
-    Facilitator,
+    /// Serve the bundled x402 facilitator (`/verify`, `/settle`, `/supported`, `/health`) for
+    /// the chains under [chains], each settling with its relayer_private_key.
+    Facilitator {
+        /// Address to listen on (default: facilitator.listen_address).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
     /// Start a local chain, facilitator, gateway and workers and walk through a paid hire
     /// (not wired yet).
     // LEAD-WIRE: demo subcommand (devnet + execute flow).
@@ -174,8 +179,25 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{settings:#?}");
             Ok(ExitCode::SUCCESS)
         }
-        // LEAD-WIRE: replace both placeholders with the real subcommands.
-        Command::Facilitator | Command::Demo => {
+        Command::Facilitator { listen } => {
+            let settings = load()?;
+            telemetry::init(&settings.log)?;
+            let config = bundled_facilitator_config(&settings)?;
+            let address = listen.unwrap_or(settings.facilitator.listen_address);
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address}"))?;
+            let bound = listener.local_addr().context("bound address")?;
+            // Machine-readable for scripts that start it on port 0.
+            eprintln!("facilitator listening on http://{bound}");
+            let shutdown = shutdown::token_cancelled_on_signals();
+            hiregate_payments::serve(config, listener, shutdown)
+                .await
+                .context("the facilitator stopped")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        // LEAD-WIRE: replace the placeholder with the real demo.
+        Command::Demo => {
             eprintln!("this subcommand is not wired yet");
             Ok(ExitCode::from(2))
         }

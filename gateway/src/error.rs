@@ -81,6 +81,40 @@ pub enum ApiError {
         /// What conflicts.
         message: String,
     },
+    /// A well-formed request the gateway cannot act on, with a specific code.
+    #[error("{message}")]
+    Unprocessable {
+        /// Stable code, e.g. `task_type_not_offered`.
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// Like [`ApiError::Unprocessable`], with structured details.
+    #[error("{message}")]
+    UnprocessableWithDetails {
+        /// Stable code.
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+        /// Structured details.
+        details: Value,
+    },
+    /// A malformed request part other than the JSON body, e.g. a header.
+    #[error("{message}")]
+    BadRequest {
+        /// Stable code, e.g. `invalid_payment_signature`.
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The resource existed but is over for good (an expired offer or authorization).
+    #[error("{message}")]
+    Gone {
+        /// Stable code, e.g. `contract_expired`.
+        code: &'static str,
+        /// What happened.
+        message: String,
+    },
     /// A worker endpoint failed its probe.
     #[error("worker endpoint failed its probe: {0}")]
     WorkerProbeFailed(ProbeFailure),
@@ -125,8 +159,13 @@ impl ApiError {
     /// HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::MalformedJson(_) | Self::InvalidQuery(_) => StatusCode::BAD_REQUEST,
+            Self::MalformedJson(_) | Self::InvalidQuery(_) | Self::BadRequest { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::Gone { .. } => StatusCode::GONE,
             Self::InvalidBody(_)
+            | Self::Unprocessable { .. }
+            | Self::UnprocessableWithDetails { .. }
             | Self::Validation { .. }
             | Self::WorkerProbeFailed(_)
             | Self::ProtocolNotSupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -158,7 +197,12 @@ impl ApiError {
             Self::NotFound { .. } => "not_found",
             Self::RouteNotFound => "route_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
-            Self::Conflict { code, .. } | Self::Unavailable { code, .. } => code,
+            Self::Conflict { code, .. }
+            | Self::Unavailable { code, .. }
+            | Self::Unprocessable { code, .. }
+            | Self::UnprocessableWithDetails { code, .. }
+            | Self::BadRequest { code, .. }
+            | Self::Gone { code, .. } => code,
             Self::WorkerProbeFailed(failure) => match failure.kind {
                 ProbeFailureKind::TargetNotAllowed => "endpoint_not_allowed",
                 ProbeFailureKind::MissingTaskTypes(_) => "worker_capabilities_mismatch",
@@ -174,6 +218,7 @@ impl ApiError {
     fn details(&self) -> Value {
         match self {
             Self::Validation { field, .. } => json!({ "field": field }),
+            Self::UnprocessableWithDetails { details, .. } => details.clone(),
             Self::Forbidden { required } => json!({ "required_role": required.as_str() }),
             Self::WorkerProbeFailed(failure) => {
                 let mut details =

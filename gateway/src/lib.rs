@@ -3,7 +3,7 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | [`cli`] | `hiregate serve / migrate / keys create / check-config` (+ placeholders) |
+//! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator` (+ `demo` placeholder) |
 //! | [`config`] | layered settings (`config.default.toml` → file → `HIREGATE_*`), validation |
 //! | [`telemetry`] | tracing subscriber (pretty/JSON, env filter), test subscriber |
 //! | [`shutdown`] | SIGINT/SIGTERM → one `CancellationToken` |
@@ -15,7 +15,12 @@
 //! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
 //! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop |
 //! | [`outbound`] | the one SSRF-filtering HTTP client for every outbound call |
-//! | [`readiness`] | `/readyz` check trait (facilitator seam) |
+//! | [`readiness`] | `/readyz` check trait |
+//! | [`facilitator`] | `facilitator.mode` → embedded `LocalFacilitator` or HTTP client; its `/readyz` check |
+//! | [`assets`] | token metadata (EIP-712 domain, decimals, symbol) from config or the chain |
+//! | [`signing`] | the gateway's Ed25519 signing key (file or ephemeral) → JWKS |
+//! | [`adapters`] | worker protocols behind `WorkerProtocol` (hire now; wattswarm/superwire later) |
+//! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle |
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query |
 //!
@@ -24,13 +29,24 @@
 //! (axum server + [`registry::health::run_health_checks`]) until the shutdown token fires.
 //! A request passes request-id → trace → CORS → metrics → timeout → body limit → handler;
 //! handlers authenticate through extractors ([`http::extract::Seeker`], `Operator`, `Admin`),
-//! call a service ([`registry::WorkerRegistry`]) that uses the [`store::Store`] and the
-//! [`outbound::OutboundClient`], and answer JSON or an [`error::ApiError`].
+//! call a service ([`registry::WorkerRegistry`], [`hire::HireService`]) that uses the
+//! [`store::Store`], the [`outbound::OutboundClient`] and the facilitator, and answer JSON or an
+//! [`error::ApiError`].
+//!
+//! The paid hire: `POST /v1/contracts` signs terms (contracts crate) and fixes the x402 offer;
+//! `POST /v1/contracts/{id}/execute` answers 402, takes `PAYMENT-SIGNATURE`, verifies it with the
+//! facilitator, stores payment + `paid` atomically, forwards to the worker through its protocol
+//! adapter, stores and verifies the deliverable, then settles with the same payload and answers
+//! with `PAYMENT-RESPONSE` (see [`hire::execute`]).
 
+pub mod adapters;
+pub mod assets;
 pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod facilitator;
+pub mod hire;
 pub mod http;
 pub mod ids;
 pub mod metrics;
@@ -38,6 +54,7 @@ pub mod outbound;
 pub mod readiness;
 pub mod registry;
 pub mod shutdown;
+pub mod signing;
 pub mod startup;
 pub mod state;
 pub mod store;

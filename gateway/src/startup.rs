@@ -1,8 +1,8 @@
 //! [`App`]: everything wired, the listener bound, ready to run.
 //!
 //! `App::build` opens the store (migrating if `database.migrate_on_start`), builds the outbound
-//! client, the registry and the router, and binds the listener, so the port is known before
-//! serving (port 0 works). `run_until_stopped` serves and runs the background loops until the
+//! client, the registry, the signing key, the facilitator and the hire service, then the router,
+//! and binds the listener, so the port is known before serving (port 0 works). `run_until_stopped` serves and runs the background loops until the
 //! given token is cancelled, then drains them.
 
 use std::{net::SocketAddr, sync::Arc};
@@ -12,14 +12,21 @@ use tokio::net::TcpListener;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use url::Url;
 
+use hiregate_payments::Facilitator;
+
 use crate::{
+    adapters::ProtocolAdapters,
+    assets::AssetDirectory,
     auth::ApiKeyHash,
     config::{FacilitatorMode, Settings},
+    facilitator::{FacilitatorReadiness, FacilitatorSetupError, build_facilitator},
+    hire::{HireParts, HireService},
     http,
     metrics::Metrics,
     outbound::{OutboundClient, OutboundError},
     readiness::ReadinessCheck,
     registry::{WorkerRegistry, health::run_health_checks, probe::ProbeRegistry},
+    signing::{SigningKeyError, load_key_ring},
     state::AppState,
     store::{Store, StoreError},
 };
@@ -33,6 +40,12 @@ pub enum StartupError {
     /// The outbound HTTP client could not be built.
     #[error("cannot build the outbound HTTP client")]
     Outbound(#[from] OutboundError),
+    /// The signing key could not be loaded or created.
+    #[error("cannot load the gateway signing key")]
+    SigningKey(#[from] SigningKeyError),
+    /// The facilitator could not be set up.
+    #[error("cannot set up the facilitator")]
+    Facilitator(#[from] FacilitatorSetupError),
     /// The listen address could not be bound.
     #[error("cannot listen on {address}")]
     Bind {
@@ -54,6 +67,10 @@ pub struct AppOptions {
     pub readiness_checks: Vec<Arc<dyn ReadinessCheck>>,
     /// Worker probes by protocol; defaults to [`ProbeRegistry::default`].
     pub probes: Option<ProbeRegistry>,
+    /// Use this facilitator instead of the one `facilitator.mode` describes (tests, the demo).
+    pub facilitator: Option<Arc<dyn Facilitator>>,
+    /// Worker protocol adapters; defaults to [`ProtocolAdapters::default`] (hire).
+    pub adapters: Option<ProtocolAdapters>,
 }
 
 impl std::fmt::Debug for AppOptions {
@@ -61,6 +78,8 @@ impl std::fmt::Debug for AppOptions {
         f.debug_struct("AppOptions")
             .field("readiness_checks", &self.readiness_checks.len())
             .field("probes", &self.probes)
+            .field("facilitator_override", &self.facilitator.is_some())
+            .field("adapters", &self.adapters)
             .finish()
     }
 }
@@ -116,6 +135,19 @@ impl App {
             None => derived_base_url(local_addr),
         };
 
+        let keys = load_key_ring(&settings.signing_key)?;
+        let assets = AssetDirectory::from_settings(settings.chains.values());
+        let facilitator = match options.facilitator {
+            Some(facilitator) => Some(facilitator),
+            None => build_facilitator(&settings).await?,
+        };
+        let mut readiness_checks = options.readiness_checks;
+        readiness_checks.push(Arc::new(FacilitatorReadiness::new(
+            &settings,
+            facilitator.clone(),
+            assets.clone(),
+        )));
+
         let metrics = Arc::new(Metrics::new());
         let registry = WorkerRegistry::new(
             store.clone(),
@@ -129,13 +161,25 @@ impl App {
             .api_key
             .as_ref()
             .map(|key| ApiKeyHash::of(secrecy::ExposeSecret::expose_secret(key)));
+        let config = Arc::new(settings);
+        let hire = HireService::new(HireParts {
+            config: config.clone(),
+            store: store.clone(),
+            outbound: outbound.clone(),
+            adapters: options.adapters.unwrap_or_default(),
+            facilitator,
+            keys,
+            assets,
+            base_url: base_url.clone(),
+        });
         let state = AppState {
-            config: Arc::new(settings),
+            config,
             store,
             outbound,
             registry,
+            hire,
             metrics,
-            readiness_checks: options.readiness_checks.into(),
+            readiness_checks: readiness_checks.into(),
             admin_key_hash,
             shutdown: CancellationToken::new(),
         };

@@ -6,8 +6,8 @@ use std::{fmt, sync::Arc};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    auth::ApiKeyHash, config::Config, metrics::Metrics, outbound::OutboundClient,
-    readiness::ReadinessCheck, registry::WorkerRegistry, store::Store,
+    auth::ApiKeyHash, config::Config, hire::HireService, metrics::Metrics,
+    outbound::OutboundClient, readiness::ReadinessCheck, registry::WorkerRegistry, store::Store,
 };
 
 /// Shared state of the HTTP API and the background loops.
@@ -21,9 +21,11 @@ pub struct AppState {
     pub outbound: OutboundClient,
     /// Worker listings and health.
     pub registry: WorkerRegistry,
+    /// Contracts, payments, forwarding, verification, settlement.
+    pub hire: HireService,
     /// Prometheus registry of this app.
     pub metrics: Arc<Metrics>,
-    /// Extra `/readyz` checks (the facilitator's, once wired).
+    /// Extra `/readyz` checks (the facilitator's).
     pub readiness_checks: Arc<[Arc<dyn ReadinessCheck>]>,
     /// SHA-256 of `admin.api_key`, if configured (the key itself is not kept here).
     pub admin_key_hash: Option<ApiKeyHash>,

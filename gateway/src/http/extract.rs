@@ -175,3 +175,33 @@ impl FromRequestParts<AppState> for Admin {
         }
     }
 }
+
+/// A seeker or an operator (the parties of a contract), authenticated by API key.
+#[derive(Debug, Clone)]
+pub struct Party {
+    /// The account.
+    pub principal_id: PrincipalId,
+    /// Its role.
+    pub role: Role,
+}
+
+impl FromRequestParts<AppState> for Party {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        match authenticate(parts, state).await? {
+            Caller::Key(record) if matches!(record.role, Role::Seeker | Role::Operator) => {
+                Ok(Self {
+                    principal_id: record.principal_id,
+                    role: record.role,
+                })
+            }
+            _ => Err(ApiError::Forbidden {
+                required: Role::Seeker,
+            }),
+        }
+    }
+}

@@ -6,6 +6,7 @@
 //! (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON error).
 
 pub mod admin;
+pub mod contracts;
 pub mod extract;
 pub mod ops;
 pub mod workers;
@@ -53,6 +54,7 @@ pub fn router(state: AppState) -> Router {
         .merge(ops::router())
         .merge(admin::router())
         .merge(workers::router())
+        .merge(contracts::router())
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(
@@ -107,13 +109,18 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
             IDEMPOTENCY_KEY,
             LAST_EVENT_ID,
         ])
-        .expose_headers([
-            PAYMENT_REQUIRED,
-            PAYMENT_RESPONSE,
-            X_REQUEST_ID,
-            header::RETRY_AFTER,
-            header::LOCATION,
-        ])
+        .expose_headers(
+            [
+                PAYMENT_REQUIRED,
+                PAYMENT_RESPONSE,
+                X_REQUEST_ID,
+                header::RETRY_AFTER,
+                header::LOCATION,
+            ]
+            .into_iter()
+            .chain(crate::hire::reply::INFORMATIONAL_HEADERS)
+            .collect::<Vec<_>>(),
+        )
         .max_age(Duration::from_secs(600))
 }
 

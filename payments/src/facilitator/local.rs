@@ -34,6 +34,9 @@ use crate::wire::{
     UnknownFields, VerifyRequest, VerifyResponse, X402Version2,
 };
 
+/// First wait between receipt polls; doubled up to the chain's configured poll interval.
+const FIRST_RECEIPT_POLL: Duration = Duration::from_millis(5);
+
 /// Settled payments remembered in memory; older ones fall back to the on-chain lookup.
 const REMEMBERED_SETTLEMENTS: usize = 100_000;
 
@@ -421,11 +424,14 @@ impl Chain {
         Ok(self.settled(payment, tx_hash))
     }
 
+    /// Polls for the receipt until the timeout. The first polls come quickly (a devnet or a
+    /// fast L2 mines within milliseconds), then back off to the configured interval.
     async fn wait_for_receipt(
         &self,
         tx_hash: TxHash,
     ) -> Result<Option<TransactionReceipt>, TransportError> {
         let deadline = Instant::now() + self.receipt_timeout;
+        let mut delay = FIRST_RECEIPT_POLL.min(self.poll_interval);
         loop {
             if let Some(receipt) = self.provider.get_transaction_receipt(tx_hash).await? {
                 return Ok(Some(receipt));
@@ -434,7 +440,8 @@ impl Chain {
             if now >= deadline {
                 return Ok(None);
             }
-            tokio::time::sleep(self.poll_interval.min(deadline - now)).await;
+            tokio::time::sleep(delay.min(deadline - now)).await;
+            delay = (delay * 2).min(self.poll_interval);
         }
     }
 }

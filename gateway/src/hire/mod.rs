@@ -1,0 +1,550 @@
+//! The paid hire: contracts are proposed and signed, paid with x402, forwarded to the worker,
+//! judged, and settled only when the deliverable passed.
+//!
+//! | module | role |
+//! |---|---|
+//! | this module | [`HireService`]: its parts, `POST /v1/contracts` ([`HireService::create_contract`]) and the contract view |
+//! | [`execute`] | the execute flow: 402 → payment → forward → verify → settle, duplicates |
+//! | [`offer`] | the x402 offer and the authorization window arithmetic |
+//! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
+//! | [`locks`] | one in-process lock per contract |
+//! | [`reply`] | execute answers with x402 and HIRE headers |
+//!
+//! Flow of a contract: [`HireService::create_contract`] checks the worker (listed, healthy, not
+//! retired, offers the task type, speaks a protocol we have an adapter for), reads the token's
+//! EIP-712 domain, builds [`ContractTerms`] with the contracts crate (schemas admitted under
+//! the hostile-schema limits, policy bound, input digested), sizes the authorization window,
+//! signs the contract token and stores contract + offer + first event. Execute is in
+//! [`execute`].
+
+pub mod evidence;
+pub mod execute;
+pub mod locks;
+pub mod offer;
+pub mod reply;
+
+use std::{str::FromStr, sync::Arc};
+
+use alloy::primitives::U256;
+use chrono::Utc;
+use hiregate_contracts::{
+    id::{ContractId, SeekerId},
+    money::{AtomicAmount as ContractAmount, EvmAddress as ContractAddress, Network as ContractNetwork, PaymentScheme, Price},
+    policy::PolicyRequest,
+    schema::{OutputSchema, SchemaLimits},
+    terms::{
+        ContractProposal, ContractTerms, EndpointUrl, OfferContext, RetryPolicy, Sla, TaskType,
+        TermsError, TermsLimits, WebhookUrl, WorkerOffer, WorkerParty,
+        WorkerProtocol as TermsProtocol,
+    },
+    time::Timestamp,
+    token::KeyRing,
+    verify::Verifier,
+};
+use hiregate_payments::Facilitator;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use url::Url;
+
+use self::{
+    locks::ContractLocks,
+    offer::{AuthorizationWindow, StoredOffer},
+};
+use crate::{
+    adapters::ProtocolAdapters,
+    assets::{AssetDirectory, AssetLookupError},
+    config::Config,
+    error::ApiError,
+    ids::{PrincipalId, WorkerId},
+    outbound::OutboundClient,
+    registry::model::{HealthState, Protocol, WorkerListing},
+    store::{ContractRecord, NewContract, NewContractEvent, Store, StoreError},
+};
+
+/// `POST /v1/contracts` body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContractRequest {
+    /// The listing to hire (`wk_…`).
+    pub worker_id: WorkerId,
+    /// One of the listing's task types.
+    pub task_type: String,
+    /// The task input (part of the signed terms).
+    pub input: Value,
+    /// A stricter output schema, required in addition to the listing's.
+    #[serde(default)]
+    pub output_schema: Option<Value>,
+    /// Verification policy binding (default `vp.schema_only.v1`).
+    #[serde(default)]
+    pub verification: Option<PolicyRequest>,
+    /// Service levels (default 60 s per attempt).
+    #[serde(default)]
+    pub sla: Option<Sla>,
+    /// Attempts under one payment (default 3).
+    #[serde(default)]
+    pub retry_policy: Option<RetryPolicy>,
+    /// Where lifecycle webhooks go.
+    #[serde(default)]
+    pub webhook_url: Option<WebhookUrl>,
+    /// Dispute window after acceptance, seconds (default `contracts.default_acceptance_window_s`).
+    #[serde(default)]
+    pub acceptance_window_s: Option<u64>,
+}
+
+/// Everything the hire needs. Cheap to clone.
+#[derive(Clone)]
+pub struct HireService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    store: Store,
+    outbound: OutboundClient,
+    adapters: ProtocolAdapters,
+    facilitator: Option<Arc<dyn Facilitator>>,
+    keys: KeyRing,
+    assets: AssetDirectory,
+    verifier: Verifier,
+    locks: ContractLocks,
+    base_url: Url,
+}
+
+impl std::fmt::Debug for HireService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HireService")
+            .field("base_url", &self.inner.base_url.as_str())
+            .field("facilitator", &self.inner.facilitator.is_some())
+            .field("adapters", &self.inner.adapters)
+            .field("assets", &self.inner.assets)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The parts a [`HireService`] is built from.
+pub struct HireParts {
+    /// Validated settings.
+    pub config: Config,
+    /// Persistence.
+    pub store: Store,
+    /// The SSRF-filtering client.
+    pub outbound: OutboundClient,
+    /// Worker protocol adapters.
+    pub adapters: ProtocolAdapters,
+    /// Verifies and settles payments; `None` answers 503 to every payment.
+    pub facilitator: Option<Arc<dyn Facilitator>>,
+    /// The gateway's signing keys.
+    pub keys: KeyRing,
+    /// Token metadata.
+    pub assets: AssetDirectory,
+    /// Public URL of this gateway.
+    pub base_url: Url,
+}
+
+impl std::fmt::Debug for HireParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HireParts")
+            .field("base_url", &self.base_url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A freshly signed contract.
+#[derive(Debug, Clone)]
+pub struct CreatedContract {
+    /// Contract id.
+    pub contract_id: ContractId,
+    /// The 201 body.
+    pub body: Value,
+}
+
+impl HireService {
+    /// Assemble the service.
+    pub fn new(parts: HireParts) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config: parts.config,
+                store: parts.store,
+                outbound: parts.outbound,
+                adapters: parts.adapters,
+                facilitator: parts.facilitator,
+                keys: parts.keys,
+                assets: parts.assets,
+                verifier: Verifier::default(),
+                locks: ContractLocks::default(),
+                base_url: parts.base_url,
+            }),
+        }
+    }
+
+    /// The public keys that verify contract tokens (and, later, receipts).
+    pub fn jwks(&self) -> hiregate_contracts::token::Jwks {
+        self.inner.keys.jwks()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.inner.base_url.as_str().trim_end_matches('/'))
+    }
+
+    fn execute_url(&self, contract_id: &str) -> String {
+        self.url(&format!("/v1/contracts/{contract_id}/execute"))
+    }
+
+    fn contract_url(&self, contract_id: &str) -> String {
+        self.url(&format!("/v1/contracts/{contract_id}"))
+    }
+
+    fn events_url(&self, contract_id: &str) -> String {
+        self.url(&format!("/v1/contracts/{contract_id}/events"))
+    }
+
+    /// Propose, check and sign a contract for `seeker`.
+    pub async fn create_contract(
+        &self,
+        seeker: &PrincipalId,
+        request: ContractRequest,
+        correlation_id: &str,
+    ) -> Result<CreatedContract, ApiError> {
+        let inner = &self.inner;
+        let listing = inner
+            .store
+            .get_worker(&request.worker_id)
+            .await?
+            .ok_or(ApiError::NotFound { resource: "worker" })?;
+        check_hireable(&listing, &request.task_type)?;
+        if inner.adapters.get(listing.protocol).is_none() {
+            return Err(ApiError::ProtocolNotSupported(format!(
+                "workers speaking `{}` cannot be hired yet",
+                listing.protocol.as_str()
+            )));
+        }
+        let asset = inner
+            .assets
+            .lookup(listing.network.chain_id(), listing.asset.address())
+            .await
+            .map_err(|error| match error {
+                AssetLookupError::Unreachable { .. } => ApiError::Unavailable {
+                    code: "chain_unavailable",
+                    message: error.to_string(),
+                    retry_after_s: 5,
+                },
+                other => ApiError::Unprocessable {
+                    code: "asset_not_supported",
+                    message: format!("the worker's payment asset cannot be used: {other}"),
+                },
+            })?;
+
+        let offer = worker_offer(&listing, &request.task_type)?;
+        let now = Timestamp::from(Utc::now());
+        let settings = &inner.config.contracts;
+        let proposal = ContractProposal {
+            worker_id: offer.worker.id().clone(),
+            task_type: offer.task_type.clone(),
+            input: request.input,
+            output_schema: request.output_schema,
+            verification: request.verification,
+            sla: request.sla,
+            retry_policy: request.retry_policy,
+            webhook_url: request.webhook_url,
+            acceptance_window_s: Some(
+                request
+                    .acceptance_window_s
+                    .unwrap_or(settings.default_acceptance_window_s),
+            ),
+        };
+        let seeker_id = SeekerId::from_str(seeker.as_str()).map_err(ApiError::internal)?;
+        let context = OfferContext {
+            contract_id: ContractId::generate(),
+            seeker: seeker_id,
+            created_at: now,
+            offer_ttl_s: settings.offer_ttl_s,
+        };
+        let terms = ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
+            .map_err(terms_error)?;
+        let window = AuthorizationWindow::for_terms(&terms, settings);
+        if window.total_s > settings.max_authorization_window_s {
+            return Err(ApiError::UnprocessableWithDetails {
+                code: "authorization_window_too_long",
+                message: format!(
+                    "this contract needs a payment authorization valid for {} s (SLA × attempts + \
+                     verification + acceptance window + settlement margin), more than the \
+                     gateway's maximum of {} s: lower sla.max_latency_ms, \
+                     retry_policy.max_attempts or acceptance_window_s",
+                    window.total_s, settings.max_authorization_window_s
+                ),
+                details: json!({
+                    "required_s": window.total_s,
+                    "max_s": settings.max_authorization_window_s,
+                    "breakdown": window,
+                }),
+            });
+        }
+
+        let contract_id = terms.contract_id().clone();
+        let stored_offer = StoredOffer::build(
+            &terms,
+            &asset,
+            listing.pay_to.address(),
+            &self.execute_url(contract_id.as_str()),
+            &window,
+        );
+        let token_expiry = terms
+            .offer_expires_at()
+            .plus_seconds(window.total_s)
+            .map_err(ApiError::internal)?;
+        let token = inner
+            .keys
+            .issue_contract_token(&terms, now, token_expiry)
+            .map_err(ApiError::internal)?;
+        let terms_hash = terms.terms_hash().map_err(ApiError::internal)?;
+        let terms_json = serde_json::to_value(&terms).map_err(ApiError::internal)?;
+        let offer_json = serde_json::to_value(&stored_offer).map_err(ApiError::internal)?;
+        inner
+            .store
+            .insert_contract(
+                &NewContract {
+                    contract_id: contract_id.to_string(),
+                    seeker_id: seeker.to_string(),
+                    worker_id: listing.id.to_string(),
+                    task_type: terms.task().task_type().to_string(),
+                    terms: terms_json.clone(),
+                    terms_hash: terms_hash.to_string(),
+                    gateway_jws: token.clone(),
+                    state: "offered".to_owned(),
+                    payment_offer: Some(offer_json),
+                    deadline_at: Some(terms.offer_expires_at().as_datetime()),
+                    created_at: now.as_datetime(),
+                },
+                &NewContractEvent {
+                    at: now.as_datetime(),
+                    actor: format!("seeker:{seeker}"),
+                    correlation_id: correlation_id.to_owned(),
+                    kind: "contract_offered".to_owned(),
+                    details: json!({
+                        "worker_id": listing.id,
+                        "task_type": terms.task().task_type(),
+                        "price": terms.price(),
+                        "terms_hash": terms_hash,
+                        "max_timeout_seconds": window.total_s,
+                    }),
+                },
+            )
+            .await?;
+        tracing::info!(contract_id = %contract_id, worker_id = %listing.id, seeker_id = %seeker, "contract offered");
+        let body = json!({
+            "contract_id": contract_id,
+            "state": "offered",
+            "terms": terms_json,
+            "terms_hash": terms_hash,
+            "gateway_jws": token,
+            "jwks_url": self.url("/.well-known/jwks.json"),
+            "payment": {
+                "x402": stored_offer.payment_required,
+                "informational": stored_offer.informational(),
+                "authorization_window": window,
+            },
+            "links": {
+                "self": self.contract_url(contract_id.as_str()),
+                "execute": self.execute_url(contract_id.as_str()),
+                "events": self.events_url(contract_id.as_str()),
+            },
+            "offer_expires_at": terms.offer_expires_at(),
+        });
+        Ok(CreatedContract { contract_id, body })
+    }
+
+    /// `GET /v1/contracts/{id}` for a party: the seeker who owns it or the operator of its
+    /// worker. Anyone else gets 404.
+    pub async fn view_contract(
+        &self,
+        caller: &PrincipalId,
+        contract_id: &str,
+    ) -> Result<Value, ApiError> {
+        let store = &self.inner.store;
+        let contract = store
+            .get_contract(contract_id)
+            .await?
+            .ok_or(ApiError::NotFound {
+                resource: "contract",
+            })?;
+        let allowed = if caller.is_seeker() {
+            contract.seeker_id == caller.as_str()
+        } else {
+            let worker_id = WorkerId::from_str(&contract.worker_id).map_err(ApiError::internal)?;
+            store
+                .get_worker(&worker_id)
+                .await?
+                .is_some_and(|listing| &listing.operator_id == caller)
+        };
+        if !allowed {
+            return Err(ApiError::NotFound {
+                resource: "contract",
+            });
+        }
+        self.contract_view(&contract).await.map_err(ApiError::from)
+    }
+
+    async fn contract_view(&self, contract: &ContractRecord) -> Result<Value, StoreError> {
+        let store = &self.inner.store;
+        let id = contract.contract_id.as_str();
+        let attempts = store.list_attempts(id).await?;
+        let payment = store.payment_of_contract(id).await?;
+        let verification = store.latest_verification(id).await?;
+        let delivery = execute::stored_delivery(store, id).await?;
+        let offer = contract
+            .payment_offer
+            .clone()
+            .and_then(|v| serde_json::from_value::<StoredOffer>(v).ok());
+        Ok(json!({
+            "contract_id": contract.contract_id,
+            "state": contract.state,
+            "seeker_id": contract.seeker_id,
+            "worker_id": contract.worker_id,
+            "task_type": contract.task_type,
+            "terms": contract.terms,
+            "terms_hash": contract.terms_hash,
+            "gateway_jws": contract.gateway_jws,
+            "payment_required": offer.as_ref().map(|o| &o.payment_required),
+            "attempts_used": contract.attempts_used,
+            "attempts": attempts.iter().map(|a| json!({
+                "attempt_id": a.attempt_id,
+                "attempt_no": a.attempt_no,
+                "state": a.state,
+                "http_status": a.http_status,
+                "error": a.error,
+                "worker_task_id": a.worker_task_id,
+                "started_at": a.started_at,
+                "finished_at": a.finished_at,
+            })).collect::<Vec<_>>(),
+            "payment": payment.as_ref().map(|p| json!({
+                "payment_id": p.payment_id,
+                "network": p.network,
+                "asset": p.asset,
+                "payer": p.payer,
+                "amount": p.amount,
+                "valid_before": p.valid_before,
+                "state": p.state,
+            })),
+            "deliverable": delivery,
+            "verification": verification.as_ref().map(|v| v.result.clone()),
+            "settlement": payment.as_ref().and_then(|p| p.settle_started_at.map(|started| json!({
+                "state": p.state,
+                "transaction": p.settle_tx,
+                "started_at": started,
+                "response": p.settle_response,
+            }))),
+            "dispute": null,
+            "receipt": null,
+            "links": {
+                "execute": self.execute_url(id),
+                "events": self.events_url(id),
+            },
+            "created_at": contract.created_at,
+            "updated_at": contract.updated_at,
+        }))
+    }
+}
+
+/// Listed, not retired, healthy, and offering the task type.
+fn check_hireable(listing: &WorkerListing, task_type: &str) -> Result<(), ApiError> {
+    if listing.retired_at.is_some() {
+        return Err(ApiError::Conflict {
+            code: "worker_retired",
+            message: "the worker is retired and takes no new contracts".to_owned(),
+        });
+    }
+    if listing.health != HealthState::Healthy {
+        return Err(ApiError::Conflict {
+            code: "worker_unhealthy",
+            message: "the worker is failing its health checks and takes no new contracts"
+                .to_owned(),
+        });
+    }
+    let offered = crate::registry::model::TaskType::from_str(task_type)
+        .ok()
+        .is_some_and(|t| listing.tasks.get(&t).is_some());
+    if !offered {
+        return Err(ApiError::Unprocessable {
+            code: "task_type_not_offered",
+            message: format!("the worker does not offer task type `{task_type}`"),
+        });
+    }
+    Ok(())
+}
+
+/// The listing's offer for `task_type` in the contracts crate's terms.
+fn worker_offer(listing: &WorkerListing, task_type: &str) -> Result<WorkerOffer, ApiError> {
+    let unusable = |message: String| ApiError::Unprocessable {
+        code: "worker_offer_unusable",
+        message,
+    };
+    let listing_task = crate::registry::model::TaskType::from_str(task_type)
+        .map_err(|e| unusable(e.to_string()))?;
+    let task_offer = listing.tasks.get(&listing_task).ok_or_else(|| {
+        unusable(format!("the worker does not offer task type `{task_type}`"))
+    })?;
+    let task_type = TaskType::from_str(task_type).map_err(|_| {
+        unusable(format!(
+            "task type `{task_type}` cannot be contracted: contract task types are lower-case \
+             [a-z0-9][a-z0-9_.:-]{{0,63}}"
+        ))
+    })?;
+    let worker_id = hiregate_contracts::id::WorkerId::from_str(listing.id.as_str())
+        .map_err(ApiError::internal)?;
+    let endpoint = EndpointUrl::try_from(listing.endpoint.url().clone())
+        .map_err(|e| unusable(e.to_string()))?;
+    let protocol = match listing.protocol {
+        Protocol::Hire => TermsProtocol::Hire,
+        Protocol::Wattswarm => TermsProtocol::Wattswarm,
+        Protocol::Superwire => TermsProtocol::Superwire,
+    };
+    let pay_to = ContractAddress::from_bytes(listing.pay_to.address().into_array());
+    let worker = WorkerParty::new(worker_id, endpoint, protocol, pay_to)
+        .map_err(|e| unusable(e.to_string()))?;
+    let price_units = task_offer.price.value();
+    if price_units > U256::from(u128::MAX) {
+        return Err(unusable(
+            "the price is larger than hiregate can contract (2^128 - 1 atomic units)".to_owned(),
+        ));
+    }
+    let network =
+        ContractNetwork::eip155(listing.network.chain_id()).map_err(|e| unusable(e.to_string()))?;
+    let price = Price::new(
+        PaymentScheme::Exact,
+        network,
+        ContractAddress::from_bytes(listing.asset.address().into_array()),
+        ContractAmount::new(price_units.to::<u128>()),
+    )
+    .map_err(|e| unusable(format!("the price cannot be paid with x402: {e}")))?;
+    let output_schema = OutputSchema::parse(
+        task_offer.output_schema.as_json().clone(),
+        &SchemaLimits::default(),
+    )
+    .map_err(|e| unusable(format!("the listing's output schema is refused: {e}")))?;
+    Ok(WorkerOffer {
+        worker,
+        task_type,
+        price,
+        output_schema: Some(output_schema),
+    })
+}
+
+/// A refused proposal as a 422 naming the field at fault.
+fn terms_error(error: TermsError) -> ApiError {
+    let field = match &error {
+        TermsError::Schema(_) | TermsError::TooManySchemas => "output_schema",
+        TermsError::Policy(_) => "verification",
+        TermsError::InvalidSla { .. } => "sla",
+        TermsError::InvalidRetryPolicy(_) => "retry_policy",
+        TermsError::AcceptanceWindowTooLong { .. } => "acceptance_window_s",
+        TermsError::InputTooLarge { .. } | TermsError::InputDigestMismatch => "input",
+        TermsError::InvalidUrl { field } => field,
+        TermsError::InvalidTaskType | TermsError::TaskTypeMismatch { .. } => "task_type",
+        TermsError::WorkerMismatch { .. } | TermsError::ZeroPayoutAddress => "worker_id",
+        _ => "contract",
+    };
+    ApiError::Validation {
+        field: field.to_owned(),
+        reason: error.to_string(),
+    }
+}

@@ -1,0 +1,165 @@
+//! The x402 offer of a contract: what it asks for (fixed when the contract is signed) and how
+//! long the payment authorization must stay valid.
+//!
+//! `maxTimeoutSeconds` = SLA max latency × max attempts + verification budget + acceptance
+//! window + settlement margin. Clients set `validBefore = now + maxTimeoutSeconds`, so the
+//! authorization outlives every attempt, the verdict, the dispute window and the settlement
+//! transaction. A contract that would need more than `contracts.max_authorization_window_s` is
+//! refused when it is proposed.
+
+use alloy::primitives::{Address, U256};
+use hiregate_contracts::terms::ContractTerms;
+use hiregate_payments::{
+    PaymentRequired, PaymentRequirements, ResourceInfo, TokenDomain,
+    extension::{PAYMENT_IDENTIFIER, declare_payment_identifier},
+    wire::{Extensions, Network, UnknownFields, X402Version2},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::{assets::AssetInfo, config::ContractSettings};
+
+/// Seconds of tolerance when checking a payment's `validBefore` against the offer's
+/// `maxTimeoutSeconds`: clients compute it from their own clock at signing time, a little before
+/// the payment reaches us.
+pub const SIGNING_SLACK_S: u64 = 30;
+
+/// The authorization window a contract needs, and what it is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AuthorizationWindow {
+    /// Every attempt's SLA, back to back.
+    pub work_s: u64,
+    /// Verification of the deliverable.
+    pub verification_s: u64,
+    /// The seeker's dispute window before settlement.
+    pub acceptance_window_s: u64,
+    /// Settlement transaction and clock skew.
+    pub settlement_margin_s: u64,
+    /// The sum: x402 `maxTimeoutSeconds`.
+    pub total_s: u64,
+}
+
+impl AuthorizationWindow {
+    /// The window for `terms` under `settings`.
+    pub fn for_terms(terms: &ContractTerms, settings: &ContractSettings) -> Self {
+        let per_attempt_s = terms.sla().max_latency_ms().div_ceil(1000);
+        let work_s = per_attempt_s.saturating_mul(u64::from(terms.retry_policy().max_attempts()));
+        let acceptance_window_s = terms.acceptance_window_s();
+        let total_s = work_s
+            .saturating_add(settings.verification_budget_s)
+            .saturating_add(acceptance_window_s)
+            .saturating_add(settings.settlement_margin_s);
+        Self {
+            work_s,
+            verification_s: settings.verification_budget_s,
+            acceptance_window_s,
+            settlement_margin_s: settings.settlement_margin_s,
+            total_s,
+        }
+    }
+
+    /// Seconds of authorization validity one more attempt needs from now: its SLA,
+    /// verification, the acceptance window and the settlement reserve.
+    pub fn needed_for_one_attempt(terms: &ContractTerms, settings: &ContractSettings) -> u64 {
+        terms
+            .sla()
+            .max_latency_ms()
+            .div_ceil(1000)
+            .saturating_add(settings.verification_budget_s)
+            .saturating_add(terms.acceptance_window_s())
+            .saturating_add(settings.settlement_margin_s.saturating_sub(SIGNING_SLACK_S))
+    }
+}
+
+/// What a contract's row keeps of its offer: the `PaymentRequired` (without `error`) and the
+/// token facts the HIRE informational headers need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredOffer {
+    /// The x402 challenge body.
+    pub payment_required: PaymentRequired,
+    /// Token decimals.
+    pub decimals: u8,
+    /// Token symbol.
+    pub symbol: String,
+}
+
+impl StoredOffer {
+    /// The offer of `terms` paid in `asset`, for the resource at `execute_url`.
+    pub fn build(
+        terms: &ContractTerms,
+        asset: &AssetInfo,
+        pay_to: Address,
+        execute_url: &str,
+        window: &AuthorizationWindow,
+    ) -> Self {
+        let price = terms.price();
+        let requirements = PaymentRequirements::exact_evm(
+            Network::eip155(price.network().chain_id()),
+            U256::from(price.amount().units()),
+            asset.address,
+            pay_to,
+            window.total_s,
+            &TokenDomain {
+                name: asset.name.clone(),
+                version: asset.version.clone(),
+            },
+        );
+        let mut resource = ResourceInfo::new(execute_url);
+        resource.description = Some(format!(
+            "hiregate contract {}: {}",
+            terms.contract_id(),
+            terms.task().task_type()
+        ));
+        resource.mime_type = Some("application/json".to_owned());
+        let mut extensions = Extensions::new();
+        extensions.insert(
+            PAYMENT_IDENTIFIER.to_owned(),
+            declare_payment_identifier(false),
+        );
+        Self {
+            payment_required: PaymentRequired {
+                x402_version: X402Version2,
+                error: None,
+                resource,
+                accepts: vec![requirements],
+                extensions,
+                unknown: UnknownFields::new(),
+            },
+            decimals: asset.decimals,
+            symbol: asset.symbol.clone(),
+        }
+    }
+
+    /// The one way to pay this contract (the offer always has exactly one entry).
+    pub fn requirements(&self) -> Option<&PaymentRequirements> {
+        self.payment_required.accepts.first()
+    }
+
+    /// The challenge with `error` set.
+    pub fn challenge(&self, error: Option<String>) -> PaymentRequired {
+        let mut required = self.payment_required.clone();
+        required.error = error;
+        required
+    }
+
+    /// The HIRE informational view: address, whole-unit amount, currency, network.
+    pub fn informational(&self) -> Value {
+        let Some(requirements) = self.requirements() else {
+            return Value::Null;
+        };
+        json!({
+            "address": requirements.pay_to,
+            "amount": self.whole_units(requirements.amount.get()),
+            "amount_atomic": requirements.amount.to_string(),
+            "currency": self.symbol,
+            "network": requirements.network.as_str(),
+            "asset": requirements.asset,
+            "max_timeout_seconds": requirements.max_timeout_seconds,
+        })
+    }
+
+    /// `atomic` in whole token units.
+    pub fn whole_units(&self, atomic: U256) -> String {
+        crate::assets::whole_units(atomic, self.decimals)
+    }
+}

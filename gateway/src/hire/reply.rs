@@ -1,0 +1,166 @@
+//! [`Reply`]: what an execute answers. Besides the plain API errors it carries the x402 headers
+//! (`PAYMENT-REQUIRED`, `PAYMENT-RESPONSE`), the HIRE informational headers of a 402 and the
+//! bodies of 200/202/422/502/504.
+
+use axum::{
+    Json,
+    http::{HeaderName, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use hiregate_payments::{SettleResponse, encode_header};
+use serde_json::{Value, json};
+
+use super::offer::StoredOffer;
+use crate::error::ApiError;
+
+const PAYMENT_REQUIRED: HeaderName = HeaderName::from_static("payment-required");
+const PAYMENT_RESPONSE: HeaderName = HeaderName::from_static("payment-response");
+const X_PAYMENT_ADDRESS: HeaderName = HeaderName::from_static("x-payment-address");
+const X_PAYMENT_AMOUNT: HeaderName = HeaderName::from_static("x-payment-amount");
+const X_PAYMENT_CURRENCY: HeaderName = HeaderName::from_static("x-payment-currency");
+const X_PAYMENT_NETWORK: HeaderName = HeaderName::from_static("x-payment-network");
+
+/// HIRE informational headers exposed to browsers with the x402 ones.
+pub const INFORMATIONAL_HEADERS: [HeaderName; 4] = [
+    X_PAYMENT_ADDRESS,
+    X_PAYMENT_AMOUNT,
+    X_PAYMENT_CURRENCY,
+    X_PAYMENT_NETWORK,
+];
+
+/// An execute answer: a plain API error, or a status, JSON body and headers.
+#[derive(Debug)]
+pub struct Reply {
+    status: StatusCode,
+    body: Value,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// Set when the reply is a plain API error (rendered by [`ApiError`] itself).
+    api_error: Option<ApiError>,
+}
+
+impl From<ApiError> for Reply {
+    fn from(error: ApiError) -> Self {
+        Self {
+            status: error.status(),
+            body: Value::Null,
+            headers: Vec::new(),
+            api_error: Some(error),
+        }
+    }
+}
+
+impl Reply {
+    /// A JSON reply.
+    pub fn json(status: StatusCode, body: Value) -> Self {
+        Self {
+            status,
+            body,
+            headers: Vec::new(),
+            api_error: None,
+        }
+    }
+
+    /// `{"error": {code, message, details}}` with `status`.
+    pub fn error(status: StatusCode, code: &str, message: impl Into<String>, details: Value) -> Self {
+        Self::json(
+            status,
+            json!({"error": {"code": code, "message": message.into(), "details": details}}),
+        )
+    }
+
+    /// Add a header.
+    #[must_use]
+    pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The body (`null` for plain API errors).
+    pub fn body(&self) -> &Value {
+        &self.body
+    }
+
+    /// 402 with `PAYMENT-REQUIRED` (its `error` set to `reason`), `Cache-Control: no-store`,
+    /// the HIRE informational headers and a JSON body saying the same.
+    pub fn payment_required(
+        offer: &StoredOffer,
+        code: &str,
+        message: impl Into<String>,
+        reason: Option<String>,
+        mut details: Value,
+    ) -> Self {
+        let challenge = offer.challenge(reason.clone());
+        let encoded = encode_header(&challenge);
+        let informational = offer.informational();
+        if let Some(object) = details.as_object_mut() {
+            object.insert("payment".to_owned(), informational.clone());
+            object.insert(
+                "payment_required".to_owned(),
+                serde_json::to_value(&challenge).unwrap_or(Value::Null),
+            );
+            if let Some(reason) = &reason {
+                object.insert("reason".to_owned(), Value::String(reason.clone()));
+            }
+        }
+        let mut reply = Self::error(StatusCode::PAYMENT_REQUIRED, code, message, details)
+            .no_store();
+        if let Ok(value) = HeaderValue::from_str(&encoded) {
+            reply = reply.header(PAYMENT_REQUIRED, value);
+        }
+        for (name, key) in [
+            (X_PAYMENT_ADDRESS, "address"),
+            (X_PAYMENT_AMOUNT, "amount"),
+            (X_PAYMENT_CURRENCY, "currency"),
+            (X_PAYMENT_NETWORK, "network"),
+        ] {
+            if let Some(value) = informational
+                .get(key)
+                .and_then(Value::as_str)
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                reply = reply.header(name, value);
+            }
+        }
+        reply
+    }
+
+    /// Adds `PAYMENT-RESPONSE` carrying `settlement`.
+    #[must_use]
+    pub fn with_payment_response(self, settlement: &SettleResponse) -> Self {
+        match HeaderValue::from_str(&encode_header(settlement)) {
+            Ok(value) => self.header(PAYMENT_RESPONSE, value),
+            Err(_) => self,
+        }
+    }
+
+    /// Adds `Cache-Control: no-store`.
+    #[must_use]
+    pub fn no_store(self) -> Self {
+        self.header(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))
+    }
+
+    /// Adds `Retry-After: seconds`.
+    #[must_use]
+    pub fn retry_after(self, seconds: u64) -> Self {
+        self.header(header::RETRY_AFTER, HeaderValue::from(seconds))
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        let mut response = match self.api_error {
+            Some(error) => error.into_response(),
+            None => (self.status, Json(self.body)).into_response(),
+        };
+        let headers = response.headers_mut();
+        for (name, value) in self.headers {
+            headers.append(name, value);
+        }
+        response
+    }
+}
