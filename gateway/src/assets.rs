@@ -168,7 +168,11 @@ impl AssetDirectory {
     }
 
     /// The metadata of `address` on `chain_id`.
-    pub async fn lookup(&self, chain_id: u64, address: Address) -> Result<AssetInfo, AssetLookupError> {
+    pub async fn lookup(
+        &self,
+        chain_id: u64,
+        address: Address,
+    ) -> Result<AssetInfo, AssetLookupError> {
         let chain = self
             .chains
             .get(&chain_id)
@@ -236,7 +240,11 @@ async fn read_metadata(
     };
     let name = token.name().call().await.map_err(classify("name"))?;
     let version = token.version().call().await.map_err(classify("version"))?;
-    let decimals = token.decimals().call().await.map_err(classify("decimals"))?;
+    let decimals = token
+        .decimals()
+        .call()
+        .await
+        .map_err(classify("decimals"))?;
     let symbol = token.symbol().call().await.map_err(classify("symbol"))?;
     Ok(AssetInfo {
         chain_id,

@@ -59,9 +59,8 @@ pub enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
-    /// Start a local chain, facilitator, gateway and workers and walk through a paid hire
-    /// (not wired yet).
-    // LEAD-WIRE: demo subcommand (devnet + execute flow).
+    /// Start a local chain (anvil + devnet token), the gateway with its bundled facilitator,
+    /// and two example workers, then walk a seeker through a paid hire and a rejected one.
     Demo,
 }
 
@@ -196,10 +195,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 .context("the facilitator stopped")?;
             Ok(ExitCode::SUCCESS)
         }
-        // LEAD-WIRE: replace the placeholder with the real demo.
-        Command::Demo => {
-            eprintln!("this subcommand is not wired yet");
-            Ok(ExitCode::from(2))
-        }
+        Command::Demo => match crate::demo::run().await {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            // The demo already said what went wrong.
+            Err(_) => Ok(ExitCode::FAILURE),
+        },
     }
 }

@@ -614,7 +614,10 @@ impl Settings {
             }
             // The facilitator and the token reader speak JSON-RPC over HTTP.
             if !matches!(chain.rpc_url.scheme(), "http" | "https") {
-                return Err(ConfigError::invalid(key("rpc_url"), "scheme must be http or https"));
+                return Err(ConfigError::invalid(
+                    key("rpc_url"),
+                    "scheme must be http or https",
+                ));
             }
             let mut seen = BTreeSet::new();
             for (index, token) in chain.tokens.iter().enumerate() {
@@ -703,7 +706,11 @@ impl Settings {
                 "must be at most 604800 (7 days)",
             ));
         }
-        at_least("contracts.settlement_margin_s", contracts.settlement_margin_s, 10)?;
+        at_least(
+            "contracts.settlement_margin_s",
+            contracts.settlement_margin_s,
+            10,
+        )?;
         if contracts.default_acceptance_window_s >= contracts.max_authorization_window_s {
             return Err(ConfigError::invalid(
                 "contracts.default_acceptance_window_s",

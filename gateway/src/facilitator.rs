@@ -58,15 +58,19 @@ pub fn bundled_facilitator_config(
             chain: name.clone(),
             reason: reason.to_owned(),
         };
-        let network = Network::from_str(&chain.network)
-            .map_err(|_| problem("network is not a CAIP-2 id"))?;
+        let network =
+            Network::from_str(&chain.network).map_err(|_| problem("network is not a CAIP-2 id"))?;
         let key = chain
             .relayer_private_key
             .as_ref()
             .ok_or_else(|| problem("relayer_private_key is required to settle"))?;
         let relayer_key = RelayerKey::from_str(key.expose_secret())
             .map_err(|_| problem("relayer_private_key is not a valid secp256k1 key"))?;
-        chains.push(ChainConfig::new(network, chain.rpc_url.clone(), relayer_key));
+        chains.push(ChainConfig::new(
+            network,
+            chain.rpc_url.clone(),
+            relayer_key,
+        ));
     }
     if chains.is_empty() {
         return Err(FacilitatorSetupError::NoChains);
@@ -104,8 +108,7 @@ pub async fn build_facilitator(
                     value.set_sensitive(true);
                     let mut headers = HeaderMap::new();
                     headers.insert(name, value);
-                    Some(Arc::new(StaticHeaders(headers))
-                        as Arc<dyn hiregate_payments::AuthHeaders>)
+                    Some(Arc::new(StaticHeaders(headers)) as Arc<dyn hiregate_payments::AuthHeaders>)
                 }
                 None => None,
             };
@@ -126,7 +129,6 @@ pub async fn build_facilitator(
 /// chain id; in HTTP mode the facilitator answers `GET /supported`.
 pub struct FacilitatorReadiness {
     mode: FacilitatorMode,
-    configured: bool,
     facilitator: Option<Arc<dyn Facilitator>>,
     assets: AssetDirectory,
 }
@@ -135,7 +137,7 @@ impl std::fmt::Debug for FacilitatorReadiness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FacilitatorReadiness")
             .field("mode", &self.mode)
-            .field("configured", &self.configured)
+            .field("configured", &self.facilitator.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -149,7 +151,6 @@ impl FacilitatorReadiness {
     ) -> Self {
         Self {
             mode: settings.facilitator.mode,
-            configured: facilitator.is_some(),
             facilitator,
             assets,
         }
@@ -164,12 +165,10 @@ impl ReadinessCheck for FacilitatorReadiness {
 
     async fn check(&self) -> Result<(), String> {
         let Some(facilitator) = &self.facilitator else {
-            return Err(if self.configured {
-                "facilitator unavailable".to_owned()
-            } else {
+            return Err(
                 "no facilitator: facilitator.mode = \"embedded\" with no [chains] configured"
-                    .to_owned()
-            });
+                    .to_owned(),
+            );
         };
         match self.mode {
             FacilitatorMode::Embedded => self.assets.ping().await,

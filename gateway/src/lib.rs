@@ -3,8 +3,9 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator` (+ `demo` placeholder) |
+//! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator / demo` |
 //! | [`config`] | layered settings (`config.default.toml` → file → `HIREGATE_*`), validation |
+//! | [`demo`] | `hiregate demo`: anvil + gateway + example workers, a paid hire and a rejected one |
 //! | [`telemetry`] | tracing subscriber (pretty/JSON, env filter), test subscriber |
 //! | [`shutdown`] | SIGINT/SIGTERM → one `CancellationToken` |
 //! | [`startup`] | [`startup::App`]: build (store, migrations, client, router, bound listener), run |
@@ -44,6 +45,7 @@ pub mod assets;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod error;
 pub mod facilitator;
 pub mod hire;

@@ -93,8 +93,8 @@ fn read_key(path: &Path) -> Result<GatewayKey, SigningKeyError> {
         .kid
         .parse()
         .map_err(|_| malformed("kid must be 1-64 characters of [A-Za-z0-9._-]"))?;
-    let bytes = hex::decode(file.ed25519_seed.trim())
-        .map_err(|_| malformed("ed25519_seed is not hex"))?;
+    let bytes =
+        hex::decode(file.ed25519_seed.trim()).map_err(|_| malformed("ed25519_seed is not hex"))?;
     let seed: [u8; 32] = bytes
         .try_into()
         .map_err(|_| malformed("ed25519_seed must be 32 bytes"))?;

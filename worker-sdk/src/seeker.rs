@@ -132,7 +132,7 @@ impl ContractView {
                 .to_owned()
         };
         Self {
-            id: field("id"),
+            id: field("contract_id"),
             state: field("state"),
             body,
         }
@@ -198,7 +198,10 @@ impl SeekerClient {
     }
 
     /// `GET /v1/workers`: listed workers matching `filter` (first page).
-    pub async fn discover(&self, filter: &DiscoveryFilter) -> Result<Vec<WorkerSummary>, SeekerError> {
+    pub async fn discover(
+        &self,
+        filter: &DiscoveryFilter,
+    ) -> Result<Vec<WorkerSummary>, SeekerError> {
         let response = self
             .http
             .get(self.base.join("v1/workers")?)
@@ -219,7 +222,9 @@ impl SeekerClient {
             .json(proposal)
             .send()
             .await?;
-        Ok(ContractView::from_body(Self::json_or_error(response).await?))
+        Ok(ContractView::from_body(
+            Self::json_or_error(response).await?,
+        ))
     }
 
     /// `GET /v1/contracts/{id}`.
@@ -230,7 +235,9 @@ impl SeekerClient {
             .bearer_auth(&self.api_key)
             .send()
             .await?;
-        Ok(ContractView::from_body(Self::json_or_error(response).await?))
+        Ok(ContractView::from_body(
+            Self::json_or_error(response).await?,
+        ))
     }
 
     /// `POST /v1/contracts/{id}/execute`, paying the challenge if one comes: the first call
@@ -256,7 +263,10 @@ impl SeekerClient {
     }
 
     /// Signs a payment for the first `exact` offer of `challenge`, echoing its extensions.
-    pub async fn sign_for(&self, challenge: &PaymentRequired) -> Result<PaymentPayload, SeekerError> {
+    pub async fn sign_for(
+        &self,
+        challenge: &PaymentRequired,
+    ) -> Result<PaymentPayload, SeekerError> {
         let offer = challenge
             .accepts
             .iter()
@@ -266,9 +276,13 @@ impl SeekerClient {
             .duration_since(UNIX_EPOCH)
             .map(|elapsed| elapsed.as_secs())
             .unwrap_or_default();
-        let mut payment =
-            sign_exact_payment(self.signer.as_ref(), offer, Some(challenge.resource.clone()), now)
-                .await?;
+        let mut payment = sign_exact_payment(
+            self.signer.as_ref(),
+            offer,
+            Some(challenge.resource.clone()),
+            now,
+        )
+        .await?;
         payment.extensions = challenge.extensions.clone();
         Ok(payment)
     }
@@ -302,7 +316,9 @@ impl SeekerClient {
     fn contract_url(&self, contract_id: &str, suffix: &str) -> Result<Url, SeekerError> {
         // The id goes through `join` as one path segment; ids are `ctr_` + ULID, so nothing in
         // them needs escaping, and anything else is refused by the gateway as not found.
-        Ok(self.base.join(&format!("v1/contracts/{contract_id}{suffix}"))?)
+        Ok(self
+            .base
+            .join(&format!("v1/contracts/{contract_id}{suffix}"))?)
     }
 
     fn challenge_of(response: &reqwest::Response) -> Result<PaymentRequired, SeekerError> {

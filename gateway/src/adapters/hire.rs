@@ -209,12 +209,14 @@ mod tests {
                 ..
             }
         ));
-        let failed_report = br#"{"status":"failed","error":{"code":"SIMULATED_FAILURE","message":"no"}}"#;
+        let failed_report =
+            br#"{"status":"failed","error":{"code":"SIMULATED_FAILURE","message":"no"}}"#;
         assert!(matches!(
             classify(StatusCode::OK, failed_report),
             WorkerAnswer::Failed { kind: FailureKind::Reported, ref code, .. } if code == "SIMULATED_FAILURE"
         ));
-        let pending = br#"{"status":"pending","task_id":"t1","poll_url":"http://w.example/tasks/t1"}"#;
+        let pending =
+            br#"{"status":"pending","task_id":"t1","poll_url":"http://w.example/tasks/t1"}"#;
         assert!(matches!(
             classify(StatusCode::ACCEPTED, pending),
             WorkerAnswer::Pending { .. }
@@ -222,7 +224,10 @@ mod tests {
         let progress = br#"{"status":"partial","task_id":"t1","poll_url":"http://w.example/tasks/t1","progress":{"percent":50}}"#;
         assert!(matches!(
             classify(StatusCode::ACCEPTED, progress),
-            WorkerAnswer::Pending { poll_url: Some(_), .. }
+            WorkerAnswer::Pending {
+                poll_url: Some(_),
+                ..
+            }
         ));
         let refused = br#"{"error":{"code":"invalid_token","message":"bad"}}"#;
         assert!(matches!(

@@ -29,8 +29,8 @@
 use std::{str::FromStr, time::Duration};
 
 use alloy::primitives::U256;
-use axum::http::StatusCode;
 use axum::body::Bytes;
+use axum::http::StatusCode;
 use chrono::Utc;
 use hiregate_contracts::{
     canonical::{Digest, to_canonical_vec},
@@ -159,7 +159,10 @@ impl HireService {
         let lock = self.inner.locks.lock_of(&ctx.contract_id);
         let wait = self.inner.config.contracts.duplicate_wait();
         let Ok(_guard) = tokio::time::timeout(wait, lock.lock_owned()).await else {
-            let current = store.get_contract(&ctx.contract_id).await?.ok_or_else(not_found)?;
+            let current = store
+                .get_contract(&ctx.contract_id)
+                .await?
+                .ok_or_else(not_found)?;
             return Ok(self.in_progress(&ctx, &current.state));
         };
 
@@ -188,7 +191,9 @@ impl HireService {
                 return Ok(reply);
             }
         }
-        Err(internal("the contract's state kept changing under this execute"))
+        Err(internal(
+            "the contract's state kept changing under this execute",
+        ))
     }
 
     /// The answer for a contract whose state needs no action from this execute.
@@ -351,12 +356,20 @@ impl HireService {
         details: Value,
         deadline: Option<chrono::DateTime<Utc>>,
     ) -> Result<bool, Reply> {
-        let to = from.transition(event).map_err(|e| internal(e.to_string()))?;
+        let to = from
+            .transition(event)
+            .map_err(|e| internal(e.to_string()))?;
         let record = self.event(ctx, actor, event.name(), details);
         match self
             .inner
             .store
-            .transition_contract(&ctx.contract_id, from.as_str(), to.as_str(), deadline, &record)
+            .transition_contract(
+                &ctx.contract_id,
+                from.as_str(),
+                to.as_str(),
+                deadline,
+                &record,
+            )
             .await?
         {
             Transition::Applied { .. } => Ok(true),
@@ -403,7 +416,7 @@ impl HireService {
             &ctx.offer,
             "payment_invalid",
             message,
-            Some(reason.to_owned()),
+            Some(reason),
             details,
         )
     }
@@ -428,7 +441,7 @@ impl HireService {
                 &ctx.offer,
                 "payment_mismatch",
                 format!("the payment's {names} does not match this contract's offer"),
-                Some(format!("accepted_requirements_mismatch: {names}")),
+                Some(&format!("accepted_requirements_mismatch: {names}")),
                 json!({"contract_id": ctx.contract_id, "fields": fields}),
             )));
         }
@@ -476,7 +489,9 @@ impl HireService {
                 json!({}),
             )));
         }
-        let exact = payload.exact_evm().map_err(|r| internal(r.as_str().to_owned()))?;
+        let exact = payload
+            .exact_evm()
+            .map_err(|r| internal(r.as_str().to_owned()))?;
         let authorization = &exact.authorization;
         let earliest_valid_before = now
             .saturating_add(requirements.max_timeout_seconds)
@@ -629,8 +644,7 @@ impl HireService {
             .ok_or_else(|| internal("a paid contract has no payment"))?;
         let needed = AuthorizationWindow::needed_for_one_attempt(&ctx.terms, settings);
         let now_s = Utc::now().timestamp();
-        if payment.valid_before < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX))
-        {
+        if payment.valid_before < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX)) {
             // Too late to work, judge and settle before validBefore: release it instead.
             if self
                 .transition(
@@ -643,7 +657,8 @@ impl HireService {
                 )
                 .await?
             {
-                self.record_void(ctx, &payment, "authorization_expiring").await?;
+                self.record_void(ctx, &payment, "authorization_expiring")
+                    .await?;
             }
             return Ok(Step::Again);
         }
@@ -679,7 +694,9 @@ impl HireService {
             .await?;
         let attempt_no = match started {
             StartAttempt::Started { attempt_no } => attempt_no,
-            StartAttempt::WorkerBusy { in_flight } => return Ok(Step::Done(worker_busy(in_flight))),
+            StartAttempt::WorkerBusy { in_flight } => {
+                return Ok(Step::Done(worker_busy(in_flight)));
+            }
             StartAttempt::StateMismatch { .. } => return Ok(Step::Again),
             StartAttempt::NotFound => {
                 return Err(Reply::from(ApiError::NotFound {
@@ -846,7 +863,9 @@ impl HireService {
             if retry_allowed {
                 format!("{message}; execute again to retry under the same payment")
             } else {
-                format!("{message}; no attempts are left, the payment was voided and nothing was settled")
+                format!(
+                    "{message}; no attempts are left, the payment was voided and nothing was settled"
+                )
             },
             json!({
                 "contract_id": ctx.contract_id,
@@ -1067,7 +1086,12 @@ impl HireService {
         );
         match inner
             .store
-            .begin_settlement_of_contract(&ctx.contract_id, from.as_str(), &payment.payment_id, &record)
+            .begin_settlement_of_contract(
+                &ctx.contract_id,
+                from.as_str(),
+                &payment.payment_id,
+                &record,
+            )
             .await?
         {
             Transition::Applied { .. } => {}
@@ -1207,7 +1231,11 @@ fn to_i64(value: U256) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
-fn evidence_pieces(ctx: &Ctx, attempt_id: &str, fetched: &[FetchedEvidence]) -> Vec<NewDeliverable> {
+fn evidence_pieces(
+    ctx: &Ctx,
+    attempt_id: &str,
+    fetched: &[FetchedEvidence],
+) -> Vec<NewDeliverable> {
     fetched
         .iter()
         .enumerate()
@@ -1247,7 +1275,10 @@ impl StoredKey {
 }
 
 /// The latest delivery of a contract: `{digest, content, attempt_id, evidence: [...]}`.
-pub async fn stored_delivery(store: &Store, contract_id: &str) -> Result<Option<Value>, StoreError> {
+pub async fn stored_delivery(
+    store: &Store,
+    contract_id: &str,
+) -> Result<Option<Value>, StoreError> {
     let pieces = store.latest_deliverables(contract_id).await?;
     let Some(document) = pieces.iter().find(|p| p.kind == "deliverable") else {
         return Ok(None);

@@ -29,7 +29,10 @@ use alloy::primitives::U256;
 use chrono::Utc;
 use hiregate_contracts::{
     id::{ContractId, SeekerId},
-    money::{AtomicAmount as ContractAmount, EvmAddress as ContractAddress, Network as ContractNetwork, PaymentScheme, Price},
+    money::{
+        AtomicAmount as ContractAmount, EvmAddress as ContractAddress, Network as ContractNetwork,
+        PaymentScheme, Price,
+    },
     policy::PolicyRequest,
     schema::{OutputSchema, SchemaLimits},
     terms::{
@@ -183,7 +186,10 @@ impl HireService {
     }
 
     fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.inner.base_url.as_str().trim_end_matches('/'))
+        format!(
+            "{}{path}",
+            self.inner.base_url.as_str().trim_end_matches('/')
+        )
     }
 
     fn execute_url(&self, contract_id: &str) -> String {
@@ -259,8 +265,9 @@ impl HireService {
             created_at: now,
             offer_ttl_s: settings.offer_ttl_s,
         };
-        let terms = ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
-            .map_err(terms_error)?;
+        let terms =
+            ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
+                .map_err(|e| terms_error(&e))?;
         let window = AuthorizationWindow::for_terms(&terms, settings);
         if window.total_s > settings.max_authorization_window_s {
             return Err(ApiError::UnprocessableWithDetails {
@@ -480,9 +487,10 @@ fn worker_offer(listing: &WorkerListing, task_type: &str) -> Result<WorkerOffer,
     };
     let listing_task = crate::registry::model::TaskType::from_str(task_type)
         .map_err(|e| unusable(e.to_string()))?;
-    let task_offer = listing.tasks.get(&listing_task).ok_or_else(|| {
-        unusable(format!("the worker does not offer task type `{task_type}`"))
-    })?;
+    let task_offer = listing
+        .tasks
+        .get(&listing_task)
+        .ok_or_else(|| unusable(format!("the worker does not offer task type `{task_type}`")))?;
     let task_type = TaskType::from_str(task_type).map_err(|_| {
         unusable(format!(
             "task type `{task_type}` cannot be contracted: contract task types are lower-case \
@@ -530,8 +538,8 @@ fn worker_offer(listing: &WorkerListing, task_type: &str) -> Result<WorkerOffer,
 }
 
 /// A refused proposal as a 422 naming the field at fault.
-fn terms_error(error: TermsError) -> ApiError {
-    let field = match &error {
+fn terms_error(error: &TermsError) -> ApiError {
+    let field = match error {
         TermsError::Schema(_) | TermsError::TooManySchemas => "output_schema",
         TermsError::Policy(_) => "verification",
         TermsError::InvalidSla { .. } => "sla",

@@ -28,9 +28,13 @@ pub const INFORMATIONAL_HEADERS: [HeaderName; 4] = [
     X_PAYMENT_NETWORK,
 ];
 
-/// An execute answer: a plain API error, or a status, JSON body and headers.
+/// An execute answer: a plain API error, or a status, JSON body and headers. Boxed: replies
+/// travel as `Err` values through the execute flow.
 #[derive(Debug)]
-pub struct Reply {
+pub struct Reply(Box<Parts>);
+
+#[derive(Debug)]
+struct Parts {
     status: StatusCode,
     body: Value,
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -40,28 +44,34 @@ pub struct Reply {
 
 impl From<ApiError> for Reply {
     fn from(error: ApiError) -> Self {
-        Self {
+        Self(Box::new(Parts {
             status: error.status(),
             body: Value::Null,
             headers: Vec::new(),
             api_error: Some(error),
-        }
+        }))
     }
 }
 
 impl Reply {
     /// A JSON reply.
     pub fn json(status: StatusCode, body: Value) -> Self {
-        Self {
+        Self(Box::new(Parts {
             status,
             body,
             headers: Vec::new(),
             api_error: None,
-        }
+        }))
     }
 
     /// `{"error": {code, message, details}}` with `status`.
-    pub fn error(status: StatusCode, code: &str, message: impl Into<String>, details: Value) -> Self {
+    #[allow(clippy::needless_pass_by_value)] // callers build `details` inline with json!
+    pub fn error(
+        status: StatusCode,
+        code: &str,
+        message: impl Into<String>,
+        details: Value,
+    ) -> Self {
         Self::json(
             status,
             json!({"error": {"code": code, "message": message.into(), "details": details}}),
@@ -71,18 +81,18 @@ impl Reply {
     /// Add a header.
     #[must_use]
     pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
-        self.headers.push((name, value));
+        self.0.headers.push((name, value));
         self
     }
 
     /// The status.
     pub fn status(&self) -> StatusCode {
-        self.status
+        self.0.status
     }
 
     /// The body (`null` for plain API errors).
     pub fn body(&self) -> &Value {
-        &self.body
+        &self.0.body
     }
 
     /// 402 with `PAYMENT-REQUIRED` (its `error` set to `reason`), `Cache-Control: no-store`,
@@ -91,10 +101,10 @@ impl Reply {
         offer: &StoredOffer,
         code: &str,
         message: impl Into<String>,
-        reason: Option<String>,
+        reason: Option<&str>,
         mut details: Value,
     ) -> Self {
-        let challenge = offer.challenge(reason.clone());
+        let challenge = offer.challenge(reason.map(str::to_owned));
         let encoded = encode_header(&challenge);
         let informational = offer.informational();
         if let Some(object) = details.as_object_mut() {
@@ -103,12 +113,12 @@ impl Reply {
                 "payment_required".to_owned(),
                 serde_json::to_value(&challenge).unwrap_or(Value::Null),
             );
-            if let Some(reason) = &reason {
-                object.insert("reason".to_owned(), Value::String(reason.clone()));
+            if let Some(reason) = reason {
+                object.insert("reason".to_owned(), Value::String(reason.to_owned()));
             }
         }
-        let mut reply = Self::error(StatusCode::PAYMENT_REQUIRED, code, message, details)
-            .no_store();
+        let mut reply =
+            Self::error(StatusCode::PAYMENT_REQUIRED, code, message, details).no_store();
         if let Ok(value) = HeaderValue::from_str(&encoded) {
             reply = reply.header(PAYMENT_REQUIRED, value);
         }
@@ -153,12 +163,13 @@ impl Reply {
 
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
-        let mut response = match self.api_error {
+        let parts = *self.0;
+        let mut response = match parts.api_error {
             Some(error) => error.into_response(),
-            None => (self.status, Json(self.body)).into_response(),
+            None => (parts.status, Json(parts.body)).into_response(),
         };
         let headers = response.headers_mut();
-        for (name, value) in self.headers {
+        for (name, value) in parts.headers {
             headers.append(name, value);
         }
         response

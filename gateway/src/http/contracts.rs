@@ -76,7 +76,9 @@ async fn get_contract(
     AppPath(id): AppPath<String>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let id = parse_contract_id(&id)?;
-    Ok(Json(state.hire.view_contract(&party.principal_id, &id).await?))
+    Ok(Json(
+        state.hire.view_contract(&party.principal_id, &id).await?,
+    ))
 }
 
 /// `POST /v1/contracts/{id}/execute` (seeker).

@@ -530,7 +530,11 @@ impl Store {
     }
 
     /// Record how an attempt ended (or that it went pending).
-    pub async fn finish_attempt(&self, attempt_id: &str, end: &AttemptEnd) -> Result<(), StoreError> {
+    pub async fn finish_attempt(
+        &self,
+        attempt_id: &str,
+        end: &AttemptEnd,
+    ) -> Result<(), StoreError> {
         const SQL: &str = "update attempt set state = $2, http_status = $3, error = $4, \
             worker_task_id = $5, poll_url = $6, finished_at = $7 where attempt_id = $1";
         on_backend!(self, pool => {

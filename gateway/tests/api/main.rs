@@ -4,6 +4,8 @@
 mod auth;
 mod cli;
 mod helpers;
+mod hire;
+mod hire_env;
 mod migrations;
 mod ops;
 mod outbound;

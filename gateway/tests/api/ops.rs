@@ -6,15 +6,25 @@ use serde_json::{Value, json};
 use crate::helpers::{TestWorker, spawn_app, spawn_app_with, spawn_postgres_app, worker_body};
 
 #[tokio::test]
-async fn healthz_and_readyz_answer_ok() {
+async fn healthz_answers_and_readyz_needs_a_facilitator() {
+    // The harness configures no [chains]: the database is fine, but with nothing to verify or
+    // settle payments on the gateway is not ready (the paid-hire tests cover the ready case).
     let app = spawn_app().await;
     let health = app.get("/healthz", None).await;
     assert_eq!(health.status(), 200);
     let ready = app.get("/readyz", None).await;
-    assert_eq!(ready.status(), 200);
+    assert_eq!(ready.status(), 503);
     let body: Value = ready.json().await.unwrap();
-    assert_eq!(body["status"], "ready");
+    assert_eq!(body["status"], "not_ready");
     assert_eq!(body["checks"]["database"]["status"], "ok");
+    assert_eq!(body["checks"]["facilitator"]["status"], "failed");
+    assert!(
+        body["checks"]["facilitator"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("[chains]"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -35,7 +45,8 @@ async fn readyz_on_postgres() {
         return;
     };
     let ready = app.get("/readyz", None).await;
-    assert_eq!(ready.status(), 200);
+    let body: Value = ready.json().await.unwrap();
+    assert_eq!(body["checks"]["database"]["status"], "ok", "{body}");
 }
 
 #[tokio::test]

@@ -1,0 +1,825 @@
+//! The paid hire over HTTP, on real parts: anvil + the devnet EIP-3009 token, the embedded
+//! `LocalFacilitator`, worker-sdk example workers checking the gateway's contract tokens, and a
+//! seeker wallet signing x402 payments. Balances are read on chain.
+
+use std::time::Duration;
+
+use alloy::primitives::U256;
+use hiregate_contracts::{id::ContractId, token::verify_contract_token};
+use hiregate_payments::{
+    PaymentRequired, encode_header,
+    extension::{PAYMENT_IDENTIFIER, set_payment_identifier},
+};
+use serde_json::{Value, json};
+
+use crate::{
+    helpers::{TestDatabase, closed_port, eventually},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env},
+};
+
+fn price() -> U256 {
+    U256::from(PRICE)
+}
+
+async fn happy_path(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let input = HireEnv::input("the quick brown fox");
+
+    // Contract: signed terms, a contract token the worker can verify, the offer.
+    let response = env.propose(input.clone(), json!({})).await;
+    assert_eq!(response.status(), 201);
+    let created: Value = response.json().await.unwrap();
+    let contract_id = created["contract_id"].as_str().unwrap().to_owned();
+    assert_eq!(created["state"], "offered");
+    assert!(
+        created["terms_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    let jwks = env
+        .app
+        .get("/.well-known/jwks.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let claims = verify_contract_token(
+        created["gateway_jws"].as_str().unwrap(),
+        &jwks,
+        chrono::Utc::now().into(),
+    )
+    .expect("the contract token verifies against the JWKS");
+    assert_eq!(claims.contract_id.as_str(), contract_id);
+    assert_eq!(claims.terms_hash.to_string(), created["terms_hash"]);
+    let offered: PaymentRequired =
+        serde_json::from_value(created["payment"]["x402"].clone()).unwrap();
+
+    // 402, through the HIRE-style route with X-Contract-ID.
+    let challenge = crate::hire_env::answer(
+        env.app
+            .client
+            .post(format!("{}/execute", env.app.address))
+            .bearer_auth(&env.seeker_key)
+            .header("X-Contract-ID", &contract_id)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(challenge.status, 402, "{:?}", challenge.body);
+    assert_eq!(challenge.header("cache-control"), Some("no-store"));
+    assert_eq!(challenge.header("x-payment-amount"), Some("1.5"));
+    assert_eq!(challenge.header("x-payment-currency"), Some("hUSD"));
+    assert_eq!(
+        challenge.header("x-payment-network"),
+        Some(env.devnet.network().as_str())
+    );
+    assert_eq!(
+        challenge.header("x-payment-address"),
+        Some(env.pay_to.to_checksum(None).as_str())
+    );
+    assert_eq!(challenge.code(), "payment_required");
+    let required = challenge.payment_required();
+    assert_eq!(required, offered, "the 402 asks for what the contract said");
+    assert!(
+        required
+            .resource
+            .url
+            .ends_with(&format!("/v1/contracts/{contract_id}/execute"))
+    );
+    let accepts = &required.accepts[0];
+    assert_eq!(accepts.scheme, "exact");
+    assert_eq!(accepts.network.as_str(), env.devnet.network());
+    assert_eq!(accepts.amount.get(), price());
+    assert_eq!(accepts.pay_to, env.pay_to.to_checksum(None));
+    assert_eq!(accepts.asset, env.devnet.token().to_checksum(None));
+    assert_eq!(accepts.extra["name"], env.devnet.token_name());
+    assert_eq!(accepts.extra["version"], env.devnet.token_version());
+    // 5 s SLA × 3 attempts + 30 s verification + 0 s acceptance + 120 s settlement margin.
+    assert_eq!(accepts.max_timeout_seconds, 165);
+
+    // Pay: the deliverable comes back with PAYMENT-RESPONSE, money moves once, on chain.
+    let before = env.balances().await;
+    let payment = env.pay(&required).await;
+    let paid = env
+        .execute(&contract_id, Some(&payment), Some(&input))
+        .await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+    let settlement = paid.payment_response();
+    assert!(settlement.success, "{settlement:?}");
+    assert!(settlement.transaction.starts_with("0x"));
+    assert_eq!(paid.body["state"], "settled");
+    assert_eq!(paid.body["deliverable"]["output"]["type"], "json");
+    assert_eq!(
+        paid.body["deliverable"]["output"]["content"]["summary"],
+        "the quick brown fox"
+    );
+    assert_eq!(paid.body["verification"]["verification_status"], "passed");
+    assert_eq!(
+        paid.body["settlement"]["transaction"],
+        settlement.transaction.as_str()
+    );
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price(), "payer paid the price");
+    assert_eq!(after.1, before.1 + price(), "worker received the price");
+    assert_eq!(env.worker.executions(), 1);
+
+    // The same request again: the stored result and the original PAYMENT-RESPONSE.
+    let again = env
+        .execute(&contract_id, Some(&payment), Some(&input))
+        .await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.payment_response(), settlement);
+    assert_eq!(again.body, paid.body);
+    assert_eq!(env.worker.executions(), 1);
+    assert_eq!(env.balances().await, after);
+
+    // The audit trail, in lifecycle order.
+    assert_eq!(
+        env.event_kinds(&contract_id).await,
+        [
+            "contract_offered",
+            "payment_verified",
+            "forwarded",
+            "deliverable_received",
+            "verification_started",
+            "verification_passed",
+            "acceptance_window_closed",
+            "settlement_succeeded",
+        ]
+    );
+
+    // Parties see the contract; others do not.
+    let seeker_view: Value = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}"),
+            Some(&env.seeker_key),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(seeker_view["state"], "settled");
+    assert_eq!(
+        seeker_view["settlement"]["transaction"],
+        settlement.transaction.as_str()
+    );
+    assert_eq!(seeker_view["attempts"].as_array().unwrap().len(), 1);
+    assert!(seeker_view["receipt"].is_null());
+    let operator_view = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}"),
+            Some(&env.operator_key),
+        )
+        .await;
+    assert_eq!(operator_view.status(), 200);
+    let (stranger, _) = env.app.create_key("seeker").await;
+    let stranger_view = env
+        .app
+        .get(&format!("/v1/contracts/{contract_id}"), Some(&stranger))
+        .await;
+    assert_eq!(stranger_view.status(), 404);
+
+    let ready = env.app.get("/readyz", None).await;
+    assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
+}
+
+#[tokio::test]
+async fn happy_path_settles_on_chain() {
+    happy_path(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn happy_path_settles_on_chain_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    happy_path(database).await;
+}
+
+#[tokio::test]
+async fn schema_invalid_output_is_rejected_and_nothing_moves() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let input = json!({"text": "x", "mode": "invalid"});
+    let contract_id = env.contract(input.clone(), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let payload = env.sign(&challenge).await;
+    let nonce = payload.exact_evm().unwrap().authorization.nonce;
+    let before = env.balances().await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 422, "{:?}", answer.body);
+    assert_eq!(answer.code(), "verification_failed");
+    let verification = &answer.body["error"]["details"]["verification"];
+    assert_eq!(verification["verification_status"], "failed");
+    assert!(!verification["reason_codes"].as_array().unwrap().is_empty());
+    assert!(answer.headers.get("payment-response").is_none());
+    assert_eq!(env.state(&contract_id).await, "rejected");
+    assert_eq!(env.balances().await, before, "nothing settled");
+    assert!(
+        !env.devnet
+            .authorization_state(env.wallet.address(), nonce)
+            .await
+            .unwrap(),
+        "the authorization was never used on chain"
+    );
+    // Asking again gives the same verdict without running the worker again.
+    let again = env.execute(&contract_id, None, None).await;
+    assert_eq!(again.status, 422);
+    assert_eq!(env.worker.executions(), 1);
+}
+
+#[tokio::test]
+async fn worker_failure_is_retried_under_the_same_payment_and_settled_once() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    // `flaky` fails attempt 1 and succeeds from attempt 2 (the gateway's X-Attempt).
+    let input = json!({"text": "retry me", "mode": "flaky"});
+    let contract_id = env.contract(input.clone(), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let payment = env.pay(&challenge).await;
+    let before = env.balances().await;
+
+    let first = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(first.status, 502, "{:?}", first.body);
+    assert_eq!(first.code(), "worker_failed");
+    assert_eq!(first.body["error"]["details"]["retry_allowed"], true);
+    assert_eq!(
+        first.body["error"]["details"]["worker_error"]["code"],
+        "TRANSIENT_FAILURE"
+    );
+    assert_eq!(env.state(&contract_id).await, "paid");
+    assert_eq!(env.balances().await, before);
+
+    // The retry carries no payment at all: the held authorization pays.
+    let retry = env.execute(&contract_id, None, Some(&input)).await;
+    assert_eq!(retry.status, 200, "{:?}", retry.body);
+    assert!(retry.payment_response().success);
+    assert_eq!(env.worker.executions(), 2);
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price(), "charged exactly once");
+    assert_eq!(after.1, before.1 + price());
+    let view: Value = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}"),
+            Some(&env.seeker_key),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let attempts = view["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0]["state"], "failed");
+    assert_eq!(attempts[1]["state"], "completed");
+}
+
+#[tokio::test]
+async fn exhausted_retries_fail_the_contract_and_settle_nothing() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let input = json!({"text": "never", "mode": "fail"});
+    let contract_id = env
+        .contract(input, json!({"retry_policy": {"max_attempts": 2}}))
+        .await;
+    let challenge = env.challenge(&contract_id).await;
+    let payload = env.sign(&challenge).await;
+    let nonce = payload.exact_evm().unwrap().authorization.nonce;
+    let payment = encode_header(&payload);
+    let before = env.balances().await;
+
+    let first = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(first.status, 502);
+    assert_eq!(first.body["error"]["details"]["attempts_left"], 1);
+    let second = env.execute(&contract_id, None, None).await;
+    assert_eq!(second.status, 502, "{:?}", second.body);
+    assert_eq!(second.body["error"]["details"]["retry_allowed"], false);
+    assert_eq!(env.state(&contract_id).await, "failed");
+    let payment_row = env
+        .app
+        .store
+        .find_payment_by_authorization(
+            &env.devnet.network(),
+            &env.devnet.token().to_checksum(None),
+            &env.wallet.address().to_checksum(None),
+            &nonce.to_string(),
+        )
+        .await
+        .unwrap()
+        .expect("payment stored");
+    assert_eq!(payment_row.state, "voided");
+    assert!(payment_row.settle_started_at.is_none());
+    assert!(
+        env.event_kinds(&contract_id)
+            .await
+            .contains(&"payment_voided".to_owned())
+    );
+
+    // Terminal: a third execute answers from the record, the worker is not called again.
+    let third = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(third.status, 502);
+    assert_eq!(third.code(), "worker_failed");
+    assert_eq!(env.worker.executions(), 2);
+    assert_eq!(env.balances().await, before, "nothing settled");
+    assert!(
+        !env.devnet
+            .authorization_state(env.wallet.address(), nonce)
+            .await
+            .unwrap()
+    );
+}
+
+async fn concurrent_executes(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let input = HireEnv::input("only once");
+    let contract_id = env.contract(input.clone(), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let shared = env.pay(&challenge).await;
+    let mut headers = Vec::new();
+    for i in 0..10 {
+        // Half the callers resend one payment, the others each sign a fresh one.
+        headers.push(if i % 2 == 0 {
+            shared.clone()
+        } else {
+            env.pay(&challenge).await
+        });
+    }
+    let before = env.balances().await;
+    let answers = futures::future::join_all(
+        headers
+            .iter()
+            .map(|header| env.execute(&contract_id, Some(header), Some(&input))),
+    )
+    .await;
+    let mut transactions = std::collections::BTreeSet::new();
+    for answer in &answers {
+        assert!(
+            answer.status == 200 || answer.status == 202,
+            "{} {:?}",
+            answer.status,
+            answer.body
+        );
+        if answer.status == 200 {
+            let settlement = answer.payment_response();
+            assert!(settlement.success);
+            transactions.insert(settlement.transaction);
+        }
+    }
+    assert_eq!(transactions.len(), 1, "one settlement transaction");
+    assert_eq!(env.worker.executions(), 1, "one worker execution");
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price(), "one transfer");
+    assert_eq!(after.1, before.1 + price());
+    assert_eq!(env.state(&contract_id).await, "settled");
+    let kinds = env.event_kinds(&contract_id).await;
+    assert_eq!(kinds.iter().filter(|k| *k == "payment_verified").count(), 1);
+    assert_eq!(kinds.iter().filter(|k| *k == "forwarded").count(), 1);
+}
+
+#[tokio::test]
+async fn concurrent_executes_run_once_and_transfer_once() {
+    concurrent_executes(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn concurrent_executes_run_once_and_transfer_once_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    concurrent_executes(database).await;
+}
+
+#[tokio::test]
+async fn a_payment_replayed_on_another_contract_is_refused() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let first = env.contract(HireEnv::input("one"), json!({})).await;
+    let second = env.contract(HireEnv::input("two"), json!({})).await;
+    let payment = env.pay(&env.challenge(&first).await).await;
+    assert_eq!(env.execute(&first, Some(&payment), None).await.status, 200);
+    let after_first = env.balances().await;
+
+    let replay = env.execute(&second, Some(&payment), None).await;
+    assert_eq!(replay.status, 409, "{:?}", replay.body);
+    assert_eq!(replay.code(), "payment_already_used");
+    assert_eq!(env.state(&second).await, "offered");
+    assert_eq!(env.balances().await, after_first, "no second transfer");
+    assert_eq!(env.worker.executions(), 1);
+}
+
+#[tokio::test]
+async fn a_wrong_amount_is_refused_with_the_reason() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let contract_id = env.contract(HireEnv::input("price"), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let before = env.balances().await;
+
+    // The client claims a lower price: the field-by-field match names `amount`.
+    let mut cheaper = challenge.clone();
+    cheaper.accepts[0].amount = (price() - U256::from(1u64)).into();
+    let answer = env
+        .execute(&contract_id, Some(&env.pay(&cheaper).await), None)
+        .await;
+    assert_eq!(answer.status, 402, "{:?}", answer.body);
+    assert_eq!(answer.code(), "payment_mismatch");
+    let fresh = answer.payment_required();
+    assert!(
+        fresh.error.as_deref().unwrap().contains("accepted.amount"),
+        "{fresh:?}"
+    );
+    assert_eq!(
+        fresh.accepts, challenge.accepts,
+        "a fresh challenge to pay again"
+    );
+
+    // `accepted` copied faithfully, but the signed authorization is for less.
+    let payload = env
+        .sign_for(&cheaper.accepts[0], &challenge.accepts[0], None)
+        .await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 402, "{:?}", answer.body);
+    assert_eq!(answer.code(), "payment_invalid");
+    assert_eq!(
+        answer.payment_required().error.as_deref(),
+        Some("invalid_exact_evm_payload_authorization_value_mismatch")
+    );
+    assert_eq!(env.state(&contract_id).await, "offered");
+    assert_eq!(env.balances().await, before);
+    assert_eq!(env.worker.executions(), 0);
+}
+
+#[tokio::test]
+async fn a_payment_identifier_is_honoured() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let first = env.contract(HireEnv::input("one"), json!({})).await;
+    let challenge = env.challenge(&first).await;
+    assert!(challenge.extensions.contains_key(PAYMENT_IDENTIFIER));
+    let id = "pay_0123456789abcdef0123".parse().unwrap();
+    let mut payload = env.sign(&challenge).await;
+    set_payment_identifier(&mut payload.extensions, &id);
+    let header = encode_header(&payload);
+    let paid = env.execute(&first, Some(&header), None).await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+
+    // Same id, same payload: the same response.
+    let again = env.execute(&first, Some(&header), None).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.payment_response(), paid.payment_response());
+
+    // Same id, another payload: 409, nothing changes.
+    let second = env.contract(HireEnv::input("two"), json!({})).await;
+    let mut other = env.sign(&env.challenge(&second).await).await;
+    set_payment_identifier(&mut other.extensions, &id);
+    let conflict = env
+        .execute(&second, Some(&encode_header(&other)), None)
+        .await;
+    assert_eq!(conflict.status, 409, "{:?}", conflict.body);
+    assert_eq!(conflict.code(), "payment_identifier_conflict");
+    assert_eq!(env.state(&second).await, "offered");
+    assert_eq!(env.worker.executions(), 1);
+}
+
+#[tokio::test]
+async fn an_unhealthy_worker_gets_no_contract() {
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        4,
+        "[health]\ninterval_ms = 100\nmiss_threshold = 1\nprobe_timeout_ms = 500",
+    )
+    .await;
+    env.worker.stop();
+    eventually(
+        Duration::from_secs(10),
+        "the worker marked unhealthy",
+        || async {
+            let view = env.app.owner_view(&env.operator_key, &env.worker_id).await;
+            (view["health"] == "unhealthy").then_some(())
+        },
+    )
+    .await;
+    let response = env.propose(HireEnv::input("x"), json!({})).await;
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "worker_unhealthy");
+}
+
+#[tokio::test]
+async fn facilitator_down_answers_503_and_never_calls_the_worker() {
+    // Fault injection: the external facilitator is a port nobody listens on. A real facilitator
+    // cannot be made unreachable on demand; a closed port is exactly "down".
+    let port = closed_port().await;
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        4,
+        &format!(
+            "[facilitator]\nmode = \"http\"\nurl = \"http://127.0.0.1:{port}/\"\nverify_timeout_ms = 2000"
+        ),
+    )
+    .await;
+    let contract_id = env.contract(HireEnv::input("x"), json!({})).await;
+    let payment = env.pay(&env.challenge(&contract_id).await).await;
+    let answer = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(answer.status, 503, "{:?}", answer.body);
+    assert_eq!(answer.code(), "facilitator_unavailable");
+    assert!(answer.header("retry-after").is_some());
+    assert_eq!(env.worker.executions(), 0, "nothing executed");
+    assert_eq!(env.state(&contract_id).await, "offered", "nothing paid");
+    assert!(
+        env.app
+            .store
+            .payment_of_contract(&contract_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let ready = env.app.get("/readyz", None).await;
+    assert_eq!(ready.status(), 503);
+}
+
+#[tokio::test]
+async fn a_facilitator_answering_500_is_unknown_not_a_refusal() {
+    // Fault injection: a facilitator that answers 500 (wiremock stands in; the bundled one only
+    // answers 500 when its chain is unreachable, which cannot be arranged per request).
+    let facilitator = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(500).set_body_json(json!({"isValid": false})))
+        .mount(&facilitator)
+        .await;
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        4,
+        &format!(
+            "[facilitator]\nmode = \"http\"\nurl = \"{}\"",
+            facilitator.uri()
+        ),
+    )
+    .await;
+    let contract_id = env.contract(HireEnv::input("x"), json!({})).await;
+    let payment = env.pay(&env.challenge(&contract_id).await).await;
+    let answer = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(answer.status, 503, "{:?}", answer.body);
+    assert_eq!(answer.code(), "facilitator_unavailable");
+    assert_eq!(env.worker.executions(), 0);
+    assert_eq!(env.state(&contract_id).await, "offered");
+}
+
+#[tokio::test]
+async fn bad_inputs_get_stable_codes_and_change_nothing() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let input = HireEnv::input("x");
+    let contract_id = env.contract(input.clone(), json!({})).await;
+    let events_before = env.event_kinds(&contract_id).await;
+
+    let cases: Vec<(u16, &str, crate::hire_env::Answer)> = vec![
+        (
+            409,
+            "input_mismatch",
+            env.execute(&contract_id, None, Some(&json!({"text": "y"})))
+                .await,
+        ),
+        (
+            400,
+            "invalid_payment_signature",
+            env.execute(&contract_id, Some("not base64 !!"), None).await,
+        ),
+        (
+            400,
+            "invalid_payment_signature",
+            env.execute(
+                &contract_id,
+                Some(&base64_json(&json!({"x402Version": 1, "payload": {}}))),
+                None,
+            )
+            .await,
+        ),
+        (
+            404,
+            "not_found",
+            env.execute(&ContractId::generate().to_string(), None, None)
+                .await,
+        ),
+        (
+            404,
+            "not_found",
+            env.execute("ctr_garbage", None, None).await,
+        ),
+        (
+            403,
+            "forbidden",
+            env.execute_as(&env.operator_key, &contract_id, None, None)
+                .await,
+        ),
+    ];
+    for (status, code, answer) in cases {
+        assert_eq!(answer.status, status, "{code}: {:?}", answer.body);
+        assert_eq!(answer.code(), code, "{:?}", answer.body);
+    }
+    // Equivalent JSON spelling of the input is the input.
+    let same = env
+        .execute(&contract_id, None, Some(&json!({ "text": "x" })))
+        .await;
+    assert_eq!(same.status, 402);
+
+    let malformed = crate::hire_env::answer(
+        env.app
+            .client
+            .post(format!(
+                "{}/v1/contracts/{contract_id}/execute",
+                env.app.address
+            ))
+            .bearer_auth(&env.seeker_key)
+            .body("{not json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(malformed.status, 400);
+    assert_eq!(malformed.code(), "malformed_json");
+    let no_id = crate::hire_env::answer(
+        env.app
+            .client
+            .post(format!("{}/execute", env.app.address))
+            .bearer_auth(&env.seeker_key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(no_id.status, 400);
+    assert_eq!(no_id.code(), "missing_contract_id");
+    let (stranger, _) = env.app.create_key("seeker").await;
+    let foreign = env.execute_as(&stranger, &contract_id, None, None).await;
+    assert_eq!(foreign.status, 404);
+
+    // Proposals the gateway refuses.
+    for (extra, status, code) in [
+        (
+            json!({"task_type": "translate"}),
+            422,
+            "task_type_not_offered",
+        ),
+        (
+            json!({"worker_id": "wk_01J00000000000000000000000"}),
+            404,
+            "not_found",
+        ),
+        (
+            json!({"output_schema": {"type": "string", "pattern": "(a+)+$"}}),
+            422,
+            "validation_failed",
+        ),
+        (
+            json!({"sla": {"max_latency_ms": 3_600_000}, "retry_policy": {"max_attempts": 10}}),
+            422,
+            "authorization_window_too_long",
+        ),
+        (
+            json!({"verification": {"policy_id": "vp.nope.v1"}}),
+            422,
+            "invalid_body",
+        ),
+        (json!({"surprise": true}), 422, "invalid_body"),
+    ] {
+        let response = env.propose(input.clone(), extra.clone()).await;
+        assert_eq!(response.status(), status, "{extra}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{extra}: {body}");
+    }
+
+    assert_eq!(env.state(&contract_id).await, "offered");
+    assert_eq!(env.event_kinds(&contract_id).await, events_before);
+    assert_eq!(env.worker.executions(), 0);
+}
+
+fn base64_json(value: &Value) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(value.to_string())
+}
+
+#[tokio::test]
+async fn a_busy_worker_answers_429_before_anyone_pays() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 1, "").await;
+    let slow_input = json!({"text": "slow", "mode": "slow", "delay_ms": 1500});
+    let slow = env.contract(slow_input, json!({})).await;
+    let other = env.contract(HireEnv::input("next"), json!({})).await;
+    let slow_payment = env.pay(&env.challenge(&slow).await).await;
+    let other_payment = env.pay(&env.challenge(&other).await).await;
+
+    let running = env.execute(&slow, Some(&slow_payment), None);
+    let blocked = async {
+        eventually(
+            Duration::from_secs(5),
+            "the slow contract executing",
+            || async { (env.state(&slow).await == "executing").then_some(()) },
+        )
+        .await;
+        env.execute(&other, Some(&other_payment), None).await
+    };
+    let (done, busy) = tokio::join!(running, blocked);
+    assert_eq!(done.status, 200, "{:?}", done.body);
+    assert_eq!(busy.status, 429, "{:?}", busy.body);
+    assert!(busy.header("retry-after").is_some());
+    assert_eq!(env.state(&other).await, "offered", "not paid while busy");
+
+    let later = env.execute(&other, Some(&other_payment), None).await;
+    assert_eq!(later.status, 200, "{:?}", later.body);
+    assert_eq!(env.worker.executions(), 2);
+}
+
+#[tokio::test]
+async fn an_acceptance_window_defers_settlement() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let contract_id = env
+        .contract(HireEnv::input("later"), json!({"acceptance_window_s": 600}))
+        .await;
+    let challenge = env.challenge(&contract_id).await;
+    assert_eq!(challenge.accepts[0].max_timeout_seconds, 165 + 600);
+    let before = env.balances().await;
+    let answer = env
+        .execute(&contract_id, Some(&env.pay(&challenge).await), None)
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(answer.body["settlement"]["status"], "deferred");
+    assert!(answer.headers.get("payment-response").is_none());
+    assert_eq!(env.state(&contract_id).await, "accepted");
+    assert_eq!(
+        env.balances().await,
+        before,
+        "settlement waits for the window"
+    );
+}
+
+#[tokio::test]
+async fn pending_work_answers_202_with_where_to_look() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let contract_id = env
+        .contract(
+            json!({"text": "async", "mode": "pending", "delay_ms": 60000}),
+            json!({}),
+        )
+        .await;
+    let challenge = env.challenge(&contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&env.pay(&challenge).await), None)
+        .await;
+    assert_eq!(answer.status, 202, "{:?}", answer.body);
+    assert_eq!(answer.body["state"], "pending");
+    assert!(
+        answer.body["poll_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&contract_id)
+    );
+    assert!(
+        answer.body["events_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/events")
+    );
+    assert_eq!(env.state(&contract_id).await, "pending");
+    // A duplicate reports the status; it neither forwards nor pays again.
+    let again = env
+        .execute(&contract_id, Some(&env.pay(&challenge).await), None)
+        .await;
+    assert_eq!(again.status, 202);
+    assert_eq!(env.worker.executions(), 1);
+}
+
+#[tokio::test]
+async fn the_official_x402_fetch_client_pays_a_contract() {
+    if !hiregate_payments::devnet::node_tools_or_skip(
+        "the_official_x402_fetch_client_pays_a_contract",
+    ) {
+        return;
+    }
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let input = HireEnv::input("paid by @x402/fetch");
+    let contract_id = env.contract(input.clone(), json!({})).await;
+    let before = env.balances().await;
+    let result = hiregate_payments::devnet::node_script(
+        "pay.mjs",
+        &json!({
+            "url": format!("{}/v1/contracts/{contract_id}/execute", env.app.address),
+            "privateKey": env.wallet.to_bytes().to_string(),
+            "method": "POST",
+            "authorization": format!("Bearer {}", env.seeker_key),
+            "body": input,
+            "allowedAssets": [{"network": env.devnet.network(), "asset": env.devnet.token().to_checksum(None)}],
+        }),
+    )
+    .await
+    .expect("pay.mjs runs");
+    assert_eq!(result["status"], 200, "{result}");
+    assert_eq!(result["paymentResponse"]["success"], true, "{result}");
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price());
+    assert_eq!(after.1, before.1 + price());
+}

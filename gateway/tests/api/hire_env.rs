@@ -1,0 +1,409 @@
+//! Harness for the paid-hire tests: a real anvil chain with the devnet EIP-3009 token
+//! (`hiregate_payments::devnet`), a gateway whose embedded `LocalFacilitator` settles on it, a
+//! real worker-sdk example worker on 127.0.0.1:0 that checks the gateway's contract tokens
+//! against its JWKS, and a funded seeker wallet that signs x402 payments.
+
+use std::{net::SocketAddr, time::Duration};
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    signers::local::PrivateKeySigner,
+};
+use hiregate_payments::{
+    PaymentPayload, PaymentRequired, PaymentRequirements, SettleResponse, SignOptions,
+    decode_header, devnet::Devnet, encode_header, sign_exact_payment, sign_exact_payment_with,
+};
+use hiregate_worker_sdk::{
+    GatewayKeys, RunningServer, Worker,
+    example_workers::{
+        FaultyBehaviour, FaultyMode, echo_builder, echo_handler, faulty_builder, faulty_handler,
+        summary_output_schema,
+    },
+    serve,
+};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::{TestApp, TestDatabase, spawn_app_on};
+
+/// Price of the `summarize` task in the tests: 1.5 tokens of 6 decimals.
+pub const PRICE: u64 = 1_500_000;
+/// Tokens minted to the seeker wallet.
+pub const SEEKER_FUNDS: u64 = 100_000_000;
+
+/// Which example worker to run.
+#[derive(Debug, Clone, Copy)]
+pub enum WorkerKind {
+    /// Always valid output.
+    Echo,
+    /// Misbehaves per input `mode`.
+    Faulty,
+}
+
+/// A real worker-sdk worker served on 127.0.0.1:0.
+pub struct RunningWorker {
+    /// The worker (its execution counter).
+    pub worker: Worker,
+    /// Base URL.
+    pub endpoint: String,
+    shutdown: CancellationToken,
+    _server: RunningServer,
+}
+
+impl RunningWorker {
+    /// Handler runs so far.
+    pub fn executions(&self) -> usize {
+        self.worker.execution_counter().get()
+    }
+
+    /// Stop serving (in-flight requests finish).
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl Drop for RunningWorker {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Start `kind` trusting the gateway at `gateway` (its JWKS).
+pub async fn start_worker(kind: WorkerKind, gateway: &str) -> RunningWorker {
+    let jwks = format!("{gateway}/.well-known/jwks.json").parse().unwrap();
+    let worker = match kind {
+        WorkerKind::Echo => echo_builder()
+            .gateway_keys(GatewayKeys::remote(jwks))
+            .build(echo_handler())
+            .unwrap(),
+        WorkerKind::Faulty => faulty_builder()
+            .gateway_keys(GatewayKeys::remote(jwks))
+            .build(faulty_handler(FaultyBehaviour {
+                mode: FaultyMode::Ok,
+                delay: Duration::from_millis(300),
+            }))
+            .unwrap(),
+    };
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let server = serve(
+        worker.router(),
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        async move { token.cancelled().await },
+    )
+    .await
+    .unwrap();
+    RunningWorker {
+        endpoint: server.base_url().as_str().trim_end_matches('/').to_owned(),
+        worker,
+        shutdown,
+        _server: server,
+    }
+}
+
+/// Everything a paid-hire test needs.
+pub struct HireEnv {
+    /// The chain (kept alive for the test).
+    pub devnet: Devnet,
+    /// The gateway.
+    pub app: TestApp,
+    /// An operator key and account.
+    pub operator_key: String,
+    /// A seeker key.
+    pub seeker_key: String,
+    /// The worker.
+    pub worker: RunningWorker,
+    /// Its listing id.
+    pub worker_id: String,
+    /// Its payout address.
+    pub pay_to: Address,
+    /// The seeker's funded wallet.
+    pub wallet: PrivateKeySigner,
+}
+
+/// Gateway settings that point the embedded facilitator at `devnet`, plus `extra` TOML.
+pub fn chain_settings(devnet: &Devnet, extra: &str) -> String {
+    format!(
+        r#"
+        [chains.devnet]
+        network = "{network}"
+        rpc_url = "{rpc}"
+        relayer_private_key = "{key}"
+        [outbound]
+        request_timeout_ms = 10000
+        {extra}
+        "#,
+        network = devnet.network(),
+        rpc = devnet.rpc_url(),
+        key = devnet.relayer().to_bytes(),
+    )
+}
+
+/// Start a devnet, a gateway on `database` (with `extra` settings layered on the chain
+/// settings), a `kind` worker registered with `max_parallel`, and a funded seeker.
+pub async fn hire_env(
+    database: TestDatabase,
+    kind: WorkerKind,
+    max_parallel: u32,
+    extra: &str,
+) -> HireEnv {
+    let devnet = Devnet::start().await.expect("anvil devnet starts");
+    let app = spawn_app_on(database, &chain_settings(&devnet, extra)).await;
+    let (operator_key, _) = app.create_key("operator").await;
+    let (seeker_key, _) = app.create_key("seeker").await;
+    let worker = start_worker(kind, &app.address).await;
+    let pay_to = PrivateKeySigner::random().address();
+    let response = app
+        .register_worker(
+            &operator_key,
+            &json!({
+                "endpoint": worker.endpoint,
+                "protocol": "hire",
+                "pay_to": pay_to.to_checksum(None),
+                "network": devnet.network(),
+                "asset": devnet.token().to_checksum(None),
+                "tasks": {
+                    "summarize": {
+                        "price": PRICE.to_string(),
+                        "output_schema": summary_output_schema(),
+                    }
+                },
+                "max_parallel": max_parallel,
+            }),
+        )
+        .await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let body: Value = response.json().await.unwrap();
+    let worker_id = body["id"].as_str().unwrap().to_owned();
+    let wallet = devnet
+        .funded_account(U256::from(SEEKER_FUNDS))
+        .await
+        .expect("funded seeker");
+    HireEnv {
+        devnet,
+        app,
+        operator_key,
+        seeker_key,
+        worker,
+        worker_id,
+        pay_to,
+        wallet,
+    }
+}
+
+/// A finished execute: status, headers and JSON body.
+#[derive(Debug)]
+pub struct Answer {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: reqwest::header::HeaderMap,
+    /// JSON body (`null` when empty).
+    pub body: Value,
+}
+
+impl Answer {
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The decoded `PAYMENT-REQUIRED`.
+    pub fn payment_required(&self) -> PaymentRequired {
+        decode_header(
+            self.header("payment-required")
+                .expect("PAYMENT-REQUIRED header"),
+        )
+        .expect("PAYMENT-REQUIRED decodes")
+    }
+
+    /// The decoded `PAYMENT-RESPONSE`.
+    pub fn payment_response(&self) -> SettleResponse {
+        decode_header(
+            self.header("payment-response")
+                .expect("PAYMENT-RESPONSE header"),
+        )
+        .expect("PAYMENT-RESPONSE decodes")
+    }
+
+    /// `error.code` of an error body.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+impl HireEnv {
+    /// The summarize input used by most tests.
+    pub fn input(text: &str) -> Value {
+        json!({"text": text})
+    }
+
+    /// `POST /v1/contracts` for `summarize` with `input` and `extra` proposal fields.
+    pub async fn propose(&self, input: Value, extra: Value) -> reqwest::Response {
+        let mut body = json!({
+            "worker_id": self.worker_id,
+            "task_type": "summarize",
+            "input": input,
+            "sla": {"max_latency_ms": 5000},
+        });
+        if let (Some(target), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            for (key, value) in extra {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+        self.app
+            .send_json(Method::POST, "/v1/contracts", Some(&self.seeker_key), &body)
+            .await
+    }
+
+    /// A contract that must be created; returns its id.
+    pub async fn contract(&self, input: Value, extra: Value) -> String {
+        let response = self.propose(input, extra).await;
+        assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+        let body: Value = response.json().await.unwrap();
+        body["contract_id"].as_str().unwrap().to_owned()
+    }
+
+    /// `POST /v1/contracts/{id}/execute` as the seeker, with an optional payment and body.
+    pub async fn execute(
+        &self,
+        contract_id: &str,
+        payment: Option<&str>,
+        body: Option<&Value>,
+    ) -> Answer {
+        self.execute_as(&self.seeker_key, contract_id, payment, body)
+            .await
+    }
+
+    /// The same as `key`.
+    pub async fn execute_as(
+        &self,
+        key: &str,
+        contract_id: &str,
+        payment: Option<&str>,
+        body: Option<&Value>,
+    ) -> Answer {
+        let mut request = self
+            .app
+            .client
+            .post(format!(
+                "{}/v1/contracts/{contract_id}/execute",
+                self.app.address
+            ))
+            .bearer_auth(key)
+            .timeout(Duration::from_secs(60));
+        if let Some(payment) = payment {
+            request = request.header("PAYMENT-SIGNATURE", payment);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        answer(request.send().await.expect("execute sent")).await
+    }
+
+    /// The 402 challenge of `contract_id`'s execute.
+    pub async fn challenge(&self, contract_id: &str) -> PaymentRequired {
+        let answer = self.execute(contract_id, None, None).await;
+        assert_eq!(answer.status, 402, "{:?}", answer.body);
+        answer.payment_required()
+    }
+
+    /// A payment of `challenge` signed by the seeker's wallet, as a header value.
+    pub async fn pay(&self, challenge: &PaymentRequired) -> String {
+        encode_header(&self.sign(challenge).await)
+    }
+
+    /// The signed payload (to tamper with).
+    pub async fn sign(&self, challenge: &PaymentRequired) -> PaymentPayload {
+        sign_exact_payment(
+            &self.wallet,
+            &challenge.accepts[0],
+            Some(challenge.resource.clone()),
+            now(),
+        )
+        .await
+        .expect("signs")
+    }
+
+    /// A payload signed for `requirements` but claiming `accepted` (to test prechecks).
+    pub async fn sign_for(
+        &self,
+        requirements: &PaymentRequirements,
+        accepted: &PaymentRequirements,
+        nonce: Option<B256>,
+    ) -> PaymentPayload {
+        let mut payload = sign_exact_payment_with(
+            &self.wallet,
+            requirements,
+            None,
+            now(),
+            &SignOptions {
+                nonce,
+                ..SignOptions::default()
+            },
+        )
+        .await
+        .expect("signs");
+        payload.accepted = accepted.clone();
+        payload
+    }
+
+    /// Token balance of `who`.
+    pub async fn balance(&self, who: Address) -> U256 {
+        self.devnet.balance_of(who).await.expect("balance")
+    }
+
+    /// (seeker, worker payout) balances.
+    pub async fn balances(&self) -> (U256, U256) {
+        (
+            self.balance(self.wallet.address()).await,
+            self.balance(self.pay_to).await,
+        )
+    }
+
+    /// The stored contract state.
+    pub async fn state(&self, contract_id: &str) -> String {
+        self.app
+            .store
+            .get_contract(contract_id)
+            .await
+            .unwrap()
+            .expect("contract stored")
+            .state
+    }
+
+    /// Event kinds of a contract, in order.
+    pub async fn event_kinds(&self, contract_id: &str) -> Vec<String> {
+        self.app
+            .store
+            .list_contract_events(contract_id, 0, 1000)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect()
+    }
+}
+
+/// Read a response into an [`Answer`].
+pub async fn answer(response: reqwest::Response) -> Answer {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.expect("body");
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Unix seconds now.
+pub fn now() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp()).unwrap()
+}
