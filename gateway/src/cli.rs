@@ -53,7 +53,7 @@ pub enum Command {
     /// Load and validate the configuration, print it with secrets redacted, and exit.
     CheckConfig,
     /// Serve the bundled x402 facilitator (`/verify`, `/settle`, `/supported`, `/health`) for
-    /// the chains under [chains], each settling with its relayer_private_key.
+    /// the chains under `[chains]`, each settling with its `relayer_private_key`.
     Facilitator {
         /// Address to listen on (default: facilitator.listen_address).
         #[arg(long)]

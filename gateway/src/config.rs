@@ -454,12 +454,19 @@ pub struct ContractSettings {
     pub settlement_margin_s: u64,
     /// Wait of a duplicate execute for the one in flight, ms.
     pub duplicate_wait_ms: u64,
+    /// Period of the settlement sweep, ms.
+    pub sweep_interval_ms: u64,
 }
 
 impl ContractSettings {
     /// Wait of a duplicate execute for the one in flight.
     pub fn duplicate_wait(&self) -> Duration {
         Duration::from_millis(self.duplicate_wait_ms)
+    }
+
+    /// Period of the settlement sweep.
+    pub fn sweep_interval(&self) -> Duration {
+        Duration::from_millis(self.sweep_interval_ms)
     }
 }
 
@@ -709,6 +716,11 @@ impl Settings {
         at_least(
             "contracts.settlement_margin_s",
             contracts.settlement_margin_s,
+            10,
+        )?;
+        at_least(
+            "contracts.sweep_interval_ms",
+            contracts.sweep_interval_ms,
             10,
         )?;
         if contracts.default_acceptance_window_s >= contracts.max_authorization_window_s {

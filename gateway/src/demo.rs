@@ -139,7 +139,7 @@ async fn walk_through(shutdown: &CancellationToken) -> anyhow::Result<()> {
     let contract = seeker
         .propose(&proposal(
             &good_id,
-            json!({"text": "hiregate pays agents only for verified work."}),
+            &json!({"text": "hiregate pays agents only for verified work."}),
         ))
         .await?;
     ensure!(
@@ -214,7 +214,7 @@ async fn walk_through(shutdown: &CancellationToken) -> anyhow::Result<()> {
     let rejected = seeker
         .propose(&proposal(
             &bad_id,
-            json!({"text": "anything", "mode": "invalid"}),
+            &json!({"text": "anything", "mode": "invalid"}),
         ))
         .await?;
     let before = Balances::read(&devnet, payer, bad_payout).await?;
@@ -350,7 +350,7 @@ async fn register_worker(
         .context("worker response without id")
 }
 
-fn proposal(worker_id: &str, input: Value) -> Value {
+fn proposal(worker_id: &str, input: &Value) -> Value {
     json!({
         "worker_id": worker_id,
         "task_type": SUMMARIZE,

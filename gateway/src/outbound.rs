@@ -1,7 +1,7 @@
 //! The one HTTP client for everything the gateway calls out to: worker endpoints, poll URLs,
 //! seeker webhooks, deliverable files.
 //!
-//! SSRF defence: host names resolve through [`FilteringResolver`], which drops private,
+//! SSRF defence: host names resolve through `FilteringResolver`, which drops private,
 //! loopback, link-local and other non-public addresses *after* DNS resolution, so the address
 //! checked is the address connected to (no rebinding window); IP-literal URLs are checked
 //! before the request is built. Redirects are not followed (a redirect could point anywhere)

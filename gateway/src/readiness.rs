@@ -1,9 +1,9 @@
 //! Readiness checks behind `GET /readyz`.
 //!
-//! The database check is built in. Seam for the execute flow: the facilitator (embedded chain
-//! RPC, or the external facilitator's `/supported`) plugs in as another [`ReadinessCheck`]
-//! through [`crate::startup::AppOptions::readiness_checks`]; until one is registered, `/readyz`
-//! reports only what it checked.
+//! The database check is built in; the app always registers the facilitator's check
+//! ([`crate::facilitator::FacilitatorReadiness`]: the embedded facilitator's chain nodes, or the
+//! external facilitator's `/supported`), and callers may add more through
+//! [`crate::startup::AppOptions::readiness_checks`].
 
 use async_trait::async_trait;
 

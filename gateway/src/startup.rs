@@ -238,6 +238,11 @@ impl App {
             state.config.health.interval(),
             app_token.clone(),
         ));
+        tasks.spawn(crate::hire::sweep::run_settlement_sweep(
+            state.hire.clone(),
+            state.config.contracts.sweep_interval(),
+            app_token.clone(),
+        ));
         tasks.close();
 
         tracing::info!(%local_addr, "hiregate gateway listening");

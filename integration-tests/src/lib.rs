@@ -1,1 +1,18 @@
-//! placeholder
+//! End-to-end test support for hiregate: real processes and protocol peers the tests run
+//! against.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`harness`] | real processes for e2e tests: anvil devnet, `hiregate facilitator`, `hiregate serve` and an example worker as children (port 0, logs to files, killed on drop), wired as an [`harness::E2eStack`] |
+//! | [`reference`](mod@reference) | reference WattSwarm executor + verifier and Superwire executor, written from the seeds' wire text (not from the gateway's types), with scripted faults and counters |
+//!
+//! Flow of a protocol test: spawn a reference server on `127.0.0.1:0`, point the gateway (or a
+//! plain HTTP client) at its base URL, then assert on what the server counted and recorded.
+//!
+//! Flow of an e2e test (`tests/e2e.rs`): [`harness::E2eStack::start`] with the package's
+//! `hiregate-cli` and `example-worker` binaries → a seeker (official `@x402/fetch` via
+//! `tools/interop/pay.mjs`, or the typed `SeekerClient`) pays a contract → assert on the HTTP
+//! answers, the contract record and on-chain balances; faults come from stopping processes.
+
+pub mod harness;
+pub mod reference;

@@ -66,7 +66,7 @@ use crate::{
 const MAX_STEPS: usize = 8;
 
 /// An execute call, after authentication.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ExecuteRequest {
     /// The contract (`ctr_…`), from the path or `X-Contract-ID`.
     pub contract_id: String,
@@ -78,6 +78,22 @@ pub struct ExecuteRequest {
     pub payment_signature: Option<String>,
     /// The request id, recorded with every event.
     pub correlation_id: String,
+}
+
+impl std::fmt::Debug for ExecuteRequest {
+    // PAYMENT-SIGNATURE is a bearer instrument until settled: never print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecuteRequest")
+            .field("contract_id", &self.contract_id)
+            .field("seeker", &self.seeker)
+            .field("body_bytes", &self.body.len())
+            .field(
+                "payment_signature",
+                &self.payment_signature.as_ref().map(|_| "[REDACTED]"),
+            )
+            .field("correlation_id", &self.correlation_id)
+            .finish()
+    }
 }
 
 /// What a step did: answered, or changed the state so the next step must look again.
@@ -94,7 +110,37 @@ struct Ctx {
     offer: StoredOffer,
     contract_token: String,
     correlation_id: String,
-    seeker_actor: String,
+    /// Who drives this execution: `seeker:<id>`, or `gateway` for the sweep.
+    actor: String,
+}
+
+impl Ctx {
+    fn of(contract: &ContractRecord, correlation_id: String, actor: String) -> Result<Self, Reply> {
+        let terms: ContractTerms = serde_json::from_value(contract.terms.clone())
+            .map_err(|e| internal(format!("stored terms do not parse: {e}")))?;
+        let offer: StoredOffer = contract
+            .payment_offer
+            .clone()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .ok_or_else(|| internal("stored contract has no usable payment offer"))?;
+        Ok(Self {
+            contract_id: contract.contract_id.clone(),
+            worker_id: WorkerId::from_str(&contract.worker_id)
+                .map_err(|e| internal(format!("stored worker id: {e}")))?,
+            terms,
+            offer,
+            contract_token: contract.gateway_jws.clone(),
+            correlation_id,
+            actor,
+        })
+    }
+}
+
+/// An accepted contract may settle once its acceptance window is over (at once when it has
+/// none). `deadline_at` holds the window's end.
+fn acceptance_window_over(ctx: &Ctx, contract: &ContractRecord) -> bool {
+    ctx.terms.acceptance_window_s() == 0
+        || contract.deadline_at.is_some_and(|end| end <= Utc::now())
 }
 
 impl From<StoreError> for Reply {
@@ -137,24 +183,12 @@ impl HireService {
         if contract.seeker_id != request.seeker.as_str() {
             return Err(not_found());
         }
-        let terms: ContractTerms = serde_json::from_value(contract.terms.clone())
-            .map_err(|e| internal(format!("stored terms do not parse: {e}")))?;
-        check_body(&terms, &request.body)?;
-        let offer: StoredOffer = contract
-            .payment_offer
-            .clone()
-            .and_then(|v| serde_json::from_value(v).ok())
-            .ok_or_else(|| internal("stored contract has no usable payment offer"))?;
-        let ctx = Ctx {
-            contract_id: contract.contract_id.clone(),
-            worker_id: WorkerId::from_str(&contract.worker_id)
-                .map_err(|e| internal(format!("stored worker id: {e}")))?,
-            terms,
-            offer,
-            contract_token: contract.gateway_jws.clone(),
-            correlation_id: request.correlation_id.clone(),
-            seeker_actor: format!("seeker:{}", request.seeker),
-        };
+        let ctx = Ctx::of(
+            &contract,
+            request.correlation_id.clone(),
+            format!("seeker:{}", request.seeker),
+        )?;
+        check_body(&ctx.terms, &request.body)?;
 
         let lock = self.inner.locks.lock_of(&ctx.contract_id);
         let wait = self.inner.config.contracts.duplicate_wait();
@@ -179,7 +213,7 @@ impl HireService {
                         .await?
                 }
                 ContractState::Paid => self.forward(&ctx).await?,
-                ContractState::Accepted if ctx.terms.acceptance_window_s() == 0 => {
+                ContractState::Accepted if acceptance_window_over(&ctx, &contract) => {
                     self.settle(&ctx, ContractState::Accepted).await?
                 }
                 ContractState::SettlementUnknown => {
@@ -194,6 +228,32 @@ impl HireService {
         Err(internal(
             "the contract's state kept changing under this execute",
         ))
+    }
+
+    /// Settle `contract` if it is due (acceptance window over, or a settlement outcome to
+    /// reconcile), under its lock; skipped when an execute holds the lock. Returns the state
+    /// it is in afterwards.
+    pub(super) async fn settle_if_due(
+        &self,
+        contract: &ContractRecord,
+        correlation_id: String,
+    ) -> Result<Option<String>, Reply> {
+        let lock = self.inner.locks.lock_of(&contract.contract_id);
+        let Ok(_guard) = lock.try_lock_owned() else {
+            return Ok(None);
+        };
+        let Some(current) = self.inner.store.get_contract(&contract.contract_id).await? else {
+            return Ok(None);
+        };
+        let ctx = Ctx::of(&current, correlation_id, "gateway".to_owned())?;
+        let from = match current.state.as_str() {
+            "accepted" if acceptance_window_over(&ctx, &current) => ContractState::Accepted,
+            "settlement_unknown" => ContractState::SettlementUnknown,
+            _ => return Ok(None),
+        };
+        self.settle(&ctx, from).await?;
+        let after = self.inner.store.get_contract(&ctx.contract_id).await?;
+        Ok(after.map(|c| c.state))
     }
 
     /// The answer for a contract whose state needs no action from this execute.
@@ -564,7 +624,7 @@ impl HireService {
         };
         let event = self.event(
             ctx,
-            &ctx.seeker_actor,
+            &ctx.actor,
             ContractEvent::PaymentVerified.name(),
             json!({
                 "payment_id": payment.payment_id,

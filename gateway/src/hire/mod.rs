@@ -9,6 +9,7 @@
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
 //! | [`locks`] | one in-process lock per contract |
 //! | [`reply`] | execute answers with x402 and HIRE headers |
+//! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
 //!
 //! Flow of a contract: [`HireService::create_contract`] checks the worker (listed, healthy, not
 //! retired, offers the task type, speaks a protocol we have an adapter for), reads the token's
@@ -22,6 +23,7 @@ pub mod execute;
 pub mod locks;
 pub mod offer;
 pub mod reply;
+pub mod sweep;
 
 use std::{str::FromStr, sync::Arc};
 

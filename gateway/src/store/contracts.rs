@@ -273,6 +273,31 @@ impl Store {
         row.map(ContractRecord::try_from).transpose()
     }
 
+    /// Contracts whose settlement is due: `accepted` with the acceptance window over
+    /// (`deadline_at <= now`), and `settlement_unknown` untouched since `reconcile_before`.
+    pub async fn contracts_due_for_settlement(
+        &self,
+        now: DateTime<Utc>,
+        reconcile_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<ContractRecord>, StoreError> {
+        let sql = format!(
+            "select {CONTRACT_COLUMNS} from contract \
+             where (state = 'accepted' and deadline_at <= $1) \
+                or (state = 'settlement_unknown' and updated_at <= $2) \
+             order by updated_at limit $3"
+        );
+        let rows: Vec<ContractRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(to_millis(now))
+                .bind(to_millis(reconcile_before))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(ContractRecord::try_from).collect()
+    }
+
     /// Move a contract from `expected_state` to `new_state` and record `event` with it, in one
     /// transaction. Concurrent callers racing on the same transition: exactly one gets
     /// [`Transition::Applied`], the others [`Transition::StateMismatch`].

@@ -2,7 +2,7 @@
 //! Every SQL statement of the gateway lives under this module.
 //!
 //! Queries are runtime-checked (`sqlx::query_as`), written once with `$n` placeholders, which
-//! both drivers accept; [`on_backend!`] expands each body once per pool type, so both are
+//! both drivers accept; `on_backend!` expands each body once per pool type, so both are
 //! type-checked. Dialect differences (`FOR UPDATE SKIP LOCKED`) are separate constants.
 //! Times are stored as Unix milliseconds; JSON as TEXT (SQLite) or JSONB (PostgreSQL), bound
 //! through `sqlx::types::Json` either way.

@@ -12,7 +12,7 @@ use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_mill
 const ENTITY: &str = "payment";
 
 /// A payment to record after the facilitator verified it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NewPayment {
     /// Payment id.
     pub payment_id: String,
@@ -42,6 +42,21 @@ pub struct NewPayment {
     pub state: String,
     /// Creation time.
     pub created_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for NewPayment {
+    // The payload carries the payer's signature: keep it out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewPayment")
+            .field("payment_id", &self.payment_id)
+            .field("contract_id", &self.contract_id)
+            .field("network", &self.network)
+            .field("payer", &self.payer)
+            .field("amount", &self.amount)
+            .field("state", &self.state)
+            .field("payload", &"[REDACTED]")
+            .finish_non_exhaustive()
+    }
 }
 
 /// A stored payment (the payload is loaded too: settlement resubmits it).

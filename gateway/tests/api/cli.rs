@@ -1,5 +1,5 @@
 //! The `hiregate` binary: configuration layering and errors that name the key, `migrate`,
-//! `keys create`, `facilitator`, and the not-yet-wired `demo`.
+//! `keys create` and `facilitator` (`demo` has its own tests).
 
 use std::process::{Command, Output};
 
@@ -145,13 +145,6 @@ async fn migrate_and_keys_create_produce_a_working_key() {
         .get("/v1/workers/wk_01J00000000000000000000000", Some(&key))
         .await;
     assert_eq!(response.status(), 404);
-}
-
-#[test]
-fn unwired_demo_says_so_and_fails() {
-    let output = hiregate(&["demo"], &[]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("not wired"));
 }
 
 #[test]

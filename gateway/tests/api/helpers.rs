@@ -38,6 +38,8 @@ pub enum TestDatabase {
     Sqlite(tempfile::TempDir),
     /// A PostgreSQL database created for this test.
     Postgres(PostgresDatabase),
+    /// Another test's database, by URL (a second gateway instance on it); not removed.
+    Shared(String),
 }
 
 impl TestDatabase {
@@ -46,6 +48,7 @@ impl TestDatabase {
         match self {
             Self::Sqlite(dir) => format!("sqlite://{}/hiregate.db", dir.path().display()),
             Self::Postgres(db) => db.url.clone(),
+            Self::Shared(url) => url.clone(),
         }
     }
 

@@ -602,7 +602,7 @@ async fn bad_inputs_get_stable_codes_and_change_nothing() {
         (
             404,
             "not_found",
-            env.execute(&ContractId::generate().to_string(), None, None)
+            env.execute(ContractId::generate().as_str(), None, None)
                 .await,
         ),
         (
@@ -672,7 +672,7 @@ async fn bad_inputs_get_stable_codes_and_change_nothing() {
             "not_found",
         ),
         (
-            json!({"output_schema": {"type": "string", "pattern": "(a+)+$"}}),
+            json!({"output_schema": {"type": "string", "pattern": "(?=x)"}}),
             422,
             "validation_failed",
         ),
@@ -822,4 +822,309 @@ async fn the_official_x402_fetch_client_pays_a_contract() {
     let after = env.balances().await;
     assert_eq!(after.0, before.0 - price());
     assert_eq!(after.1, before.1 + price());
+}
+
+#[tokio::test]
+async fn a_worker_slower_than_the_sla_times_out_with_504() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let contract_id = env
+        .contract(
+            json!({"text": "slow", "mode": "slow", "delay_ms": 3000}),
+            json!({"sla": {"max_latency_ms": 500}, "retry_policy": {"max_attempts": 1}}),
+        )
+        .await;
+    let before = env.balances().await;
+    let answer = env
+        .execute(
+            &contract_id,
+            Some(&env.pay(&env.challenge(&contract_id).await).await),
+            None,
+        )
+        .await;
+    assert_eq!(answer.status, 504, "{:?}", answer.body);
+    assert_eq!(answer.code(), "worker_timeout");
+    assert_eq!(answer.body["error"]["details"]["retry_allowed"], false);
+    assert_eq!(env.state(&contract_id).await, "failed");
+    assert_eq!(env.balances().await, before);
+}
+
+#[tokio::test]
+async fn an_expired_offer_cannot_be_paid() {
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        4,
+        "[contracts]\noffer_ttl_s = 1",
+    )
+    .await;
+    let contract_id = env.contract(HireEnv::input("late"), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let answer = env
+        .execute(&contract_id, Some(&env.pay(&challenge).await), None)
+        .await;
+    assert_eq!(answer.status, 410, "{:?}", answer.body);
+    assert_eq!(answer.code(), "contract_expired");
+    assert_eq!(env.state(&contract_id).await, "expired");
+    assert_eq!(env.worker.executions(), 0);
+}
+
+/// Two gateway instances on one database (sharing the signing key file), executes split
+/// between them: the database's conditional transitions decide, not the in-process locks.
+async fn two_instances(database: TestDatabase) {
+    let key_dir = tempfile::tempdir().unwrap();
+    let shared_key = format!(
+        "[signing_key]\npath = \"{}\"",
+        key_dir.path().join("gateway-key.json").display()
+    );
+    let url = database.url();
+    let env = hire_env(database, WorkerKind::Echo, 4, &shared_key).await;
+    let second = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(url),
+        &crate::hire_env::chain_settings(&env.devnet, &shared_key),
+    )
+    .await;
+    let input = HireEnv::input("two gateways");
+    let contract_id = env.contract(input.clone(), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let mut payments = Vec::new();
+    for _ in 0..6 {
+        payments.push(env.pay(&challenge).await);
+    }
+    let before = env.balances().await;
+    let answers = futures::future::join_all(payments.iter().enumerate().map(|(i, payment)| {
+        let address = if i % 2 == 0 {
+            env.app.address.clone()
+        } else {
+            second.address.clone()
+        };
+        let request = env
+            .app
+            .client
+            .post(format!("{address}/v1/contracts/{contract_id}/execute"))
+            .bearer_auth(&env.seeker_key)
+            .header("PAYMENT-SIGNATURE", payment)
+            .json(&input);
+        async move { crate::hire_env::answer(request.send().await.unwrap()).await }
+    }))
+    .await;
+    for answer in &answers {
+        assert!(
+            [200, 202].contains(&answer.status),
+            "{} {:?}",
+            answer.status,
+            answer.body
+        );
+    }
+    // Whatever answered 202 now gets the stored result.
+    let settled = env.execute(&contract_id, None, None).await;
+    assert_eq!(settled.status, 200, "{:?}", settled.body);
+    let transaction = settled.payment_response().transaction;
+    for answer in answers.iter().filter(|a| a.status == 200) {
+        assert_eq!(answer.payment_response().transaction, transaction);
+    }
+    assert_eq!(env.worker.executions(), 1);
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price(), "one transfer");
+    assert_eq!(after.1, before.1 + price());
+    let kinds = env.event_kinds(&contract_id).await;
+    assert_eq!(kinds.iter().filter(|k| *k == "payment_verified").count(), 1);
+    assert_eq!(kinds.iter().filter(|k| *k == "forwarded").count(), 1);
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == "settlement_succeeded")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn two_instances_on_one_sqlite_file_settle_once() {
+    two_instances(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn two_instances_on_one_postgres_settle_once() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    two_instances(database).await;
+}
+
+/// The bundled facilitator served over HTTP behind a bearer check, and a gateway in
+/// `facilitator.mode = "http"` sending that header through its auth hook.
+#[tokio::test]
+async fn an_http_facilitator_with_an_auth_header_settles() {
+    use axum::{extract::Request, http::StatusCode, middleware::Next, response::Response};
+    use hiregate_payments::{ChainConfig, FacilitatorConfig, LocalFacilitator, RelayerKey};
+
+    const SECRET: &str = "Bearer facilitator-test-secret";
+    let devnet = hiregate_payments::devnet::Devnet::start().await.unwrap();
+    let facilitator = LocalFacilitator::connect(FacilitatorConfig {
+        chains: vec![ChainConfig::new(
+            devnet.network().parse().unwrap(),
+            devnet.rpc_url().clone(),
+            RelayerKey::new(devnet.fresh_relayer().await.unwrap()),
+        )],
+    })
+    .await
+    .unwrap();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    let router = hiregate_payments::router(std::sync::Arc::new(facilitator)).layer(
+        axum::middleware::from_fn(move |request: Request, next: Next| {
+            let seen = seen.clone();
+            async move {
+                let authorized = request
+                    .headers()
+                    .get("authorization")
+                    .is_some_and(|v| v.as_bytes() == SECRET.as_bytes());
+                if !authorized {
+                    return Response::builder()
+                        .status(StatusCode::UNAUTHORIZED)
+                        .body(axum::body::Body::empty())
+                        .unwrap();
+                }
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                next.run(request).await
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let facilitator_url = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let env = crate::hire_env::hire_env_on(
+        devnet,
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        4,
+        &format!(
+            "[facilitator]\nmode = \"http\"\nurl = \"{facilitator_url}\"\nauth_header_value = \"{SECRET}\""
+        ),
+    )
+    .await;
+    let contract_id = env.contract(HireEnv::input("via http"), json!({})).await;
+    let before = env.balances().await;
+    let answer = env
+        .execute(
+            &contract_id,
+            Some(&env.pay(&env.challenge(&contract_id).await).await),
+            None,
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert!(answer.payment_response().success);
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price());
+    assert!(
+        calls.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "verify and settle went through the authorized facilitator"
+    );
+    let ready = env.app.get("/readyz", None).await;
+    assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
+}
+
+/// `hiregate facilitator` serves the bundled facilitator for the configured chains.
+#[tokio::test]
+async fn the_facilitator_subcommand_serves_the_configured_chains() {
+    use tokio::io::AsyncBufReadExt as _;
+
+    let devnet = hiregate_payments::devnet::Devnet::start().await.unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hiregate"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("HIREGATE_") {
+            command.env_remove(name);
+        }
+    }
+    let mut child = command
+        .args(["facilitator", "--listen", "127.0.0.1:0"])
+        .env("HIREGATE_CHAINS__DEVNET__NETWORK", devnet.network())
+        .env(
+            "HIREGATE_CHAINS__DEVNET__RPC_URL",
+            devnet.rpc_url().as_str(),
+        )
+        .env(
+            "HIREGATE_CHAINS__DEVNET__RELAYER_PRIVATE_KEY",
+            devnet.relayer().to_bytes().to_string(),
+        )
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("facilitator listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("the facilitator exited without listening");
+    })
+    .await
+    .expect("the facilitator starts");
+    let supported: Value = reqwest::get(format!("{url}/supported"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(supported["kinds"][0]["network"], devnet.network());
+    assert_eq!(supported["kinds"][0]["scheme"], "exact");
+    assert_eq!(
+        supported["signers"]["eip155:*"][0],
+        devnet.relayer().address().to_checksum(None)
+    );
+    child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_sweep_settles_when_the_acceptance_window_ends() {
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        4,
+        "[contracts]\nsweep_interval_ms = 100",
+    )
+    .await;
+    let contract_id = env
+        .contract(HireEnv::input("window"), json!({"acceptance_window_s": 1}))
+        .await;
+    let before = env.balances().await;
+    let delivered = env
+        .execute(
+            &contract_id,
+            Some(&env.pay(&env.challenge(&contract_id).await).await),
+            None,
+        )
+        .await;
+    assert_eq!(delivered.status, 200, "{:?}", delivered.body);
+    assert_eq!(delivered.body["settlement"]["status"], "deferred");
+    assert_eq!(
+        env.balances().await,
+        before,
+        "nothing moves during the window"
+    );
+    eventually(
+        Duration::from_secs(10),
+        "the sweep settling the contract",
+        || async { (env.state(&contract_id).await == "settled").then_some(()) },
+    )
+    .await;
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price());
+    assert_eq!(after.1, before.1 + price());
+    let answer = env.execute(&contract_id, None, None).await;
+    assert_eq!(answer.status, 200);
+    assert!(answer.payment_response().success);
+    let kinds = env.event_kinds(&contract_id).await;
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == "settlement_succeeded")
+            .count(),
+        1
+    );
 }

@@ -149,6 +149,17 @@ pub async fn hire_env(
     extra: &str,
 ) -> HireEnv {
     let devnet = Devnet::start().await.expect("anvil devnet starts");
+    hire_env_on(devnet, database, kind, max_parallel, extra).await
+}
+
+/// [`hire_env`] on an already running `devnet`.
+pub async fn hire_env_on(
+    devnet: Devnet,
+    database: TestDatabase,
+    kind: WorkerKind,
+    max_parallel: u32,
+    extra: &str,
+) -> HireEnv {
     let app = spawn_app_on(database, &chain_settings(&devnet, extra)).await;
     let (operator_key, _) = app.create_key("operator").await;
     let (seeker_key, _) = app.create_key("seeker").await;

@@ -1,0 +1,631 @@
+//! What the gateway adds to a hire: latency over calling a no-op worker directly, and paid
+//! executes per second, on SQLite and (when reachable) PostgreSQL.
+//!
+//! `cargo bench -p hiregate-integration-tests --bench gateway [-- <sequential paid executes>]`
+//!
+//! Set-up, all real: anvil with the devnet token (instant mining), the gateway in-process
+//! (`App::build_with` on 127.0.0.1:0) with its embedded facilitator settling on anvil, and the
+//! worker-sdk echo worker on 127.0.0.1:0 (its handler does no work, so it stands for a no-op
+//! worker). The embedded facilitator is the one `facilitator.mode = "embedded"` builds, wrapped
+//! to time each `/verify` and `/settle` call so the table can split the gateway's time.
+//!
+//! Measured:
+//! - (a) `POST /execute` on the worker directly, with a valid contract token from
+//!   `TestTokenIssuer` and a fresh contract id per call;
+//! - (b) the paid `POST /v1/contracts/{id}/execute` (`PAYMENT-SIGNATURE` → verify → worker →
+//!   schema check → settle on chain → 200 + `PAYMENT-RESPONSE`), sequential, one fresh contract
+//!   per call; the 402 and the signing happen before the clock starts;
+//! - (c) the same with 8 in flight, distinct contracts and distinct payers, as executes/s.
+//!
+//! PostgreSQL: `HIREGATE_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`)
+//! names a server where a fresh database is created per run and dropped afterwards.
+//!
+//! A custom harness rather than criterion: every paid execute consumes its contract and its
+//! payment, and the figures wanted are percentiles and a rate, not a per-iteration mean.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use alloy::{primitives::U256, signers::local::PrivateKeySigner};
+use async_trait::async_trait;
+use futures::{StreamExt as _, stream};
+use hiregate_gateway::{
+    config::Settings,
+    facilitator::build_facilitator,
+    startup::{App, AppOptions},
+};
+use hiregate_payments::{
+    Facilitator, FacilitatorError, PaymentPayload, devnet::Devnet,
+    wire::{SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse},
+};
+use hiregate_worker_sdk::{
+    GatewayKeys, RunningServer,
+    example_workers::{SUMMARIZE, echo_builder, echo_handler, summary_output_schema},
+    ids::ContractId,
+    seeker::SeekerClient,
+    testing::TestTokenIssuer,
+};
+use serde_json::{Value, json};
+use sqlx::{Connection as _, Executor as _, PgConnection};
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+/// Price of one task: 1 token of 6 decimals.
+const PRICE: u64 = 1_000_000;
+/// Direct worker calls measured for (a).
+const DIRECT_CALLS: usize = 200;
+/// Sequential paid executes for (b), unless given on the command line.
+const DEFAULT_SEQUENTIAL: usize = 100;
+/// Paid executes in (c), and how many are in flight at once.
+const CONCURRENT_EXECUTES: usize = 64;
+const CONCURRENCY: usize = 8;
+/// Default PostgreSQL server for the PostgreSQL run.
+const DEFAULT_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Latencies of one measured series and the wall time it took.
+struct Series {
+    latencies: Vec<Duration>,
+    wall: Duration,
+}
+
+impl Series {
+    fn percentile(&self, p: f64) -> Duration {
+        percentile(&self.latencies, p)
+    }
+
+    fn per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64()
+    }
+}
+
+fn percentile(values: &[Duration], p: f64) -> Duration {
+    if values.is_empty() {
+        return Duration::ZERO;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+/// The embedded facilitator with a stopwatch on `/verify` and `/settle`.
+struct TimedFacilitator {
+    inner: Arc<dyn Facilitator>,
+    verify: Mutex<Vec<Duration>>,
+    settle: Mutex<Vec<Duration>>,
+}
+
+impl TimedFacilitator {
+    fn take(&self) -> (Vec<Duration>, Vec<Duration>) {
+        let take = |times: &Mutex<Vec<Duration>>| {
+            std::mem::take(&mut *times.lock().unwrap_or_else(|e| e.into_inner()))
+        };
+        (take(&self.verify), take(&self.settle))
+    }
+}
+
+#[async_trait]
+impl Facilitator for TimedFacilitator {
+    async fn verify(&self, request: &VerifyRequest) -> Result<VerifyResponse, FacilitatorError> {
+        let started = Instant::now();
+        let verdict = self.inner.verify(request).await;
+        let elapsed = started.elapsed();
+        self.verify
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(elapsed);
+        verdict
+    }
+
+    async fn settle(&self, request: &SettleRequest) -> Result<SettleResponse, FacilitatorError> {
+        let started = Instant::now();
+        let outcome = self.inner.settle(request).await;
+        let elapsed = started.elapsed();
+        self.settle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(elapsed);
+        outcome
+    }
+
+    async fn supported(&self) -> Result<SupportedResponse, FacilitatorError> {
+        self.inner.supported().await
+    }
+}
+
+/// (a): the echo worker called directly, as the gateway would call it.
+async fn direct_worker_calls(calls: usize) -> BenchResult<Series> {
+    let issuer = TestTokenIssuer::new("bench-direct")?;
+    let worker = echo_builder()
+        .gateway_keys(GatewayKeys::fixed(issuer.jwks()))
+        .build(echo_handler())?;
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    let server = hiregate_worker_sdk::serve(
+        worker.router(),
+        "127.0.0.1:0".parse()?,
+        async move { stopped.cancelled().await },
+    )
+    .await?;
+    let execute = server.base_url().join("execute")?;
+    let http = reqwest::Client::new();
+    let requests = (0..calls)
+        .map(|_| {
+            let contract = ContractId::generate();
+            let token = issuer.token_for(&contract)?;
+            Ok((contract, token))
+        })
+        .collect::<Result<Vec<_>, hiregate_contracts::token::TokenError>>()?;
+
+    // One unmeasured call opens the connection, as the gateway's pooled client would have.
+    let mut latencies = Vec::with_capacity(calls);
+    for (index, (contract, token)) in requests.iter().enumerate() {
+        let begun = Instant::now();
+        let response = http
+            .post(execute.clone())
+            .bearer_auth(token)
+            .header("X-Contract-ID", contract.as_str())
+            .header("Idempotency-Key", contract.as_str())
+            .header("X-Task-Type", SUMMARIZE)
+            .json(&json!({"text": "a no-op task"}))
+            .send()
+            .await?;
+        let status = response.status();
+        let report: Value = response.json().await?;
+        let elapsed = begun.elapsed();
+        if status != 200 || report["status"] != "completed" {
+            return Err(format!("direct worker call answered {status}: {report}").into());
+        }
+        if index > 0 {
+            latencies.push(elapsed);
+        }
+    }
+    // Sequential calls: the series' wall time is the sum of its latencies.
+    let wall = latencies.iter().sum();
+    stop.cancel();
+    drop(server);
+    Ok(Series { latencies, wall })
+}
+
+/// A gateway on `database_url` with its own relayer, an echo worker listed on it, and a seeker
+/// key; stopped when dropped.
+struct Deployment {
+    gateway: Url,
+    seeker_key: String,
+    worker_id: String,
+    facilitator: Arc<TimedFacilitator>,
+    http: reqwest::Client,
+    stop: CancellationToken,
+    _worker: RunningServer,
+}
+
+impl Drop for Deployment {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Deployment {
+    async fn start(devnet: &Devnet, database_url: &str) -> BenchResult<Self> {
+        let relayer = devnet.fresh_relayer().await?;
+        let settings = Settings::from_defaults_and(&format!(
+            r#"
+[http]
+listen_address = "127.0.0.1:0"
+[database]
+url = "{database_url}"
+max_connections = 16
+[admin]
+api_key = "{ADMIN_KEY}"
+[outbound]
+allow_private_targets = true
+[chains.devnet]
+network = "{network}"
+rpc_url = "{rpc}"
+relayer_private_key = "{key}"
+"#,
+            network = devnet.network(),
+            rpc = devnet.rpc_url(),
+            key = relayer.to_bytes(),
+        ))?;
+        let embedded = build_facilitator(&settings)
+            .await?
+            .ok_or("the embedded facilitator needs the devnet chain")?;
+        let facilitator = Arc::new(TimedFacilitator {
+            inner: embedded,
+            verify: Mutex::default(),
+            settle: Mutex::default(),
+        });
+        let app = App::build_with(
+            settings,
+            AppOptions {
+                facilitator: Some(facilitator.clone()),
+                ..AppOptions::default()
+            },
+        )
+        .await?;
+        let gateway = app.base_url().clone();
+        let stop = CancellationToken::new();
+        tokio::spawn(app.run_until_stopped(stop.child_token()));
+
+        let worker = echo_builder()
+            .gateway_keys(GatewayKeys::remote(gateway.join(".well-known/jwks.json")?))
+            .max_concurrent_tasks(64)
+            .build(echo_handler())?;
+        let worker_stop = stop.child_token();
+        let worker = hiregate_worker_sdk::serve(
+            worker.router(),
+            "127.0.0.1:0".parse()?,
+            async move { worker_stop.cancelled().await },
+        )
+        .await?;
+
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()?;
+        let key = |role: &'static str| {
+            let http = http.clone();
+            let url = gateway.join("v1/admin/keys");
+            async move {
+                let body = ok_json(
+                    http.post(url?)
+                        .bearer_auth(ADMIN_KEY)
+                        .json(&json!({"role": role, "label": "bench"}))
+                        .send()
+                        .await?,
+                )
+                .await?;
+                body["api_key"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("no api_key in {body}").into())
+            }
+        };
+        let operator_key: String = key("operator").await?;
+        let seeker_key: String = key("seeker").await?;
+        let listing = ok_json(
+            http.post(gateway.join("v1/workers")?)
+                .bearer_auth(&operator_key)
+                .json(&json!({
+                    "endpoint": worker.base_url().as_str(),
+                    "protocol": "hire",
+                    "pay_to": PrivateKeySigner::random().address().to_checksum(None),
+                    "network": devnet.network(),
+                    "asset": devnet.token().to_checksum(None),
+                    "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
+                    "max_parallel": 32
+                }))
+                .send()
+                .await?,
+        )
+        .await?;
+        let worker_id = listing["id"]
+            .as_str()
+            .ok_or_else(|| format!("no id in {listing}"))?
+            .to_owned();
+        Ok(Self {
+            gateway,
+            seeker_key,
+            worker_id,
+            facilitator,
+            http,
+            stop,
+            _worker: worker,
+        })
+    }
+
+    fn seeker(&self, wallet: PrivateKeySigner) -> SeekerClient {
+        SeekerClient::new(self.gateway.clone(), self.seeker_key.clone(), Arc::new(wallet))
+            .with_http_client(self.http.clone())
+    }
+
+    /// A fresh contract, its 402 answered with a signed payment (none of this is timed).
+    async fn paid_contract(&self, seeker: &SeekerClient) -> BenchResult<(String, PaymentPayload)> {
+        let contract = seeker
+            .propose(&json!({
+                "worker_id": self.worker_id,
+                "task_type": SUMMARIZE,
+                "input": {"text": "a no-op task"},
+                "verification": {"policy_id": "vp.schema_only.v1", "policy_params": {}},
+                "sla": {"max_latency_ms": 30_000},
+                "retry_policy": {"max_attempts": 1},
+                "acceptance_window_s": 0
+            }))
+            .await?;
+        let challenge = seeker.challenge(&contract.id).await?;
+        let payment = seeker.sign_for(&challenge).await?;
+        Ok((contract.id, payment))
+    }
+}
+
+/// One timed paid execute; anything but a settled 200 stops the benchmark.
+async fn timed_paid_execute(
+    seeker: &SeekerClient,
+    contract_id: &str,
+    payment: &PaymentPayload,
+) -> BenchResult<Duration> {
+    let begun = Instant::now();
+    let outcome = seeker.execute_with_payment(contract_id, payment).await?;
+    let elapsed = begun.elapsed();
+    let settled = outcome
+        .payment_response
+        .as_ref()
+        .is_some_and(|settlement| settlement.success);
+    if outcome.status != 200 || !settled {
+        return Err(format!(
+            "paid execute of {contract_id} answered {}: {}",
+            outcome.status, outcome.body
+        )
+        .into());
+    }
+    Ok(elapsed)
+}
+
+/// Figures of one backend.
+struct BackendFigures {
+    sequential: Series,
+    verify: Vec<Duration>,
+    settle: Vec<Duration>,
+    /// Per sequential execute: its latency minus its own verify and settle calls.
+    without_facilitator: Vec<Duration>,
+    concurrent: Series,
+}
+
+async fn measure_backend(
+    devnet: &Devnet,
+    database_url: &str,
+    sequential: usize,
+) -> BenchResult<BackendFigures> {
+    let deployment = Deployment::start(devnet, database_url).await?;
+
+    // (b) one payer, one contract per execute, one at a time. The first execute warms the
+    // connections and caches (token metadata, JWKS) and is not counted.
+    let wallet = devnet
+        .funded_account(U256::from(PRICE) * U256::from(sequential + 1))
+        .await?;
+    let seeker = deployment.seeker(wallet);
+    let mut latencies = Vec::with_capacity(sequential);
+    let mut wall = Duration::ZERO;
+    for index in 0..=sequential {
+        let (contract_id, payment) = deployment.paid_contract(&seeker).await?;
+        if index == 1 {
+            deployment.facilitator.take();
+        }
+        let elapsed = timed_paid_execute(&seeker, &contract_id, &payment).await?;
+        if index > 0 {
+            latencies.push(elapsed);
+            wall += elapsed;
+        }
+    }
+    let (verify, settle) = deployment.facilitator.take();
+    if verify.len() != sequential || settle.len() != sequential {
+        return Err(format!(
+            "expected {sequential} verify and settle calls, timed {} and {}",
+            verify.len(),
+            settle.len()
+        )
+        .into());
+    }
+    let without_facilitator = latencies
+        .iter()
+        .zip(verify.iter().zip(&settle))
+        .map(|(total, (verify, settle))| total.saturating_sub(*verify + *settle))
+        .collect();
+
+    // (c) distinct payers and contracts, CONCURRENCY in flight.
+    let mut prepared = Vec::with_capacity(CONCURRENT_EXECUTES);
+    for _ in 0..CONCURRENT_EXECUTES {
+        let seeker = deployment.seeker(devnet.funded_account(U256::from(PRICE)).await?);
+        let (contract_id, payment) = deployment.paid_contract(&seeker).await?;
+        prepared.push((seeker, contract_id, payment));
+    }
+    let started = Instant::now();
+    let concurrent: Vec<Duration> = stream::iter(prepared.iter())
+        .map(|(seeker, contract_id, payment)| timed_paid_execute(seeker, contract_id, payment))
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<BenchResult<_>>()?;
+    let concurrent_wall = started.elapsed();
+
+    Ok(BackendFigures {
+        sequential: Series { latencies, wall },
+        verify,
+        settle,
+        without_facilitator,
+        concurrent: Series {
+            latencies: concurrent,
+            wall: concurrent_wall,
+        },
+    })
+}
+
+async fn ok_json(response: reqwest::Response) -> BenchResult<Value> {
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    if !status.is_success() {
+        return Err(format!("gateway answered {status}: {body}").into());
+    }
+    Ok(body)
+}
+
+/// A database created for this run on the PostgreSQL server, dropped by [`Self::drop_now`].
+struct PostgresDatabase {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl PostgresDatabase {
+    /// `Ok(None)` with the reason printed when no server answers.
+    async fn create() -> BenchResult<Option<Self>> {
+        let admin_url = std::env::var("HIREGATE_TEST_DATABASE_URL")
+            .unwrap_or_else(|_| DEFAULT_POSTGRES.to_owned());
+        let connected =
+            tokio::time::timeout(Duration::from_secs(5), PgConnection::connect(&admin_url)).await;
+        let mut admin = match connected {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(error)) => {
+                println!("PostgreSQL skipped: {error}");
+                return Ok(None);
+            }
+            Err(_) => {
+                println!("PostgreSQL skipped: no answer within 5 s");
+                return Ok(None);
+            }
+        };
+        let name = format!("hiregate_bench_{}", uuid::Uuid::new_v4().simple());
+        admin
+            .execute(format!("create database {name}").as_str())
+            .await?;
+        admin.close().await?;
+        let mut url = Url::parse(&admin_url)?;
+        url.set_path(&format!("/{name}"));
+        Ok(Some(Self {
+            admin_url,
+            name,
+            url: url.to_string(),
+        }))
+    }
+
+    async fn drop_now(self) -> BenchResult<()> {
+        let mut admin = PgConnection::connect(&self.admin_url).await?;
+        admin
+            .execute(format!("drop database if exists {} with (force)", self.name).as_str())
+            .await?;
+        Ok(())
+    }
+}
+
+fn print_backend(name: &str, direct: &Series, figures: &BackendFigures) {
+    let seq = &figures.sequential;
+    let row = |label: &str, n: usize, p50: Duration, p99: Duration, rate: Option<f64>| {
+        let rate = rate.map(|r| format!("{r:>8.1}")).unwrap_or_default();
+        println!(
+            "{name:<10} {label:<44} {n:>4} {:>9.2} {:>9.2} {rate}",
+            ms(p50),
+            ms(p99)
+        );
+    };
+    row(
+        "(b) paid execute, sequential",
+        seq.latencies.len(),
+        seq.percentile(0.5),
+        seq.percentile(0.99),
+        Some(seq.per_second()),
+    );
+    row(
+        "    of which facilitator /verify",
+        figures.verify.len(),
+        percentile(&figures.verify, 0.5),
+        percentile(&figures.verify, 0.99),
+        None,
+    );
+    row(
+        "    of which facilitator /settle (on chain)",
+        figures.settle.len(),
+        percentile(&figures.settle, 0.5),
+        percentile(&figures.settle, 0.99),
+        None,
+    );
+    row(
+        "    the rest (gateway + its worker call)",
+        figures.without_facilitator.len(),
+        percentile(&figures.without_facilitator, 0.5),
+        percentile(&figures.without_facilitator, 0.99),
+        None,
+    );
+    let added = |p: f64| seq.percentile(p).saturating_sub(direct.percentile(p));
+    row(
+        "gateway adds over (a): (b) − (a)",
+        seq.latencies.len(),
+        added(0.5),
+        added(0.99),
+        None,
+    );
+    let own = |p: f64| {
+        percentile(&figures.without_facilitator, p).saturating_sub(direct.percentile(p))
+    };
+    row(
+        "  … without verify+settle: rest − (a)",
+        seq.latencies.len(),
+        own(0.5),
+        own(0.99),
+        None,
+    );
+    let conc = &figures.concurrent;
+    row(
+        &format!("(c) paid execute, {CONCURRENCY} in flight"),
+        conc.latencies.len(),
+        conc.percentile(0.5),
+        conc.percentile(0.99),
+        Some(conc.per_second()),
+    );
+}
+
+fn main() -> BenchResult<()> {
+    let sequential = std::env::args()
+        .skip(1)
+        .find_map(|arg| arg.parse::<usize>().ok())
+        .unwrap_or(DEFAULT_SEQUENTIAL)
+        .max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(sequential))
+}
+
+async fn run(sequential: usize) -> BenchResult<()> {
+    let started = Instant::now();
+    let devnet = Devnet::start().await?;
+    let direct = direct_worker_calls(DIRECT_CALLS).await?;
+
+    let sqlite_dir = tempfile::tempdir()?;
+    let sqlite_url = format!("sqlite://{}", sqlite_dir.path().join("bench.db").display());
+    let sqlite = measure_backend(&devnet, &sqlite_url, sequential).await?;
+
+    let postgres = match PostgresDatabase::create().await? {
+        Some(database) => {
+            let figures = measure_backend(&devnet, &database.url, sequential).await;
+            database.drop_now().await?;
+            Some(figures?)
+        }
+        None => None,
+    };
+
+    println!();
+    println!(
+        "gateway benchmark: anvil (instant mining) + embedded facilitator + echo worker, \
+         {} cores",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "{:<10} {:<44} {:>4} {:>9} {:>9} {:>8}",
+        "backend", "measure", "n", "p50 ms", "p99 ms", "per s"
+    );
+    println!(
+        "{:<10} {:<44} {:>4} {:>9.2} {:>9.2} {:>8.1}",
+        "-",
+        "(a) worker /execute, direct",
+        direct.latencies.len(),
+        ms(direct.percentile(0.5)),
+        ms(direct.percentile(0.99)),
+        direct.per_second()
+    );
+    print_backend("SQLite", &direct, &sqlite);
+    if let Some(postgres) = &postgres {
+        print_backend("PostgreSQL", &direct, postgres);
+    }
+    println!("total run time {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}

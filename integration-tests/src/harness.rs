@@ -1,0 +1,876 @@
+//! Real processes for end-to-end tests: an anvil devnet, `hiregate facilitator`, `hiregate serve`
+//! and an example worker, each a child process of the test.
+//!
+//! - [`ChildProcess`]: a child whose stdout and stderr go to files (shown in failure messages),
+//!   waited for with time bounds, killed on drop, or stopped with SIGTERM.
+//! - [`FacilitatorProcess`], [`GatewayProcess`], [`WorkerProcess`]: start one component on port 0
+//!   and learn its address from what it prints (`facilitator listening on …` on stderr, the
+//!   gateway's JSON log line `hiregate gateway listening` with `local_addr`, the worker's
+//!   `listening on …`).
+//! - [`E2eStack`]: all of them wired together (gateway → facilitator over HTTP, worker trusting
+//!   the gateway's JWKS), with an operator that listed the worker and a seeker key.
+//!
+//! Binaries come from the caller ([`Binaries`]), because `CARGO_BIN_EXE_*` exists only when
+//! tests and benches are compiled, not this library.
+
+use std::{
+    fmt,
+    fs::File,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    primitives::{Address, U256},
+    signers::local::PrivateKeySigner,
+};
+use hiregate_payments::devnet::{Devnet, DevnetError};
+use hiregate_worker_sdk::example_workers::{SUMMARIZE, summary_output_schema};
+use serde_json::{Value, json};
+use url::Url;
+
+/// How long a component may take to report its address.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a SIGTERM-ed process may take to exit before it is killed.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+/// Price of one `summarize` task in the stack: 1.25 tokens of 6 decimals.
+pub const PRICE: u64 = 1_250_000;
+/// How much of each log file goes into an error message.
+const LOG_TAIL_BYTES: usize = 6_000;
+/// How often log files and exit status are checked while waiting.
+const POLL_INTERVAL: Duration = Duration::from_millis(25);
+
+/// Something in the harness went wrong. Messages carry the logs of the process at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// A child process could not be spawned.
+    #[error("cannot start {name} ({}): {source}", binary.display())]
+    Spawn {
+        /// Component name.
+        name: String,
+        /// The binary.
+        binary: PathBuf,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A child did not come up as expected.
+    #[error("{name} did not start: {reason}\n{logs}")]
+    Startup {
+        /// Component name.
+        name: String,
+        /// What was missing.
+        reason: String,
+        /// Tail of its logs.
+        logs: String,
+    },
+    /// A file of the harness could not be written or read.
+    #[error("harness file {}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The devnet failed.
+    #[error("devnet: {0}")]
+    Devnet(#[from] DevnetError),
+    /// An HTTP call of the harness failed.
+    #[error("HTTP call failed: {0}")]
+    Http(#[from] reqwest::Error),
+    /// A component answered an HTTP call of the harness with an error.
+    #[error("{what}: HTTP {status}: {body}")]
+    Api {
+        /// The call.
+        what: String,
+        /// HTTP status.
+        status: u16,
+        /// Response body.
+        body: String,
+    },
+    /// A URL could not be built.
+    #[error("URL: {0}")]
+    Url(#[from] url::ParseError),
+    /// Stopping a process failed.
+    #[error("cannot stop {name}: {reason}")]
+    Stop {
+        /// Component name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Result of harness operations.
+pub type HarnessResult<T> = Result<T, HarnessError>;
+
+/// The binaries the harness starts, from the test's `env!("CARGO_BIN_EXE_…")`.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    /// The real `hiregate` CLI (`hiregate-cli` in this package).
+    pub hiregate: PathBuf,
+    /// The example worker (`example-worker` in this package).
+    pub example_worker: PathBuf,
+}
+
+/// Which stream of a child to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// A child process with its output captured to files. Killed (SIGKILL) on drop.
+pub struct ChildProcess {
+    name: String,
+    child: std::process::Child,
+    stdout_path: PathBuf,
+    stderr_path: PathBuf,
+    /// Where this run's output starts in the (appended) log files.
+    stdout_start: u64,
+    stderr_start: u64,
+    exit: Option<ExitStatus>,
+}
+
+impl fmt::Debug for ChildProcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildProcess")
+            .field("name", &self.name)
+            .field("pid", &self.child.id())
+            .field("exit", &self.exit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChildProcess {
+    /// Spawns `command` with stdout/stderr into `<log_dir>/<name>.{stdout,stderr}.log` (appended,
+    /// so a restarted component keeps one history). `HIREGATE_*` and `RUST_LOG` of the test's
+    /// environment are not passed on: the child is configured only by what the harness says.
+    pub fn spawn(name: &str, mut command: Command, log_dir: &Path) -> HarnessResult<Self> {
+        let stdout_path = log_dir.join(format!("{name}.stdout.log"));
+        let stderr_path = log_dir.join(format!("{name}.stderr.log"));
+        let open = |path: &Path| {
+            File::options()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| HarnessError::File {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        };
+        for (key, _) in std::env::vars_os() {
+            let inherited = key.to_string_lossy();
+            if inherited.starts_with("HIREGATE_") || inherited == "RUST_LOG" {
+                command.env_remove(&key);
+            }
+        }
+        command
+            .stdin(Stdio::null())
+            .stdout(open(&stdout_path)?)
+            .stderr(open(&stderr_path)?);
+        let start_of = |path: &Path| std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let (stdout_start, stderr_start) = (start_of(&stdout_path), start_of(&stderr_path));
+        let child = command.spawn().map_err(|source| HarnessError::Spawn {
+            name: name.to_owned(),
+            binary: PathBuf::from(command.get_program()),
+            source,
+        })?;
+        Ok(Self {
+            name: name.to_owned(),
+            child,
+            stdout_path,
+            stderr_path,
+            stdout_start,
+            stderr_start,
+            exit: None,
+        })
+    }
+
+    /// The component name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The OS process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `Some` once the process has exited.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none() {
+            self.exit = self.child.try_wait().ok().flatten();
+        }
+        self.exit
+    }
+
+    /// Everything this process (not an earlier run under the same name) wrote to `stream`.
+    pub fn output(&self, stream: Stream) -> String {
+        let (path, start) = match stream {
+            Stream::Stdout => (&self.stdout_path, self.stdout_start),
+            Stream::Stderr => (&self.stderr_path, self.stderr_start),
+        };
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let start = usize::try_from(start).unwrap_or(usize::MAX).min(bytes.len());
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    }
+
+    /// The last few KB of both streams, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let tail = |text: String| {
+            let start = text.len().saturating_sub(LOG_TAIL_BYTES);
+            let start = (start..text.len())
+                .find(|i| text.is_char_boundary(*i))
+                .unwrap_or(text.len());
+            text[start..].to_owned()
+        };
+        format!(
+            "--- {name} stdout ---\n{}\n--- {name} stderr ---\n{}",
+            tail(self.output(Stream::Stdout)),
+            tail(self.output(Stream::Stderr)),
+            name = self.name,
+        )
+    }
+
+    /// Waits until a line of `stream` gives `Some` through `parse`; fails when the process exits
+    /// first or `timeout` passes.
+    pub async fn wait_for_line<T>(
+        &mut self,
+        stream: Stream,
+        timeout: Duration,
+        what: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> HarnessResult<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(found) = self.output(stream).lines().find_map(&parse) {
+                return Ok(found);
+            }
+            if let Some(status) = self.exit_status() {
+                return Err(self.startup_error(format!("exited with {status} before {what}")));
+            }
+            if Instant::now() >= deadline {
+                return Err(self.startup_error(format!("no {what} within {timeout:?}")));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    fn startup_error(&self, reason: String) -> HarnessError {
+        HarnessError::Startup {
+            name: self.name.clone(),
+            reason,
+            logs: self.log_tail(),
+        }
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        if self.exit_status().is_none() {
+            let _ = self.child.kill();
+            self.exit = self.child.wait().ok();
+        }
+    }
+
+    /// SIGTERM, then waits up to `timeout` for a clean exit (SIGKILL after that, reported as an
+    /// error: a process that ignores SIGTERM is a finding).
+    pub async fn terminate(&mut self, timeout: Duration) -> HarnessResult<ExitStatus> {
+        if let Some(status) = self.exit_status() {
+            return Ok(status);
+        }
+        // `kill(1)` rather than a signal crate: the workspace forbids `unsafe`, and this is the
+        // one signal the harness sends.
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status()
+            .map_err(|e| HarnessError::Stop {
+                name: self.name.clone(),
+                reason: format!("kill -TERM: {e}"),
+            })?;
+        if !sent.success() {
+            return Err(HarnessError::Stop {
+                name: self.name.clone(),
+                reason: format!("kill -TERM exited with {sent}"),
+            });
+        }
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.exit_status() {
+                return Ok(status);
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        self.kill();
+        Err(HarnessError::Stop {
+            name: self.name.clone(),
+            reason: format!(
+                "still running {timeout:?} after SIGTERM (killed)\n{}",
+                self.log_tail()
+            ),
+        })
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn write_file(path: &Path, contents: &str) -> HarnessResult<()> {
+    std::fs::write(path, contents).map_err(|source| HarnessError::File {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// `hiregate facilitator` on its own, settling on a devnet with the devnet's relayer key.
+#[derive(Debug)]
+pub struct FacilitatorProcess {
+    process: ChildProcess,
+    config_path: PathBuf,
+    address: SocketAddr,
+}
+
+impl FacilitatorProcess {
+    /// Writes `<dir>/facilitator.toml` for `devnet` and starts the facilitator on a free port.
+    pub async fn start(bins: &Binaries, devnet: &Devnet, dir: &Path) -> HarnessResult<Self> {
+        let config_path = dir.join("facilitator.toml");
+        write_file(
+            &config_path,
+            &format!(
+                r#"
+[log]
+level = "info"
+[chains.devnet]
+network = "{network}"
+rpc_url = "{rpc}"
+relayer_private_key = "{key}"
+"#,
+                network = devnet.network(),
+                rpc = devnet.rpc_url(),
+                key = devnet.relayer().to_bytes(),
+            ),
+        )?;
+        let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        Self::start_on(bins, config_path, dir, listen).await
+    }
+
+    async fn start_on(
+        bins: &Binaries,
+        config_path: PathBuf,
+        dir: &Path,
+        listen: SocketAddr,
+    ) -> HarnessResult<Self> {
+        let mut command = Command::new(&bins.hiregate);
+        command
+            .arg("--config")
+            .arg(&config_path)
+            .arg("facilitator")
+            .arg("--listen")
+            .arg(listen.to_string());
+        let mut process = ChildProcess::spawn("facilitator", command, dir)?;
+        let address = process
+            .wait_for_line(
+                Stream::Stderr,
+                STARTUP_TIMEOUT,
+                "`facilitator listening on` line",
+                |line| {
+                    line.trim()
+                        .strip_prefix("facilitator listening on http://")
+                        .and_then(|address| address.trim_end_matches('/').parse().ok())
+                },
+            )
+            .await?;
+        Ok(Self {
+            process,
+            config_path,
+            address,
+        })
+    }
+
+    /// Base URL (`http://127.0.0.1:<port>/`).
+    pub fn url(&self) -> Url {
+        base_url(self.address)
+    }
+
+    /// The process (logs, kill, terminate).
+    pub fn process(&mut self) -> &mut ChildProcess {
+        &mut self.process
+    }
+
+    /// Starts a new facilitator on the same address and config (after this one was stopped).
+    pub async fn restart(&mut self, bins: &Binaries, dir: &Path) -> HarnessResult<()> {
+        self.process.kill();
+        let again = Self::start_on(bins, self.config_path.clone(), dir, self.address).await?;
+        *self = again;
+        Ok(())
+    }
+}
+
+/// `hiregate serve` on SQLite (or any database URL), using an external facilitator over HTTP.
+#[derive(Debug)]
+pub struct GatewayProcess {
+    process: ChildProcess,
+    config_path: PathBuf,
+    address: SocketAddr,
+}
+
+/// What [`GatewayProcess::start`] configures.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// `database.url`.
+    pub database_url: String,
+    /// `admin.api_key`.
+    pub admin_key: String,
+    /// The facilitator's base URL (`facilitator.mode = "http"`).
+    pub facilitator_url: Url,
+    /// The devnet's network (for the token metadata the offers need).
+    pub network: String,
+    /// The devnet's RPC URL.
+    pub rpc_url: Url,
+    /// `signing_key.path`, so a restarted gateway keeps its key.
+    pub signing_key_path: PathBuf,
+}
+
+impl GatewayProcess {
+    /// Writes `<dir>/gateway.toml` and starts `hiregate serve` on a free port.
+    pub async fn start(bins: &Binaries, config: &GatewayConfig, dir: &Path) -> HarnessResult<Self> {
+        let config_path = dir.join("gateway.toml");
+        write_file(
+            &config_path,
+            &format!(
+                r#"
+[http]
+listen_address = "127.0.0.1:0"
+request_timeout_s = 60
+[database]
+url = "{database}"
+[log]
+# JSON, so the harness can read the bound address from the "listening" event.
+level = "info"
+format = "json"
+[admin]
+api_key = "{admin}"
+[outbound]
+# The workers run on this machine.
+allow_private_targets = true
+request_timeout_ms = 15000
+[health]
+interval_ms = 2000
+[signing_key]
+path = "{signing_key}"
+[facilitator]
+mode = "http"
+url = "{facilitator}"
+verify_timeout_ms = 3000
+settle_timeout_ms = 30000
+[chains.devnet]
+network = "{network}"
+rpc_url = "{rpc}"
+"#,
+                database = config.database_url,
+                admin = config.admin_key,
+                signing_key = config.signing_key_path.display(),
+                facilitator = config.facilitator_url,
+                network = config.network,
+                rpc = config.rpc_url,
+            ),
+        )?;
+        Self::start_with(bins, config_path, dir, None).await
+    }
+
+    async fn start_with(
+        bins: &Binaries,
+        config_path: PathBuf,
+        dir: &Path,
+        listen: Option<SocketAddr>,
+    ) -> HarnessResult<Self> {
+        let mut command = Command::new(&bins.hiregate);
+        command.arg("--config").arg(&config_path).arg("serve");
+        if let Some(listen) = listen {
+            // The environment layer wins over the file: the restart keeps the first port.
+            command.env("HIREGATE_HTTP__LISTEN_ADDRESS", listen.to_string());
+        }
+        let mut process = ChildProcess::spawn("gateway", command, dir)?;
+        let address = process
+            .wait_for_line(
+                Stream::Stdout,
+                STARTUP_TIMEOUT,
+                "`hiregate gateway listening` log event",
+                listening_address,
+            )
+            .await?;
+        Ok(Self {
+            process,
+            config_path,
+            address,
+        })
+    }
+
+    /// Base URL (`http://127.0.0.1:<port>/`).
+    pub fn url(&self) -> Url {
+        base_url(self.address)
+    }
+
+    /// The process (logs, kill, terminate).
+    pub fn process(&mut self) -> &mut ChildProcess {
+        &mut self.process
+    }
+
+    /// SIGTERM (graceful shutdown), then the same configuration and port again.
+    pub async fn restart(&mut self, bins: &Binaries, dir: &Path) -> HarnessResult<ExitStatus> {
+        let stopped = self.process.terminate(SHUTDOWN_TIMEOUT).await?;
+        let again =
+            Self::start_with(bins, self.config_path.clone(), dir, Some(self.address)).await?;
+        *self = again;
+        Ok(stopped)
+    }
+}
+
+/// The gateway's `"hiregate gateway listening"` JSON event → its `local_addr`.
+fn listening_address(line: &str) -> Option<SocketAddr> {
+    let event: Value = serde_json::from_str(line.trim()).ok()?;
+    let field = |name: &str| {
+        event
+            .get(name)
+            .or_else(|| event.get("fields").and_then(|fields| fields.get(name)))
+            .and_then(Value::as_str)
+    };
+    if field("message") != Some("hiregate gateway listening") {
+        return None;
+    }
+    field("local_addr")?.parse().ok()
+}
+
+/// A worker-sdk example worker as a child process (`example-worker`).
+#[derive(Debug)]
+pub struct WorkerProcess {
+    process: ChildProcess,
+    url: Url,
+    http: reqwest::Client,
+}
+
+impl WorkerProcess {
+    /// Starts the `kind` (`echo` or `faulty`) example worker trusting the gateway at `gateway`.
+    pub async fn start(
+        bins: &Binaries,
+        kind: &str,
+        gateway: &Url,
+        dir: &Path,
+    ) -> HarnessResult<Self> {
+        let jwks = gateway.join(".well-known/jwks.json")?;
+        let mut command = Command::new(&bins.example_worker);
+        command
+            .env("EXAMPLE_WORKER", kind)
+            .env("WORKER_LISTEN", "127.0.0.1:0")
+            .env("WORKER_GATEWAY_JWKS_URL", jwks.as_str());
+        let mut process = ChildProcess::spawn(&format!("worker-{kind}"), command, dir)?;
+        let url = process
+            .wait_for_line(
+                Stream::Stdout,
+                STARTUP_TIMEOUT,
+                "`listening on` line",
+                |line| {
+                    line.trim()
+                        .strip_prefix("listening on ")
+                        .and_then(|rest| rest.split_whitespace().next())
+                        .and_then(|url| Url::parse(url).ok())
+                },
+            )
+            .await?;
+        Ok(Self {
+            process,
+            url,
+            http: reqwest::Client::new(),
+        })
+    }
+
+    /// Base URL.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The process (logs, kill, terminate).
+    pub fn process(&mut self) -> &mut ChildProcess {
+        &mut self.process
+    }
+
+    /// How many times the worker's task handler ran (its `GET /test/executions`).
+    pub async fn executions(&self) -> HarnessResult<u64> {
+        let body = checked_json(
+            "worker /test/executions",
+            self.http
+                .get(self.url.join("test/executions")?)
+                .timeout(Duration::from_secs(5))
+                .send()
+                .await?,
+        )
+        .await?;
+        body["executions"]
+            .as_u64()
+            .ok_or_else(|| HarnessError::Api {
+                what: "worker /test/executions".to_owned(),
+                status: 200,
+                body: body.to_string(),
+            })
+    }
+}
+
+/// Token balances of a payer and a payee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Balances {
+    /// The payer's.
+    pub payer: U256,
+    /// The payee's.
+    pub payee: U256,
+}
+
+/// A whole deployment of separate processes on one devnet: facilitator, gateway (SQLite in the
+/// stack's temp dir) and an echo worker listed by an operator; plus a seeker API key.
+///
+/// Fields drop in order: gateway, worker, facilitator, then anvil, then the temp dir.
+#[derive(Debug)]
+pub struct E2eStack {
+    /// The gateway process.
+    pub gateway: GatewayProcess,
+    /// The worker process.
+    pub worker: WorkerProcess,
+    /// The facilitator process.
+    pub facilitator: FacilitatorProcess,
+    /// The chain.
+    pub devnet: Devnet,
+    /// `Authorization: Bearer …` of the seeker.
+    pub seeker_key: String,
+    /// The operator's key.
+    pub operator_key: String,
+    /// The worker's listing id.
+    pub worker_id: String,
+    /// The worker's payout address.
+    pub pay_to: Address,
+    bins: Binaries,
+    http: reqwest::Client,
+    dir: tempfile::TempDir,
+}
+
+impl E2eStack {
+    /// Starts devnet, facilitator, gateway and worker; lists the worker; issues a seeker key.
+    pub async fn start(bins: Binaries) -> HarnessResult<Self> {
+        let dir = tempfile::tempdir().map_err(|source| HarnessError::File {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+        let devnet = Devnet::start().await?;
+        let facilitator = FacilitatorProcess::start(&bins, &devnet, dir.path()).await?;
+        let admin_key = format!("hg_admin_{}", uuid::Uuid::new_v4().simple());
+        let gateway_config = GatewayConfig {
+            database_url: format!("sqlite://{}", dir.path().join("hiregate.db").display()),
+            admin_key: admin_key.clone(),
+            facilitator_url: facilitator.url(),
+            network: devnet.network(),
+            rpc_url: devnet.rpc_url().clone(),
+            signing_key_path: dir.path().join("gateway-key.json"),
+        };
+        let gateway = GatewayProcess::start(&bins, &gateway_config, dir.path()).await?;
+        let worker = WorkerProcess::start(&bins, "echo", &gateway.url(), dir.path()).await?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()?;
+        let gateway_url = gateway.url();
+        let operator_key = create_key(&http, &gateway_url, &admin_key, "operator").await?;
+        let seeker_key = create_key(&http, &gateway_url, &admin_key, "seeker").await?;
+        let pay_to = PrivateKeySigner::random().address();
+        let listing = checked_json(
+            "POST /v1/workers",
+            http.post(gateway_url.join("v1/workers")?)
+                .bearer_auth(&operator_key)
+                .json(&json!({
+                    "endpoint": worker.url().as_str(),
+                    "protocol": "hire",
+                    "pay_to": pay_to.to_checksum(None),
+                    "network": devnet.network(),
+                    "asset": devnet.token().to_checksum(None),
+                    "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
+                    "max_parallel": 4
+                }))
+                .send()
+                .await?,
+        )
+        .await?;
+        let worker_id = listing["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| HarnessError::Api {
+                what: "POST /v1/workers".to_owned(),
+                status: 201,
+                body: listing.to_string(),
+            })?;
+        Ok(Self {
+            gateway,
+            worker,
+            facilitator,
+            devnet,
+            seeker_key,
+            operator_key,
+            worker_id,
+            pay_to,
+            bins,
+            http,
+            dir,
+        })
+    }
+
+    /// The gateway's base URL.
+    pub fn gateway_url(&self) -> Url {
+        self.gateway.url()
+    }
+
+    /// A fresh wallet with gas and `tokens` atomic units.
+    pub async fn funded_seeker(&self, tokens: u64) -> HarnessResult<PrivateKeySigner> {
+        Ok(self.devnet.funded_account(U256::from(tokens)).await?)
+    }
+
+    /// Balances of `payer` and the worker's payout address.
+    pub async fn balances(&self, payer: Address) -> HarnessResult<Balances> {
+        Ok(Balances {
+            payer: self.devnet.balance_of(payer).await?,
+            payee: self.devnet.balance_of(self.pay_to).await?,
+        })
+    }
+
+    /// The proposal of a `summarize` contract with the listed worker, settled right after a
+    /// passed schema check.
+    pub fn proposal(&self, input: &Value) -> Value {
+        json!({
+            "worker_id": self.worker_id,
+            "task_type": SUMMARIZE,
+            "input": input,
+            "verification": {"policy_id": "vp.schema_only.v1", "policy_params": {}},
+            "sla": {"max_latency_ms": 10_000},
+            "retry_policy": {"max_attempts": 1},
+            "acceptance_window_s": 0
+        })
+    }
+
+    /// `POST /v1/contracts` as the seeker; returns the contract id.
+    pub async fn propose(&self, input: &Value) -> HarnessResult<String> {
+        let created = checked_json(
+            "POST /v1/contracts",
+            self.http
+                .post(self.gateway_url().join("v1/contracts")?)
+                .bearer_auth(&self.seeker_key)
+                .json(&self.proposal(input))
+                .send()
+                .await?,
+        )
+        .await?;
+        created["contract_id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| HarnessError::Api {
+                what: "POST /v1/contracts".to_owned(),
+                status: 201,
+                body: created.to_string(),
+            })
+    }
+
+    /// `GET /v1/contracts/{id}` as the seeker.
+    pub async fn contract(&self, contract_id: &str) -> HarnessResult<Value> {
+        checked_json(
+            "GET /v1/contracts/{id}",
+            self.http
+                .get(self.gateway_url().join(&format!("v1/contracts/{contract_id}"))?)
+                .bearer_auth(&self.seeker_key)
+                .send()
+                .await?,
+        )
+        .await
+    }
+
+    /// The HTTP client the harness uses (60 s timeout).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Stops the facilitator with SIGKILL: down, not shutting down gracefully.
+    pub fn kill_facilitator(&mut self) {
+        self.facilitator.process().kill();
+    }
+
+    /// Starts the facilitator again on its old port.
+    pub async fn restart_facilitator(&mut self) -> HarnessResult<()> {
+        self.facilitator.restart(&self.bins, self.dir.path()).await
+    }
+
+    /// SIGTERM the gateway and start it again on the same database, key and port; returns the
+    /// stopped process's exit status.
+    pub async fn restart_gateway(&mut self) -> HarnessResult<ExitStatus> {
+        self.gateway.restart(&self.bins, self.dir.path()).await
+    }
+
+    /// Log tails of every process, for assertion messages.
+    pub fn logs(&self) -> String {
+        [
+            self.gateway.process.log_tail(),
+            self.facilitator.process.log_tail(),
+            self.worker.process.log_tail(),
+        ]
+        .join("\n")
+    }
+}
+
+fn base_url(address: SocketAddr) -> Url {
+    // An IP and a port always make a valid http URL.
+    Url::parse(&format!("http://{address}/")).unwrap_or_else(|_| unreachable!())
+}
+
+async fn create_key(
+    http: &reqwest::Client,
+    gateway: &Url,
+    admin_key: &str,
+    role: &str,
+) -> HarnessResult<String> {
+    let what = format!("POST /v1/admin/keys ({role})");
+    let body = checked_json(
+        &what,
+        http.post(gateway.join("v1/admin/keys")?)
+            .bearer_auth(admin_key)
+            .json(&json!({"role": role, "label": "e2e"}))
+            .send()
+            .await?,
+    )
+    .await?;
+    body["api_key"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| HarnessError::Api {
+            what,
+            status: 200,
+            body: body.to_string(),
+        })
+}
+
+/// The JSON body of a 2xx answer; anything else is an [`HarnessError::Api`].
+pub async fn checked_json(what: &str, response: reqwest::Response) -> HarnessResult<Value> {
+    let status = response.status();
+    let text = response.text().await?;
+    if !status.is_success() {
+        return Err(HarnessError::Api {
+            what: what.to_owned(),
+            status: status.as_u16(),
+            body: text,
+        });
+    }
+    serde_json::from_str(&text).map_err(|_| HarnessError::Api {
+        what: format!("{what} (not JSON)"),
+        status: status.as_u16(),
+        body: text,
+    })
+}
