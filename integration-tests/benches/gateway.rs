@@ -37,7 +37,8 @@ use hiregate_gateway::{
     startup::{App, AppOptions},
 };
 use hiregate_payments::{
-    Facilitator, FacilitatorError, PaymentPayload, devnet::Devnet,
+    Facilitator, FacilitatorError, PaymentPayload,
+    devnet::Devnet,
     wire::{SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse},
 };
 use hiregate_worker_sdk::{
@@ -150,11 +151,9 @@ async fn direct_worker_calls(calls: usize) -> BenchResult<Series> {
         .build(echo_handler())?;
     let stop = CancellationToken::new();
     let stopped = stop.clone();
-    let server = hiregate_worker_sdk::serve(
-        worker.router(),
-        "127.0.0.1:0".parse()?,
-        async move { stopped.cancelled().await },
-    )
+    let server = hiregate_worker_sdk::serve(worker.router(), "127.0.0.1:0".parse()?, async move {
+        stopped.cancelled().await
+    })
     .await?;
     let execute = server.base_url().join("execute")?;
     let http = reqwest::Client::new();
@@ -262,36 +261,17 @@ relayer_private_key = "{key}"
             .max_concurrent_tasks(64)
             .build(echo_handler())?;
         let worker_stop = stop.child_token();
-        let worker = hiregate_worker_sdk::serve(
-            worker.router(),
-            "127.0.0.1:0".parse()?,
-            async move { worker_stop.cancelled().await },
-        )
-        .await?;
+        let worker =
+            hiregate_worker_sdk::serve(worker.router(), "127.0.0.1:0".parse()?, async move {
+                worker_stop.cancelled().await
+            })
+            .await?;
 
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
             .build()?;
-        let key = |role: &'static str| {
-            let http = http.clone();
-            let url = gateway.join("v1/admin/keys");
-            async move {
-                let body = ok_json(
-                    http.post(url?)
-                        .bearer_auth(ADMIN_KEY)
-                        .json(&json!({"role": role, "label": "bench"}))
-                        .send()
-                        .await?,
-                )
-                .await?;
-                body["api_key"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| format!("no api_key in {body}").into())
-            }
-        };
-        let operator_key: String = key("operator").await?;
-        let seeker_key: String = key("seeker").await?;
+        let operator_key = create_key(&http, &gateway, "operator").await?;
+        let seeker_key = create_key(&http, &gateway, "seeker").await?;
         let listing = ok_json(
             http.post(gateway.join("v1/workers")?)
                 .bearer_auth(&operator_key)
@@ -324,8 +304,12 @@ relayer_private_key = "{key}"
     }
 
     fn seeker(&self, wallet: PrivateKeySigner) -> SeekerClient {
-        SeekerClient::new(self.gateway.clone(), self.seeker_key.clone(), Arc::new(wallet))
-            .with_http_client(self.http.clone())
+        SeekerClient::new(
+            self.gateway.clone(),
+            self.seeker_key.clone(),
+            Arc::new(wallet),
+        )
+        .with_http_client(self.http.clone())
     }
 
     /// A fresh contract, its 402 answered with a signed payment (none of this is timed).
@@ -450,6 +434,21 @@ async fn measure_backend(
     })
 }
 
+async fn create_key(http: &reqwest::Client, gateway: &Url, role: &str) -> BenchResult<String> {
+    let body = ok_json(
+        http.post(gateway.join("v1/admin/keys")?)
+            .bearer_auth(ADMIN_KEY)
+            .json(&json!({"role": role, "label": "bench"}))
+            .send()
+            .await?,
+    )
+    .await?;
+    match body["api_key"].as_str() {
+        Some(key) => Ok(key.to_owned()),
+        None => Err(format!("no api_key in {body}").into()),
+    }
+}
+
 async fn ok_json(response: reqwest::Response) -> BenchResult<Value> {
     let status = response.status();
     let body: Value = response.json().await.unwrap_or(Value::Null);
@@ -553,9 +552,8 @@ fn print_backend(name: &str, direct: &Series, figures: &BackendFigures) {
         added(0.99),
         None,
     );
-    let own = |p: f64| {
-        percentile(&figures.without_facilitator, p).saturating_sub(direct.percentile(p))
-    };
+    let own =
+        |p: f64| percentile(&figures.without_facilitator, p).saturating_sub(direct.percentile(p));
     row(
         "  … without verify+settle: rest − (a)",
         seq.latencies.len(),

@@ -217,7 +217,9 @@ impl ChildProcess {
             Stream::Stderr => (&self.stderr_path, self.stderr_start),
         };
         let bytes = std::fs::read(path).unwrap_or_default();
-        let start = usize::try_from(start).unwrap_or(usize::MAX).min(bytes.len());
+        let start = usize::try_from(start)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
         String::from_utf8_lossy(&bytes[start..]).into_owned()
     }
 
@@ -704,14 +706,15 @@ impl E2eStack {
                 .await?,
         )
         .await?;
-        let worker_id = listing["id"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| HarnessError::Api {
-                what: "POST /v1/workers".to_owned(),
-                status: 201,
-                body: listing.to_string(),
-            })?;
+        let worker_id =
+            listing["id"]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| HarnessError::Api {
+                    what: "POST /v1/workers".to_owned(),
+                    status: 201,
+                    body: listing.to_string(),
+                })?;
         Ok(Self {
             gateway,
             worker,
@@ -786,7 +789,10 @@ impl E2eStack {
         checked_json(
             "GET /v1/contracts/{id}",
             self.http
-                .get(self.gateway_url().join(&format!("v1/contracts/{contract_id}"))?)
+                .get(
+                    self.gateway_url()
+                        .join(&format!("v1/contracts/{contract_id}"))?,
+                )
                 .bearer_auth(&self.seeker_key)
                 .send()
                 .await?,

@@ -15,8 +15,9 @@ use alloy::{
 };
 use hiregate_integration_tests::harness::{Binaries, E2eStack, PRICE};
 use hiregate_payments::{
-    PaymentPayload, encode_header,
+    PaymentPayload,
     devnet::{node_script, node_tools_or_skip},
+    encode_header,
 };
 use hiregate_worker_sdk::{
     example_workers::SUMMARIZE,
@@ -186,7 +187,10 @@ async fn the_typed_seeker_client_hires_across_processes() {
     let challenge = seeker.challenge(&contract.id).await.expect("a 402");
     let offer = &challenge.accepts[0];
     assert_eq!(offer.amount.to_string(), PRICE.to_string());
-    assert_eq!(offer.pay_to.to_string().parse::<Address>().ok(), Some(stack.pay_to));
+    assert_eq!(
+        offer.pay_to.to_string().parse::<Address>().ok(),
+        Some(stack.pay_to)
+    );
     assert_eq!(offer.network.to_string(), stack.devnet.network());
 
     let before = stack.balances(payer).await.unwrap();
@@ -275,7 +279,10 @@ async fn a_killed_facilitator_means_503_and_the_worker_is_never_called() {
     );
 
     // "Unknown" is retryable: the same payment goes through once a facilitator is back.
-    stack.restart_facilitator().await.expect("facilitator again");
+    stack
+        .restart_facilitator()
+        .await
+        .expect("facilitator again");
     let outcome = seeker
         .execute_with_payment(&contract.id, &payment)
         .await
@@ -308,8 +315,15 @@ async fn a_restarted_gateway_keeps_the_settled_contract_and_never_charges_twice(
         .await
         .expect("restart within a minute")
         .expect("gateway restarted");
-    assert!(stopped.success(), "SIGTERM should stop the gateway cleanly: {stopped}");
-    assert_ne!(stack.gateway.process().pid(), first_pid, "a new gateway process");
+    assert!(
+        stopped.success(),
+        "SIGTERM should stop the gateway cleanly: {stopped}"
+    );
+    assert_ne!(
+        stack.gateway.process().pid(),
+        first_pid,
+        "a new gateway process"
+    );
 
     let record = seeker.contract(&contract.id).await.expect("readable again");
     assert_eq!(record.state, "settled", "{}", record.body);
@@ -326,8 +340,15 @@ async fn a_restarted_gateway_keeps_the_settled_contract_and_never_charges_twice(
     let replayed = again
         .payment_response
         .expect("the stored PAYMENT-RESPONSE comes back");
-    assert_eq!(replayed.transaction, settlement.transaction, "a second transfer");
+    assert_eq!(
+        replayed.transaction, settlement.transaction,
+        "a second transfer"
+    );
     assert_eq!(again.body["deliverable"], first.body["deliverable"]);
-    assert_eq!(stack.balances(payer).await.unwrap(), settled, "charged twice");
+    assert_eq!(
+        stack.balances(payer).await.unwrap(),
+        settled,
+        "charged twice"
+    );
     assert_eq!(stack.worker.executions().await.unwrap(), 1, "ran twice");
 }

@@ -32,7 +32,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let behaviour = faulty_behaviour_from_env()?;
             configure_from_env(faulty_builder())?.build(faulty_handler(behaviour))?
         }
-        other => return Err(format!("EXAMPLE_WORKER must be echo or faulty, not {other:?}").into()),
+        other => {
+            return Err(format!("EXAMPLE_WORKER must be echo or faulty, not {other:?}").into());
+        }
     };
     let executions = worker.execution_counter();
     let router = worker.router().merge(Router::new().route(
