@@ -295,6 +295,9 @@ pub struct Quorum {
     /// How votes are weighed.
     #[serde(default)]
     pub aggregation: Aggregation,
+    /// The verifier workers (gateway listing ids) whose `/verify` votes make the quorum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verifiers: Vec<String>,
 }
 
 /// Parameters of `vp.crosscheck.v1`. At least one of `references` and `quorum` is required.
@@ -452,6 +455,19 @@ impl PolicyParams {
                     }
                     if !unit_interval(quorum.min_score) {
                         return Err(invalid(policy, "quorum.min_score must be in [0, 1]"));
+                    }
+                    let named = u32::try_from(quorum.verifiers.len()).unwrap_or(u32::MAX);
+                    if named > MAX_QUORUM_VERIFIERS {
+                        return Err(invalid(
+                            policy,
+                            format!("at most {MAX_QUORUM_VERIFIERS} quorum.verifiers"),
+                        ));
+                    }
+                    if named > 0 && named < quorum.min_verifiers {
+                        return Err(invalid(
+                            policy,
+                            "quorum.verifiers names fewer verifiers than quorum.min_verifiers",
+                        ));
                     }
                 }
                 Ok(Self::Crosscheck(parsed))

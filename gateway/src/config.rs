@@ -120,6 +120,10 @@ pub struct Settings {
     pub health: HealthSettings,
     /// Contract defaults and bounds.
     pub contracts: ContractSettings,
+    /// Seeker webhook delivery.
+    pub webhooks: WebhookSettings,
+    /// Contract event streams (SSE).
+    pub events: EventStreamSettings,
 }
 
 /// `[http]`
@@ -456,6 +460,18 @@ pub struct ContractSettings {
     pub duplicate_wait_ms: u64,
     /// Period of the settlement sweep, ms.
     pub sweep_interval_ms: u64,
+    /// First poll of pending work, ms after the worker answered `pending`; the delay doubles
+    /// per poll up to `poll_max_interval_ms`.
+    pub poll_interval_ms: u64,
+    /// Longest delay between two polls of pending work, ms.
+    pub poll_max_interval_ms: u64,
+    /// How far a worker callback's `webhook-timestamp` may be from the gateway's clock, s.
+    pub callback_tolerance_s: u64,
+    /// Period of the background job runner (poll jobs, authorization deadlines), ms.
+    pub jobs_interval_ms: u64,
+    /// Lease of a claimed job, ms: another instance takes the job over after a crash once
+    /// the lease ran out.
+    pub job_lease_ms: u64,
 }
 
 impl ContractSettings {
@@ -467,6 +483,79 @@ impl ContractSettings {
     /// Period of the settlement sweep.
     pub fn sweep_interval(&self) -> Duration {
         Duration::from_millis(self.sweep_interval_ms)
+    }
+
+    /// Period of the background job runner.
+    pub fn jobs_interval(&self) -> Duration {
+        Duration::from_millis(self.jobs_interval_ms)
+    }
+
+    /// Lease of a claimed job.
+    pub fn job_lease(&self) -> Duration {
+        Duration::from_millis(self.job_lease_ms)
+    }
+}
+
+/// `[webhooks]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Period of the delivery loop when it has nothing to do, ms.
+    pub poll_interval_ms: u64,
+    /// Deliveries one instance claims (and sends concurrently) at a time.
+    pub batch_size: u32,
+    /// Lease on a claimed delivery, ms; longer than `request_timeout_ms`.
+    pub lease_ms: u64,
+    /// Time limit of one delivery request, ms.
+    pub request_timeout_ms: u64,
+    /// Tries before a delivery becomes a dead letter.
+    pub max_attempts: u32,
+    /// Delay before the first retry, ms; doubles per try.
+    pub backoff_initial_ms: u64,
+    /// Largest delay between tries, ms.
+    pub backoff_max_ms: u64,
+    /// Largest `Retry-After` honoured, seconds.
+    pub retry_after_max_s: u64,
+}
+
+impl WebhookSettings {
+    /// Period of the idle delivery loop.
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.poll_interval_ms)
+    }
+
+    /// Lease on a claimed delivery.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms)
+    }
+
+    /// Time limit of one delivery request.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+}
+
+/// `[events]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventStreamSettings {
+    /// Period of SSE heartbeat comments, ms.
+    pub heartbeat_interval_ms: u64,
+    /// Period of the database check that brings events written by other instances, ms.
+    pub poll_interval_ms: u64,
+    /// Events read from the database per query when replaying.
+    pub replay_batch: u32,
+}
+
+impl EventStreamSettings {
+    /// Period of SSE heartbeat comments.
+    pub fn heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_interval_ms)
+    }
+
+    /// Period of the database check.
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.poll_interval_ms)
     }
 }
 
@@ -671,6 +760,7 @@ impl Settings {
     }
 
     fn validate_rest(&self) -> Result<(), ConfigError> {
+        self.validate_webhooks_and_events()?;
         if let Some(path) = &self.signing_key.path
             && path.exists()
             && !path.is_file()
@@ -707,6 +797,19 @@ impl Settings {
             60,
         )?;
         at_least("contracts.offer_ttl_s", contracts.offer_ttl_s, 1)?;
+        at_least("contracts.poll_interval_ms", contracts.poll_interval_ms, 10)?;
+        at_least(
+            "contracts.poll_max_interval_ms",
+            contracts.poll_max_interval_ms,
+            contracts.poll_interval_ms,
+        )?;
+        at_least(
+            "contracts.callback_tolerance_s",
+            contracts.callback_tolerance_s,
+            1,
+        )?;
+        at_least("contracts.jobs_interval_ms", contracts.jobs_interval_ms, 10)?;
+        at_least("contracts.job_lease_ms", contracts.job_lease_ms, 1000)?;
         if contracts.offer_ttl_s > 7 * 24 * 3600 {
             return Err(ConfigError::invalid(
                 "contracts.offer_ttl_s",
@@ -877,5 +980,36 @@ mod tests {
             assert!(!debug.contains(secret), "{secret} leaked in {debug}");
         }
         assert_eq!(settings.database.url.kind(), DatabaseKind::Postgres);
+    }
+}
+
+impl Settings {
+    fn validate_webhooks_and_events(&self) -> Result<(), ConfigError> {
+        let hooks = &self.webhooks;
+        at_least("webhooks.poll_interval_ms", hooks.poll_interval_ms, 10)?;
+        at_least("webhooks.batch_size", u64::from(hooks.batch_size), 1)?;
+        at_least("webhooks.request_timeout_ms", hooks.request_timeout_ms, 1)?;
+        at_least("webhooks.max_attempts", u64::from(hooks.max_attempts), 1)?;
+        at_least("webhooks.backoff_initial_ms", hooks.backoff_initial_ms, 1)?;
+        at_least(
+            "webhooks.backoff_max_ms",
+            hooks.backoff_max_ms,
+            hooks.backoff_initial_ms,
+        )?;
+        // A lease that ran out mid-request would let another instance send the same try.
+        at_least(
+            "webhooks.lease_ms",
+            hooks.lease_ms,
+            hooks.request_timeout_ms.saturating_add(1000),
+        )?;
+        let events = &self.events;
+        at_least(
+            "events.heartbeat_interval_ms",
+            events.heartbeat_interval_ms,
+            10,
+        )?;
+        at_least("events.poll_interval_ms", events.poll_interval_ms, 10)?;
+        at_least("events.replay_batch", u64::from(events.replay_batch), 1)?;
+        Ok(())
     }
 }

@@ -24,6 +24,8 @@
 //! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle |
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query |
+//! | [`events`] | public contract events, the in-process event bus, the SSE stream of `GET /v1/contracts/{id}/events` |
+//! | [`webhooks`] | seeker webhooks: secrets, signed messages, the leased delivery loop, retries and dead letters |
 //!
 //! Main flow: `main` parses the CLI → [`config::Settings::load`] → [`telemetry::init`] →
 //! [`startup::App::build`] (connect + migrate, bind) → [`startup::App::run_until_stopped`]
@@ -47,6 +49,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod events;
 pub mod facilitator;
 pub mod hire;
 pub mod http;
@@ -61,3 +64,4 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod webhooks;

@@ -243,6 +243,20 @@ impl App {
             state.config.contracts.sweep_interval(),
             app_token.clone(),
         ));
+        tasks.spawn(crate::webhooks::delivery::run_webhook_delivery(
+            crate::webhooks::delivery::WebhookDelivery::new(
+                state.store.clone(),
+                state.outbound.clone(),
+                state.config.webhooks.clone(),
+            ),
+            app_token.clone(),
+        ));
+        tasks.spawn(crate::hire::deadlines::run_long_running_work(
+            state.hire.clone(),
+            state.config.contracts.jobs_interval(),
+            format!("gw_{}", ulid::Ulid::new()),
+            app_token.clone(),
+        ));
         tasks.close();
 
         tracing::info!(%local_addr, "hiregate gateway listening");

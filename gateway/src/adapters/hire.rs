@@ -15,7 +15,7 @@ use reqwest::{Method, StatusCode, header};
 use serde_json::Value;
 use url::Url;
 
-use super::{FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol};
+use super::{FailureKind, ForwardRequest, PollRequest, WorkerAnswer, WorkerProtocol};
 use crate::outbound::{OutboundClient, OutboundError};
 
 /// Largest worker answer read, bytes (the outbound client's own limit may be lower).
@@ -92,6 +92,40 @@ impl WorkerProtocol for HireProtocol {
         };
         classify(status, &body)
     }
+
+    async fn poll(&self, client: &OutboundClient, request: &PollRequest<'_>) -> WorkerAnswer {
+        let builder = match client.request(Method::GET, request.poll_url) {
+            Ok(builder) => builder,
+            Err(error) => return transport_failure(&error),
+        };
+        let builder = builder
+            .timeout(request.timeout)
+            .bearer_auth(request.contract_token)
+            .header("X-Contract-ID", request.contract_id)
+            .header(header::ACCEPT, "application/json");
+        let response = match client.send(builder).await {
+            Ok(response) => response,
+            Err(error) => return transport_failure(&error),
+        };
+        let status = response.status();
+        let body = match client.read_body(response, MAX_ANSWER_BYTES).await {
+            Ok(body) => body,
+            Err(error) => return transport_failure(&error),
+        };
+        classify_poll(status, &body)
+    }
+}
+
+/// `GET <poll_url>` answers the task's current report, always with 200: `pending` and
+/// `partial` mean the work goes on (a partial report while polling is progress, not a
+/// delivery); `completed`/`failed` are its end.
+pub fn classify_poll(status: StatusCode, body: &[u8]) -> WorkerAnswer {
+    if status == StatusCode::OK
+        && let Ok(ExecuteResponse::Partial(_)) = serde_json::from_slice::<ExecuteResponse>(body)
+    {
+        return classify(StatusCode::ACCEPTED, body);
+    }
+    classify(status, body)
 }
 
 /// Reads a worker's answer. Public for unit tests of hostile answers.

@@ -6,21 +6,41 @@
 //! the execute flow, which only sees a [`WorkerAnswer`].
 
 pub mod hire;
+pub mod superwire;
+pub mod wattswarm;
 
 use std::{collections::HashMap, fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use hiregate_contracts::deliverable::Deliverable;
+use hiregate_contracts::{deliverable::Deliverable, schema::OutputSchema};
 use serde_json::Value;
 use url::Url;
 
 use crate::{
     outbound::OutboundClient,
-    registry::model::{Protocol, WorkerEndpoint},
+    registry::model::{Protocol, ProtocolOptions, WorkerEndpoint},
 };
 
+/// Where an adapter relays the worker's own progress events (Superwire's SSE events), so they
+/// land in the contract's event log and from there reach SSE and webhooks. Details must carry
+/// no secrets.
+#[async_trait]
+pub trait UpstreamEvents: Send + Sync {
+    /// Append one event of `kind` with `details`.
+    async fn relay(&self, kind: &str, details: Value);
+}
+
+/// Drops relayed events (callers with no event log, unit tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiscardEvents;
+
+#[async_trait]
+impl UpstreamEvents for DiscardEvents {
+    async fn relay(&self, _kind: &str, _details: Value) {}
+}
+
 /// One forward of a paid contract to its worker.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct ForwardRequest<'a> {
     /// The worker's base URL.
     pub endpoint: &'a WorkerEndpoint,
@@ -34,6 +54,12 @@ pub struct ForwardRequest<'a> {
     pub task_type: &'a str,
     /// The task input.
     pub input: &'a Value,
+    /// Every schema the output must satisfy (the listing's, then the seeker's).
+    pub output_schemas: &'a [OutputSchema],
+    /// The listing's protocol settings (Superwire's workflow source).
+    pub protocol_options: &'a ProtocolOptions,
+    /// Where the worker's own progress events go.
+    pub events: &'a dyn UpstreamEvents,
     /// How long the worker may take to answer (the contract's SLA).
     pub timeout: Duration,
 }
@@ -99,12 +125,85 @@ pub enum WorkerAnswer {
     },
 }
 
+/// One poll of work a worker took asynchronously.
+#[derive(Debug, Clone, Copy)]
+pub struct PollRequest<'a> {
+    /// Where the worker said to look (already checked to be http(s); the outbound client
+    /// applies the SSRF rules).
+    pub poll_url: &'a Url,
+    /// Contract id.
+    pub contract_id: &'a str,
+    /// The gateway's signed contract token for this contract.
+    pub contract_token: &'a str,
+    /// How long this one poll may take.
+    pub timeout: Duration,
+}
+
+/// What a cancel request to the worker achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The protocol has no way to tell the worker (the hire protocol has no cancel route).
+    NotSupported,
+    /// The worker acknowledged the cancel.
+    Acknowledged,
+    /// The worker could not be told; the contract is cancelled anyway.
+    Failed(String),
+}
+
+impl CancelOutcome {
+    /// Stable name for the event log.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::NotSupported => "not_supported",
+            Self::Acknowledged => "acknowledged",
+            Self::Failed(_) => "failed",
+        }
+    }
+}
+
 /// A worker protocol: forward a paid contract and classify the answer. Implementations never
 /// panic on hostile answers; everything unexpected is a [`WorkerAnswer::Failed`].
 #[async_trait]
 pub trait WorkerProtocol: Send + Sync + 'static {
     /// Send `request` through `client` (the SSRF-filtering outbound client).
     async fn execute(&self, client: &OutboundClient, request: &ForwardRequest<'_>) -> WorkerAnswer;
+
+    /// Ask where pending work stands. `Pending` = still running; `Delivered`/`Failed` = its
+    /// end; `TimedOut` or a `Failed` of kind `Unreachable`/`BadResponse` = this poll failed
+    /// (the gateway polls again within the SLA). Protocols without polling keep the default,
+    /// which reports the work as still pending so only the SLA (or a callback) ends it.
+    async fn poll(&self, _client: &OutboundClient, _request: &PollRequest<'_>) -> WorkerAnswer {
+        WorkerAnswer::Pending {
+            task_id: None,
+            poll_url: None,
+            http_status: 0,
+        }
+    }
+
+    /// Tell the worker the seeker cancelled `contract_id`. Default: the protocol cannot
+    /// (superwire's `POST /execute/{run_id}/cancel` plugs in here).
+    async fn cancel(
+        &self,
+        _client: &OutboundClient,
+        _endpoint: &WorkerEndpoint,
+        _contract_id: &str,
+        _contract_token: &str,
+    ) -> CancelOutcome {
+        CancelOutcome::NotSupported
+    }
+}
+
+impl fmt::Debug for ForwardRequest<'_> {
+    // The contract token is a credential and the input may be large: neither is printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ForwardRequest")
+            .field("endpoint", &self.endpoint)
+            .field("contract_id", &self.contract_id)
+            .field("attempt", &self.attempt)
+            .field("task_type", &self.task_type)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Adapters by protocol.
@@ -122,13 +221,23 @@ impl fmt::Debug for ProtocolAdapters {
 }
 
 impl Default for ProtocolAdapters {
-    /// `hire` only; the other protocols come with their adapters.
+    /// `hire`, `wattswarm` and `superwire`.
     fn default() -> Self {
         Self {
-            adapters: HashMap::from([(
-                Protocol::Hire,
-                Arc::new(hire::HireProtocol) as Arc<dyn WorkerProtocol>,
-            )]),
+            adapters: HashMap::from([
+                (
+                    Protocol::Hire,
+                    Arc::new(hire::HireProtocol) as Arc<dyn WorkerProtocol>,
+                ),
+                (
+                    Protocol::Wattswarm,
+                    Arc::new(wattswarm::WattswarmProtocol) as Arc<dyn WorkerProtocol>,
+                ),
+                (
+                    Protocol::Superwire,
+                    Arc::new(superwire::SuperwireProtocol::default()) as Arc<dyn WorkerProtocol>,
+                ),
+            ]),
         }
     }
 }

@@ -8,7 +8,8 @@
 //!  paid ──forward (attempt n, Idempotency-Key = contract id)──► executing
 //!    executing ─failed/timeout─► paid (retries left: 502/504, the next execute retries under the
 //!                                      same authorization) │ failed (void; 502/504)
-//!    executing ─pending─► pending (202; polling and callbacks are issue 5)
+//!    executing ─pending─► pending (202; a durable poll job and the worker's signed callback
+//!                                  finish it through the same `delivered` path, see `pending`)
 //!    executing ─completed─► delivered ─► verifying ─passed─► accepted │ ─failed/inconclusive─► rejected (422)
 //!  accepted (acceptance window 0) ─► settling (persisted first) ─/settle same payload─► settled (200 +
 //!    PAYMENT-RESPONSE) │ settlement_failed (402 + PAYMENT-RESPONSE) │ settlement_unknown (202; the
@@ -97,25 +98,29 @@ impl std::fmt::Debug for ExecuteRequest {
 }
 
 /// What a step did: answered, or changed the state so the next step must look again.
-enum Step {
+pub(super) enum Step {
     Done(Reply),
     Again,
 }
 
 /// What every step of one execute needs.
-struct Ctx {
-    contract_id: String,
-    worker_id: WorkerId,
-    terms: ContractTerms,
+pub(super) struct Ctx {
+    pub(super) contract_id: String,
+    pub(super) worker_id: WorkerId,
+    pub(super) terms: ContractTerms,
     offer: StoredOffer,
-    contract_token: String,
-    correlation_id: String,
+    pub(super) contract_token: String,
+    pub(super) correlation_id: String,
     /// Who drives this execution: `seeker:<id>`, or `gateway` for the sweep.
     actor: String,
 }
 
 impl Ctx {
-    fn of(contract: &ContractRecord, correlation_id: String, actor: String) -> Result<Self, Reply> {
+    pub(super) fn of(
+        contract: &ContractRecord,
+        correlation_id: String,
+        actor: String,
+    ) -> Result<Self, Reply> {
         let terms: ContractTerms = serde_json::from_value(contract.terms.clone())
             .map_err(|e| internal(format!("stored terms do not parse: {e}")))?;
         let offer: StoredOffer = contract
@@ -149,7 +154,7 @@ impl From<StoreError> for Reply {
     }
 }
 
-fn internal(message: impl Into<String>) -> Reply {
+pub(super) fn internal(message: impl Into<String>) -> Reply {
     Reply::from(ApiError::internal(anyhow::anyhow!(message.into())))
 }
 
@@ -200,6 +205,23 @@ impl HireService {
             return Ok(self.in_progress(&ctx, &current.state));
         };
 
+        self.drive(&ctx, request.payment_signature.as_deref()).await
+    }
+
+    /// Take the contract through every step it can take now (pay, forward, settle) until one
+    /// answers. Callers hold the contract's lock. Shared by execute and the background work
+    /// (pending completions, automatic retries of pending work), which passes no payment.
+    pub(super) async fn drive(
+        &self,
+        ctx: &Ctx,
+        payment_signature: Option<&str>,
+    ) -> Result<Reply, Reply> {
+        let store = &self.inner.store;
+        let not_found = || {
+            Reply::from(ApiError::NotFound {
+                resource: "contract",
+            })
+        };
         for _ in 0..MAX_STEPS {
             let contract = store
                 .get_contract(&ctx.contract_id)
@@ -208,18 +230,15 @@ impl HireService {
             let state = ContractState::from_str(&contract.state)
                 .map_err(|e| internal(format!("stored state: {e}")))?;
             let step = match state {
-                ContractState::Offered => {
-                    self.offered(&ctx, request.payment_signature.as_deref())
-                        .await?
-                }
-                ContractState::Paid => self.forward(&ctx).await?,
-                ContractState::Accepted if acceptance_window_over(&ctx, &contract) => {
-                    self.settle(&ctx, ContractState::Accepted).await?
+                ContractState::Offered => self.offered(ctx, payment_signature).await?,
+                ContractState::Paid => self.forward(ctx).await?,
+                ContractState::Accepted if acceptance_window_over(ctx, &contract) => {
+                    self.settle(ctx, ContractState::Accepted).await?
                 }
                 ContractState::SettlementUnknown => {
-                    self.settle(&ctx, ContractState::SettlementUnknown).await?
+                    self.settle(ctx, ContractState::SettlementUnknown).await?
                 }
-                other => Step::Done(self.stored_answer(&ctx, &contract, other).await?),
+                other => Step::Done(self.stored_answer(ctx, &contract, other).await?),
             };
             if let Step::Done(reply) = step {
                 return Ok(reply);
@@ -347,7 +366,7 @@ impl HireService {
         })
     }
 
-    fn in_progress(&self, ctx: &Ctx, state: &str) -> Reply {
+    pub(super) fn in_progress(&self, ctx: &Ctx, state: &str) -> Reply {
         let id = ctx.contract_id.as_str();
         Reply::json(
             StatusCode::ACCEPTED,
@@ -395,7 +414,13 @@ impl HireService {
         }))
     }
 
-    fn event(&self, ctx: &Ctx, actor: &str, kind: &str, details: Value) -> NewContractEvent {
+    pub(super) fn event(
+        &self,
+        ctx: &Ctx,
+        actor: &str,
+        kind: &str,
+        details: Value,
+    ) -> NewContractEvent {
         NewContractEvent {
             at: Utc::now(),
             actor: actor.to_owned(),
@@ -407,7 +432,7 @@ impl HireService {
 
     /// Apply `event` (checked against the lifecycle) with a compare-and-set from `from`.
     /// `Ok(false)` when the contract was not in `from` any more.
-    async fn transition(
+    pub(super) async fn transition(
         &self,
         ctx: &Ctx,
         from: ContractState,
@@ -766,6 +791,12 @@ impl HireService {
         };
         tracing::info!(contract_id = %ctx.contract_id, attempt_no, worker_id = %listing.id, "forwarding to worker");
         let timeout = Duration::from_millis(ctx.terms.sla().max_latency_ms());
+        let relay = super::relay::ContractEventRelay::new(
+            inner.store.clone(),
+            &ctx.contract_id,
+            &ctx.correlation_id,
+            format!("worker:{}", listing.id),
+        );
         let answer = adapter
             .execute(
                 &inner.outbound,
@@ -776,6 +807,9 @@ impl HireService {
                     contract_token: &ctx.contract_token,
                     task_type: ctx.terms.task().task_type().as_str(),
                     input: ctx.terms.task().input(),
+                    output_schemas: ctx.terms.task().output_schemas(),
+                    protocol_options: &listing.protocol_options,
+                    events: &relay,
                     timeout,
                 },
             )
@@ -786,8 +820,16 @@ impl HireService {
                 deliverable,
                 http_status,
             } => {
-                self.delivered(ctx, &attempt_id, attempt_no, &worker_actor, deliverable, http_status)
-                    .await
+                self.delivered(
+                    ctx,
+                    ContractState::Executing,
+                    &attempt_id,
+                    attempt_no,
+                    &worker_actor,
+                    deliverable,
+                    http_status,
+                )
+                .await
             }
             WorkerAnswer::Pending {
                 task_id,
@@ -808,29 +850,35 @@ impl HireService {
                         },
                     )
                     .await?;
-                // Seam (issue 5): polling `poll_url` and the worker's signed callback move the
-                // contract from `pending` to `delivered`; until then executes answer 202.
-                self.transition(
-                    ctx,
-                    ContractState::Executing,
-                    &ContractEvent::WorkerPending,
-                    &worker_actor,
-                    json!({"attempt_no": attempt_no, "worker_task_id": task_id}),
-                    None,
-                )
-                .await?;
+                // Polling `poll_url` (a durable job, see `pending`) and the worker's signed
+                // callback move the contract from `pending` to `delivered`; until then executes
+                // answer 202.
+                if self
+                    .transition(
+                        ctx,
+                        ContractState::Executing,
+                        &ContractEvent::WorkerPending,
+                        &worker_actor,
+                        json!({"attempt_no": attempt_no, "worker_task_id": task_id,
+                               "poll_url": poll_url.as_ref().map(url::Url::as_str)}),
+                        None,
+                    )
+                    .await?
+                {
+                    self.watch_pending(ctx, &attempt_id).await?;
+                }
                 Ok(Step::Done(self.in_progress(ctx, "pending")))
             }
             WorkerAnswer::TimedOut => {
                 self.attempt_failed(
                     ctx,
+                    ContractState::Executing,
                     &attempt_id,
                     attempt_no,
                     &payment,
                     &worker_actor,
                     None,
-                    json!({"kind": "timeout", "code": "sla_timeout",
-                           "message": format!("no answer within the SLA of {} ms", ctx.terms.sla().max_latency_ms())}),
+                    sla_exceeded_error(ctx),
                     true,
                 )
                 .await
@@ -844,6 +892,7 @@ impl HireService {
             } => {
                 self.attempt_failed(
                     ctx,
+                    ContractState::Executing,
                     &attempt_id,
                     attempt_no,
                     &payment,
@@ -857,10 +906,14 @@ impl HireService {
         }
     }
 
+    /// Record a failed attempt (`from` = `executing` or `pending`): back to `paid` when the
+    /// retry policy allows another attempt under the same payment, else `failed` with the
+    /// authorization voided.
     #[allow(clippy::too_many_arguments)]
-    async fn attempt_failed(
+    pub(super) async fn attempt_failed(
         &self,
         ctx: &Ctx,
+        from: ContractState,
         attempt_id: &str,
         attempt_no: u32,
         payment: &PaymentRecord,
@@ -892,7 +945,7 @@ impl HireService {
         let applied = self
             .transition(
                 ctx,
-                ContractState::Executing,
+                from,
                 &event,
                 worker_actor,
                 json!({"attempt_no": attempt_no, "error": error, "retry_allowed": retry_allowed}),
@@ -940,7 +993,7 @@ impl HireService {
     }
 
     /// Mark the held authorization as released (never to be settled) and log it.
-    async fn record_void(
+    pub(super) async fn record_void(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
@@ -964,9 +1017,15 @@ impl HireService {
         Ok(())
     }
 
-    async fn delivered(
+    /// The one "finish delivery" path, for sync answers, polls and callbacks alike: store the
+    /// deliverable, close the attempt, move `from` (`executing` or `pending`) to `delivered`
+    /// with a compare-and-set, and verify. Whoever loses the compare-and-set (a poll racing a
+    /// callback, another instance) gets `Step::Again` and judges nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn delivered(
         &self,
         ctx: &Ctx,
+        from: ContractState,
         attempt_id: &str,
         attempt_no: u32,
         worker_actor: &str,
@@ -981,7 +1040,7 @@ impl HireService {
         let bytes =
             to_canonical_vec(&deliverable).map_err(|e| internal(format!("deliverable: {e}")))?;
         let now = Utc::now();
-        store
+        let stored = store
             .insert_deliverables(&[NewDeliverable {
                 deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
                 contract_id: ctx.contract_id.clone(),
@@ -995,7 +1054,13 @@ impl HireService {
                 source_url: None,
                 created_at: now,
             }])
-            .await?;
+            .await;
+        match stored {
+            // Already stored: a concurrent report of the same attempt (poll and callback), or
+            // this report redone after a crash. The compare-and-set below picks the winner.
+            Ok(()) | Err(StoreError::Duplicate { .. }) => {}
+            Err(other) => return Err(other.into()),
+        }
         store
             .finish_attempt(
                 attempt_id,
@@ -1012,7 +1077,7 @@ impl HireService {
         if !self
             .transition(
                 ctx,
-                ContractState::Executing,
+                from,
                 &ContractEvent::DeliverableReceived,
                 worker_actor,
                 json!({"attempt_no": attempt_no, "deliverable_digest": digest}),
@@ -1063,6 +1128,23 @@ impl HireService {
                 .await?;
         }
         let candidate_id = digest.to_string();
+        // vp.crosscheck.v1 quorums: the named verifier workers vote (fail-closed), bounded by
+        // half the verification budget (the other half is for evidence fetches).
+        let votes = super::crosscheck::collect_votes(
+            &inner.store,
+            &inner.outbound,
+            &super::crosscheck::VoteRequest {
+                candidate_id: &candidate_id,
+                execution_id: attempt_id,
+                deliverable,
+                output_schemas: ctx.terms.task().output_schemas(),
+                policy,
+                timeout: Duration::from_millis(
+                    inner.config.contracts.verification_budget_s.max(1) * 500,
+                ),
+            },
+        )
+        .await;
         let result = inner
             .verifier
             .verify(&VerificationRequest {
@@ -1072,11 +1154,18 @@ impl HireService {
                 output_schemas: ctx.terms.task().output_schemas(),
                 policy,
                 evidence: &evidence,
-                votes: None,
+                votes: votes.as_ref(),
             })
             .map_err(|e| internal(format!("verification could not run: {e}")))?;
-        let result_json =
+        let mut result_json =
             serde_json::to_value(&result).map_err(|e| internal(format!("verification: {e}")))?;
+        // Each vote with its verifier_result_hash, for the audit trail and dispute replay.
+        if let (Some(votes), Some(object)) = (&votes, result_json.as_object_mut()) {
+            object.insert(
+                "votes".to_owned(),
+                serde_json::to_value(votes).map_err(|e| internal(format!("votes: {e}")))?,
+            );
+        }
         inner
             .store
             .insert_verification(&NewVerification {
@@ -1114,6 +1203,7 @@ impl HireService {
                 "score": result.score,
                 "reason_codes": result.reason_codes,
                 "verifier_result_hash": result.verifier_result_hash,
+                "votes": super::crosscheck::vote_summaries(votes.as_ref()),
             }),
             deadline,
         )
@@ -1125,7 +1215,7 @@ impl HireService {
     // ---------------------------------------------------------------------------------------
     // accepted / settlement_unknown: settle
 
-    async fn settle(&self, ctx: &Ctx, from: ContractState) -> Result<Step, Reply> {
+    pub(super) async fn settle(&self, ctx: &Ctx, from: ContractState) -> Result<Step, Reply> {
         let inner = &self.inner;
         let payment = inner
             .store
@@ -1253,6 +1343,15 @@ fn check_body(terms: &ContractTerms, body: &Bytes) -> Result<(), Reply> {
         }));
     }
     Ok(())
+}
+
+/// The error recorded for an attempt that outlived the contract's `sla.max_latency_ms`.
+pub(super) fn sla_exceeded_error(ctx: &Ctx) -> Value {
+    json!({
+        "kind": "timeout",
+        "code": "sla_exceeded",
+        "message": format!("no result within the SLA of {} ms", ctx.terms.sla().max_latency_ms()),
+    })
 }
 
 fn worker_busy(in_flight: u32) -> Reply {

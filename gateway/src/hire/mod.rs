@@ -9,6 +9,9 @@
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
 //! | [`locks`] | one in-process lock per contract |
 //! | [`reply`] | execute answers with x402 and HIRE headers |
+//! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
+//! | [`deadlines`] | authorizations settled or voided before `validBefore`, stale `settling` rescued; the background runner |
+//! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
 //! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
 //!
 //! Flow of a contract: [`HireService::create_contract`] checks the worker (listed, healthy, not
@@ -18,10 +21,15 @@
 //! signs the contract token and stores contract + offer + first event. Execute is in
 //! [`execute`].
 
+pub mod cancel;
+pub mod crosscheck;
+pub mod deadlines;
 pub mod evidence;
 pub mod execute;
 pub mod locks;
 pub mod offer;
+pub mod pending;
+pub mod relay;
 pub mod reply;
 pub mod sweep;
 

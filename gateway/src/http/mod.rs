@@ -6,9 +6,13 @@
 //! (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON error).
 
 pub mod admin;
+pub mod callbacks;
+pub mod cancel;
 pub mod contracts;
+pub mod events;
 pub mod extract;
 pub mod ops;
+pub mod webhooks;
 pub mod workers;
 
 use std::time::{Duration, Instant};
@@ -55,6 +59,10 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::router())
         .merge(workers::router())
         .merge(contracts::router())
+        .merge(callbacks::router())
+        .merge(cancel::router())
+        .merge(events::router())
+        .merge(webhooks::router())
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(

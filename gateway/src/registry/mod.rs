@@ -19,8 +19,8 @@ use serde::Deserialize;
 
 use self::{
     model::{
-        EvmAddress, HealthState, MaxParallel, Network, Protocol, TaskCatalog, WorkerEndpoint,
-        WorkerListing,
+        EvmAddress, HealthState, MaxParallel, Network, Protocol, ProtocolOptions, TaskCatalog,
+        WorkerEndpoint, WorkerListing,
     },
     probe::{ProbeFailure, ProbeRegistry},
 };
@@ -51,6 +51,9 @@ pub struct NewWorker {
     pub tasks: TaskCatalog,
     /// Concurrent contracts allowed.
     pub max_parallel: MaxParallel,
+    /// Protocol-specific settings (Superwire: `workflow_source_base64`).
+    #[serde(default)]
+    pub protocol_options: ProtocolOptions,
 }
 
 /// A partial update; absent fields stay as they are. The protocol cannot change (a different
@@ -130,7 +133,13 @@ impl WorkerRegistry {
         operator: &PrincipalId,
         new: NewWorker,
     ) -> Result<(WorkerListing, CallbackSecret), RegistryError> {
-        self.probe(new.protocol, &new.endpoint, &new.tasks).await?;
+        self.probe(
+            new.protocol,
+            &new.endpoint,
+            &new.tasks,
+            &new.protocol_options,
+        )
+        .await?;
         let now = Utc::now();
         let listing = WorkerListing {
             id: WorkerId::generate(),
@@ -142,6 +151,7 @@ impl WorkerRegistry {
             asset: new.asset,
             tasks: new.tasks,
             max_parallel: new.max_parallel,
+            protocol_options: new.protocol_options,
             health: HealthState::Healthy,
             consecutive_misses: 0,
             last_probe_at: Some(now),
@@ -205,8 +215,13 @@ impl WorkerRegistry {
         // Never equal to the previous value, so the optimistic check below cannot pass twice.
         let now = Utc::now().max(current.updated_at + chrono::Duration::milliseconds(1));
         if reprobe {
-            self.probe(next.protocol, &next.endpoint, &next.tasks)
-                .await?;
+            self.probe(
+                next.protocol,
+                &next.endpoint,
+                &next.tasks,
+                &next.protocol_options,
+            )
+            .await?;
             next.health = HealthState::Healthy;
             next.consecutive_misses = 0;
             next.last_probe_at = Some(now);
@@ -261,7 +276,12 @@ impl WorkerRegistry {
 
     async fn probe_and_record(&self, listing: &WorkerListing) -> Result<(), StoreError> {
         let result = match self
-            .probe(listing.protocol, &listing.endpoint, &listing.tasks)
+            .probe(
+                listing.protocol,
+                &listing.endpoint,
+                &listing.tasks,
+                &listing.protocol_options,
+            )
             .await
         {
             Ok(()) => crate::store::ProbeResult::Passed,
@@ -303,6 +323,7 @@ impl WorkerRegistry {
         protocol: Protocol,
         endpoint: &WorkerEndpoint,
         tasks: &TaskCatalog,
+        options: &ProtocolOptions,
     ) -> Result<(), RegistryError> {
         let probe = self
             .probes
@@ -313,6 +334,7 @@ impl WorkerRegistry {
                 &self.outbound,
                 endpoint,
                 &tasks.task_types(),
+                options,
                 self.health.probe_timeout(),
             )
             .await?;

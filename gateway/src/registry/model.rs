@@ -563,6 +563,8 @@ pub struct WorkerListing {
     pub tasks: TaskCatalog,
     /// Concurrent contracts beyond which execute answers 429.
     pub max_parallel: MaxParallel,
+    /// Protocol-specific settings (Superwire's workflow source).
+    pub protocol_options: ProtocolOptions,
     /// Current health.
     pub health: HealthState,
     /// Failed probes in a row.
@@ -646,4 +648,54 @@ mod tests {
         assert!(OutputSchema::parse(serde_json::json!({"type": 12})).is_err());
         assert!(OutputSchema::parse(serde_json::json!("object")).is_err());
     }
+}
+
+/// Largest Superwire workflow source a listing holds, base64 characters.
+pub const MAX_WORKFLOW_SOURCE_BASE64: usize = 512 * 1024;
+
+/// A Superwire `.wire` workflow source, base64 as the executor API takes it
+/// (`workflow_source_base64`). Valid by construction: non-empty, bounded, decodable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct WorkflowSource(String);
+
+impl WorkflowSource {
+    /// The base64 text sent to the executor.
+    pub fn as_base64(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for WorkflowSource {
+    type Error = InvalidField;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        use base64::Engine as _;
+        let field = "protocol_options.workflow_source_base64";
+        if text.is_empty() || text.len() > MAX_WORKFLOW_SOURCE_BASE64 {
+            return Err(InvalidField::new(
+                field,
+                format!("must be 1..={MAX_WORKFLOW_SOURCE_BASE64} base64 characters"),
+            ));
+        }
+        base64::engine::general_purpose::STANDARD
+            .decode(&text)
+            .map_err(|_| InvalidField::new(field, "is not standard base64"))?;
+        Ok(Self(text))
+    }
+}
+
+impl From<WorkflowSource> for String {
+    fn from(source: WorkflowSource) -> Self {
+        source.0
+    }
+}
+
+/// Protocol-specific settings of a listing (`protocol_options` in the API). Only Superwire
+/// has any: the workflow every hire of the listing runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolOptions {
+    /// Superwire: the workflow source sent with every `/execute` and probed with `/validate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_source_base64: Option<WorkflowSource>,
 }

@@ -4,14 +4,16 @@
 //! runs it before listing a worker, when an endpoint or catalog changes, and periodically.
 //! `hire` and `wattswarm` share the same contract (`GET /health` → 2xx, `GET /capabilities`
 //! → `{"task_types": [...]}`), so both use [`CapabilitiesProbe`]. Superwire executors have
-//! neither endpoint; a probe for them plugs in through [`ProbeRegistry::with`].
+//! neither endpoint: [`SuperwireProbe`] sends the listing's workflow source to
+//! `POST /validate`, which runs nothing and needs no secrets, and shows in one call that the
+//! executor is reachable, speaks the protocol and accepts the exact workflow every hire sends.
 
 use std::{collections::HashMap, fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::model::{Protocol, TaskType, WorkerEndpoint};
+use super::model::{Protocol, ProtocolOptions, TaskType, WorkerEndpoint};
 use crate::outbound::{OutboundClient, OutboundError};
 
 /// Which step of a probe failed.
@@ -21,6 +23,8 @@ pub enum ProbeCheck {
     Health,
     /// `GET <endpoint>/capabilities`.
     Capabilities,
+    /// Superwire `POST <endpoint>/validate` with the listing's workflow source.
+    Validate,
 }
 
 impl ProbeCheck {
@@ -29,6 +33,7 @@ impl ProbeCheck {
         match self {
             Self::Health => "health",
             Self::Capabilities => "capabilities",
+            Self::Validate => "validate",
         }
     }
 }
@@ -84,12 +89,14 @@ impl ProbeFailure {
 /// Checks one protocol's liveness and capability endpoints.
 #[async_trait]
 pub trait WorkerProbe: Send + Sync + 'static {
-    /// Probe `endpoint`; `task_types` must all be offered.
+    /// Probe `endpoint`; `task_types` must all be offered. `options` are the listing's
+    /// protocol settings (the Superwire workflow source).
     async fn probe(
         &self,
         client: &OutboundClient,
         endpoint: &WorkerEndpoint,
         task_types: &[&TaskType],
+        options: &ProtocolOptions,
         timeout: Duration,
     ) -> Result<(), ProbeFailure>;
 }
@@ -109,13 +116,17 @@ impl fmt::Debug for ProbeRegistry {
 }
 
 impl Default for ProbeRegistry {
-    /// `hire` and `wattswarm` with [`CapabilitiesProbe`].
+    /// `hire` and `wattswarm` with [`CapabilitiesProbe`], `superwire` with [`SuperwireProbe`].
     fn default() -> Self {
         let capabilities: Arc<dyn WorkerProbe> = Arc::new(CapabilitiesProbe);
         Self {
             probes: HashMap::from([
                 (Protocol::Hire, capabilities.clone()),
                 (Protocol::Wattswarm, capabilities),
+                (
+                    Protocol::Superwire,
+                    Arc::new(SuperwireProbe) as Arc<dyn WorkerProbe>,
+                ),
             ]),
         }
     }
@@ -174,6 +185,7 @@ impl WorkerProbe for CapabilitiesProbe {
         client: &OutboundClient,
         endpoint: &WorkerEndpoint,
         task_types: &[&TaskType],
+        _options: &ProtocolOptions,
         timeout: Duration,
     ) -> Result<(), ProbeFailure> {
         let health = client
@@ -231,5 +243,74 @@ impl WorkerProbe for CapabilitiesProbe {
             ));
         }
         Ok(())
+    }
+}
+
+/// Superwire: `POST /validate` with `{"workflow_source_base64": …}` (the listing's
+/// `protocol_options.workflow_source_base64`, required). 2xx lists the worker; 4xx refuses it
+/// (the executor's validation issues go back to the operator); no connection, a timeout or a
+/// 5xx means unreachable. Task types are the listing's own names for the workflow, so there
+/// is nothing to compare them with.
+#[derive(Debug, Clone, Copy)]
+pub struct SuperwireProbe;
+
+/// Largest `/validate` body read (for the operator's error message).
+const VALIDATE_MAX_BYTES: usize = 64 * 1024;
+
+#[async_trait]
+impl WorkerProbe for SuperwireProbe {
+    async fn probe(
+        &self,
+        client: &OutboundClient,
+        endpoint: &WorkerEndpoint,
+        _task_types: &[&TaskType],
+        options: &ProtocolOptions,
+        timeout: Duration,
+    ) -> Result<(), ProbeFailure> {
+        let check = ProbeCheck::Validate;
+        let Some(source) = &options.workflow_source_base64 else {
+            return Err(ProbeFailure::new(
+                check,
+                ProbeFailureKind::BadBody,
+                "a superwire listing needs protocol_options.workflow_source_base64",
+            ));
+        };
+        let builder = client
+            .request(reqwest::Method::POST, &endpoint.join("validate"))
+            .map_err(|e| ProbeFailure::from_outbound(check, &e))?
+            .timeout(timeout)
+            .json(&serde_json::json!({"workflow_source_base64": source.as_base64()}));
+        let response = client
+            .send(builder)
+            .await
+            .map_err(|e| ProbeFailure::from_outbound(check, &e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let body = client
+            .read_body(response, VALIDATE_MAX_BYTES)
+            .await
+            .unwrap_or_default();
+        // The seed's error body is {"error": {kind, message, issues}}; read it leniently.
+        let message = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/error/message")
+                    .and_then(|m| m.as_str())
+                    .map(str::to_owned)
+            })
+            .map(|m| m.chars().take(300).collect::<String>())
+            .unwrap_or_default();
+        let kind = if status.is_client_error() {
+            ProbeFailureKind::BadBody
+        } else {
+            ProbeFailureKind::BadStatus(status.as_u16())
+        };
+        Err(ProbeFailure::new(
+            check,
+            kind,
+            format!("POST /validate answered {status}: {message}"),
+        ))
     }
 }

@@ -245,7 +245,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            let _seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
                 .bind(&contract.contract_id)
                 .bind(to_millis(event.at))
                 .bind(&event.actor)
@@ -257,6 +257,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             tx.commit().await?;
+            self.publish_event(&contract.contract_id, seq, event, None, Some(&contract.state));
         });
         Ok(())
     }
@@ -345,6 +346,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             tx.commit().await?;
+            self.publish_event(contract_id, seq, event, Some(expected_state), Some(new_state));
             Ok(Transition::Applied { seq })
         })
     }
@@ -380,6 +382,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             tx.commit().await?;
+            self.publish_event(contract_id, seq, event, None, None);
             Ok(Some(seq))
         })
     }

@@ -431,6 +431,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             tx.commit().await?;
+            self.publish_event(&payment.contract_id, seq, event, Some("offered"), Some("paid"));
             Ok(PayOutcome::Paid { seq })
         })
     }
@@ -510,7 +511,7 @@ impl Store {
                 .bind(to_millis(attempt.started_at))
                 .execute(&mut *tx)
                 .await?;
-            let _seq: i64 = sqlx::query_scalar(INSERT_EVENT)
+            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
                 .bind(contract_id)
                 .bind(to_millis(event.at))
                 .bind(&event.actor)
@@ -522,6 +523,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             tx.commit().await?;
+            self.publish_event(contract_id, seq, event, Some("paid"), Some("executing"));
             Ok(StartAttempt::Started {
                 attempt_no: u32::try_from(attempts)
                     .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
@@ -707,6 +709,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             tx.commit().await?;
+            self.publish_event(contract_id, seq, event, Some(expected_state), Some("settling"));
             Ok(Transition::Applied { seq })
         })
     }
@@ -765,6 +768,13 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             tx.commit().await?;
+            self.publish_event(
+                contract_id,
+                seq,
+                event,
+                Some("settling"),
+                Some(&outcome.contract_state),
+            );
             Ok(Transition::Applied { seq })
         })
     }

@@ -15,12 +15,19 @@
 //! | `payments` | `payment` |
 //! | `execution` | the paid hire's transactions: `payment` + `contract`, `attempt`, `deliverable`, `verification` |
 //! | `jobs` | `job` |
+//! | `webhooks` | `webhook_secret`, `webhook_endpoint`, `webhook_delivery`, `webhook_attempt` (outbox filled by a trigger on `contract_event`) |
+//! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
+//!
+//! Every event append publishes the committed event on the store's [`EventBus`] (SSE streams and
+//! the webhook loop listen), after the commit so listeners never see an event that rolled back.
 
 mod api_keys;
 mod contracts;
 mod execution;
 mod jobs;
+mod long_running;
 mod payments;
+mod webhooks;
 mod workers;
 
 use std::str::FromStr;
@@ -41,10 +48,18 @@ pub use execution::{
     NewVerification, PayOutcome, SettlementOutcome, StartAttempt, VerificationRecord,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
+pub use long_running::AUTHORIZATION_SWEEP_STATES;
 pub use payments::{NewPayment, PaymentRecord};
+pub use webhooks::{
+    ClaimedDelivery, DeliveryAttemptRecord, DeliveryFinish, DeliveryRecord, Redelivery,
+    WebhookSecretRecord,
+};
 pub use workers::{ProbeResult, WorkerQuery};
 
-use crate::config::{DatabaseKind, DatabaseSettings};
+use crate::{
+    config::{DatabaseKind, DatabaseSettings},
+    events::{EventBus, LiveEvent},
+};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
@@ -120,6 +135,7 @@ pub(crate) use on_backend;
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend,
+    events: EventBus,
 }
 
 impl Store {
@@ -161,7 +177,33 @@ impl Store {
                 Backend::Postgres(pool)
             }
         };
-        Ok(Self { backend })
+        Ok(Self {
+            backend,
+            events: EventBus::default(),
+        })
+    }
+
+    /// Events committed through this store (and its clones) from now on.
+    pub fn subscribe_events(&self) -> tokio::sync::broadcast::Receiver<std::sync::Arc<LiveEvent>> {
+        self.events.subscribe()
+    }
+
+    /// Announce an event after its transaction committed.
+    pub(crate) fn publish_event(
+        &self,
+        contract_id: &str,
+        seq: i64,
+        event: &NewContractEvent,
+        from_state: Option<&str>,
+        to_state: Option<&str>,
+    ) {
+        self.events.publish(LiveEvent::appended(
+            contract_id,
+            seq,
+            event,
+            from_state,
+            to_state,
+        ));
     }
 
     /// Apply pending migrations. Safe to run from several instances at once (sqlx takes a

@@ -19,7 +19,7 @@ const ENTITY: &str = "worker";
 
 const WORKER_COLUMNS: &str = "worker_id, operator_id, endpoint, protocol, pay_to, network, \
     asset, max_parallel, health, consecutive_misses, last_probe_at, last_probe_error, \
-    created_at, updated_at, retired_at";
+    created_at, updated_at, retired_at, protocol_options";
 
 /// Discovery and listing filters. `None` means "don't filter on this".
 #[derive(Debug, Clone, Default)]
@@ -69,6 +69,7 @@ struct WorkerRow {
     created_at: i64,
     updated_at: i64,
     retired_at: Option<i64>,
+    protocol_options: Json<serde_json::Value>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -111,6 +112,7 @@ fn assemble(row: WorkerRow, tasks: Vec<TaskRow>) -> Result<WorkerListing, StoreE
         created_at: from_millis(ENTITY, row.created_at)?,
         updated_at: from_millis(ENTITY, row.updated_at)?,
         retired_at: from_millis_opt(ENTITY, row.retired_at)?,
+        protocol_options: serde_json::from_value(row.protocol_options.0).map_err(corrupt)?,
     })
 }
 
@@ -129,8 +131,9 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into worker (worker_id, operator_id, endpoint, protocol, \
             pay_to, network, asset, max_parallel, health, consecutive_misses, last_probe_at, \
-            last_probe_error, next_probe_at, callback_secret, created_at, updated_at, retired_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
+            last_probe_error, next_probe_at, callback_secret, created_at, updated_at, retired_at, \
+            protocol_options) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(SQL)
@@ -151,6 +154,7 @@ impl Store {
                 .bind(to_millis(listing.created_at))
                 .bind(to_millis(listing.updated_at))
                 .bind(listing.retired_at.map(to_millis))
+                .bind(Json(&listing.protocol_options))
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;

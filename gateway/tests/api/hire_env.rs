@@ -69,6 +69,43 @@ impl Drop for RunningWorker {
     }
 }
 
+impl RunningWorker {
+    /// Stop serving and wait until the listener is closed (its port can be reused).
+    pub async fn shut_down(mut self) {
+        self.shutdown.cancel();
+        // `Drop` needs a server to hand over; swap in nothing by taking the fields apart.
+        let server = std::mem::replace(&mut self._server, placeholder_server().await);
+        let _ = server.wait().await;
+    }
+}
+
+async fn placeholder_server() -> RunningServer {
+    serve(
+        axum::Router::new(),
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        async {},
+    )
+    .await
+    .unwrap()
+}
+
+/// Serve an already built `worker` on `address`.
+pub async fn serve_worker(worker: Worker, address: SocketAddr) -> RunningWorker {
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let server = serve(worker.router(), address, async move {
+        token.cancelled().await;
+    })
+    .await
+    .unwrap();
+    RunningWorker {
+        endpoint: server.base_url().as_str().trim_end_matches('/').to_owned(),
+        worker,
+        shutdown,
+        _server: server,
+    }
+}
+
 /// Start `kind` trusting the gateway at `gateway` (its JWKS).
 pub async fn start_worker(kind: WorkerKind, gateway: &str) -> RunningWorker {
     let jwks = format!("{gateway}/.well-known/jwks.json").parse().unwrap();

@@ -3,11 +3,14 @@
 
 mod auth;
 mod cli;
+mod events;
 mod helpers;
 mod hire;
 mod hire_env;
+mod long_running;
 mod migrations;
 mod ops;
 mod outbound;
 mod store;
+mod webhooks;
 mod workers;

@@ -153,6 +153,7 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
             .unwrap(),
         tasks: TaskCatalog::new(offers).unwrap(),
         max_parallel: 4.try_into().unwrap(),
+        protocol_options: Default::default(),
         health: HealthState::Healthy,
         consecutive_misses: 0,
         last_probe_at: Some(at),

@@ -1,0 +1,529 @@
+//! The Superwire adapter (`seeds/superwire-executor-api.txt`).
+//!
+//! Forward: `POST <endpoint>/execute` with `Accept: text/event-stream` and
+//! `{"input", "options": {"cache_key": <contract id>}, "workflow_source_base64"}` (the
+//! listing's workflow). Every upstream SSE event is relayed to the contract's event log as a
+//! `worker_event` (`{run_id, upstream_event, upstream_id, data}`); `workflow_completed`'s
+//! `output` is the deliverable, `workflow_failed` a reported failure.
+//!
+//! Resume: the run id comes in the `x-superwire-run-id` header. When the stream ends or breaks
+//! before a terminal event, the adapter reconnects with `GET /execute/{run_id}/events` and
+//! `Last-Event-ID: <last id seen>`; events whose id is not above the last one seen are dropped,
+//! so the contract's log gets every upstream event exactly once even if an executor replays.
+//!
+//! Cancel: the adapter remembers the run id of each contract it is streaming (in this gateway
+//! process), and [`WorkerProtocol::cancel`] sends `POST /execute/{run_id}/cancel`; the run then
+//! ends with `workflow_failed` (`kind: cancelled`) and the stream with it.
+//!
+//! Seeker secrets are not supported: the request carries no `secrets` object, so nothing
+//! secret can reach the database, logs or webhooks through this adapter.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use eventsource_stream::{Event, Eventsource as _};
+use futures::StreamExt as _;
+use hiregate_contracts::wire::superwire::{
+    WORKFLOW_COMPLETED, WORKFLOW_FAILED, WorkflowCompleted, deliverable_from_output,
+};
+use reqwest::{Method, Response, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{CancelOutcome, FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol};
+use crate::{
+    outbound::{OutboundClient, OutboundError},
+    registry::model::WorkerEndpoint,
+};
+
+/// Response header naming the run of a streaming `/execute`.
+pub const RUN_ID_HEADER: &str = "x-superwire-run-id";
+/// Kind of the contract events that carry upstream events.
+pub const RELAYED_EVENT_KIND: &str = "worker_event";
+/// Largest non-streaming answer or single stream read, bytes.
+const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
+/// Reconnects after a dropped stream, at most, per forward.
+const MAX_RECONNECTS: u32 = 5;
+/// Pause before a reconnect.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+/// Largest relayed event `data`, bytes; larger data is replaced by a marker.
+const MAX_RELAYED_DATA_BYTES: usize = 64 * 1024;
+
+/// The Superwire executor protocol. Cheap to clone; clones share the run table.
+#[derive(Debug, Clone, Default)]
+pub struct SuperwireProtocol {
+    /// Contract id → run id of the streams this process is reading (for cancel).
+    runs: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl SuperwireProtocol {
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        // Entries are written in one statement each, so a poisoned map is still consistent.
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run id of `contract_id`'s stream being read, if any.
+    #[must_use]
+    pub fn run_of(&self, contract_id: &str) -> Option<String> {
+        self.runs().get(contract_id).cloned()
+    }
+}
+
+/// Forgets a contract's run when its forward ends, however it ends.
+struct RunGuard<'a> {
+    protocol: &'a SuperwireProtocol,
+    contract_id: String,
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        self.protocol.runs().remove(&self.contract_id);
+    }
+}
+
+fn failed(
+    kind: FailureKind,
+    http_status: Option<u16>,
+    code: impl Into<String>,
+    message: impl Into<String>,
+) -> WorkerAnswer {
+    WorkerAnswer::Failed {
+        kind,
+        http_status,
+        code: code.into(),
+        message: message.into(),
+        details: None,
+    }
+}
+
+fn transport_failure(error: &OutboundError) -> WorkerAnswer {
+    match error {
+        OutboundError::Timeout => WorkerAnswer::TimedOut,
+        OutboundError::BlockedTarget { .. } | OutboundError::UnsupportedScheme { .. } => failed(
+            FailureKind::Unreachable,
+            None,
+            "endpoint_not_allowed",
+            error.to_string(),
+        ),
+        _ => failed(
+            FailureKind::Unreachable,
+            None,
+            "worker_unreachable",
+            error.to_string(),
+        ),
+    }
+}
+
+/// The `/execute` body. `input` must be an object (the workflow's input block); any other
+/// JSON is wrapped as `{"input": …}`.
+#[must_use]
+pub fn execute_body(request: &ForwardRequest<'_>) -> Option<Value> {
+    let source = request.protocol_options.workflow_source_base64.as_ref()?;
+    let input = if request.input.is_object() {
+        request.input.clone()
+    } else {
+        json!({"input": request.input})
+    };
+    Some(json!({
+        "input": input,
+        // Same contract, same cache key: a retry can reuse the agents' outputs of the
+        // previous attempt instead of paying for them again.
+        "options": {"cache_key": request.contract_id},
+        "workflow_source_base64": source.as_base64(),
+    }))
+}
+
+/// The seed's error body `{"error": {kind, message, issues}}`, read leniently.
+fn error_of(body: &[u8]) -> (String, String, Option<Value>) {
+    let error = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").cloned());
+    error_fields(error.as_ref())
+}
+
+fn error_fields(error: Option<&Value>) -> (String, String, Option<Value>) {
+    let kind = error
+        .and_then(|e| e.get("kind"))
+        .and_then(Value::as_str)
+        .map(|k| k.chars().take(64).collect())
+        .unwrap_or_else(|| "workflow_failed".to_owned());
+    let message = error
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .map(|m| m.chars().take(500).collect())
+        .unwrap_or_default();
+    let issues = error.and_then(|e| e.get("issues")).cloned();
+    (
+        kind,
+        message,
+        issues.map(|issues| json!({"issues": issues})),
+    )
+}
+
+/// A non-streaming answer (an executor that ignored `Accept`, or an error before the stream).
+fn classify_plain(status: StatusCode, body: &[u8]) -> WorkerAnswer {
+    let http_status = Some(status.as_u16());
+    if status.is_success() {
+        return match serde_json::from_slice::<Value>(body) {
+            Ok(output) => match deliverable_from_output(output) {
+                Ok(deliverable) => WorkerAnswer::Delivered {
+                    deliverable,
+                    http_status: status.as_u16(),
+                },
+                Err(error) => failed(
+                    FailureKind::BadResponse,
+                    http_status,
+                    "invalid_deliverable",
+                    error.to_string(),
+                ),
+            },
+            Err(error) => failed(
+                FailureKind::BadResponse,
+                http_status,
+                "malformed_answer",
+                format!("the executor's answer is not JSON: {error}"),
+            ),
+        };
+    }
+    let (code, message, details) = error_of(body);
+    let kind = if status.is_server_error() {
+        // The seed answers 500 for a failed run: the workflow ran and failed.
+        if code == "workflow_failed" && message.is_empty() {
+            FailureKind::Unreachable
+        } else {
+            FailureKind::Reported
+        }
+    } else if status.is_client_error() {
+        FailureKind::Refused
+    } else {
+        FailureKind::BadResponse
+    };
+    WorkerAnswer::Failed {
+        kind,
+        http_status,
+        code,
+        message,
+        details,
+    }
+}
+
+/// What reading one stream connection ended in.
+enum StreamEnd {
+    /// A terminal event: the forward's answer.
+    Terminal(WorkerAnswer),
+    /// The stream ended or broke before a terminal event.
+    Dropped(String),
+}
+
+/// The relay state of one forward: the run and the last upstream event id seen.
+struct Relay<'a> {
+    request: &'a ForwardRequest<'a>,
+    run_id: String,
+    last_id: Option<u64>,
+    http_status: u16,
+}
+
+impl Relay<'_> {
+    /// Reads `response`'s SSE events until a terminal one or the end of the stream.
+    async fn read(&mut self, response: Response) -> StreamEnd {
+        let mut read_bytes = 0_usize;
+        let bytes = response.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(|e| e.to_string())?;
+            read_bytes = read_bytes.saturating_add(chunk.len());
+            if read_bytes > MAX_ANSWER_BYTES {
+                return Err(format!("stream exceeds {MAX_ANSWER_BYTES} bytes"));
+            }
+            Ok(chunk)
+        });
+        let mut events = bytes.eventsource();
+        while let Some(next) = events.next().await {
+            let event = match next {
+                Ok(event) => event,
+                Err(error) => return StreamEnd::Dropped(error.to_string()),
+            };
+            if let Some(end) = self.accept(event).await {
+                return StreamEnd::Terminal(end);
+            }
+        }
+        StreamEnd::Dropped("the stream ended before a terminal event".to_owned())
+    }
+
+    /// Relays one event (unless already seen) and says whether it ends the run.
+    async fn accept(&mut self, event: Event) -> Option<WorkerAnswer> {
+        let id = event.id.trim().parse::<u64>().ok();
+        if let (Some(id), Some(last)) = (id, self.last_id)
+            && id <= last
+        {
+            return None;
+        }
+        if id.is_some() {
+            self.last_id = id;
+        }
+        let name = if event.event.is_empty() {
+            "message".to_owned()
+        } else {
+            event.event.chars().take(64).collect()
+        };
+        let data = if event.data.len() > MAX_RELAYED_DATA_BYTES {
+            json!({"truncated": true, "bytes": event.data.len()})
+        } else {
+            serde_json::from_str::<Value>(&event.data)
+                .unwrap_or_else(|_| Value::String(event.data.clone()))
+        };
+        self.request
+            .events
+            .relay(
+                RELAYED_EVENT_KIND,
+                json!({
+                    "run_id": self.run_id,
+                    "upstream_event": name,
+                    "upstream_id": id,
+                    "data": data,
+                }),
+            )
+            .await;
+        let http_status = Some(self.http_status);
+        match name.as_str() {
+            WORKFLOW_COMPLETED => Some(
+                match serde_json::from_str::<WorkflowCompleted>(&event.data)
+                    .map_err(|e| e.to_string())
+                    .and_then(|done| done.to_deliverable().map_err(|e| e.to_string()))
+                {
+                    Ok(deliverable) => WorkerAnswer::Delivered {
+                        deliverable,
+                        http_status: self.http_status,
+                    },
+                    Err(error) => failed(
+                        FailureKind::BadResponse,
+                        http_status,
+                        "invalid_deliverable",
+                        format!("workflow_completed carries no usable output: {error}"),
+                    ),
+                },
+            ),
+            WORKFLOW_FAILED => {
+                let data = serde_json::from_str::<Value>(&event.data).unwrap_or(Value::Null);
+                let (code, message, details) = error_fields(data.get("error"));
+                Some(WorkerAnswer::Failed {
+                    kind: FailureKind::Reported,
+                    http_status,
+                    code,
+                    message,
+                    details,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+impl SuperwireProtocol {
+    async fn forward(&self, client: &OutboundClient, request: &ForwardRequest<'_>) -> WorkerAnswer {
+        let Some(body) = execute_body(request) else {
+            return failed(
+                FailureKind::BadResponse,
+                None,
+                "missing_workflow_source",
+                "the superwire listing has no protocol_options.workflow_source_base64",
+            );
+        };
+        let builder = match client.request(Method::POST, &request.endpoint.join("execute")) {
+            Ok(builder) => builder,
+            Err(error) => return transport_failure(&error),
+        };
+        let builder = builder
+            .header(header::ACCEPT, "text/event-stream")
+            .json(&body);
+        let response = match client.send(builder).await {
+            Ok(response) => response,
+            Err(error) => return transport_failure(&error),
+        };
+        let status = response.status();
+        let streaming = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !status.is_success() || !streaming {
+            return match client.read_body(response, MAX_ANSWER_BYTES).await {
+                Ok(bytes) => classify_plain(status, &bytes),
+                Err(error) => transport_failure(&error),
+            };
+        }
+        let run_id = response
+            .headers()
+            .get(RUN_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(128).collect::<String>());
+        let Some(run_id) = run_id else {
+            return failed(
+                FailureKind::BadResponse,
+                Some(status.as_u16()),
+                "missing_run_id",
+                format!("the executor's stream has no {RUN_ID_HEADER} header"),
+            );
+        };
+        self.runs()
+            .insert(request.contract_id.to_owned(), run_id.clone());
+        let _forget = RunGuard {
+            protocol: self,
+            contract_id: request.contract_id.to_owned(),
+        };
+        request
+            .events
+            .relay("worker_run_started", json!({"run_id": run_id}))
+            .await;
+        let mut relay = Relay {
+            request,
+            run_id,
+            last_id: None,
+            http_status: status.as_u16(),
+        };
+        let mut end = relay.read(response).await;
+        let mut reconnects = 0;
+        loop {
+            let reason = match end {
+                StreamEnd::Terminal(answer) => return answer,
+                StreamEnd::Dropped(reason) => reason,
+            };
+            if reconnects >= MAX_RECONNECTS {
+                return failed(
+                    FailureKind::Unreachable,
+                    None,
+                    "stream_lost",
+                    format!("the executor's stream dropped {reconnects} times: {reason}"),
+                );
+            }
+            reconnects += 1;
+            tracing::info!(
+                contract_id = request.contract_id,
+                run_id = %relay.run_id,
+                last_event_id = ?relay.last_id,
+                reconnects,
+                reason,
+                "Superwire stream dropped; resuming"
+            );
+            tokio::time::sleep(RECONNECT_PAUSE).await;
+            end = match resume(client, request.endpoint, &relay.run_id, relay.last_id).await {
+                Ok(response) => relay.read(response).await,
+                Err(reason) => StreamEnd::Dropped(reason),
+            };
+        }
+    }
+}
+
+/// `GET /execute/{run_id}/events` with `Last-Event-ID` (none: replay from the start, which the
+/// relay's id filter then dedupes).
+async fn resume(
+    client: &OutboundClient,
+    endpoint: &WorkerEndpoint,
+    run_id: &str,
+    last_id: Option<u64>,
+) -> Result<Response, String> {
+    let url = endpoint.join(&format!("execute/{}/events", urlencoding(run_id)));
+    let mut builder = client
+        .request(Method::GET, &url)
+        .map_err(|e| e.to_string())?
+        .header(header::ACCEPT, "text/event-stream");
+    if let Some(last) = last_id {
+        builder = builder.header("Last-Event-ID", last.to_string());
+    }
+    let response = client.send(builder).await.map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("resume answered {}", response.status()));
+    }
+    Ok(response)
+}
+
+/// Keeps a run id to one path segment.
+fn urlencoding(segment: &str) -> String {
+    segment
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'))
+        .collect()
+}
+
+#[async_trait]
+impl WorkerProtocol for SuperwireProtocol {
+    async fn execute(&self, client: &OutboundClient, request: &ForwardRequest<'_>) -> WorkerAnswer {
+        let deadline = Instant::now() + request.timeout;
+        tokio::time::timeout_at(deadline, self.forward(client, request))
+            .await
+            .unwrap_or(WorkerAnswer::TimedOut)
+    }
+
+    async fn cancel(
+        &self,
+        client: &OutboundClient,
+        endpoint: &WorkerEndpoint,
+        contract_id: &str,
+        _contract_token: &str,
+    ) -> CancelOutcome {
+        let Some(run_id) = self.run_of(contract_id) else {
+            return CancelOutcome::Failed("no run of this contract is streaming here".to_owned());
+        };
+        let url = endpoint.join(&format!("execute/{}/cancel", urlencoding(&run_id)));
+        let builder = match client.request(Method::POST, &url) {
+            Ok(builder) => builder.header(header::ACCEPT, "application/json"),
+            Err(error) => return CancelOutcome::Failed(error.to_string()),
+        };
+        match client.send(builder).await {
+            Ok(response) if response.status().is_success() => CancelOutcome::Acknowledged,
+            Ok(response) => CancelOutcome::Failed(format!("cancel answered {}", response.status())),
+            Err(error) => CancelOutcome::Failed(error.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_answers_are_classified() {
+        assert!(matches!(
+            classify_plain(StatusCode::OK, br#"{"result": {"message": "hi"}}"#),
+            WorkerAnswer::Delivered { .. }
+        ));
+        assert!(matches!(
+            classify_plain(
+                StatusCode::BAD_REQUEST,
+                br#"{"error": {"kind": "validation_error", "message": "bad", "issues": []}}"#
+            ),
+            WorkerAnswer::Failed { kind: FailureKind::Refused, ref code, .. } if code == "validation_error"
+        ));
+        assert!(matches!(
+            classify_plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                br#"{"error": {"kind": "runtime_error", "message": "boom"}}"#
+            ),
+            WorkerAnswer::Failed {
+                kind: FailureKind::Reported,
+                ..
+            }
+        ));
+        assert!(matches!(
+            classify_plain(StatusCode::BAD_GATEWAY, b""),
+            WorkerAnswer::Failed {
+                kind: FailureKind::Unreachable,
+                ..
+            }
+        ));
+        assert!(matches!(
+            classify_plain(StatusCode::OK, b"not json"),
+            WorkerAnswer::Failed {
+                kind: FailureKind::BadResponse,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn run_ids_stay_one_path_segment() {
+        assert_eq!(urlencoding("run-01J/../x?y"), "run-01J..xy");
+    }
+}

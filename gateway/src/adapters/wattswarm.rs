@@ -1,0 +1,315 @@
+//! The WattSwarm adapter (`seeds/wattswarm-executor-contract.txt`): `POST <endpoint>/execute`
+//! with the seed's ExecuteRequest, answered by an ExecuteResponse whose `candidate_output` is
+//! the deliverable and whose `evidence_refs` (with their `sha256:` digests) become the
+//! deliverable's evidence, fetched and digest-checked by the verification step like any other.
+//!
+//! Idempotency: WattSwarm executors dedupe on `execution_id`, so the adapter derives it from
+//! the contract id and the attempt number ([`execution_id`]). A transport failure (connection
+//! refused or dropped mid-answer, 5xx) is retried with the *same* request within the SLA, so a
+//! runtime that already ran the task answers from its store instead of running it again. A
+//! new gateway attempt (after a reported failure) gets a new `execution_id`, which asks for a
+//! real rerun.
+//!
+//! WattSwarm runtimes refuse with a status and a plain-text reason; 4xx maps to
+//! [`FailureKind::Refused`], everything unparsable to [`FailureKind::BadResponse`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hiregate_contracts::{
+    schema::OutputSchema,
+    wire::wattswarm::{ExecuteRequest, ExecuteResponse},
+};
+use reqwest::{Method, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol};
+use crate::outbound::{OutboundClient, OutboundError};
+
+/// Largest executor answer read, bytes (the outbound client's own limit may be lower).
+const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
+/// Sends of one ExecuteRequest at most (the first plus transport retries).
+const MAX_SENDS: u32 = 3;
+/// Pause before the first transport retry; doubled for each further one.
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// Profile sent to executors: the seed's default profile name. Every runtime is expected to
+/// declare it; a listing-chosen profile would need a listing field.
+pub const DEFAULT_PROFILE: &str = "default";
+/// Lifecycle stage sent: a hire's answer is a candidate that the gateway's policy then
+/// verifies, which is WattSwarm's `explore` step (`verify`/`finalize` belong to the kernel's
+/// own rounds).
+pub const STAGE: &str = "explore";
+
+/// The WattSwarm executor protocol.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WattswarmProtocol;
+
+/// The `execution_id` of `attempt` of `contract_id`: stable, so every transport retry of the
+/// attempt names the same execution and the executor can dedupe it.
+#[must_use]
+pub fn execution_id(contract_id: &str, attempt: u32) -> String {
+    format!("{contract_id}-attempt-{attempt}")
+}
+
+/// The `output_schema` of the task contract: the single schema, or `allOf` when the seeker
+/// added a stricter one (the deliverable must satisfy all of them).
+fn combined_output_schema(schemas: &[OutputSchema]) -> Value {
+    match schemas {
+        [] => json!({}),
+        [only] => only.document().clone(),
+        many => json!({"allOf": many.iter().map(|s| s.document().clone()).collect::<Vec<_>>()}),
+    }
+}
+
+/// The seed's ExecuteRequest for `request`.
+#[must_use]
+pub fn execute_request(request: &ForwardRequest<'_>) -> ExecuteRequest {
+    let output_schema = combined_output_schema(request.output_schemas);
+    // The seed's `inputs` is an object; a hire's input may be any JSON value.
+    let inputs = if request.input.is_object() {
+        request.input.clone()
+    } else {
+        json!({"input": request.input})
+    };
+    ExecuteRequest {
+        task_id: request.contract_id.to_owned(),
+        execution_id: execution_id(request.contract_id, request.attempt),
+        task_type: request.task_type.to_owned(),
+        inputs: inputs.clone(),
+        profile: DEFAULT_PROFILE.to_owned(),
+        task_contract: json!({
+            "task_id": request.contract_id,
+            "task_type": request.task_type,
+            "inputs": inputs,
+            "output_schema": output_schema,
+            "budget": {"max_latency_ms": u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX)},
+        }),
+        stage: STAGE.to_owned(),
+        attempt_id: format!("attempt-{}", request.attempt),
+        seed_bundle: None,
+    }
+}
+
+fn failed(
+    kind: FailureKind,
+    http_status: Option<u16>,
+    code: impl Into<String>,
+    message: impl Into<String>,
+) -> WorkerAnswer {
+    WorkerAnswer::Failed {
+        kind,
+        http_status,
+        code: code.into(),
+        message: message.into(),
+        details: None,
+    }
+}
+
+/// One send's outcome: an answer to return, or a transport failure worth resending.
+enum SendOutcome {
+    Final(WorkerAnswer),
+    Retryable(WorkerAnswer),
+}
+
+fn transport_outcome(error: &OutboundError) -> SendOutcome {
+    match error {
+        OutboundError::Timeout => SendOutcome::Final(WorkerAnswer::TimedOut),
+        OutboundError::ResponseTooLarge { .. } => SendOutcome::Final(failed(
+            FailureKind::BadResponse,
+            None,
+            "answer_too_large",
+            error.to_string(),
+        )),
+        OutboundError::BlockedTarget { .. } | OutboundError::UnsupportedScheme { .. } => {
+            SendOutcome::Final(failed(
+                FailureKind::Unreachable,
+                None,
+                "endpoint_not_allowed",
+                error.to_string(),
+            ))
+        }
+        // Connection refused, reset, or dropped mid-body: the executor may have run the task,
+        // so the resend carries the same execution_id.
+        _ => SendOutcome::Retryable(failed(
+            FailureKind::Unreachable,
+            None,
+            "worker_unreachable",
+            error.to_string(),
+        )),
+    }
+}
+
+async fn send_once(
+    client: &OutboundClient,
+    request: &ForwardRequest<'_>,
+    body: &ExecuteRequest,
+    timeout: Duration,
+) -> SendOutcome {
+    let url = request.endpoint.join("execute");
+    let builder = match client.request(Method::POST, &url) {
+        Ok(builder) => builder,
+        Err(error) => return transport_outcome(&error),
+    };
+    let builder = builder
+        .timeout(timeout)
+        .header(header::ACCEPT, "application/json")
+        .json(body);
+    let response = match client.send(builder).await {
+        Ok(response) => response,
+        Err(error) => return transport_outcome(&error),
+    };
+    let status = response.status();
+    let bytes = match client.read_body(response, MAX_ANSWER_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(error) => return transport_outcome(&error),
+    };
+    if status.is_server_error() {
+        return SendOutcome::Retryable(failed(
+            FailureKind::Unreachable,
+            Some(status.as_u16()),
+            "worker_error",
+            format!("the executor answered {status}"),
+        ));
+    }
+    SendOutcome::Final(classify(status, &bytes))
+}
+
+#[async_trait]
+impl WorkerProtocol for WattswarmProtocol {
+    async fn execute(&self, client: &OutboundClient, request: &ForwardRequest<'_>) -> WorkerAnswer {
+        let body = execute_request(request);
+        let deadline = Instant::now() + request.timeout;
+        let mut pause = FIRST_RETRY_PAUSE;
+        let mut sends = 0;
+        loop {
+            sends += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return WorkerAnswer::TimedOut;
+            }
+            match send_once(client, request, &body, remaining).await {
+                SendOutcome::Final(answer) => return answer,
+                SendOutcome::Retryable(answer) => {
+                    if sends >= MAX_SENDS
+                        || deadline.saturating_duration_since(Instant::now()) <= pause
+                    {
+                        return answer;
+                    }
+                    tracing::info!(
+                        contract_id = request.contract_id,
+                        execution_id = %body.execution_id,
+                        sends,
+                        "WattSwarm executor transport failure; resending the same execution"
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+            }
+        }
+    }
+}
+
+/// Reads an executor's non-5xx answer. Public for unit tests of hostile answers.
+pub fn classify(status: StatusCode, body: &[u8]) -> WorkerAnswer {
+    let http_status = Some(status.as_u16());
+    if status.is_client_error() {
+        // The seed's runtimes answer `(StatusCode, String)`: keep a bounded prefix of the
+        // reason for the operator.
+        let reason: String = String::from_utf8_lossy(body).chars().take(200).collect();
+        return failed(
+            FailureKind::Refused,
+            http_status,
+            "worker_refused",
+            format!("the executor refused the task with {status}: {reason}"),
+        );
+    }
+    if status != StatusCode::OK {
+        return failed(
+            FailureKind::BadResponse,
+            http_status,
+            "unexpected_status",
+            format!("the executor answered {status}"),
+        );
+    }
+    let parsed: ExecuteResponse = match serde_json::from_slice(body) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            return failed(
+                FailureKind::BadResponse,
+                http_status,
+                "malformed_answer",
+                format!("the executor's answer is not a WattSwarm ExecuteResponse: {error}"),
+            );
+        }
+    };
+    match parsed.to_deliverable() {
+        Ok(deliverable) => WorkerAnswer::Delivered {
+            deliverable,
+            http_status: status.as_u16(),
+        },
+        Err(error) => failed(
+            FailureKind::BadResponse,
+            http_status,
+            "invalid_deliverable",
+            error.to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn execution_ids_are_stable_per_attempt() {
+        assert_eq!(execution_id("ctr_1", 1), execution_id("ctr_1", 1));
+        assert_ne!(execution_id("ctr_1", 1), execution_id("ctr_1", 2));
+        assert_ne!(execution_id("ctr_1", 1), execution_id("ctr_2", 1));
+    }
+
+    #[test]
+    fn answers_are_classified() {
+        let digest = format!("sha256:{}", "0a".repeat(32));
+        let body = json!({
+            "candidate_output": {"answer": "x", "confidence": 0.9},
+            "evidence_inline": [{"mime": "text/plain", "content": "trace:attempt-1"}],
+            "evidence_refs": [{
+                "uri": "https://runtime.example/e/1", "digest": digest, "size_bytes": 3,
+                "mime": "application/json", "created_at": 1_710_000_000_000_u64,
+                "producer": "rt/m"
+            }]
+        });
+        let bytes = serde_json::to_vec(&body).unwrap();
+        match classify(StatusCode::OK, &bytes) {
+            WorkerAnswer::Delivered { deliverable, .. } => {
+                assert_eq!(deliverable.evidence_refs().len(), 1);
+            }
+            other => panic!("expected a delivery, got {other:?}"),
+        }
+        assert!(matches!(
+            classify(StatusCode::BAD_REQUEST, b"task_type `x` is not declared"),
+            WorkerAnswer::Failed {
+                kind: FailureKind::Refused,
+                ..
+            }
+        ));
+        for (status, body) in [
+            (StatusCode::OK, &b"not json"[..]),
+            (StatusCode::OK, br#"{"evidence_refs": []}"#),
+            (StatusCode::ACCEPTED, br#"{"candidate_output": {}}"#),
+        ] {
+            assert!(
+                matches!(
+                    classify(status, body),
+                    WorkerAnswer::Failed {
+                        kind: FailureKind::BadResponse,
+                        ..
+                    }
+                ),
+                "{status} {}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Contract events as the outside world sees them, and their live fan-out.
+//!
+//! [`LiveEvent`] is the public shape of a `contract_event` row (SSE `data:` and the webhook
+//! `data` field): no correlation id, nothing about payments beyond what the hire flow put in
+//! `details`. [`EventBus`] is an in-process broadcast the [`Store`](crate::store::Store)
+//! publishes to after each event commits; SSE streams and the webhook delivery loop subscribe
+//! to it so they react at once instead of polling. It only ever speeds things up: a receiver
+//! that lags, or an event written by another gateway instance, is caught by the database poll
+//! the readers keep running anyway.
+//!
+//! [`event_stream`] turns a contract's log into the SSE body of `GET /v1/contracts/{id}/events`:
+//! replay after a cursor, then follow live events, ids = per-contract `seq` (gap-free, so a
+//! resumed stream has no gap and no duplicate), and end once the contract is terminal and its
+//! log has been sent.
+
+use std::{collections::VecDeque, convert::Infallible, str::FromStr, sync::Arc, time::Duration};
+
+use axum::response::sse::Event;
+use chrono::{DateTime, Utc};
+use futures::Stream;
+use hiregate_contracts::state::ContractState;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{ContractEvent, NewContractEvent, Store, StoreError};
+
+/// Buffered notices per subscriber before it lags (and falls back to the database).
+const BUS_CAPACITY: usize = 4096;
+
+/// One contract event, public view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LiveEvent {
+    /// Contract.
+    pub contract_id: String,
+    /// 1, 2, 3… per contract; the SSE event id.
+    pub seq: i64,
+    /// Event type (`contract_offered`, `paid`, `settled`, …).
+    pub kind: String,
+    /// When it happened (UTC).
+    pub at: DateTime<Utc>,
+    /// Who caused it (`seeker:<id>`, `gateway`, `facilitator`, …).
+    pub actor: String,
+    /// State before, for transitions.
+    pub from_state: Option<String>,
+    /// State after, for transitions.
+    pub to_state: Option<String>,
+    /// Structured details.
+    pub details: Value,
+}
+
+impl From<ContractEvent> for LiveEvent {
+    fn from(event: ContractEvent) -> Self {
+        Self {
+            contract_id: event.contract_id,
+            seq: event.seq,
+            kind: event.kind,
+            at: event.at,
+            actor: event.actor,
+            from_state: event.from_state,
+            to_state: event.to_state,
+            details: event.details,
+        }
+    }
+}
+
+impl LiveEvent {
+    /// The view of an event just appended with `seq`.
+    pub fn appended(
+        contract_id: &str,
+        seq: i64,
+        event: &NewContractEvent,
+        from_state: Option<&str>,
+        to_state: Option<&str>,
+    ) -> Self {
+        Self {
+            contract_id: contract_id.to_owned(),
+            seq,
+            kind: event.kind.clone(),
+            at: event.at,
+            actor: event.actor.clone(),
+            from_state: from_state.map(str::to_owned),
+            to_state: to_state.map(str::to_owned),
+            details: event.details.clone(),
+        }
+    }
+
+    /// Whether this event moved the contract into a terminal state.
+    pub fn is_terminal(&self) -> bool {
+        self.to_state.as_deref().is_some_and(is_terminal_state)
+    }
+}
+
+/// Whether a stored state name is terminal (unknown names are not: keep streaming).
+pub fn is_terminal_state(state: &str) -> bool {
+    ContractState::from_str(state).is_ok_and(|s| s.is_terminal())
+}
+
+/// In-process fan-out of committed events. Cheap to clone; clones share the channel.
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    sender: broadcast::Sender<Arc<LiveEvent>>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        Self {
+            sender: broadcast::channel(BUS_CAPACITY).0,
+        }
+    }
+}
+
+impl EventBus {
+    /// Announce a committed event. Nobody listening is fine.
+    pub fn publish(&self, event: LiveEvent) {
+        let _no_subscribers_is_fine = self.sender.send(Arc::new(event));
+    }
+
+    /// Receive events committed from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
+        self.sender.subscribe()
+    }
+}
+
+/// Timing of an event stream.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamTiming {
+    /// Database check period (events from other instances, lagged receivers).
+    pub poll_interval: Duration,
+    /// Events per database read.
+    pub replay_batch: u32,
+}
+
+/// What the stream does next.
+enum Step {
+    /// Read the database after the cursor (and close if the contract is terminal and caught up).
+    CatchUp,
+    /// Wait for a live event or the poll tick.
+    Wait,
+    /// Done.
+    Closed,
+}
+
+struct StreamState {
+    store: Store,
+    contract_id: String,
+    cursor: i64,
+    buffer: VecDeque<LiveEvent>,
+    live: broadcast::Receiver<Arc<LiveEvent>>,
+    timing: StreamTiming,
+    shutdown: CancellationToken,
+    next: Step,
+}
+
+/// The SSE events of `contract_id` after `after_seq`: replayed from the store, then live.
+///
+/// `live` must be subscribed before the caller checked anything about the contract, so no
+/// event can fall between the replay and the subscription. A store error ends the stream (the
+/// client reconnects with `Last-Event-ID` and loses nothing).
+pub fn event_stream(
+    store: Store,
+    contract_id: String,
+    after_seq: i64,
+    live: broadcast::Receiver<Arc<LiveEvent>>,
+    timing: StreamTiming,
+    shutdown: CancellationToken,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    let state = StreamState {
+        store,
+        contract_id,
+        cursor: after_seq,
+        buffer: VecDeque::new(),
+        live,
+        timing,
+        shutdown,
+        next: Step::CatchUp,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        let event = state.next_event().await?;
+        Some((Ok(sse_event(&event)), state))
+    })
+}
+
+fn sse_event(event: &LiveEvent) -> Event {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned());
+    Event::default()
+        .id(event.seq.to_string())
+        .event(event.kind.as_str())
+        .data(data)
+}
+
+impl StreamState {
+    async fn next_event(&mut self) -> Option<LiveEvent> {
+        loop {
+            if let Some(event) = self.buffer.pop_front() {
+                self.cursor = event.seq;
+                return Some(event);
+            }
+            match self.next {
+                Step::Closed => return None,
+                Step::CatchUp => match self.catch_up().await {
+                    Ok(step) => self.next = step,
+                    Err(error) => {
+                        tracing::warn!(contract_id = %self.contract_id, %error, "event stream ends: store error");
+                        return None;
+                    }
+                },
+                Step::Wait => self.next = self.wait().await,
+            }
+        }
+    }
+
+    /// Fill the buffer from the database. The state is read before the events, so when it is
+    /// terminal every event up to the terminal one is already visible to the read that follows.
+    async fn catch_up(&mut self) -> Result<Step, StoreError> {
+        let Some(contract) = self.store.get_contract(&self.contract_id).await? else {
+            return Ok(Step::Closed);
+        };
+        let events = self
+            .store
+            .list_contract_events(&self.contract_id, self.cursor, self.timing.replay_batch)
+            .await?;
+        if !events.is_empty() {
+            let full_batch = events.len() >= self.timing.replay_batch as usize;
+            self.buffer.extend(events.into_iter().map(LiveEvent::from));
+            // A full batch may have more behind it; otherwise the contract's state decides.
+            return Ok(if full_batch || is_terminal_state(&contract.state) {
+                Step::CatchUp
+            } else {
+                Step::Wait
+            });
+        }
+        Ok(if is_terminal_state(&contract.state) {
+            Step::Closed
+        } else {
+            Step::Wait
+        })
+    }
+
+    async fn wait(&mut self) -> Step {
+        let poll = tokio::time::sleep(self.timing.poll_interval);
+        tokio::pin!(poll);
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => return Step::Closed,
+                () = &mut poll => return Step::CatchUp,
+                received = self.live.recv() => match received {
+                    Ok(event) if event.contract_id == self.contract_id => {
+                        let expected = self.cursor + 1;
+                        if event.seq < expected {
+                            continue;
+                        }
+                        if event.seq > expected {
+                            // Missed one (written elsewhere or not announced): the log decides.
+                            return Step::CatchUp;
+                        }
+                        let terminal = event.is_terminal();
+                        self.buffer.push_back(LiveEvent::clone(&event));
+                        return if terminal { Step::CatchUp } else { Step::Wait };
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => return Step::CatchUp,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        // Cannot happen while the store lives; keep the database poll going.
+                        poll.as_mut().await;
+                        return Step::CatchUp;
+                    }
+                },
+            }
+        }
+    }
+}

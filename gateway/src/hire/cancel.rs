@@ -1,0 +1,178 @@
+//! `POST /v1/contracts/{id}/cancel`: the seeker calls a contract off before delivery.
+//!
+//! `offered` / `paid` / `executing` / `pending` → `cancelled` with a compare-and-set (an execute,
+//! a poll or a callback racing it either lands first — then the cancel meets the new state —
+//! or finds `cancelled` and stops). A held authorization is marked `voided` and never settled.
+//! The worker is told through its protocol adapter's `cancel`; the hire protocol has no cancel
+//! route (`seeds/hire-execution.txt`), so for hire workers the event log records
+//! `not_supported` and a late result is simply refused (`contract_not_pending`).
+//!
+//! Already `cancelled` → 200 again (idempotent). Delivered or later → 409
+//! `contract_already_delivered`; `failed` / `expired` → 409 `contract_finished`.
+
+use std::str::FromStr;
+
+use axum::http::StatusCode;
+use hiregate_contracts::state::{ContractEvent, ContractState};
+use serde_json::json;
+
+use super::{
+    HireService,
+    execute::{Ctx, internal},
+    reply::Reply,
+};
+use crate::{error::ApiError, ids::PrincipalId};
+
+/// Compare-and-set rounds before giving up on a contract whose state keeps moving.
+const MAX_ROUNDS: usize = 4;
+
+impl HireService {
+    /// Cancel `contract_id` for its seeker.
+    pub async fn cancel_contract(
+        &self,
+        seeker: &PrincipalId,
+        contract_id: &str,
+        correlation_id: &str,
+    ) -> Reply {
+        match self
+            .cancel_checked(seeker, contract_id, correlation_id)
+            .await
+        {
+            Ok(reply) | Err(reply) => reply,
+        }
+    }
+
+    async fn cancel_checked(
+        &self,
+        seeker: &PrincipalId,
+        contract_id: &str,
+        correlation_id: &str,
+    ) -> Result<Reply, Reply> {
+        let store = &self.inner.store;
+        let not_found = || {
+            Reply::from(ApiError::NotFound {
+                resource: "contract",
+            })
+        };
+        let actor = format!("seeker:{seeker}");
+        for _ in 0..MAX_ROUNDS {
+            let contract = store
+                .get_contract(contract_id)
+                .await?
+                .ok_or_else(not_found)?;
+            if contract.seeker_id != seeker.as_str() {
+                return Err(not_found());
+            }
+            let state = ContractState::from_str(&contract.state)
+                .map_err(|e| internal(format!("stored state: {e}")))?;
+            let ctx = Ctx::of(&contract, correlation_id.to_owned(), actor.clone())?;
+            match state {
+                ContractState::Cancelled => return self.cancelled_answer(&ctx).await,
+                ContractState::Offered
+                | ContractState::Paid
+                | ContractState::Executing
+                | ContractState::Pending => {
+                    let applied = self
+                        .transition(
+                            &ctx,
+                            state,
+                            &ContractEvent::SeekerCancelled,
+                            &actor,
+                            json!({"previous_state": state.as_str()}),
+                            None,
+                        )
+                        .await?;
+                    if !applied {
+                        continue;
+                    }
+                    if let Some(payment) = store.payment_of_contract(contract_id).await? {
+                        self.record_void(&ctx, &payment, "cancelled").await?;
+                    }
+                    if matches!(state, ContractState::Executing | ContractState::Pending) {
+                        self.tell_worker_cancelled(&ctx).await?;
+                    }
+                    tracing::info!(
+                        contract_id,
+                        from = state.as_str(),
+                        "contract cancelled by its seeker"
+                    );
+                    return self.cancelled_answer(&ctx).await;
+                }
+                ContractState::Failed | ContractState::Expired => {
+                    return Err(Reply::from(ApiError::Conflict {
+                        code: "contract_finished",
+                        message: format!(
+                            "the contract already ended ({}); there is nothing to cancel",
+                            state.as_str()
+                        ),
+                    }));
+                }
+                _ => {
+                    return Err(Reply::from(ApiError::Conflict {
+                        code: "contract_already_delivered",
+                        message: format!(
+                            "the worker already delivered (state {}); a delivered contract \
+                             cannot be cancelled, dispute it instead",
+                            state.as_str()
+                        ),
+                    }));
+                }
+            }
+        }
+        Err(internal(
+            "the contract's state kept changing under this cancel",
+        ))
+    }
+
+    /// Forward the cancel through the worker's protocol, where it has one, and log the outcome.
+    async fn tell_worker_cancelled(&self, ctx: &Ctx) -> Result<(), Reply> {
+        let store = &self.inner.store;
+        let Some(listing) = store.get_worker(&ctx.worker_id).await? else {
+            return Ok(());
+        };
+        let Some(adapter) = self.inner.adapters.get(listing.protocol).cloned() else {
+            return Ok(());
+        };
+        let outcome = adapter
+            .cancel(
+                &self.inner.outbound,
+                &listing.endpoint,
+                &ctx.contract_id,
+                &ctx.contract_token,
+            )
+            .await;
+        let details = match &outcome {
+            crate::adapters::CancelOutcome::Failed(why) => {
+                json!({"outcome": outcome.as_str(), "error": why, "protocol": listing.protocol.as_str()})
+            }
+            _ => json!({"outcome": outcome.as_str(), "protocol": listing.protocol.as_str()}),
+        };
+        store
+            .append_contract_event(
+                &ctx.contract_id,
+                &self.event(ctx, "gateway", "worker_cancel_requested", details),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn cancelled_answer(&self, ctx: &Ctx) -> Result<Reply, Reply> {
+        let payment = self
+            .inner
+            .store
+            .payment_of_contract(&ctx.contract_id)
+            .await?;
+        Ok(Reply::json(
+            StatusCode::OK,
+            json!({
+                "contract_id": ctx.contract_id,
+                "state": "cancelled",
+                "payment": payment.map(|p| json!({
+                    "payment_id": p.payment_id,
+                    "state": p.state,
+                    "settled": false,
+                })),
+            }),
+        ))
+    }
+}

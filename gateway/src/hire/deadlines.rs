@@ -1,0 +1,198 @@
+//! Deadlines of held authorizations, and the runner of the long-running background work.
+//!
+//! Every payment authorization the gateway holds dies at its `validBefore`. The authorization
+//! sweep acts on every contract whose unsettled payment has `validBefore - settlement_margin_s`
+//! behind it, so nothing dies silently:
+//!
+//! | state | action |
+//! |---|---|
+//! | `accepted` | settle now (the acceptance window should already be over; the money must not be lost) |
+//! | `rejected` | `void_recorded` → `voided`, payment `voided` |
+//! | `paid` | `authorization_expired` → `expired`, payment `voided` |
+//! | `executing` / `pending` | `sla_breached` → `failed`, payment `voided` |
+//!
+//! `settling` left untouched longer than the facilitator's settle timeout (plus slack) means
+//! the instance that called `/settle` stopped before recording the answer: it is moved to
+//! `settlement_unknown`, which the settlement sweep retries with the same payload (the
+//! facilitator settles an EIP-3009 authorization at most once).
+//!
+//! [`run_long_running_work`] runs poll jobs and these sweeps every `contracts.jobs_interval_ms`.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use hiregate_contracts::state::{ContractEvent, ContractState};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    HireService,
+    execute::{Ctx, internal},
+    reply::Reply,
+};
+use crate::store::{ContractRecord, StoreError};
+
+/// Contracts handled per sweep round.
+const BATCH: u32 = 50;
+/// Added to the facilitator's settle timeout before a `settling` contract counts as stale.
+const SETTLING_SLACK: Duration = Duration::from_secs(30);
+
+impl HireService {
+    /// One round of the authorization sweep and the stale-settlement rescue; returns how many
+    /// contracts it changed.
+    pub async fn sweep_deadlines(&self) -> Result<usize, StoreError> {
+        let inner = &self.inner;
+        let now = Utc::now();
+        let margin = i64::try_from(inner.config.contracts.settlement_margin_s).unwrap_or(i64::MAX);
+        let due = inner
+            .store
+            .contracts_with_authorization_due(now.timestamp().saturating_add(margin), BATCH)
+            .await?;
+        let mut changed = 0;
+        for contract in &due {
+            match self.resolve_expiring(contract).await {
+                Ok(true) => changed += 1,
+                Ok(false) => {}
+                Err(reply) => {
+                    tracing::warn!(contract_id = %contract.contract_id, status = %reply.status(), "authorization sweep could not resolve a contract");
+                }
+            }
+        }
+        let settle_timeout = Duration::from_millis(inner.config.facilitator.settle_timeout_ms);
+        let stale_since = now
+            - chrono::Duration::from_std(settle_timeout + SETTLING_SLACK)
+                .unwrap_or(chrono::Duration::MAX);
+        for contract in inner
+            .store
+            .stale_settling_contracts(stale_since, BATCH)
+            .await?
+        {
+            match self.rescue_settling(&contract).await {
+                Ok(true) => changed += 1,
+                Ok(false) => {}
+                Err(reply) => {
+                    tracing::warn!(contract_id = %contract.contract_id, status = %reply.status(), "stale settlement not rescued");
+                }
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Settle or void one contract whose authorization is about to lapse. Skipped (false) when
+    /// an execute holds the contract's lock: the next round looks again.
+    async fn resolve_expiring(&self, contract: &ContractRecord) -> Result<bool, Reply> {
+        let lock = self.inner.locks.lock_of(&contract.contract_id);
+        let Ok(_guard) = lock.try_lock_owned() else {
+            return Ok(false);
+        };
+        let store = &self.inner.store;
+        let Some(current) = store.get_contract(&contract.contract_id).await? else {
+            return Ok(false);
+        };
+        let state: ContractState = current
+            .state
+            .parse()
+            .map_err(|e| internal(format!("stored state: {e}")))?;
+        let ctx = Ctx::of(
+            &current,
+            format!("deadline_{}", ulid::Ulid::new()),
+            "gateway".to_owned(),
+        )?;
+        let Some(payment) = store.payment_of_contract(&ctx.contract_id).await? else {
+            return Ok(false);
+        };
+        let details = json!({
+            "valid_before": payment.valid_before,
+            "settlement_margin_s": self.inner.config.contracts.settlement_margin_s,
+        });
+        let (event, void_reason) = match state {
+            ContractState::Accepted => {
+                store
+                    .append_contract_event(
+                        &ctx.contract_id,
+                        &self.event(&ctx, "gateway", "authorization_deadline_reached", {
+                            let mut d = details.clone();
+                            d["action"] = json!("settle");
+                            d
+                        }),
+                    )
+                    .await?;
+                self.settle(&ctx, ContractState::Accepted).await?;
+                return Ok(true);
+            }
+            ContractState::Rejected => (ContractEvent::VoidRecorded, "rejected"),
+            ContractState::Paid => (
+                ContractEvent::AuthorizationExpired,
+                "authorization_expiring",
+            ),
+            ContractState::Executing | ContractState::Pending => {
+                (ContractEvent::SlaBreached, "authorization_expiring")
+            }
+            _ => return Ok(false),
+        };
+        if !self
+            .transition(&ctx, state, &event, "gateway", details, None)
+            .await?
+        {
+            return Ok(false);
+        }
+        self.record_void(&ctx, &payment, void_reason).await?;
+        tracing::info!(contract_id = %ctx.contract_id, from = state.as_str(), "held authorization voided before validBefore");
+        Ok(true)
+    }
+
+    /// `settling` nobody finished → `settlement_unknown`, for the settlement sweep to retry.
+    async fn rescue_settling(&self, contract: &ContractRecord) -> Result<bool, Reply> {
+        let lock = self.inner.locks.lock_of(&contract.contract_id);
+        let Ok(_guard) = lock.try_lock_owned() else {
+            return Ok(false);
+        };
+        let ctx = Ctx::of(
+            contract,
+            format!("reconcile_{}", ulid::Ulid::new()),
+            "gateway".to_owned(),
+        )?;
+        let applied = self
+            .transition(
+                &ctx,
+                ContractState::Settling,
+                &ContractEvent::SettlementOutcomeUnknown,
+                "gateway",
+                json!({"reason": "settlement_outcome_not_recorded",
+                       "message": "the settlement was started but its outcome was never recorded; it will be retried with the same payload"}),
+                None,
+            )
+            .await?;
+        Ok(applied)
+    }
+}
+
+/// Run the long-running background work until `shutdown`: claim due poll jobs (as `owner`,
+/// unique per gateway instance) and sweep authorization and settlement deadlines, every
+/// `interval`.
+pub async fn run_long_running_work(
+    hire: HireService,
+    interval: Duration,
+    owner: String,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            // A round in flight finishes before the loop stops: a report half applied (deliverable
+            // stored, contract not yet moved) is what a graceful stop must not leave behind.
+            _ = ticker.tick() => one_round(&hire, &owner).await,
+        }
+    }
+}
+
+async fn one_round(hire: &HireService, owner: &str) {
+    if let Err(error) = hire.run_poll_jobs(owner).await {
+        tracing::warn!(error = %error, "poll jobs failed");
+    }
+    if let Err(error) = hire.sweep_deadlines().await {
+        tracing::warn!(error = %error, "deadline sweep failed");
+    }
+}

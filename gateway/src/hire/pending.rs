@@ -1,0 +1,573 @@
+//! Pending work: a worker that answered `pending` is watched by a durable poll job and may call
+//! back; whichever terminal report comes first wins, once.
+//!
+//! ```text
+//! executing ─pending─► pending ── poll job `poll_worker` (table `job`, leased) ──────────┐
+//!                         │         GET poll_url (contract token + X-Contract-ID), backoff │
+//!                         │         poll_interval_ms × 2^n ≤ poll_max_interval_ms, never   │
+//!                         │         past the attempt's SLA deadline                        │
+//!                         └── POST /v1/callbacks/{id} (Standard Webhooks, worker secret) ──┤
+//!                                                                                          ▼
+//!        finish_pending (contract lock + compare-and-set from `pending`): the first report wins
+//!          completed → `delivered` path of execute (store, verify) → drive → settle
+//!          failed    → attempt failed → `paid` (retries left) → drive → forward again │ `failed` (void)
+//!        SLA deadline (attempt start + sla.max_latency_ms) passed → attempt failed `sla_exceeded`
+//! ```
+//!
+//! Retries of pending work are automatic: nobody waits on an HTTP request for it, so the job
+//! (or the callback) drives the contract on — forward again under the same authorization,
+//! without a new payment — exactly as the seeker's next execute would. A sync attempt that
+//! fails is still retried by the seeker's next execute, who is told so (502/504).
+//!
+//! Restart safety: the job row outlives the process. A gateway stopped between polls leaves
+//! the job queued; one stopped during a poll leaves a lease that runs out after
+//! `contracts.job_lease_ms`; either way the next instance claims it and polls again. A report
+//! is applied with a compare-and-set, so a poll repeated after a crash cannot deliver twice,
+//! and settlement runs through the same persisted `settling` step as every other contract.
+
+use std::{str::FromStr, time::Duration};
+
+use axum::http::{HeaderMap, StatusCode};
+use chrono::{DateTime, Utc};
+use hiregate_contracts::state::ContractState;
+use hiregate_worker_sdk::webhook::{WebhookError, WebhookSecret};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+use url::Url;
+
+use super::{
+    HireService,
+    execute::{Ctx, internal, sla_exceeded_error},
+    reply::Reply,
+};
+use crate::{
+    adapters::{FailureKind, PollRequest, WorkerAnswer, hire::classify},
+    error::ApiError,
+    ids::JobId,
+    store::{AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError},
+};
+
+/// `job.kind` of the poll jobs.
+pub const POLL_JOB: &str = "poll_worker";
+
+/// Poll jobs claimed per runner round.
+const POLL_BATCH: usize = 32;
+
+/// What a poll job remembers: which attempt of which contract it watches.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PollJob {
+    contract_id: String,
+    attempt_id: String,
+}
+
+/// What the poll job does next.
+enum PollNext {
+    /// Nothing left to watch.
+    Done,
+    /// Poll again at this time.
+    At(DateTime<Utc>, String),
+}
+
+/// How a terminal report for pending work was taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Finished {
+    /// This report moved the contract on.
+    Applied,
+    /// The contract was no longer waiting on this attempt (another report won, or it was
+    /// cancelled or timed out); nothing changed.
+    NotPending {
+        /// The contract's state now.
+        state: String,
+    },
+}
+
+impl HireService {
+    /// Start watching `attempt_id`, which just went `pending`: one poll job per attempt.
+    pub(super) async fn watch_pending(&self, ctx: &Ctx, attempt_id: &str) -> Result<(), Reply> {
+        let now = Utc::now();
+        let first_poll = millis(self.inner.config.contracts.poll_interval_ms);
+        let payload = serde_json::to_value(PollJob {
+            contract_id: ctx.contract_id.clone(),
+            attempt_id: attempt_id.to_owned(),
+        })
+        .map_err(|e| internal(format!("poll job: {e}")))?;
+        self.inner
+            .store
+            .enqueue_job(
+                &NewJob {
+                    id: JobId::generate(),
+                    kind: POLL_JOB.to_owned(),
+                    dedupe_key: Some(format!("poll:{attempt_id}")),
+                    payload,
+                    run_at: now + first_poll,
+                },
+                now,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Claim the due poll jobs (up to a batch) as `owner` and run them concurrently; returns
+    /// how many ran.
+    pub async fn run_poll_jobs(&self, owner: &str) -> Result<usize, StoreError> {
+        let lease = self.inner.config.contracts.job_lease();
+        let mut running = JoinSet::new();
+        for _ in 0..POLL_BATCH {
+            let Some(job) = self
+                .inner
+                .store
+                .claim_job(POLL_JOB, owner, Utc::now(), lease)
+                .await?
+            else {
+                break;
+            };
+            let service = self.clone();
+            let owner = owner.to_owned();
+            running.spawn(async move { service.run_poll_job(job, &owner).await });
+        }
+        let ran = running.len();
+        while running.join_next().await.is_some() {}
+        Ok(ran)
+    }
+
+    async fn run_poll_job(&self, job: JobRecord, owner: &str) {
+        let store = &self.inner.store;
+        let now = Utc::now();
+        let recorded = match self.poll_once(&job).await {
+            Ok(PollNext::Done) => store.complete_job(&job.id, owner, now).await,
+            Ok(PollNext::At(at, why)) => store.reschedule_job(&job.id, owner, now, at, &why).await,
+            Err(reply) => {
+                tracing::warn!(job_id = %job.id, status = %reply.status(), "poll job failed; retrying");
+                let at = now + self.poll_delay(job.attempts);
+                store
+                    .reschedule_job(&job.id, owner, now, at, "poll job error")
+                    .await
+            }
+        };
+        match recorded {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(job_id = %job.id, "poll job lease lost before its outcome was recorded");
+            }
+            Err(error) => {
+                tracing::warn!(job_id = %job.id, error = %error, "poll job outcome not stored")
+            }
+        }
+    }
+
+    /// Delay before poll number `polls + 1`: doubling from `poll_interval_ms`, capped.
+    fn poll_delay(&self, polls: u32) -> chrono::Duration {
+        let settings = &self.inner.config.contracts;
+        let doublings = polls.saturating_sub(1).min(20);
+        let delay = settings
+            .poll_interval_ms
+            .saturating_mul(1_u64 << doublings)
+            .min(settings.poll_max_interval_ms);
+        millis(delay)
+    }
+
+    async fn poll_once(&self, job: &JobRecord) -> Result<PollNext, Reply> {
+        let Ok(watch) = serde_json::from_value::<PollJob>(job.payload.clone()) else {
+            tracing::warn!(job_id = %job.id, "poll job payload does not parse; dropped");
+            return Ok(PollNext::Done);
+        };
+        let Some((contract, attempt)) = self.pending_attempt(&watch).await? else {
+            return Ok(PollNext::Done);
+        };
+        let ctx = Ctx::of(&contract, format!("{}", job.id), "gateway".to_owned())?;
+        let deadline = sla_deadline(&ctx, &attempt);
+        let now = Utc::now();
+        if now >= deadline {
+            self.pending_sla_exceeded(&ctx, &attempt).await?;
+            return Ok(PollNext::Done);
+        }
+        let poll_url = attempt
+            .poll_url
+            .as_deref()
+            .and_then(|raw| Url::parse(raw).ok());
+        let Some(poll_url) = poll_url else {
+            // Nothing to poll: only a callback (or the SLA) can end this attempt.
+            return Ok(PollNext::At(
+                deadline,
+                "no poll_url; waiting for a callback".into(),
+            ));
+        };
+        let listing = self
+            .inner
+            .store
+            .get_worker(&ctx.worker_id)
+            .await?
+            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
+        let Some(adapter) = self.inner.adapters.get(listing.protocol).cloned() else {
+            return Ok(PollNext::At(deadline, "no adapter for the protocol".into()));
+        };
+        let remaining = (deadline - now).to_std().unwrap_or(Duration::ZERO);
+        // The poll must end well inside the lease, or another instance would poll too.
+        let timeout = remaining.min(self.inner.config.contracts.job_lease() / 2);
+        let answer = adapter
+            .poll(
+                &self.inner.outbound,
+                &PollRequest {
+                    poll_url: &poll_url,
+                    contract_id: &ctx.contract_id,
+                    contract_token: &ctx.contract_token,
+                    timeout,
+                },
+            )
+            .await;
+        let why = match &answer {
+            WorkerAnswer::Delivered { .. }
+            | WorkerAnswer::Failed {
+                kind: FailureKind::Reported,
+                ..
+            } => {
+                let actor = format!("worker:{}", listing.id);
+                self.finish_pending(&ctx, &attempt, answer, &actor).await?;
+                self.drive_contract(&ctx.contract_id, &ctx.correlation_id)
+                    .await;
+                return Ok(PollNext::Done);
+            }
+            WorkerAnswer::Pending { .. } => "still pending".to_owned(),
+            WorkerAnswer::TimedOut => "poll timed out".to_owned(),
+            // The worker could not be read this time (down, restarting, a bad answer): the
+            // attempt is not over until it says so or the SLA runs out.
+            WorkerAnswer::Failed { code, .. } => format!("poll failed: {code}"),
+        };
+        let next = (Utc::now() + self.poll_delay(job.attempts)).min(deadline);
+        Ok(PollNext::At(next, why))
+    }
+
+    /// The contract and attempt a poll job watches, if the contract still waits on it.
+    async fn pending_attempt(
+        &self,
+        watch: &PollJob,
+    ) -> Result<Option<(ContractRecord, AttemptRecord)>, Reply> {
+        let store = &self.inner.store;
+        let Some(contract) = store.get_contract(&watch.contract_id).await? else {
+            return Ok(None);
+        };
+        if contract.state != ContractState::Pending.as_str() {
+            return Ok(None);
+        }
+        let attempt = store
+            .list_attempts(&contract.contract_id)
+            .await?
+            .into_iter()
+            .find(|a| a.attempt_id == watch.attempt_id && a.state == "pending");
+        Ok(attempt.map(|attempt| (contract, attempt)))
+    }
+
+    /// Apply a terminal report (`Delivered` or a reported `Failed`) of pending `attempt`, under
+    /// the contract lock and with a compare-and-set from `pending`: the first report wins.
+    pub(super) async fn finish_pending(
+        &self,
+        ctx: &Ctx,
+        attempt: &AttemptRecord,
+        answer: WorkerAnswer,
+        actor: &str,
+    ) -> Result<Finished, Reply> {
+        let lock = self.inner.locks.lock_of(&ctx.contract_id);
+        let _guard = lock.lock_owned().await;
+        let store = &self.inner.store;
+        let current = store
+            .get_contract(&ctx.contract_id)
+            .await?
+            .map(|c| c.state)
+            .unwrap_or_default();
+        let still_waiting = current == ContractState::Pending.as_str()
+            && store
+                .list_attempts(&ctx.contract_id)
+                .await?
+                .iter()
+                .any(|a| a.attempt_id == attempt.attempt_id && a.state == "pending");
+        if !still_waiting {
+            return Ok(Finished::NotPending { state: current });
+        }
+        match answer {
+            WorkerAnswer::Delivered {
+                deliverable,
+                http_status,
+            } => {
+                self.delivered(
+                    ctx,
+                    ContractState::Pending,
+                    &attempt.attempt_id,
+                    attempt.attempt_no,
+                    actor,
+                    deliverable,
+                    http_status,
+                )
+                .await?;
+            }
+            WorkerAnswer::Failed {
+                kind,
+                http_status,
+                code,
+                message,
+                details,
+            } => {
+                let payment = store
+                    .payment_of_contract(&ctx.contract_id)
+                    .await?
+                    .ok_or_else(|| internal("a pending contract has no payment"))?;
+                self.attempt_failed(
+                    ctx,
+                    ContractState::Pending,
+                    &attempt.attempt_id,
+                    attempt.attempt_no,
+                    &payment,
+                    actor,
+                    http_status,
+                    json!({"kind": kind.as_str(), "code": code, "message": message, "details": details}),
+                    false,
+                )
+                .await?;
+            }
+            WorkerAnswer::Pending { .. } | WorkerAnswer::TimedOut => {
+                return Err(internal("not a terminal report"));
+            }
+        }
+        let after = store
+            .get_contract(&ctx.contract_id)
+            .await?
+            .map(|c| c.state)
+            .unwrap_or_default();
+        if after == ContractState::Pending.as_str() {
+            // Someone else (another instance) moved it between our checks.
+            return Ok(Finished::NotPending { state: after });
+        }
+        Ok(Finished::Applied)
+    }
+
+    /// The attempt outlived `sla.max_latency_ms`: it failed with `sla_exceeded`; the retry
+    /// policy decides between another attempt (same payment) and `failed` (void).
+    async fn pending_sla_exceeded(&self, ctx: &Ctx, attempt: &AttemptRecord) -> Result<(), Reply> {
+        {
+            let lock = self.inner.locks.lock_of(&ctx.contract_id);
+            let _guard = lock.lock_owned().await;
+            let store = &self.inner.store;
+            let Some(contract) = store.get_contract(&ctx.contract_id).await? else {
+                return Ok(());
+            };
+            if contract.state != ContractState::Pending.as_str() {
+                return Ok(());
+            }
+            let payment = store
+                .payment_of_contract(&ctx.contract_id)
+                .await?
+                .ok_or_else(|| internal("a pending contract has no payment"))?;
+            tracing::info!(contract_id = %ctx.contract_id, attempt_no = attempt.attempt_no, "pending attempt exceeded its SLA");
+            self.attempt_failed(
+                ctx,
+                ContractState::Pending,
+                &attempt.attempt_id,
+                attempt.attempt_no,
+                &payment,
+                "gateway",
+                None,
+                sla_exceeded_error(ctx),
+                true,
+            )
+            .await?;
+        }
+        self.drive_contract(&ctx.contract_id, &ctx.correlation_id)
+            .await;
+        Ok(())
+    }
+
+    /// Take the contract on from wherever it is now (settle an accepted one, forward again a
+    /// paid one), as the gateway and under its lock. Waits for the outcome; errors are logged.
+    pub(super) async fn drive_contract(&self, contract_id: &str, correlation_id: &str) {
+        let lock = self.inner.locks.lock_of(contract_id);
+        let _guard = lock.lock_owned().await;
+        let reply = match self.inner.store.get_contract(contract_id).await {
+            Ok(Some(contract)) => {
+                match Ctx::of(&contract, correlation_id.to_owned(), "gateway".to_owned()) {
+                    Ok(ctx) => match self.drive(&ctx, None).await {
+                        Ok(reply) | Err(reply) => reply,
+                    },
+                    Err(reply) => reply,
+                }
+            }
+            Ok(None) => return,
+            Err(error) => Reply::from(error),
+        };
+        if reply.status().is_server_error() {
+            tracing::warn!(contract_id, status = %reply.status(), "background drive did not finish");
+        }
+    }
+
+    /// `POST /v1/callbacks/{contract_id}`: a worker's signed completion report.
+    ///
+    /// Checks, in order: the contract exists (404); the Standard Webhooks signature with the
+    /// worker's secret (401 `callback_unsigned` / `callback_timestamp_out_of_window` /
+    /// `callback_signature_invalid`); the `webhook-id` was not accepted before (409
+    /// `callback_replayed`); the body is a report for this contract and its pending task (400
+    /// `invalid_callback_body`, 409 `callback_task_mismatch`). A progress report is noted (202);
+    /// a terminal one is applied if the contract still waits on it (200), else 409
+    /// `contract_not_pending` and nothing changes.
+    pub async fn worker_callback(
+        &self,
+        contract_id: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        correlation_id: &str,
+    ) -> Reply {
+        match self
+            .worker_callback_checked(contract_id, headers, body, correlation_id)
+            .await
+        {
+            Ok(reply) | Err(reply) => reply,
+        }
+    }
+
+    async fn worker_callback_checked(
+        &self,
+        contract_id: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        correlation_id: &str,
+    ) -> Result<Reply, Reply> {
+        let store = &self.inner.store;
+        let contract = store
+            .get_contract(contract_id)
+            .await?
+            .ok_or(ApiError::NotFound {
+                resource: "contract",
+            })?;
+        let ctx = Ctx::of(&contract, correlation_id.to_owned(), "gateway".to_owned())?;
+        let secret = store
+            .worker_callback_secret(&ctx.worker_id)
+            .await?
+            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
+        let secret = WebhookSecret::from_str(secret.reveal())
+            .map_err(|e| internal(format!("stored callback secret: {e}")))?;
+        let tolerance = Duration::from_secs(self.inner.config.contracts.callback_tolerance_s);
+        let verified = secret
+            .verify_with_tolerance(headers, body, Utc::now(), tolerance)
+            .map_err(|error| refused_signature(&error))?;
+        let worker_id = ctx.worker_id.as_str();
+        if store.callback_seen(worker_id, &verified.id).await? {
+            return Err(Reply::error(
+                StatusCode::CONFLICT,
+                "callback_replayed",
+                "a callback with this webhook-id was already accepted",
+                json!({"contract_id": contract_id, "webhook_id": verified.id}),
+            ));
+        }
+        let report: Value = serde_json::from_slice(body).map_err(|e| bad_body(&e.to_string()))?;
+        if report.get("contract_id").and_then(Value::as_str) != Some(contract_id) {
+            return Err(bad_body(
+                "contract_id must be the contract of the callback URL",
+            ));
+        }
+        let answer = match classify(StatusCode::OK, body) {
+            WorkerAnswer::Failed {
+                kind: FailureKind::BadResponse,
+                message,
+                ..
+            } => return Err(bad_body(&message)),
+            answer => answer,
+        };
+        let attempt = store
+            .list_attempts(contract_id)
+            .await?
+            .into_iter()
+            .rev()
+            .find(|a| a.state == "pending");
+        let not_pending = |state: &str| {
+            Reply::error(
+                StatusCode::CONFLICT,
+                "contract_not_pending",
+                "the contract is not waiting for this worker's report (it was already \
+                 delivered, failed, timed out or cancelled); nothing changed",
+                json!({"contract_id": contract_id, "state": state}),
+            )
+        };
+        let Some(attempt) = attempt.filter(|_| contract.state == ContractState::Pending.as_str())
+        else {
+            return Err(not_pending(&contract.state));
+        };
+        let task_id = report.get("task_id").and_then(Value::as_str);
+        if let (Some(reported), Some(expected)) = (task_id, attempt.worker_task_id.as_deref())
+            && reported != expected
+        {
+            return Err(Reply::error(
+                StatusCode::CONFLICT,
+                "callback_task_mismatch",
+                "the callback names another task than the one the contract waits for",
+                json!({"contract_id": contract_id, "task_id": reported}),
+            ));
+        }
+        if matches!(answer, WorkerAnswer::Pending { .. }) {
+            return Ok(Reply::json(
+                StatusCode::ACCEPTED,
+                json!({"contract_id": contract_id, "status": "noted", "state": contract.state}),
+            ));
+        }
+        let actor = format!("worker:{worker_id}");
+        match self.finish_pending(&ctx, &attempt, answer, &actor).await? {
+            Finished::NotPending { state } => return Err(not_pending(&state)),
+            Finished::Applied => {}
+        }
+        store
+            .record_callback(worker_id, &verified.id, contract_id, Utc::now())
+            .await?;
+        let state = store
+            .get_contract(contract_id)
+            .await?
+            .map(|c| c.state)
+            .unwrap_or_default();
+        // Settlement (or the next attempt) goes on without holding up the worker's request.
+        let service = self.clone();
+        let (owned_id, owned_correlation) = (contract_id.to_owned(), correlation_id.to_owned());
+        tokio::spawn(async move {
+            service.drive_contract(&owned_id, &owned_correlation).await;
+        });
+        Ok(Reply::json(
+            StatusCode::OK,
+            json!({"contract_id": contract_id, "status": "accepted", "state": state}),
+        ))
+    }
+}
+
+/// When `attempt` must have ended: its start plus the contract's `sla.max_latency_ms`.
+pub(super) fn sla_deadline(ctx: &Ctx, attempt: &AttemptRecord) -> DateTime<Utc> {
+    let sla_ms = i64::try_from(ctx.terms.sla().max_latency_ms()).unwrap_or(i64::MAX);
+    attempt.started_at + chrono::Duration::milliseconds(sla_ms)
+}
+
+fn millis(ms: u64) -> chrono::Duration {
+    chrono::Duration::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+fn bad_body(why: &str) -> Reply {
+    Reply::from(ApiError::BadRequest {
+        code: "invalid_callback_body",
+        message: format!("the callback body is not a hire task report: {why}"),
+    })
+}
+
+fn refused_signature(error: &WebhookError) -> Reply {
+    let (code, message) = match error {
+        WebhookError::MissingHeader(_) | WebhookError::InvalidHeader(_) => (
+            "callback_unsigned",
+            "send webhook-id, webhook-timestamp and webhook-signature (Standard Webhooks)",
+        ),
+        WebhookError::TimestampTooOld | WebhookError::TimestampTooNew => (
+            "callback_timestamp_out_of_window",
+            "webhook-timestamp is too far from the gateway's clock",
+        ),
+        WebhookError::NoMatchingSignature => (
+            "callback_signature_invalid",
+            "webhook-signature does not match the body under the worker's callback secret",
+        ),
+    };
+    Reply::error(
+        StatusCode::UNAUTHORIZED,
+        code,
+        message,
+        json!({"reason": error.to_string()}),
+    )
+}

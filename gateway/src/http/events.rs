@@ -1,0 +1,134 @@
+//! `GET /v1/contracts/{id}/events` (parties): the contract's event log as Server-Sent Events.
+//!
+//! The stream starts after `Last-Event-ID` (header; what a reconnecting `EventSource` sends)
+//! or `?after=` (first connection), replays the log from the store, then follows live events
+//! (see [`crate::events::event_stream`]). Event ids are the per-contract `seq`. Heartbeat
+//! comments (`: heartbeat`) go out every `events.heartbeat_interval_ms`. A terminal contract's
+//! stream ends once its log has been sent.
+
+use std::str::FromStr;
+
+use axum::{
+    Router,
+    extract::State,
+    http::{HeaderMap, HeaderValue, header},
+    response::{
+        IntoResponse, Response,
+        sse::{KeepAlive, Sse},
+    },
+    routing::get,
+};
+use hiregate_contracts::id::ContractId;
+use serde::Deserialize;
+
+use super::extract::{AppPath, AppQuery, Party};
+use crate::{
+    error::{ApiError, ApiResult},
+    events::{StreamTiming, event_stream},
+    ids::{PrincipalId, WorkerId},
+    state::AppState,
+    store::{ContractRecord, Store},
+};
+
+/// The event stream route.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/contracts/{id}/events", get(contract_events))
+}
+
+/// `?after=<seq>`: start after this event.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    after: Option<i64>,
+}
+
+/// The contract `raw` names, if `caller` is its seeker or its worker's operator; anyone else
+/// gets the same 404 as for a contract that does not exist.
+pub(crate) async fn contract_for_party(
+    store: &Store,
+    caller: &PrincipalId,
+    raw: &str,
+) -> ApiResult<ContractRecord> {
+    let not_found = || ApiError::NotFound {
+        resource: "contract",
+    };
+    let id = ContractId::from_str(raw.trim()).map_err(|_| not_found())?;
+    let contract = store
+        .get_contract(id.as_str())
+        .await?
+        .ok_or_else(not_found)?;
+    let allowed = if caller.is_seeker() {
+        contract.seeker_id == caller.as_str()
+    } else {
+        let worker_id = WorkerId::from_str(&contract.worker_id).map_err(ApiError::internal)?;
+        store
+            .get_worker(&worker_id)
+            .await?
+            .is_some_and(|listing| &listing.operator_id == caller)
+    };
+    if allowed {
+        Ok(contract)
+    } else {
+        Err(not_found())
+    }
+}
+
+fn start_after(headers: &HeaderMap, query: &EventsQuery) -> ApiResult<i64> {
+    let invalid = |what: &str| ApiError::BadRequest {
+        code: "invalid_event_id",
+        message: format!("{what} must be a non-negative event id (a contract event seq)"),
+    };
+    if let Some(value) = headers.get("last-event-id") {
+        let text = value.to_str().map_err(|_| invalid("Last-Event-ID"))?.trim();
+        if text.is_empty() {
+            return Ok(0);
+        }
+        return text
+            .parse::<i64>()
+            .ok()
+            .filter(|seq| *seq >= 0)
+            .ok_or_else(|| invalid("Last-Event-ID"));
+    }
+    match query.after {
+        Some(after) if after < 0 => Err(invalid("after")),
+        Some(after) => Ok(after),
+        None => Ok(0),
+    }
+}
+
+async fn contract_events(
+    State(state): State<AppState>,
+    party: Party,
+    AppPath(id): AppPath<String>,
+    AppQuery(query): AppQuery<EventsQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let after = start_after(&headers, &query)?;
+    // Subscribe before anything is read, so no event can fall between replay and live.
+    let live = state.store.subscribe_events();
+    let contract = contract_for_party(&state.store, &party.principal_id, &id).await?;
+    let settings = &state.config.events;
+    let stream = event_stream(
+        state.store.clone(),
+        contract.contract_id,
+        after,
+        live,
+        StreamTiming {
+            poll_interval: settings.poll_interval(),
+            replay_batch: settings.replay_batch,
+        },
+        state.shutdown.clone(),
+    );
+    let mut response = Sse::new(stream)
+        .keep_alive(
+            KeepAlive::new()
+                .interval(settings.heartbeat_interval())
+                .text("heartbeat"),
+        )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // Proxies such as nginx buffer responses unless told not to; a buffered stream is no stream.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}

@@ -1,0 +1,189 @@
+//! Seeker webhook management (see [`crate::webhooks`]):
+//!
+//! | route | who | what |
+//! |---|---|---|
+//! | `POST /v1/webhooks/secret` | seeker | create or rotate the signing secret; 201 with `secret` (`whsec_…`), the only time it is shown |
+//! | `GET /v1/webhooks/secret` | seeker | whether a secret exists and when it was made (never the secret) |
+//! | `GET /v1/webhooks/dead-letters` | seeker | own deliveries that exhausted their tries or hit a 410; `?after=<delivery id>&limit=` |
+//! | `POST /v1/webhooks/dead-letters/{id}/redeliver` | seeker | queue again (a fresh round of tries; re-enables the endpoint); 202 |
+//! | `GET /v1/contracts/{id}/webhook-deliveries` | the contract's seeker | every delivery of the contract's events with each try |
+
+use axum::{
+    Json, Router,
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    events::contract_for_party,
+    extract::{AppPath, AppQuery, Seeker},
+};
+use crate::{
+    error::{ApiError, ApiResult},
+    state::AppState,
+    store::{DeliveryRecord, Redelivery},
+    webhooks::{message_id, parse_message_id, rotate_secret},
+};
+
+const MAX_PAGE: u32 = 500;
+
+/// Webhook routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/v1/webhooks/secret",
+            get(secret_status).post(create_secret),
+        )
+        .route("/v1/webhooks/dead-letters", get(dead_letters))
+        .route("/v1/webhooks/dead-letters/{id}/redeliver", post(redeliver))
+        .route(
+            "/v1/contracts/{id}/webhook-deliveries",
+            get(contract_deliveries),
+        )
+}
+
+async fn create_secret(State(state): State<AppState>, seeker: Seeker) -> ApiResult<Response> {
+    let record = rotate_secret(&state.store, seeker.principal_id.as_str(), Utc::now()).await?;
+    tracing::info!(seeker_id = %seeker.principal_id, "webhook secret rotated");
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "secret": record.secret,
+            "created_at": record.created_at,
+            "scheme": "standard-webhooks-v1",
+            "note": "shown once; store it now. Deliveries are signed with the current secret.",
+        })),
+    )
+        .into_response())
+}
+
+async fn secret_status(State(state): State<AppState>, seeker: Seeker) -> ApiResult<Json<Value>> {
+    let record = state
+        .store
+        .webhook_secret(seeker.principal_id.as_str())
+        .await?;
+    Ok(Json(json!({
+        "configured": record.is_some(),
+        "created_at": record.map(|r| r.created_at),
+    })))
+}
+
+/// `?after=&limit=` for dead letters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Page {
+    after: Option<String>,
+    limit: Option<u32>,
+}
+
+fn delivery_json(delivery: &DeliveryRecord) -> Value {
+    json!({
+        "delivery_id": message_id(delivery.event_id),
+        "contract_id": delivery.contract_id,
+        "seq": delivery.seq,
+        "kind": delivery.kind,
+        "url": delivery.url,
+        "state": delivery.state,
+        "attempts": delivery.attempts,
+        "total_attempts": delivery.total_attempts,
+        "next_attempt_at": (delivery.state == "pending").then_some(delivery.next_attempt_at),
+        "last_status": delivery.last_status,
+        "last_error": delivery.last_error,
+        "endpoint_disabled": delivery.endpoint_disabled,
+        "created_at": delivery.created_at,
+        "finished_at": delivery.finished_at,
+    })
+}
+
+async fn dead_letters(
+    State(state): State<AppState>,
+    seeker: Seeker,
+    AppQuery(page): AppQuery<Page>,
+) -> ApiResult<Json<Value>> {
+    let after = match page.after.as_deref() {
+        None | Some("") => 0,
+        Some(raw) => parse_message_id(raw).ok_or_else(|| {
+            ApiError::InvalidQuery("`after` must be a delivery id (whd_<n>)".to_owned())
+        })?,
+    };
+    let limit = page.limit.unwrap_or(100).clamp(1, MAX_PAGE);
+    let letters = state
+        .store
+        .list_webhook_dead_letters(seeker.principal_id.as_str(), after, limit)
+        .await?;
+    let next = (letters.len() == limit as usize)
+        .then(|| letters.last().map(|d| message_id(d.event_id)))
+        .flatten();
+    Ok(Json(json!({
+        "dead_letters": letters.iter().map(delivery_json).collect::<Vec<_>>(),
+        "next_after": next,
+    })))
+}
+
+async fn redeliver(
+    State(state): State<AppState>,
+    seeker: Seeker,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Response> {
+    let not_found = || ApiError::NotFound {
+        resource: "dead letter",
+    };
+    let event_id = parse_message_id(&id).ok_or_else(not_found)?;
+    let seeker_id = seeker.principal_id.as_str();
+    match state
+        .store
+        .redeliver_webhook(seeker_id, event_id, Utc::now())
+        .await?
+    {
+        Redelivery::Requeued => {}
+        Redelivery::NotFound => return Err(not_found()),
+        Redelivery::NotDead { state } => {
+            return Err(ApiError::Conflict {
+                code: "not_a_dead_letter",
+                message: format!("delivery {id} is {state}, not a dead letter"),
+            });
+        }
+    }
+    tracing::info!(
+        event_id,
+        seeker_id,
+        "webhook dead letter queued for redelivery"
+    );
+    let delivery = state
+        .store
+        .get_webhook_delivery(seeker_id, event_id)
+        .await?
+        .ok_or_else(not_found)?;
+    Ok((StatusCode::ACCEPTED, Json(delivery_json(&delivery))).into_response())
+}
+
+async fn contract_deliveries(
+    State(state): State<AppState>,
+    seeker: Seeker,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Json<Value>> {
+    let contract = contract_for_party(&state.store, &seeker.principal_id, &id).await?;
+    let deliveries = state
+        .store
+        .list_webhook_deliveries(&contract.contract_id)
+        .await?;
+    Ok(Json(json!({
+        "contract_id": contract.contract_id,
+        "deliveries": deliveries.iter().map(|d| {
+            let mut view = delivery_json(d);
+            view["attempt_log"] = d.attempt_log.iter().map(|a| json!({
+                "attempt_no": a.attempt_no,
+                "at": a.at,
+                "http_status": a.http_status,
+                "error": a.error,
+                "duration_ms": a.duration_ms,
+            })).collect();
+            view
+        }).collect::<Vec<_>>(),
+    })))
+}

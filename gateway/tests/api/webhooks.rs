@@ -1,0 +1,574 @@
+//! Seeker webhooks over real parts: a paid hire (anvil, embedded facilitator, worker-sdk
+//! worker) whose contract names a webhook URL served by a real in-test axum receiver on
+//! 127.0.0.1, signatures checked with the worker-sdk Standard Webhooks verifier.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU16, Ordering},
+    },
+    time::Duration,
+};
+
+use axum::{
+    Router,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::IntoResponse,
+    routing::post,
+};
+use hiregate_worker_sdk::WebhookSecret;
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    helpers::{TestDatabase, eventually},
+    hire_env::{HireEnv, WorkerKind, hire_env},
+};
+
+/// Short retry timing so a whole retry cycle takes well under a second.
+const FAST_WEBHOOKS: &str = r#"
+[webhooks]
+poll_interval_ms = 50
+batch_size = 8
+lease_ms = 5000
+request_timeout_ms = 2000
+max_attempts = 3
+backoff_initial_ms = 100
+backoff_max_ms = 400
+retry_after_max_s = 2
+"#;
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+struct Received {
+    headers: HeaderMap,
+    body: Bytes,
+    answered: u16,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("webhook body is JSON")
+    }
+}
+
+#[derive(Clone)]
+struct ReceiverState {
+    status: Arc<AtomicU16>,
+    retry_after: Arc<Mutex<Option<String>>>,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+/// A real webhook receiver answering `status` (changeable while running).
+struct Receiver {
+    address: SocketAddr,
+    state: ReceiverState,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn receive(
+    State(state): State<ReceiverState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
+    let answered = state.status.load(Ordering::SeqCst);
+    state.received.lock().unwrap().push(Received {
+        headers,
+        body,
+        answered,
+    });
+    let mut response = StatusCode::from_u16(answered).unwrap().into_response();
+    if let Some(value) = state.retry_after.lock().unwrap().clone() {
+        response
+            .headers_mut()
+            .insert("retry-after", value.parse().unwrap());
+    }
+    response
+}
+
+impl Receiver {
+    /// Serve on `address` (port 0 for any).
+    async fn start_on(address: SocketAddr, status: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let state = ReceiverState {
+            status: Arc::new(AtomicU16::new(status)),
+            retry_after: Arc::new(Mutex::new(None)),
+            received: Arc::new(Mutex::new(Vec::new())),
+        };
+        let router = Router::new()
+            .route("/hooks", post(receive))
+            .with_state(state.clone());
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(token.cancelled_owned())
+                .await
+                .unwrap();
+        });
+        Self {
+            address,
+            state,
+            shutdown,
+        }
+    }
+
+    async fn start(status: u16) -> Self {
+        Self::start_on("127.0.0.1:0".parse().unwrap(), status).await
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hooks", self.address)
+    }
+
+    fn set_status(&self, status: u16) {
+        self.state.status.store(status, Ordering::SeqCst);
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.state.received.lock().unwrap().clone()
+    }
+}
+
+/// `POST /v1/webhooks/secret` as the env's seeker: the parsed secret.
+async fn seeker_secret(env: &HireEnv) -> WebhookSecret {
+    let response = env
+        .app
+        .send_json(
+            Method::POST,
+            "/v1/webhooks/secret",
+            Some(&env.seeker_key),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    let text = body["secret"].as_str().unwrap();
+    assert!(text.starts_with("whsec_"));
+    text.parse().expect("a valid whsec_ secret")
+}
+
+async fn deliveries(env: &HireEnv, contract_id: &str) -> Vec<Value> {
+    let response = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}/webhook-deliveries"),
+            Some(&env.seeker_key),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    body["deliveries"].as_array().unwrap().clone()
+}
+
+async fn dead_letters(env: &HireEnv) -> Vec<Value> {
+    let response = env
+        .app
+        .get("/v1/webhooks/dead-letters", Some(&env.seeker_key))
+        .await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    body["dead_letters"].as_array().unwrap().clone()
+}
+
+/// Check a received request with the worker-sdk verifier and return its body.
+fn verified(secret: &WebhookSecret, request: &Received) -> Value {
+    secret
+        .verify(&request.headers, &request.body, chrono::Utc::now())
+        .expect("the webhook signature verifies");
+    request.json()
+}
+
+/// Pay and run `contract_id` to its end (echo worker: settled).
+async fn run_paid_hire(env: &HireEnv, contract_id: &str) {
+    let challenge = env.challenge(contract_id).await;
+    let payment = env.pay(&challenge).await;
+    let paid = env.execute(contract_id, Some(&payment), None).await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+    assert_eq!(paid.body["state"], "settled");
+}
+
+async fn down_then_up(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 2, FAST_WEBHOOKS).await;
+    let secret = seeker_secret(&env).await;
+    // Reserve a port and close it: the receiver is down (connection refused) at first.
+    let address = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap()
+    };
+    let url = format!("http://{address}/hooks");
+    let contract_id = env
+        .contract(HireEnv::input("deliver me"), json!({"webhook_url": url}))
+        .await;
+
+    // The first event's delivery fails at least twice against the closed port.
+    eventually(Duration::from_secs(10), "two failed tries", || async {
+        let log = deliveries(&env, &contract_id).await;
+        let tries = log[0]["attempt_log"].as_array().unwrap();
+        (tries.len() >= 2 && tries.iter().all(|t| t["http_status"].is_null())).then_some(())
+    })
+    .await;
+    assert_eq!(deliveries(&env, &contract_id).await[0]["state"], "pending");
+
+    // Up: the receiver comes back on the same port; the hire runs to settlement meanwhile.
+    let receiver = Receiver::start_on(address, 200).await;
+    run_paid_hire(&env, &contract_id).await;
+    let events = env
+        .app
+        .store
+        .list_contract_events(&contract_id, 0, 1000)
+        .await
+        .unwrap();
+    assert!(events.len() >= 5, "a full hire has several events");
+    let log = eventually(Duration::from_secs(15), "every event delivered", || async {
+        let log = deliveries(&env, &contract_id).await;
+        (log.len() == events.len() && log.iter().all(|d| d["state"] == "delivered")).then_some(log)
+    })
+    .await;
+
+    // Each event arrived once (2xx), signed, in its own message with a stable id.
+    let received = receiver.received();
+    assert_eq!(received.len(), events.len(), "one 2xx request per event");
+    let mut seqs = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for request in &received {
+        let body = verified(&secret, request);
+        let id = request.header("webhook-id").to_owned();
+        let delivery = log
+            .iter()
+            .find(|d| d["delivery_id"] == id.as_str())
+            .expect("the message id names a delivery");
+        assert_eq!(body["data"]["seq"], delivery["seq"]);
+        assert_eq!(body["data"]["contract_id"], contract_id.as_str());
+        assert_eq!(
+            body["type"],
+            format!("contract.{}", body["data"]["kind"].as_str().unwrap())
+        );
+        assert!(body["data"].get("correlation_id").is_none());
+        assert!(ids.insert(id), "no message sent twice after success");
+        seqs.push(body["data"]["seq"].as_i64().unwrap());
+    }
+    seqs.sort_unstable();
+    let expected: Vec<i64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, expected);
+
+    // The first event was retried under the same webhook-id and finally delivered.
+    let first = &log[0];
+    assert_eq!(first["seq"], 1);
+    let tries = first["attempt_log"].as_array().unwrap();
+    assert!(tries.len() >= 3, "{first}");
+    assert_eq!(tries.last().unwrap()["http_status"], 200);
+    assert!(
+        tries[..tries.len() - 1]
+            .iter()
+            .all(|t| t["error"].as_str().is_some_and(|e| !e.is_empty()))
+    );
+    assert_eq!(
+        received
+            .iter()
+            .find(|r| r.json()["data"]["seq"] == 1)
+            .unwrap()
+            .header("webhook-id"),
+        first["delivery_id"].as_str().unwrap()
+    );
+}
+
+async fn gone_disables(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 2, FAST_WEBHOOKS).await;
+    let receiver = Receiver::start(410).await;
+    let first = env
+        .contract(
+            HireEnv::input("one"),
+            json!({"webhook_url": receiver.url()}),
+        )
+        .await;
+    let log = eventually(Duration::from_secs(10), "the 410 recorded", || async {
+        let log = deliveries(&env, &first).await;
+        (log[0]["state"] == "dead").then_some(log)
+    })
+    .await;
+    assert_eq!(log[0]["last_status"], 410);
+    assert_eq!(log[0]["endpoint_disabled"], true);
+    assert_eq!(
+        log[0]["attempt_log"].as_array().unwrap().len(),
+        1,
+        "410 is not retried"
+    );
+    assert_eq!(receiver.received().len(), 1);
+
+    // A later event for the same endpoint is parked without a request.
+    receiver.set_status(200);
+    let second = env
+        .contract(
+            HireEnv::input("two"),
+            json!({"webhook_url": receiver.url()}),
+        )
+        .await;
+    let log = eventually(Duration::from_secs(10), "second parked", || async {
+        let log = deliveries(&env, &second).await;
+        (log[0]["state"] == "dead").then_some(log)
+    })
+    .await;
+    assert!(log[0]["last_error"].as_str().unwrap().contains("disabled"));
+    assert!(log[0]["attempt_log"].as_array().unwrap().is_empty());
+    assert_eq!(
+        receiver.received().len(),
+        1,
+        "a disabled endpoint gets nothing"
+    );
+    let letters = dead_letters(&env).await;
+    assert_eq!(letters.len(), 2);
+}
+
+async fn dead_letter_and_redelivery(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 2, FAST_WEBHOOKS).await;
+    let secret = seeker_secret(&env).await;
+    let receiver = Receiver::start(500).await;
+    let contract_id = env
+        .contract(
+            HireEnv::input("retry me"),
+            json!({"webhook_url": receiver.url()}),
+        )
+        .await;
+
+    let letter = eventually(Duration::from_secs(10), "a dead letter", || async {
+        dead_letters(&env).await.into_iter().next()
+    })
+    .await;
+    assert_eq!(letter["contract_id"], contract_id.as_str());
+    assert_eq!(letter["attempts"], 3, "webhooks.max_attempts");
+    assert_eq!(letter["last_status"], 500);
+    let id = letter["delivery_id"].as_str().unwrap().to_owned();
+    let tries = receiver.received();
+    assert_eq!(tries.len(), 3);
+    assert!(tries.iter().all(|r| r.header("webhook-id") == id));
+    for request in &tries {
+        verified(&secret, request);
+    }
+
+    // Only its seeker may redeliver it.
+    let (stranger, _) = env.app.create_key("seeker").await;
+    let path = format!("/v1/webhooks/dead-letters/{id}/redeliver");
+    let refused = env
+        .app
+        .send_json(Method::POST, &path, Some(&stranger), &json!({}))
+        .await;
+    assert_eq!(refused.status(), 404);
+
+    receiver.set_status(204);
+    let requeued = env
+        .app
+        .send_json(Method::POST, &path, Some(&env.seeker_key), &json!({}))
+        .await;
+    assert_eq!(requeued.status(), 202);
+    let body: Value = requeued.json().await.unwrap();
+    assert_eq!(body["state"], "pending");
+    assert_eq!(body["attempts"], 0);
+
+    let log = eventually(Duration::from_secs(10), "redelivered", || async {
+        let log = deliveries(&env, &contract_id).await;
+        (log[0]["state"] == "delivered").then_some(log)
+    })
+    .await;
+    assert_eq!(log[0]["total_attempts"], 4);
+    let received = receiver.received();
+    assert_eq!(received.len(), 4);
+    let last = received.last().unwrap();
+    assert_eq!(last.answered, 204);
+    assert_eq!(
+        last.header("webhook-id"),
+        id,
+        "the same message id after redelivery"
+    );
+    assert_eq!(verified(&secret, last)["data"]["seq"], 1);
+    assert!(dead_letters(&env).await.is_empty());
+
+    // Not a dead letter any more.
+    let again = env
+        .app
+        .send_json(Method::POST, &path, Some(&env.seeker_key), &json!({}))
+        .await;
+    assert_eq!(again.status(), 409);
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 2, FAST_WEBHOOKS).await;
+    let receiver = Receiver::start(503).await;
+    *receiver.state.retry_after.lock().unwrap() = Some("1".to_owned());
+    let contract_id = env
+        .contract(
+            HireEnv::input("later"),
+            json!({"webhook_url": receiver.url()}),
+        )
+        .await;
+    eventually(Duration::from_secs(10), "two tries", || async {
+        (receiver.received().len() >= 2).then_some(())
+    })
+    .await;
+    receiver.set_status(200);
+    let log = eventually(Duration::from_secs(10), "delivered", || async {
+        let log = deliveries(&env, &contract_id).await;
+        (log[0]["state"] == "delivered").then_some(log)
+    })
+    .await;
+    let tries = log[0]["attempt_log"].as_array().unwrap();
+    let at =
+        |i: usize| chrono::DateTime::parse_from_rfc3339(tries[i]["at"].as_str().unwrap()).unwrap();
+    // Backoff alone would retry after 50-400 ms; the receiver asked for 1 s.
+    for i in 1..tries.len() {
+        let gap = at(i) - at(i - 1);
+        assert!(gap >= chrono::Duration::milliseconds(950), "{gap}");
+    }
+}
+
+#[tokio::test]
+async fn the_secret_is_shown_once_and_rotates() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 1, "").await;
+    let status: Value = env
+        .app
+        .get("/v1/webhooks/secret", Some(&env.seeker_key))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["configured"], false);
+    let first = seeker_secret(&env).await;
+    let second = seeker_secret(&env).await;
+    assert_ne!(first, second);
+    let status: Value = env
+        .app
+        .get("/v1/webhooks/secret", Some(&env.seeker_key))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["configured"], true);
+    assert!(status.get("secret").is_none());
+    // Operators have no webhook secret.
+    let response = env
+        .app
+        .get("/v1/webhooks/secret", Some(&env.operator_key))
+        .await;
+    assert_eq!(response.status(), 403);
+}
+
+#[tokio::test]
+async fn receiver_down_then_up_gets_every_event_once_with_stable_ids() {
+    down_then_up(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn receiver_down_then_up_gets_every_event_once_with_stable_ids_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    down_then_up(database).await;
+}
+
+#[tokio::test]
+async fn exhausted_retries_become_a_dead_letter_that_can_be_redelivered() {
+    dead_letter_and_redelivery(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn exhausted_retries_become_a_dead_letter_that_can_be_redelivered_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    dead_letter_and_redelivery(database).await;
+}
+
+#[tokio::test]
+async fn gone_disables_the_endpoint() {
+    gone_disables(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn gone_disables_the_endpoint_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    gone_disables(database).await;
+}
+
+async fn two_instances(database: TestDatabase) {
+    let url = database.url();
+    let env = hire_env(database, WorkerKind::Echo, 4, FAST_WEBHOOKS).await;
+    // A second gateway on the same database runs its own delivery loop; leases split the work.
+    let _other = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(url),
+        &crate::hire_env::chain_settings(&env.devnet, FAST_WEBHOOKS),
+    )
+    .await;
+    let secret = seeker_secret(&env).await;
+    let receiver = Receiver::start(200).await;
+    let mut contracts = Vec::new();
+    for n in 0..6 {
+        contracts.push(
+            env.contract(
+                HireEnv::input(&format!("shared {n}")),
+                json!({"webhook_url": receiver.url()}),
+            )
+            .await,
+        );
+    }
+    run_paid_hire(&env, &contracts[0]).await;
+    let mut expected = 0;
+    for contract_id in &contracts {
+        expected += env.event_kinds(contract_id).await.len();
+    }
+    eventually(Duration::from_secs(15), "every event delivered", || async {
+        let mut delivered = 0;
+        for contract_id in &contracts {
+            delivered += deliveries(&env, contract_id)
+                .await
+                .iter()
+                .filter(|d| d["state"] == "delivered")
+                .count();
+        }
+        (delivered == expected).then_some(())
+    })
+    .await;
+    // Give a duplicate send (if any) time to show up before counting.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let received = receiver.received();
+    assert_eq!(received.len(), expected, "each event sent exactly once");
+    let ids: std::collections::HashSet<&str> =
+        received.iter().map(|r| r.header("webhook-id")).collect();
+    assert_eq!(ids.len(), expected);
+    for request in &received {
+        verified(&secret, request);
+    }
+}
+
+#[tokio::test]
+async fn two_instances_deliver_each_event_once() {
+    two_instances(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn two_instances_deliver_each_event_once_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    two_instances(database).await;
+}

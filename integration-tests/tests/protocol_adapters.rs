@@ -1,0 +1,633 @@
+//! The gateway's WattSwarm adapter against the reference WattSwarm executor (written from the
+//! seed, not from the gateway's types): a real anvil devnet with the EIP-3009 token, a gateway
+//! in-process whose embedded facilitator settles on it, and a funded seeker that pays the 402.
+//! Every money claim is checked on chain.
+
+use std::sync::Arc;
+
+use alloy::{
+    primitives::{Address, U256},
+    signers::local::PrivateKeySigner,
+};
+use hiregate_gateway::{config::Settings, startup::App, store::Store, telemetry};
+use hiregate_integration_tests::reference::superwire::{self, StreamCut};
+use hiregate_integration_tests::reference::wattswarm::{
+    Executor, ExecutorBehaviour, ExecutorConfig, TransportFault, Verifier, VerifierBehaviour,
+    VerifierConfig,
+};
+use hiregate_payments::devnet::Devnet;
+use hiregate_worker_sdk::seeker::{ExecuteOutcome, SeekerClient};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+/// Admin key of the test gateway.
+const ADMIN_KEY: &str = "protocol-adapters-admin-key-0123456789abcdef";
+/// Price of one `swarm` task: 2 tokens of 6 decimals.
+const PRICE: u64 = 2_000_000;
+/// What the seeker wallet starts with.
+const SEEKER_FUNDS: u64 = 20_000_000;
+
+/// The schema the reference executor's default answer satisfies.
+fn answer_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["answer", "confidence"],
+        "properties": {
+            "answer": {"type": "string"},
+            "confidence": {"type": "number"}
+        }
+    })
+}
+
+/// A devnet, a gateway on a temp SQLite database, and the operator and seeker keys.
+struct Env {
+    devnet: Devnet,
+    base: Url,
+    http: reqwest::Client,
+    store: Store,
+    operator_key: String,
+    seeker_key: String,
+    shutdown: CancellationToken,
+    _db_dir: tempfile::TempDir,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl Env {
+    async fn start() -> Self {
+        telemetry::init_for_tests();
+        let devnet = Devnet::start().await.expect("anvil devnet starts");
+        let db_dir = tempfile::tempdir().expect("temp dir");
+        let settings = Settings::from_defaults_and(&format!(
+            r#"
+            [http]
+            listen_address = "127.0.0.1:0"
+            [database]
+            url = "sqlite://{db}/hiregate.db"
+            [admin]
+            api_key = "{ADMIN_KEY}"
+            [outbound]
+            allow_private_targets = true
+            connect_timeout_ms = 2000
+            request_timeout_ms = 10000
+            [health]
+            interval_ms = 3600000
+            probe_timeout_ms = 2000
+            [chains.devnet]
+            network = "{network}"
+            rpc_url = "{rpc}"
+            relayer_private_key = "{key}"
+            "#,
+            db = db_dir.path().display(),
+            network = devnet.network(),
+            rpc = devnet.rpc_url(),
+            key = devnet.relayer().to_bytes(),
+        ))
+        .expect("valid test settings");
+        let app = App::build(settings).await.expect("gateway builds");
+        let base = app.base_url().clone();
+        let store = app.state().store.clone();
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(error) = app.run_until_stopped(token).await {
+                eprintln!("gateway stopped: {error}");
+            }
+        });
+        let mut env = Self {
+            devnet,
+            base,
+            http: reqwest::Client::new(),
+            store,
+            operator_key: String::new(),
+            seeker_key: String::new(),
+            shutdown,
+            _db_dir: db_dir,
+        };
+        env.operator_key = env.create_key("operator").await;
+        env.seeker_key = env.create_key("seeker").await;
+        env
+    }
+
+    fn url(&self, path: &str) -> Url {
+        self.base.join(path).expect("gateway URL")
+    }
+
+    async fn send(&self, method: Method, path: &str, key: &str, body: Option<&Value>) -> Value {
+        let mut request = self.http.request(method, self.url(path)).bearer_auth(key);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.expect("gateway answers");
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert!(status.is_success(), "{path} answered {status}: {body}");
+        body
+    }
+
+    async fn create_key(&self, role: &str) -> String {
+        let body = self
+            .send(
+                Method::POST,
+                "/v1/admin/keys",
+                ADMIN_KEY,
+                Some(&json!({"role": role})),
+            )
+            .await;
+        body["api_key"].as_str().expect("api_key").to_owned()
+    }
+
+    /// Lists `endpoint` as a `protocol` worker offering `swarm`; returns `(worker id, payTo)`.
+    async fn register(&self, endpoint: &Url, protocol: &str) -> (String, Address) {
+        self.register_with(endpoint, protocol, "swarm", answer_schema(), json!({}))
+            .await
+    }
+
+    /// Lists `endpoint` offering `task_type` with `schema` and `protocol_options`.
+    async fn register_with(
+        &self,
+        endpoint: &Url,
+        protocol: &str,
+        task_type: &str,
+        schema: Value,
+        protocol_options: Value,
+    ) -> (String, Address) {
+        let pay_to = PrivateKeySigner::random().address();
+        let body = self
+            .send(
+                Method::POST,
+                "/v1/workers",
+                &self.operator_key,
+                Some(&json!({
+                    "endpoint": endpoint.as_str(),
+                    "protocol": protocol,
+                    "pay_to": pay_to.to_checksum(None),
+                    "network": self.devnet.network(),
+                    "asset": self.devnet.token().to_checksum(None),
+                    "tasks": {task_type: {"price": PRICE.to_string(), "output_schema": schema}},
+                    "max_parallel": 4,
+                    "protocol_options": protocol_options,
+                })),
+            )
+            .await;
+        (body["id"].as_str().expect("worker id").to_owned(), pay_to)
+    }
+
+    async fn seeker(&self) -> SeekerClient {
+        let wallet = self
+            .devnet
+            .funded_account(U256::from(SEEKER_FUNDS))
+            .await
+            .expect("funded seeker");
+        SeekerClient::new(self.base.clone(), self.seeker_key.clone(), Arc::new(wallet))
+    }
+
+    /// Proposes a `swarm` hire of `worker_id` settling right after verification.
+    async fn propose(&self, seeker: &SeekerClient, worker_id: &str, prompt: &str) -> String {
+        seeker
+            .propose(&json!({
+                "worker_id": worker_id,
+                "task_type": "swarm",
+                "input": {"prompt": prompt, "agent_id": "analyst-a"},
+                "sla": {"max_latency_ms": 8000},
+                "acceptance_window_s": 0,
+            }))
+            .await
+            .expect("contract proposed")
+            .id
+    }
+
+    async fn contract(&self, contract_id: &str) -> Value {
+        self.send(
+            Method::GET,
+            &format!("/v1/contracts/{contract_id}"),
+            &self.seeker_key,
+            None,
+        )
+        .await
+    }
+
+    async fn balance(&self, who: Address) -> U256 {
+        self.devnet.balance_of(who).await.expect("balance on chain")
+    }
+}
+
+async fn hire(
+    env: &Env,
+    seeker: &SeekerClient,
+    worker_id: &str,
+    prompt: &str,
+) -> (String, ExecuteOutcome) {
+    let contract_id = env.propose(seeker, worker_id, prompt).await;
+    let outcome = seeker
+        .execute(&contract_id)
+        .await
+        .expect("execute answered");
+    (contract_id, outcome)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_hire_through_a_wattswarm_executor_is_verified_and_settled_on_chain() {
+    let env = Env::start().await;
+    let executor = Executor::spawn(ExecutorConfig::default())
+        .await
+        .expect("executor");
+    let (worker_id, pay_to) = env.register(executor.base_url(), "wattswarm").await;
+    // Registration probed the seed's liveness and capability routes.
+    let probed = executor.counters();
+    assert!(
+        probed.health_checks >= 1 && probed.capability_checks >= 1,
+        "{probed:?}"
+    );
+
+    let seeker = env.seeker().await;
+    let (contract_id, outcome) = hire(&env, &seeker, &worker_id, "Summarize the key risks.").await;
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    let settlement = outcome
+        .payment_response
+        .expect("PAYMENT-RESPONSE on a settled hire");
+    assert!(settlement.success, "{settlement:?}");
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+    assert_eq!(
+        env.balance(seeker.payer()).await,
+        U256::from(SEEKER_FUNDS - PRICE)
+    );
+
+    // The executor got the seed's ExecuteRequest, keyed to the contract.
+    let requests = executor.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(request.task_id, contract_id);
+    assert_eq!(request.task_type, "swarm");
+    assert_eq!(request.inputs["prompt"], "Summarize the key risks.");
+    assert_eq!(request.task_contract.output_schema, answer_schema());
+    assert!(request.execution_id.contains(&contract_id));
+    // The deliverable is the executor's candidate_output, and its evidence was fetched.
+    let stored = executor
+        .stored_response(&request.execution_id)
+        .expect("stored execution");
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["state"], "settled", "{view}");
+    assert!(
+        view.to_string()
+            .contains(stored.candidate_output["answer"].as_str().expect("answer")),
+        "{view}"
+    );
+    assert_eq!(executor.counters().evidence_fetches, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evidence_digest_mismatch_is_rejected_and_nothing_is_settled() {
+    let env = Env::start().await;
+    let executor = Executor::spawn(ExecutorConfig {
+        behaviour: ExecutorBehaviour::EvidenceDigestMismatch,
+        ..ExecutorConfig::default()
+    })
+    .await
+    .expect("executor");
+    let (worker_id, pay_to) = env.register(executor.base_url(), "wattswarm").await;
+    let seeker = env.seeker().await;
+    let (contract_id, outcome) = hire(&env, &seeker, &worker_id, "Summarize.").await;
+    assert_eq!(outcome.status, 422, "{}", outcome.body);
+    assert!(outcome.payment_response.is_none());
+    assert_eq!(executor.counters().evidence_fetches, 1);
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["state"], "rejected", "{view}");
+    assert_eq!(env.balance(pay_to).await, U256::ZERO);
+    assert_eq!(env.balance(seeker.payer()).await, U256::from(SEEKER_FUNDS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transport_retry_does_not_execute_twice() {
+    for fault in [
+        TransportFault::ServiceUnavailable,
+        TransportFault::DropMidResponse,
+    ] {
+        let env = Env::start().await;
+        let executor = Executor::spawn(ExecutorConfig {
+            behaviour: ExecutorBehaviour::FaultOnce(fault),
+            ..ExecutorConfig::default()
+        })
+        .await
+        .expect("executor");
+        let (worker_id, pay_to) = env.register(executor.base_url(), "wattswarm").await;
+        let seeker = env.seeker().await;
+        let (_, outcome) = hire(&env, &seeker, &worker_id, "Summarize.").await;
+        assert_eq!(outcome.status, 200, "{fault:?}: {}", outcome.body);
+        let counters = executor.counters();
+        assert_eq!(counters.faults_injected, 1, "{fault:?}: {counters:?}");
+        assert_eq!(counters.execute_requests, 2, "{fault:?}: {counters:?}");
+        assert_eq!(counters.executions, 1, "{fault:?}: {counters:?}");
+        assert_eq!(counters.replays, 1, "{fault:?}: {counters:?}");
+        let requests = executor.requests();
+        assert_eq!(requests.len(), 2);
+        assert_eq!(requests[0].execution_id, requests[1].execution_id);
+        assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+    }
+}
+
+/// Proposes a `swarm` hire of `worker_id` pinned to `vp.crosscheck.v1` with `quorum`.
+async fn propose_crosscheck(seeker: &SeekerClient, worker_id: &str, quorum: Value) -> String {
+    seeker
+        .propose(&json!({
+            "worker_id": worker_id,
+            "task_type": "swarm",
+            "input": {"prompt": "Cross-check me."},
+            "sla": {"max_latency_ms": 8000},
+            "acceptance_window_s": 0,
+            "verification": {"policy_id": "vp.crosscheck.v1", "policy_params": {"quorum": quorum}},
+        }))
+        .await
+        .expect("crosscheck contract proposed")
+        .id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crosscheck_with_three_verifier_workers_passes_fails_and_fails_closed() {
+    let env = Env::start().await;
+    let executor = Executor::spawn(ExecutorConfig::default())
+        .await
+        .expect("executor");
+    let (worker_id, pay_to) = env.register(executor.base_url(), "wattswarm").await;
+    let mut verifiers = Vec::new();
+    let mut verifier_ids = Vec::new();
+    for name in ["verifier-a", "verifier-b", "verifier-c"] {
+        let verifier = Verifier::spawn(VerifierConfig::named(name, VerifierBehaviour::Honest))
+            .await
+            .expect("verifier");
+        let (id, _) = env.register(verifier.base_url(), "wattswarm").await;
+        verifier_ids.push(id);
+        verifiers.push(verifier);
+    }
+    let seeker = env.seeker().await;
+    let quorum = |min_verifiers: u32, min_pass_ratio: f64| {
+        json!({
+            "min_verifiers": min_verifiers,
+            "min_pass_ratio": min_pass_ratio,
+            "min_score": 0.5,
+            "aggregation": "count",
+            "verifiers": verifier_ids,
+        })
+    };
+
+    // Passing quorum: three honest votes on a valid candidate.
+    let contract_id = propose_crosscheck(&seeker, &worker_id, quorum(3, 1.0)).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    assert!(outcome.payment_response.is_some_and(|p| p.success));
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["state"], "settled", "{view}");
+    let policy_hash = view.to_string();
+    for verifier in &verifiers {
+        let requests = verifier.requests();
+        assert_eq!(requests.len(), 1, "each verifier is asked once");
+        // The verifier got the contract's pinned policy (its hash appears in the record).
+        assert!(policy_hash.contains(&requests[0].policy.policy_hash));
+        // Each vote is recorded with its verifier_result_hash.
+        let vote = &verifier.responses()[0];
+        assert!(
+            view.to_string().contains(&vote.verifier_result_hash),
+            "vote of {} not recorded: {view}",
+            vote.model_id
+        );
+    }
+
+    // Failing quorum: two confident dissents out of three, 2/3 passes needed.
+    verifiers[0]
+        .set_behaviour(VerifierBehaviour::VoteFail)
+        .await
+        .expect("behaviour");
+    verifiers[1]
+        .set_behaviour(VerifierBehaviour::VoteFail)
+        .await
+        .expect("behaviour");
+    let contract_id = propose_crosscheck(&seeker, &worker_id, quorum(2, 0.6)).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 422, "{}", outcome.body);
+    assert!(outcome.payment_response.is_none());
+    assert_eq!(env.contract(&contract_id).await["state"], "rejected");
+    assert_eq!(
+        env.balance(pay_to).await,
+        U256::from(PRICE),
+        "nothing more settled"
+    );
+
+    // One verifier down: its missing vote counts against; a quorum of 3 cannot be reached.
+    verifiers[0]
+        .set_behaviour(VerifierBehaviour::Honest)
+        .await
+        .expect("behaviour");
+    verifiers[1]
+        .set_behaviour(VerifierBehaviour::Honest)
+        .await
+        .expect("behaviour");
+    verifiers[2]
+        .set_behaviour(VerifierBehaviour::Down)
+        .await
+        .expect("behaviour");
+    let contract_id = propose_crosscheck(&seeker, &worker_id, quorum(3, 0.6)).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 422, "{}", outcome.body);
+    assert!(outcome.payment_response.is_none());
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["state"], "rejected", "{view}");
+    assert!(view.to_string().contains(r#""kind":"missing""#), "{view}");
+    assert_eq!(
+        env.balance(pay_to).await,
+        U256::from(PRICE),
+        "nothing more settled"
+    );
+    assert_eq!(
+        env.balance(seeker.payer()).await,
+        U256::from(SEEKER_FUNDS - PRICE)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Superwire
+
+/// A `.wire` workflow as an operator would list it.
+const WORKFLOW_SOURCE: &str = "workflow welcome {\n  input { message: string }\n  agent reply { instruction: \"Reply to ${input.message}\" }\n  output { result: agent.reply }\n}\n";
+
+fn welcome_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["result"],
+        "properties": {"result": {"type": "object", "required": ["message"]}}
+    })
+}
+
+async fn register_superwire(env: &Env, executor: &superwire::Executor) -> (String, Address) {
+    use base64::Engine as _;
+    env.register_with(
+        executor.base_url(),
+        "superwire",
+        "welcome",
+        welcome_schema(),
+        json!({"workflow_source_base64": base64::engine::general_purpose::STANDARD.encode(WORKFLOW_SOURCE)}),
+    )
+    .await
+}
+
+async fn propose_welcome(seeker: &SeekerClient, worker_id: &str) -> String {
+    seeker
+        .propose(&json!({
+            "worker_id": worker_id,
+            "task_type": "welcome",
+            "input": {"message": "Write a short welcome message."},
+            "sla": {"max_latency_ms": 8000},
+            "acceptance_window_s": 0,
+        }))
+        .await
+        .expect("welcome contract proposed")
+        .id
+}
+
+/// The upstream events relayed into `contract_id`'s log, as `(upstream id, event name)`.
+async fn relayed_events(env: &Env, contract_id: &str) -> Vec<(u64, String)> {
+    let events = env
+        .store
+        .list_contract_events(contract_id, 0, 1000)
+        .await
+        .expect("contract events");
+    events
+        .iter()
+        .filter(|event| event.kind == "worker_event")
+        .map(|event| {
+            (
+                event.details["upstream_id"].as_u64().expect("upstream id"),
+                event.details["upstream_event"]
+                    .as_str()
+                    .expect("upstream event")
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// What the executor emitted for its only run, as `(id, event name)`.
+fn emitted_events(executor: &superwire::Executor) -> Vec<(u64, String)> {
+    let runs = executor.runs();
+    assert_eq!(runs.len(), 1, "one run");
+    executor
+        .events(&runs[0].run_id)
+        .expect("run events")
+        .into_iter()
+        .map(|event| (event.id, event.event))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_hire_through_a_superwire_executor_relays_its_events_and_settles_on_chain() {
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig::default())
+        .await
+        .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+    // Superwire has no health route: registration validated the listed workflow.
+    assert_eq!(executor.counters().validations, 1);
+
+    let seeker = env.seeker().await;
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    assert!(outcome.payment_response.is_some_and(|p| p.success));
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["state"], "settled", "{view}");
+    assert_eq!(
+        view["deliverable"]["content"]["output"]["content"]["result"]["message"],
+        "reply to: Write a short welcome message.",
+        "{view}"
+    );
+
+    let runs = executor.runs();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].streamed, "asked for text/event-stream");
+    assert_eq!(runs[0].workflow_source, WORKFLOW_SOURCE);
+    assert_eq!(runs[0].input["message"], "Write a short welcome message.");
+    assert!(runs[0].secrets.is_empty(), "no secrets are sent");
+    let emitted = emitted_events(&executor);
+    assert!(emitted.len() >= 4, "{emitted:?}");
+    assert_eq!(relayed_events(&env, &contract_id).await, emitted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_superwire_stream_is_resumed_with_last_event_id_without_loss_or_duplicates() {
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
+        stream_cut: Some(StreamCut {
+            after_events: 2,
+            connections: 2,
+        }),
+        ..superwire::ExecutorConfig::default()
+    })
+    .await
+    .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+    let seeker = env.seeker().await;
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    let counters = executor.counters();
+    assert_eq!(counters.stream_cuts, 2, "{counters:?}");
+    assert_eq!(counters.resumes, 2, "{counters:?}");
+    assert_eq!(counters.runs, 1, "resuming never starts another run");
+    let emitted = emitted_events(&executor);
+    let relayed = relayed_events(&env, &contract_id).await;
+    assert_eq!(relayed, emitted, "every event exactly once, in order");
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeker_cancel_reaches_the_superwire_executor_and_nothing_is_settled() {
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
+        agents: (0..20).map(|i| format!("step{i}")).collect(),
+        step_delay: std::time::Duration::from_millis(200),
+        ..superwire::ExecutorConfig::default()
+    })
+    .await
+    .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+    let seeker = env.seeker().await;
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let paying = {
+        let seeker = seeker.clone();
+        let contract_id = contract_id.clone();
+        tokio::spawn(async move { seeker.execute(&contract_id).await })
+    };
+    // Wait until the run streams, then cancel as the seeker.
+    let started = tokio::time::Instant::now();
+    while executor.runs().is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the run never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let cancelled = env
+        .send(
+            Method::POST,
+            &format!("/v1/contracts/{contract_id}/cancel"),
+            &env.seeker_key,
+            Some(&json!({})),
+        )
+        .await;
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    let outcome = paying.await.expect("execute task").expect("execute");
+    assert!(outcome.payment_response.is_none(), "{}", outcome.body);
+    let counters = executor.counters();
+    assert_eq!(counters.cancellations, 1, "{counters:?}");
+    assert_eq!(executor.runs()[0].status, superwire::RunStatus::Cancelled);
+    assert_eq!(env.contract(&contract_id).await["state"], "cancelled");
+    assert_eq!(env.balance(pay_to).await, U256::ZERO);
+    assert_eq!(env.balance(seeker.payer()).await, U256::from(SEEKER_FUNDS));
+}

@@ -1,0 +1,3 @@
+-- Protocol-specific listing settings as JSON (Superwire: the workflow source every hire runs).
+-- Keep in step with ../sqlite/0005_worker_protocol_options.sql.
+alter table worker add column protocol_options jsonb not null default '{}'::jsonb;
