@@ -271,9 +271,10 @@ pub struct QuorumTally {
     pub below_min_score: u32,
     /// Verifiers that did not answer.
     pub missing: u32,
-    /// Votes that answered inconclusive or carried an out-of-range score.
+    /// Votes that answered inconclusive, carried an out-of-range score, or whose
+    /// `verifier_result_hash` does not bind the requested policy and this candidate.
     pub undecided: u32,
-    /// Votes whose `verifier_result_hash` matches our recomputation (audit only).
+    /// Votes whose `verifier_result_hash` matches our recomputation (only those can decide).
     pub hash_verified: u32,
     /// Weight of passing votes.
     pub pass_weight: f64,
@@ -817,6 +818,13 @@ fn tally_votes(request: &VerificationRequest<'_>, quorum: &Quorum) -> QuorumTall
         });
         if recomputed.is_ok_and(|hash| hash.to_string() == response.verifier_result_hash) {
             tally.hash_verified += 1;
+        } else {
+            // The hash does not bind this candidate and the requested policy: the verifier
+            // judged something else (another policy, another candidate), so its vote cannot
+            // count for this one. Fail-closed, like a missing vote.
+            tally.undecided += 1;
+            tally.total_weight += 1.0;
+            continue;
         }
         let score_valid = (0.0..=1.0).contains(&response.score);
         let status = response.status();
@@ -1250,6 +1258,23 @@ mod tests {
             requested_policy_hash: PolicyBinding::schema_only().policy_hash(),
             votes: list,
         }
+    }
+
+    #[test]
+    fn a_vote_bound_to_another_policy_does_not_count() {
+        let requested = PolicyBinding::schema_only().policy_hash();
+        let other = quorum_policy().policy_hash();
+        let set = votes(vec![
+            vote("a", true, 0.9, requested),
+            vote("b", true, 0.9, other),
+        ]);
+        let result = run(&good(), &quorum_policy(), &EvidenceSet::new(), Some(&set));
+        assert!(!result.passed);
+        let tally = result.details.quorum.unwrap();
+        assert_eq!(
+            (tally.hash_verified, tally.undecided, tally.decisive),
+            (1, 1, 1)
+        );
     }
 
     #[test]

@@ -886,6 +886,37 @@ fn empty_path_as_none<'de, D: Deserializer<'de>>(
     Ok((!raw.trim().is_empty()).then(|| PathBuf::from(raw.trim())))
 }
 
+impl Settings {
+    fn validate_webhooks_and_events(&self) -> Result<(), ConfigError> {
+        let hooks = &self.webhooks;
+        at_least("webhooks.poll_interval_ms", hooks.poll_interval_ms, 10)?;
+        at_least("webhooks.batch_size", u64::from(hooks.batch_size), 1)?;
+        at_least("webhooks.request_timeout_ms", hooks.request_timeout_ms, 1)?;
+        at_least("webhooks.max_attempts", u64::from(hooks.max_attempts), 1)?;
+        at_least("webhooks.backoff_initial_ms", hooks.backoff_initial_ms, 1)?;
+        at_least(
+            "webhooks.backoff_max_ms",
+            hooks.backoff_max_ms,
+            hooks.backoff_initial_ms,
+        )?;
+        // A lease that ran out mid-request would let another instance send the same try.
+        at_least(
+            "webhooks.lease_ms",
+            hooks.lease_ms,
+            hooks.request_timeout_ms.saturating_add(1000),
+        )?;
+        let events = &self.events;
+        at_least(
+            "events.heartbeat_interval_ms",
+            events.heartbeat_interval_ms,
+            10,
+        )?;
+        at_least("events.poll_interval_ms", events.poll_interval_ms, 10)?;
+        at_least("events.replay_batch", u64::from(events.replay_batch), 1)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -980,36 +1011,5 @@ mod tests {
             assert!(!debug.contains(secret), "{secret} leaked in {debug}");
         }
         assert_eq!(settings.database.url.kind(), DatabaseKind::Postgres);
-    }
-}
-
-impl Settings {
-    fn validate_webhooks_and_events(&self) -> Result<(), ConfigError> {
-        let hooks = &self.webhooks;
-        at_least("webhooks.poll_interval_ms", hooks.poll_interval_ms, 10)?;
-        at_least("webhooks.batch_size", u64::from(hooks.batch_size), 1)?;
-        at_least("webhooks.request_timeout_ms", hooks.request_timeout_ms, 1)?;
-        at_least("webhooks.max_attempts", u64::from(hooks.max_attempts), 1)?;
-        at_least("webhooks.backoff_initial_ms", hooks.backoff_initial_ms, 1)?;
-        at_least(
-            "webhooks.backoff_max_ms",
-            hooks.backoff_max_ms,
-            hooks.backoff_initial_ms,
-        )?;
-        // A lease that ran out mid-request would let another instance send the same try.
-        at_least(
-            "webhooks.lease_ms",
-            hooks.lease_ms,
-            hooks.request_timeout_ms.saturating_add(1000),
-        )?;
-        let events = &self.events;
-        at_least(
-            "events.heartbeat_interval_ms",
-            events.heartbeat_interval_ms,
-            10,
-        )?;
-        at_least("events.poll_interval_ms", events.poll_interval_ms, 10)?;
-        at_least("events.replay_batch", u64::from(events.replay_batch), 1)?;
-        Ok(())
     }
 }

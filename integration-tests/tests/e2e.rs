@@ -59,6 +59,8 @@ fn seeker_client(stack: &E2eStack, wallet: PrivateKeySigner) -> SeekerClient {
         stack.seeker_key.clone(),
         Arc::new(wallet),
     )
+    // The harness's client has a time limit; a hung gateway fails the test instead of stalling it.
+    .with_http_client(stack.http().clone())
 }
 
 /// The settlement transaction is mined, succeeded and went to the devnet token.

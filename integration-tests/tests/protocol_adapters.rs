@@ -419,6 +419,31 @@ async fn crosscheck_with_three_verifier_workers_passes_fails_and_fails_closed() 
         "nothing more settled"
     );
 
+    // A verifier that evaluated another policy: its result hash does not bind the policy the
+    // gateway sent, so its pass does not count and a quorum of 3 cannot be reached.
+    verifiers[0]
+        .set_behaviour(VerifierBehaviour::WrongPolicyHash)
+        .await
+        .expect("behaviour");
+    verifiers[1]
+        .set_behaviour(VerifierBehaviour::Honest)
+        .await
+        .expect("behaviour");
+    let contract_id = propose_crosscheck(&seeker, &worker_id, quorum(3, 0.6)).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 422, "{}", outcome.body);
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["state"], "rejected", "{view}");
+    assert_eq!(
+        view["verification"]["details"]["quorum"]["hash_verified"], 2,
+        "{view}"
+    );
+    assert_eq!(
+        env.balance(pay_to).await,
+        U256::from(PRICE),
+        "nothing more settled"
+    );
+
     // One verifier down: its missing vote counts against; a quorum of 3 cannot be reached.
     verifiers[0]
         .set_behaviour(VerifierBehaviour::Honest)
@@ -630,4 +655,69 @@ async fn seeker_cancel_reaches_the_superwire_executor_and_nothing_is_settled() {
     assert_eq!(env.contract(&contract_id).await["state"], "cancelled");
     assert_eq!(env.balance(pay_to).await, U256::ZERO);
     assert_eq!(env.balance(seeker.payer()).await, U256::from(SEEKER_FUNDS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_superwire_workflow_is_a_worker_failure_and_nothing_is_settled() {
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
+        outcome: superwire::RunOutcome::Fail,
+        ..superwire::ExecutorConfig::default()
+    })
+    .await
+    .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+    let seeker = env.seeker().await;
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 502, "{}", outcome.body);
+    assert!(outcome.payment_response.is_none());
+    let relayed = relayed_events(&env, &contract_id).await;
+    assert_eq!(
+        relayed.last().map(|(_, name)| name.as_str()),
+        Some("workflow_failed")
+    );
+    assert_eq!(env.balance(pay_to).await, U256::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superwire_listing_needs_a_workflow_the_executor_accepts() {
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig::default())
+        .await
+        .expect("superwire executor");
+    for options in [
+        json!({}),
+        json!({"workflow_source_base64": "%%% not base64 %%%"}),
+        // Valid base64 of an all-blank workflow: the executor's /validate refuses it.
+        json!({"workflow_source_base64": "ICAK"}),
+    ] {
+        let response = env
+            .http
+            .post(env.url("/v1/workers"))
+            .bearer_auth(&env.operator_key)
+            .json(&json!({
+                "endpoint": executor.base_url().as_str(),
+                "protocol": "superwire",
+                "pay_to": PrivateKeySigner::random().address().to_checksum(None),
+                "network": env.devnet.network(),
+                "asset": env.devnet.token().to_checksum(None),
+                "tasks": {"welcome": {"price": PRICE.to_string(), "output_schema": welcome_schema()}},
+                "max_parallel": 1,
+                "protocol_options": options,
+            }))
+            .send()
+            .await
+            .expect("gateway answers");
+        assert!(
+            response.status().is_client_error(),
+            "{options}: {}",
+            response.status()
+        );
+    }
+    assert_eq!(
+        executor.counters().validations,
+        1,
+        "only the decodable source was probed"
+    );
 }

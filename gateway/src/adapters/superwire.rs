@@ -214,7 +214,7 @@ fn classify_plain(status: StatusCode, body: &[u8]) -> WorkerAnswer {
 /// What reading one stream connection ended in.
 enum StreamEnd {
     /// A terminal event: the forward's answer.
-    Terminal(WorkerAnswer),
+    Terminal(Box<WorkerAnswer>),
     /// The stream ended or broke before a terminal event.
     Dropped(String),
 }
@@ -246,7 +246,7 @@ impl Relay<'_> {
                 Err(error) => return StreamEnd::Dropped(error.to_string()),
             };
             if let Some(end) = self.accept(event).await {
-                return StreamEnd::Terminal(end);
+                return StreamEnd::Terminal(Box::new(end));
             }
         }
         StreamEnd::Dropped("the stream ended before a terminal event".to_owned())
@@ -387,7 +387,7 @@ impl SuperwireProtocol {
         let mut reconnects = 0;
         loop {
             let reason = match end {
-                StreamEnd::Terminal(answer) => return answer,
+                StreamEnd::Terminal(answer) => return *answer,
                 StreamEnd::Dropped(reason) => reason,
             };
             if reconnects >= MAX_RECONNECTS {

@@ -7,6 +7,8 @@
 //! | [`execute`] | the execute flow: 402 → payment → forward → verify → settle, duplicates |
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
+//! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifier workers' `/verify` votes, fail-closed |
+//! | [`relay`] | worker progress events (Superwire SSE) appended to the contract's event log |
 //! | [`locks`] | one in-process lock per contract |
 //! | [`reply`] | execute answers with x402 and HIRE headers |
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |

@@ -3,7 +3,8 @@
 //! A probe answers "is this endpoint alive, and does it offer these task types?". The gateway
 //! runs it before listing a worker, when an endpoint or catalog changes, and periodically.
 //! `hire` and `wattswarm` share the same contract (`GET /health` → 2xx, `GET /capabilities`
-//! → `{"task_types": [...]}`), so both use [`CapabilitiesProbe`]. Superwire executors have
+//! → `{"task_types": [...]}`), so both use [`CapabilitiesProbe`] (for WattSwarm a declared
+//! `profiles` list must also hold the profile the adapter sends). Superwire executors have
 //! neither endpoint: [`SuperwireProbe`] sends the listing's workflow source to
 //! `POST /validate`, which runs nothing and needs no secrets, and shows in one call that the
 //! executor is reachable, speaks the protocol and accepts the exact workflow every hire sends.
@@ -118,11 +119,18 @@ impl fmt::Debug for ProbeRegistry {
 impl Default for ProbeRegistry {
     /// `hire` and `wattswarm` with [`CapabilitiesProbe`], `superwire` with [`SuperwireProbe`].
     fn default() -> Self {
-        let capabilities: Arc<dyn WorkerProbe> = Arc::new(CapabilitiesProbe);
         Self {
             probes: HashMap::from([
-                (Protocol::Hire, capabilities.clone()),
-                (Protocol::Wattswarm, capabilities),
+                (
+                    Protocol::Hire,
+                    Arc::new(CapabilitiesProbe::default()) as Arc<dyn WorkerProbe>,
+                ),
+                (
+                    Protocol::Wattswarm,
+                    Arc::new(CapabilitiesProbe {
+                        required_profile: Some(crate::adapters::wattswarm::DEFAULT_PROFILE),
+                    }) as Arc<dyn WorkerProbe>,
+                ),
                 (
                     Protocol::Superwire,
                     Arc::new(SuperwireProbe) as Arc<dyn WorkerProbe>,
@@ -149,8 +157,13 @@ impl ProbeRegistry {
 /// `GET /health` must answer 2xx; `GET /capabilities` must answer 2xx with JSON whose
 /// `task_types` lists every task type of the listing (as strings, or as objects with a
 /// `task_type` or `name` field).
-#[derive(Debug, Clone, Copy)]
-pub struct CapabilitiesProbe;
+/// For WattSwarm (`required_profile`), a declared `profiles` list must also hold the profile
+/// the adapter sends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CapabilitiesProbe {
+    /// Profile that a declared `profiles` list must contain.
+    pub required_profile: Option<&'static str>,
+}
 
 /// Largest `/capabilities` body read.
 const CAPABILITIES_MAX_BYTES: usize = 256 * 1024;
@@ -158,6 +171,9 @@ const CAPABILITIES_MAX_BYTES: usize = 256 * 1024;
 #[derive(Deserialize)]
 struct Capabilities {
     task_types: Vec<CapabilityEntry>,
+    /// WattSwarm execution profiles (absent for hire workers).
+    #[serde(default)]
+    profiles: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -240,6 +256,15 @@ impl WorkerProbe for CapabilitiesProbe {
                 check,
                 ProbeFailureKind::MissingTaskTypes(missing.clone()),
                 format!("/capabilities does not list {}", missing.join(", ")),
+            ));
+        }
+        if let (Some(profile), Some(profiles)) = (self.required_profile, &capabilities.profiles)
+            && !profiles.iter().any(|p| p == profile)
+        {
+            return Err(ProbeFailure::new(
+                check,
+                ProbeFailureKind::BadBody,
+                format!("/capabilities does not list the profile `{profile}` the gateway sends"),
             ));
         }
         Ok(())

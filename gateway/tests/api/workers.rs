@@ -120,13 +120,16 @@ async fn endpoints_that_fail_their_probe_are_refused() {
     assert_eq!(status, 422);
     assert_eq!(error["code"], "worker_probe_failed");
 
+    // A Superwire listing is probed with its workflow source (POST /validate); without one
+    // there is nothing to probe.
     let mut superwire = worker_body(&narrow.endpoint, &[("summarize", "1")]);
     superwire["protocol"] = json!("superwire");
     let (status, error) = error_code(app.register_worker(&key, &superwire).await).await;
     assert_eq!(
         (status, error["code"].as_str()),
-        (422, Some("protocol_not_supported"))
+        (422, Some("worker_probe_failed"))
     );
+    assert_eq!(error["details"]["check"], "validate");
 
     // Nothing was listed.
     let page: Value = app.get("/v1/workers", None).await.json().await.unwrap();
