@@ -21,6 +21,7 @@
 //! | [`deliverable`] | the one internal [`Deliverable`](deliverable::Deliverable) form and its digest |
 //! | [`wire`] | HIRE, WattSwarm and Superwire shapes and their conversion into deliverables |
 //! | [`verify`] | the deterministic [`Verifier`](verify::Verifier): evidence checks, schemas, thresholds, cross-check quorum |
+//! | [`receipt`] | the gateway-signed [`Receipt`](receipt::Receipt) of a terminal contract and offline [`verify_receipt`](receipt::verify_receipt) |
 //! | [`reason`] | WattSwarm-numbered `u16` reason codes |
 //!
 //! ## Main flow (as the gateway uses it)
@@ -44,6 +45,7 @@ pub mod id;
 pub mod money;
 pub mod policy;
 pub mod reason;
+pub mod receipt;
 pub mod schema;
 pub mod state;
 pub mod terms;

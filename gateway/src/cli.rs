@@ -1,5 +1,6 @@
 //! The `hiregate` command line: `serve`, `migrate`, `keys create`, `check-config`,
-//! `facilitator` (the bundled x402 facilitator on its own), and the `demo` placeholder.
+//! `facilitator` (the bundled x402 facilitator on its own), `receipt verify` (offline, with the
+//! JWKS), and the `demo` placeholder.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
@@ -59,6 +60,12 @@ pub enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
     },
+    /// Work with contract receipts.
+    Receipt {
+        /// Receipt operation.
+        #[command(subcommand)]
+        command: ReceiptCommand,
+    },
     /// Start a local chain (anvil + devnet token), the gateway with its bundled facilitator,
     /// and two example workers, then walk a seeker through a paid hire and a rejected one.
     Demo,
@@ -78,6 +85,20 @@ pub enum KeysCommand {
         /// Free-form note stored with the key.
         #[arg(long)]
         label: Option<String>,
+    },
+}
+
+/// `receipt` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ReceiptCommand {
+    /// Verify a receipt offline against the gateway's JWKS; prints what it states, exits 1 if
+    /// it does not verify.
+    Verify {
+        /// JWKS file, or the `http(s)://…/.well-known/jwks.json` URL to fetch it from.
+        #[arg(long)]
+        jwks: String,
+        /// A file holding the receipt (compact JWS), or the receipt itself.
+        receipt: String,
     },
 }
 
@@ -195,10 +216,47 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 .context("the facilitator stopped")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Receipt {
+            command: ReceiptCommand::Verify { jwks, receipt },
+        } => verify_receipt_command(&jwks, &receipt).await,
         Command::Demo => match crate::demo::run().await {
             Ok(()) => Ok(ExitCode::SUCCESS),
             // The demo already said what went wrong.
             Err(_) => Ok(ExitCode::FAILURE),
         },
+    }
+}
+
+/// `hiregate receipt verify`: no configuration or database needed, only the JWKS.
+async fn verify_receipt_command(jwks: &str, receipt: &str) -> anyhow::Result<ExitCode> {
+    let jwks_text = if jwks.starts_with("http://") || jwks.starts_with("https://") {
+        reqwest::get(jwks)
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .with_context(|| format!("cannot fetch the JWKS from {jwks}"))?
+            .text()
+            .await
+            .context("cannot read the JWKS response")?
+    } else {
+        std::fs::read_to_string(jwks).with_context(|| format!("cannot read JWKS file {jwks}"))?
+    };
+    let jwks: hiregate_contracts::token::Jwks =
+        serde_json::from_str(&jwks_text).context("the JWKS is not a JSON Web Key Set")?;
+    let token = if std::path::Path::new(receipt).is_file() {
+        std::fs::read_to_string(receipt)
+            .with_context(|| format!("cannot read receipt file {receipt}"))?
+    } else {
+        receipt.to_owned()
+    };
+    match hiregate_contracts::receipt::verify_receipt(&token, &jwks) {
+        Ok(claims) => {
+            println!("{}", serde_json::to_string_pretty(&claims)?);
+            eprintln!("receipt verifies");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("receipt does NOT verify: {error}");
+            Ok(ExitCode::FAILURE)
+        }
     }
 }

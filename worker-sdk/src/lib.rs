@@ -14,6 +14,7 @@
 //! | [`ids`] | [`ContractId`], [`TaskId`], [`TaskType`], [`Attempt`] — valid by construction |
 //! | [`serve`](mod@serve) | bind + serve with graceful shutdown (port 0 friendly) |
 //! | [`example_workers`] | the echo and faulty example workers as library code |
+//! | [`receipt`] | offline verification of the gateway's signed contract receipts |
 //! | [`testing`] | a local contract-token issuer for tests |
 //! | [`seeker`] (feature `seeker`) | typed seeker client: discover, propose, execute and pay the 402 with an alloy signer |
 //!
@@ -91,6 +92,7 @@ pub mod gateway_auth;
 pub mod handler;
 pub mod ids;
 pub mod protocol;
+pub mod receipt;
 mod routes;
 #[cfg(feature = "seeker")]
 pub mod seeker;

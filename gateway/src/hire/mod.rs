@@ -14,6 +14,7 @@
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
 //! | [`deadlines`] | authorizations settled or voided before `validBefore`, stale `settling` rescued; the background runner |
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
+//! | [`receipts`] | signed receipts of terminal contracts (issued once, stored) and the JSON-lines export of the event log |
 //! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
 //!
 //! Flow of a contract: [`HireService::create_contract`] checks the worker (listed, healthy, not
@@ -31,6 +32,7 @@ pub mod execute;
 pub mod locks;
 pub mod offer;
 pub mod pending;
+pub mod receipts;
 pub mod relay;
 pub mod reply;
 pub mod sweep;
@@ -400,7 +402,14 @@ impl HireService {
                 resource: "contract",
             });
         }
-        self.contract_view(&contract).await.map_err(ApiError::from)
+        let mut view = self
+            .contract_view(&contract)
+            .await
+            .map_err(ApiError::from)?;
+        if let Some(receipt) = self.receipt_of(&contract).await? {
+            view["receipt"] = json!(receipt.token);
+        }
+        Ok(view)
     }
 
     async fn contract_view(&self, contract: &ContractRecord) -> Result<Value, StoreError> {

@@ -12,6 +12,7 @@ pub mod contracts;
 pub mod events;
 pub mod extract;
 pub mod ops;
+pub mod receipts;
 pub mod webhooks;
 pub mod workers;
 
@@ -61,6 +62,7 @@ pub fn router(state: AppState) -> Router {
         .merge(contracts::router())
         .merge(callbacks::router())
         .merge(cancel::router())
+        .merge(receipts::router())
         .merge(events::router())
         .merge(webhooks::router())
         .fallback(route_not_found)

@@ -16,6 +16,7 @@
 //! | `execution` | the paid hire's transactions: `payment` + `contract`, `attempt`, `deliverable`, `verification` |
 //! | `jobs` | `job` |
 //! | `webhooks` | `webhook_secret`, `webhook_endpoint`, `webhook_delivery`, `webhook_attempt` (outbox filled by a trigger on `contract_event`) |
+//! | `receipts` | `contract_receipt` (write-once; `contract_event` is append-only by trigger, migration 0006) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //!
 //! Every event append publishes the committed event on the store's [`EventBus`] (SSE streams and
@@ -27,6 +28,7 @@ mod execution;
 mod jobs;
 mod long_running;
 mod payments;
+mod receipts;
 mod webhooks;
 mod workers;
 
@@ -50,6 +52,7 @@ pub use execution::{
 pub use jobs::{Enqueued, JobRecord, NewJob};
 pub use long_running::AUTHORIZATION_SWEEP_STATES;
 pub use payments::{NewPayment, PaymentRecord};
+pub use receipts::ReceiptRecord;
 pub use webhooks::{
     ClaimedDelivery, DeliveryAttemptRecord, DeliveryFinish, DeliveryRecord, Redelivery,
     WebhookSecretRecord,

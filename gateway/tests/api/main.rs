@@ -11,6 +11,7 @@ mod long_running;
 mod migrations;
 mod ops;
 mod outbound;
+mod receipts;
 mod store;
 mod webhooks;
 mod workers;
