@@ -381,6 +381,11 @@ pub struct SigningKeySettings {
     /// Key file; `None` means generate an ephemeral key at start.
     #[serde(deserialize_with = "empty_path_as_none")]
     pub path: Option<PathBuf>,
+    /// Key files of earlier signing keys, newest first. They sign nothing any more, but their
+    /// public halves stay in the JWKS so the contract tokens and receipts they signed keep
+    /// verifying; remove a file from the list to retire its key.
+    #[serde(default)]
+    pub previous_paths: Vec<PathBuf>,
 }
 
 /// `[admin]`

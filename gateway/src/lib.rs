@@ -20,7 +20,7 @@
 //! | [`facilitator`] | `facilitator.mode` → embedded `LocalFacilitator` or HTTP client; its `/readyz` check |
 //! | [`assets`] | token metadata (EIP-712 domain, decimals, symbol) from config or the chain |
 //! | [`signing`] | the gateway's Ed25519 signing key (file or ephemeral) → JWKS |
-//! | [`adapters`] | worker protocols behind `WorkerProtocol`: hire, wattswarm (ExecuteRequest, transport retries on one execution_id), superwire (SSE relay with Last-Event-ID resume, cancel) |
+//! | [`adapters`] | worker protocols behind `WorkerProtocol`: hire, wattswarm (ExecuteRequest, transport retries on one execution_id), superwire (SSE relay with Last-Event-ID resume, cancel, seeker secrets from `X-Hiregate-Secrets` into the executor body only) |
 //! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle |
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query |

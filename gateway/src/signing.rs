@@ -1,8 +1,10 @@
 //! The gateway's signing key: loaded from `signing_key.path` (created there on first start), or
 //! generated per process when no path is configured.
 //!
-//! The key signs contract tokens (sent to workers with every forwarded call) and, later,
-//! receipts; its public half is served at `GET /.well-known/jwks.json`. The file holds JSON
+//! The key signs contract tokens (sent to workers with every forwarded call) and receipts; its
+//! public half is served at `GET /.well-known/jwks.json`, followed by the keys of
+//! `signing_key.previous_paths` (rotated out: they sign nothing, but what they signed still
+//! verifies while they are listed). The file holds JSON
 //! `{"kid": "...", "ed25519_seed": "<64 hex>"}` and is created with mode 0600: whoever reads it
 //! can sign as the gateway.
 
@@ -70,7 +72,22 @@ pub fn load_key_ring(settings: &SigningKeySettings) -> Result<KeyRing, SigningKe
         }
         None => GatewayKey::generate(fresh_kid()?)?,
     };
-    Ok(KeyRing::new(key))
+    // Rebuild the rotation history oldest first, so the ring publishes the active key first
+    // and the previous ones newest first (the order `KeyRing::rotate` keeps).
+    let mut previous = settings
+        .previous_paths
+        .iter()
+        .rev()
+        .map(|path| read_key(path));
+    let Some(oldest) = previous.next().transpose()? else {
+        return Ok(KeyRing::new(key));
+    };
+    let mut ring = KeyRing::new(oldest);
+    for newer in previous {
+        ring.rotate(newer?)?;
+    }
+    ring.rotate(key)?;
+    Ok(ring)
 }
 
 fn fresh_kid() -> Result<KeyId, TokenError> {
@@ -137,6 +154,7 @@ mod tests {
         let path = dir.path().join("gateway-key.json");
         let settings = SigningKeySettings {
             path: Some(path.clone()),
+            previous_paths: Vec::new(),
         };
         let first = load_key_ring(&settings).unwrap();
         let again = load_key_ring(&settings).unwrap();
@@ -145,7 +163,11 @@ mod tests {
             serde_json::to_value(first.jwks()).unwrap(),
             serde_json::to_value(again.jwks()).unwrap()
         );
-        let ephemeral = load_key_ring(&SigningKeySettings { path: None }).unwrap();
+        let ephemeral = load_key_ring(&SigningKeySettings {
+            path: None,
+            previous_paths: Vec::new(),
+        })
+        .unwrap();
         assert_ne!(ephemeral.active_kid(), first.active_kid());
     }
 
@@ -154,7 +176,76 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.json");
         std::fs::write(&path, r#"{"kid":"k1","ed25519_seed":"abcd"}"#).unwrap();
-        let error = load_key_ring(&SigningKeySettings { path: Some(path) }).unwrap_err();
+        let error = load_key_ring(&SigningKeySettings {
+            path: Some(path),
+            previous_paths: Vec::new(),
+        })
+        .unwrap_err();
         assert!(error.to_string().contains("32 bytes"), "{error}");
+    }
+
+    #[test]
+    fn previous_keys_stay_published_but_never_sign() {
+        use hiregate_contracts::{
+            receipt::verify_receipt,
+            token::{RECEIPT_TOKEN_TYPE, verify_signed_json},
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let old_path = dir.path().join("old.json");
+        let new_path = dir.path().join("new.json");
+        let old_only = SigningKeySettings {
+            path: Some(old_path.clone()),
+            previous_paths: Vec::new(),
+        };
+        let old_ring = load_key_ring(&old_only).unwrap();
+        let signed_by_old = old_ring
+            .sign_json(
+                RECEIPT_TOKEN_TYPE,
+                &serde_json::json!({"outcome": "settled"}),
+            )
+            .unwrap();
+
+        let rotated = load_key_ring(&SigningKeySettings {
+            path: Some(new_path.clone()),
+            previous_paths: vec![old_path.clone()],
+        })
+        .unwrap();
+        assert_ne!(rotated.active_kid(), old_ring.active_kid());
+        let jwks = rotated.jwks();
+        assert_eq!(
+            jwks.key_ids(),
+            [
+                rotated.active_kid().as_str(),
+                old_ring.active_kid().as_str()
+            ]
+        );
+        let claims: serde_json::Value =
+            verify_signed_json(&signed_by_old, &jwks, RECEIPT_TOKEN_TYPE).unwrap();
+        assert_eq!(claims["outcome"], "settled");
+        // Not a full receipt, so the receipt check refuses its shape, not its signature.
+        assert!(verify_receipt(&signed_by_old, &jwks).is_err());
+
+        // Retired (dropped from the list): what it signed stops verifying.
+        let retired = load_key_ring(&SigningKeySettings {
+            path: Some(new_path.clone()),
+            previous_paths: Vec::new(),
+        })
+        .unwrap();
+        assert!(
+            verify_signed_json::<serde_json::Value>(
+                &signed_by_old,
+                &retired.jwks(),
+                RECEIPT_TOKEN_TYPE
+            )
+            .is_err()
+        );
+
+        // Listing the active key as a previous one is a configuration mistake.
+        let error = load_key_ring(&SigningKeySettings {
+            path: Some(new_path.clone()),
+            previous_paths: vec![new_path],
+        })
+        .unwrap_err();
+        assert!(matches!(error, SigningKeyError::Key(_)), "{error}");
     }
 }

@@ -721,3 +721,282 @@ async fn a_superwire_listing_needs_a_workflow_the_executor_accepts() {
         "only the decodable source was probed"
     );
 }
+
+/// A seeker's webhook endpoint that records every body it receives.
+struct WebhookReceiver {
+    url: Url,
+    bodies: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl WebhookReceiver {
+    async fn spawn() -> Self {
+        let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = bodies.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |body: String| {
+                let recorded = recorded.clone();
+                async move {
+                    recorded.lock().expect("webhook bodies").push(body);
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("webhook listener");
+        let address = listener.local_addr().expect("webhook address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self {
+            url: Url::parse(&format!("http://{address}/hook")).expect("webhook URL"),
+            bodies,
+        }
+    }
+
+    fn text(&self) -> String {
+        self.bodies.lock().expect("webhook bodies").join("\n")
+    }
+}
+
+/// Every text and blob value of every table of the SQLite database at `db_url`, hex-encoded
+/// (upper case), so text and binary columns are searched alike.
+async fn every_stored_value_as_hex(db_url: &str) -> Vec<String> {
+    use sqlx::{Connection as _, Row as _};
+    let mut db = sqlx::SqliteConnection::connect(db_url)
+        .await
+        .expect("open the gateway's database");
+    let tables: Vec<String> = sqlx::query("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .fetch_all(&mut db)
+        .await
+        .expect("tables")
+        .iter()
+        .map(|row| row.get::<String, _>(0))
+        .collect();
+    assert!(tables.iter().any(|t| t == "contract"), "{tables:?}");
+    let mut values = Vec::new();
+    for table in tables {
+        let columns: Vec<String> = sqlx::query(&format!("PRAGMA table_info(\"{table}\")"))
+            .fetch_all(&mut db)
+            .await
+            .expect("columns")
+            .iter()
+            .map(|row| row.get::<String, _>("name"))
+            .collect();
+        for column in columns {
+            let rows = sqlx::query(&format!("SELECT hex(\"{column}\") FROM \"{table}\""))
+                .fetch_all(&mut db)
+                .await
+                .expect("column values");
+            values.extend(rows.iter().map(|row| row.get::<String, _>(0)));
+        }
+    }
+    values
+}
+
+fn upper_hex(text: &str) -> String {
+    hex::encode_upper(text.as_bytes())
+}
+
+/// Environment variable carrying the secret value to [`secrets_scenario_in_a_logging_process`].
+const SCENARIO_SECRET_ENV: &str = "HIREGATE_TEST_SEEKER_SECRET";
+
+/// The `X-Hiregate-Secrets` value the scenario sends for `secret_value`.
+fn secrets_header_value(secret_value: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(json!({"api_key": secret_value}).to_string())
+}
+
+/// Seeker secrets reach the Superwire executor and nowhere else: not the database, the event
+/// log, the contract view, webhooks — checked by the scenario itself — nor the logs, checked
+/// here. The logs must be those of every thread of the gateway, its background jobs and the
+/// executor, at TRACE: a thread-local subscriber misses some (other tests of this binary race
+/// it for tracing's callsite cache), so the scenario runs alone in a child process of this test
+/// binary with the gateway's test subscriber on (`TEST_LOG`, `RUST_LOG=trace`, `--nocapture`),
+/// and this test reads everything it printed.
+#[test]
+fn seeker_secrets_reach_the_superwire_executor_and_nothing_else() {
+    let secret_value = format!("sk-live-{}", uuid::Uuid::new_v4().simple());
+    let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "secrets_scenario_in_a_logging_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TEST_LOG", "1")
+        .env("RUST_LOG", "trace")
+        .env(SCENARIO_SECRET_ENV, &secret_value)
+        .output()
+        .expect("the scenario process runs");
+    let printed = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let tail: String = {
+        let chars: Vec<char> = printed.chars().collect();
+        chars[chars.len().saturating_sub(4000)..].iter().collect()
+    };
+    assert!(output.status.success(), "the scenario failed: {tail}");
+    assert!(
+        printed.contains("test result: ok. 1 passed"),
+        "the scenario did not run: {tail}"
+    );
+    assert!(
+        printed.contains("forwarding to worker") && printed.contains("TRACE"),
+        "the gateway's logs were not captured at TRACE: {tail}"
+    );
+    assert!(!printed.contains(&secret_value), "the secret was logged");
+    assert!(
+        !printed.contains(&secrets_header_value(&secret_value)),
+        "the secrets header was logged"
+    );
+}
+
+/// The scenario of [`seeker_secrets_reach_the_superwire_executor_and_nothing_else`], run by it
+/// in a child process (it needs the secret from [`SCENARIO_SECRET_ENV`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run in a child process by seeker_secrets_reach_the_superwire_executor_and_nothing_else"]
+async fn secrets_scenario_in_a_logging_process() {
+    use base64::Engine as _;
+    let secret_value = std::env::var(SCENARIO_SECRET_ENV).expect("secret from the parent test");
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
+        required_secrets: vec!["api_key".to_owned()],
+        ..superwire::ExecutorConfig::default()
+    })
+    .await
+    .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+
+    let secrets = json!({"api_key": secret_value});
+    let header_value = secrets_header_value(&secret_value);
+    let webhooks = WebhookReceiver::spawn().await;
+    let contract_id = env
+        .seeker()
+        .await
+        .propose(&json!({
+            "worker_id": worker_id,
+            "task_type": "welcome",
+            "input": {"message": "Write a short welcome message."},
+            "sla": {"max_latency_ms": 8000},
+            "acceptance_window_s": 0,
+            "webhook_url": webhooks.url.as_str(),
+        }))
+        .await
+        .expect("welcome contract proposed")
+        .id;
+
+    // A malformed header is refused at the edge and changes nothing.
+    for malformed in [
+        "%%% not base64 %%%".to_owned(),
+        base64::engine::general_purpose::STANDARD.encode("[\"not an object\"]"),
+    ] {
+        let response = env
+            .http
+            .post(env.url(&format!("/v1/contracts/{contract_id}/execute")))
+            .bearer_auth(&env.seeker_key)
+            .header("X-Hiregate-Secrets", malformed)
+            .send()
+            .await
+            .expect("gateway answers");
+        assert_eq!(response.status(), 400);
+        let body: Value = response.json().await.expect("error body");
+        assert_eq!(body["error"]["code"], "invalid_secrets_header", "{body}");
+    }
+    assert_eq!(env.contract(&contract_id).await["state"], "offered");
+    assert!(executor.runs().is_empty());
+
+    // The paid hire, with the secrets on every request of this seeker (the 402 retry too).
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        "x-hiregate-secrets",
+        reqwest::header::HeaderValue::from_str(&header_value).expect("header value"),
+    );
+    let seeker = env.seeker().await.with_http_client(
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .expect("http client"),
+    );
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    assert!(outcome.payment_response.is_some_and(|p| p.success));
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+    let runs = executor.runs();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        Value::Object(runs[0].secrets.expose().clone()),
+        secrets,
+        "the executor received exactly the seeker's secrets"
+    );
+
+    // Without the header, the workflow that needs secrets is refused and nothing is settled.
+    let (bare_worker_id, bare_pay_to) = register_superwire(&env, &executor).await;
+    let bare_seeker = env.seeker().await;
+    let bare_contract_id = propose_welcome(&bare_seeker, &bare_worker_id).await;
+    let refused = bare_seeker
+        .execute(&bare_contract_id)
+        .await
+        .expect("execute");
+    assert!(refused.status >= 400, "{}", refused.body);
+    assert!(refused.payment_response.is_none(), "{}", refused.body);
+    assert_eq!(env.balance(bare_pay_to).await, U256::ZERO);
+    assert_eq!(
+        env.balance(bare_seeker.payer()).await,
+        U256::from(SEEKER_FUNDS)
+    );
+    let bare_state = env.contract(&bare_contract_id).await["state"].clone();
+    assert_ne!(bare_state, "settled");
+    assert_ne!(bare_state, "accepted");
+
+    // Nowhere else: not the database (every text/blob column of every table) ...
+    let db_url = format!("sqlite://{}/hiregate.db", env._db_dir.path().display());
+    let needles = [upper_hex(&secret_value), upper_hex(&header_value)];
+    let stored = every_stored_value_as_hex(&db_url).await;
+    assert!(
+        stored.iter().any(|v| v.contains(&upper_hex(&contract_id))),
+        "the scan sees the contract's rows"
+    );
+    for needle in &needles {
+        assert!(
+            !stored.iter().any(|value| value.contains(needle.as_str())),
+            "a stored value holds the seeker's secret"
+        );
+    }
+    // ... not the event log the SSE feed and webhooks are made from, nor the contract view ...
+    let events = env
+        .store
+        .list_contract_events(&contract_id, 0, 1000)
+        .await
+        .expect("contract events");
+    assert!(
+        events.iter().any(|e| e.kind == "worker_event"),
+        "events relayed"
+    );
+    let event_text = format!("{events:?}");
+    let view_text = env.contract(&contract_id).await.to_string();
+    for text in [&event_text, &view_text] {
+        assert!(!text.contains(&secret_value), "the secret leaked: {text}");
+        assert!(!text.contains(&header_value));
+    }
+    // ... nor the webhooks delivered for the contract.
+    let started = tokio::time::Instant::now();
+    while !webhooks.text().contains("settled") {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "no webhook for the settlement: {}",
+            webhooks.text()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let delivered = webhooks.text();
+    assert!(delivered.contains(&contract_id), "{delivered}");
+    assert!(
+        !delivered.contains(&secret_value),
+        "a webhook carried the secret"
+    );
+    assert!(!delivered.contains(&header_value));
+    // The logs are checked by the parent test.
+}

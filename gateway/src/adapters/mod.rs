@@ -6,6 +6,7 @@
 //! the execute flow, which only sees a [`WorkerAnswer`].
 
 pub mod hire;
+pub mod secrets;
 pub mod superwire;
 pub mod wattswarm;
 
@@ -62,6 +63,9 @@ pub struct ForwardRequest<'a> {
     pub events: &'a dyn UpstreamEvents,
     /// How long the worker may take to answer (the contract's SLA).
     pub timeout: Duration,
+    /// The seeker's secrets sent with this execute, held in memory for this forward only.
+    /// Only the Superwire adapter sends them (its body's `secrets`); others ignore them.
+    pub secrets: Option<&'a secrets::SeekerSecrets>,
 }
 
 /// Why an attempt failed, as the contract's event log and the seeker see it.
@@ -202,6 +206,7 @@ impl fmt::Debug for ForwardRequest<'_> {
             .field("attempt", &self.attempt)
             .field("task_type", &self.task_type)
             .field("timeout", &self.timeout)
+            .field("secrets", &self.secrets)
             .finish_non_exhaustive()
     }
 }

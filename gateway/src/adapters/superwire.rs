@@ -15,8 +15,11 @@
 //! process), and [`WorkerProtocol::cancel`] sends `POST /execute/{run_id}/cancel`; the run then
 //! ends with `workflow_failed` (`kind: cancelled`) and the stream with it.
 //!
-//! Seeker secrets are not supported: the request carries no `secrets` object, so nothing
-//! secret can reach the database, logs or webhooks through this adapter.
+//! Secrets: the seeker's [`SeekerSecrets`](super::secrets::SeekerSecrets) of this execute go
+//! into the body's `secrets` object and nowhere else (no event, log line or error carries
+//! them). They exist only in memory during the execute that brought them: a background retry
+//! has none, which is fine because a Superwire run is streamed within its execute call (it
+//! never goes `pending`); a seeker retry resends the header.
 
 use std::{
     collections::HashMap,
@@ -128,13 +131,20 @@ pub fn execute_body(request: &ForwardRequest<'_>) -> Option<Value> {
     } else {
         json!({"input": request.input})
     };
-    Some(json!({
+    let mut body = json!({
         "input": input,
         // Same contract, same cache key: a retry can reuse the agents' outputs of the
         // previous attempt instead of paying for them again.
         "options": {"cache_key": request.contract_id},
         "workflow_source_base64": source.as_base64(),
-    }))
+    });
+    if let (Some(secrets), Some(fields)) = (request.secrets, body.as_object_mut()) {
+        fields.insert(
+            "secrets".to_owned(),
+            Value::Object(secrets.expose().clone()),
+        );
+    }
+    Some(body)
 }
 
 /// The seed's error body `{"error": {kind, message, issues}}`, read leniently.

@@ -53,7 +53,7 @@ use super::{
     reply::Reply,
 };
 use crate::{
-    adapters::{ForwardRequest, WorkerAnswer},
+    adapters::{ForwardRequest, WorkerAnswer, secrets::SeekerSecrets},
     error::ApiError,
     ids::{PrincipalId, WorkerId},
     store::{
@@ -79,6 +79,8 @@ pub struct ExecuteRequest {
     pub payment_signature: Option<String>,
     /// The request id, recorded with every event.
     pub correlation_id: String,
+    /// `X-Hiregate-Secrets`, parsed: passed to this execute's forward only, never stored.
+    pub secrets: Option<SeekerSecrets>,
 }
 
 impl std::fmt::Debug for ExecuteRequest {
@@ -93,6 +95,7 @@ impl std::fmt::Debug for ExecuteRequest {
                 &self.payment_signature.as_ref().map(|_| "[REDACTED]"),
             )
             .field("correlation_id", &self.correlation_id)
+            .field("secrets", &self.secrets)
             .finish()
     }
 }
@@ -113,6 +116,8 @@ pub(super) struct Ctx {
     pub(super) correlation_id: String,
     /// Who drives this execution: `seeker:<id>`, or `gateway` for the sweep.
     actor: String,
+    /// The seeker's secrets of this execute call; background work has none.
+    secrets: Option<SeekerSecrets>,
 }
 
 impl Ctx {
@@ -137,6 +142,7 @@ impl Ctx {
             contract_token: contract.gateway_jws.clone(),
             correlation_id,
             actor,
+            secrets: None,
         })
     }
 }
@@ -188,11 +194,12 @@ impl HireService {
         if contract.seeker_id != request.seeker.as_str() {
             return Err(not_found());
         }
-        let ctx = Ctx::of(
+        let mut ctx = Ctx::of(
             &contract,
             request.correlation_id.clone(),
             format!("seeker:{}", request.seeker),
         )?;
+        ctx.secrets = request.secrets;
         check_body(&ctx.terms, &request.body)?;
 
         let lock = self.inner.locks.lock_of(&ctx.contract_id);
@@ -811,6 +818,7 @@ impl HireService {
                     protocol_options: &listing.protocol_options,
                     events: &relay,
                     timeout,
+                    secrets: ctx.secrets.as_ref(),
                 },
             )
             .await;

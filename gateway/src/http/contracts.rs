@@ -15,6 +15,7 @@ use hiregate_contracts::id::ContractId;
 
 use super::extract::{AppJson, AppPath, Party, Seeker};
 use crate::{
+    adapters::secrets::{SECRETS_HEADER, SeekerSecrets},
     error::{ApiError, ApiResult},
     hire::{ContractRequest, execute::ExecuteRequest},
     state::AppState,
@@ -82,6 +83,12 @@ async fn get_contract(
 }
 
 /// `POST /v1/contracts/{id}/execute` (seeker).
+///
+/// Optional `X-Hiregate-Secrets: base64(JSON object)`: runtime secrets for a Superwire worker
+/// (its `/execute` body's `secrets`). They are not part of the signed terms, are sent to the
+/// executor of this call only and are never stored, logged or sent in events or webhooks; a
+/// seeker retry must resend them. Other protocols ignore them. A malformed value → 400
+/// `invalid_secrets_header`, nothing changes.
 async fn execute_by_path(
     State(state): State<AppState>,
     seeker: Seeker,
@@ -96,7 +103,8 @@ async fn execute_by_path(
     execute(state, seeker, id, headers, body).await
 }
 
-/// `POST /execute` with `X-Contract-ID` (seeker): the HIRE document's endpoint shape.
+/// `POST /execute` with `X-Contract-ID` (seeker): the HIRE document's endpoint shape. Takes
+/// `X-Hiregate-Secrets` as [`execute_by_path`] does.
 async fn execute_by_header(
     State(state): State<AppState>,
     seeker: Seeker,
@@ -140,6 +148,20 @@ async fn execute(
     let payment_signature = headers
         .get("payment-signature")
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let secrets = match headers
+        .get(SECRETS_HEADER)
+        .map(|v| SeekerSecrets::from_header(v.as_bytes()))
+        .transpose()
+    {
+        Ok(secrets) => secrets,
+        Err(error) => {
+            return ApiError::BadRequest {
+                code: "invalid_secrets_header",
+                message: format!("{error}; send X-Hiregate-Secrets as base64 of a JSON object"),
+            }
+            .into_response();
+        }
+    };
     state
         .hire
         .execute(ExecuteRequest {
@@ -148,6 +170,7 @@ async fn execute(
             body,
             payment_signature,
             correlation_id: correlation_id(&headers),
+            secrets,
         })
         .await
         .into_response()

@@ -118,6 +118,7 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
             X_CONTRACT_ID,
             IDEMPOTENCY_KEY,
             LAST_EVENT_ID,
+            HeaderName::from_static(crate::adapters::secrets::SECRETS_HEADER),
             // @x402/fetch sets this (odd) request header on its paid retry; without it a
             // browser's preflight of that retry would fail.
             header::ACCESS_CONTROL_EXPOSE_HEADERS,

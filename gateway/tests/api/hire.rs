@@ -167,7 +167,13 @@ async fn happy_path(database: TestDatabase) {
         settlement.transaction.as_str()
     );
     assert_eq!(seeker_view["attempts"].as_array().unwrap().len(), 1);
-    assert!(seeker_view["receipt"].is_null());
+    // A settled contract shows its signed receipt (see receipts.rs for what it binds).
+    let receipt = hiregate_contracts::receipt::verify_receipt(
+        seeker_view["receipt"].as_str().expect("receipt shown"),
+        &jwks,
+    )
+    .expect("the receipt verifies");
+    assert_eq!(receipt.sub.as_str(), contract_id);
     let operator_view = env
         .app
         .get(

@@ -3,7 +3,7 @@
 //! verifies offline with the JWKS (library and `hiregate receipt verify`), the event log exports
 //! as JSON lines, and the database refuses to change or remove an event.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use hiregate_contracts::{state::ContractState, token::Jwks};
 use hiregate_worker_sdk::receipt::verify_receipt;
@@ -178,16 +178,14 @@ async fn settled_contract_has_a_verifiable_receipt(database: TestDatabase) {
     let dir = tempfile::tempdir().unwrap();
     let jwks_file = dir.path().join("jwks.json");
     std::fs::write(&jwks_file, serde_json::to_string(&jwks).unwrap()).unwrap();
-    let ok = Command::new(env!("CARGO_BIN_EXE_hiregate"))
-        .args([
-            "receipt",
-            "verify",
-            "--jwks",
-            jwks_file.to_str().unwrap(),
-            &token,
-        ])
-        .output()
-        .unwrap();
+    let ok = hiregate(vec![
+        "receipt".into(),
+        "verify".into(),
+        "--jwks".into(),
+        jwks_file.to_str().unwrap().into(),
+        token.clone(),
+    ])
+    .await;
     assert!(
         ok.status.success(),
         "{}",
@@ -199,18 +197,29 @@ async fn settled_contract_has_a_verifiable_receipt(database: TestDatabase) {
     let mut tampered = token.clone().into_bytes();
     tampered[middle] = if tampered[middle] == b'x' { b'y' } else { b'x' };
     std::fs::write(&receipt_file, tampered).unwrap();
-    let bad = Command::new(env!("CARGO_BIN_EXE_hiregate"))
-        .args([
-            "receipt",
-            "verify",
-            "--jwks",
-            &format!("{}/.well-known/jwks.json", env.app.address),
-            receipt_file.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let bad = hiregate(vec![
+        "receipt".into(),
+        "verify".into(),
+        "--jwks".into(),
+        format!("{}/.well-known/jwks.json", env.app.address),
+        receipt_file.to_str().unwrap().into(),
+    ])
+    .await;
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("does NOT verify"));
+}
+
+/// Runs the binary off the test's runtime: it may fetch the JWKS from the gateway this
+/// runtime serves, so blocking the runtime on it would deadlock.
+async fn hiregate(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_hiregate"))
+            .args(args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
 }
 
 async fn assert_history_is_append_only(database_url: &str, contract_id: &str) {
@@ -298,4 +307,84 @@ async fn a_rejected_contract_has_no_receipt_yet_a_failed_one_has_one_without_set
     assert_eq!(payment.payer, env.wallet.address().to_checksum(None));
     assert_eq!(payment.tx_hash, None);
     assert!(receipt.verifier_result_hash.is_none());
+}
+
+#[tokio::test]
+async fn a_receipt_signed_by_a_rotated_out_key_verifies_while_that_key_is_published() {
+    let key_dir = tempfile::tempdir().unwrap();
+    let old_key = key_dir.path().join("old-key.json");
+    let new_key = key_dir.path().join("new-key.json");
+    let database = TestDatabase::sqlite();
+    let url = database.url();
+    let env = hire_env(
+        database,
+        WorkerKind::Echo,
+        4,
+        &format!("[signing_key]\npath = \"{}\"", old_key.display()),
+    )
+    .await;
+    let input = HireEnv::input("rotate after me");
+    let contract_id = env.contract(input.clone(), json!({})).await;
+    let payment = env.pay(&env.challenge(&contract_id).await).await;
+    let paid = env
+        .execute(&contract_id, Some(&payment), Some(&input))
+        .await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+    let path = format!("/v1/contracts/{contract_id}/receipt");
+    let (status, issued) = get_json(&env, &path, &env.seeker_key).await;
+    assert_eq!(status, 200, "{issued}");
+    let token = issued["receipt"].as_str().unwrap().to_owned();
+    let old_kid = issued["kid"].as_str().unwrap().to_owned();
+
+    // The gateway restarts with a new key; the old one is listed as previous.
+    let rotated = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(url.clone()),
+        &crate::hire_env::chain_settings(
+            &env.devnet,
+            &format!(
+                "[signing_key]\npath = \"{}\"\nprevious_paths = [\"{}\"]",
+                new_key.display(),
+                old_key.display()
+            ),
+        ),
+    )
+    .await;
+    let rotated_jwks: Jwks = rotated
+        .get("/.well-known/jwks.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let kids = rotated_jwks.key_ids();
+    assert_eq!(kids.len(), 2, "{kids:?}");
+    assert_ne!(kids[0], old_kid, "the new key signs");
+    assert_eq!(kids[1], old_kid, "the old key stays published");
+    let stored: Value = rotated
+        .get(&path, Some(&env.seeker_key))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stored["receipt"], token, "a receipt is never re-signed");
+    let receipt = verify_receipt(&token, &rotated_jwks).expect("verifies with the old key");
+    assert_eq!(receipt.outcome, ContractState::Settled);
+
+    // Retired (no longer listed): the JWKS no longer vouches for it.
+    drop(rotated);
+    let retired = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(url),
+        &crate::hire_env::chain_settings(
+            &env.devnet,
+            &format!("[signing_key]\npath = \"{}\"", new_key.display()),
+        ),
+    )
+    .await;
+    let retired_jwks: Jwks = retired
+        .get("/.well-known/jwks.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(retired_jwks.key_ids().len(), 1);
+    assert!(verify_receipt(&token, &retired_jwks).is_err());
 }
