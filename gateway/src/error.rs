@@ -81,6 +81,22 @@ pub enum ApiError {
         /// What conflicts.
         message: String,
     },
+    /// Like [`ApiError::Conflict`], with structured details.
+    #[error("{message}")]
+    ConflictWithDetails {
+        /// Stable code, e.g. `dispute_window_closed`.
+        code: &'static str,
+        /// What conflicts.
+        message: String,
+        /// Structured details.
+        details: Value,
+    },
+    /// An authenticated caller who is not a party of the contract it acts on.
+    #[error("{message}")]
+    NotAParty {
+        /// What was refused.
+        message: String,
+    },
     /// A well-formed request the gateway cannot act on, with a specific code.
     #[error("{message}")]
     Unprocessable {
@@ -175,7 +191,8 @@ impl ApiError {
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::NotFound { .. } | Self::RouteNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Conflict { .. } | Self::ConflictWithDetails { .. } => StatusCode::CONFLICT,
+            Self::NotAParty { .. } => StatusCode::FORBIDDEN,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::RequestTimeout | Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) | Self::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -194,10 +211,12 @@ impl ApiError {
             Self::MissingCredentials => "missing_api_key",
             Self::InvalidCredentials => "invalid_api_key",
             Self::Forbidden { .. } => "forbidden",
+            Self::NotAParty { .. } => "not_a_party",
             Self::NotFound { .. } => "not_found",
             Self::RouteNotFound => "route_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict { code, .. }
+            | Self::ConflictWithDetails { code, .. }
             | Self::Unavailable { code, .. }
             | Self::Unprocessable { code, .. }
             | Self::UnprocessableWithDetails { code, .. }
@@ -218,7 +237,8 @@ impl ApiError {
     fn details(&self) -> Value {
         match self {
             Self::Validation { field, .. } => json!({ "field": field }),
-            Self::UnprocessableWithDetails { details, .. } => details.clone(),
+            Self::UnprocessableWithDetails { details, .. }
+            | Self::ConflictWithDetails { details, .. } => details.clone(),
             Self::Forbidden { required } => json!({ "required_role": required.as_str() }),
             Self::WorkerProbeFailed(failure) => {
                 let mut details =

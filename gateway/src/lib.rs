@@ -21,7 +21,7 @@
 //! | [`assets`] | token metadata (EIP-712 domain, decimals, symbol) from config or the chain |
 //! | [`signing`] | the gateway's Ed25519 signing key (file or ephemeral) → JWKS |
 //! | [`adapters`] | worker protocols behind `WorkerProtocol`: hire, wattswarm (ExecuteRequest, transport retries on one execution_id), superwire (SSE relay with Last-Event-ID resume, cancel, seeker secrets from `X-Hiregate-Secrets` into the executor body only) |
-//! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle |
+//! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle; disputes (replay, arbiter decisions, the silent arbiter's void) |
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query |
 //! | [`events`] | public contract events, the in-process event bus, the SSE stream of `GET /v1/contracts/{id}/events` |

@@ -10,6 +10,7 @@
 //! | `rejected` | `void_recorded` → `voided`, payment `voided` |
 //! | `paid` | `authorization_expired` → `expired`, payment `voided` |
 //! | `executing` / `pending` | `sla_breached` → `failed`, payment `voided` |
+//! | `disputed` | the arbiter stayed silent: decision `void` by `system` (`arbiter_silent`) → `voided`, payment `voided` (see [`super::disputes`]) |
 //!
 //! `settling` left untouched longer than the facilitator's settle timeout (plus slack) means
 //! the instance that called `/settle` stopped before recording the answer: it is moved to
@@ -120,6 +121,7 @@ impl HireService {
                 self.settle(&ctx, ContractState::Accepted).await?;
                 return Ok(true);
             }
+            ContractState::Disputed => return self.dispute_deadline(&ctx, &payment).await,
             ContractState::Rejected => (ContractEvent::VoidRecorded, "rejected"),
             ContractState::Paid => (
                 ContractEvent::AuthorizationExpired,

@@ -1230,10 +1230,13 @@ impl HireService {
             .payment_of_contract(&ctx.contract_id)
             .await?
             .ok_or_else(|| internal("an accepted contract has no payment"))?;
-        let event = if from == ContractState::SettlementUnknown {
-            ContractEvent::SettlementRetried
-        } else {
-            ContractEvent::AcceptanceWindowClosed
+        let event = match from {
+            ContractState::SettlementUnknown => ContractEvent::SettlementRetried,
+            // A dispute decided "settle" (by replay or the arbiter) settles with the same payment.
+            ContractState::Disputed => ContractEvent::DisputeResolved {
+                decision: hiregate_contracts::state::DisputeDecision::Settle,
+            },
+            _ => ContractEvent::AcceptanceWindowClosed,
         };
         // Persisted before /settle: whatever happens next, the contract says "settling".
         let record = self.event(

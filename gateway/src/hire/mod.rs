@@ -13,6 +13,7 @@
 //! | [`reply`] | execute answers with x402 and HIRE headers |
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
 //! | [`deadlines`] | authorizations settled or voided before `validBefore`, stale `settling` rescued; the background runner |
+//! | [`disputes`] | disputes of accepted (seeker) and rejected (operator) contracts: replay, arbiter decisions, the silent arbiter's void |
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
 //! | [`receipts`] | signed receipts of terminal contracts (issued once, stored) and the JSON-lines export of the event log |
 //! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
@@ -27,6 +28,7 @@
 pub mod cancel;
 pub mod crosscheck;
 pub mod deadlines;
+pub mod disputes;
 pub mod evidence;
 pub mod execute;
 pub mod locks;
@@ -419,6 +421,7 @@ impl HireService {
         let payment = store.payment_of_contract(id).await?;
         let verification = store.latest_verification(id).await?;
         let delivery = execute::stored_delivery(store, id).await?;
+        let dispute = store.dispute_of_contract(id).await?;
         let offer = contract
             .payment_offer
             .clone()
@@ -461,7 +464,7 @@ impl HireService {
                 "started_at": started,
                 "response": p.settle_response,
             }))),
-            "dispute": null,
+            "dispute": dispute.as_ref().map(disputes::dispute_view),
             "receipt": null,
             "links": {
                 "execute": self.execute_url(id),

@@ -12,8 +12,8 @@ use chrono::Utc;
 use hiregate_contracts::{
     canonical::Digest,
     id::ContractId,
-    receipt::{Receipt, ReceiptPayment},
-    state::ContractState,
+    receipt::{Receipt, ReceiptDispute, ReceiptPayment},
+    state::{ContractState, DisputeDecision},
     token::{ISSUER, RECEIPT_TOKEN_TYPE},
 };
 
@@ -124,6 +124,7 @@ impl HireService {
         let payment = store.payment_of_contract(id).await?;
         let deliverables = store.latest_deliverables(id).await?;
         let verification = store.latest_verification(id).await?;
+        let dispute = store.dispute_of_contract(id).await?;
         let corrupt = |what: &str| {
             ApiError::from(StoreError::corrupt(
                 "contract",
@@ -158,8 +159,20 @@ impl HireService {
                 .map(|v| digest(&v.verifier_result_hash, "verifier_result_hash"))
                 .transpose()?,
             verification_status: verification.map(|v| v.status),
-            // Disputes are not implemented yet: no decision to bind.
-            dispute: None,
+            // `decided_by` names how it was decided: `replay`, `admin` (the arbiter) or `system`
+            // (the arbiter stayed silent until the deadline: reason `arbiter_silent`).
+            dispute: dispute.and_then(|d| {
+                let decision = match d.decision.as_deref()? {
+                    "settle" => DisputeDecision::Settle,
+                    _ => DisputeDecision::Void,
+                };
+                Some(ReceiptDispute {
+                    dispute_id: d.dispute_id,
+                    decision,
+                    decided_by: d.decided_by.unwrap_or_default(),
+                    reason: d.decision_reason.unwrap_or_default(),
+                })
+            }),
         })
     }
 

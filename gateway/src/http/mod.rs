@@ -9,6 +9,7 @@ pub mod admin;
 pub mod callbacks;
 pub mod cancel;
 pub mod contracts;
+pub mod disputes;
 pub mod events;
 pub mod extract;
 pub mod ops;
@@ -62,6 +63,7 @@ pub fn router(state: AppState) -> Router {
         .merge(contracts::router())
         .merge(callbacks::router())
         .merge(cancel::router())
+        .merge(disputes::router())
         .merge(receipts::router())
         .merge(events::router())
         .merge(webhooks::router())

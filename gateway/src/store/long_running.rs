@@ -16,9 +16,15 @@ use super::{
 const CALLBACK_ENTITY: &str = "callback_receipt";
 
 /// Contract states whose held authorization the expiry sweep resolves before `validBefore`:
-/// accepted ones are settled, the others voided.
-pub const AUTHORIZATION_SWEEP_STATES: [&str; 5] =
-    ["paid", "executing", "pending", "accepted", "rejected"];
+/// accepted ones are settled, the others voided (`disputed`: an arbiter who stayed silent).
+pub const AUTHORIZATION_SWEEP_STATES: [&str; 6] = [
+    "paid",
+    "executing",
+    "pending",
+    "accepted",
+    "rejected",
+    "disputed",
+];
 
 impl Store {
     /// Whether `worker_id` already had a callback with `webhook_id` accepted.

@@ -17,6 +17,7 @@
 //! | `jobs` | `job` |
 //! | `webhooks` | `webhook_secret`, `webhook_endpoint`, `webhook_delivery`, `webhook_attempt` (outbox filled by a trigger on `contract_event`) |
 //! | `receipts` | `contract_receipt` (write-once; `contract_event` is append-only by trigger, migration 0006) |
+//! | `disputes` | `dispute` (one per contract; a decision is written once) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //!
 //! Every event append publishes the committed event on the store's [`EventBus`] (SSE streams and
@@ -24,6 +25,7 @@
 
 mod api_keys;
 mod contracts;
+mod disputes;
 mod execution;
 mod jobs;
 mod long_running;
@@ -45,6 +47,7 @@ use sqlx::{
 
 pub use api_keys::{ApiKeyRecord, NewApiKey};
 pub use contracts::{ContractEvent, ContractRecord, NewContract, NewContractEvent, Transition};
+pub use disputes::{DisputeDecisionRecord, DisputeRecord, NewDispute};
 pub use execution::{
     AttemptEnd, AttemptRecord, DeliverableRecord, IN_FLIGHT_STATES, NewAttempt, NewDeliverable,
     NewVerification, PayOutcome, SettlementOutcome, StartAttempt, VerificationRecord,

@@ -3,6 +3,7 @@
 
 mod auth;
 mod cli;
+mod disputes;
 mod events;
 mod helpers;
 mod hire;

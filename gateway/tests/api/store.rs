@@ -69,6 +69,7 @@ on_both_backends!(
     contract_events_are_gap_free_under_concurrency,
     payment_uniqueness_lives_in_the_database,
     jobs_are_leased_exactly_once,
+    disputes_are_one_per_contract_and_decided_once,
 );
 
 /// Millisecond precision, as stored.
@@ -806,4 +807,77 @@ async fn jobs_are_leased_exactly_once(store: Store) {
             .unwrap()
             .is_none()
     );
+}
+
+async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
+    use hiregate_gateway::store::{DisputeDecisionRecord, NewDispute};
+    let contract_id = contract_for(&store).await;
+    let opened = NewDispute {
+        dispute_id: format!("dsp_{}", ulid::Ulid::new()),
+        contract_id: contract_id.clone(),
+        party: "operator".into(),
+        opened_by: "operator:op_x".into(),
+        reason: "the output is fine".into(),
+        claim: Some(json!({"note": "see it"})),
+        created_at: now(),
+    };
+    store.insert_dispute(&opened).await.unwrap();
+    let second = NewDispute {
+        dispute_id: format!("dsp_{}", ulid::Ulid::new()),
+        ..opened.clone()
+    };
+    assert!(matches!(
+        store.insert_dispute(&second).await,
+        Err(StoreError::Duplicate { entity: "dispute" })
+    ));
+    store
+        .record_dispute_replay(
+            &opened.dispute_id,
+            &json!({"verification_status": "failed"}),
+            "sha256:abc",
+            "escalated",
+        )
+        .await
+        .unwrap();
+    let stored = store
+        .dispute_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.state, "escalated");
+    assert_eq!(stored.claim, opened.claim);
+    assert_eq!(
+        stored.replay_verifier_result_hash.as_deref(),
+        Some("sha256:abc")
+    );
+    assert_eq!(stored.created_at, opened.created_at);
+    let decision = |d: &str| DisputeDecisionRecord {
+        decision: d.into(),
+        decided_by: "admin".into(),
+        reason: format!("decided {d}"),
+        via: "arbiter".into(),
+        at: now(),
+    };
+    assert!(
+        store
+            .decide_dispute(&opened.dispute_id, &decision("settle"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .decide_dispute(&opened.dispute_id, &decision("void"))
+            .await
+            .unwrap(),
+        "a decision is final"
+    );
+    let decided = store
+        .get_dispute(&opened.dispute_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(decided.state, "decided");
+    assert_eq!(decided.decision.as_deref(), Some("settle"));
+    assert_eq!(decided.decision_reason.as_deref(), Some("decided settle"));
+    assert!(decided.decided_at.is_some());
 }

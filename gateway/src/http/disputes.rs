@@ -1,0 +1,110 @@
+//! `POST /v1/contracts/{id}/disputes` (parties), `GET /v1/disputes/{id}` (parties, admin) and
+//! `POST /v1/disputes/{id}/decision` (admin, the arbiter); see [`crate::hire::disputes`].
+
+use axum::{
+    Json, Router,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    routing::{get, post},
+};
+use hiregate_contracts::id::ContractId;
+use serde_json::Value;
+
+use super::extract::{Admin, AppJson, AppPath, Party};
+use crate::{
+    error::{ApiError, ApiResult},
+    hire::disputes::{DecisionRequest, DisputeRequest},
+    state::AppState,
+};
+
+/// Longest dispute id accepted in a path (`dsp_` + a ULID is 30).
+const MAX_DISPUTE_ID_LEN: usize = 64;
+
+/// The dispute routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/contracts/{id}/disputes", post(open_dispute))
+        .route("/v1/disputes/{id}", get(view_dispute))
+        .route("/v1/disputes/{id}/decision", post(decide_dispute))
+}
+
+fn correlation_id(headers: &HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| format!("req_{}", ulid::Ulid::new()), str::to_owned)
+}
+
+fn dispute_id(raw: &str) -> ApiResult<&str> {
+    let raw = raw.trim();
+    if raw.starts_with("dsp_")
+        && raw.len() <= MAX_DISPUTE_ID_LEN
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        Ok(raw)
+    } else {
+        Err(ApiError::NotFound {
+            resource: "dispute",
+        })
+    }
+}
+
+/// 201 with the dispute, already decided when the replay could decide it.
+async fn open_dispute(
+    State(state): State<AppState>,
+    party: Party,
+    AppPath(id): AppPath<String>,
+    headers: HeaderMap,
+    AppJson(request): AppJson<DisputeRequest>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let contract_id: ContractId = id.trim().parse().map_err(|_| ApiError::NotFound {
+        resource: "contract",
+    })?;
+    let body = state
+        .hire
+        .open_dispute(
+            &party.principal_id,
+            contract_id.as_str(),
+            request,
+            &correlation_id(&headers),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// The dispute, for the admin or a party of its contract (404 for anyone else).
+async fn view_dispute(
+    State(state): State<AppState>,
+    admin: Result<Admin, ApiError>,
+    party: Result<Party, ApiError>,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Json<Value>> {
+    let id = dispute_id(&id)?;
+    let body = match (admin, party) {
+        (Ok(Admin), _) => state.hire.view_dispute(None, id).await?,
+        (Err(_), Ok(party)) => {
+            state
+                .hire
+                .view_dispute(Some(&party.principal_id), id)
+                .await?
+        }
+        (Err(_), Err(error)) => return Err(error),
+    };
+    Ok(Json(body))
+}
+
+/// The arbiter's final decision; 409 `dispute_already_decided` when decided before.
+async fn decide_dispute(
+    State(state): State<AppState>,
+    _admin: Admin,
+    AppPath(id): AppPath<String>,
+    headers: HeaderMap,
+    AppJson(request): AppJson<DecisionRequest>,
+) -> ApiResult<Json<Value>> {
+    let id = dispute_id(&id)?;
+    let body = state
+        .hire
+        .decide_dispute(id, request, &correlation_id(&headers))
+        .await?;
+    Ok(Json(body))
+}

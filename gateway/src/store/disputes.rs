@@ -1,0 +1,217 @@
+//! `dispute`: one dispute per contract (unique in the database), its replay and its decision.
+//! A decision is written once (`decided_at is null` guards the update).
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+
+const ENTITY: &str = "dispute";
+
+const COLUMNS: &str = "dispute_id, contract_id, party, opened_by, reason, claim, state, replay, \
+    replay_verifier_result_hash, decision, decided_by, decision_reason, decided_via, created_at, \
+    decided_at";
+
+/// A dispute to open.
+#[derive(Debug, Clone)]
+pub struct NewDispute {
+    /// `dsp_…`.
+    pub dispute_id: String,
+    /// The disputed contract.
+    pub contract_id: String,
+    /// `seeker` or `operator`.
+    pub party: String,
+    /// Actor that opened it (`seeker:<id>` / `operator:<id>`).
+    pub opened_by: String,
+    /// Why the party disputes.
+    pub reason: String,
+    /// What the party claims, free-form.
+    pub claim: Option<Value>,
+    /// When.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A stored dispute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisputeRecord {
+    /// `dsp_…`.
+    pub dispute_id: String,
+    /// The disputed contract.
+    pub contract_id: String,
+    /// `seeker` or `operator`.
+    pub party: String,
+    /// Actor that opened it.
+    pub opened_by: String,
+    /// Why.
+    pub reason: String,
+    /// The party's claim.
+    pub claim: Option<Value>,
+    /// `open` (replay running), `escalated` (waiting for the arbiter) or `decided`.
+    pub state: String,
+    /// The replayed verification result, once replayed.
+    pub replay: Option<Value>,
+    /// The replay's `verifier_result_hash`.
+    pub replay_verifier_result_hash: Option<String>,
+    /// `settle` or `void`, once decided.
+    pub decision: Option<String>,
+    /// `replay`, `admin:<key id>` or `system`.
+    pub decided_by: Option<String>,
+    /// Why it was decided so.
+    pub decision_reason: Option<String>,
+    /// `replay`, `arbiter` or `timeout`.
+    pub decided_via: Option<String>,
+    /// Opened at.
+    pub created_at: DateTime<Utc>,
+    /// Decided at.
+    pub decided_at: Option<DateTime<Utc>>,
+}
+
+/// A decision to record.
+#[derive(Debug, Clone)]
+pub struct DisputeDecisionRecord {
+    /// `settle` or `void`.
+    pub decision: String,
+    /// `replay`, `admin:<key id>` or `system`.
+    pub decided_by: String,
+    /// Why.
+    pub reason: String,
+    /// `replay`, `arbiter` or `timeout`.
+    pub via: String,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct DisputeRow {
+    dispute_id: String,
+    contract_id: String,
+    party: String,
+    opened_by: String,
+    reason: String,
+    claim: Option<Json<Value>>,
+    state: String,
+    replay: Option<Json<Value>>,
+    replay_verifier_result_hash: Option<String>,
+    decision: Option<String>,
+    decided_by: Option<String>,
+    decision_reason: Option<String>,
+    decided_via: Option<String>,
+    created_at: i64,
+    decided_at: Option<i64>,
+}
+
+impl TryFrom<DisputeRow> for DisputeRecord {
+    type Error = StoreError;
+
+    fn try_from(row: DisputeRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            dispute_id: row.dispute_id,
+            contract_id: row.contract_id,
+            party: row.party,
+            opened_by: row.opened_by,
+            reason: row.reason,
+            claim: row.claim.map(|j| j.0),
+            state: row.state,
+            replay: row.replay.map(|j| j.0),
+            replay_verifier_result_hash: row.replay_verifier_result_hash,
+            decision: row.decision,
+            decided_by: row.decided_by,
+            decision_reason: row.decision_reason,
+            decided_via: row.decided_via,
+            created_at: from_millis(ENTITY, row.created_at)?,
+            decided_at: from_millis_opt(ENTITY, row.decided_at)?,
+        })
+    }
+}
+
+impl Store {
+    /// Open a dispute in state `open`; [`StoreError::Duplicate`] when the contract already has
+    /// one.
+    pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
+        const SQL: &str = "insert into dispute (dispute_id, contract_id, party, opened_by, reason, \
+            claim, state, created_at) values ($1, $2, $3, $4, $5, $6, 'open', $7)";
+        on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(&dispute.dispute_id)
+                .bind(&dispute.contract_id)
+                .bind(&dispute.party)
+                .bind(&dispute.opened_by)
+                .bind(&dispute.reason)
+                .bind(dispute.claim.as_ref().map(Json))
+                .bind(to_millis(dispute.created_at))
+                .execute(pool)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+        });
+        Ok(())
+    }
+
+    /// The dispute `dispute_id`.
+    pub async fn get_dispute(&self, dispute_id: &str) -> Result<Option<DisputeRecord>, StoreError> {
+        let sql = format!("select {COLUMNS} from dispute where dispute_id = $1");
+        let row: Option<DisputeRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(dispute_id).fetch_optional(pool).await?
+        });
+        row.map(DisputeRecord::try_from).transpose()
+    }
+
+    /// The dispute of `contract_id`, if it has one.
+    pub async fn dispute_of_contract(
+        &self,
+        contract_id: &str,
+    ) -> Result<Option<DisputeRecord>, StoreError> {
+        let sql = format!("select {COLUMNS} from dispute where contract_id = $1");
+        let row: Option<DisputeRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
+        });
+        row.map(DisputeRecord::try_from).transpose()
+    }
+
+    /// Store the replay of an undecided dispute and move it to `state` (`open` stays open for
+    /// the replay's decision, `escalated` waits for the arbiter).
+    pub async fn record_dispute_replay(
+        &self,
+        dispute_id: &str,
+        replay: &Value,
+        verifier_result_hash: &str,
+        state: &str,
+    ) -> Result<(), StoreError> {
+        const SQL: &str = "update dispute set replay = $2, replay_verifier_result_hash = $3, \
+            state = $4 where dispute_id = $1 and decided_at is null";
+        on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(dispute_id)
+                .bind(Json(replay))
+                .bind(verifier_result_hash)
+                .bind(state)
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Record the decision of an undecided dispute; `false` when it was already decided.
+    pub async fn decide_dispute(
+        &self,
+        dispute_id: &str,
+        decision: &DisputeDecisionRecord,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "update dispute set state = 'decided', decision = $2, decided_by = $3, \
+            decision_reason = $4, decided_via = $5, decided_at = $6 \
+            where dispute_id = $1 and decided_at is null";
+        let changed = on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(dispute_id)
+                .bind(&decision.decision)
+                .bind(&decision.decided_by)
+                .bind(&decision.reason)
+                .bind(&decision.via)
+                .bind(to_millis(decision.at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(changed == 1)
+    }
+}

@@ -1,0 +1,497 @@
+//! Disputes over real parts: anvil chain, devnet token, embedded facilitator, worker-sdk
+//! workers, SQLite. Replay decides where the evidence changed; the arbiter (admin key) decides
+//! the rest; a silent arbiter's dispute is voided before the authorization lapses.
+
+use std::{net::SocketAddr, time::Duration};
+
+use alloy::primitives::U256;
+use hiregate_contracts::{
+    receipt::verify_receipt,
+    state::{ContractState, DisputeDecision},
+    token::Jwks,
+};
+use hiregate_worker_sdk::{
+    GatewayKeys, Output, TaskContext, TaskOutcome, example_workers::echo_builder,
+    protocol::file_output,
+};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::{
+    helpers::{ADMIN_KEY, TestDatabase, closed_port, eventually, spawn_app_on},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_env_on, serve_worker},
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+/// Deadline sweep every 50 ms.
+const FAST_JOBS: &str = "[contracts]\njobs_interval_ms = 50\nverification_budget_s = 1\n";
+
+fn price() -> U256 {
+    U256::from(PRICE)
+}
+
+async fn send(env: &HireEnv, method: Method, path: &str, key: &str, body: &Value) -> (u16, Value) {
+    let response = env.app.send_json(method, path, Some(key), body).await;
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn dispute(env: &HireEnv, contract_id: &str, key: &str, reason: &str) -> (u16, Value) {
+    send(
+        env,
+        Method::POST,
+        &format!("/v1/contracts/{contract_id}/disputes"),
+        key,
+        &json!({"reason": reason, "claim": {"note": "see the deliverable"}}),
+    )
+    .await
+}
+
+async fn decide(env: &HireEnv, dispute_id: &str, decision: &str) -> (u16, Value) {
+    send(
+        env,
+        Method::POST,
+        &format!("/v1/disputes/{dispute_id}/decision"),
+        ADMIN_KEY,
+        &json!({"decision": decision, "reason": format!("arbiter says {decision}")}),
+    )
+    .await
+}
+
+async fn view(env: &HireEnv, contract_id: &str) -> Value {
+    let response = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}"),
+            Some(&env.seeker_key),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+async fn paid(env: &HireEnv, contract_id: &str) -> crate::hire_env::Answer {
+    let payment = env.pay(&env.challenge(contract_id).await).await;
+    env.execute(contract_id, Some(&payment), None).await
+}
+
+async fn jwks(env: &HireEnv) -> Jwks {
+    env.app
+        .get("/.well-known/jwks.json", None)
+        .await
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn receipt_dispute(env: &HireEnv, contract_id: &str) -> hiregate_contracts::receipt::Receipt {
+    let response = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}/receipt"),
+            Some(&env.seeker_key),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    verify_receipt(body["receipt"].as_str().unwrap(), &jwks(env).await).unwrap()
+}
+
+/// A rejected (failed verification) contract of the faulty worker.
+async fn rejected_contract(env: &HireEnv) -> String {
+    let contract_id = env
+        .contract(json!({"text": "bad", "mode": "invalid"}), json!({}))
+        .await;
+    let answer = paid(env, &contract_id).await;
+    assert_eq!(answer.status, 422, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "rejected");
+    contract_id
+}
+
+#[tokio::test]
+async fn a_seekers_dispute_inside_the_window_upheld_by_replay_settles_after_it_closes() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let contract_id = env
+        .contract(
+            HireEnv::input("disputed"),
+            json!({"acceptance_window_s": 600}),
+        )
+        .await;
+    let before = env.balances().await;
+    let answer = paid(&env, &contract_id).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "accepted");
+    let original = view(&env, &contract_id).await["verification"]["verifier_result_hash"].clone();
+
+    let (status, body) = dispute(&env, &contract_id, &env.seeker_key, "summary is wrong").await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["party"], "seeker");
+    assert_eq!(body["state"], "decided");
+    assert_eq!(body["decision"]["decision"], "settle");
+    assert_eq!(body["decision"]["decided_by"], "replay");
+    assert_eq!(body["decision"]["via"], "replay");
+    // Same evidence and policy: the replay's hash is the original's.
+    assert_eq!(body["replay_verifier_result_hash"], original);
+    assert_eq!(env.state(&contract_id).await, "settled");
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price());
+    assert_eq!(after.1, before.1 + price());
+
+    let kinds = env.event_kinds(&contract_id).await;
+    let order: Vec<&str> = kinds
+        .iter()
+        .map(String::as_str)
+        .filter(|k| {
+            matches!(
+                *k,
+                "dispute_opened" | "dispute_decided" | "dispute_resolved" | "settlement_succeeded"
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "dispute_opened",
+            "dispute_decided",
+            "dispute_resolved",
+            "settlement_succeeded"
+        ]
+    );
+    let contract = view(&env, &contract_id).await;
+    assert_eq!(contract["dispute"]["dispute_id"], body["dispute_id"]);
+
+    let receipt = receipt_dispute(&env, &contract_id).await;
+    assert_eq!(receipt.outcome, ContractState::Settled);
+    let decided = receipt.dispute.expect("the receipt binds the dispute");
+    assert_eq!(decided.decision, DisputeDecision::Settle);
+    assert_eq!(decided.decided_by, "replay");
+
+    // One dispute per contract.
+    let (status, again) = dispute(&env, &contract_id, &env.seeker_key, "again").await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(again["error"]["code"], "contract_not_disputable");
+}
+
+#[tokio::test]
+async fn an_operators_dispute_of_an_inconclusive_rejection_settles_once_the_file_is_reachable() {
+    let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, FAST_JOBS).await;
+    // The worker hands back a JSON file hosted on a port where nothing listens yet.
+    let port = closed_port().await;
+    let file_bytes = serde_json::to_vec(&json!({"summary": "late", "confidence": 0.9})).unwrap();
+    let url: url::Url = format!("http://127.0.0.1:{port}/summary.json")
+        .parse()
+        .unwrap();
+    let file = file_output(url, "application/json", &file_bytes);
+    let jwks_url = format!("{}/.well-known/jwks.json", env.app.address)
+        .parse()
+        .unwrap();
+    let worker = echo_builder()
+        .gateway_keys(GatewayKeys::remote(jwks_url))
+        .build(move |_ctx: TaskContext, _input: Value| {
+            let file = file.clone();
+            async move {
+                TaskOutcome::Completed {
+                    output: Output::File(file),
+                    metadata: None,
+                }
+            }
+        })
+        .unwrap();
+    let file_worker = serve_worker(worker, SocketAddr::from(([127, 0, 0, 1], 0))).await;
+    let response = env
+        .app
+        .register_worker(
+            &env.operator_key,
+            &json!({
+                "endpoint": file_worker.endpoint,
+                "protocol": "hire",
+                "pay_to": env.pay_to.to_checksum(None),
+                "network": env.devnet.network(),
+                "asset": env.devnet.token().to_checksum(None),
+                "tasks": {"summarize": {
+                    "price": PRICE.to_string(),
+                    "output_schema": hiregate_worker_sdk::example_workers::summary_output_schema(),
+                }},
+                "max_parallel": 4,
+            }),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    let registered: Value = response.json().await.unwrap();
+    env.worker_id = registered["id"].as_str().unwrap().to_owned();
+
+    let contract_id = env.contract(HireEnv::input("file"), json!({})).await;
+    let before = env.balances().await;
+    let answer = paid(&env, &contract_id).await;
+    assert_eq!(answer.status, 422, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "rejected");
+    assert_eq!(
+        view(&env, &contract_id).await["verification"]["verification_status"],
+        "inconclusive"
+    );
+
+    // Now the file is served.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let served = file_bytes.clone();
+    let files = axum::Router::new().route(
+        "/summary.json",
+        axum::routing::get(move || {
+            let served = served.clone();
+            async move { ([("content-type", "application/json")], served) }
+        }),
+    );
+    let server = tokio::spawn(async move { axum::serve(listener, files).await });
+
+    let (status, body) = dispute(&env, &contract_id, &env.operator_key, "the file is up now").await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["party"], "operator");
+    assert_eq!(body["replay"]["verification_status"], "passed");
+    assert_eq!(body["decision"]["decision"], "settle");
+    assert_eq!(body["decision"]["via"], "replay");
+    assert_eq!(env.state(&contract_id).await, "settled");
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price());
+    assert_eq!(after.1, before.1 + price());
+    server.abort();
+}
+
+#[tokio::test]
+async fn the_arbiter_settles_or_voids_an_escalated_dispute_once() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let to_settle = rejected_contract(&env).await;
+    let to_void = rejected_contract(&env).await;
+    let before = env.balances().await;
+
+    let (status, settle_dispute) =
+        dispute(&env, &to_settle, &env.operator_key, "the output is fine").await;
+    assert_eq!(status, 201, "{settle_dispute}");
+    // The replay fails again: nothing new for a machine to decide.
+    assert_eq!(settle_dispute["state"], "escalated");
+    assert_eq!(settle_dispute["replay"]["verification_status"], "failed");
+    assert!(settle_dispute["decision"].is_null());
+    assert_eq!(env.state(&to_settle).await, "disputed");
+    let dispute_id = settle_dispute["dispute_id"].as_str().unwrap();
+
+    // Only the admin decides; parties can read it, other accounts cannot.
+    let (status, _) = send(
+        &env,
+        Method::POST,
+        &format!("/v1/disputes/{dispute_id}/decision"),
+        &env.operator_key,
+        &json!({"decision": "settle", "reason": "mine"}),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, seen) = send(
+        &env,
+        Method::GET,
+        &format!("/v1/disputes/{dispute_id}"),
+        &env.seeker_key,
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{seen}");
+    let (stranger, _) = env.app.create_key("seeker").await;
+    let (status, _) = send(
+        &env,
+        Method::GET,
+        &format!("/v1/disputes/{dispute_id}"),
+        &stranger,
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    let (status, decided) = decide(&env, dispute_id, "settle").await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["decision"]["decision"], "settle");
+    assert_eq!(decided["decision"]["decided_by"], "admin");
+    assert_eq!(decided["decision"]["reason"], "arbiter says settle");
+    assert_eq!(env.state(&to_settle).await, "settled");
+    let (status, again) = decide(&env, dispute_id, "void").await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(again["error"]["code"], "dispute_already_decided");
+    let events = env
+        .app
+        .store
+        .list_contract_events(&to_settle, 0, 1000)
+        .await
+        .unwrap();
+    let audit = events
+        .iter()
+        .find(|e| e.kind == "dispute_decided")
+        .expect("the decision is in the audit log");
+    assert_eq!(audit.actor, "admin");
+    assert_eq!(audit.details["reason"], "arbiter says settle");
+
+    let (status, void_dispute) = dispute(&env, &to_void, &env.operator_key, "please pay").await;
+    assert_eq!(status, 201, "{void_dispute}");
+    assert_eq!(void_dispute["state"], "escalated");
+    let (status, decided) =
+        decide(&env, void_dispute["dispute_id"].as_str().unwrap(), "void").await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(env.state(&to_void).await, "voided");
+    assert_eq!(view(&env, &to_void).await["payment"]["state"], "voided");
+
+    // One settlement (to_settle), one void (to_void).
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price());
+    assert_eq!(after.1, before.1 + price());
+    let receipt = receipt_dispute(&env, &to_void).await;
+    assert_eq!(receipt.outcome, ContractState::Voided);
+    let decided = receipt.dispute.expect("bound");
+    assert_eq!(decided.decision, DisputeDecision::Void);
+    assert_eq!(decided.decided_by, "admin");
+}
+
+#[tokio::test]
+async fn a_silent_arbiters_dispute_is_voided_before_valid_before() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, FAST_JOBS).await;
+    let contract_id = env
+        .contract(
+            json!({"text": "bad", "mode": "invalid"}),
+            json!({"sla": {"max_latency_ms": 3000}, "retry_policy": {"max_attempts": 1}}),
+        )
+        .await;
+    let before = env.balances().await;
+    let answer = paid(&env, &contract_id).await;
+    assert_eq!(answer.status, 422, "{:?}", answer.body);
+    // validBefore - settlement_margin_s is ~4 s after payment: dispute now, then stay silent.
+    let (status, opened) = dispute(&env, &contract_id, &env.operator_key, "no answer").await;
+    assert_eq!(status, 201, "{opened}");
+    assert_eq!(opened["state"], "escalated");
+    eventually(WAIT, "the silent arbiter's void", || async {
+        (env.state(&contract_id).await == "voided").then_some(())
+    })
+    .await;
+    let dispute_id = opened["dispute_id"].as_str().unwrap();
+    let (status, decided) = send(
+        &env,
+        Method::GET,
+        &format!("/v1/disputes/{dispute_id}"),
+        ADMIN_KEY,
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(decided["decision"]["decision"], "void");
+    assert_eq!(decided["decision"]["decided_by"], "system");
+    assert_eq!(decided["decision"]["reason"], "arbiter_silent");
+    assert_eq!(decided["decision"]["via"], "timeout");
+    let contract = view(&env, &contract_id).await;
+    assert_eq!(contract["payment"]["state"], "voided");
+    let valid_before = contract["payment"]["valid_before"].as_i64().unwrap();
+    let decided_at: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(decided["decision"]["decided_at"].clone()).unwrap();
+    assert!(
+        decided_at.timestamp() < valid_before,
+        "{decided_at} vs {valid_before}"
+    );
+    assert_eq!(env.balances().await, before);
+    let (status, late) = decide(&env, dispute_id, "settle").await;
+    assert_eq!(status, 409, "{late}");
+    let receipt = receipt_dispute(&env, &contract_id).await;
+    assert_eq!(receipt.dispute.expect("bound").decided_by, "system");
+}
+
+#[tokio::test]
+async fn a_replay_after_a_gateway_restart_gives_the_same_verifier_result_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/hiregate.db", dir.path().display());
+    let settings = format!(
+        "[signing_key]\npath = \"{}\"\n",
+        dir.path().join("gateway-key.json").display()
+    );
+    let devnet = hiregate_payments::devnet::Devnet::start()
+        .await
+        .expect("anvil devnet starts");
+    let env = hire_env_on(
+        devnet,
+        TestDatabase::Shared(url.clone()),
+        WorkerKind::Faulty,
+        4,
+        &settings,
+    )
+    .await;
+    let contract_id = rejected_contract(&env).await;
+    let original = view(&env, &contract_id).await["verification"]["verifier_result_hash"].clone();
+    assert!(original.is_string());
+
+    let HireEnv {
+        devnet,
+        app,
+        operator_key,
+        seeker_key,
+        worker,
+        worker_id,
+        pay_to,
+        wallet,
+    } = env;
+    drop(app);
+    let app = spawn_app_on(
+        TestDatabase::Shared(url),
+        &crate::hire_env::chain_settings(&devnet, &settings),
+    )
+    .await;
+    let env = HireEnv {
+        devnet,
+        app,
+        operator_key,
+        seeker_key,
+        worker,
+        worker_id,
+        pay_to,
+        wallet,
+    };
+    let (status, body) = dispute(&env, &contract_id, &env.operator_key, "after restart").await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["state"], "escalated");
+    assert_eq!(body["replay_verifier_result_hash"], original);
+}
+
+#[tokio::test]
+async fn strangers_get_403_and_a_late_dispute_a_clear_409() {
+    // No settlement sweep during the test: the contract stays accepted after its window.
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        4,
+        "[contracts]\nsweep_interval_ms = 600000\n",
+    )
+    .await;
+    let contract_id = env
+        .contract(HireEnv::input("late"), json!({"acceptance_window_s": 1}))
+        .await;
+    let answer = paid(&env, &contract_id).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let (other_seeker, _) = env.app.create_key("seeker").await;
+    let (other_operator, _) = env.app.create_key("operator").await;
+    for key in [&other_seeker, &other_operator] {
+        let (status, body) = dispute(&env, &contract_id, key, "not mine").await;
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(body["error"]["code"], "not_a_party");
+    }
+    // The worker's operator cannot dispute an acceptance.
+    let (status, body) = dispute(&env, &contract_id, &env.operator_key, "why").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "contract_not_disputable");
+    assert_eq!(body["error"]["details"]["state"], "accepted");
+
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, body) = dispute(&env, &contract_id, &env.seeker_key, "too late").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "dispute_window_closed");
+    assert!(body["error"]["details"]["window_ended_at"].is_string());
+    assert_eq!(env.state(&contract_id).await, "accepted");
+    assert!(
+        env.app
+            .store
+            .dispute_of_contract(&contract_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
