@@ -12,7 +12,10 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+use super::{
+    Store, StoreError, contract_cas_or_return, from_millis, from_millis_opt, insert_event,
+    on_backend, to_millis,
+};
 
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
@@ -216,6 +219,11 @@ pub(crate) const INSERT_EVENT: &str = "insert into contract_event \
     select $1, coalesce(max(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8 \
     from contract_event where contract_id = $1 returning seq";
 
+/// `update contract set state = $3 … where contract_id = $1 and state = $2`, the compare-and-set
+/// every transition starts with (see `contract_cas_or_return!`).
+pub(crate) const CONTRACT_CAS: &str = "update contract set state = $3, deadline_at = $4, \
+    updated_at = $5 where contract_id = $1 and state = $2";
+
 impl Store {
     /// Create a contract and record its first event (seq 1) atomically. A second contract with
     /// the same id or terms hash is [`StoreError::Duplicate`].
@@ -245,17 +253,13 @@ impl Store {
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
-                .bind(&contract.contract_id)
-                .bind(to_millis(event.at))
-                .bind(&event.actor)
-                .bind(&event.correlation_id)
-                .bind(&event.kind)
-                .bind(None::<String>)
-                .bind(Some(contract.state.as_str()))
-                .bind(Json(&event.details))
-                .fetch_one(&mut *tx)
-                .await?;
+            let seq = insert_event!(
+                tx,
+                &contract.contract_id,
+                event,
+                None::<String>,
+                Some(contract.state.as_str()),
+            );
             tx.commit().await?;
             self.publish_event(&contract.contract_id, seq, event, None, Some(&contract.state));
         });
@@ -310,41 +314,18 @@ impl Store {
         new_deadline_at: Option<DateTime<Utc>>,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
-        const CAS: &str = "update contract set state = $3, deadline_at = $4, updated_at = $5 \
-            where contract_id = $1 and state = $2";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            let changed = sqlx::query(CAS)
-                .bind(contract_id)
-                .bind(expected_state)
-                .bind(new_state)
-                .bind(new_deadline_at.map(to_millis))
-                .bind(to_millis(event.at))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if changed == 0 {
-                let actual: Option<String> =
-                    sqlx::query_scalar("select state from contract where contract_id = $1")
-                        .bind(contract_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                return Ok(match actual {
-                    Some(actual) => Transition::StateMismatch { actual },
-                    None => Transition::NotFound,
-                });
-            }
-            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
-                .bind(contract_id)
-                .bind(to_millis(event.at))
-                .bind(&event.actor)
-                .bind(&event.correlation_id)
-                .bind(&event.kind)
-                .bind(Some(expected_state))
-                .bind(Some(new_state))
-                .bind(Json(&event.details))
-                .fetch_one(&mut *tx)
-                .await?;
+            contract_cas_or_return!(
+                tx,
+                Transition,
+                contract_id,
+                expected_state,
+                new_state,
+                new_deadline_at.map(to_millis),
+                to_millis(event.at),
+            );
+            let seq = insert_event!(tx, contract_id, event, Some(expected_state), Some(new_state));
             tx.commit().await?;
             self.publish_event(contract_id, seq, event, Some(expected_state), Some(new_state));
             Ok(Transition::Applied { seq })
@@ -370,17 +351,7 @@ impl Store {
             if found == 0 {
                 return Ok(None);
             }
-            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
-                .bind(contract_id)
-                .bind(to_millis(event.at))
-                .bind(&event.actor)
-                .bind(&event.correlation_id)
-                .bind(&event.kind)
-                .bind(None::<String>)
-                .bind(None::<String>)
-                .bind(Json(&event.details))
-                .fetch_one(&mut *tx)
-                .await?;
+            let seq = insert_event!(tx, contract_id, event, None::<String>, None::<String>);
             tx.commit().await?;
             self.publish_event(contract_id, seq, event, None, None);
             Ok(Some(seq))

@@ -16,8 +16,8 @@ use sqlx::types::Json;
 
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
-    contracts::INSERT_EVENT, from_millis, from_millis_opt, on_backend, payments::PAYMENT_COLUMNS,
-    to_millis,
+    contract_cas_or_return, from_millis, from_millis_opt, insert_event, on_backend,
+    payments::PAYMENT_COLUMNS, return_state_mismatch, to_millis,
 };
 
 const ATTEMPT_ENTITY: &str = "attempt";
@@ -341,11 +341,6 @@ const VERIFICATION_COLUMNS: &str = "verification_id, contract_id, attempt_id, po
     policy_version, policy_hash, passed, score, reason_codes, status, verifier_result_hash, \
     result, created_at";
 
-/// `update contract set state = $3 … where contract_id = $1 and state = $2`, the compare-and-set
-/// every transition here starts with.
-const CONTRACT_CAS: &str = "update contract set state = $3, deadline_at = $4, updated_at = $5 \
-    where contract_id = $1 and state = $2";
-
 /// Touching the worker row takes its row lock (PostgreSQL) or the database write lock (SQLite),
 /// so two executes for one worker count its in-flight contracts one after the other.
 const LOCK_WORKER: &str = "update worker set max_parallel = max_parallel where worker_id = $1";
@@ -375,26 +370,15 @@ impl Store {
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            let changed = sqlx::query(CONTRACT_CAS)
-                .bind(&payment.contract_id)
-                .bind("offered")
-                .bind("paid")
-                .bind(None::<i64>)
-                .bind(to_millis(event.at))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if changed == 0 {
-                let actual: Option<String> =
-                    sqlx::query_scalar("select state from contract where contract_id = $1")
-                        .bind(&payment.contract_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                return Ok(match actual {
-                    Some(actual) => PayOutcome::StateMismatch { actual },
-                    None => PayOutcome::NotFound,
-                });
-            }
+            contract_cas_or_return!(
+                tx,
+                PayOutcome,
+                &payment.contract_id,
+                "offered",
+                "paid",
+                None::<i64>,
+                to_millis(event.at),
+            );
             let inserted = sqlx::query(INSERT)
                 .bind(&payment.payment_id)
                 .bind(&payment.contract_id)
@@ -419,17 +403,7 @@ impl Store {
                 Err(StoreError::Duplicate { .. }) => return Ok(PayOutcome::DuplicatePayment),
                 Err(other) => return Err(other),
             }
-            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
-                .bind(&payment.contract_id)
-                .bind(to_millis(event.at))
-                .bind(&event.actor)
-                .bind(&event.correlation_id)
-                .bind(&event.kind)
-                .bind(Some("offered"))
-                .bind(Some("paid"))
-                .bind(Json(&event.details))
-                .fetch_one(&mut *tx)
-                .await?;
+            let seq = insert_event!(tx, &payment.contract_id, event, Some("offered"), Some("paid"));
             tx.commit().await?;
             self.publish_event(&payment.contract_id, seq, event, Some("offered"), Some("paid"));
             Ok(PayOutcome::Paid { seq })
@@ -493,15 +467,7 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
             let Some(attempts) = attempts else {
-                let actual: Option<String> =
-                    sqlx::query_scalar("select state from contract where contract_id = $1")
-                        .bind(contract_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                return Ok(match actual {
-                    Some(actual) => StartAttempt::StateMismatch { actual },
-                    None => StartAttempt::NotFound,
-                });
+                return_state_mismatch!(tx, StartAttempt, contract_id);
             };
             sqlx::query(INSERT)
                 .bind(&attempt.attempt_id)
@@ -511,17 +477,7 @@ impl Store {
                 .bind(to_millis(attempt.started_at))
                 .execute(&mut *tx)
                 .await?;
-            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
-                .bind(contract_id)
-                .bind(to_millis(event.at))
-                .bind(&event.actor)
-                .bind(&event.correlation_id)
-                .bind(&event.kind)
-                .bind(Some("paid"))
-                .bind(Some("executing"))
-                .bind(Json(&event.details))
-                .fetch_one(&mut *tx)
-                .await?;
+            let seq = insert_event!(tx, contract_id, event, Some("paid"), Some("executing"));
             tx.commit().await?;
             self.publish_event(contract_id, seq, event, Some("paid"), Some("executing"));
             Ok(StartAttempt::Started {
@@ -670,26 +626,15 @@ impl Store {
             where payment_id = $1 and contract_id = $3";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            let changed = sqlx::query(CONTRACT_CAS)
-                .bind(contract_id)
-                .bind(expected_state)
-                .bind("settling")
-                .bind(None::<i64>)
-                .bind(to_millis(event.at))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if changed == 0 {
-                let actual: Option<String> =
-                    sqlx::query_scalar("select state from contract where contract_id = $1")
-                        .bind(contract_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                return Ok(match actual {
-                    Some(actual) => Transition::StateMismatch { actual },
-                    None => Transition::NotFound,
-                });
-            }
+            contract_cas_or_return!(
+                tx,
+                Transition,
+                contract_id,
+                expected_state,
+                "settling",
+                None::<i64>,
+                to_millis(event.at),
+            );
             sqlx::query(MARK)
                 .bind(payment_id)
                 .bind(to_millis(event.at))
@@ -697,17 +642,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate("payment"))?;
-            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
-                .bind(contract_id)
-                .bind(to_millis(event.at))
-                .bind(&event.actor)
-                .bind(&event.correlation_id)
-                .bind(&event.kind)
-                .bind(Some(expected_state))
-                .bind(Some("settling"))
-                .bind(Json(&event.details))
-                .fetch_one(&mut *tx)
-                .await?;
+            let seq = insert_event!(tx, contract_id, event, Some(expected_state), Some("settling"));
             tx.commit().await?;
             self.publish_event(contract_id, seq, event, Some(expected_state), Some("settling"));
             Ok(Transition::Applied { seq })
@@ -728,26 +663,15 @@ impl Store {
             where payment_id = $1";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            let changed = sqlx::query(CONTRACT_CAS)
-                .bind(contract_id)
-                .bind("settling")
-                .bind(&outcome.contract_state)
-                .bind(None::<i64>)
-                .bind(to_millis(event.at))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if changed == 0 {
-                let actual: Option<String> =
-                    sqlx::query_scalar("select state from contract where contract_id = $1")
-                        .bind(contract_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                return Ok(match actual {
-                    Some(actual) => Transition::StateMismatch { actual },
-                    None => Transition::NotFound,
-                });
-            }
+            contract_cas_or_return!(
+                tx,
+                Transition,
+                contract_id,
+                "settling",
+                &outcome.contract_state,
+                None::<i64>,
+                to_millis(event.at),
+            );
             sqlx::query(PAYMENT)
                 .bind(payment_id)
                 .bind(&outcome.payment_state)
@@ -756,17 +680,13 @@ impl Store {
                 .bind(to_millis(event.at))
                 .execute(&mut *tx)
                 .await?;
-            let seq: i64 = sqlx::query_scalar(INSERT_EVENT)
-                .bind(contract_id)
-                .bind(to_millis(event.at))
-                .bind(&event.actor)
-                .bind(&event.correlation_id)
-                .bind(&event.kind)
-                .bind(Some("settling"))
-                .bind(Some(outcome.contract_state.as_str()))
-                .bind(Json(&event.details))
-                .fetch_one(&mut *tx)
-                .await?;
+            let seq = insert_event!(
+                tx,
+                contract_id,
+                event,
+                Some("settling"),
+                Some(outcome.contract_state.as_str()),
+            );
             tx.commit().await?;
             self.publish_event(
                 contract_id,

@@ -22,6 +22,10 @@
 //!
 //! Every event append publishes the committed event on the store's [`EventBus`] (SSE streams and
 //! the webhook loop listen), after the commit so listeners never see an event that rolled back.
+//!
+//! A transition's transaction is written with three macros usable inside an `on_backend!` arm:
+//! `contract_cas_or_return!` (compare-and-set the state, or return the mismatch),
+//! `return_state_mismatch!` (its second half, for custom updates) and `insert_event!`.
 
 mod api_keys;
 mod contracts;
@@ -136,6 +140,70 @@ macro_rules! on_backend {
     };
 }
 pub(crate) use on_backend;
+
+/// Inside an `on_backend!` arm, after a compare-and-set on `contract` changed no row: read the
+/// row's actual state and return `$outcome::StateMismatch { actual }`, or `$outcome::NotFound`
+/// when the contract does not exist. A macro (not a fn) because the transaction's type differs
+/// per backend and the early `return` must leave the calling method.
+macro_rules! return_state_mismatch {
+    ($tx:ident, $outcome:ident, $contract_id:expr) => {{
+        let actual: Option<String> =
+            sqlx::query_scalar("select state from contract where contract_id = $1")
+                .bind($contract_id)
+                .fetch_optional(&mut *$tx)
+                .await?;
+        return Ok(match actual {
+            Some(actual) => $outcome::StateMismatch { actual },
+            None => $outcome::NotFound,
+        });
+    }};
+}
+pub(crate) use return_state_mismatch;
+
+/// Inside an `on_backend!` arm: move the contract `$expected → $new` with
+/// `contracts::CONTRACT_CAS`, or return `$outcome::StateMismatch` / `$outcome::NotFound`
+/// (see `return_state_mismatch!`) when the contract is not in `$expected`.
+macro_rules! contract_cas_or_return {
+    (
+        $tx:ident, $outcome:ident,
+        $contract_id:expr, $expected:expr, $new:expr, $deadline:expr, $at:expr $(,)?
+    ) => {
+        let changed = sqlx::query($crate::store::contracts::CONTRACT_CAS)
+            .bind($contract_id)
+            .bind($expected)
+            .bind($new)
+            .bind($deadline)
+            .bind($at)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected();
+        if changed == 0 {
+            $crate::store::return_state_mismatch!($tx, $outcome, $contract_id);
+        }
+    };
+}
+pub(crate) use contract_cas_or_return;
+
+/// Inside an `on_backend!` arm: append `$event` to the contract's log with
+/// `contracts::INSERT_EVENT` and evaluate to its `seq`. `$from` / `$to` are bound as given
+/// (`Option` of a state).
+macro_rules! insert_event {
+    ($tx:ident, $contract_id:expr, $event:expr, $from:expr, $to:expr $(,)?) => {{
+        let seq: i64 = sqlx::query_scalar($crate::store::contracts::INSERT_EVENT)
+            .bind($contract_id)
+            .bind($crate::store::to_millis($event.at))
+            .bind(&$event.actor)
+            .bind(&$event.correlation_id)
+            .bind(&$event.kind)
+            .bind($from)
+            .bind($to)
+            .bind(sqlx::types::Json(&$event.details))
+            .fetch_one(&mut *$tx)
+            .await?;
+        seq
+    }};
+}
+pub(crate) use insert_event;
 
 /// Handle on the database; cheap to clone (the pool is shared).
 #[derive(Debug, Clone)]

@@ -121,6 +121,26 @@ fn to_i32(value: u32) -> i32 {
     i32::try_from(value).unwrap_or(i32::MAX)
 }
 
+const INSERT_WORKER_TASK: &str = "insert into worker_task \
+    (worker_id, task_type, price, price_key, output_schema) values ($1, $2, $3, $4, $5)";
+
+/// Inside an `on_backend!` arm: insert one `worker_task` row per offer of `$listing` (a macro
+/// because the transaction's type differs per backend).
+macro_rules! insert_worker_tasks {
+    ($tx:ident, $listing:expr) => {
+        for (task_type, offer) in $listing.tasks.offers() {
+            sqlx::query(INSERT_WORKER_TASK)
+                .bind($listing.id.as_str())
+                .bind(task_type.as_str())
+                .bind(offer.price.to_string())
+                .bind(offer.price.sort_key())
+                .bind(Json(offer.output_schema.as_json()))
+                .execute(&mut *$tx)
+                .await?;
+        }
+    };
+}
+
 impl Store {
     /// Store a new listing with its task catalog and callback secret (one transaction).
     pub async fn insert_worker(
@@ -158,19 +178,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            for (task_type, offer) in listing.tasks.offers() {
-                sqlx::query(
-                    "insert into worker_task (worker_id, task_type, price, price_key, output_schema) \
-                     values ($1, $2, $3, $4, $5)",
-                )
-                .bind(listing.id.as_str())
-                .bind(task_type.as_str())
-                .bind(offer.price.to_string())
-                .bind(offer.price.sort_key())
-                .bind(Json(offer.output_schema.as_json()))
-                .execute(&mut *tx)
-                .await?;
-            }
+            insert_worker_tasks!(tx, listing);
             tx.commit().await?;
         });
         Ok(())
@@ -253,19 +261,7 @@ impl Store {
                     .bind(listing.id.as_str())
                     .execute(&mut *tx)
                     .await?;
-                for (task_type, offer) in listing.tasks.offers() {
-                    sqlx::query(
-                        "insert into worker_task (worker_id, task_type, price, price_key, output_schema) \
-                         values ($1, $2, $3, $4, $5)",
-                    )
-                    .bind(listing.id.as_str())
-                    .bind(task_type.as_str())
-                    .bind(offer.price.to_string())
-                    .bind(offer.price.sort_key())
-                    .bind(Json(offer.output_schema.as_json()))
-                    .execute(&mut *tx)
-                    .await?;
-                }
+                insert_worker_tasks!(tx, listing);
                 tx.commit().await?;
             }
             updated == 1
