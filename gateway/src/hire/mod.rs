@@ -45,10 +45,7 @@ use alloy::primitives::U256;
 use chrono::Utc;
 use hiregate_contracts::{
     id::{ContractId, SeekerId},
-    money::{
-        AtomicAmount as ContractAmount, EvmAddress as ContractAddress, Network as ContractNetwork,
-        PaymentScheme, Price,
-    },
+    money::{AtomicAmount as ContractAmount, PaymentScheme, Price},
     policy::PolicyRequest,
     schema::{OutputSchema, SchemaLimits},
     terms::{
@@ -530,7 +527,7 @@ fn worker_offer(listing: &WorkerListing, task_type: &str) -> Result<WorkerOffer,
         Protocol::Wattswarm => TermsProtocol::Wattswarm,
         Protocol::Superwire => TermsProtocol::Superwire,
     };
-    let pay_to = ContractAddress::from_bytes(listing.pay_to.address().into_array());
+    let pay_to = listing.pay_to.as_contract_address();
     let worker = WorkerParty::new(worker_id, endpoint, protocol, pay_to)
         .map_err(|e| unusable(e.to_string()))?;
     let price_units = task_offer.price.value();
@@ -539,12 +536,10 @@ fn worker_offer(listing: &WorkerListing, task_type: &str) -> Result<WorkerOffer,
             "the price is larger than hiregate can contract (2^128 - 1 atomic units)".to_owned(),
         ));
     }
-    let network =
-        ContractNetwork::eip155(listing.network.chain_id()).map_err(|e| unusable(e.to_string()))?;
     let price = Price::new(
         PaymentScheme::Exact,
-        network,
-        ContractAddress::from_bytes(listing.asset.address().into_array()),
+        listing.network,
+        listing.asset.as_contract_address(),
         ContractAmount::new(price_units.to::<u128>()),
     )
     .map_err(|e| unusable(format!("the price cannot be paid with x402: {e}")))?;

@@ -1,9 +1,10 @@
 //! Worker listing types, each valid by construction (parsed at the HTTP edge, re-parsed when
 //! read back from the store).
 //!
-//! Seam: [`Network`], [`AtomicAmount`] and [`EvmAddress`] are the gateway's own until the
-//! `payments`/`contracts` crates' equivalents are wired in; they serialize to the same wire
-//! strings (CAIP-2, decimal uint256, 0x-address).
+//! [`Network`] is `contracts`' own type, re-exported so there is one CAIP-2 parser, and
+//! [`EvmAddress`] wraps `contracts`' address only to refuse the zero address at parse time.
+//! [`AtomicAmount`] stays the gateway's: listings may price up to uint256 while contract terms
+//! cap at u128 (the hire refuses larger prices explicitly); both write the same decimal string.
 
 use std::{collections::BTreeMap, fmt, str::FromStr};
 
@@ -11,6 +12,9 @@ use alloy::primitives::{Address, U256};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use url::Url;
+
+use hiregate_contracts::money::EvmAddress as ContractAddress;
+pub use hiregate_contracts::money::Network;
 
 use crate::ids::{PrincipalId, WorkerId};
 
@@ -123,66 +127,21 @@ impl fmt::Display for TaskType {
     }
 }
 
-/// A CAIP-2 EVM network, `eip155:<chain id>`.
+/// A listing's payee or token address: a `contracts` [`ContractAddress`] that is not the zero
+/// address (paying it burns funds). Parsing, the EIP-55 mixed-case check and display are
+/// `contracts`'; only the non-zero rule and the lowercase `0x` prefix are the gateway's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct Network {
-    chain_id: u64,
-}
-
-impl Network {
-    /// The EVM chain id.
-    pub fn chain_id(self) -> u64 {
-        self.chain_id
-    }
-}
-
-impl FromStr for Network {
-    type Err = InvalidField;
-
-    fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        let chain_id = raw
-            .strip_prefix("eip155:")
-            .filter(|id| !id.starts_with('0') && id.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|id| id.parse::<u64>().ok())
-            .ok_or_else(|| {
-                InvalidField::new(
-                    "network",
-                    "expected a CAIP-2 EVM network, eip155:<chain id>",
-                )
-            })?;
-        Ok(Self { chain_id })
-    }
-}
-
-impl TryFrom<String> for Network {
-    type Error = InvalidField;
-
-    fn try_from(raw: String) -> Result<Self, Self::Error> {
-        raw.parse()
-    }
-}
-
-impl From<Network> for String {
-    fn from(network: Network) -> Self {
-        network.to_string()
-    }
-}
-
-impl fmt::Display for Network {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "eip155:{}", self.chain_id)
-    }
-}
-
-/// A non-zero EVM address, shown EIP-55 checksummed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct EvmAddress(Address);
+pub struct EvmAddress(ContractAddress);
 
 impl EvmAddress {
-    /// The alloy address.
+    /// The alloy address, for chain and asset-directory calls.
     pub fn address(self) -> Address {
+        Address::from(*self.0.as_bytes())
+    }
+
+    /// The `contracts` address, for signed terms.
+    pub fn as_contract_address(self) -> ContractAddress {
         self.0
     }
 }
@@ -191,14 +150,16 @@ impl FromStr for EvmAddress {
     type Err = InvalidField;
 
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
-        let well_formed = raw.len() == 42 && raw.starts_with("0x");
-        let address = well_formed
-            .then(|| Address::from_str(raw).ok())
-            .flatten()
-            .filter(|a| !a.is_zero())
-            .ok_or_else(|| {
-                InvalidField::new("address", "expected a non-zero 0x-prefixed EVM address")
-            })?;
+        let refused = |reason: String| InvalidField::new("address", reason);
+        if !raw.starts_with("0x") {
+            return Err(refused(
+                "expected a non-zero 0x-prefixed EVM address".to_owned(),
+            ));
+        }
+        let address = ContractAddress::from_str(raw).map_err(|e| refused(e.to_string()))?;
+        if address.is_zero() {
+            return Err(refused("must not be the zero address".to_owned()));
+        }
         Ok(Self(address))
     }
 }
@@ -213,13 +174,13 @@ impl TryFrom<String> for EvmAddress {
 
 impl From<EvmAddress> for String {
     fn from(address: EvmAddress) -> Self {
-        address.to_string()
+        address.0.into()
     }
 }
 
 impl fmt::Display for EvmAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0.to_checksum(None))
+        fmt::Display::fmt(&self.0, f)
     }
 }
 
@@ -603,11 +564,7 @@ mod tests {
     }
 
     #[test]
-    fn networks_and_addresses_parse_strictly() {
-        assert_eq!("eip155:8453".parse::<Network>().unwrap().chain_id(), 8453);
-        for bad in ["base", "eip155:", "eip155:01", "solana:abc", "eip155:-1"] {
-            assert!(bad.parse::<Network>().is_err(), "{bad}");
-        }
+    fn addresses_parse_strictly() {
         let addr: EvmAddress = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
             .parse()
             .unwrap();
@@ -622,6 +579,17 @@ mod tests {
         );
         assert!(
             "70997970c51812dc3a010c7d01b50e0d17dc79c8"
+                .parse::<EvmAddress>()
+                .is_err()
+        );
+        // Mixed case must be the EIP-55 checksum (last letter's case flipped here).
+        assert!(
+            "0x70997970C51812dc3A010C7d01b50e0d17dc79c8"
+                .parse::<EvmAddress>()
+                .is_err()
+        );
+        assert!(
+            "0X70997970c51812dc3a010c7d01b50e0d17dc79c8"
                 .parse::<EvmAddress>()
                 .is_err()
         );
