@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::{
     helpers::{ADMIN_KEY, TestDatabase, closed_port, eventually, spawn_app_on},
-    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_env_on, serve_worker},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_env_on, hire_listing, serve_worker},
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -203,18 +203,7 @@ async fn an_operators_dispute_of_an_inconclusive_rejection_settles_once_the_file
         .app
         .register_worker(
             &env.operator_key,
-            &json!({
-                "endpoint": file_worker.endpoint,
-                "protocol": "hire",
-                "pay_to": env.pay_to.to_checksum(None),
-                "network": env.devnet.network(),
-                "asset": env.devnet.token().to_checksum(None),
-                "tasks": {"summarize": {
-                    "price": PRICE.to_string(),
-                    "output_schema": hiregate_worker_sdk::example_workers::summary_output_schema(),
-                }},
-                "max_parallel": 4,
-            }),
+            &hire_listing(&file_worker.endpoint, env.pay_to, &env.devnet, 4),
         )
         .await;
     assert_eq!(response.status(), 201);

@@ -205,20 +205,7 @@ pub async fn hire_env_on(
     let response = app
         .register_worker(
             &operator_key,
-            &json!({
-                "endpoint": worker.endpoint,
-                "protocol": "hire",
-                "pay_to": pay_to.to_checksum(None),
-                "network": devnet.network(),
-                "asset": devnet.token().to_checksum(None),
-                "tasks": {
-                    "summarize": {
-                        "price": PRICE.to_string(),
-                        "output_schema": summary_output_schema(),
-                    }
-                },
-                "max_parallel": max_parallel,
-            }),
+            &hire_listing(&worker.endpoint, pay_to, &devnet, max_parallel),
         )
         .await;
     assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
@@ -238,6 +225,24 @@ pub async fn hire_env_on(
         pay_to,
         wallet,
     }
+}
+
+/// The registration body of a hire worker offering `summarize` at [`PRICE`].
+pub fn hire_listing(endpoint: &str, pay_to: Address, devnet: &Devnet, max_parallel: u32) -> Value {
+    json!({
+        "endpoint": endpoint,
+        "protocol": "hire",
+        "pay_to": pay_to.to_checksum(None),
+        "network": devnet.network(),
+        "asset": devnet.token().to_checksum(None),
+        "tasks": {
+            "summarize": {
+                "price": PRICE.to_string(),
+                "output_schema": summary_output_schema(),
+            }
+        },
+        "max_parallel": max_parallel,
+    })
 }
 
 /// A finished execute: status, headers and JSON body.

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use crate::{
     helpers::{TestDatabase, eventually, spawn_app_on},
     hire_env::{
-        HireEnv, PRICE, WorkerKind, chain_settings, hire_env, hire_env_on, serve_worker,
-        start_worker,
+        HireEnv, PRICE, WorkerKind, chain_settings, hire_env, hire_env_on, hire_listing,
+        serve_worker, start_worker,
     },
 };
 
@@ -94,18 +94,7 @@ async fn use_callback_worker(env: &mut HireEnv) -> WebhookSecret {
         .app
         .register_worker(
             &env.operator_key,
-            &json!({
-                "endpoint": endpoint,
-                "protocol": "hire",
-                "pay_to": env.pay_to.to_checksum(None),
-                "network": env.devnet.network(),
-                "asset": env.devnet.token().to_checksum(None),
-                "tasks": {"summarize": {
-                    "price": PRICE.to_string(),
-                    "output_schema": hiregate_worker_sdk::example_workers::summary_output_schema(),
-                }},
-                "max_parallel": 4,
-            }),
+            &hire_listing(&endpoint, env.pay_to, &env.devnet, 4),
         )
         .await;
     assert_eq!(response.status(), 201);
