@@ -102,6 +102,7 @@ pub enum AssetLookupError {
 
 struct ChainEntry {
     provider: DynProvider,
+    lookback_blocks: Option<u64>,
     listed: HashMap<Address, AssetInfo>,
 }
 
@@ -152,12 +153,27 @@ impl AssetDirectory {
                     ))
                 })
                 .collect();
-            entries.insert(chain_id, ChainEntry { provider, listed });
+            entries.insert(
+                chain_id,
+                ChainEntry {
+                    provider,
+                    lookback_blocks: chain.settlement_lookback_blocks,
+                    listed,
+                },
+            );
         }
         Self {
             chains: Arc::new(entries),
             cache: Arc::default(),
         }
+    }
+
+    /// The node of `chain_id` and how far back its logs may be searched, for asking the chain
+    /// about payments (the one truth about whether money moved).
+    pub fn chain(&self, chain_id: u64) -> Option<(DynProvider, Option<u64>)> {
+        self.chains
+            .get(&chain_id)
+            .map(|entry| (entry.provider.clone(), entry.lookback_blocks))
     }
 
     /// Chain ids this directory can describe.

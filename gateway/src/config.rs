@@ -346,6 +346,11 @@ pub struct ChainSettings {
     /// Tokens known without asking the chain.
     #[serde(default)]
     pub tokens: Vec<TokenSettings>,
+    /// How many blocks back the gateway (and the embedded facilitator) search for the
+    /// transaction that used an authorization; unset searches from genesis, which suits a
+    /// devnet but not most hosted RPCs of a real chain.
+    #[serde(default)]
+    pub settlement_lookback_blocks: Option<u64>,
 }
 
 impl ChainSettings {
@@ -477,6 +482,9 @@ pub struct ContractSettings {
     /// Lease of a claimed job, ms: another instance takes the job over after a crash once
     /// the lease ran out.
     pub job_lease_ms: u64,
+    /// Slack after a working state's time bound before another instance takes the contract
+    /// over, ms.
+    pub recovery_grace_ms: u64,
 }
 
 impl ContractSettings {
@@ -498,6 +506,11 @@ impl ContractSettings {
     /// Lease of a claimed job.
     pub fn job_lease(&self) -> Duration {
         Duration::from_millis(self.job_lease_ms)
+    }
+
+    /// Slack after a working state's time bound before a takeover.
+    pub fn recovery_grace(&self) -> Duration {
+        Duration::from_millis(self.recovery_grace_ms)
     }
 }
 
@@ -764,6 +777,15 @@ impl Settings {
         Ok(())
     }
 
+    /// The longest a settlement may take when the instance running it dies at the worst
+    /// moment: its `/settle` runs out its timeout, the contract turns stale after the same
+    /// timeout plus the recovery grace, the next job round (one interval later) takes it over,
+    /// asks the chain and calls `/settle` once more, which may take the timeout again.
+    pub fn worst_case_settlement_recovery(&self) -> Duration {
+        let settle = Duration::from_millis(self.facilitator.settle_timeout_ms);
+        settle * 2 + self.contracts.recovery_grace() + self.contracts.jobs_interval()
+    }
+
     fn validate_rest(&self) -> Result<(), ConfigError> {
         self.validate_webhooks_and_events()?;
         if let Some(path) = &self.signing_key.path
@@ -831,6 +853,24 @@ impl Settings {
             contracts.sweep_interval_ms,
             10,
         )?;
+        at_least(
+            "contracts.recovery_grace_ms",
+            contracts.recovery_grace_ms,
+            100,
+        )?;
+        let recovery = self.worst_case_settlement_recovery();
+        if Duration::from_secs(contracts.settlement_margin_s) < recovery {
+            return Err(ConfigError::invalid(
+                "contracts.settlement_margin_s",
+                format!(
+                    "must be at least {} s: a settlement begun at the margin by an instance \
+                     that then dies is resumed by another within 2 × \
+                     facilitator.settle_timeout_ms + contracts.recovery_grace_ms + \
+                     contracts.jobs_interval_ms, all before validBefore",
+                    recovery.as_secs_f64().ceil()
+                ),
+            ));
+        }
         if contracts.default_acceptance_window_s >= contracts.max_authorization_window_s {
             return Err(ConfigError::invalid(
                 "contracts.default_acceptance_window_s",

@@ -66,11 +66,9 @@ pub fn bundled_facilitator_config(
             .ok_or_else(|| problem("relayer_private_key is required to settle"))?;
         let relayer_key = RelayerKey::from_str(key.expose_secret())
             .map_err(|_| problem("relayer_private_key is not a valid secp256k1 key"))?;
-        chains.push(ChainConfig::new(
-            network,
-            chain.rpc_url.clone(),
-            relayer_key,
-        ));
+        let mut config = ChainConfig::new(network, chain.rpc_url.clone(), relayer_key);
+        config.settlement_lookback_blocks = chain.settlement_lookback_blocks;
+        chains.push(config);
     }
     if chains.is_empty() {
         return Err(FacilitatorSetupError::NoChains);

@@ -53,8 +53,6 @@ const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
 const MAX_RECONNECTS: u32 = 5;
 /// Pause before a reconnect.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
-/// Largest relayed event `data`, bytes; larger data is replaced by a marker.
-const MAX_RELAYED_DATA_BYTES: usize = 64 * 1024;
 
 /// The Superwire executor protocol. Cheap to clone; clones share the run table.
 #[derive(Debug, Clone, Default)]
@@ -278,12 +276,14 @@ impl Relay<'_> {
         } else {
             event.event.chars().take(64).collect()
         };
-        let data = if event.data.len() > MAX_RELAYED_DATA_BYTES {
-            json!({"truncated": true, "bytes": event.data.len()})
-        } else {
-            serde_json::from_str::<Value>(&event.data)
-                .unwrap_or_else(|_| Value::String(event.data.clone()))
-        };
+        // Upstream events carry the work itself (node outputs, tokens, the final output), and
+        // nothing unpaid is shown: the seeker's stream learns that the run progressed, and how
+        // much, not what it produced. The deliverable is released once settled.
+        let data = json!({
+            "withheld": true,
+            "bytes": event.data.len(),
+            "digest": hiregate_contracts::canonical::Digest::of_bytes(event.data.as_bytes()).to_string(),
+        });
         self.request
             .events
             .relay(

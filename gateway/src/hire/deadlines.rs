@@ -12,12 +12,8 @@
 //! | `executing` / `pending` | `sla_breached` → `failed`, payment `voided` |
 //! | `disputed` | the arbiter stayed silent: decision `void` by `system` (`arbiter_silent`) → `voided`, payment `voided` (see [`super::disputes`]) |
 //!
-//! `settling` left untouched longer than the facilitator's settle timeout (plus slack) means
-//! the instance that called `/settle` stopped before recording the answer: it is moved to
-//! `settlement_unknown`, which the settlement sweep retries with the same payload (the
-//! facilitator settles an EIP-3009 authorization at most once).
-//!
-//! [`run_long_running_work`] runs poll jobs and these sweeps every `contracts.jobs_interval_ms`.
+//! [`run_long_running_work`] runs poll jobs, this sweep and crash recovery (see `recovery`)
+//! every `contracts.jobs_interval_ms`.
 
 use std::time::Duration;
 
@@ -35,12 +31,9 @@ use crate::store::{ContractRecord, StoreError};
 
 /// Contracts handled per sweep round.
 const BATCH: u32 = 50;
-/// Added to the facilitator's settle timeout before a `settling` contract counts as stale.
-const SETTLING_SLACK: Duration = Duration::from_secs(30);
 
 impl HireService {
-    /// One round of the authorization sweep and the stale-settlement rescue; returns how many
-    /// contracts it changed.
+    /// One round of the authorization sweep; returns how many contracts it changed.
     pub async fn sweep_deadlines(&self) -> Result<usize, StoreError> {
         let inner = &self.inner;
         let now = Utc::now();
@@ -56,23 +49,6 @@ impl HireService {
                 Ok(false) => {}
                 Err(reply) => {
                     tracing::warn!(contract_id = %contract.contract_id, status = %reply.status(), "authorization sweep could not resolve a contract");
-                }
-            }
-        }
-        let settle_timeout = Duration::from_millis(inner.config.facilitator.settle_timeout_ms);
-        let stale_since = now
-            - chrono::Duration::from_std(settle_timeout + SETTLING_SLACK)
-                .unwrap_or(chrono::Duration::MAX);
-        for contract in inner
-            .store
-            .stale_settling_contracts(stale_since, BATCH)
-            .await?
-        {
-            match self.rescue_settling(&contract).await {
-                Ok(true) => changed += 1,
-                Ok(false) => {}
-                Err(reply) => {
-                    tracing::warn!(contract_id = %contract.contract_id, status = %reply.status(), "stale settlement not rescued");
                 }
             }
         }
@@ -142,31 +118,6 @@ impl HireService {
         tracing::info!(contract_id = %ctx.contract_id, from = state.as_str(), "held authorization voided before validBefore");
         Ok(true)
     }
-
-    /// `settling` nobody finished → `settlement_unknown`, for the settlement sweep to retry.
-    async fn rescue_settling(&self, contract: &ContractRecord) -> Result<bool, Reply> {
-        let lock = self.inner.locks.lock_of(&contract.contract_id);
-        let Ok(_guard) = lock.try_lock_owned() else {
-            return Ok(false);
-        };
-        let ctx = Ctx::of(
-            contract,
-            format!("reconcile_{}", ulid::Ulid::new()),
-            "gateway".to_owned(),
-        )?;
-        let applied = self
-            .transition(
-                &ctx,
-                ContractState::Settling,
-                &ContractEvent::SettlementOutcomeUnknown,
-                "gateway",
-                json!({"reason": "settlement_outcome_not_recorded",
-                       "message": "the settlement was started but its outcome was never recorded; it will be retried with the same payload"}),
-                None,
-            )
-            .await?;
-        Ok(applied)
-    }
 }
 
 /// Run the long-running background work until `shutdown`: claim due poll jobs (as `owner`,
@@ -196,5 +147,8 @@ async fn one_round(hire: &HireService, owner: &str) {
     }
     if let Err(error) = hire.sweep_deadlines().await {
         tracing::warn!(error = %error, "deadline sweep failed");
+    }
+    if let Err(error) = hire.recover_stale().await {
+        tracing::warn!(error = %error, "crash recovery round failed");
     }
 }

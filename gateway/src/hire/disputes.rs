@@ -36,7 +36,6 @@ use std::{str::FromStr, time::Duration};
 
 use chrono::Utc;
 use hiregate_contracts::{
-    deliverable::Deliverable,
     state::{ContractEvent, ContractState, DisputeDecision, Party},
     verify::{VerificationRequest, VerificationStatus},
 };
@@ -418,22 +417,11 @@ impl HireService {
         ctx: &Ctx,
     ) -> Result<Result<hiregate_contracts::verify::VerificationResult, String>, Reply> {
         let inner = &self.inner;
-        let stored = inner.store.latest_deliverables(&ctx.contract_id).await?;
-        let Some(record) = stored.iter().find(|d| d.kind == "deliverable") else {
-            return Ok(Err("no stored deliverable".to_owned()));
-        };
-        let Ok(deliverable) = serde_json::from_slice::<Deliverable>(&record.content) else {
-            return Ok(Err("the stored deliverable does not parse".to_owned()));
-        };
-        let digest = deliverable
-            .digest()
-            .map_err(|e| internal(format!("deliverable digest: {e}")))?;
-        if digest.to_string() != record.digest {
-            return Ok(Err(format!(
-                "the stored deliverable's digest {digest} differs from the recorded {}",
-                record.digest
-            )));
-        }
+        let (attempt_id, deliverable, digest) =
+            match super::judge::stored_deliverable(&inner.store, &ctx.contract_id).await? {
+                Ok(stored) => stored,
+                Err(why) => return Ok(Err(why)),
+            };
         let policy = ctx.terms.verification();
         let budget = Duration::from_secs(inner.config.contracts.verification_budget_s.max(1));
         let (evidence, _) = evidence::fetch_all(
@@ -449,7 +437,7 @@ impl HireService {
             &inner.outbound,
             &super::crosscheck::VoteRequest {
                 candidate_id: &candidate_id,
-                execution_id: &record.attempt_id,
+                execution_id: &attempt_id,
                 deliverable: &deliverable,
                 output_schemas: ctx.terms.task().output_schemas(),
                 policy,
@@ -461,7 +449,7 @@ impl HireService {
             .verifier
             .verify(&VerificationRequest {
                 candidate_id: &candidate_id,
-                execution_id: &record.attempt_id,
+                execution_id: &attempt_id,
                 deliverable: &deliverable,
                 output_schemas: ctx.terms.task().output_schemas(),
                 policy,

@@ -4,7 +4,11 @@
 //! | module | role |
 //! |---|---|
 //! | this module | [`HireService`]: its parts, `POST /v1/contracts` ([`HireService::create_contract`]) and the contract view |
-//! | [`execute`] | the execute flow: 402 → payment → forward → verify → settle, duplicates |
+//! | [`execute`] | the execute flow: one lock, one loop over the contract's state, duplicates, stored answers |
+//! | `payment` | `offered`: the 402 and the payment (prechecks, facilitator /verify, `paid`) |
+//! | `forward` | `paid` → `executing`: an attempt at the worker, and its answer (delivered, pending, failed) |
+//! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
+//! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain |
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
 //! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifier workers' `/verify` votes, fail-closed |
@@ -16,6 +20,7 @@
 //! | [`disputes`] | disputes of accepted (seeker) and rejected (operator) contracts: replay, arbiter decisions, the silent arbiter's void |
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
 //! | [`receipts`] | signed receipts of terminal contracts (issued once, stored) and the JSON-lines export of the event log |
+//! | `recovery` | crash recovery: contracts left in a working state past its time bound are taken over by one instance and resumed |
 //! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
 //!
 //! Flow of a contract: [`HireService::create_contract`] checks the worker (listed, healthy, not
@@ -31,12 +36,17 @@ pub mod deadlines;
 pub mod disputes;
 pub mod evidence;
 pub mod execute;
+mod forward;
+mod judge;
 pub mod locks;
 pub mod offer;
+mod payment;
 pub mod pending;
 pub mod receipts;
+mod recovery;
 pub mod relay;
 pub mod reply;
+mod settle;
 pub mod sweep;
 
 use std::{str::FromStr, sync::Arc};
@@ -48,6 +58,7 @@ use hiregate_contracts::{
     money::{AtomicAmount as ContractAmount, PaymentScheme, Price},
     policy::PolicyRequest,
     schema::{OutputSchema, SchemaLimits},
+    state::ContractState,
     terms::{
         ContractProposal, ContractTerms, EndpointUrl, OfferContext, RetryPolicy, Sla, TaskType,
         TermsError, TermsLimits, WebhookUrl, WorkerOffer, WorkerParty,
@@ -401,8 +412,11 @@ impl HireService {
                 resource: "contract",
             });
         }
+        // The operator may see what its worker delivered; the seeker only what it paid for.
+        let state = ContractState::from_str(&contract.state).map_err(ApiError::internal)?;
+        let reveal = !caller.is_seeker() || execute::content_released(state);
         let mut view = self
-            .contract_view(&contract)
+            .contract_view(&contract, reveal)
             .await
             .map_err(ApiError::from)?;
         if let Some(receipt) = self.receipt_of(&contract).await? {
@@ -411,13 +425,17 @@ impl HireService {
         Ok(view)
     }
 
-    async fn contract_view(&self, contract: &ContractRecord) -> Result<Value, StoreError> {
+    async fn contract_view(
+        &self,
+        contract: &ContractRecord,
+        reveal_content: bool,
+    ) -> Result<Value, StoreError> {
         let store = &self.inner.store;
         let id = contract.contract_id.as_str();
         let attempts = store.list_attempts(id).await?;
         let payment = store.payment_of_contract(id).await?;
         let verification = store.latest_verification(id).await?;
-        let delivery = execute::stored_delivery(store, id).await?;
+        let delivery = execute::stored_delivery(store, id, reveal_content).await?;
         let dispute = store.dispute_of_contract(id).await?;
         let offer = contract
             .payment_offer

@@ -38,7 +38,8 @@ use url::Url;
 
 use super::{
     HireService,
-    execute::{Ctx, internal, sla_exceeded_error},
+    execute::{Ctx, internal},
+    forward::sla_exceeded_error,
     reply::Reply,
 };
 use crate::{

@@ -15,15 +15,16 @@ use crate::store::StoreError;
 
 /// Contracts settled per sweep round.
 const BATCH: u32 = 50;
-/// How long a `settlement_unknown` contract rests before the sweep retries it.
-const RECONCILE_AFTER: Duration = Duration::from_secs(30);
 
 impl HireService {
     /// One sweep round; returns how many contracts it tried to settle.
     pub async fn sweep_settlements(&self) -> Result<usize, StoreError> {
         let now = Utc::now();
-        let reconcile_before =
-            now - chrono::Duration::from_std(RECONCILE_AFTER).unwrap_or(chrono::Duration::zero());
+        // A `settlement_unknown` contract rests for the recovery grace before the chain is
+        // asked again: whatever made it unknown seldom clears at once.
+        let reconcile_before = now
+            - chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
+                .unwrap_or(chrono::Duration::zero());
         let due = self
             .inner
             .store

@@ -650,10 +650,13 @@ impl Store {
     }
 
     /// Record a settlement outcome: the payment's state, transaction and response, and the
-    /// contract's `settling → outcome.contract_state` transition, in one transaction.
+    /// contract's `from_state → outcome.contract_state` transition (`from_state` is `settling`,
+    /// or `settlement_unknown` when the chain decided without another `/settle`), in one
+    /// transaction.
     pub async fn finish_settlement(
         &self,
         contract_id: &str,
+        from_state: &str,
         payment_id: &str,
         outcome: &SettlementOutcome,
         event: &NewContractEvent,
@@ -667,7 +670,7 @@ impl Store {
                 tx,
                 Transition,
                 contract_id,
-                "settling",
+                from_state,
                 &outcome.contract_state,
                 None::<i64>,
                 to_millis(event.at),
@@ -684,7 +687,7 @@ impl Store {
                 tx,
                 contract_id,
                 event,
-                Some("settling"),
+                Some(from_state),
                 Some(outcome.contract_state.as_str()),
             );
             tx.commit().await?;
@@ -692,7 +695,7 @@ impl Store {
                 contract_id,
                 seq,
                 event,
-                Some("settling"),
+                Some(from_state),
                 Some(&outcome.contract_state),
             );
             Ok(Transition::Applied { seq })

@@ -1,5 +1,6 @@
 //! Long-running work: worker callback receipts (`callback_receipt`) and the queries of the
-//! deadline sweeps (authorizations close to `validBefore`, settlements left in `settling`).
+//! deadline sweeps (authorizations close to `validBefore`) and of crash recovery (contracts left
+//! in a working state past its time bound, taken over by one instance).
 //!
 //! Poll jobs themselves live in `job` (see `jobs`); these queries read the durable contract
 //! and payment rows, and every change they lead to is made with the compare-and-set
@@ -8,9 +9,9 @@
 use chrono::{DateTime, Utc};
 
 use super::{
-    ContractRecord, Store, StoreError,
+    ContractRecord, NewContractEvent, Store, StoreError,
     contracts::{CONTRACT_COLUMNS, ContractRow},
-    on_backend, to_millis,
+    insert_event, on_backend, to_millis,
 };
 
 const CALLBACK_ENTITY: &str = "callback_receipt";
@@ -98,24 +99,59 @@ impl Store {
         rows.into_iter().map(ContractRecord::try_from).collect()
     }
 
-    /// Contracts left in `settling` since before `untouched_since`: the instance that called
-    /// `/settle` died (or hung) before recording the outcome.
-    pub async fn stale_settling_contracts(
+    /// Contracts in `state` with no transition (and no takeover) since `untouched_since`,
+    /// oldest first: the instance working on them died or hung past the step's time bound.
+    pub async fn stale_contracts(
         &self,
+        state: &str,
         untouched_since: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<ContractRecord>, StoreError> {
         let sql = format!(
-            "select {CONTRACT_COLUMNS} from contract where state = 'settling' and updated_at <= $1 \
-             order by updated_at limit $2"
+            "select {CONTRACT_COLUMNS} from contract where state = $1 and updated_at <= $2 \
+             order by updated_at limit $3"
         );
         let rows: Vec<ContractRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql)
+                .bind(state)
                 .bind(to_millis(untouched_since))
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await?
         });
         rows.into_iter().map(ContractRecord::try_from).collect()
+    }
+
+    /// Take over a stale contract: still in `state` and untouched since `seen_updated_at`, its
+    /// `updated_at` moves to the event's time (which restarts the staleness clock, the
+    /// contract's lease) and the takeover is logged, in one transaction. `false` when the
+    /// contract moved or another instance took it first: exactly one instance resumes it.
+    pub async fn take_over_contract(
+        &self,
+        contract_id: &str,
+        state: &str,
+        seen_updated_at: DateTime<Utc>,
+        event: &NewContractEvent,
+    ) -> Result<bool, StoreError> {
+        const CLAIM: &str = "update contract set updated_at = $4 \
+            where contract_id = $1 and state = $2 and updated_at = $3";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let claimed = sqlx::query(CLAIM)
+                .bind(contract_id)
+                .bind(state)
+                .bind(to_millis(seen_updated_at))
+                .bind(to_millis(event.at))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if claimed == 0 {
+                return Ok(false);
+            }
+            let seq = insert_event!(tx, contract_id, event, Some(state), Some(state));
+            tx.commit().await?;
+            self.publish_event(contract_id, seq, event, Some(state), Some(state));
+            Ok(true)
+        })
     }
 }

@@ -10,6 +10,7 @@ mod hire;
 mod hire_env;
 mod long_running;
 mod migrations;
+mod money_truth;
 mod ops;
 mod outbound;
 mod receipts;

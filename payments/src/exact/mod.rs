@@ -4,8 +4,12 @@
 //!   chain-free checks ([`precheck`]) every party can run;
 //! - [`sign`]: the client side, producing a [`PaymentPayload`];
 //! - [`onchain`]: the facilitator side that needs a node (signature by EOA or EIP-1271, nonce
-//!   state, balance, simulation, settlement log lookup).
+//!   state, balance, simulation, settlement log lookup);
+//! - [`ledger`]: what the chain says about one authorization (used, by which transaction, moving
+//!   what; cancelled; still usable as of the latest block), for whoever must decide a settlement
+//!   outcome from the chain rather than from a facilitator's word.
 
+pub mod ledger;
 pub mod onchain;
 pub mod sign;
 

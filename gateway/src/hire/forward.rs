@@ -1,0 +1,433 @@
+//! `paid`: forward an attempt to the worker, and record what it answered (delivered, pending, failed).
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use chrono::Utc;
+use hiregate_contracts::{
+    canonical::to_canonical_vec,
+    deliverable::Deliverable,
+    id::AttemptId,
+    state::{ContractEvent, ContractState},
+};
+use serde_json::{Value, json};
+
+use super::{
+    HireService,
+    execute::{Ctx, Step, internal},
+    offer::AuthorizationWindow,
+    payment::worker_busy,
+    reply::Reply,
+};
+use crate::{
+    adapters::{ForwardRequest, WorkerAnswer},
+    error::ApiError,
+    registry::model::WorkerListing,
+    store::{AttemptEnd, NewAttempt, NewDeliverable, PaymentRecord, StartAttempt, StoreError},
+};
+
+impl HireService {
+    pub(super) async fn forward(&self, ctx: &Ctx) -> Result<Step, Reply> {
+        let inner = &self.inner;
+        let settings = &inner.config.contracts;
+        let payment = inner
+            .store
+            .payment_of_contract(&ctx.contract_id)
+            .await?
+            .ok_or_else(|| internal("a paid contract has no payment"))?;
+        let needed = AuthorizationWindow::needed_for_one_attempt(&ctx.terms, settings);
+        let now_s = Utc::now().timestamp();
+        if payment.valid_before < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX)) {
+            // Too late to work, judge and settle before validBefore: release it instead.
+            if self
+                .transition(
+                    ctx,
+                    ContractState::Paid,
+                    &ContractEvent::AuthorizationExpired,
+                    "gateway",
+                    json!({"valid_before": payment.valid_before, "needed_s": needed}),
+                    None,
+                )
+                .await?
+            {
+                self.record_void(ctx, &payment, "authorization_expiring")
+                    .await?;
+            }
+            return Ok(Step::Again);
+        }
+        let listing = inner
+            .store
+            .get_worker(&ctx.worker_id)
+            .await?
+            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
+        if inner.adapters.get(listing.protocol).is_none() {
+            return Ok(Step::Done(Reply::from(ApiError::ProtocolNotSupported(
+                format!("no adapter for protocol `{}`", listing.protocol.as_str()),
+            ))));
+        }
+        let attempt_id = AttemptId::generate().to_string();
+        let started = inner
+            .store
+            .start_attempt(
+                &ctx.contract_id,
+                ctx.worker_id.as_str(),
+                listing.max_parallel.get(),
+                &NewAttempt {
+                    attempt_id: attempt_id.clone(),
+                    payment_id: payment.payment_id.clone(),
+                    started_at: Utc::now(),
+                },
+                &self.event(
+                    ctx,
+                    "gateway",
+                    ContractEvent::Forwarded.name(),
+                    json!({"attempt_id": attempt_id, "worker_id": listing.id}),
+                ),
+            )
+            .await?;
+        let attempt_no = match started {
+            StartAttempt::Started { attempt_no } => attempt_no,
+            StartAttempt::WorkerBusy { in_flight } => {
+                return Ok(Step::Done(worker_busy(in_flight)));
+            }
+            StartAttempt::StateMismatch { .. } => return Ok(Step::Again),
+            StartAttempt::NotFound => {
+                return Err(Reply::from(ApiError::NotFound {
+                    resource: "contract",
+                }));
+            }
+        };
+        tracing::info!(contract_id = %ctx.contract_id, attempt_no, worker_id = %listing.id, "forwarding to worker");
+        self.run_attempt(ctx, &listing, &payment, &attempt_id, attempt_no)
+            .await
+    }
+
+    /// Ask the worker for attempt `attempt_no` (opened as `attempt_id`, the contract in
+    /// `executing`) and record its answer. Also how a takeover resumes an attempt whose
+    /// instance died: the same attempt asked again under the same idempotency key gets the
+    /// worker's stored result or its status, never a second run.
+    pub(super) async fn run_attempt(
+        &self,
+        ctx: &Ctx,
+        listing: &WorkerListing,
+        payment: &PaymentRecord,
+        attempt_id: &str,
+        attempt_no: u32,
+    ) -> Result<Step, Reply> {
+        let inner = &self.inner;
+        let Some(adapter) = inner.adapters.get(listing.protocol).cloned() else {
+            return Ok(Step::Done(Reply::from(ApiError::ProtocolNotSupported(
+                format!("no adapter for protocol `{}`", listing.protocol.as_str()),
+            ))));
+        };
+        let timeout = Duration::from_millis(ctx.terms.sla().max_latency_ms());
+        let relay = super::relay::ContractEventRelay::new(
+            inner.store.clone(),
+            &ctx.contract_id,
+            &ctx.correlation_id,
+            format!("worker:{}", listing.id),
+        );
+        let answer = adapter
+            .execute(
+                &inner.outbound,
+                &ForwardRequest {
+                    endpoint: &listing.endpoint,
+                    contract_id: &ctx.contract_id,
+                    attempt: attempt_no,
+                    contract_token: &ctx.contract_token,
+                    task_type: ctx.terms.task().task_type().as_str(),
+                    input: ctx.terms.task().input(),
+                    output_schemas: ctx.terms.task().output_schemas(),
+                    protocol_options: &listing.protocol_options,
+                    events: &relay,
+                    timeout,
+                    secrets: ctx.secrets.as_ref(),
+                },
+            )
+            .await;
+        let worker_actor = format!("worker:{}", listing.id);
+        match answer {
+            WorkerAnswer::Delivered {
+                deliverable,
+                http_status,
+            } => {
+                self.delivered(
+                    ctx,
+                    ContractState::Executing,
+                    attempt_id,
+                    attempt_no,
+                    &worker_actor,
+                    deliverable,
+                    http_status,
+                )
+                .await
+            }
+            WorkerAnswer::Pending {
+                task_id,
+                poll_url,
+                http_status,
+            } => {
+                inner
+                    .store
+                    .finish_attempt(
+                        attempt_id,
+                        &AttemptEnd {
+                            state: "pending".to_owned(),
+                            http_status: Some(http_status),
+                            error: None,
+                            worker_task_id: task_id.clone(),
+                            poll_url: poll_url.as_ref().map(|u| u.to_string()),
+                            finished_at: None,
+                        },
+                    )
+                    .await?;
+                // Polling `poll_url` (a durable job, see `pending`) and the worker's signed
+                // callback move the contract from `pending` to `delivered`; until then executes
+                // answer 202.
+                if self
+                    .transition(
+                        ctx,
+                        ContractState::Executing,
+                        &ContractEvent::WorkerPending,
+                        &worker_actor,
+                        json!({"attempt_no": attempt_no, "worker_task_id": task_id,
+                               "poll_url": poll_url.as_ref().map(url::Url::as_str)}),
+                        None,
+                    )
+                    .await?
+                {
+                    self.watch_pending(ctx, attempt_id).await?;
+                }
+                Ok(Step::Done(self.in_progress(ctx, "pending")))
+            }
+            WorkerAnswer::TimedOut => {
+                self.attempt_failed(
+                    ctx,
+                    ContractState::Executing,
+                    attempt_id,
+                    attempt_no,
+                    payment,
+                    &worker_actor,
+                    None,
+                    sla_exceeded_error(ctx),
+                    true,
+                )
+                .await
+            }
+            WorkerAnswer::Failed {
+                kind,
+                http_status,
+                code,
+                message,
+                details,
+            } => {
+                self.attempt_failed(
+                    ctx,
+                    ContractState::Executing,
+                    attempt_id,
+                    attempt_no,
+                    payment,
+                    &worker_actor,
+                    http_status,
+                    json!({"kind": kind.as_str(), "code": code, "message": message, "details": details}),
+                    false,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Record a failed attempt (`from` = `executing` or `pending`): back to `paid` when the
+    /// retry policy allows another attempt under the same payment, else `failed` with the
+    /// authorization voided.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn attempt_failed(
+        &self,
+        ctx: &Ctx,
+        from: ContractState,
+        attempt_id: &str,
+        attempt_no: u32,
+        payment: &PaymentRecord,
+        worker_actor: &str,
+        http_status: Option<u16>,
+        error: Value,
+        timed_out: bool,
+    ) -> Result<Step, Reply> {
+        let retry_policy = ctx.terms.retry_policy();
+        let retry_allowed = retry_policy.allows_retry_after(attempt_no);
+        self.inner
+            .store
+            .finish_attempt(
+                attempt_id,
+                &AttemptEnd {
+                    state: if timed_out { "timed_out" } else { "failed" }.to_owned(),
+                    http_status,
+                    error: Some(error.clone()),
+                    worker_task_id: None,
+                    poll_url: None,
+                    finished_at: Some(Utc::now()),
+                },
+            )
+            .await?;
+        let event = ContractEvent::WorkerFailed {
+            attempts_made: attempt_no,
+            retry_policy,
+        };
+        let applied = self
+            .transition(
+                ctx,
+                from,
+                &event,
+                worker_actor,
+                json!({"attempt_no": attempt_no, "error": error, "retry_allowed": retry_allowed}),
+                None,
+            )
+            .await?;
+        if applied && !retry_allowed {
+            self.record_void(ctx, payment, "retries_exhausted").await?;
+        }
+        tracing::info!(contract_id = %ctx.contract_id, attempt_no, retry_allowed, timed_out, "worker attempt failed");
+        let (status, code, message) = if timed_out {
+            (
+                StatusCode::GATEWAY_TIMEOUT,
+                "worker_timeout",
+                "the worker did not answer within the contract's SLA",
+            )
+        } else {
+            (
+                StatusCode::BAD_GATEWAY,
+                "worker_failed",
+                "the worker failed this attempt",
+            )
+        };
+        let max_attempts = retry_policy.max_attempts();
+        Ok(Step::Done(Reply::error(
+            status,
+            code,
+            if retry_allowed {
+                format!("{message}; execute again to retry under the same payment")
+            } else {
+                format!(
+                    "{message}; no attempts are left, the payment was voided and nothing was settled"
+                )
+            },
+            json!({
+                "contract_id": ctx.contract_id,
+                "state": if retry_allowed { "paid" } else { "failed" },
+                "attempt": attempt_no,
+                "max_attempts": max_attempts,
+                "attempts_left": max_attempts.saturating_sub(attempt_no),
+                "retry_allowed": retry_allowed,
+                "worker_error": error,
+            }),
+        )))
+    }
+
+    /// Mark the held authorization as released (never to be settled) and log it.
+    pub(super) async fn record_void(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        reason: &str,
+    ) -> Result<(), Reply> {
+        let store = &self.inner.store;
+        store
+            .set_payment_state(&payment.payment_id, "voided", Utc::now())
+            .await?;
+        store
+            .append_contract_event(
+                &ctx.contract_id,
+                &self.event(
+                    ctx,
+                    "gateway",
+                    "payment_voided",
+                    json!({"payment_id": payment.payment_id, "reason": reason}),
+                ),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The one "finish delivery" path, for sync answers, polls and callbacks alike: store the
+    /// deliverable, close the attempt, move `from` (`executing` or `pending`) to `delivered`
+    /// with a compare-and-set, and verify. Whoever loses the compare-and-set (a poll racing a
+    /// callback, another instance) gets `Step::Again` and judges nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn delivered(
+        &self,
+        ctx: &Ctx,
+        from: ContractState,
+        attempt_id: &str,
+        attempt_no: u32,
+        worker_actor: &str,
+        deliverable: Deliverable,
+        http_status: u16,
+    ) -> Result<Step, Reply> {
+        let inner = &self.inner;
+        let store = &inner.store;
+        let digest = deliverable
+            .digest()
+            .map_err(|e| internal(format!("deliverable digest: {e}")))?;
+        let bytes =
+            to_canonical_vec(&deliverable).map_err(|e| internal(format!("deliverable: {e}")))?;
+        let now = Utc::now();
+        let stored = store
+            .insert_deliverables(&[NewDeliverable {
+                deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
+                contract_id: ctx.contract_id.clone(),
+                attempt_id: attempt_id.to_owned(),
+                position: 0,
+                name: None,
+                kind: "deliverable".to_owned(),
+                media_type: Some("application/json".to_owned()),
+                digest: digest.to_string(),
+                content: bytes,
+                source_url: None,
+                created_at: now,
+            }])
+            .await;
+        match stored {
+            // Already stored: a concurrent report of the same attempt (poll and callback), or
+            // this report redone after a crash. The compare-and-set below picks the winner.
+            Ok(()) | Err(StoreError::Duplicate { .. }) => {}
+            Err(other) => return Err(other.into()),
+        }
+        store
+            .finish_attempt(
+                attempt_id,
+                &AttemptEnd {
+                    state: "completed".to_owned(),
+                    http_status: Some(http_status),
+                    error: None,
+                    worker_task_id: None,
+                    poll_url: None,
+                    finished_at: Some(now),
+                },
+            )
+            .await?;
+        if !self
+            .transition(
+                ctx,
+                from,
+                &ContractEvent::DeliverableReceived,
+                worker_actor,
+                json!({"attempt_no": attempt_no, "deliverable_digest": digest}),
+                None,
+            )
+            .await?
+        {
+            return Ok(Step::Again);
+        }
+        self.verify_delivery(ctx, attempt_id, &deliverable, digest)
+            .await
+    }
+}
+
+/// The error recorded for an attempt that outlived the contract's `sla.max_latency_ms`.
+pub(super) fn sla_exceeded_error(ctx: &Ctx) -> Value {
+    json!({
+        "kind": "timeout",
+        "code": "sla_exceeded",
+        "message": format!("no result within the SLA of {} ms", ctx.terms.sla().max_latency_ms()),
+    })
+}

@@ -1,0 +1,220 @@
+//! `delivered` → `verifying` → `accepted` | `rejected`: the pinned verification policy applied to the stored deliverable.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use hiregate_contracts::{
+    canonical::Digest,
+    deliverable::Deliverable,
+    state::{ContractEvent, ContractState},
+    verify::{VerificationRequest, VerificationStatus},
+};
+use serde_json::json;
+
+use super::{
+    HireService,
+    evidence::{self, FetchedEvidence},
+    execute::{Ctx, Step, internal},
+    reply::Reply,
+};
+use crate::store::{NewDeliverable, NewVerification, Store, StoreError};
+
+impl HireService {
+    pub(super) async fn verify_delivery(
+        &self,
+        ctx: &Ctx,
+        attempt_id: &str,
+        deliverable: &Deliverable,
+        digest: Digest,
+    ) -> Result<Step, Reply> {
+        let policy = ctx.terms.verification();
+        if !self
+            .transition(
+                ctx,
+                ContractState::Delivered,
+                &ContractEvent::VerificationStarted,
+                "gateway",
+                json!({"policy_id": policy.policy_id(), "policy_hash": policy.policy_hash()}),
+                None,
+            )
+            .await?
+        {
+            return Ok(Step::Again);
+        }
+        self.judge(ctx, attempt_id, deliverable, digest).await
+    }
+
+    /// Apply the pinned policy to `deliverable` (the contract in `verifying`) and move the
+    /// contract to `accepted` or `rejected`. Deterministic on the stored bytes, so a takeover
+    /// after a crash simply judges again.
+    pub(super) async fn judge(
+        &self,
+        ctx: &Ctx,
+        attempt_id: &str,
+        deliverable: &Deliverable,
+        digest: Digest,
+    ) -> Result<Step, Reply> {
+        let inner = &self.inner;
+        let policy = ctx.terms.verification();
+        let requests = deliverable.evidence_requests();
+        let (evidence, fetched) = evidence::fetch_all(
+            &inner.outbound,
+            &requests,
+            Duration::from_secs(inner.config.contracts.verification_budget_s.max(1)),
+            inner.config.outbound.max_response_bytes,
+        )
+        .await;
+        if !fetched.is_empty() {
+            match inner
+                .store
+                .insert_deliverables(&evidence_pieces(ctx, attempt_id, &fetched))
+                .await
+            {
+                // Stored by a judgement that a crash cut short; the bytes are the digest's.
+                Ok(()) | Err(StoreError::Duplicate { .. }) => {}
+                Err(other) => return Err(other.into()),
+            }
+        }
+        let candidate_id = digest.to_string();
+        // vp.crosscheck.v1 quorums: the named verifier workers vote (fail-closed), bounded by
+        // half the verification budget (the other half is for evidence fetches).
+        let votes = super::crosscheck::collect_votes(
+            &inner.store,
+            &inner.outbound,
+            &super::crosscheck::VoteRequest {
+                candidate_id: &candidate_id,
+                execution_id: attempt_id,
+                deliverable,
+                output_schemas: ctx.terms.task().output_schemas(),
+                policy,
+                timeout: Duration::from_millis(
+                    inner.config.contracts.verification_budget_s.max(1) * 500,
+                ),
+            },
+        )
+        .await;
+        let result = inner
+            .verifier
+            .verify(&VerificationRequest {
+                candidate_id: &candidate_id,
+                execution_id: attempt_id,
+                deliverable,
+                output_schemas: ctx.terms.task().output_schemas(),
+                policy,
+                evidence: &evidence,
+                votes: votes.as_ref(),
+            })
+            .map_err(|e| internal(format!("verification could not run: {e}")))?;
+        let mut result_json =
+            serde_json::to_value(&result).map_err(|e| internal(format!("verification: {e}")))?;
+        // Each vote with its verifier_result_hash, for the audit trail and dispute replay.
+        if let (Some(votes), Some(object)) = (&votes, result_json.as_object_mut()) {
+            object.insert(
+                "votes".to_owned(),
+                serde_json::to_value(votes).map_err(|e| internal(format!("votes: {e}")))?,
+            );
+        }
+        inner
+            .store
+            .insert_verification(&NewVerification {
+                verification_id: format!("vrf_{}", ulid::Ulid::new()),
+                contract_id: ctx.contract_id.clone(),
+                attempt_id: attempt_id.to_owned(),
+                policy_id: policy.policy_id().as_str().to_owned(),
+                policy_version: policy.policy_version().to_owned(),
+                policy_hash: policy.policy_hash().to_string(),
+                passed: result.passed,
+                score: result.score,
+                reason_codes: result.reason_codes.clone(),
+                status: status_name(result.verification_status).to_owned(),
+                verifier_result_hash: result.verifier_result_hash.to_string(),
+                result: result_json,
+                created_at: Utc::now(),
+            })
+            .await?;
+        let event = match result.verification_status {
+            VerificationStatus::Passed => ContractEvent::VerificationPassed,
+            VerificationStatus::Failed => ContractEvent::VerificationFailed,
+            VerificationStatus::Inconclusive => ContractEvent::VerificationInconclusive,
+        };
+        let window = ctx.terms.acceptance_window_s();
+        let deadline = (result.passed && window > 0).then(|| {
+            Utc::now() + chrono::Duration::seconds(i64::try_from(window).unwrap_or(i64::MAX))
+        });
+        self.transition(
+            ctx,
+            ContractState::Verifying,
+            &event,
+            "gateway",
+            json!({
+                "passed": result.passed,
+                "score": result.score,
+                "reason_codes": result.reason_codes,
+                "verifier_result_hash": result.verifier_result_hash,
+                "votes": super::crosscheck::vote_summaries(votes.as_ref()),
+            }),
+            deadline,
+        )
+        .await?;
+        tracing::info!(contract_id = %ctx.contract_id, passed = result.passed, "deliverable verified");
+        Ok(Step::Again)
+    }
+}
+
+pub(super) fn status_name(status: VerificationStatus) -> &'static str {
+    match status {
+        VerificationStatus::Passed => "passed",
+        VerificationStatus::Failed => "failed",
+        VerificationStatus::Inconclusive => "inconclusive",
+    }
+}
+
+pub(super) fn evidence_pieces(
+    ctx: &Ctx,
+    attempt_id: &str,
+    fetched: &[FetchedEvidence],
+) -> Vec<NewDeliverable> {
+    fetched
+        .iter()
+        .enumerate()
+        .map(|(index, piece)| NewDeliverable {
+            deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
+            contract_id: ctx.contract_id.clone(),
+            attempt_id: attempt_id.to_owned(),
+            position: u32::try_from(index + 1).unwrap_or(u32::MAX),
+            name: None,
+            kind: "evidence".to_owned(),
+            media_type: piece.media_type.clone(),
+            digest: piece.digest.to_string(),
+            content: piece.bytes.clone(),
+            source_url: Some(piece.url.to_string()),
+            created_at: Utc::now(),
+        })
+        .collect()
+}
+
+/// The contract's latest deliverable as stored, digest-checked: `(attempt_id, deliverable,
+/// digest)`, or why it cannot be judged again (`Ok(Err(why))`). What disputes replay and what a
+/// takeover judges after a crash.
+pub(super) async fn stored_deliverable(
+    store: &Store,
+    contract_id: &str,
+) -> Result<Result<(String, Deliverable, Digest), String>, Reply> {
+    let stored = store.latest_deliverables(contract_id).await?;
+    let Some(record) = stored.iter().find(|d| d.kind == "deliverable") else {
+        return Ok(Err("no stored deliverable".to_owned()));
+    };
+    let Ok(deliverable) = serde_json::from_slice::<Deliverable>(&record.content) else {
+        return Ok(Err("the stored deliverable does not parse".to_owned()));
+    };
+    let digest = deliverable
+        .digest()
+        .map_err(|e| internal(format!("deliverable digest: {e}")))?;
+    if digest.to_string() != record.digest {
+        return Ok(Err(format!(
+            "the stored deliverable's digest {digest} differs from the recorded {}",
+            record.digest
+        )));
+    }
+    Ok(Ok((record.attempt_id.clone(), deliverable, digest)))
+}

@@ -1,0 +1,347 @@
+//! `offered`: the 402 challenge and the payment that moves a contract to `paid`.
+
+use alloy::primitives::U256;
+use chrono::Utc;
+use hiregate_contracts::{
+    canonical::Digest,
+    state::{ContractEvent, ContractState},
+};
+use hiregate_payments::{PaymentPayload, VerifyRequest, decode_header, precheck};
+use serde_json::{Value, json};
+
+use super::{
+    HireService,
+    execute::{Ctx, Step, internal},
+    offer::SIGNING_SLACK_S,
+    reply::Reply,
+};
+use crate::{
+    error::ApiError,
+    store::{NewPayment, PayOutcome, PaymentRecord},
+};
+
+/// Clock skew tolerated between the seeker's clock and ours when bounding `validBefore`.
+const VALID_BEFORE_SKEW_S: u64 = 60;
+
+impl HireService {
+    pub(super) async fn offered(
+        &self,
+        ctx: &Ctx,
+        payment_signature: Option<&str>,
+    ) -> Result<Step, Reply> {
+        if ctx.terms.offer_expired(Utc::now().into()) {
+            self.transition(
+                ctx,
+                ContractState::Offered,
+                &ContractEvent::OfferExpired,
+                "gateway",
+                json!({"offer_expires_at": ctx.terms.offer_expires_at()}),
+                None,
+            )
+            .await?;
+            return Ok(Step::Again);
+        }
+        let Some(header) = payment_signature else {
+            return Ok(Step::Done(Reply::payment_required(
+                &ctx.offer,
+                "payment_required",
+                "this contract must be paid: send PAYMENT-SIGNATURE as PAYMENT-REQUIRED describes",
+                None,
+                json!({"contract_id": ctx.contract_id}),
+            )));
+        };
+        self.accept_payment(ctx, header).await
+    }
+
+    pub(super) fn refuse_payment(
+        ctx: &Ctx,
+        reason: &str,
+        message: String,
+        mut details: Value,
+    ) -> Reply {
+        if let Some(object) = details.as_object_mut() {
+            object.insert("contract_id".into(), json!(ctx.contract_id));
+        }
+        Reply::payment_required(
+            &ctx.offer,
+            "payment_invalid",
+            message,
+            Some(reason),
+            details,
+        )
+    }
+
+    pub(super) async fn accept_payment(&self, ctx: &Ctx, header: &str) -> Result<Step, Reply> {
+        let inner = &self.inner;
+        let payload: PaymentPayload = decode_header(header).map_err(|error| {
+            Reply::from(ApiError::BadRequest {
+                code: "invalid_payment_signature",
+                message: format!("PAYMENT-SIGNATURE cannot be read: {error}"),
+            })
+        })?;
+        let requirements = ctx
+            .offer
+            .requirements()
+            .ok_or_else(|| internal("stored offer has no requirements"))?;
+        let mismatched = requirements.mismatched_fields(&payload.accepted);
+        if !mismatched.is_empty() {
+            let fields: Vec<String> = mismatched.iter().map(|f| format!("accepted.{f}")).collect();
+            let names = fields.join(", ");
+            return Ok(Step::Done(Reply::payment_required(
+                &ctx.offer,
+                "payment_mismatch",
+                format!("the payment's {names} does not match this contract's offer"),
+                Some(&format!("accepted_requirements_mismatch: {names}")),
+                json!({"contract_id": ctx.contract_id, "fields": fields}),
+            )));
+        }
+        let identifier = payload.payment_identifier().map_err(|error| {
+            Reply::from(ApiError::BadRequest {
+                code: "invalid_payment_identifier",
+                message: format!("payment-identifier extension: {error}"),
+            })
+        })?;
+        let payload_json = serde_json::to_value(&payload)
+            .map_err(|e| internal(format!("payment payload: {e}")))?;
+        let payload_hash = Digest::of_canonical(&payload_json)
+            .map_err(|e| internal(format!("payment payload: {e}")))?
+            .to_string();
+        if let Some(id) = &identifier
+            && let Some(existing) = inner.store.find_payment_by_identifier(id.as_str()).await?
+        {
+            return self.known_payment(ctx, &existing, &payload_hash, true);
+        }
+        let key = match payload.payment_key() {
+            Ok(key) => key,
+            Err(reason) => {
+                return Ok(Step::Done(Self::refuse_payment(
+                    ctx,
+                    reason.as_str(),
+                    "the payment payload is not an EIP-3009 exact payment".to_owned(),
+                    json!({}),
+                )));
+            }
+        };
+        let key = StoredKey::of(&key);
+        if let Some(existing) = inner
+            .store
+            .find_payment_by_authorization(&key.network, &key.asset, &key.payer, &key.nonce)
+            .await?
+        {
+            return self.known_payment(ctx, &existing, &payload_hash, false);
+        }
+        let now = u64::try_from(Utc::now().timestamp()).unwrap_or(0);
+        if let Err(reason) = precheck(&payload, requirements, now) {
+            return Ok(Step::Done(Self::refuse_payment(
+                ctx,
+                reason.as_str(),
+                format!("the payment was refused: {}", reason.as_str()),
+                json!({}),
+            )));
+        }
+        let exact = payload
+            .exact_evm()
+            .map_err(|r| internal(r.as_str().to_owned()))?;
+        let authorization = &exact.authorization;
+        let earliest_valid_before = now
+            .saturating_add(requirements.max_timeout_seconds)
+            .saturating_sub(SIGNING_SLACK_S);
+        if authorization.valid_before.get() < U256::from(earliest_valid_before) {
+            return Ok(Step::Done(Self::refuse_payment(
+                ctx,
+                "authorization_window_too_short",
+                format!(
+                    "the authorization must stay valid for the contract's {} s \
+                     (validBefore >= now + maxTimeoutSeconds)",
+                    requirements.max_timeout_seconds
+                ),
+                json!({"min_valid_before": earliest_valid_before}),
+            )));
+        }
+        // A far validBefore would let a contract lie in a working state for years after a
+        // crash, and the authorization window is what every deadline of the hire is sized by.
+        let latest_valid_before = now
+            .saturating_add(inner.config.contracts.max_authorization_window_s)
+            .saturating_add(VALID_BEFORE_SKEW_S);
+        if authorization.valid_before.get() > U256::from(latest_valid_before) {
+            return Ok(Step::Done(Self::refuse_payment(
+                ctx,
+                "authorization_window_too_long",
+                format!(
+                    "the authorization must expire within {} s (validBefore <= now + \
+                     contracts.max_authorization_window_s)",
+                    inner.config.contracts.max_authorization_window_s
+                ),
+                json!({"max_valid_before": latest_valid_before}),
+            )));
+        }
+        // Before verifying: a busy worker should not make the seeker hold a paid contract.
+        let listing = inner
+            .store
+            .get_worker(&ctx.worker_id)
+            .await?
+            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
+        let in_flight = inner.store.in_flight_count(ctx.worker_id.as_str()).await?;
+        if in_flight >= listing.max_parallel.get() {
+            return Ok(Step::Done(worker_busy(in_flight)));
+        }
+        let Some(facilitator) = &inner.facilitator else {
+            return Ok(Step::Done(facilitator_unavailable(
+                "no facilitator is configured",
+            )));
+        };
+        let verdict = match facilitator
+            .verify(&VerifyRequest::new(payload.clone(), requirements.clone()))
+            .await
+        {
+            Ok(verdict) => verdict,
+            Err(error) => {
+                tracing::warn!(contract_id = %ctx.contract_id, error = %error, "facilitator /verify outcome unknown");
+                return Ok(Step::Done(facilitator_unavailable(&error.to_string())));
+            }
+        };
+        if !verdict.is_valid {
+            let reason = verdict
+                .invalid_reason
+                .as_ref()
+                .map_or("invalid_payment", |r| r.as_str())
+                .to_owned();
+            return Ok(Step::Done(Self::refuse_payment(
+                ctx,
+                &reason,
+                format!("the facilitator refused the payment: {reason}"),
+                json!({"facilitator_message": verdict.invalid_message}),
+            )));
+        }
+        let payment = NewPayment {
+            payment_id: format!("pay_{}", ulid::Ulid::new()),
+            contract_id: ctx.contract_id.clone(),
+            network: key.network.clone(),
+            asset: key.asset.clone(),
+            payer: key.payer.clone(),
+            nonce: key.nonce.clone(),
+            amount: authorization.value.to_string(),
+            valid_after: to_i64(authorization.valid_after.get()),
+            valid_before: to_i64(authorization.valid_before.get()),
+            payload: payload_json,
+            payload_hash: payload_hash.clone(),
+            payment_identifier: identifier.as_ref().map(|id| id.as_str().to_owned()),
+            state: "verified".to_owned(),
+            created_at: Utc::now(),
+        };
+        let event = self.event(
+            ctx,
+            &ctx.actor,
+            ContractEvent::PaymentVerified.name(),
+            json!({
+                "payment_id": payment.payment_id,
+                "network": payment.network,
+                "asset": payment.asset,
+                "payer": payment.payer,
+                "amount": payment.amount,
+                "valid_before": payment.valid_before,
+                "payment_identifier": payment.payment_identifier,
+            }),
+        );
+        match inner.store.pay_contract(&payment, &event).await? {
+            PayOutcome::Paid { .. } => {
+                tracing::info!(contract_id = %ctx.contract_id, payment_id = %payment.payment_id, payer = %payment.payer, "contract paid");
+                Ok(Step::Again)
+            }
+            PayOutcome::DuplicatePayment => {
+                // A concurrent request stored this authorization (or identifier) first.
+                if let Some(id) = &identifier
+                    && let Some(existing) =
+                        inner.store.find_payment_by_identifier(id.as_str()).await?
+                {
+                    return self.known_payment(ctx, &existing, &payload_hash, true);
+                }
+                match inner
+                    .store
+                    .find_payment_by_authorization(&key.network, &key.asset, &key.payer, &key.nonce)
+                    .await?
+                {
+                    Some(existing) => self.known_payment(ctx, &existing, &payload_hash, false),
+                    None => Ok(Step::Again),
+                }
+            }
+            // Another payment won the race; this one was not stored and is never settled.
+            PayOutcome::StateMismatch { .. } => Ok(Step::Again),
+            PayOutcome::NotFound => Err(Reply::from(ApiError::NotFound {
+                resource: "contract",
+            })),
+        }
+    }
+
+    /// A payment that is already stored: this contract's own (answer by state), another
+    /// contract's (refused), or a payment identifier reused for another payload (409).
+    pub(super) fn known_payment(
+        &self,
+        ctx: &Ctx,
+        existing: &PaymentRecord,
+        payload_hash: &str,
+        by_identifier: bool,
+    ) -> Result<Step, Reply> {
+        if by_identifier && existing.payload_hash != payload_hash {
+            return Err(Reply::from(ApiError::Conflict {
+                code: "payment_identifier_conflict",
+                message: "this payment identifier was already used with a different payment"
+                    .to_owned(),
+            }));
+        }
+        if existing.contract_id != ctx.contract_id {
+            return Err(Reply::from(ApiError::Conflict {
+                code: "payment_already_used",
+                message: "this payment authorization already paid another contract".to_owned(),
+            }));
+        }
+        Ok(Step::Again)
+    }
+}
+
+pub(super) fn worker_busy(in_flight: u32) -> Reply {
+    Reply::from(ApiError::TooManyRequests {
+        message: format!(
+            "the worker is at its max_parallel limit ({in_flight} contracts in flight); retry \
+             shortly"
+        ),
+        retry_after_s: 1,
+    })
+}
+
+pub(super) fn facilitator_unavailable(why: &str) -> Reply {
+    Reply::from(ApiError::Unavailable {
+        code: "facilitator_unavailable",
+        message: format!(
+            "the payment could not be verified right now ({why}); nothing was executed or \
+             charged, retry later"
+        ),
+        retry_after_s: 5,
+    })
+}
+
+pub(super) fn to_i64(value: U256) -> i64 {
+    u64::try_from(value)
+        .ok()
+        .and_then(|v| i64::try_from(v).ok())
+        .unwrap_or(i64::MAX)
+}
+
+/// The stored spelling of a payment key: CAIP-2 network, EIP-55 asset and payer, `0x` nonce.
+struct StoredKey {
+    network: String,
+    asset: String,
+    payer: String,
+    nonce: String,
+}
+
+impl StoredKey {
+    pub(super) fn of(key: &hiregate_payments::PaymentKey) -> Self {
+        Self {
+            network: key.network.as_str().to_owned(),
+            asset: key.asset.to_checksum(None),
+            payer: key.payer.to_checksum(None),
+            nonce: key.nonce.to_string(),
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! `accepted` / `disputed` (decided "settle") / `settlement_unknown` / `settling` (taken over)
+//! → `settled` | `settlement_failed` | `settlement_unknown`: the money moves, and the chain
+//! says whether it did.
+//!
+//! A facilitator's answer is a claim. `settling` is persisted before `/settle`, and whatever
+//! the facilitator answers (success, a refusal, `settlement_pending`, a timeout, a 5xx,
+//! garbage), the outcome is decided from the token contract:
+//!
+//! | the chain says | outcome |
+//! |---|---|
+//! | the authorization was used, by a transaction whose `Transfer` is payer → payTo, amount | `settled` with that transaction (whoever broadcast it) |
+//! | used, but the transfer does not match, or the transaction is not found | `settlement_unknown`, logged as an anomaly |
+//! | cancelled by the payer, or unused and the latest block is past `validBefore` | `settlement_failed`: it can never move |
+//! | unused and still usable, the facilitator refused, the payer's balance is short, and no transaction of ours is in flight | `settlement_failed` |
+//! | unused and still usable otherwise (e.g. a transaction still in the mempool) | `settlement_unknown`: the sweep asks the chain again, then `/settle` again with the same payload |
+//! | the node cannot be asked | `settlement_unknown` |
+//!
+//! "Used" never depends on who broadcast: a settle that timed out after the transfer, a crashed
+//! instance's transaction mined late, or another facilitator's all read the same on chain, and
+//! EIP-3009 lets a nonce move money once, so a second `/settle` can never pay twice.
+
+use std::{str::FromStr, time::Duration};
+
+use alloy::primitives::{Address, B256, TxHash, U256};
+use hiregate_contracts::state::{ContractEvent, ContractState, DisputeDecision};
+use hiregate_payments::{
+    Network, PaymentPayload, Reason, SettleRequest, SettleResponse,
+    exact::ledger::{
+        AuthorizationOnChain, AuthorizationRef, authorization_on_chain, settlement_in_transaction,
+        token_balance, transaction_pending,
+    },
+};
+use serde_json::json;
+
+use super::{
+    HireService,
+    execute::{Ctx, Step, internal},
+    reply::Reply,
+};
+use crate::{
+    error::ApiError,
+    store::{PaymentRecord, SettlementOutcome, Transition},
+};
+
+/// What the gateway concluded about one settlement.
+enum Decision {
+    /// The money moved in `transaction`.
+    Settled {
+        transaction: TxHash,
+        response: SettleResponse,
+        decided_by: &'static str,
+    },
+    /// It never moved and never will (or the facilitator's refusal is confirmed by the chain).
+    Failed {
+        reason: String,
+        response: Option<SettleResponse>,
+    },
+    /// Not known yet: asked again later.
+    Unknown {
+        reason: String,
+        response: Option<SettleResponse>,
+    },
+}
+
+/// What the chain says about a contract's payment, in the gateway's terms.
+enum ChainView {
+    Moved(TxHash),
+    /// Can never move: cancelled, or `validBefore` passed on chain.
+    Dead(&'static str),
+    /// Unused and still usable as of the latest block.
+    Usable {
+        payer_short: bool,
+    },
+    /// Used, but not as this payment says (or the transaction could not be found).
+    Anomaly(String),
+    /// The node could not be asked, or the payment is not on a chain the gateway knows.
+    Unreachable(String),
+}
+
+impl HireService {
+    /// Settle the contract's payment from `from` (`accepted`, `disputed`,
+    /// `settlement_unknown`, or `settling` taken over after a crash), deciding the outcome
+    /// from the chain.
+    pub(super) async fn settle(&self, ctx: &Ctx, from: ContractState) -> Result<Step, Reply> {
+        let inner = &self.inner;
+        let payment = inner
+            .store
+            .payment_of_contract(&ctx.contract_id)
+            .await?
+            .ok_or_else(|| internal("a contract to settle has no payment"))?;
+        // A settlement that may already have happened: the chain first, so nothing is sent
+        // again for a payment that moved or can no longer move.
+        if matches!(
+            from,
+            ContractState::SettlementUnknown | ContractState::Settling
+        ) {
+            let own_broadcast = recorded_transaction(&payment);
+            match self.chain_view(ctx, &payment, own_broadcast).await {
+                ChainView::Moved(transaction) => {
+                    let decision = self.settled_on_chain(&payment, transaction);
+                    return self.record_settlement(ctx, from, &payment, decision).await;
+                }
+                ChainView::Dead(reason) => {
+                    let decision = Decision::Failed {
+                        reason: reason.to_owned(),
+                        response: None,
+                    };
+                    return self.record_settlement(ctx, from, &payment, decision).await;
+                }
+                ChainView::Usable { .. } => {}
+                ChainView::Anomaly(why) | ChainView::Unreachable(why) => {
+                    if from == ContractState::SettlementUnknown {
+                        tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "settlement still unknown");
+                        return Ok(Step::Done(self.in_progress(ctx, from.as_str())));
+                    }
+                }
+            }
+        }
+        if from != ContractState::Settling {
+            let event = match from {
+                ContractState::SettlementUnknown => ContractEvent::SettlementRetried,
+                // A dispute decided "settle" (by replay or the arbiter) settles with the same
+                // payment.
+                ContractState::Disputed => ContractEvent::DisputeResolved {
+                    decision: DisputeDecision::Settle,
+                },
+                _ => ContractEvent::AcceptanceWindowClosed,
+            };
+            // Persisted before /settle: whatever happens next, the contract says "settling".
+            let record = self.event(
+                ctx,
+                "gateway",
+                event.name(),
+                json!({"payment_id": payment.payment_id}),
+            );
+            match inner
+                .store
+                .begin_settlement_of_contract(
+                    &ctx.contract_id,
+                    from.as_str(),
+                    &payment.payment_id,
+                    &record,
+                )
+                .await?
+            {
+                Transition::Applied { .. } => {}
+                Transition::StateMismatch { .. } => return Ok(Step::Again),
+                Transition::NotFound => {
+                    return Err(Reply::from(ApiError::NotFound {
+                        resource: "contract",
+                    }));
+                }
+            }
+        }
+        let outcome = self.call_settle(ctx, &payment).await;
+        let decision = self.decide(ctx, &payment, outcome).await;
+        self.record_settlement(ctx, ContractState::Settling, &payment, decision)
+            .await
+    }
+
+    /// `/settle` with the stored payload, bounded by `facilitator.settle_timeout_ms` whatever
+    /// the facilitator's own timeouts: the recovery arithmetic counts on that bound.
+    async fn call_settle(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+    ) -> Result<SettleResponse, String> {
+        let inner = &self.inner;
+        let Some(facilitator) = &inner.facilitator else {
+            return Err("no facilitator is configured".to_owned());
+        };
+        let requirements = ctx
+            .offer
+            .requirements()
+            .ok_or_else(|| "stored offer has no requirements".to_owned())?
+            .clone();
+        let payload: PaymentPayload = serde_json::from_value(payment.payload.clone())
+            .map_err(|e| format!("stored payment payload: {e}"))?;
+        let timeout = Duration::from_millis(inner.config.facilitator.settle_timeout_ms);
+        match tokio::time::timeout(
+            timeout,
+            facilitator.settle(&SettleRequest::new(payload, requirements)),
+        )
+        .await
+        {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err(format!("no answer within {timeout:?}")),
+        }
+    }
+
+    /// The outcome of one `/settle`, as the chain confirms it.
+    async fn decide(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        outcome: Result<SettleResponse, String>,
+    ) -> Decision {
+        // A success names its transaction: one receipt confirms it.
+        if let Ok(settled) = &outcome
+            && settled.success
+        {
+            if let Ok(transaction) = TxHash::from_str(&settled.transaction)
+                && self
+                    .transaction_settles(ctx, payment, transaction)
+                    .await
+                    .unwrap_or(false)
+            {
+                return Decision::Settled {
+                    transaction,
+                    response: settled.clone(),
+                    decided_by: "facilitator_confirmed_on_chain",
+                };
+            }
+            tracing::warn!(contract_id = %ctx.contract_id, "facilitator reported success the chain does not confirm yet");
+        }
+        let broadcast = match &outcome {
+            Ok(response) => TxHash::from_str(&response.transaction).ok(),
+            Err(_) => None,
+        }
+        .or_else(|| recorded_transaction(payment));
+        let refused = matches!(&outcome, Ok(r) if !r.success && r.error_reason != Some(Reason::SettlementPending));
+        let (facilitator_said, response) = match &outcome {
+            Ok(response) if response.success => ("success".to_owned(), Some(response.clone())),
+            Ok(response) => (
+                response
+                    .error_reason
+                    .as_ref()
+                    .map_or("refused", |r| r.as_str())
+                    .to_owned(),
+                Some(response.clone()),
+            ),
+            Err(error) => (format!("unknown: {error}"), None),
+        };
+        match self.chain_view(ctx, payment, broadcast).await {
+            ChainView::Moved(transaction) => self.settled_on_chain(payment, transaction),
+            ChainView::Dead(reason) => Decision::Failed {
+                reason: reason.to_owned(),
+                response,
+            },
+            ChainView::Usable { payer_short: true } if refused => Decision::Failed {
+                reason: facilitator_said,
+                response,
+            },
+            ChainView::Usable { .. } => Decision::Unknown {
+                reason: format!(
+                    "facilitator: {facilitator_said}; the authorization is unused and still usable"
+                ),
+                response,
+            },
+            ChainView::Anomaly(why) | ChainView::Unreachable(why) => Decision::Unknown {
+                reason: format!("facilitator: {facilitator_said}; chain: {why}"),
+                response,
+            },
+        }
+    }
+
+    fn settled_on_chain(&self, payment: &PaymentRecord, transaction: TxHash) -> Decision {
+        let payer = Address::from_str(&payment.payer).unwrap_or_default();
+        let Ok(network) = Network::from_str(&payment.network) else {
+            return Decision::Unknown {
+                reason: format!("stored network {} does not parse", payment.network),
+                response: None,
+            };
+        };
+        Decision::Settled {
+            transaction,
+            response: SettleResponse::settled(&network, payer, transaction),
+            decided_by: "chain",
+        }
+    }
+
+    /// Whether `transaction` is mined and used this payment's authorization for the offer's
+    /// transfer.
+    async fn transaction_settles(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        transaction: TxHash,
+    ) -> Result<bool, String> {
+        let (provider, _) = self.chain_of(payment)?;
+        let authorization = authorization_ref(payment)?;
+        let found = settlement_in_transaction(&provider, transaction, authorization)
+            .await
+            .map_err(|e| format!("chain RPC failed: {e}"))?;
+        Ok(found.is_some_and(|(_, transfer)| self.transfer_matches(ctx, payment, transfer)))
+    }
+
+    /// What the chain says about `payment`; `own_broadcast` is a transaction the gateway's
+    /// facilitator reported sending, which counts as "maybe used" while the node holds it.
+    async fn chain_view(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        own_broadcast: Option<TxHash>,
+    ) -> ChainView {
+        match self.ask_chain(ctx, payment, own_broadcast).await {
+            Ok(view) => view,
+            Err(why) => ChainView::Unreachable(why),
+        }
+    }
+
+    async fn ask_chain(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        own_broadcast: Option<TxHash>,
+    ) -> Result<ChainView, String> {
+        let (provider, lookback) = self.chain_of(payment)?;
+        let authorization = authorization_ref(payment)?;
+        let rpc = |e: alloy::transports::TransportError| format!("chain RPC failed: {e}");
+        match authorization_on_chain(&provider, authorization, lookback)
+            .await
+            .map_err(rpc)?
+        {
+            AuthorizationOnChain::Used {
+                transaction: Some(transaction),
+                transfer: Some(transfer),
+                ..
+            } if self.transfer_matches(ctx, payment, transfer) => Ok(ChainView::Moved(transaction)),
+            AuthorizationOnChain::Used {
+                transaction,
+                transfer,
+                ..
+            } => {
+                let why = format!(
+                    "the authorization is used on chain but not by the expected transfer \
+                     (transaction {transaction:?}, transfer {transfer:?})"
+                );
+                tracing::error!(contract_id = %ctx.contract_id, %why, "settlement anomaly");
+                Ok(ChainView::Anomaly(why))
+            }
+            AuthorizationOnChain::Canceled => Ok(ChainView::Dead("authorization_canceled")),
+            AuthorizationOnChain::Unused { block_timestamp } => {
+                if i64::try_from(block_timestamp).unwrap_or(i64::MAX) >= payment.valid_before {
+                    return Ok(ChainView::Dead("authorization_expired"));
+                }
+                if let Some(transaction) = own_broadcast
+                    && transaction_pending(&provider, transaction)
+                        .await
+                        .map_err(rpc)?
+                {
+                    return Ok(ChainView::Usable { payer_short: false });
+                }
+                let amount = U256::from_str(&payment.amount).unwrap_or(U256::MAX);
+                let balance = token_balance(&provider, authorization.asset, authorization.payer)
+                    .await
+                    .map_err(rpc)?;
+                Ok(ChainView::Usable {
+                    payer_short: balance < amount,
+                })
+            }
+        }
+    }
+
+    fn transfer_matches(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        transfer: hiregate_payments::exact::ledger::TransferFacts,
+    ) -> bool {
+        let pay_to = ctx
+            .offer
+            .requirements()
+            .and_then(|r| Address::from_str(&r.pay_to).ok());
+        Address::from_str(&payment.payer).is_ok_and(|payer| payer == transfer.from)
+            && pay_to.is_some_and(|pay_to| pay_to == transfer.to)
+            && U256::from_str(&payment.amount).is_ok_and(|amount| amount == transfer.value)
+    }
+
+    fn chain_of(
+        &self,
+        payment: &PaymentRecord,
+    ) -> Result<(alloy::providers::DynProvider, Option<u64>), String> {
+        payment
+            .network
+            .strip_prefix("eip155:")
+            .and_then(|id| id.parse::<u64>().ok())
+            .and_then(|chain_id| self.inner.assets.chain(chain_id))
+            .ok_or_else(|| format!("no node configured for {}", payment.network))
+    }
+
+    /// Store the decision: `from` → `settled` | `settlement_failed` | `settlement_unknown`.
+    async fn record_settlement(
+        &self,
+        ctx: &Ctx,
+        from: ContractState,
+        payment: &PaymentRecord,
+        decision: Decision,
+    ) -> Result<Step, Reply> {
+        let (state, kind, transaction, response, details) = match decision {
+            Decision::Settled {
+                transaction,
+                response,
+                decided_by,
+            } => (
+                ContractState::Settled,
+                ContractEvent::SettlementSucceeded,
+                Some(transaction.to_string()),
+                Some(response),
+                json!({
+                    "transaction": transaction.to_string(),
+                    "network": payment.network,
+                    "payer": payment.payer,
+                    "amount": payment.amount,
+                    "decided_by": decided_by,
+                }),
+            ),
+            Decision::Failed { reason, response } => (
+                ContractState::SettlementFailed,
+                ContractEvent::SettlementFailed,
+                None,
+                response,
+                json!({"reason": reason, "decided_by": "chain"}),
+            ),
+            Decision::Unknown { reason, response } => (
+                ContractState::SettlementUnknown,
+                ContractEvent::SettlementOutcomeUnknown,
+                None,
+                response,
+                json!({"reason": reason}),
+            ),
+        };
+        if from == ContractState::SettlementUnknown && state == ContractState::SettlementUnknown {
+            return Ok(Step::Done(self.in_progress(ctx, state.as_str())));
+        }
+        let broadcast = transaction.clone().or_else(|| {
+            response
+                .as_ref()
+                .map(|r| r.transaction.clone())
+                .filter(|t| !t.is_empty())
+        });
+        let record = self.event(ctx, "gateway", kind.name(), details);
+        let applied = self
+            .inner
+            .store
+            .finish_settlement(
+                &ctx.contract_id,
+                from.as_str(),
+                &payment.payment_id,
+                &SettlementOutcome {
+                    contract_state: state.as_str().to_owned(),
+                    payment_state: state.as_str().to_owned(),
+                    transaction: broadcast,
+                    response: response.and_then(|r| serde_json::to_value(r).ok()),
+                },
+                &record,
+            )
+            .await?;
+        if !matches!(applied, Transition::Applied { .. }) {
+            return Ok(Step::Again);
+        }
+        tracing::info!(contract_id = %ctx.contract_id, outcome = state.as_str(), "settlement");
+        if state == ContractState::SettlementUnknown {
+            // Retrying at once would most likely meet the same trouble; the settlement sweep
+            // asks the chain again after `contracts.recovery_grace_ms`.
+            return Ok(Step::Done(self.in_progress(ctx, state.as_str())));
+        }
+        Ok(Step::Again)
+    }
+}
+
+/// A transaction a facilitator reported for this payment (a `settlement_pending` answer or an
+/// earlier outcome), which may still be in flight.
+fn recorded_transaction(payment: &PaymentRecord) -> Option<TxHash> {
+    payment
+        .settle_tx
+        .as_deref()
+        .and_then(|t| TxHash::from_str(t).ok())
+}
+
+fn authorization_ref(payment: &PaymentRecord) -> Result<AuthorizationRef, String> {
+    let bad = |what: &str| format!("stored payment {what} does not parse");
+    Ok(AuthorizationRef {
+        asset: Address::from_str(&payment.asset).map_err(|_| bad("asset"))?,
+        payer: Address::from_str(&payment.payer).map_err(|_| bad("payer"))?,
+        nonce: B256::from_str(&payment.nonce).map_err(|_| bad("nonce"))?,
+    })
+}
