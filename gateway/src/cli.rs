@@ -254,7 +254,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 network,
                 log_chunk_blocks: Some(chunk_blocks),
             };
-            match reconcile_command(load(), &request, json).await {
+            let outcome = async { reconcile_command(load()?, &request, json).await }.await;
+            match outcome {
                 Ok(code) => Ok(code),
                 Err(error) => {
                     // 2, not 1: "could not compare" must not read as "found a mismatch".
@@ -273,11 +274,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// `hiregate reconcile`: the report on stdout; exit 1 on any mismatch.
 async fn reconcile_command(
-    settings: anyhow::Result<Settings>,
+    settings: Settings,
     request: &ReconcileRequest,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let settings = settings?;
     // Read-only: an audit never migrates the database it audits.
     let store = Store::connect(&settings.database)
         .await
