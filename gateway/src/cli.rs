@@ -1,6 +1,7 @@
 //! The `hiregate` command line: `serve`, `migrate`, `keys create`, `check-config`,
 //! `facilitator` (the bundled x402 facilitator on its own), `receipt verify` (offline, with the
-//! JWKS), and the `demo` placeholder.
+//! JWKS), `reconcile` (the store's settlements against the chain; exit 0 agree, 1 mismatch,
+//! 2 could not run), and `demo`.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
@@ -13,6 +14,7 @@ use crate::{
     config::Settings,
     facilitator::bundled_facilitator_config,
     ids::PrincipalId,
+    ledger::{ReconcileRequest, reconcile},
     shutdown,
     startup::App,
     store::Store,
@@ -65,6 +67,26 @@ pub enum Command {
         /// Receipt operation.
         #[command(subcommand)]
         command: ReceiptCommand,
+    },
+    /// Compare the store's settled payments with the chain's token transfers for a block range;
+    /// exits 0 when they agree, 1 on any mismatch, 2 when the comparison could not run.
+    Reconcile {
+        /// First block (inclusive).
+        #[arg(long, default_value_t = 0)]
+        from_block: u64,
+        /// Last block (inclusive); default: each chain's latest block.
+        #[arg(long)]
+        to_block: Option<u64>,
+        /// Only this CAIP-2 network (e.g. `eip155:8453`); default: every chain under `[chains]`.
+        #[arg(long)]
+        network: Option<String>,
+        /// Blocks per `eth_getLogs` request (lower it for RPCs with tighter limits).
+        #[arg(long, default_value_t = crate::ledger::chain::DEFAULT_LOG_CHUNK_BLOCKS,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        chunk_blocks: u64,
+        /// Print the report as JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Start a local chain (anvil + devnet token), the gateway with its bundled facilitator,
     /// and two example workers, then walk a seeker through a paid hire and a rejected one.
@@ -219,12 +241,60 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Receipt {
             command: ReceiptCommand::Verify { jwks, receipt },
         } => verify_receipt_command(&jwks, &receipt).await,
+        Command::Reconcile {
+            from_block,
+            to_block,
+            network,
+            chunk_blocks,
+            json,
+        } => {
+            let request = ReconcileRequest {
+                from_block,
+                to_block,
+                network,
+                log_chunk_blocks: Some(chunk_blocks),
+            };
+            let outcome = async { reconcile_command(load()?, &request, json).await }.await;
+            match outcome {
+                Ok(code) => Ok(code),
+                Err(error) => {
+                    // 2, not 1: "could not compare" must not read as "found a mismatch".
+                    eprintln!("error: {error:#}");
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
         Command::Demo => match crate::demo::run().await {
             Ok(()) => Ok(ExitCode::SUCCESS),
             // The demo already said what went wrong.
             Err(_) => Ok(ExitCode::FAILURE),
         },
     }
+}
+
+/// `hiregate reconcile`: the report on stdout; exit 1 on any mismatch.
+async fn reconcile_command(
+    settings: Settings,
+    request: &ReconcileRequest,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    // Read-only: an audit never migrates the database it audits.
+    let store = Store::connect(&settings.database)
+        .await
+        .context("cannot open the database")?;
+    let outcome = reconcile(&store, settings.chains.values(), request).await;
+    store.close().await;
+    let report = outcome.context("reconciliation failed")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// `hiregate receipt verify`: no configuration or database needed, only the JWKS.

@@ -8,13 +8,19 @@
 //!   `auth_header_name: auth_header_value` on every call when a value is configured.
 //!
 //! [`bundled_facilitator_config`] is also what `hiregate facilitator` serves standalone.
+//! [`MeteredFacilitator`] wraps whichever one is used, for latency and error metrics.
 
-use std::{str::FromStr, sync::Arc, time::Duration};
+use std::{
+    str::FromStr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use async_trait::async_trait;
 use hiregate_payments::{
-    ChainConfig, Facilitator, FacilitatorConfig, HttpFacilitatorClient, LocalFacilitator,
-    RelayerKey, Timeouts, facilitator::http_client::StaticHeaders,
+    ChainConfig, Facilitator, FacilitatorConfig, FacilitatorError, HttpFacilitatorClient,
+    LocalFacilitator, Reason, RelayerKey, SettleRequest, SettleResponse, SupportedResponse,
+    Timeouts, VerifyRequest, VerifyResponse, facilitator::http_client::StaticHeaders,
     facilitator::local::LocalFacilitatorError, wire::Network,
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -23,6 +29,10 @@ use secrecy::ExposeSecret as _;
 use crate::{
     assets::AssetDirectory,
     config::{FacilitatorMode, Settings},
+    metrics::{
+        FacilitatorErrorKind, FacilitatorErrorLabels, FacilitatorLabels, FacilitatorOperation,
+        Metrics,
+    },
     readiness::ReadinessCheck,
 };
 
@@ -120,6 +130,80 @@ pub async fn build_facilitator(
                 .map_err(|e| FacilitatorSetupError::Http(e.to_string()))?;
             Ok(Some(Arc::new(client)))
         }
+    }
+}
+
+/// A facilitator that records each `/verify` and `/settle` in the app's metrics: latency
+/// whatever the outcome, and errors by kind: `unknown` (no verdict, or a settlement still
+/// pending) and `refused` (a verdict against the payment). `/supported` passes through.
+pub struct MeteredFacilitator {
+    inner: Arc<dyn Facilitator>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for MeteredFacilitator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeteredFacilitator").finish_non_exhaustive()
+    }
+}
+
+impl MeteredFacilitator {
+    /// Wrap `inner`.
+    pub fn wrap(inner: Arc<dyn Facilitator>, metrics: Arc<Metrics>) -> Arc<dyn Facilitator> {
+        Arc::new(Self { inner, metrics })
+    }
+
+    fn observe(
+        &self,
+        operation: FacilitatorOperation,
+        started: Instant,
+        error: Option<FacilitatorErrorKind>,
+    ) {
+        self.metrics
+            .facilitator_duration
+            .get_or_create(&FacilitatorLabels { operation })
+            .observe(started.elapsed().as_secs_f64());
+        if let Some(kind) = error {
+            self.metrics
+                .facilitator_errors
+                .get_or_create(&FacilitatorErrorLabels { operation, kind })
+                .inc();
+        }
+    }
+}
+
+#[async_trait]
+impl Facilitator for MeteredFacilitator {
+    async fn verify(&self, request: &VerifyRequest) -> Result<VerifyResponse, FacilitatorError> {
+        let started = Instant::now();
+        let outcome = self.inner.verify(request).await;
+        let error = match &outcome {
+            Ok(verdict) if verdict.is_valid => None,
+            Ok(_) => Some(FacilitatorErrorKind::Refused),
+            Err(_) => Some(FacilitatorErrorKind::Unknown),
+        };
+        self.observe(FacilitatorOperation::Verify, started, error);
+        outcome
+    }
+
+    async fn settle(&self, request: &SettleRequest) -> Result<SettleResponse, FacilitatorError> {
+        let started = Instant::now();
+        let outcome = self.inner.settle(request).await;
+        let error = match &outcome {
+            Ok(settled) if settled.success => None,
+            // "Pending" is no verdict: the transfer may still happen.
+            Ok(pending) if pending.error_reason == Some(Reason::SettlementPending) => {
+                Some(FacilitatorErrorKind::Unknown)
+            }
+            Ok(_) => Some(FacilitatorErrorKind::Refused),
+            Err(_) => Some(FacilitatorErrorKind::Unknown),
+        };
+        self.observe(FacilitatorOperation::Settle, started, error);
+        outcome
+    }
+
+    async fn supported(&self) -> Result<SupportedResponse, FacilitatorError> {
+        self.inner.supported().await
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator / demo` |
+//! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator / reconcile / demo` |
 //! | [`config`] | layered settings (`config.default.toml` → file → `HIREGATE_*`), validation |
 //! | [`demo`] | `hiregate demo`: anvil + gateway + example workers, a paid hire and a rejected one |
 //! | [`telemetry`] | tracing subscriber (pretty/JSON, env filter), test subscriber |
@@ -23,6 +23,7 @@
 //! | [`adapters`] | worker protocols behind `WorkerProtocol`: hire, wattswarm (ExecuteRequest, transport retries on one execution_id), superwire (SSE relay with Last-Event-ID resume, cancel, seeker secrets from `X-Hiregate-Secrets` into the executor body only) |
 //! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle; disputes (replay, arbiter decisions, the silent arbiter's void) |
 //! | [`metrics`] | per-app Prometheus registry |
+//! | [`ledger`] | the audit of money: `hiregate reconcile` / `GET /v1/admin/reconcile` (store vs chain for a block range), settlement metrics from the event bus |
 //! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query |
 //! | [`events`] | public contract events, the in-process event bus, the SSE stream of `GET /v1/contracts/{id}/events` |
 //! | [`webhooks`] | seeker webhooks: secrets, signed messages, the leased delivery loop, retries and dead letters |
@@ -54,6 +55,7 @@ pub mod facilitator;
 pub mod hire;
 pub mod http;
 pub mod ids;
+pub mod ledger;
 pub mod metrics;
 pub mod outbound;
 pub mod readiness;

@@ -1,18 +1,34 @@
 //! Prometheus metrics, one registry per [`crate::startup::App`].
 //!
+//! | metric | labels | set by |
+//! |---|---|---|
+//! | `hiregate_http_requests_total`, `hiregate_http_request_duration_seconds` | method, route, status | the HTTP middleware |
+//! | `hiregate_worker_probes_total`, `hiregate_workers_marked_{un,}healthy_total` | outcome | the health loop |
+//! | `hiregate_settlements_total` | outcome (`settled`, `settlement_failed`, `settlement_unknown`) | [`crate::ledger::run_settlement_metrics`] (event bus) |
+//! | `hiregate_settled_amount_atomic_total` | network, asset | the same, from the settled payment row |
+//! | `hiregate_facilitator_request_duration_seconds` | operation (`verify`, `settle`) | [`crate::facilitator::MeteredFacilitator`] |
+//! | `hiregate_facilitator_errors_total` | operation, kind (`unknown`, `refused`) | the same |
+//! | `hiregate_reconciliation_mismatches` | kind | each reconciliation run ([`Metrics::record_reconciliation`]) |
+//! | `hiregate_reconciliations_total` | result (`ok`, `mismatch`, `error`) | the same |
+//!
 //! Why `prometheus-client` rather than the `metrics` facade + exporter: the facade installs a
 //! process-global recorder, and tests run many gateways in one process; a registry per app keeps
 //! their counters apart. Rendered in the OpenMetrics text format, which Prometheus scrapes.
 
+use std::{fmt::Write as _, sync::atomic::AtomicU64};
+
 use prometheus_client::{
-    encoding::{EncodeLabelSet, EncodeLabelValue, text::encode},
+    encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, text::encode},
     metrics::{
         counter::Counter,
         family::Family,
+        gauge::Gauge,
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
 };
+
+use crate::ledger::reconcile::{MismatchKind, ReconcileReport};
 
 /// Content type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -54,6 +70,162 @@ pub struct ProbeLabels {
     pub outcome: ProbeOutcome,
 }
 
+/// Implements `EncodeLabelValue` with the snake_case name the rest of the API uses (the derive
+/// would print the Rust variant name).
+macro_rules! snake_case_label {
+    ($type:ty) => {
+        impl EncodeLabelValue for $type {
+            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+                encoder.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+/// How a settlement ended, as the contract's state says.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum SettlementResult {
+    /// Money moved.
+    Settled,
+    /// Refused for good.
+    SettlementFailed,
+    /// Not known yet (timeout, pending); retried later.
+    SettlementUnknown,
+}
+
+impl SettlementResult {
+    /// The contract state name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Settled => "settled",
+            Self::SettlementFailed => "settlement_failed",
+            Self::SettlementUnknown => "settlement_unknown",
+        }
+    }
+
+    /// The outcome a transition into `state` records, if it is one.
+    pub fn from_state(state: &str) -> Option<Self> {
+        match state {
+            "settled" => Some(Self::Settled),
+            "settlement_failed" => Some(Self::SettlementFailed),
+            "settlement_unknown" => Some(Self::SettlementUnknown),
+            _ => None,
+        }
+    }
+}
+snake_case_label!(SettlementResult);
+
+/// Labels of the settlement counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SettlementLabels {
+    /// How it ended.
+    pub outcome: SettlementResult,
+}
+
+/// Labels of amounts: where the money is.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AssetLabels {
+    /// CAIP-2 network.
+    pub network: String,
+    /// Token contract (EIP-55).
+    pub asset: String,
+}
+
+/// A facilitator call.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum FacilitatorOperation {
+    /// `/verify`.
+    Verify,
+    /// `/settle`.
+    Settle,
+}
+
+impl FacilitatorOperation {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Verify => "verify",
+            Self::Settle => "settle",
+        }
+    }
+}
+snake_case_label!(FacilitatorOperation);
+
+/// What went wrong with a facilitator call.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum FacilitatorErrorKind {
+    /// No verdict: unreachable, timed out, unparseable, or a settlement still pending.
+    Unknown,
+    /// A verdict against the payment (`isValid: false` / `success: false`).
+    Refused,
+}
+
+impl FacilitatorErrorKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::Refused => "refused",
+        }
+    }
+}
+snake_case_label!(FacilitatorErrorKind);
+
+/// Labels of facilitator latency.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FacilitatorLabels {
+    /// The call.
+    pub operation: FacilitatorOperation,
+}
+
+/// Labels of facilitator errors.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FacilitatorErrorLabels {
+    /// The call.
+    pub operation: FacilitatorOperation,
+    /// What went wrong.
+    pub kind: FacilitatorErrorKind,
+}
+
+snake_case_label!(MismatchKind);
+
+/// Labels of reconciliation mismatches.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MismatchLabels {
+    /// Which disagreement.
+    pub kind: MismatchKind,
+}
+
+/// How a reconciliation run ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Store and chain agree.
+    Ok,
+    /// At least one mismatch.
+    Mismatch,
+    /// The run could not finish (chain or database unavailable).
+    Error,
+}
+
+impl ReconcileResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Mismatch => "mismatch",
+            Self::Error => "error",
+        }
+    }
+}
+snake_case_label!(ReconcileResult);
+
+/// Labels of reconciliation runs.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// How the run ended.
+    pub result: ReconcileResult,
+}
+
 /// The gateway's metric set.
 #[derive(Debug)]
 pub struct Metrics {
@@ -68,6 +240,19 @@ pub struct Metrics {
     pub workers_marked_unhealthy: Counter,
     /// Workers that recovered.
     pub workers_marked_healthy: Counter,
+    /// Settlement outcomes recorded by this instance.
+    pub settlements: Family<SettlementLabels, Counter>,
+    /// Atomic units settled by this instance. A float counter because amounts are uint256 and
+    /// Prometheus values are doubles anyway; exact totals come from `hiregate reconcile`.
+    pub settled_amount: Family<AssetLabels, Counter<f64, AtomicU64>>,
+    /// Facilitator `/verify` and `/settle` latency, seconds, whatever the outcome.
+    pub facilitator_duration: Family<FacilitatorLabels, Histogram>,
+    /// Facilitator calls without a positive verdict.
+    pub facilitator_errors: Family<FacilitatorErrorLabels, Counter>,
+    /// Mismatches found by the latest reconciliation run, by kind.
+    pub reconciliation_mismatches: Family<MismatchLabels, Gauge>,
+    /// Reconciliation runs.
+    pub reconciliations: Family<ReconcileLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -113,6 +298,46 @@ impl Metrics {
             "Unhealthy workers that passed a probe again",
             workers_marked_healthy.clone(),
         );
+        let settlements = Family::<SettlementLabels, Counter>::default();
+        registry.register(
+            "settlements",
+            "Settlement outcomes (the contract state a settlement ended in)",
+            settlements.clone(),
+        );
+        let settled_amount = Family::<AssetLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "settled_amount_atomic",
+            "Token amount settled, in atomic units of the asset",
+            settled_amount.clone(),
+        );
+        let facilitator_duration =
+            Family::<FacilitatorLabels, Histogram>::new_with_constructor(|| {
+                // 5 ms … ~80 s: a settle waits for a mined transaction.
+                Histogram::new(exponential_buckets(0.005, 2.0, 15))
+            });
+        registry.register(
+            "facilitator_request_duration_seconds",
+            "Facilitator verify/settle latency",
+            facilitator_duration.clone(),
+        );
+        let facilitator_errors = Family::<FacilitatorErrorLabels, Counter>::default();
+        registry.register(
+            "facilitator_errors",
+            "Facilitator calls that gave no verdict (unknown) or a negative one (refused)",
+            facilitator_errors.clone(),
+        );
+        let reconciliation_mismatches = Family::<MismatchLabels, Gauge>::default();
+        registry.register(
+            "reconciliation_mismatches",
+            "Mismatches between the store and the chain found by the latest reconciliation",
+            reconciliation_mismatches.clone(),
+        );
+        let reconciliations = Family::<ReconcileLabels, Counter>::default();
+        registry.register(
+            "reconciliations",
+            "Reconciliation runs by result",
+            reconciliations.clone(),
+        );
         Self {
             registry,
             http_requests,
@@ -120,7 +345,41 @@ impl Metrics {
             worker_probes,
             workers_marked_unhealthy,
             workers_marked_healthy,
+            settlements,
+            settled_amount,
+            facilitator_duration,
+            facilitator_errors,
+            reconciliation_mismatches,
+            reconciliations,
         }
+    }
+
+    /// Publish a finished reconciliation: the mismatch gauges take its counts (every kind, so
+    /// a kind that went back to zero shows zero) and the run is counted.
+    pub fn record_reconciliation(&self, report: &ReconcileReport) {
+        for kind in MismatchKind::ALL {
+            let count = report.mismatches.iter().filter(|m| m.kind == kind).count();
+            self.reconciliation_mismatches
+                .get_or_create(&MismatchLabels { kind })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        let result = if report.ok() {
+            ReconcileResult::Ok
+        } else {
+            ReconcileResult::Mismatch
+        };
+        self.reconciliations
+            .get_or_create(&ReconcileLabels { result })
+            .inc();
+    }
+
+    /// Count a reconciliation that could not finish; the gauges keep the last finished run.
+    pub fn record_reconciliation_error(&self) {
+        self.reconciliations
+            .get_or_create(&ReconcileLabels {
+                result: ReconcileResult::Error,
+            })
+            .inc();
     }
 
     /// The current values in OpenMetrics text.

@@ -1,9 +1,11 @@
 //! [`App`]: everything wired, the listener bound, ready to run.
 //!
 //! `App::build` opens the store (migrating if `database.migrate_on_start`), builds the outbound
-//! client, the registry, the signing key, the facilitator and the hire service, then the router,
-//! and binds the listener, so the port is known before serving (port 0 works). `run_until_stopped` serves and runs the background loops until the
-//! given token is cancelled, then drains them.
+//! client, the registry, the signing key, the facilitator (wrapped for metrics) and the hire
+//! service, then the router, and binds the listener, so the port is known before serving (port 0
+//! works). `run_until_stopped` serves and runs the background loops (health checks, settlement
+//! sweep, webhook delivery, long-running work, settlement metrics) until the given token is
+//! cancelled, then drains them.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -19,7 +21,9 @@ use crate::{
     assets::AssetDirectory,
     auth::ApiKeyHash,
     config::{FacilitatorMode, Settings},
-    facilitator::{FacilitatorReadiness, FacilitatorSetupError, build_facilitator},
+    facilitator::{
+        FacilitatorReadiness, FacilitatorSetupError, MeteredFacilitator, build_facilitator,
+    },
     hire::{HireParts, HireService},
     http,
     metrics::Metrics,
@@ -137,10 +141,12 @@ impl App {
 
         let keys = load_key_ring(&settings.signing_key)?;
         let assets = AssetDirectory::from_settings(settings.chains.values());
+        let metrics = Arc::new(Metrics::new());
         let facilitator = match options.facilitator {
             Some(facilitator) => Some(facilitator),
             None => build_facilitator(&settings).await?,
-        };
+        }
+        .map(|facilitator| MeteredFacilitator::wrap(facilitator, metrics.clone()));
         let mut readiness_checks = options.readiness_checks;
         readiness_checks.push(Arc::new(FacilitatorReadiness::new(
             &settings,
@@ -148,7 +154,6 @@ impl App {
             assets.clone(),
         )));
 
-        let metrics = Arc::new(Metrics::new());
         let registry = WorkerRegistry::new(
             store.clone(),
             outbound.clone(),
@@ -233,6 +238,13 @@ impl App {
         };
         let tasks = TaskTracker::new();
         tasks.spawn(forward);
+        // Subscribed here, before serving, so no settlement can slip past the counters.
+        tasks.spawn(crate::ledger::run_settlement_metrics(
+            state.store.clone(),
+            state.metrics.clone(),
+            state.store.subscribe_events(),
+            app_token.clone(),
+        ));
         tasks.spawn(run_health_checks(
             state.registry.clone(),
             state.config.health.interval(),

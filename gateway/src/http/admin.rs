@@ -1,20 +1,95 @@
 //! Admin endpoints (admin key only).
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /v1/admin/keys` | create a seeker or operator key |
+//! | `GET /v1/admin/reconcile?from_block=&to_block=&network=` | the store's settlements against the chain for a block range ([`crate::ledger::reconcile`]); 200 with the report whether or not it found mismatches (`ok`), and the mismatch metrics updated |
 
-use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
+use axum::{
+    Json, Router,
+    extract::State,
+    http::StatusCode,
+    routing::{get, post},
+};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::extract::{Admin, AppJson};
+use super::extract::{Admin, AppJson, AppQuery};
 use crate::{
     auth::{IssueKeyError, Role, issue_api_key},
     error::{ApiError, ApiResult},
     ids::{ApiKeyId, PrincipalId},
+    ledger::{ReconcileError, ReconcileReport, ReconcileRequest, reconcile},
     state::AppState,
 };
 
 /// `/v1/admin/*`.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/admin/keys", post(create_key))
+    Router::new()
+        .route("/v1/admin/keys", post(create_key))
+        .route("/v1/admin/reconcile", get(reconcile_ledger))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReconcileQuery {
+    from_block: Option<u64>,
+    to_block: Option<u64>,
+    network: Option<String>,
+}
+
+/// `GET /v1/admin/reconcile`: 200 with the report; 422 `validation_failed` for a reversed
+/// range, 422 `network_not_configured` for a network without `[chains]` entry, 503
+/// `chain_unavailable` when a node cannot be asked.
+async fn reconcile_ledger(
+    State(state): State<AppState>,
+    _admin: Admin,
+    AppQuery(query): AppQuery<ReconcileQuery>,
+) -> ApiResult<Json<ReconcileReport>> {
+    let request = ReconcileRequest {
+        from_block: query.from_block.unwrap_or(0),
+        to_block: query.to_block,
+        network: query.network,
+        log_chunk_blocks: None,
+    };
+    match reconcile(&state.store, state.config.chains.values(), &request).await {
+        Ok(report) => {
+            state.metrics.record_reconciliation(&report);
+            if !report.ok() {
+                tracing::warn!(
+                    mismatches = report.mismatches.len(),
+                    "reconciliation found mismatches"
+                );
+            }
+            Ok(Json(report))
+        }
+        Err(error) => {
+            state.metrics.record_reconciliation_error();
+            Err(reconcile_error(error))
+        }
+    }
+}
+
+fn reconcile_error(error: ReconcileError) -> ApiError {
+    match error {
+        ReconcileError::InvalidRange { .. } => ApiError::Validation {
+            field: "from_block".into(),
+            reason: error.to_string(),
+        },
+        ReconcileError::NetworkNotConfigured(_) | ReconcileError::NoChains => {
+            ApiError::Unprocessable {
+                code: "network_not_configured",
+                message: error.to_string(),
+            }
+        }
+        ReconcileError::Rpc { .. } | ReconcileError::WrongChain { .. } => ApiError::Unavailable {
+            code: "chain_unavailable",
+            message: error.to_string(),
+            retry_after_s: 5,
+        },
+        ReconcileError::Store(store) => ApiError::Store(store),
+        ReconcileError::CorruptPayment { .. } => ApiError::internal(error),
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -19,6 +19,7 @@
 //! | `receipts` | `contract_receipt` (write-once; `contract_event` is append-only by trigger, migration 0006) |
 //! | `disputes` | `dispute` (one per contract; a decision is written once) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
+//! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
 //!
 //! Every event append publishes the committed event on the store's [`EventBus`] (SSE streams and
 //! the webhook loop listen), after the commit so listeners never see an event that rolled back.
@@ -32,6 +33,7 @@ mod contracts;
 mod disputes;
 mod execution;
 mod jobs;
+mod ledger;
 mod long_running;
 mod payments;
 mod receipts;
@@ -57,6 +59,7 @@ pub use execution::{
     NewVerification, PayOutcome, SettlementOutcome, StartAttempt, VerificationRecord,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
+pub use ledger::LedgerPayment;
 pub use long_running::AUTHORIZATION_SWEEP_STATES;
 pub use payments::{NewPayment, PaymentRecord};
 pub use receipts::ReceiptRecord;
