@@ -303,7 +303,8 @@ enum Outcome {
     Settled(SettleResponse, TxHash),
     /// Broadcast, unconfirmed: remembered so a retry reconciles instead of resending.
     Pending(SettleResponse, TxHash),
-    /// Refused or failed without consuming the authorization: a retry re-runs everything.
+    /// Refused or failed: nothing to remember, a retry re-runs everything (and the chain
+    /// refuses an authorization that was used meanwhile).
     Failed(SettleResponse),
 }
 
