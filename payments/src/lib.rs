@@ -6,7 +6,7 @@
 //! | [`wire`] | `PaymentRequired`, `PaymentRequirements` (the seven fields), `ResourceInfo`, `PaymentPayload`, verify/settle requests and responses, `/supported`; unknown keys and extensions survive a round trip |
 //! | [`header`] | `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` codec (standard padded base64 of the JSON) with typed errors |
 //! | [`extension`] | the `payment-identifier` extension (idempotency key) |
-//! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings), open to unknown strings |
+//! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings, x402-rs and Permit2 spellings read as the same codes), open to unknown strings |
 //! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node) |
 //! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
 //! | `devnet` (feature `devnet`) | anvil plus the project's EIP-3009 token for tests and the demo |

@@ -1,8 +1,17 @@
 //! The reason vocabulary of x402 verdicts (`invalidReason`, `errorReason`).
 //!
-//! Spellings follow the TypeScript `@x402/evm` facilitator (the reference implementation),
-//! plus the core spec's generic names. Facilitators disagree on the vocabulary, so parsing is
-//! open: any string this crate does not know is kept as [`Reason::Other`].
+//! Every reason has one stable code, written with the TypeScript `@x402/evm` facilitator's
+//! spelling (the reference implementation) or the core spec's generic name. Facilitators
+//! disagree on the vocabulary, so parsing also accepts the other spellings of the same reason
+//! and maps them to that code:
+//!
+//! | source | examples → code |
+//! |---|---|
+//! | `@x402/evm` 2.27 exact/Permit2 | `invalid_exact_evm_scheme` → `invalid_scheme`, `invalid_exact_evm_authorization_value` → value mismatch, `permit2_deadline_expired` → valid-before |
+//! | x402-rs `ErrorReason` | `invalid_format` → `invalid_payload`, `invalid_payment_early` → valid-after, `invalid_signature` → signature, `insufficient_funds` → insufficient balance, `unexpected_error` |
+//!
+//! Parsing is open: any string this crate does not know is kept verbatim as
+//! [`Reason::Other`] and written back unchanged.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,7 +19,10 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 macro_rules! reasons {
-    ($( $(#[$doc:meta])* $variant:ident => $wire:literal, )*) => {
+    (
+        $( $(#[$doc:meta])* $variant:ident => $wire:literal, )*
+        @aliases { $( $alias:literal => $target:ident, )* }
+    ) => {
         /// Why a payment was refused or a settlement failed.
         #[derive(Debug, Clone, PartialEq, Eq, Hash)]
         #[non_exhaustive]
@@ -37,6 +49,7 @@ macro_rules! reasons {
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 Ok(match s {
                     $( $wire => Self::$variant, )*
+                    $( $alias => Self::$target, )*
                     other => Self::Other(other.to_owned()),
                 })
             }
@@ -91,12 +104,53 @@ reasons! {
     TransferEventMismatch => "invalid_exact_evm_transfer_event_mismatch",
     /// Broadcast, but not yet confirmed: retry `/settle` with the same payload to reconcile.
     SettlementPending => "settlement_pending",
-    /// The payer's funds do not cover the payment (spec and x402-rs spelling).
-    InsufficientFunds => "insufficient_funds",
+    /// The token's EIP-712 `name` is not `extra.name`.
+    TokenNameMismatch => "invalid_exact_evm_token_name_mismatch",
+    /// The token's EIP-712 `version` is not `extra.version`.
+    TokenVersionMismatch => "invalid_exact_evm_token_version_mismatch",
+    /// `accepted` differs from the requirements the server sent (x402-rs; the TS facilitator
+    /// names the differing field instead).
+    AcceptedRequirementsMismatch => "accepted_requirements_mismatch",
+    /// A Permit2 payment lacks the token allowance to the Permit2 contract.
+    Permit2AllowanceRequired => "permit2_allowance_required",
     /// The facilitator failed while verifying.
     UnexpectedVerifyError => "unexpected_verify_error",
     /// The facilitator failed while settling.
     UnexpectedSettleError => "unexpected_settle_error",
+    /// The facilitator failed, without saying in which step (x402-rs answers this for RPC
+    /// failures and for reverted simulations alike, e.g. a bad signature).
+    UnexpectedError => "unexpected_error",
+
+    @aliases {
+        // @x402/evm 2.27 `exact` facilitator.
+        "invalid_exact_evm_scheme" => InvalidScheme,
+        "invalid_exact_evm_authorization_value" => ValueMismatch,
+        "invalid_exact_evm_failed_to_parse_signature" => Signature,
+        "eip6492_factory_not_allowed" => UndeployedSmartWallet,
+        "unsupported_payload_type" => InvalidPayload,
+        // @x402/evm 2.27 Permit2 flavour of the same checks.
+        "invalid_permit2_signature" => Signature,
+        "invalid_permit2_recipient_mismatch" => RecipientMismatch,
+        "permit2_deadline_expired" => ValidBefore,
+        "permit2_not_yet_valid" => ValidAfter,
+        "permit2_amount_mismatch" => ValueMismatch,
+        "permit2_token_mismatch" => AssetMismatch,
+        "permit2_insufficient_balance" => InsufficientBalance,
+        "permit2_simulation_failed" => SimulationFailed,
+        // x402-rs `ErrorReason` (snake_case of its variants).
+        "invalid_format" => InvalidPayload,
+        "invalid_payment_amount" => ValueMismatch,
+        "invalid_payment_early" => ValidAfter,
+        "invalid_payment_expired" => ValidBefore,
+        "chain_id_mismatch" => NetworkMismatch,
+        "recipient_mismatch" => RecipientMismatch,
+        "asset_mismatch" => AssetMismatch,
+        "invalid_signature" => Signature,
+        "transaction_simulation" => SimulationFailed,
+        "insufficient_funds" => InsufficientBalance,
+        "unsupported_chain" => InvalidNetwork,
+        "unsupported_scheme" => InvalidScheme,
+    }
 }
 
 impl fmt::Display for Reason {
@@ -123,6 +177,10 @@ impl<'de> Deserialize<'de> for Reason {
 mod tests {
     use super::*;
 
+    fn parse(wire: &str) -> Reason {
+        serde_json::from_value(serde_json::Value::String(wire.to_owned())).unwrap()
+    }
+
     #[test]
     fn known_reasons_round_trip_and_unknown_ones_are_kept() {
         for reason in [
@@ -130,6 +188,7 @@ mod tests {
             Reason::ValueMismatch,
             Reason::NonceAlreadyUsed,
             Reason::SettlementPending,
+            Reason::UnexpectedError,
         ] {
             let json = serde_json::to_string(&reason).unwrap();
             assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), reason);
@@ -138,11 +197,169 @@ mod tests {
             Reason::ValidBefore.as_str(),
             "invalid_exact_evm_payload_authorization_valid_before"
         );
-        let unknown: Reason = serde_json::from_str("\"permit2_allowance_required\"").unwrap();
-        assert_eq!(unknown, Reason::Other("permit2_allowance_required".into()));
+        let unknown: Reason = serde_json::from_str("\"invalid_upto_evm_scheme\"").unwrap();
+        assert_eq!(unknown, Reason::Other("invalid_upto_evm_scheme".into()));
         assert_eq!(
             serde_json::to_string(&unknown).unwrap(),
-            "\"permit2_allowance_required\""
+            "\"invalid_upto_evm_scheme\""
+        );
+    }
+
+    /// Every exact-EVM reason string of `@x402/evm` 2.27 (`src/exact/facilitator/errors.ts`,
+    /// the EIP-3009 and Permit2 paths) and `@x402/core` 2.27.
+    #[test]
+    fn official_typescript_vocabulary_maps_to_stable_codes() {
+        let table = [
+            ("invalid_scheme", Reason::InvalidScheme),
+            ("invalid_exact_evm_scheme", Reason::InvalidScheme),
+            (
+                "invalid_exact_evm_network_mismatch",
+                Reason::NetworkMismatch,
+            ),
+            ("asset_not_deployed_contract", Reason::AssetNotDeployed),
+            (
+                "invalid_exact_evm_missing_eip712_domain",
+                Reason::MissingEip712Domain,
+            ),
+            (
+                "invalid_exact_evm_recipient_mismatch",
+                Reason::RecipientMismatch,
+            ),
+            ("invalid_exact_evm_signature", Reason::Signature),
+            (
+                "invalid_exact_evm_failed_to_parse_signature",
+                Reason::Signature,
+            ),
+            (
+                "invalid_exact_evm_payload_authorization_valid_before",
+                Reason::ValidBefore,
+            ),
+            (
+                "invalid_exact_evm_payload_authorization_valid_after",
+                Reason::ValidAfter,
+            ),
+            (
+                "invalid_exact_evm_authorization_value",
+                Reason::ValueMismatch,
+            ),
+            (
+                "invalid_exact_evm_payload_authorization_value_mismatch",
+                Reason::ValueMismatch,
+            ),
+            (
+                "invalid_exact_evm_transaction_failed",
+                Reason::TransactionFailed,
+            ),
+            (
+                "invalid_exact_evm_transfer_event_mismatch",
+                Reason::TransferEventMismatch,
+            ),
+            (
+                "invalid_exact_evm_token_name_mismatch",
+                Reason::TokenNameMismatch,
+            ),
+            (
+                "invalid_exact_evm_token_version_mismatch",
+                Reason::TokenVersionMismatch,
+            ),
+            (
+                "invalid_exact_evm_eip3009_not_supported",
+                Reason::Eip3009NotSupported,
+            ),
+            (
+                "invalid_exact_evm_nonce_already_used",
+                Reason::NonceAlreadyUsed,
+            ),
+            (
+                "invalid_exact_evm_insufficient_balance",
+                Reason::InsufficientBalance,
+            ),
+            (
+                "invalid_exact_evm_transaction_simulation_failed",
+                Reason::SimulationFailed,
+            ),
+            ("eip6492_factory_not_allowed", Reason::UndeployedSmartWallet),
+            ("unsupported_payload_type", Reason::InvalidPayload),
+            ("settlement_pending", Reason::SettlementPending),
+            ("invalid_permit2_signature", Reason::Signature),
+            (
+                "invalid_permit2_recipient_mismatch",
+                Reason::RecipientMismatch,
+            ),
+            ("permit2_deadline_expired", Reason::ValidBefore),
+            ("permit2_not_yet_valid", Reason::ValidAfter),
+            ("permit2_amount_mismatch", Reason::ValueMismatch),
+            ("permit2_token_mismatch", Reason::AssetMismatch),
+            ("permit2_insufficient_balance", Reason::InsufficientBalance),
+            ("permit2_simulation_failed", Reason::SimulationFailed),
+            (
+                "permit2_allowance_required",
+                Reason::Permit2AllowanceRequired,
+            ),
+        ];
+        for (wire, code) in table {
+            assert_eq!(parse(wire), code, "{wire}");
+        }
+    }
+
+    /// Every `ErrorReason` of x402-rs (`x402-types` `proto::ErrorReason`, snake_case).
+    #[test]
+    fn x402_rs_vocabulary_maps_to_stable_codes() {
+        let table = [
+            ("invalid_format", Reason::InvalidPayload),
+            ("invalid_payment_amount", Reason::ValueMismatch),
+            ("invalid_payment_early", Reason::ValidAfter),
+            ("invalid_payment_expired", Reason::ValidBefore),
+            ("chain_id_mismatch", Reason::NetworkMismatch),
+            ("recipient_mismatch", Reason::RecipientMismatch),
+            ("asset_mismatch", Reason::AssetMismatch),
+            (
+                "accepted_requirements_mismatch",
+                Reason::AcceptedRequirementsMismatch,
+            ),
+            ("invalid_signature", Reason::Signature),
+            ("transaction_simulation", Reason::SimulationFailed),
+            ("insufficient_funds", Reason::InsufficientBalance),
+            (
+                "permit2_allowance_required",
+                Reason::Permit2AllowanceRequired,
+            ),
+            ("unsupported_chain", Reason::InvalidNetwork),
+            ("unsupported_scheme", Reason::InvalidScheme),
+            ("unexpected_error", Reason::UnexpectedError),
+        ];
+        for (wire, code) in table {
+            assert_eq!(parse(wire), code, "{wire}");
+        }
+    }
+
+    #[test]
+    fn spec_generic_names_are_their_own_codes() {
+        for (wire, code) in [
+            ("invalid_x402_version", Reason::InvalidX402Version),
+            ("invalid_network", Reason::InvalidNetwork),
+            ("invalid_payload", Reason::InvalidPayload),
+            (
+                "invalid_payment_requirements",
+                Reason::InvalidPaymentRequirements,
+            ),
+            ("unexpected_verify_error", Reason::UnexpectedVerifyError),
+            ("unexpected_settle_error", Reason::UnexpectedSettleError),
+        ] {
+            assert_eq!(parse(wire), code, "{wire}");
+            assert_eq!(code.as_str(), wire);
+        }
+    }
+
+    #[test]
+    fn an_alias_is_written_back_as_its_stable_code() {
+        assert_eq!(
+            serde_json::to_string(&parse("invalid_signature")).unwrap(),
+            "\"invalid_exact_evm_signature\""
+        );
+        assert_eq!(
+            parse("insufficient_funds").as_str(),
+            "invalid_exact_evm_insufficient_balance"
         );
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use alloy::primitives::U256;
 use hiregate_payments::facilitator::http_client::Timeouts;
 use hiregate_payments::{
-    Facilitator, HttpFacilitatorClient, Reason, SettleResponse, SignOptions, VerifyResponse, serve,
+    Facilitator, FacilitatorError, HttpFacilitatorClient, LocalFacilitator, Reason, SettleResponse,
+    SignOptions, UnknownOutcome, VerifyResponse, router, serve,
 };
 use serde_json::{Value, json};
 use support::{AMOUNT, Harness};
@@ -156,6 +157,100 @@ async fn malformed_requests_get_400_with_a_verdict_body() {
         .unwrap();
     assert_eq!(health.status().as_u16(), 200);
     served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_replayed_settle_over_http_is_refused_with_nonce_used() {
+    let harness = Harness::start().await;
+    let served = serve_facilitator(&harness).await;
+    let facilitator = client(&served.url);
+    let payer = harness.payer(3 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+
+    let first = facilitator.settle(&request).await.unwrap();
+    assert!(first.success, "{first:?}");
+
+    // On the wire exactly what the official facilitator answers a duplicate settle with.
+    let response = reqwest::Client::new()
+        .post(served.url.join("settle").unwrap())
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["success"], false, "{body}");
+    assert_eq!(
+        body["errorReason"], "invalid_exact_evm_nonce_already_used",
+        "{body}"
+    );
+    assert_eq!(body["transaction"], "", "{body}");
+    assert_eq!(body["network"], harness.network.as_str(), "{body}");
+
+    let replay = facilitator.settle(&request).await.unwrap();
+    assert!(!replay.success);
+    assert_eq!(replay.error_reason, Some(Reason::NonceAlreadyUsed));
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+    served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_facilitator_that_lost_its_chain_answers_503_without_a_verdict() {
+    let harness = Harness::start().await;
+    let facilitator = LocalFacilitator::connect(harness.config()).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url: Url = format!("http://{}/", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router(std::sync::Arc::new(facilitator))).await
+    });
+    let payer = harness.payer(AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+    // The chain node goes away after the facilitator connected to it.
+    drop(harness);
+
+    let response = reqwest::Client::new()
+        .post(url.join("settle").unwrap())
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["error"]["code"], "facilitator_outcome_unknown",
+        "{body}"
+    );
+    assert!(
+        body.get("success").is_none() && body.get("isValid").is_none(),
+        "{body}"
+    );
+
+    // Our own client therefore reads it as unknown, never as a refusal.
+    let facilitator = client(&url);
+    for outcome in [
+        facilitator.verify(&request).await.map(|_| ()),
+        facilitator.settle(&request).await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(
+                outcome,
+                Err(FacilitatorError::Unknown(UnknownOutcome::BadBody {
+                    status: 503,
+                    ..
+                }))
+            ),
+            "{outcome:?}"
+        );
+    }
+    server.abort();
 }
 
 #[tokio::test]

@@ -73,6 +73,42 @@ fn assert_settled(outcome: &SettleResponse, network: &Network, payer: Address) {
     assert_eq!(hash.len(), 64, "transaction hash: {}", outcome.transaction);
 }
 
+/// The reference facilitator's answer to a settle of a used authorization: `success: false`,
+/// the used-nonce reason, nothing broadcast, and (when known) the original transaction named.
+fn assert_nonce_used(outcome: &SettleResponse, payer: Address, original: Option<&str>) {
+    assert!(
+        !outcome.success,
+        "a used authorization settled again: {outcome:?}"
+    );
+    assert_eq!(
+        outcome.error_reason,
+        Some(Reason::NonceAlreadyUsed),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        outcome.transaction, "",
+        "nothing was broadcast: {outcome:?}"
+    );
+    assert_eq!(
+        outcome.payer.as_deref(),
+        Some(payer.to_checksum(None).as_str())
+    );
+    if let Some(original) = original {
+        let message = outcome.error_message.as_deref().unwrap_or_default();
+        assert!(message.contains(original), "{outcome:?}");
+    }
+}
+
+/// Transactions the relayer has sent so far.
+async fn sent_by(harness: &Harness, relayer: Address) -> u64 {
+    harness
+        .devnet
+        .provider()
+        .get_transaction_count(relayer)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn valid_payment_verifies_and_settles_moving_exactly_the_amount() {
     let harness = Harness::start().await;
@@ -499,9 +535,10 @@ async fn twenty_concurrent_settles_through_one_relayer_all_land() {
 }
 
 #[tokio::test]
-async fn same_payment_settled_twice_in_sequence_transfers_once() {
+async fn same_payment_settled_twice_in_sequence_succeeds_once_and_transfers_once() {
     let harness = Harness::start().await;
     let facilitator = harness.facilitator().await;
+    let relayer = harness.devnet.relayer().address();
     let payer = harness.payer(5 * AMOUNT).await;
     let payload = harness
         .sign(&payer, &harness.requirements, &SignOptions::default())
@@ -510,16 +547,20 @@ async fn same_payment_settled_twice_in_sequence_transfers_once() {
 
     let first = facilitator.settle(&request).await.unwrap();
     assert_settled(&first, &harness.network, payer.address());
+    let sent = sent_by(&harness, relayer).await;
+
+    // The replay fails like the official facilitator's, so a resource server relying on it
+    // (`@x402/express`) refuses a replayed payment header.
     let second = facilitator.settle(&request).await.unwrap();
-    assert_eq!(second, first, "a retry reports the original settlement");
+    assert_nonce_used(&second, payer.address(), Some(&first.transaction));
+    let third = facilitator.settle(&request).await.unwrap();
+    assert_nonce_used(&third, payer.address(), Some(&first.transaction));
+    assert_eq!(sent_by(&harness, relayer).await, sent, "a replay broadcast");
 
-    // A facilitator with no memory of it (a restart, another instance) finds it on chain.
-    let restarted = harness.facilitator().await;
-    let third = restarted.settle(&request).await.unwrap();
-    assert_settled(&third, &harness.network, payer.address());
-    assert_eq!(third.transaction, first.transaction);
-
-    assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+    assert_eq!(
+        harness.transfers_from(payer.address()).await,
+        vec![first.transaction.parse::<B256>().unwrap()]
+    );
     assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
     assert_eq!(
         harness.balance(payer.address()).await,
@@ -528,11 +569,35 @@ async fn same_payment_settled_twice_in_sequence_transfers_once() {
 }
 
 #[tokio::test]
-async fn same_payment_settled_concurrently_transfers_once() {
+async fn a_restarted_facilitator_refuses_an_authorization_settled_before() {
+    let harness = Harness::start().await;
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+    let first = harness.facilitator().await.settle(&request).await.unwrap();
+    assert_settled(&first, &harness.network, payer.address());
+
+    // No memory of the settlement: the chain's AuthorizationUsed log names the original.
+    let restarted = harness.facilitator().await;
+    let verdict = restarted.verify(&request).await.unwrap();
+    assert_eq!(verdict.invalid_reason, Some(Reason::NonceAlreadyUsed));
+    let replay = restarted.settle(&request).await.unwrap();
+    assert_nonce_used(&replay, payer.address(), Some(&first.transaction));
+
+    assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}
+
+#[tokio::test]
+async fn same_payment_settled_concurrently_succeeds_once_and_transfers_once() {
     let harness = Harness::start().await;
     let facilitator = Arc::new(harness.facilitator().await);
+    let relayer = harness.devnet.relayer().address();
     // A second facilitator instance with its own relayer, racing the first through the chain.
     let other_relayer = harness.devnet.fresh_relayer().await.unwrap();
+    let other_address = other_relayer.address();
     let other = Arc::new(
         LocalFacilitator::connect(harness.config_with(|chain| {
             chain.relayer_key = hiregate_payments::RelayerKey::new(other_relayer);
@@ -545,15 +610,13 @@ async fn same_payment_settled_concurrently_transfers_once() {
         .sign(&payer, &harness.requirements, &SignOptions::default())
         .await;
     let request = harness.request(payload);
+    let sent_before = (
+        sent_by(&harness, relayer).await,
+        sent_by(&harness, other_address).await,
+    );
 
-    let settlers: Vec<Arc<dyn Facilitator>> = vec![
-        facilitator.clone(),
-        facilitator.clone(),
-        facilitator.clone(),
-        facilitator.clone(),
-        other.clone(),
-        other,
-    ];
+    let mut settlers: Vec<Arc<dyn Facilitator>> = vec![other.clone(), other];
+    settlers.extend((0..6).map(|_| facilitator.clone() as Arc<dyn Facilitator>));
     let outcomes = join_all(settlers.iter().map(|settler| {
         let request = &request;
         async move { settler.settle(request).await.unwrap() }
@@ -562,11 +625,58 @@ async fn same_payment_settled_concurrently_transfers_once() {
 
     let transfers = harness.transfers_from(payer.address()).await;
     assert_eq!(transfers.len(), 1, "exactly one transfer: {outcomes:?}");
-    for outcome in &outcomes {
-        assert_settled(outcome, &harness.network, payer.address());
-        assert_eq!(outcome.transaction, transfers[0].to_string());
+    let (settled, refused): (Vec<_>, Vec<_>) = outcomes.iter().partition(|o| o.success);
+    assert_eq!(settled.len(), 1, "exactly one success: {outcomes:?}");
+    assert_settled(settled[0], &harness.network, payer.address());
+    assert_eq!(settled[0].transaction, transfers[0].to_string());
+    for outcome in refused {
+        // A settler whose own transaction lost the race names it in `transaction`.
+        assert!(!outcome.success);
+        assert_eq!(
+            outcome.error_reason,
+            Some(Reason::NonceAlreadyUsed),
+            "{outcome:?}"
+        );
     }
+    // The per-key lock: each facilitator broadcast at most once for the payment.
+    assert!(sent_by(&harness, relayer).await - sent_before.0 <= 1);
+    assert!(sent_by(&harness, other_address).await - sent_before.1 <= 1);
     assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}
+
+#[tokio::test]
+async fn concurrent_settles_in_one_facilitator_broadcast_once() {
+    let harness = Harness::start().await;
+    let facilitator = Arc::new(harness.facilitator().await);
+    let relayer = harness.devnet.relayer().address();
+    let payer = harness.payer(5 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let request = harness.request(payload);
+    let sent_before = sent_by(&harness, relayer).await;
+
+    let outcomes = join_all((0..8).map(|_| {
+        let facilitator = Arc::clone(&facilitator);
+        let request = &request;
+        async move { facilitator.settle(request).await.unwrap() }
+    }))
+    .await;
+
+    let (settled, refused): (Vec<_>, Vec<_>) = outcomes.iter().partition(|o| o.success);
+    assert_eq!(settled.len(), 1, "exactly one success: {outcomes:?}");
+    for outcome in refused {
+        assert_nonce_used(outcome, payer.address(), Some(&settled[0].transaction));
+    }
+    assert_eq!(
+        sent_by(&harness, relayer).await,
+        sent_before + 1,
+        "one broadcast"
+    );
+    assert_eq!(
+        harness.transfers_from(payer.address()).await,
+        vec![settled[0].transaction.parse::<B256>().unwrap()]
+    );
 }
 
 #[tokio::test]
@@ -577,11 +687,13 @@ async fn unconfirmed_settlement_reports_pending_and_a_retry_reconciles() {
     }))
     .await
     .unwrap();
+    let relayer = harness.devnet.relayer().address();
     let payer = harness.payer(5 * AMOUNT).await;
     let payload = harness
         .sign(&payer, &harness.requirements, &SignOptions::default())
         .await;
     let request = harness.request(payload);
+    let sent_before = sent_by(&harness, relayer).await;
 
     let provider = harness.devnet.provider();
     provider
@@ -594,6 +706,11 @@ async fn unconfirmed_settlement_reports_pending_and_a_retry_reconciles() {
     assert!(pending.transaction.starts_with("0x"), "{pending:?}");
     assert_eq!(harness.balance(harness.pay_to).await, U256::ZERO);
 
+    // Still unmined: the retry waits on the same transaction instead of sending another.
+    let still = facilitator.settle(&request).await.unwrap();
+    assert_eq!(still.error_reason, Some(Reason::SettlementPending));
+    assert_eq!(still.transaction, pending.transaction);
+
     provider
         .raw_request::<_, String>("evm_mine".into(), ())
         .await
@@ -602,14 +719,22 @@ async fn unconfirmed_settlement_reports_pending_and_a_retry_reconciles() {
         .raw_request::<_, ()>("evm_setAutomine".into(), (true,))
         .await
         .unwrap();
+    // The caller never had a success for this payment: the mined transaction is reported once.
     let settled = facilitator.settle(&request).await.unwrap();
     assert_settled(&settled, &harness.network, payer.address());
     assert_eq!(
         settled.transaction, pending.transaction,
         "the retry reused the broadcast"
     );
-    assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+    let replay = facilitator.settle(&request).await.unwrap();
+    assert_nonce_used(&replay, payer.address(), Some(&pending.transaction));
+
+    assert_eq!(
+        harness.transfers_from(payer.address()).await,
+        vec![pending.transaction.parse::<B256>().unwrap()]
+    );
     assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+    assert_eq!(sent_by(&harness, relayer).await, sent_before + 1);
 }
 
 #[tokio::test]

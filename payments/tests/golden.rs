@@ -145,8 +145,9 @@ fn verify_request_in_the_http_client_shape_round_trips() {
 
 #[test]
 fn verdicts_of_other_facilitators_parse() {
-    // x402-rs answers refusals with 400 and this body (`payer: ""`, `invalidReasonDetails`).
-    let x402_rs = json!({
+    // x402-rs answers refusals with 400/412/500 and this body (`payer: ""`,
+    // `invalidReasonDetails`); its reason reads as the stable code and is written back as it.
+    let mut x402_rs = json!({
         "isValid": false,
         "invalidReason": "invalid_payment_expired",
         "invalidReasonDetails": "authorization expired",
@@ -154,11 +155,18 @@ fn verdicts_of_other_facilitators_parse() {
     });
     let verdict: VerifyResponse = serde_json::from_value(x402_rs.clone()).unwrap();
     assert!(!verdict.is_valid);
+    assert_eq!(verdict.invalid_reason, Some(Reason::ValidBefore));
+    x402_rs["invalidReason"] = json!("invalid_exact_evm_payload_authorization_valid_before");
+    assert_eq!(serde_json::to_value(&verdict).unwrap(), x402_rs);
+
+    // A reason no vocabulary knows survives verbatim.
+    let novel = json!({"isValid": false, "invalidReason": "invalid_upto_evm_scheme"});
+    let verdict: VerifyResponse = serde_json::from_value(novel.clone()).unwrap();
     assert_eq!(
         verdict.invalid_reason,
-        Some(Reason::Other("invalid_payment_expired".into()))
+        Some(Reason::Other("invalid_upto_evm_scheme".into()))
     );
-    assert_eq!(serde_json::to_value(&verdict).unwrap(), x402_rs);
+    assert_eq!(serde_json::to_value(&verdict).unwrap(), novel);
 
     // The TS facilitator answers with 200 and its own vocabulary.
     let ts = json!({

@@ -1,9 +1,10 @@
 //! How the HTTP facilitator client reads answers it cannot get from our own facilitator.
 //!
-//! wiremock stands in for the facilitator ONLY to inject what a real, healthy one does not
-//! produce on demand: 5xx, slow answers, non-JSON bodies, auth failures, and the 400/412 verdict
-//! style of other implementations (x402-rs). The happy path against the real facilitator is in
-//! `facilitator_http.rs`.
+//! wiremock (and, for an endless chunked body, a raw TCP listener) stands in for the
+//! facilitator ONLY to inject faults a real, healthy one does not produce on demand: verdicts
+//! under 4xx/5xx statuses (x402-rs answers 400, 412 and 500), slow answers, non-JSON and
+//! oversized bodies, auth failures. The happy path and the unknown outcome of the real
+//! facilitator are in `facilitator_http.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,7 +13,7 @@ use std::time::Duration;
 use alloy::primitives::{Address, U256};
 use alloy::signers::local::PrivateKeySigner;
 use hiregate_payments::facilitator::http_client::{
-    AuthFn, AuthHeaderError, FacilitatorCall, StaticHeaders, Timeouts,
+    AuthFn, AuthHeaderError, FacilitatorCall, MAX_BODY_BYTES, StaticHeaders, Timeouts,
 };
 use hiregate_payments::{
     Facilitator, FacilitatorError, HttpFacilitatorClient, Network, PaymentRequirements, Reason,
@@ -20,6 +21,7 @@ use hiregate_payments::{
 };
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use url::Url;
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -70,72 +72,227 @@ fn unknown(result: Result<impl std::fmt::Debug, FacilitatorError>) -> UnknownOut
     }
 }
 
-#[tokio::test]
-async fn verdicts_are_read_from_200_400_and_412() {
+/// A mock facilitator answering every `/verify` and `/settle` with `status` and `body`.
+async fn answering(status: u16, body: serde_json::Value) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .and(path("/verify"))
         .and(body_partial_json(json!({"x402Version": 2})))
-        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
-            "isValid": false,
-            "invalidReason": "invalid_payment_expired",
-            "invalidReasonDetails": "expired",
-            "payer": ""
-        })))
+        .respond_with(ResponseTemplate::new(status).set_body_json(body))
         .mount(&server)
         .await;
-    Mock::given(method("POST"))
-        .and(path("/settle"))
-        .respond_with(ResponseTemplate::new(412).set_body_json(json!({
-            "success": false,
-            "errorReason": "permit2_allowance_required",
-            "transaction": "",
-            "network": ""
-        })))
-        .mount(&server)
-        .await;
-    let facilitator = client(&server);
-    let request = request().await;
+    server
+}
 
-    let verdict = facilitator.verify(&request).await.unwrap();
-    assert!(!verdict.is_valid);
-    assert_eq!(
-        verdict.invalid_reason,
-        Some(Reason::Other("invalid_payment_expired".into()))
-    );
-    let outcome = facilitator.settle(&request).await.unwrap();
-    assert!(!outcome.success);
-    assert_eq!(
-        outcome.error_reason,
-        Some(Reason::Other("permit2_allowance_required".into()))
+#[tokio::test]
+async fn verdicts_are_read_whatever_the_status() {
+    let request = request().await;
+    for status in [200, 400, 402, 412, 500, 502, 503] {
+        // x402-rs's shape of a refused verify (it sends `payer: ""`).
+        let server = answering(
+            status,
+            json!({
+                "isValid": false,
+                "invalidReason": "invalid_payment_expired",
+                "invalidReasonDetails": "Payment authorization is expired",
+                "payer": ""
+            }),
+        )
+        .await;
+        let verdict = client(&server).verify(&request).await.unwrap();
+        assert!(!verdict.is_valid, "{status}");
+        assert_eq!(
+            verdict.invalid_reason,
+            Some(Reason::ValidBefore),
+            "{status}"
+        );
+
+        // x402-rs's shape of a failed settle.
+        let server = answering(
+            status,
+            json!({
+                "success": false,
+                "network": "",
+                "transaction": "",
+                "errorReason": "permit2_allowance_required",
+                "errorMessage": "Allowance is not enough to cover the payment amount",
+                "payer": ""
+            }),
+        )
+        .await;
+        let outcome = client(&server).settle(&request).await.unwrap();
+        assert!(!outcome.success, "{status}");
+        assert_eq!(
+            outcome.error_reason,
+            Some(Reason::Permit2AllowanceRequired),
+            "{status}"
+        );
+    }
+
+    // What x402-rs answers for a bad signature (its simulation reverts): a 500 verdict.
+    let server = answering(
+        500,
+        json!({
+            "isValid": false,
+            "invalidReason": "unexpected_error",
+            "invalidReasonDetails": "Contract call failed: execution reverted",
+            "payer": ""
+        }),
+    )
+    .await;
+    let verdict = client(&server).verify(&request).await.unwrap();
+    assert_eq!(verdict.invalid_reason, Some(Reason::UnexpectedError));
+
+    // The official TS facilitator's replayed settle, whatever status a proxy puts on it.
+    let server = answering(
+        500,
+        json!({
+            "success": false,
+            "errorReason": "invalid_exact_evm_nonce_already_used",
+            "errorMessage": "FiatTokenV2: authorization is used or canceled",
+            "transaction": "",
+            "network": "eip155:84532",
+            "payer": "0x4242424242424242424242424242424242424242"
+        }),
+    )
+    .await;
+    let outcome = client(&server).settle(&request).await.unwrap();
+    assert_eq!(outcome.error_reason, Some(Reason::NonceAlreadyUsed));
+}
+
+#[tokio::test]
+async fn answers_without_a_verdict_are_unknown_whatever_the_status() {
+    let request = request().await;
+    let cases = [
+        (
+            502,
+            ResponseTemplate::new(502).set_body_string("<html>bad gateway</html>"),
+        ),
+        (503, ResponseTemplate::new(503)),
+        (
+            200,
+            ResponseTemplate::new(200).set_body_string("<html>gateway</html>"),
+        ),
+        (
+            200,
+            ResponseTemplate::new(200).set_body_string("{\"isValid\":"),
+        ),
+        (
+            400,
+            ResponseTemplate::new(400).set_body_json(json!({"error": "bad request"})),
+        ),
+        (
+            401,
+            ResponseTemplate::new(401).set_body_json(json!({"error": "unauthorized"})),
+        ),
+    ];
+    for (status, template) in cases {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/verify"))
+            .respond_with(template.clone())
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/settle"))
+            .respond_with(template)
+            .mount(&server)
+            .await;
+        let facilitator = client(&server);
+        let outcome = unknown(facilitator.verify(&request).await);
+        assert!(
+            matches!(outcome, UnknownOutcome::BadBody { status: s, .. } if s == status),
+            "{status}: {outcome}"
+        );
+        let outcome = unknown(facilitator.settle(&request).await);
+        assert!(
+            matches!(outcome, UnknownOutcome::BadBody { status: s, .. } if s == status),
+            "{status}: {outcome}"
+        );
+    }
+
+    // A settle verdict is not a verify verdict.
+    let server = answering(200, json!({"success": true, "transaction": "0x01"})).await;
+    let outcome = unknown(client(&server).verify(&request).await);
+    assert!(
+        matches!(outcome, UnknownOutcome::BadBody { status: 200, .. }),
+        "{outcome}"
     );
 }
 
 #[tokio::test]
-async fn server_errors_are_unknown_even_with_a_verdict_body() {
+async fn supported_needs_a_2xx_status() {
     let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(500).set_body_json(json!({
-            "isValid": false, "invalidReason": "unexpected_verify_error"
-        })))
+    Mock::given(method("GET"))
+        .and(path("/supported"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(json!({"kinds": []})))
         .mount(&server)
         .await;
-    let facilitator = client(&server);
-    let outcome = unknown(facilitator.verify(&request().await).await);
+    let outcome = unknown(client(&server).supported().await);
     assert!(
-        matches!(outcome, UnknownOutcome::ServerError { status: 500 }),
+        matches!(outcome, UnknownOutcome::UnexpectedStatus { status: 500 }),
+        "{outcome}"
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_unknown() {
+    let request = request().await;
+    // A verdict padded past the limit, with a Content-Length that announces it.
+    let padding = "x".repeat(MAX_BODY_BYTES);
+    let server = answering(
+        200,
+        json!({"isValid": false, "invalidReason": "invalid_payload", "invalidMessage": padding}),
+    )
+    .await;
+    let outcome = unknown(client(&server).verify(&request).await);
+    assert!(
+        matches!(outcome, UnknownOutcome::BodyTooLarge { status: 200, limit } if limit == MAX_BODY_BYTES),
         "{outcome}"
     );
 
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(503))
-        .mount(&server)
-        .await;
-    let outcome = unknown(client(&server).settle(&request().await).await);
+    // A hostile facilitator streaming a chunked body without end: the client stops at the
+    // limit (well before its timeout) instead of buffering it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url: Url = format!("http://{}/", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    let streamer = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 4096];
+        let _ = socket.read(&mut head).await;
+        socket
+            .write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        let chunk = format!("{:x}\r\n{}\r\n", 64 * 1024, " ".repeat(64 * 1024));
+        let mut sent = 0usize;
+        while socket.write_all(chunk.as_bytes()).await.is_ok() {
+            sent += 64 * 1024;
+            if sent > 64 * MAX_BODY_BYTES {
+                break;
+            }
+        }
+        sent
+    });
+    let timeouts = Timeouts {
+        verify: Duration::from_secs(30),
+        ..quick_timeouts()
+    };
+    let facilitator = HttpFacilitatorClient::new(url, timeouts, None).unwrap();
+    let started = std::time::Instant::now();
+    let outcome = unknown(facilitator.verify(&request).await);
     assert!(
-        matches!(outcome, UnknownOutcome::ServerError { status: 503 }),
+        matches!(outcome, UnknownOutcome::BodyTooLarge { status: 200, .. }),
         "{outcome}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    drop(facilitator);
+    let sent = streamer.await.unwrap();
+    assert!(
+        sent < 64 * MAX_BODY_BYTES,
+        "the client kept reading: {sent} bytes"
     );
 }
 
@@ -161,45 +318,7 @@ async fn timeouts_are_unknown() {
 }
 
 #[tokio::test]
-async fn bodies_that_are_not_verdicts_are_unknown() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/verify"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("<html>gateway</html>"))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/settle"))
-        .respond_with(ResponseTemplate::new(400).set_body_json(json!({"error": "bad request"})))
-        .mount(&server)
-        .await;
-    let facilitator = client(&server);
-    let request = request().await;
-    let outcome = unknown(facilitator.verify(&request).await);
-    assert!(
-        matches!(outcome, UnknownOutcome::BadBody { status: 200, .. }),
-        "{outcome}"
-    );
-    let outcome = unknown(facilitator.settle(&request).await);
-    assert!(
-        matches!(outcome, UnknownOutcome::BadBody { status: 400, .. }),
-        "{outcome}"
-    );
-}
-
-#[tokio::test]
-async fn statuses_without_verdicts_and_dead_hosts_are_unknown() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"error": "unauthorized"})))
-        .mount(&server)
-        .await;
-    let outcome = unknown(client(&server).verify(&request().await).await);
-    assert!(
-        matches!(outcome, UnknownOutcome::UnexpectedStatus { status: 401 }),
-        "{outcome}"
-    );
-
+async fn dead_hosts_are_unknown() {
     // A port nobody listens on: bind, learn the port, close.
     let port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

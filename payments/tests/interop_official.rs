@@ -117,3 +117,59 @@ async fn our_payment_verifies_and_settles_with_the_official_facilitator() {
     let again = official_facilitator(&harness, "verify", &payload).await;
     assert_eq!(again["isValid"], false, "{again}");
 }
+
+/// The replay contract of the bundled facilitator is the official one's: a second settle of one
+/// payment is `success: false` with `transaction: ""`, and nothing moves.
+#[tokio::test]
+async fn a_replayed_settle_fails_alike_in_the_official_and_our_facilitator() {
+    if !node_tools_or_skip("a_replayed_settle_fails_alike_in_the_official_and_our_facilitator") {
+        return;
+    }
+    let harness = Harness::start().await;
+    let payer = harness.payer(3 * AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+
+    let first = official_facilitator(&harness, "settle", &payload).await;
+    assert_eq!(first["success"], true, "{first}");
+    let official = official_facilitator(&harness, "settle", &payload).await;
+
+    // Ours, asked after the official one settled it (a restart looks the same).
+    let ours = harness
+        .facilitator()
+        .await
+        .settle(&harness.request(payload))
+        .await
+        .unwrap();
+    let ours = serde_json::to_value(&ours).unwrap();
+    for field in ["success", "transaction", "network"] {
+        assert_eq!(
+            ours[field], official[field],
+            "{field}: {ours} vs {official}"
+        );
+    }
+    assert_eq!(ours["success"], false);
+    assert_eq!(ours["transaction"], "");
+    assert!(
+        ours["payer"]
+            .as_str()
+            .unwrap()
+            .eq_ignore_ascii_case(official["payer"].as_str().unwrap())
+    );
+    assert_eq!(ours["errorReason"], "invalid_exact_evm_nonce_already_used");
+    // The official facilitator names the reason by matching the revert text: USDC's
+    // "authorization is used or canceled" gives the same reason as ours; the devnet token's
+    // custom error `AuthorizationUsedOrCanceled`, which its ABI cannot decode, gives
+    // `transaction_failed`. We read `authorizationState` instead, so ours is the same on both.
+    assert!(
+        [
+            "invalid_exact_evm_nonce_already_used",
+            "invalid_exact_evm_transaction_failed"
+        ]
+        .contains(&official["errorReason"].as_str().unwrap()),
+        "{official}"
+    );
+    assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}

@@ -1,17 +1,26 @@
 //! A remote facilitator by URL.
 //!
-//! Facilitators disagree on status codes (the TS example answers refusals with 200, x402-rs
-//! with 400, and 412 for a missing Permit2 allowance), so a JSON verdict is accepted from any of
-//! 200, 400 and 412. Everything else — 5xx, other statuses, undecodable bodies, timeouts,
-//! connection failures — is [`FacilitatorError::Unknown`]: nobody knows whether the payment
-//! verified or settled.
+//! Facilitators disagree on status codes: the TS example answers refusals with 200, x402-rs
+//! with 400, 412 for a missing Permit2 allowance and 500 when its simulation reverts (a bad
+//! signature) or its node fails. So a `/verify` or `/settle` body that parses as a verdict
+//! ([`VerifyResponse`] / [`SettleResponse`]) is the verdict, whatever the status; its reason is
+//! read in any vocabulary [`crate::Reason`] knows.
+//!
+//! [`FacilitatorError::Unknown`] — nobody knows whether the payment verified or settled — is
+//! kept for what carries no verdict:
+//!
+//! | answer | outcome |
+//! |---|---|
+//! | none: connection refused, reset, timeout (connect, headers or body) | [`UnknownOutcome::Transport`] / [`UnknownOutcome::Timeout`] |
+//! | any status, body not a verdict (HTML, `{"error":…}`, truncated) | [`UnknownOutcome::BadBody`] |
+//! | any status, body over [`MAX_BODY_BYTES`] | [`UnknownOutcome::BodyTooLarge`], read no further |
+//! | `/supported` with a non-2xx status | [`UnknownOutcome::UnexpectedStatus`] |
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -21,6 +30,10 @@ use super::{Facilitator, FacilitatorError, UnknownOutcome};
 use crate::wire::{
     SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse,
 };
+
+/// The most body bytes read from one facilitator answer; a verdict is well under 1 KiB and a
+/// `/supported` list a few KiB, so more is a broken or hostile facilitator.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// Which facilitator endpoint a call goes to (auth hooks may sign per endpoint, as CDP does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -236,31 +249,39 @@ impl HttpFacilitatorClient {
                 UnknownOutcome::Transport(error).into()
             }
         };
-        let response = request.timeout(timeout).send().await.map_err(transport)?;
-        let status = response.status();
-        if status.is_server_error() {
-            return Err(UnknownOutcome::ServerError {
-                status: status.as_u16(),
-            }
-            .into());
+        // The request timeout also bounds reading the body.
+        let mut response = request.timeout(timeout).send().await.map_err(transport)?;
+        let status = response.status().as_u16();
+        if call == FacilitatorCall::Supported && !response.status().is_success() {
+            return Err(UnknownOutcome::UnexpectedStatus { status }.into());
         }
-        if !matches!(
+        let too_large = || UnknownOutcome::BodyTooLarge {
             status,
-            StatusCode::OK | StatusCode::BAD_REQUEST | StatusCode::PRECONDITION_FAILED
-        ) {
-            return Err(UnknownOutcome::UnexpectedStatus {
-                status: status.as_u16(),
-            }
-            .into());
+            limit: MAX_BODY_BYTES,
+        };
+        if response
+            .content_length()
+            .is_some_and(|length| length > MAX_BODY_BYTES as u64)
+        {
+            return Err(too_large().into());
         }
-        let bytes = response.bytes().await.map_err(transport)?;
-        serde_json::from_slice(&bytes).map_err(|source| {
-            UnknownOutcome::BadBody {
-                status: status.as_u16(),
-                source,
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            if body.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(too_large().into());
             }
-            .into()
-        })
+            body.extend_from_slice(&chunk);
+        }
+        let verdict = serde_json::from_slice(&body)
+            .map_err(|source| UnknownOutcome::BadBody { status, source })?;
+        if !(200..300).contains(&status) {
+            tracing::debug!(
+                status,
+                call = call.path(),
+                "facilitator verdict with a non-2xx status"
+            );
+        }
+        Ok(verdict)
     }
 }
 

@@ -1,14 +1,23 @@
 //! The in-process facilitator: verifies and settles `exact` EIP-3009 payments on the EVM
 //! chains of its [`FacilitatorConfig`], paying gas from one relayer key per chain.
 //!
-//! Settlement is idempotent per payment key (network, asset, payer, nonce):
-//! 1. concurrent settles of one payment queue on a per-key lock, so only one can broadcast;
-//! 2. a settled payment is remembered with its response, and a retry gets that response;
-//! 3. after a restart (or when another facilitator settled it) a payment whose nonce is used on
-//!    chain is looked up by its `AuthorizationUsed` log, and reported settled with the original
-//!    transaction when that transaction carries the matching `Transfer`;
-//! 4. a broadcast whose receipt did not arrive in time answers `settlement_pending` with the
-//!    hash, and a retry reconciles against that transaction instead of sending another.
+//! Settlement follows the reference facilitator (`@x402/evm`): an authorization moves money at
+//! most once, and `success: true` is answered at most once per authorization. Per payment key
+//! (network, asset, payer, nonce):
+//!
+//! | situation | `/settle` answers |
+//! |---|---|
+//! | first settle, transfer mined | `success: true` with the transaction |
+//! | concurrent settles of one payment | they queue on a per-key lock: one broadcasts and gets `success: true`, the others `invalid_exact_evm_nonce_already_used` |
+//! | receipt not seen in time | `settlement_pending` with the hash (`success: false`); the payment is remembered as pending |
+//! | retry after `settlement_pending` | reconciles against that transaction, never sends another while the node knows it: mined → `success: true` (the first success for this payment), still unmined → `settlement_pending` again, dropped → settles afresh |
+//! | retry after a success was answered, in this process | `invalid_exact_evm_nonce_already_used`, `transaction: ""`, the original transaction named in `errorMessage` |
+//! | settle of an authorization used on chain (after a restart, or by another facilitator) | the same refusal; the original transaction is looked up by its `AuthorizationUsed` log (with the matching `Transfer`) for the message |
+//!
+//! A duplicate settle must fail because resource servers such as `@x402/express` rely on it
+//! to refuse a replayed payment header. Whoever needs to know whether a payment settled after
+//! an unknown outcome asks the chain ([`crate::exact::onchain::find_settlement`]), as the
+//! refusal itself does not say whether the earlier settle was theirs.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
@@ -25,7 +34,7 @@ use super::config::FacilitatorConfig;
 use super::relayer::{Relayer, SendError};
 use super::{Facilitator, FacilitatorError};
 use crate::exact::onchain::{
-    Refusal, find_settlement, receipt_has_transfer, transfer_calldata, verify_onchain,
+    Refusal, find_settlement, nonce_used, receipt_has_transfer, transfer_calldata, verify_onchain,
 };
 use crate::exact::{ExactPayment, PaymentKey};
 use crate::reason::Reason;
@@ -235,9 +244,14 @@ impl Facilitator for LocalFacilitator {
         let terms = TransferTerms::of(&payment);
         match self.book.get(&key).filter(|entry| entry.terms == terms) {
             Some(Entry {
-                state: Remembered::Settled(response),
+                state: Remembered::Settled(tx_hash),
                 ..
-            }) => return Ok(response),
+            }) => {
+                // Kept in the book: the refusal must not erase the memory that answers it.
+                return Ok(chain
+                    .already_used(&payment, Some(tx_hash), None)
+                    .into_response());
+            }
             Some(Entry {
                 state: Remembered::Pending(tx_hash),
                 ..
@@ -285,22 +299,55 @@ impl Facilitator for LocalFacilitator {
 
 /// What a settlement attempt produced, and whether it must be remembered.
 enum Outcome {
-    /// Final success: remembered, every retry gets it back.
-    Settled(SettleResponse),
+    /// Final success: remembered, so a retry is refused as a used nonce without asking the chain.
+    Settled(SettleResponse, TxHash),
     /// Broadcast, unconfirmed: remembered so a retry reconciles instead of resending.
     Pending(SettleResponse, TxHash),
-    /// Refused or failed without consuming the authorization: a retry re-runs everything.
+    /// Refused or failed: nothing to remember, a retry re-runs everything (and the chain
+    /// refuses an authorization that was used meanwhile).
     Failed(SettleResponse),
+}
+
+impl Outcome {
+    fn into_response(self) -> SettleResponse {
+        match self {
+            Self::Settled(response, _) | Self::Pending(response, _) | Self::Failed(response) => {
+                response
+            }
+        }
+    }
 }
 
 impl Chain {
     fn settled(&self, payment: &ExactPayment, tx_hash: TxHash) -> Outcome {
         tracing::info!(network = %self.network, payer = %payment.payer(), tx = %tx_hash, "payment settled");
-        Outcome::Settled(SettleResponse::settled(
-            &self.network,
-            payment.payer(),
+        Outcome::Settled(
+            SettleResponse::settled(&self.network, payment.payer(), tx_hash),
             tx_hash,
-        ))
+        )
+    }
+
+    /// The refusal of an authorization whose nonce is spent. Like the reference facilitator,
+    /// `transaction` names only what this call broadcast (`broadcast`); the transaction that
+    /// used the authorization, when known, is named in the message.
+    fn already_used(
+        &self,
+        payment: &ExactPayment,
+        original: Option<TxHash>,
+        broadcast: Option<TxHash>,
+    ) -> Outcome {
+        let message = match original {
+            Some(tx_hash) => format!("authorization already used by transaction {tx_hash}"),
+            None => "authorization already used or cancelled".to_owned(),
+        };
+        self.failed(
+            payment,
+            Refusal {
+                reason: Reason::NonceAlreadyUsed,
+                message: Some(message),
+            },
+            broadcast,
+        )
     }
 
     fn failed(&self, payment: &ExactPayment, refusal: Refusal, tx_hash: Option<TxHash>) -> Outcome {
@@ -314,18 +361,29 @@ impl Chain {
         ))
     }
 
-    /// Reports an earlier settlement of this payment when the chain has one, else `refusal`.
-    async fn settled_before_or(
+    /// `refusal`, unless the authorization's nonce is spent: then the used-nonce refusal, which
+    /// is what the refusal really means (a spent nonce also fails simulation, may leave the
+    /// balance short, and outlives the window).
+    async fn used_or(
         &self,
         payment: &ExactPayment,
         refusal: Refusal,
+        broadcast: Option<TxHash>,
     ) -> Result<Outcome, TransportError> {
-        Ok(
-            match find_settlement(&self.provider, payment, self.lookback_blocks).await? {
-                Some(tx_hash) => self.settled(payment, tx_hash),
-                None => self.failed(payment, refusal, None),
-            },
-        )
+        let used = refusal.reason == Reason::NonceAlreadyUsed
+            || nonce_used(&self.provider, payment).await?;
+        if !used {
+            return Ok(self.failed(payment, refusal, broadcast));
+        }
+        // The original transaction only improves the message: a log search the node refuses
+        // (range too large, pruned history) must not turn a known refusal into an unknown.
+        let original = find_settlement(&self.provider, payment, self.lookback_blocks)
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(network = %self.network, error = %error, "settlement log lookup failed");
+                None
+            });
+        Ok(self.already_used(payment, original, broadcast))
     }
 
     async fn settle_fresh(&self, payment: &ExactPayment) -> Result<Outcome, TransportError> {
@@ -347,7 +405,7 @@ impl Chain {
                         | Reason::ValidBefore
                 ) =>
             {
-                return self.settled_before_or(payment, refusal).await;
+                return self.used_or(payment, refusal, None).await;
             }
             Err(refusal) => return Ok(self.failed(payment, refusal, None)),
         };
@@ -361,7 +419,7 @@ impl Chain {
                     reason: Reason::SimulationFailed,
                     message: Some(message),
                 };
-                return self.settled_before_or(payment, refusal).await;
+                return self.used_or(payment, refusal, None).await;
             }
             Err(SendError::Rpc(error)) => return Err(error),
         };
@@ -410,13 +468,10 @@ impl Chain {
         let tx_hash = receipt.transaction_hash;
         if !receipt.status() {
             // Another settler (a second facilitator on the same payment) may have been mined
-            // first, reverting ours; the payment is then settled, by their transaction.
-            if let Some(original) =
-                find_settlement(&self.provider, payment, self.lookback_blocks).await?
-            {
-                return Ok(self.settled(payment, original));
-            }
-            return Ok(self.failed(payment, Reason::TransactionFailed.into(), Some(tx_hash)));
+            // first, reverting ours: the authorization is then used, by their transaction.
+            return self
+                .used_or(payment, Reason::TransactionFailed.into(), Some(tx_hash))
+                .await;
         }
         if !receipt_has_transfer(receipt, payment) {
             return Ok(self.failed(payment, Reason::TransferEventMismatch.into(), Some(tx_hash)));
@@ -480,9 +535,11 @@ impl KeyedLocks {
     }
 }
 
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 enum Remembered {
-    Settled(SettleResponse),
+    /// `success: true` was answered for this transaction.
+    Settled(TxHash),
+    /// Broadcast; no success answered yet.
     Pending(TxHash),
 }
 
@@ -509,7 +566,8 @@ struct Entry {
     state: Remembered,
 }
 
-/// Bounded memory of settled and pending payments, oldest forgotten first.
+/// Bounded memory of settled and pending payments, oldest forgotten first. Forgetting a settled
+/// payment changes nothing but cost: the chain then answers for it.
 #[derive(Default)]
 struct SettlementBook {
     inner: StdMutex<BookInner>,
@@ -535,10 +593,7 @@ impl SettlementBook {
     /// Remembers what must be remembered and returns the response to send.
     fn record(&self, key: PaymentKey, terms: TransferTerms, outcome: Outcome) -> SettleResponse {
         let (response, remembered) = match outcome {
-            Outcome::Settled(response) => {
-                let remembered = Remembered::Settled(response.clone());
-                (response, Some(remembered))
-            }
+            Outcome::Settled(response, tx_hash) => (response, Some(Remembered::Settled(tx_hash))),
             Outcome::Pending(response, tx_hash) => (response, Some(Remembered::Pending(tx_hash))),
             Outcome::Failed(response) => (response, None),
         };

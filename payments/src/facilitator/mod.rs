@@ -1,7 +1,8 @@
 //! Facilitators: who verifies and settles payments.
 //!
 //! - [`Facilitator`]: the trait the gateway calls; verdicts are values, only an unknown
-//!   outcome is an error.
+//!   outcome is an error. A replayed settle of a used authorization is refused
+//!   (`invalid_exact_evm_nonce_already_used`), as in the reference facilitator.
 //! - [`local::LocalFacilitator`]: in-process, on EVM chains through alloy and a relayer key.
 //! - [`http_client::HttpFacilitatorClient`]: a remote facilitator by URL.
 //! - [`server`]: the HTTP face of any facilitator (`POST /verify`, `POST /settle`,
@@ -32,8 +33,18 @@ pub trait Facilitator: Send + Sync {
     /// Would this payment settle? Moves nothing.
     async fn verify(&self, request: &VerifyRequest) -> Result<VerifyResponse, FacilitatorError>;
 
-    /// Moves the money. Safe to retry with the same request: a payment that already settled
-    /// reports success with its original transaction.
+    /// Moves the money, at most once per authorization, and answers `success: true` at most
+    /// once per authorization, as the reference facilitator does: settling an authorization
+    /// that is already used on chain (by an earlier settle, another facilitator, or a payer's
+    /// cancellation) answers `success: false` with [`Reason::NonceAlreadyUsed`].
+    ///
+    /// Retrying after an unknown outcome or a [`Reason::SettlementPending`] answer is safe (it
+    /// never transfers twice), but a refusal with a used nonce does not say whether the earlier
+    /// attempt was the one that settled: the caller asks the chain
+    /// ([`crate::exact::onchain::find_settlement`]).
+    ///
+    /// [`Reason::NonceAlreadyUsed`]: crate::Reason::NonceAlreadyUsed
+    /// [`Reason::SettlementPending`]: crate::Reason::SettlementPending
     async fn settle(&self, request: &SettleRequest) -> Result<SettleResponse, FacilitatorError>;
 
     /// The (version, scheme, network) kinds this facilitator handles.
@@ -58,19 +69,14 @@ pub enum UnknownOutcome {
     /// Connection or protocol failure before an answer.
     #[error("transport failure")]
     Transport(#[source] reqwest::Error),
-    /// The facilitator answered 5xx.
-    #[error("facilitator answered {status}")]
-    ServerError {
-        /// HTTP status.
-        status: u16,
-    },
-    /// The facilitator answered a status that carries no verdict (e.g. 401, 404).
+    /// `/supported` answered a status other than 2xx (it carries a list, not a verdict).
     #[error("facilitator answered unexpected status {status}")]
     UnexpectedStatus {
         /// HTTP status.
         status: u16,
     },
-    /// The body of a verdict status was not a verdict.
+    /// The answer's body is not a verdict (or, for `/supported`, not a list), whatever its
+    /// status: an HTML error page, `{"error": …}`, truncated JSON.
     #[error("facilitator's {status} body is not a verdict")]
     BadBody {
         /// HTTP status.
@@ -78,6 +84,14 @@ pub enum UnknownOutcome {
         /// Why it did not parse.
         #[source]
         source: serde_json::Error,
+    },
+    /// The answer's body exceeded the size the client reads.
+    #[error("facilitator's {status} body exceeds {limit} bytes")]
+    BodyTooLarge {
+        /// HTTP status.
+        status: u16,
+        /// The limit in bytes.
+        limit: usize,
     },
     /// The auth-header hook failed, so nothing was sent.
     #[error("auth header hook failed")]

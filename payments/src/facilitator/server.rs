@@ -1,9 +1,13 @@
 //! The facilitator over HTTP: `POST /verify`, `POST /settle`, `GET /supported`, `GET /health`.
 //!
-//! Verdicts (valid or not) are 200 with the verdict JSON. A body that is not a v2 request is
-//! 400 with a verdict body (`invalid_x402_version` or `invalid_payload`), so any x402 client
-//! reads the reason. A facilitator that cannot reach its chain answers 500: the outcome is
-//! unknown and the caller must not read it as a refusal.
+//! | situation | status | body |
+//! |---|---|---|
+//! | a verdict (valid or not; a replayed settle is `success: false`, `invalid_exact_evm_nonce_already_used`) | 200 | the verdict |
+//! | body is not a v2 request | 400 | a verdict with `invalid_x402_version` / `invalid_payload`, so any x402 client reads the reason |
+//! | the chain could not be asked: outcome unknown | 503 | `{"error": {"code": "facilitator_outcome_unknown", "message": …}}` |
+//!
+//! The unknown outcome deliberately carries no verdict: clients (ours included) read a verdict
+//! whatever the status, and this one must not be read as a refusal.
 
 use std::sync::Arc;
 
@@ -83,13 +87,17 @@ fn parse_request(body: &[u8]) -> Result<VerifyRequest, (Reason, String)> {
     serde_json::from_value(value).map_err(|e| (Reason::InvalidPayload, e.to_string()))
 }
 
-fn unknown_outcome(error: &FacilitatorError) -> String {
+/// 503 with a body that is not a verdict.
+fn unknown_outcome(error: &FacilitatorError) -> Response {
     tracing::error!(error.message = %error, error.cause_chain = ?error, "facilitator outcome unknown");
-    error.to_string()
+    let body = json!({
+        "error": { "code": "facilitator_outcome_unknown", "message": error.to_string() }
+    });
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
 }
 
 /// `POST /verify`: 200 with the verdict; 400 with an `isValid: false` verdict for a body that
-/// is not a v2 request; 500 when the chain could not be asked.
+/// is not a v2 request; 503 without a verdict when the chain could not be asked.
 async fn verify(State(facilitator): State<Arc<dyn Facilitator>>, body: Bytes) -> Response {
     let request = match parse_request(&body) {
         Ok(request) => request,
@@ -100,17 +108,12 @@ async fn verify(State(facilitator): State<Arc<dyn Facilitator>>, body: Bytes) ->
     };
     match facilitator.verify(&request).await {
         Ok(verdict) => (StatusCode::OK, Json(verdict)).into_response(),
-        Err(error) => {
-            let message = unknown_outcome(&error);
-            let verdict =
-                VerifyResponse::invalid(Reason::UnexpectedVerifyError, None, Some(message));
-            (StatusCode::INTERNAL_SERVER_ERROR, Json(verdict)).into_response()
-        }
+        Err(error) => unknown_outcome(&error),
     }
 }
 
 /// `POST /settle`: 200 with the outcome (including `success: false`); 400 with a failed outcome
-/// for a body that is not a v2 request; 500 when the outcome is unknown.
+/// for a body that is not a v2 request; 503 without a verdict when the outcome is unknown.
 async fn settle(State(facilitator): State<Arc<dyn Facilitator>>, body: Bytes) -> Response {
     let request = match parse_request(&body) {
         Ok(request) => request,
@@ -129,17 +132,7 @@ async fn settle(State(facilitator): State<Arc<dyn Facilitator>>, body: Bytes) ->
     };
     match facilitator.settle(&request).await {
         Ok(outcome) => (StatusCode::OK, Json(outcome)).into_response(),
-        Err(error) => {
-            let message = unknown_outcome(&error);
-            let outcome = SettleResponse::failed(
-                request.payment_requirements.network.as_str(),
-                Reason::UnexpectedSettleError,
-                None,
-                None,
-                Some(message),
-            );
-            (StatusCode::INTERNAL_SERVER_ERROR, Json(outcome)).into_response()
-        }
+        Err(error) => unknown_outcome(&error),
     }
 }
 
@@ -147,14 +140,7 @@ async fn settle(State(facilitator): State<Arc<dyn Facilitator>>, body: Bytes) ->
 async fn supported(State(facilitator): State<Arc<dyn Facilitator>>) -> Response {
     match facilitator.supported().await {
         Ok(supported) => (StatusCode::OK, Json(supported)).into_response(),
-        Err(error) => {
-            let message = unknown_outcome(&error);
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Json(json!({ "error": message })),
-            )
-                .into_response()
-        }
+        Err(error) => unknown_outcome(&error),
     }
 }
 
