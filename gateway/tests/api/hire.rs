@@ -548,13 +548,16 @@ async fn facilitator_down_answers_503_and_never_calls_the_worker() {
     assert_eq!(ready.status(), 503);
 }
 
-#[tokio::test]
-async fn a_facilitator_answering_500_is_unknown_not_a_refusal() {
-    // Fault injection: a facilitator that answers 500 (wiremock stands in; the bundled one only
-    // answers 500 when its chain is unreachable, which cannot be arranged per request).
+/// A gateway whose facilitator is a wiremock answering every call with `status` and `body`.
+/// Fault injection: the bundled facilitator answers 5xx only when its chain is unreachable,
+/// which cannot be arranged per request.
+async fn with_facilitator_answering(status: u16, body: &str) -> (HireEnv, wiremock::MockServer) {
     let facilitator = wiremock::MockServer::start().await;
     wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(wiremock::ResponseTemplate::new(500).set_body_json(json!({"isValid": false})))
+        .respond_with(
+            wiremock::ResponseTemplate::new(status)
+                .set_body_raw(body.to_owned(), "application/json"),
+        )
         .mount(&facilitator)
         .await;
     let env = hire_env(
@@ -567,11 +570,43 @@ async fn a_facilitator_answering_500_is_unknown_not_a_refusal() {
         ),
     )
     .await;
+    (env, facilitator)
+}
+
+#[tokio::test]
+async fn a_facilitator_answering_500_without_a_verdict_is_unknown_not_a_refusal() {
+    let (env, _facilitator) =
+        with_facilitator_answering(500, "<html>internal server error</html>").await;
     let contract_id = env.contract(HireEnv::input("x"), json!({})).await;
     let payment = env.pay(&env.challenge(&contract_id).await).await;
     let answer = env.execute(&contract_id, Some(&payment), None).await;
     assert_eq!(answer.status, 503, "{:?}", answer.body);
     assert_eq!(answer.code(), "facilitator_unavailable");
+    assert_eq!(env.worker.executions(), 0);
+    assert_eq!(env.state(&contract_id).await, "offered");
+}
+
+#[tokio::test]
+async fn a_verdict_is_a_verdict_whatever_the_http_status() {
+    // The x402-rs facilitator refuses a bad signature with HTTP 500 and a verdict body.
+    let (env, _facilitator) = with_facilitator_answering(
+        500,
+        r#"{"isValid":false,"invalidReason":"invalid_signature","payer":"0x0000000000000000000000000000000000000001"}"#,
+    )
+    .await;
+    let contract_id = env.contract(HireEnv::input("x"), json!({})).await;
+    let payment = env.pay(&env.challenge(&contract_id).await).await;
+    let answer = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(answer.status, 402, "{:?}", answer.body);
+    assert_eq!(answer.code(), "payment_invalid");
+    assert!(
+        answer
+            .body
+            .to_string()
+            .contains("invalid_exact_evm_signature"),
+        "x402-rs's reason maps to the stable code: {:?}",
+        answer.body
+    );
     assert_eq!(env.worker.executions(), 0);
     assert_eq!(env.state(&contract_id).await, "offered");
 }
