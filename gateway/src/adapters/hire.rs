@@ -147,20 +147,17 @@ fn echoed_contract(answer: &ExecuteResponse) -> Option<&str> {
     echoed.map(|id| id.as_str())
 }
 
-/// A pending answer's task id, unless it holds U+0000 (refused as malformed).
-fn task_id_text(
-    task_id: Option<String>,
-    http_status: Option<u16>,
-) -> Result<Option<String>, WorkerAnswer> {
-    match task_id {
-        Some(id) if id.contains('\0') => Err(failed(
+/// The malformed-answer failure for a pending task id holding U+0000 (task ids are kept as
+/// plain text, see the `store` docs), if it does.
+fn refuse_nul_task_id(task_id: Option<&str>, http_status: Option<u16>) -> Option<WorkerAnswer> {
+    task_id.filter(|id| id.contains('\0')).map(|_| {
+        failed(
             FailureKind::BadResponse,
             http_status,
             "malformed_answer",
             "the worker's task_id holds U+0000",
-        )),
-        other => Ok(other),
-    }
+        )
+    })
 }
 
 /// Reads a worker's answer to a call for `contract_id`. Public for unit tests of hostile
@@ -220,33 +217,26 @@ pub fn classify(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAns
     let in_progress = status == StatusCode::ACCEPTED;
     match parsed {
         ExecuteResponse::Pending(pending) => {
-            match task_id_text(Some(pending.task_id), http_status) {
-                Ok(task_id) => WorkerAnswer::Pending {
-                    task_id,
+            refuse_nul_task_id(Some(&pending.task_id), http_status).unwrap_or_else(|| {
+                WorkerAnswer::Pending {
+                    task_id: Some(pending.task_id),
                     poll_url: Some(pending.poll_url),
                     http_status: status.as_u16(),
-                },
-                Err(refused) => refused,
-            }
+                }
+            })
         }
         // 202 partial is progress, not a delivery: the work goes on.
         ExecuteResponse::Partial(_) if in_progress => {
             let raw = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
-            let task_id = raw
-                .get("task_id")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            match task_id_text(task_id, http_status) {
-                Ok(task_id) => WorkerAnswer::Pending {
-                    task_id,
-                    poll_url: raw
-                        .get("poll_url")
-                        .and_then(Value::as_str)
-                        .and_then(|u| Url::parse(u).ok()),
-                    http_status: status.as_u16(),
-                },
-                Err(refused) => refused,
-            }
+            let task_id = raw.get("task_id").and_then(Value::as_str);
+            refuse_nul_task_id(task_id, http_status).unwrap_or_else(|| WorkerAnswer::Pending {
+                task_id: task_id.map(str::to_owned),
+                poll_url: raw
+                    .get("poll_url")
+                    .and_then(Value::as_str)
+                    .and_then(|u| Url::parse(u).ok()),
+                http_status: status.as_u16(),
+            })
         }
         ExecuteResponse::Failed(failure) => WorkerAnswer::Failed {
             kind: FailureKind::Reported,
