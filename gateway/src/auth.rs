@@ -218,6 +218,10 @@ pub enum IssueKeyError {
     /// The label is longer than [`MAX_LABEL_CHARS`].
     #[error("label must be at most {MAX_LABEL_CHARS} characters")]
     LabelTooLong,
+    /// The label holds U+0000, which no text column holds on every backend (see the `store`
+    /// module docs); refused the same way whatever the database.
+    #[error("label must not contain U+0000")]
+    LabelHasNul,
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -267,6 +271,9 @@ pub async fn issue_api_key(
         .is_some_and(|l| l.chars().count() > MAX_LABEL_CHARS)
     {
         return Err(IssueKeyError::LabelTooLong);
+    }
+    if label.as_ref().is_some_and(|l| l.contains('\0')) {
+        return Err(IssueKeyError::LabelHasNul);
     }
     let new = NewApiKey {
         id: ApiKeyId::generate(),

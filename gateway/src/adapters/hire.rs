@@ -8,6 +8,11 @@
 //! → [`WorkerAnswer::Failed`]; 202 `pending`/`partial` → [`WorkerAnswer::Pending`]; no answer
 //! within the SLA → [`WorkerAnswer::TimedOut`]; anything else → `Failed` with a kind that says
 //! why.
+//!
+//! An answer (execute, poll or callback) whose `contract_id` names another contract is a failed
+//! attempt with code `contract_mismatch` ([`super::contract_mismatch`]), whatever it delivers;
+//! HIRE makes the echo optional, so an answer without it is read as usual. A `task_id` holding
+//! U+0000 is a malformed answer: the task id is kept as plain text (see the `store` docs).
 
 use async_trait::async_trait;
 use hiregate_contracts::wire::hire::ExecuteResponse;
@@ -15,7 +20,9 @@ use reqwest::{Method, StatusCode, header};
 use serde_json::Value;
 use url::Url;
 
-use super::{FailureKind, ForwardRequest, PollRequest, WorkerAnswer, WorkerProtocol};
+use super::{
+    FailureKind, ForwardRequest, PollRequest, WorkerAnswer, WorkerProtocol, contract_mismatch,
+};
 use crate::outbound::{OutboundClient, OutboundError};
 
 /// Largest worker answer read, bytes (the outbound client's own limit may be lower).
@@ -90,7 +97,7 @@ impl WorkerProtocol for HireProtocol {
             Ok(body) => body,
             Err(error) => return transport_failure(&error),
         };
-        classify(status, &body)
+        classify(status, &body, request.contract_id)
     }
 
     async fn poll(&self, client: &OutboundClient, request: &PollRequest<'_>) -> WorkerAnswer {
@@ -112,24 +119,50 @@ impl WorkerProtocol for HireProtocol {
             Ok(body) => body,
             Err(error) => return transport_failure(&error),
         };
-        classify_poll(status, &body)
+        classify_poll(status, &body, request.contract_id)
     }
 }
 
 /// `GET <poll_url>` answers the task's current report, always with 200: `pending` and
 /// `partial` mean the work goes on (a partial report while polling is progress, not a
 /// delivery); `completed`/`failed` are its end.
-pub fn classify_poll(status: StatusCode, body: &[u8]) -> WorkerAnswer {
+pub fn classify_poll(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAnswer {
     if status == StatusCode::OK
         && let Ok(ExecuteResponse::Partial(_)) = serde_json::from_slice::<ExecuteResponse>(body)
     {
-        return classify(StatusCode::ACCEPTED, body);
+        return classify(StatusCode::ACCEPTED, body, contract_id);
     }
-    classify(status, body)
+    classify(status, body, contract_id)
 }
 
-/// Reads a worker's answer. Public for unit tests of hostile answers.
-pub fn classify(status: StatusCode, body: &[u8]) -> WorkerAnswer {
+/// The `contract_id` an answer echoes, if it does.
+fn echoed_contract(answer: &ExecuteResponse) -> Option<&str> {
+    let echoed = match answer {
+        ExecuteResponse::Completed(delivery) | ExecuteResponse::Partial(delivery) => {
+            delivery.contract_id.as_ref()
+        }
+        ExecuteResponse::Failed(failure) => failure.contract_id.as_ref(),
+        ExecuteResponse::Pending(pending) => pending.contract_id.as_ref(),
+    };
+    echoed.map(|id| id.as_str())
+}
+
+/// The malformed-answer failure for a pending task id holding U+0000 (task ids are kept as
+/// plain text, see the `store` docs), if it does.
+fn refuse_nul_task_id(task_id: Option<&str>, http_status: Option<u16>) -> Option<WorkerAnswer> {
+    task_id.filter(|id| id.contains('\0')).map(|_| {
+        failed(
+            FailureKind::BadResponse,
+            http_status,
+            "malformed_answer",
+            "the worker's task_id holds U+0000",
+        )
+    })
+}
+
+/// Reads a worker's answer to a call for `contract_id`. Public for unit tests of hostile
+/// answers.
+pub fn classify(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAnswer {
     let http_status = Some(status.as_u16());
     if status.is_server_error() {
         return failed(
@@ -176,27 +209,34 @@ pub fn classify(status: StatusCode, body: &[u8]) -> WorkerAnswer {
             );
         }
     };
+    if let Some(echoed) = echoed_contract(&parsed)
+        && echoed != contract_id
+    {
+        return contract_mismatch(http_status, "contract_id", contract_id, echoed);
+    }
     let in_progress = status == StatusCode::ACCEPTED;
     match parsed {
-        ExecuteResponse::Pending(pending) => WorkerAnswer::Pending {
-            task_id: Some(pending.task_id),
-            poll_url: Some(pending.poll_url),
-            http_status: status.as_u16(),
-        },
+        ExecuteResponse::Pending(pending) => {
+            refuse_nul_task_id(Some(&pending.task_id), http_status).unwrap_or_else(|| {
+                WorkerAnswer::Pending {
+                    task_id: Some(pending.task_id),
+                    poll_url: Some(pending.poll_url),
+                    http_status: status.as_u16(),
+                }
+            })
+        }
         // 202 partial is progress, not a delivery: the work goes on.
         ExecuteResponse::Partial(_) if in_progress => {
             let raw = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
-            WorkerAnswer::Pending {
-                task_id: raw
-                    .get("task_id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
+            let task_id = raw.get("task_id").and_then(Value::as_str);
+            refuse_nul_task_id(task_id, http_status).unwrap_or_else(|| WorkerAnswer::Pending {
+                task_id: task_id.map(str::to_owned),
                 poll_url: raw
                     .get("poll_url")
                     .and_then(Value::as_str)
                     .and_then(|u| Url::parse(u).ok()),
                 http_status: status.as_u16(),
-            }
+            })
         }
         ExecuteResponse::Failed(failure) => WorkerAnswer::Failed {
             kind: FailureKind::Reported,
@@ -232,12 +272,77 @@ pub fn classify(status: StatusCode, body: &[u8]) -> WorkerAnswer {
 mod tests {
     use super::*;
 
+    const CONTRACT: &str = "ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4K";
+
+    #[test]
+    fn answers_naming_another_contract_are_failed_attempts() {
+        let other = "ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4M";
+        let bodies = [
+            (
+                StatusCode::OK,
+                format!(
+                    r#"{{"status":"completed","contract_id":"{other}","output":{{"type":"json","content":{{}}}}}}"#
+                ),
+            ),
+            (
+                StatusCode::OK,
+                format!(
+                    r#"{{"status":"failed","contract_id":"{other}","error":{{"code":"X","message":"no"}}}}"#
+                ),
+            ),
+            (
+                StatusCode::ACCEPTED,
+                format!(
+                    r#"{{"status":"pending","contract_id":"{other}","task_id":"t1","poll_url":"http://w.example/t1"}}"#
+                ),
+            ),
+            (
+                StatusCode::ACCEPTED,
+                format!(
+                    r#"{{"status":"partial","contract_id":"{other}","task_id":"t1","output":{{"type":"json","content":{{}}}}}}"#
+                ),
+            ),
+        ];
+        for (status, body) in bodies {
+            for answer in [
+                classify(status, body.as_bytes(), CONTRACT),
+                classify_poll(StatusCode::OK, body.as_bytes(), CONTRACT),
+            ] {
+                assert!(
+                    matches!(
+                        &answer,
+                        WorkerAnswer::Failed { kind: FailureKind::ContractMismatch, code, details: Some(details), .. }
+                            if code == "contract_mismatch"
+                                && details["field"] == "contract_id"
+                                && details["answered"] == other
+                    ),
+                    "{body}: {answer:?}"
+                );
+            }
+        }
+        // HIRE makes the echo optional: no contract_id, no mismatch.
+        let silent = br#"{"status":"completed","output":{"type":"json","content":{}}}"#;
+        assert!(matches!(
+            classify(StatusCode::OK, silent, CONTRACT),
+            WorkerAnswer::Delivered { .. }
+        ));
+    }
+
+    #[test]
+    fn a_task_id_with_nul_is_malformed() {
+        let body = br#"{"status":"pending","task_id":"t\u0000","poll_url":"http://w.example/t1"}"#;
+        assert!(matches!(
+            classify(StatusCode::ACCEPTED, body, CONTRACT),
+            WorkerAnswer::Failed { kind: FailureKind::BadResponse, ref code, .. } if code == "malformed_answer"
+        ));
+    }
+
     #[test]
     fn answers_are_classified() {
         let completed =
             br#"{"status":"completed","contract_id":"ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4K","task_id":"t1","output":{"type":"json","content":{"summary":"x","confidence":0.9}}}"#;
         assert!(matches!(
-            classify(StatusCode::OK, completed),
+            classify(StatusCode::OK, completed, CONTRACT),
             WorkerAnswer::Delivered {
                 http_status: 200,
                 ..
@@ -246,18 +351,18 @@ mod tests {
         let failed_report =
             br#"{"status":"failed","error":{"code":"SIMULATED_FAILURE","message":"no"}}"#;
         assert!(matches!(
-            classify(StatusCode::OK, failed_report),
+            classify(StatusCode::OK, failed_report, CONTRACT),
             WorkerAnswer::Failed { kind: FailureKind::Reported, ref code, .. } if code == "SIMULATED_FAILURE"
         ));
         let pending =
             br#"{"status":"pending","task_id":"t1","poll_url":"http://w.example/tasks/t1"}"#;
         assert!(matches!(
-            classify(StatusCode::ACCEPTED, pending),
+            classify(StatusCode::ACCEPTED, pending, CONTRACT),
             WorkerAnswer::Pending { .. }
         ));
         let progress = br#"{"status":"partial","task_id":"t1","poll_url":"http://w.example/tasks/t1","progress":{"percent":50}}"#;
         assert!(matches!(
-            classify(StatusCode::ACCEPTED, progress),
+            classify(StatusCode::ACCEPTED, progress, CONTRACT),
             WorkerAnswer::Pending {
                 poll_url: Some(_),
                 ..
@@ -265,7 +370,7 @@ mod tests {
         ));
         let refused = br#"{"error":{"code":"invalid_token","message":"bad"}}"#;
         assert!(matches!(
-            classify(StatusCode::UNAUTHORIZED, refused),
+            classify(StatusCode::UNAUTHORIZED, refused, CONTRACT),
             WorkerAnswer::Failed { kind: FailureKind::Refused, ref code, .. } if code == "invalid_token"
         ));
         for (status, body) in [
@@ -276,7 +381,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    classify(status, body),
+                    classify(status, body, CONTRACT),
                     WorkerAnswer::Failed {
                         kind: FailureKind::BadResponse,
                         ..
@@ -287,7 +392,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            classify(StatusCode::BAD_GATEWAY, b""),
+            classify(StatusCode::BAD_GATEWAY, b"", CONTRACT),
             WorkerAnswer::Failed {
                 kind: FailureKind::Unreachable,
                 ..

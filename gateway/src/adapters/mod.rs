@@ -79,6 +79,9 @@ pub enum FailureKind {
     Unreachable,
     /// The worker's answer does not follow its protocol.
     BadResponse,
+    /// The answer names another contract (HIRE `contract_id`, WattSwarm `task_id` /
+    /// `execution_id`, another Superwire run): whatever it carries is not this contract's work.
+    ContractMismatch,
 }
 
 impl FailureKind {
@@ -89,7 +92,38 @@ impl FailureKind {
             Self::Refused => "worker_refused",
             Self::Unreachable => "worker_unreachable",
             Self::BadResponse => "worker_bad_response",
+            Self::ContractMismatch => "worker_contract_mismatch",
         }
+    }
+}
+
+/// Longest echoed id quoted back in a mismatch (the worker chose it).
+const MAX_QUOTED_ID_CHARS: usize = 128;
+
+/// The failed attempt for an answer whose `field` says `answered` where this call is
+/// `expected`: code `contract_mismatch`, never a delivery. Answers that omit the field are
+/// not mismatches (the seed protocols make these echoes optional); adapters only call this
+/// for a field that is present.
+pub fn contract_mismatch(
+    http_status: Option<u16>,
+    field: &str,
+    expected: &str,
+    answered: &str,
+) -> WorkerAnswer {
+    let answered: String = answered.chars().take(MAX_QUOTED_ID_CHARS).collect();
+    WorkerAnswer::Failed {
+        kind: FailureKind::ContractMismatch,
+        http_status,
+        code: "contract_mismatch".to_owned(),
+        message: format!(
+            "the worker's answer names {field} `{answered}`, not `{expected}` of this call; \
+             it is not this contract's work"
+        ),
+        details: Some(serde_json::json!({
+            "field": field,
+            "expected": expected,
+            "answered": answered,
+        })),
     }
 }
 

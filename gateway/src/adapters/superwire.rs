@@ -10,6 +10,7 @@
 //! before a terminal event, the adapter reconnects with `GET /execute/{run_id}/events` and
 //! `Last-Event-ID: <last id seen>`; events whose id is not above the last one seen are dropped,
 //! so the contract's log gets every upstream event exactly once even if an executor replays.
+//! A resumed stream announcing another run id is a failed attempt (`contract_mismatch`).
 //!
 //! Cancel: the adapter remembers the run id of each contract it is streaming (in this gateway
 //! process), and [`WorkerProtocol::cancel`] sends `POST /execute/{run_id}/cancel`; the run then
@@ -37,7 +38,9 @@ use reqwest::{Method, Response, StatusCode, header};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{CancelOutcome, FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol};
+use super::{
+    CancelOutcome, FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch,
+};
 use crate::{
     outbound::{OutboundClient, OutboundError},
     registry::model::WorkerEndpoint,
@@ -419,7 +422,18 @@ impl SuperwireProtocol {
             );
             tokio::time::sleep(RECONNECT_PAUSE).await;
             end = match resume(client, request.endpoint, &relay.run_id, relay.last_id).await {
-                Ok(response) => relay.read(response).await,
+                Ok(response) => match other_run(&response, &relay.run_id) {
+                    // The resumed stream is another run's: its events are not this contract's.
+                    Some(answered) => {
+                        return contract_mismatch(
+                            Some(response.status().as_u16()),
+                            RUN_ID_HEADER,
+                            &relay.run_id,
+                            &answered,
+                        );
+                    }
+                    None => relay.read(response).await,
+                },
                 Err(reason) => StreamEnd::Dropped(reason),
             };
         }
@@ -447,6 +461,16 @@ async fn resume(
         return Err(format!("resume answered {}", response.status()));
     }
     Ok(response)
+}
+
+/// The run id a resumed stream announces, when it announces one other than `run_id`. Superwire
+/// answers never echo the contract (its `cache_key` is not sent back), so the run id the first
+/// answer gave is what binds later streams to this contract.
+fn other_run(response: &Response, run_id: &str) -> Option<String> {
+    let announced = response.headers().get(RUN_ID_HEADER)?;
+    let announced = String::from_utf8_lossy(announced.as_bytes());
+    let announced: String = announced.chars().take(128).collect();
+    (announced != run_id).then_some(announced)
 }
 
 /// Keeps a run id to one path segment.

@@ -12,6 +12,10 @@
 //!
 //! WattSwarm runtimes refuse with a status and a plain-text reason; 4xx maps to
 //! [`FailureKind::Refused`], everything unparsable to [`FailureKind::BadResponse`].
+//!
+//! The seed's ExecuteResponse carries no ids, but runtimes may echo the request's `task_id`
+//! and `execution_id`: an echo that differs from what was sent (another contract, or another
+//! attempt's execution) is a failed attempt with code `contract_mismatch`, never a delivery.
 
 use std::time::Duration;
 
@@ -21,10 +25,11 @@ use hiregate_contracts::{
     wire::wattswarm::{ExecuteRequest, ExecuteResponse},
 };
 use reqwest::{Method, StatusCode, header};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol};
+use super::{FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch};
 use crate::outbound::{OutboundClient, OutboundError};
 
 /// Largest executor answer read, bytes (the outbound client's own limit may be lower).
@@ -172,7 +177,7 @@ async fn send_once(
             format!("the executor answered {status}"),
         ));
     }
-    SendOutcome::Final(classify(status, &bytes))
+    SendOutcome::Final(classify(status, &bytes, body))
 }
 
 #[async_trait]
@@ -210,8 +215,28 @@ impl WorkerProtocol for WattswarmProtocol {
     }
 }
 
-/// Reads an executor's non-5xx answer. Public for unit tests of hostile answers.
-pub fn classify(status: StatusCode, body: &[u8]) -> WorkerAnswer {
+/// The first id the answer echoes differently from `sent`, as `(field, expected, answered)`.
+/// `null` counts as not echoed; any other non-matching value (a number, another string) is a
+/// mismatch.
+fn mismatched_echo<'a>(
+    answer: &Value,
+    sent: &'a ExecuteRequest,
+) -> Option<(&'static str, &'a str, String)> {
+    [
+        ("task_id", sent.task_id.as_str()),
+        ("execution_id", sent.execution_id.as_str()),
+    ]
+    .into_iter()
+    .find_map(|(field, expected)| match answer.get(field) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(echoed)) if echoed == expected => None,
+        Some(Value::String(echoed)) => Some((field, expected, echoed.clone())),
+        Some(other) => Some((field, expected, other.to_string())),
+    })
+}
+
+/// Reads an executor's non-5xx answer to `sent`. Public for unit tests of hostile answers.
+pub fn classify(status: StatusCode, body: &[u8], sent: &ExecuteRequest) -> WorkerAnswer {
     let http_status = Some(status.as_u16());
     if status.is_client_error() {
         // The seed's runtimes answer `(StatusCode, String)`: keep a bounded prefix of the
@@ -232,7 +257,11 @@ pub fn classify(status: StatusCode, body: &[u8]) -> WorkerAnswer {
             format!("the executor answered {status}"),
         );
     }
-    let parsed: ExecuteResponse = match serde_json::from_slice(body) {
+    let parsed = serde_json::from_slice::<Value>(body).and_then(|raw| {
+        let parsed = ExecuteResponse::deserialize(&raw)?;
+        Ok((raw, parsed))
+    });
+    let (raw, parsed) = match parsed {
         Ok(parsed) => parsed,
         Err(error) => {
             return failed(
@@ -243,6 +272,9 @@ pub fn classify(status: StatusCode, body: &[u8]) -> WorkerAnswer {
             );
         }
     };
+    if let Some((field, expected, answered)) = mismatched_echo(&raw, sent) {
+        return contract_mismatch(http_status, field, expected, &answered);
+    }
     match parsed.to_deliverable() {
         Ok(deliverable) => WorkerAnswer::Delivered {
             deliverable,
@@ -268,6 +300,58 @@ mod tests {
         assert_ne!(execution_id("ctr_1", 1), execution_id("ctr_2", 1));
     }
 
+    fn sent() -> ExecuteRequest {
+        ExecuteRequest {
+            task_id: "ctr_1".to_owned(),
+            execution_id: execution_id("ctr_1", 1),
+            task_type: "t".to_owned(),
+            inputs: json!({}),
+            profile: DEFAULT_PROFILE.to_owned(),
+            task_contract: json!({}),
+            stage: STAGE.to_owned(),
+            attempt_id: "attempt-1".to_owned(),
+            seed_bundle: None,
+        }
+    }
+
+    #[test]
+    fn echoed_ids_must_be_this_calls() {
+        let answer = |extra: &Value| {
+            let mut body = json!({"candidate_output": {"answer": "x"}});
+            if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+                body.extend(extra.clone());
+            }
+            classify(StatusCode::OK, &serde_json::to_vec(&body).unwrap(), &sent())
+        };
+        for (extra, field) in [
+            (json!({"task_id": "ctr_2"}), "task_id"),
+            (
+                json!({"task_id": "ctr_1", "execution_id": "ctr_1-attempt-2"}),
+                "execution_id",
+            ),
+            (json!({"execution_id": 7}), "execution_id"),
+        ] {
+            assert!(
+                matches!(
+                    answer(&extra),
+                    WorkerAnswer::Failed { kind: FailureKind::ContractMismatch, ref code, details: Some(ref details), .. }
+                        if code == "contract_mismatch" && details["field"] == field
+                ),
+                "{extra}"
+            );
+        }
+        for extra in [
+            json!({}),
+            json!({"task_id": "ctr_1", "execution_id": "ctr_1-attempt-1"}),
+            json!({"task_id": null}),
+        ] {
+            assert!(
+                matches!(answer(&extra), WorkerAnswer::Delivered { .. }),
+                "{extra}"
+            );
+        }
+    }
+
     #[test]
     fn answers_are_classified() {
         let digest = format!("sha256:{}", "0a".repeat(32));
@@ -281,14 +365,18 @@ mod tests {
             }]
         });
         let bytes = serde_json::to_vec(&body).unwrap();
-        match classify(StatusCode::OK, &bytes) {
+        match classify(StatusCode::OK, &bytes, &sent()) {
             WorkerAnswer::Delivered { deliverable, .. } => {
                 assert_eq!(deliverable.evidence_refs().len(), 1);
             }
             other => panic!("expected a delivery, got {other:?}"),
         }
         assert!(matches!(
-            classify(StatusCode::BAD_REQUEST, b"task_type `x` is not declared"),
+            classify(
+                StatusCode::BAD_REQUEST,
+                b"task_type `x` is not declared",
+                &sent()
+            ),
             WorkerAnswer::Failed {
                 kind: FailureKind::Refused,
                 ..
@@ -301,7 +389,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    classify(status, body),
+                    classify(status, body, &sent()),
                     WorkerAnswer::Failed {
                         kind: FailureKind::BadResponse,
                         ..

@@ -121,6 +121,14 @@ fn check_reason(reason: &str) -> Result<(), ApiError> {
             reason: format!("a reason of 1 to {MAX_REASON_BYTES} bytes is required"),
         });
     }
+    // A reason is text for people and is stored in a text column, which cannot hold NUL on
+    // PostgreSQL; refused alike on both backends (the JSON `claim` carries anything).
+    if reason.contains('\0') {
+        return Err(ApiError::Validation {
+            field: "reason".to_owned(),
+            reason: "a reason must not contain U+0000".to_owned(),
+        });
+    }
     Ok(())
 }
 

@@ -218,9 +218,11 @@ impl HireService {
             )
             .await;
         let why = match &answer {
+            // A report naming another contract ends the attempt: polling again would only
+            // read the other contract's work again.
             WorkerAnswer::Delivered { .. }
             | WorkerAnswer::Failed {
-                kind: FailureKind::Reported,
+                kind: FailureKind::Reported | FailureKind::ContractMismatch,
                 ..
             } => {
                 let actor = format!("worker:{}", listing.id);
@@ -463,7 +465,7 @@ impl HireService {
                 "contract_id must be the contract of the callback URL",
             ));
         }
-        let answer = match classify(StatusCode::OK, body) {
+        let answer = match classify(StatusCode::OK, body, contract_id) {
             WorkerAnswer::Failed {
                 kind: FailureKind::BadResponse,
                 message,

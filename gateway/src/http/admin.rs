@@ -113,7 +113,7 @@ struct CreatedKey {
 
 /// `POST /v1/admin/keys`: create a seeker or operator key (a new account, or another key for
 /// `principal_id`). 201 with the key, shown once; 422 `validation_failed` for an admin role, a
-/// principal of the other role or an over-long label.
+/// principal of the other role, an over-long label or one holding U+0000.
 async fn create_key(
     State(state): State<AppState>,
     _admin: Admin,
@@ -135,7 +135,7 @@ async fn create_key(
             field: "principal_id".into(),
             reason: error.to_string(),
         },
-        IssueKeyError::LabelTooLong => ApiError::Validation {
+        IssueKeyError::LabelTooLong | IssueKeyError::LabelHasNul => ApiError::Validation {
             field: "label".into(),
             reason: error.to_string(),
         },

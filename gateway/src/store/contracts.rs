@@ -9,8 +9,8 @@
 //! so per contract `seq` is gap-free and commits in order: an SSE reader resuming after `n`
 //! never misses an event that commits later with a smaller number.
 
+use super::json::JsonText;
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 
 use super::{
     Store, StoreError, contract_cas_or_return, from_millis, from_millis_opt, insert_event,
@@ -141,12 +141,12 @@ pub(crate) struct ContractRow {
     seeker_id: String,
     worker_id: String,
     task_type: String,
-    terms: Json<serde_json::Value>,
+    terms: JsonText<serde_json::Value>,
     terms_hash: String,
     gateway_jws: String,
     state: String,
     attempts_used: i32,
-    payment_offer: Option<Json<serde_json::Value>>,
+    payment_offer: Option<JsonText<serde_json::Value>>,
     deadline_at: Option<i64>,
     created_at: i64,
     updated_at: i64,
@@ -186,7 +186,7 @@ struct EventRow {
     kind: String,
     from_state: Option<String>,
     to_state: Option<String>,
-    details: Json<serde_json::Value>,
+    details: JsonText<serde_json::Value>,
 }
 
 impl TryFrom<EventRow> for ContractEvent {
@@ -234,8 +234,13 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into contract (contract_id, seeker_id, worker_id, task_type, \
             terms, terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, \
-            created_at, updated_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, $11)";
+            created_at, updated_at, webhook_url) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, $11, $12)";
+        // The webhook outbox trigger reads this column (migration 0008), not the terms.
+        let webhook_url = contract
+            .terms
+            .get("webhook_url")
+            .and_then(serde_json::Value::as_str);
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(SQL)
@@ -243,13 +248,14 @@ impl Store {
                 .bind(&contract.seeker_id)
                 .bind(&contract.worker_id)
                 .bind(&contract.task_type)
-                .bind(Json(&contract.terms))
+                .bind(JsonText(&contract.terms))
                 .bind(&contract.terms_hash)
                 .bind(&contract.gateway_jws)
                 .bind(&contract.state)
-                .bind(contract.payment_offer.as_ref().map(Json))
+                .bind(contract.payment_offer.as_ref().map(JsonText))
                 .bind(contract.deadline_at.map(to_millis))
                 .bind(to_millis(contract.created_at))
+                .bind(webhook_url)
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;

@@ -1,9 +1,9 @@
 //! `dispute`: one dispute per contract (unique in the database), its replay and its decision.
 //! A decision is written once (`decided_at is null` guards the update).
 
+use super::json::JsonText;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::types::Json;
 
 use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
 
@@ -89,9 +89,9 @@ struct DisputeRow {
     party: String,
     opened_by: String,
     reason: String,
-    claim: Option<Json<Value>>,
+    claim: Option<JsonText<Value>>,
     state: String,
-    replay: Option<Json<Value>>,
+    replay: Option<JsonText<Value>>,
     replay_verifier_result_hash: Option<String>,
     decision: Option<String>,
     decided_by: Option<String>,
@@ -138,7 +138,7 @@ impl Store {
                 .bind(&dispute.party)
                 .bind(&dispute.opened_by)
                 .bind(&dispute.reason)
-                .bind(dispute.claim.as_ref().map(Json))
+                .bind(dispute.claim.as_ref().map(JsonText))
                 .bind(to_millis(dispute.created_at))
                 .execute(pool)
                 .await
@@ -182,7 +182,7 @@ impl Store {
         on_backend!(self, pool => {
             sqlx::query(SQL)
                 .bind(dispute_id)
-                .bind(Json(replay))
+                .bind(JsonText(replay))
                 .bind(verifier_result_hash)
                 .bind(state)
                 .execute(pool)

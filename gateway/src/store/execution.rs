@@ -11,8 +11,8 @@
 //! - [`Store::begin_settlement`]: the contract enters `settling` and its payment is marked in the
 //!   same transaction, before anyone calls the facilitator's `/settle`.
 
+use super::json::JsonText;
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
@@ -226,7 +226,7 @@ struct AttemptRow {
     worker_task_id: Option<String>,
     poll_url: Option<String>,
     http_status: Option<i32>,
-    error: Option<Json<serde_json::Value>>,
+    error: Option<JsonText<serde_json::Value>>,
     started_at: i64,
     finished_at: Option<i64>,
 }
@@ -302,10 +302,10 @@ struct VerificationRow {
     policy_hash: String,
     passed: bool,
     score: f64,
-    reason_codes: Json<Vec<u16>>,
+    reason_codes: JsonText<Vec<u16>>,
     status: String,
     verifier_result_hash: String,
-    result: Json<serde_json::Value>,
+    result: JsonText<serde_json::Value>,
     created_at: i64,
 }
 
@@ -389,7 +389,7 @@ impl Store {
                 .bind(&payment.amount)
                 .bind(payment.valid_after)
                 .bind(payment.valid_before)
-                .bind(Json(&payment.payload))
+                .bind(JsonText(&payment.payload))
                 .bind(&payment.payload_hash)
                 .bind(payment.payment_identifier.as_deref())
                 .bind(&payment.state)
@@ -500,7 +500,7 @@ impl Store {
                 .bind(attempt_id)
                 .bind(&end.state)
                 .bind(end.http_status.map(i32::from))
-                .bind(end.error.as_ref().map(Json))
+                .bind(end.error.as_ref().map(JsonText))
                 .bind(end.worker_task_id.as_deref())
                 .bind(end.poll_url.as_deref())
                 .bind(end.finished_at.map(to_millis))
@@ -584,10 +584,10 @@ impl Store {
                 .bind(&result.policy_hash)
                 .bind(result.passed)
                 .bind(result.score)
-                .bind(Json(&result.reason_codes))
+                .bind(JsonText(&result.reason_codes))
                 .bind(&result.status)
                 .bind(&result.verifier_result_hash)
-                .bind(Json(&result.result))
+                .bind(JsonText(&result.result))
                 .bind(to_millis(result.created_at))
                 .execute(pool)
                 .await?;
@@ -679,7 +679,7 @@ impl Store {
                 .bind(payment_id)
                 .bind(&outcome.payment_state)
                 .bind(outcome.transaction.as_deref())
-                .bind(outcome.response.as_ref().map(Json))
+                .bind(outcome.response.as_ref().map(JsonText))
                 .bind(to_millis(event.at))
                 .execute(&mut *tx)
                 .await?;

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
+use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 
 use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
 use crate::ids::JobId;
@@ -69,7 +69,7 @@ struct JobRow {
     job_id: String,
     kind: String,
     dedupe_key: Option<String>,
-    payload: Json<serde_json::Value>,
+    payload: JsonText<serde_json::Value>,
     run_at: i64,
     attempts: i32,
     lease_owner: Option<String>,
@@ -125,7 +125,7 @@ impl Store {
                 .bind(job.id.as_str())
                 .bind(&job.kind)
                 .bind(job.dedupe_key.as_deref())
-                .bind(Json(&job.payload))
+                .bind(JsonText(&job.payload))
                 .bind(to_millis(job.run_at))
                 .bind(to_millis(now))
                 .execute(pool)
@@ -212,7 +212,7 @@ impl Store {
                 .bind(owner)
                 .bind(to_millis(now))
                 .bind(to_millis(run_at))
-                .bind(error)
+                .bind(diagnostic(error))
                 .execute(pool)
                 .await?
                 .rows_affected()
@@ -236,7 +236,7 @@ impl Store {
                 .bind(id.as_str())
                 .bind(owner)
                 .bind(to_millis(now))
-                .bind(error)
+                .bind(diagnostic(error))
                 .execute(pool)
                 .await?
                 .rows_affected()

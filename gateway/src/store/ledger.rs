@@ -32,12 +32,14 @@ pub struct LedgerPayment {
 
 /// The payout address sits in the signed terms (`worker.payout_address`), not in a column:
 /// the listing's `pay_to` may have changed since the contract was signed, the terms cannot.
+/// PostgreSQL reads it through `json`, not `jsonb`: the stored text may hold `\u0000`
+/// elsewhere in the terms, which `json` tolerates and `jsonb` refuses.
 const LEDGER_COLUMNS_SQLITE: &str = "p.payment_id, p.contract_id, p.network, p.asset, p.payer, \
     p.nonce, p.amount, p.state, p.settle_tx, \
     json_extract(c.terms, '$.worker.payout_address') as pay_to";
 const LEDGER_COLUMNS_POSTGRES: &str = "p.payment_id, p.contract_id, p.network, p.asset, \
     p.payer, p.nonce, p.amount, p.state, p.settle_tx, \
-    c.terms -> 'worker' ->> 'payout_address' as pay_to";
+    c.terms::json -> 'worker' ->> 'payout_address' as pay_to";
 
 fn ledger_select(backend: &Backend, condition: &str) -> String {
     let columns = match backend {

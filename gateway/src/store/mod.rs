@@ -4,8 +4,15 @@
 //! Queries are runtime-checked (`sqlx::query_as`), written once with `$n` placeholders, which
 //! both drivers accept; `on_backend!` expands each body once per pool type, so both are
 //! type-checked. Dialect differences (`FOR UPDATE SKIP LOCKED`) are separate constants.
-//! Times are stored as Unix milliseconds; JSON as TEXT (SQLite) or JSONB (PostgreSQL), bound
-//! through `sqlx::types::Json` either way.
+//! Times are stored as Unix milliseconds. JSON is stored as its serialized text in TEXT columns
+//! on both backends, bound through `json::JsonText`, so a value reads back exactly as written
+//! on either (PostgreSQL's jsonb refuses U+0000 and rewrites numbers; see `json` for why text).
+//!
+//! Text that is not JSON: identifiers, states, URLs (serialized by `url`, which never leaves a
+//! NUL) and API-checked free text (key labels, dispute reasons refuse U+0000 with 422
+//! `validation_failed` on both backends) are bound as they are; the gateway's own diagnostic
+//! texts (`last_error`, `last_probe_error`, webhook attempt errors) go through
+//! `json::diagnostic`, which turns U+0000 into U+FFFD.
 //!
 //! | module | tables |
 //! |---|---|
@@ -18,6 +25,7 @@
 //! | `webhooks` | `webhook_secret`, `webhook_endpoint`, `webhook_delivery`, `webhook_attempt` (outbox filled by a trigger on `contract_event`) |
 //! | `receipts` | `contract_receipt` (write-once; `contract_event` is append-only by trigger, migration 0006) |
 //! | `disputes` | `dispute` (one per contract; a decision is written once) |
+//! | `json` | none: the JSON binding and diagnostic-text rule every table uses |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
 //!
@@ -33,6 +41,7 @@ mod contracts;
 mod disputes;
 mod execution;
 mod jobs;
+mod json;
 mod ledger;
 mod long_running;
 mod payments;
@@ -200,7 +209,7 @@ macro_rules! insert_event {
             .bind(&$event.kind)
             .bind($from)
             .bind($to)
-            .bind(sqlx::types::Json(&$event.details))
+            .bind($crate::store::json::JsonText(&$event.details))
             .fetch_one(&mut *$tx)
             .await?;
         seq

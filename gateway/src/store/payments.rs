@@ -4,8 +4,8 @@
 //! is stored at most once (so it pays at most one contract), a `payment_identifier` at most
 //! once, and at most one payment per contract ever enters settlement.
 
+use super::json::JsonText;
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 
 use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
 
@@ -127,13 +127,13 @@ pub(crate) struct PaymentRow {
     amount: String,
     valid_after: i64,
     valid_before: i64,
-    payload: Json<serde_json::Value>,
+    payload: JsonText<serde_json::Value>,
     payload_hash: String,
     payment_identifier: Option<String>,
     state: String,
     settle_started_at: Option<i64>,
     settle_tx: Option<String>,
-    settle_response: Option<Json<serde_json::Value>>,
+    settle_response: Option<JsonText<serde_json::Value>>,
     created_at: i64,
     updated_at: i64,
 }
@@ -188,7 +188,7 @@ impl Store {
                 .bind(&payment.amount)
                 .bind(payment.valid_after)
                 .bind(payment.valid_before)
-                .bind(Json(&payment.payload))
+                .bind(JsonText(&payment.payload))
                 .bind(&payment.payload_hash)
                 .bind(payment.payment_identifier.as_deref())
                 .bind(&payment.state)

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
+use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 
 use super::{
     Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders, to_millis,
@@ -176,7 +176,7 @@ struct ClaimedRow {
     kind: String,
     from_state: Option<String>,
     to_state: Option<String>,
-    details: Json<serde_json::Value>,
+    details: JsonText<serde_json::Value>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -456,7 +456,7 @@ impl Store {
                 .bind(state)
                 .bind(next_at)
                 .bind(http_status)
-                .bind(attempt.error.as_deref())
+                .bind(attempt.error.as_deref().map(diagnostic))
                 .bind(finished_at)
                 .bind(to_millis(now))
                 .execute(&mut *tx)
@@ -470,7 +470,7 @@ impl Store {
                 .bind(attempt_no)
                 .bind(to_millis(attempt.at))
                 .bind(http_status)
-                .bind(attempt.error.as_deref())
+                .bind(attempt.error.as_deref().map(diagnostic))
                 .bind(duration_ms)
                 .execute(&mut *tx)
                 .await?;
@@ -504,7 +504,7 @@ impl Store {
             sqlx::query(SQL)
                 .bind(event_id)
                 .bind(owner)
-                .bind(reason)
+                .bind(diagnostic(reason))
                 .bind(to_millis(now))
                 .execute(pool)
                 .await?

@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 
 use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders, to_millis};
 use crate::{
@@ -69,7 +69,7 @@ struct WorkerRow {
     created_at: i64,
     updated_at: i64,
     retired_at: Option<i64>,
-    protocol_options: Json<serde_json::Value>,
+    protocol_options: JsonText<serde_json::Value>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -77,7 +77,7 @@ struct TaskRow {
     worker_id: String,
     task_type: String,
     price: String,
-    output_schema: Json<serde_json::Value>,
+    output_schema: JsonText<serde_json::Value>,
 }
 
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
@@ -134,7 +134,7 @@ macro_rules! insert_worker_tasks {
                 .bind(task_type.as_str())
                 .bind(offer.price.to_string())
                 .bind(offer.price.sort_key())
-                .bind(Json(offer.output_schema.as_json()))
+                .bind(JsonText(offer.output_schema.as_json()))
                 .execute(&mut *$tx)
                 .await?;
         }
@@ -168,13 +168,13 @@ impl Store {
                 .bind(listing.health.as_str())
                 .bind(to_i32(listing.consecutive_misses))
                 .bind(listing.last_probe_at.map(to_millis))
-                .bind(listing.last_probe_error.as_deref())
+                .bind(listing.last_probe_error.as_deref().map(diagnostic))
                 .bind(to_millis(next_probe_at))
                 .bind(callback_secret.reveal())
                 .bind(to_millis(listing.created_at))
                 .bind(to_millis(listing.updated_at))
                 .bind(listing.retired_at.map(to_millis))
-                .bind(Json(&listing.protocol_options))
+                .bind(JsonText(&listing.protocol_options))
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
@@ -250,7 +250,7 @@ impl Store {
                 .bind(listing.health.as_str())
                 .bind(to_i32(listing.consecutive_misses))
                 .bind(listing.last_probe_at.map(to_millis))
-                .bind(listing.last_probe_error.as_deref())
+                .bind(listing.last_probe_error.as_deref().map(diagnostic))
                 .bind(to_millis(listing.updated_at))
                 .bind(to_millis(expected_updated_at))
                 .execute(&mut *tx)
@@ -380,7 +380,7 @@ impl Store {
                     .bind(id.as_str())
                     .bind(to_millis(at))
                     .bind(to_i32(miss_threshold))
-                    .bind(reason.as_str())
+                    .bind(diagnostic(reason))
                     .fetch_optional(pool)
                     .await?,
             }

@@ -8,6 +8,7 @@ mod events;
 mod helpers;
 mod hire;
 mod hire_env;
+mod hostile_answers;
 mod ledger;
 mod long_running;
 mod migrations;

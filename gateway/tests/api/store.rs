@@ -70,6 +70,8 @@ on_both_backends!(
     payment_uniqueness_lives_in_the_database,
     jobs_are_leased_exactly_once,
     disputes_are_one_per_contract_and_decided_once,
+    edge_characters_round_trip_through_every_json_column,
+    diagnostic_texts_with_nul_are_stored,
 );
 
 /// Millisecond precision, as stored.
@@ -880,4 +882,404 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
     assert_eq!(decided.decision.as_deref(), Some("settle"));
     assert_eq!(decided.decision_reason.as_deref(), Some("decided settle"));
     assert!(decided.decided_at.is_some());
+}
+
+/// Values that are valid JSON but trip stores: U+0000 in strings and keys (jsonb refuses it),
+/// noncharacters, line/paragraph separators, astral characters, escapes that look like
+/// escapes, a long string, nesting past `serde_json`'s default limit of 128 (the API accepts
+/// 128 levels and the gateway wraps them a level or two deeper), and numbers jsonb would
+/// rewrite (`-0.0`, the float `1e16`).
+fn edge_corpus() -> serde_json::Value {
+    let mut nested = json!("\u{0}deep");
+    for _ in 0..64 {
+        nested = json!({ "\u{0}k": [nested] });
+    }
+    json!({
+        "nul": "a\u{0}b\u{0}",
+        "\u{0}": "key is NUL",
+        "k\u{0}ey": { "\u{0}\u{0}": null },
+        "noncharacters": "\u{FFFF}\u{FFFE}\u{FDD0}",
+        "separators": "\u{2028}\u{2029}",
+        "astral": "\u{1D11E}\u{1F600}\u{10FFFF}",
+        "controls": "\u{1}\u{1F}\u{7F}\t\r\n\"\\/",
+        "bom": "\u{FEFF}x",
+        "looks_escaped": "\\u0000 \\\\u0000",
+        "replacement": "\u{FFFD}",
+        "long": "\u{0}\u{FFFF}\u{1F600}x".repeat(50_000),
+        "nested": nested,
+        "numbers": [-0.0, 1e16, 1.5e300, 5e-324, 0.1, u64::MAX, i64::MIN, 0],
+        "empties": ["", {}, [], null, false],
+    })
+}
+
+/// The same value, and the same bytes when serialized (what the API answers).
+#[track_caller]
+fn assert_faithful(stored: &serde_json::Value, written: &serde_json::Value, what: &str) {
+    assert_eq!(
+        serde_json::to_string(stored).unwrap(),
+        serde_json::to_string(written).unwrap(),
+        "{what} changed in the store"
+    );
+}
+
+async fn edge_characters_round_trip_through_every_json_column(store: Store) {
+    use hiregate_gateway::store::{
+        AttemptEnd, NewAttempt, NewDeliverable, NewDispute, NewVerification, PayOutcome,
+        SettlementOutcome, StartAttempt,
+    };
+    let corpus = edge_corpus();
+
+    // Worker listing: output schema (the corpus rides in annotations) and protocol options.
+    let operator = PrincipalId::generate_operator();
+    let mut worker = listing(&operator, &[("summarize", "1")]);
+    // Schema documents have their own size and depth limits: a small slice of the corpus.
+    let schema = json!({
+        "type": "object",
+        "description": "\u{0}\u{2028}\u{1F600}\u{FFFF}",
+        "examples": [{ "\u{0}": "\u{0}", "n": [-0.0, 1e16] }],
+    });
+    worker.tasks = TaskCatalog::new(BTreeMap::from([(
+        "summarize".parse().unwrap(),
+        TaskOffer {
+            price: "1".parse().unwrap(),
+            output_schema: OutputSchema::parse(schema.clone()).unwrap(),
+        },
+    )]))
+    .unwrap();
+    insert(&store, &worker).await;
+    let stored_worker = store.get_worker(&worker.id).await.unwrap().unwrap();
+    let stored_schema = stored_worker
+        .tasks
+        .offers()
+        .values()
+        .next()
+        .map(|offer| offer.output_schema.as_json().clone())
+        .unwrap();
+    assert_faithful(&stored_schema, &schema, "worker_task.output_schema");
+
+    // Contract: terms (with a webhook URL, so the outbox trigger runs on every event) and offer.
+    let contract_id = format!("ctr_{}", ulid::Ulid::new());
+    let terms = json!({
+        "price": "1",
+        "input": corpus.clone(),
+        "webhook_url": "https://seeker.example/hooks",
+    });
+    let contract = NewContract {
+        contract_id: contract_id.clone(),
+        seeker_id: PrincipalId::generate_seeker().to_string(),
+        worker_id: worker.id.to_string(),
+        task_type: "summarize".into(),
+        terms: terms.clone(),
+        terms_hash: format!("sha256:{}", ulid::Ulid::new()),
+        gateway_jws: "eyJ.payload.sig".into(),
+        state: "offered".into(),
+        payment_offer: Some(json!({ "extensions": corpus.clone() })),
+        deadline_at: None,
+        created_at: now(),
+    };
+    let with_corpus = |kind: &str| NewContractEvent {
+        details: json!({ "kind": kind, "edge": corpus.clone() }),
+        ..event(kind)
+    };
+    store
+        .insert_contract(&contract, &with_corpus("contract_created"))
+        .await
+        .unwrap();
+    let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
+    assert_faithful(&stored.terms, &terms, "contract.terms");
+    assert_faithful(
+        stored.payment_offer.as_ref().unwrap(),
+        contract.payment_offer.as_ref().unwrap(),
+        "contract.payment_offer",
+    );
+
+    // Payment payload, attempt error, deliverable bytes, verification result, settlement.
+    let mut paid = payment(&contract_id, "0x01", None);
+    paid.payload = json!({ "payload": corpus.clone() });
+    assert!(matches!(
+        store
+            .pay_contract(&paid, &with_corpus("paid"))
+            .await
+            .unwrap(),
+        PayOutcome::Paid { .. }
+    ));
+    let attempt_id = format!("att_{}", ulid::Ulid::new());
+    assert!(matches!(
+        store
+            .start_attempt(
+                &contract_id,
+                worker.id.as_str(),
+                4,
+                &NewAttempt {
+                    attempt_id: attempt_id.clone(),
+                    payment_id: paid.payment_id.clone(),
+                    started_at: now(),
+                },
+                &with_corpus("executing"),
+            )
+            .await
+            .unwrap(),
+        StartAttempt::Started { attempt_no: 1 }
+    ));
+    let error =
+        json!({ "kind": "worker_reported_failure", "code": "E\u{0}", "message": corpus.clone() });
+    store
+        .finish_attempt(
+            &attempt_id,
+            &AttemptEnd {
+                state: "failed".into(),
+                http_status: Some(200),
+                error: Some(error.clone()),
+                worker_task_id: Some("task-\u{1F600}\u{2028}".into()),
+                poll_url: None,
+                finished_at: Some(now()),
+            },
+        )
+        .await
+        .unwrap();
+    let attempts = store.list_attempts(&contract_id).await.unwrap();
+    assert_faithful(attempts[0].error.as_ref().unwrap(), &error, "attempt.error");
+    assert_eq!(
+        attempts[0].worker_task_id.as_deref(),
+        Some("task-\u{1F600}\u{2028}")
+    );
+    let bytes = serde_json::to_vec(&corpus).unwrap();
+    let piece = NewDeliverable {
+        deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
+        contract_id: contract_id.clone(),
+        attempt_id: attempt_id.clone(),
+        position: 0,
+        name: Some("r\u{E9}sum\u{E9} \u{1F600}.json".into()),
+        kind: "deliverable".into(),
+        media_type: Some("application/json".into()),
+        digest: "sha256:00".into(),
+        content: [b"\0raw\0".as_slice(), &bytes].concat(),
+        source_url: None,
+        created_at: now(),
+    };
+    store
+        .insert_deliverables(std::slice::from_ref(&piece))
+        .await
+        .unwrap();
+    let pieces = store.latest_deliverables(&contract_id).await.unwrap();
+    assert_eq!(pieces[0].content, piece.content);
+    assert_eq!(pieces[0].name, piece.name);
+    let verification = NewVerification {
+        verification_id: format!("vrf_{}", ulid::Ulid::new()),
+        contract_id: contract_id.clone(),
+        attempt_id: attempt_id.clone(),
+        policy_id: "vp.schema_only.v1".into(),
+        policy_version: "1".into(),
+        policy_hash: "sha256:00".into(),
+        passed: false,
+        score: 0.0,
+        reason_codes: vec![101, 999],
+        status: "failed".into(),
+        verifier_result_hash: "sha256:11".into(),
+        result: json!({ "failing_paths": ["/\u{0}"], "detail": corpus.clone() }),
+        created_at: now(),
+    };
+    store.insert_verification(&verification).await.unwrap();
+    let stored_verification = store
+        .latest_verification(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_faithful(
+        &stored_verification.result,
+        &verification.result,
+        "verification.result",
+    );
+    assert_eq!(stored_verification.reason_codes, verification.reason_codes);
+
+    // The remaining transitions carry the corpus in their events; settlement stores a response.
+    for (from, to) in [("executing", "delivered"), ("delivered", "accepted")] {
+        assert!(matches!(
+            store
+                .transition_contract(&contract_id, from, to, None, &with_corpus(to))
+                .await
+                .unwrap(),
+            Transition::Applied { .. }
+        ));
+    }
+    store
+        .append_contract_event(&contract_id, &with_corpus("worker_progress"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        store
+            .begin_settlement_of_contract(
+                &contract_id,
+                "accepted",
+                &paid.payment_id,
+                &with_corpus("settling"),
+            )
+            .await
+            .unwrap(),
+        Transition::Applied { .. }
+    ));
+    let response = json!({ "success": true, "extra": corpus.clone() });
+    store
+        .finish_settlement(
+            &contract_id,
+            "settling",
+            &paid.payment_id,
+            &SettlementOutcome {
+                contract_state: "settled".into(),
+                payment_state: "settled".into(),
+                transaction: Some("0xabc".into()),
+                response: Some(response.clone()),
+            },
+            &with_corpus("settled"),
+        )
+        .await
+        .unwrap();
+    let stored_payment = store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_faithful(&stored_payment.payload, &paid.payload, "payment.payload");
+    assert_faithful(
+        stored_payment.settle_response.as_ref().unwrap(),
+        &response,
+        "payment.settle_response",
+    );
+
+    // Every event's details came back whole, and the outbox trigger queued each for the webhook.
+    let events = store
+        .list_contract_events(&contract_id, 0, 100)
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 8);
+    for stored_event in &events {
+        assert_faithful(
+            &stored_event.details,
+            &json!({ "kind": stored_event.kind, "edge": corpus.clone() }),
+            "contract_event.details",
+        );
+    }
+    let deliveries = store
+        .claim_webhook_deliveries("instance-a", now(), Duration::from_secs(30), 100)
+        .await
+        .unwrap();
+    assert_eq!(deliveries.len(), events.len());
+    for delivery in &deliveries {
+        assert_eq!(delivery.url, "https://seeker.example/hooks");
+        assert_faithful(
+            &delivery.details["edge"],
+            &corpus,
+            "webhook delivery details",
+        );
+    }
+
+    // Job payloads.
+    let job = NewJob {
+        id: JobId::generate(),
+        kind: "poll".into(),
+        dedupe_key: Some(format!("poll:{}", ulid::Ulid::new())),
+        payload: json!({ "contract_id": contract_id, "edge": corpus.clone() }),
+        run_at: now(),
+    };
+    store.enqueue_job(&job, now()).await.unwrap();
+    let claimed = store
+        .claim_job("poll", "instance-a", now(), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_faithful(&claimed.payload, &job.payload, "job.payload");
+
+    // Dispute claim and replay (on another contract: one dispute per contract).
+    let disputed = contract_for(&store).await;
+    let dispute = NewDispute {
+        dispute_id: format!("dsp_{}", ulid::Ulid::new()),
+        contract_id: disputed.clone(),
+        party: "seeker".into(),
+        opened_by: "seeker:sk_x".into(),
+        reason: "\u{2028}\u{1F600} wrong".into(),
+        claim: Some(corpus.clone()),
+        created_at: now(),
+    };
+    store.insert_dispute(&dispute).await.unwrap();
+    let replay = json!({ "verification_status": "failed", "edge": corpus.clone() });
+    store
+        .record_dispute_replay(&dispute.dispute_id, &replay, "sha256:abc", "escalated")
+        .await
+        .unwrap();
+    let stored_dispute = store
+        .get_dispute(&dispute.dispute_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_faithful(
+        stored_dispute.claim.as_ref().unwrap(),
+        &corpus,
+        "dispute.claim",
+    );
+    assert_faithful(
+        stored_dispute.replay.as_ref().unwrap(),
+        &replay,
+        "dispute.replay",
+    );
+    assert_eq!(stored_dispute.reason, dispute.reason);
+}
+
+/// The gateway's own error texts sometimes quote a remote's bytes; a NUL in them is stored as
+/// U+FFFD on both backends instead of failing the write (a failed job reschedule would leave
+/// the job leased until its lease ran out).
+async fn diagnostic_texts_with_nul_are_stored(store: Store) {
+    let operator = PrincipalId::generate_operator();
+    let worker = listing(&operator, &[("summarize", "1")]);
+    insert(&store, &worker).await;
+    store
+        .record_probe(
+            &worker.id,
+            &ProbeResult::Failed {
+                reason: "capabilities said \u{0}boom\u{0}".into(),
+            },
+            3,
+            now(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let stored = store.get_worker(&worker.id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.last_probe_error.as_deref(),
+        Some("capabilities said \u{FFFD}boom\u{FFFD}")
+    );
+
+    let job = NewJob {
+        id: JobId::generate(),
+        kind: "poll".into(),
+        dedupe_key: None,
+        payload: json!({}),
+        run_at: now(),
+    };
+    store.enqueue_job(&job, now()).await.unwrap();
+    let lease = Duration::from_secs(30);
+    store
+        .claim_job("poll", "instance-a", now(), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        store
+            .reschedule_job(&job.id, "instance-a", now(), now(), "poll failed: E\u{0}")
+            .await
+            .unwrap()
+    );
+    let again = store
+        .claim_job("poll", "instance-a", now(), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.last_error.as_deref(), Some("poll failed: E\u{FFFD}"));
+    assert!(
+        store
+            .bury_job(&job.id, "instance-a", now(), "gave up: \u{0}")
+            .await
+            .unwrap()
+    );
 }
