@@ -1,0 +1,250 @@
+//! The unpaid execute (→ 402 `PAYMENT-REQUIRED`) against the ceiling: a raw axum handler that
+//! returns a fixed 402 of the same size, measured by the same load generator in the same run.
+//!
+//! `cargo bench -p hiregate-integration-tests --bench unpaid [-- <seconds> <connections>]`
+//! (`scripts/bench.sh` runs it). Load comes from `wrk` (Debian package `wrk`; the script installs
+//! it when missing), so the client costs the same for both servers; the figure that matters is the
+//! ratio. Defaults: 8 s, 32 connections, 2 threads, as in the issue's table.
+//!
+//! Set-up, all real: anvil with the devnet token, the gateway in-process on SQLite in a temp
+//! folder with its embedded facilitator, the worker-sdk echo worker listed, a seeker key and one
+//! offered contract whose `POST /v1/contracts/{id}/execute` (no payment) every request hits.
+
+use std::{process::Command, sync::Arc};
+
+use alloy::signers::local::PrivateKeySigner;
+use axum::{
+    Router,
+    http::{StatusCode, header},
+    response::IntoResponse,
+    routing::post,
+};
+use hiregate_gateway::{config::Settings, startup::App};
+use hiregate_payments::devnet::Devnet;
+use hiregate_worker_sdk::{
+    GatewayKeys,
+    example_workers::{SUMMARIZE, echo_builder, echo_handler, summary_output_schema},
+    seeker::SeekerClient,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// What wrk reported for one target.
+struct Load {
+    requests_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> BenchResult<()> {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let seconds: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(8);
+    let connections: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(32);
+    if Command::new("wrk").arg("--version").output().is_err() {
+        return Err("wrk is not installed (apt-get install wrk, or run scripts/bench.sh)".into());
+    }
+
+    let devnet = Devnet::start().await?;
+    let folder = tempfile::tempdir()?;
+    let database = format!("sqlite://{}", folder.path().join("bench.db").display());
+    let stop = CancellationToken::new();
+    let (gateway, seeker_key, contract_id) = deploy(&devnet, &database, &stop).await?;
+    let target = gateway.join(&format!("v1/contracts/{contract_id}/execute"))?;
+
+    // The same 402 the gateway answers (headers and body), served by the thinnest handler.
+    let sample = reqwest::Client::new()
+        .post(target.clone())
+        .bearer_auth(&seeker_key)
+        .send()
+        .await?;
+    if sample.status() != 402 {
+        return Err(format!("the gateway answered {} instead of 402", sample.status()).into());
+    }
+    let raw = raw_axum(sample, &stop).await?;
+
+    println!("unpaid execute → 402, wrk c={connections} t=2 {seconds}s, on this machine:");
+    let ceiling = wrk(&raw, None, seconds, connections)?;
+    let ours = wrk(&target, Some(&seeker_key), seconds, connections)?;
+    for (name, load) in [("raw axum, fixed 402", &ceiling), ("hiregate", &ours)] {
+        println!(
+            "  {name:<22} {:>9.0} req/s  p50 {:>6.2} ms  p99 {:>6.2} ms",
+            load.requests_per_s, load.p50_ms, load.p99_ms
+        );
+    }
+    println!(
+        "  ratio hiregate / raw axum: {:.3}",
+        ours.requests_per_s / ceiling.requests_per_s
+    );
+    stop.cancel();
+    Ok(())
+}
+
+/// A raw axum server answering every POST with `sample`'s status, headers and body.
+async fn raw_axum(sample: reqwest::Response, stop: &CancellationToken) -> BenchResult<Url> {
+    let headers = sample.headers().clone();
+    let body = sample.bytes().await?;
+    let fixed = Arc::new((headers, body));
+    let app = Router::new().route(
+        "/{*path}",
+        post(move || {
+            let fixed = Arc::clone(&fixed);
+            async move {
+                let mut response = (StatusCode::PAYMENT_REQUIRED, fixed.1.clone()).into_response();
+                for (name, value) in &fixed.0 {
+                    if name != header::CONTENT_LENGTH {
+                        response.headers_mut().insert(name.clone(), value.clone());
+                    }
+                }
+                response
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = Url::parse(&format!("http://{}/execute", listener.local_addr()?))?;
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.cancelled().await })
+            .await;
+    });
+    Ok(url)
+}
+
+/// The gateway with an echo worker listed, a seeker key and one offered contract.
+async fn deploy(
+    devnet: &Devnet,
+    database_url: &str,
+    stop: &CancellationToken,
+) -> BenchResult<(Url, String, String)> {
+    let settings = Settings::from_defaults_and(&format!(
+        r#"
+[http]
+listen_address = "127.0.0.1:0"
+[log]
+level = "warn"
+[database]
+url = "{database_url}"
+[admin]
+api_key = "{ADMIN_KEY}"
+[outbound]
+allow_private_targets = true
+[chains.devnet]
+network = "{network}"
+rpc_url = "{rpc}"
+relayer_private_key = "{key}"
+"#,
+        network = devnet.network(),
+        rpc = devnet.rpc_url(),
+        key = devnet.fresh_relayer().await?.to_bytes(),
+    ))?;
+    let app = App::build(settings).await?;
+    let gateway = app.base_url().clone();
+    tokio::spawn(app.run_until_stopped(stop.child_token()));
+
+    let worker = echo_builder()
+        .gateway_keys(GatewayKeys::remote(gateway.join(".well-known/jwks.json")?))
+        .build(echo_handler())?;
+    let worker_stop = stop.child_token();
+    let worker = hiregate_worker_sdk::serve(worker.router(), "127.0.0.1:0".parse()?, async move {
+        worker_stop.cancelled().await
+    })
+    .await?;
+    let http = reqwest::Client::new();
+    let operator_key = create_key(&http, &gateway, "operator").await?;
+    let seeker_key = create_key(&http, &gateway, "seeker").await?;
+    let listing: Value = http
+        .post(gateway.join("v1/workers")?)
+        .bearer_auth(&operator_key)
+        .json(&json!({
+            "endpoint": worker.base_url().as_str(),
+            "protocol": "hire",
+            "pay_to": PrivateKeySigner::random().address().to_checksum(None),
+            "network": devnet.network(),
+            "asset": devnet.token().to_checksum(None),
+            "tasks": {SUMMARIZE: {"price": "1000000", "output_schema": summary_output_schema()}},
+            "max_parallel": 32
+        }))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let worker_id = listing["id"].as_str().ok_or("no listing id")?.to_owned();
+    // Kept serving for the whole run: the gateway's health loop must find it.
+    std::mem::forget(worker);
+    let seeker = SeekerClient::new(
+        gateway.clone(),
+        seeker_key.clone(),
+        Arc::new(PrivateKeySigner::random()),
+    );
+    let contract = seeker
+        .propose(&json!({
+            "worker_id": worker_id,
+            "task_type": SUMMARIZE,
+            "input": {"text": "a benchmark task"},
+        }))
+        .await?;
+    Ok((gateway, seeker_key, contract.id))
+}
+
+async fn create_key(http: &reqwest::Client, gateway: &Url, role: &str) -> BenchResult<String> {
+    let body: Value = http
+        .post(gateway.join("v1/admin/keys")?)
+        .bearer_auth(ADMIN_KEY)
+        .json(&json!({"role": role}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(body["api_key"].as_str().ok_or("no api_key")?.to_owned())
+}
+
+/// Runs wrk against `url` with POST and reads its summary through a Lua `done` hook.
+fn wrk(url: &Url, bearer: Option<&str>, seconds: u64, connections: u64) -> BenchResult<Load> {
+    let script = tempfile::NamedTempFile::new()?;
+    let auth = bearer.map_or(String::new(), |key| {
+        format!("wrk.headers[\"Authorization\"] = \"Bearer {key}\"\n")
+    });
+    std::fs::write(
+        script.path(),
+        format!(
+            r#"wrk.method = "POST"
+{auth}done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %f %f %f\n", summary.requests,
+    summary.duration / 1e6, latency:percentile(50) / 1e3, latency:percentile(99) / 1e3))
+end
+"#
+        ),
+    )?;
+    let output = Command::new("wrk")
+        .args([
+            "-t2",
+            &format!("-c{connections}"),
+            &format!("-d{seconds}s"),
+            "--latency",
+            "-s",
+        ])
+        .arg(script.path())
+        .arg(url.as_str())
+        .output()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("RESULT "))
+        .ok_or_else(|| format!("wrk printed no result: {text}"))?;
+    let fields: Vec<f64> = line[7..]
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    Ok(Load {
+        requests_per_s: fields[0] / fields[1],
+        p50_ms: fields[2],
+        p99_ms: fields[3],
+    })
+}
+
