@@ -4,6 +4,8 @@
 //! | module | what |
 //! |---|---|
 //! | [`harness`] | real processes for e2e tests: anvil devnet, `hiregate facilitator`, `hiregate serve` and an example worker as children (port 0, logs to files, killed on drop), wired as an [`harness::E2eStack`] |
+//! | [`fault_proxy`] | a proxy between the gateway and a real facilitator that loses or garbles answers (before or after forwarding) on a per-path script |
+//! | [`money_stack`] | the money-truth deployment: devnet, official TS facilitator behind the fault proxy, gateway process(es) on SQLite or PostgreSQL, a scripted in-process worker whose deliverables carry a searchable marker |
 //! | [`reference`](mod@reference) | reference WattSwarm executor + verifier and Superwire executor, written from the seeds' wire text (not from the gateway's types), with scripted faults and counters |
 //!
 //! Flow of a protocol test: spawn a reference server on `127.0.0.1:0`, point the gateway (or a
@@ -14,5 +16,7 @@
 //! `tools/interop/pay.mjs`, or the typed `SeekerClient`) pays a contract → assert on the HTTP
 //! answers, the contract record and on-chain balances; faults come from stopping processes.
 
+pub mod fault_proxy;
 pub mod harness;
+pub mod money_stack;
 pub mod reference;
