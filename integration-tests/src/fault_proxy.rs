@@ -12,8 +12,10 @@
 //! | [`Fault::after_forward`]`(Answer::Empty500 / Html500 / Garbage200)` | yes, and waits | that answer instead |
 //! | [`Fault::instead_of_forward`]`(…)` | no | the same answers, nothing reached the facilitator |
 //!
-//! Faults are scripted per path (`/verify`, `/settle`, …) as a queue: each request takes the next
-//! one, and once the queue is empty requests pass through. Forwarding runs on its own task, so
+//! Faults are scripted per path (`/verify`, `/settle`, …) as a queue: each request takes the first
+//! queued fault meant for it (any request, or only one whose body contains a given text such as
+//! a payment's nonce, so concurrent payments get their own faults); without one it passes
+//! through. Forwarding runs on its own task, so
 //! a gateway that hangs up mid-request cannot cancel a transfer the proxy already asked for.
 
 use std::{
@@ -96,7 +98,7 @@ pub struct UpstreamAnswer {
 
 #[derive(Default)]
 struct Book {
-    script: HashMap<String, VecDeque<Fault>>,
+    script: HashMap<String, VecDeque<(Option<String>, Fault)>>,
     received: HashMap<String, usize>,
     upstream: HashMap<String, Vec<UpstreamAnswer>>,
 }
@@ -168,14 +170,30 @@ impl FaultProxy {
         Url::parse(&format!("http://{}/", self.address)).unwrap_or_else(|_| unreachable!())
     }
 
-    /// Appends `faults` to the queue of `path` (e.g. `/settle`).
+    /// Appends `faults` to the queue of `path` (e.g. `/settle`), for any request.
     pub fn script(&self, path: &str, faults: impl IntoIterator<Item = Fault>) {
         self.shared
             .book()
             .script
             .entry(path.to_owned())
             .or_default()
-            .extend(faults);
+            .extend(faults.into_iter().map(|fault| (None, fault)));
+    }
+
+    /// Appends `faults` to the queue of `path`, each for the next request whose body contains
+    /// `needle` (compared in lower case; e.g. a payment's nonce).
+    pub fn script_for(&self, path: &str, needle: &str, faults: impl IntoIterator<Item = Fault>) {
+        let needle = needle.to_lowercase();
+        self.shared
+            .book()
+            .script
+            .entry(path.to_owned())
+            .or_default()
+            .extend(
+                faults
+                    .into_iter()
+                    .map(|fault| (Some(needle.clone()), fault)),
+            );
     }
 
     /// Requests the gateway sent to `path`.
@@ -209,12 +227,20 @@ async fn handle(
 ) -> Response {
     let path = uri.path().to_owned();
     let fault = {
+        let text = String::from_utf8_lossy(&body).to_lowercase();
         let mut book = shared.book();
         *book.received.entry(path.clone()).or_default() += 1;
         book.script
             .get_mut(&path)
-            .and_then(VecDeque::pop_front)
-            .unwrap_or(Fault::PASS)
+            .and_then(|queue| {
+                let index = queue.iter().position(|(needle, _)| {
+                    needle
+                        .as_ref()
+                        .is_none_or(|needle| text.contains(needle.as_str()))
+                })?;
+                queue.remove(index)
+            })
+            .map_or(Fault::PASS, |(_, fault)| fault)
     };
     let upstream = if fault.forward {
         let forwarded = tokio::spawn(forward(Arc::clone(&shared), method, uri, headers, body));

@@ -572,6 +572,45 @@ rpc_url = "{rpc}"
         &self.process
     }
 
+    /// Runs `hiregate <args…>` once with this gateway's configuration file and environment
+    /// (e.g. `reconcile --json`), within `timeout`.
+    pub async fn run_cli(
+        &self,
+        bins: &Binaries,
+        args: &[&str],
+        timeout: Duration,
+    ) -> HarnessResult<CliRun> {
+        let mut command = tokio::process::Command::new(&bins.hiregate);
+        command.arg("--config").arg(&self.config_path).args(args);
+        for (key, _) in std::env::vars_os() {
+            let inherited = key.to_string_lossy();
+            if inherited.starts_with("HIREGATE_") || inherited == "RUST_LOG" {
+                command.env_remove(&key);
+            }
+        }
+        command
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let what = format!("hiregate {}", args.join(" "));
+        let output = tokio::time::timeout(timeout, command.output())
+            .await
+            .map_err(|_| HarnessError::Stop {
+                name: what.clone(),
+                reason: format!("still running after {timeout:?}"),
+            })?
+            .map_err(|source| HarnessError::Spawn {
+                name: what,
+                binary: bins.hiregate.clone(),
+                source,
+            })?;
+        Ok(CliRun {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+
     /// SIGTERM (graceful shutdown), then the same configuration and port again.
     pub async fn restart(&mut self, bins: &Binaries, dir: &Path) -> HarnessResult<ExitStatus> {
         let stopped = self.process.terminate(SHUTDOWN_TIMEOUT).await?;
@@ -593,6 +632,17 @@ rpc_url = "{rpc}"
         *self = again;
         Ok(())
     }
+}
+
+/// The end of a one-shot `hiregate` command.
+#[derive(Debug, Clone)]
+pub struct CliRun {
+    /// Exit code (`None` when killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
 }
 
 /// What starting one gateway process needs besides the binaries.

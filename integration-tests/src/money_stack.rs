@@ -47,7 +47,7 @@ use url::Url;
 use crate::{
     fault_proxy::FaultProxy,
     harness::{
-        Binaries, GatewayConfig, GatewayProcess, HarnessError, HarnessResult,
+        Binaries, CliRun, GatewayConfig, GatewayProcess, HarnessError, HarnessResult,
         OfficialFacilitatorProcess, PRICE, RecoveryKnobs, checked_json, create_key,
     },
 };
@@ -633,6 +633,21 @@ impl MoneyStack {
             payer_balance: self.devnet.balance_of(payer).await?,
             payee_balance: self.devnet.balance_of(self.pay_to).await?,
         })
+    }
+
+    /// `hiregate reconcile --json` over the whole chain with the gateway's configuration.
+    /// `None` when this gateway build has no `reconcile` command.
+    pub async fn reconcile(&self) -> HarnessResult<Option<CliRun>> {
+        let run = self
+            .gateway
+            .run_cli(
+                &self.bins,
+                &["reconcile", "--json"],
+                Duration::from_secs(60),
+            )
+            .await?;
+        let unknown = run.code == Some(2) && run.stderr.contains("unrecognized subcommand");
+        Ok((!unknown).then_some(run))
     }
 
     /// Log tails of every process, for assertion messages.

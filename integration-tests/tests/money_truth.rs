@@ -23,7 +23,7 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`) and skip without a server, except under
 //! `CI=true`, where they fail.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use alloy::{
     primitives::{Address, B256, U256},
@@ -121,10 +121,17 @@ async fn assert_settled_by_the_chain(
     payer: &Payer,
     payment: &PaymentPayload,
 ) {
+    let waited = Instant::now();
     let record = stack
         .wait_for_terminal(contract_id, SETTLE_WITHIN)
         .await
         .unwrap_or_else(|failure| panic!("{failure}"));
+    // The measured recovery times for the closing note: run with --nocapture.
+    eprintln!(
+        "[money_truth] {contract_id}: {} {:?} after the fault was over",
+        record["state"],
+        waited.elapsed()
+    );
     let chain = stack
         .chain_record(payer.address(), nonce_of(payment))
         .await
@@ -167,6 +174,28 @@ async fn assert_settled_by_the_chain(
     );
 }
 
+/// `hiregate reconcile` finds the store and the chain in agreement (once every contract of the
+/// test has ended). Its report is printed for the closing note.
+async fn assert_reconciled(stack: &MoneyStack) {
+    match stack.reconcile().await.expect("reconcile runs") {
+        None => eprintln!("[money_truth] reconcile: not in this gateway build; check skipped"),
+        Some(run) => {
+            eprintln!(
+                "[money_truth] reconcile exit {:?}: {}",
+                run.code,
+                run.stdout.trim()
+            );
+            assert_eq!(
+                run.code,
+                Some(0),
+                "hiregate reconcile reports a mismatch:\n{}\n{}",
+                run.stdout,
+                run.stderr
+            );
+        }
+    }
+}
+
 /// A standard paid execute whose `/settle` meets `fault` once; the contract must end as the
 /// chain says.
 async fn settle_through_fault(stack: &MoneyStack, fault: Fault, label: &str) {
@@ -176,11 +205,18 @@ async fn settle_through_fault(stack: &MoneyStack, fault: Fault, label: &str) {
         .await
         .expect("proposed");
     let payment = payer.payment_for(&contract_id).await;
-    stack.proxy.script("/settle", [fault]);
+    stack
+        .proxy
+        .script_for("/settle", &nonce_of(&payment).to_string(), [fault]);
+    let sent = Instant::now();
     let answer = payer
         .client
         .execute_with_payment(&contract_id, &payment)
         .await;
+    eprintln!(
+        "[money_truth] {label}: first answer after {:?}",
+        sent.elapsed()
+    );
     // Whatever the first answer was (202 unknown, 200), the contract has to end settled.
     let first = answer.map(|outcome| (outcome.status, outcome.body));
     assert_settled_by_the_chain(stack, &contract_id, &payer, &payment).await;
@@ -213,7 +249,11 @@ async fn settle_timeout_after_the_transfer_settles_with_the_chains_transaction()
     }
     let stack = start(MoneyStackOptions::default()).await;
     settle_through_fault(&stack, Fault::after_forward(Answer::Hang), "timeout").await;
-    assert!(stack.proxy.upstream_answers("/settle").len() >= 1);
+    assert!(
+        !stack.proxy.upstream_answers("/settle").is_empty(),
+        "the facilitator saw the settlement"
+    );
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,8 +262,11 @@ async fn settle_5xx_after_the_transfer_settles_with_the_chains_transaction() {
         return;
     }
     let stack = start(MoneyStackOptions::default()).await;
-    settle_through_fault(&stack, Fault::after_forward(Answer::Empty500), "empty 500").await;
-    settle_through_fault(&stack, Fault::after_forward(Answer::Html500), "HTML 500").await;
+    tokio::join!(
+        settle_through_fault(&stack, Fault::after_forward(Answer::Empty500), "empty 500"),
+        settle_through_fault(&stack, Fault::after_forward(Answer::Html500), "HTML 500"),
+    );
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,6 +282,7 @@ async fn settle_garbage_after_the_transfer_settles_with_the_chains_transaction()
         "garbage 200",
     )
     .await;
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,23 +291,35 @@ async fn settle_faults_before_the_transfer_settle_exactly_once() {
         return;
     }
     let stack = start(MoneyStackOptions::default()).await;
-    for (answer, label) in [
-        (Answer::Hang, "timeout, nothing forwarded"),
-        (Answer::Html500, "HTML 500, nothing forwarded"),
-        (Answer::Garbage200, "garbage 200, nothing forwarded"),
-    ] {
-        settle_through_fault(&stack, Fault::instead_of_forward(answer), label).await;
-    }
+    tokio::join!(
+        settle_through_fault(
+            &stack,
+            Fault::instead_of_forward(Answer::Hang),
+            "timeout, nothing forwarded"
+        ),
+        settle_through_fault(
+            &stack,
+            Fault::instead_of_forward(Answer::Html500),
+            "HTML 500, nothing forwarded"
+        ),
+        settle_through_fault(
+            &stack,
+            Fault::instead_of_forward(Answer::Garbage200),
+            "garbage 200, nothing forwarded"
+        ),
+    );
+    assert_reconciled(&stack).await;
 }
 
-/// Pays `input`'s contract on a background execute, waits until `reached` says the contract is
-/// where the crash should hit, kills the gateway, then lets `resume` bring a gateway back.
+/// A paid contract caught at the point where a test kills the gateway.
 struct Crash {
     contract_id: String,
     payer: Payer,
     payment: PaymentPayload,
 }
 
+/// Pays `input`'s contract on a background execute and returns once the contract is in one of
+/// `states` and `also` holds (e.g. the worker has started).
 async fn pay_and_wait_until(
     stack: &MoneyStack,
     input: Value,
@@ -323,6 +379,7 @@ async fn kill9_while_executing_then_restart_settles_once() {
     stack.kill_gateway();
     stack.restart_gateway().await.expect("gateway restarted");
     assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,6 +398,7 @@ async fn kill9_while_pending_then_restart_settles_once() {
     stack.kill_gateway();
     stack.restart_gateway().await.expect("gateway restarted");
     assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,6 +421,7 @@ async fn kill9_while_verifying_then_restart_settles_once() {
         .set_file_delay(&crash.contract_id, Duration::ZERO);
     stack.restart_gateway().await.expect("gateway restarted");
     assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,6 +437,7 @@ async fn kill9_while_settling_with_the_transaction_unmined_then_restart_settles_
     stack.restart_gateway().await.expect("gateway restarted");
     mine_after_the_takeover(&stack).await;
     assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
+    assert_reconciled(&stack).await;
 }
 
 /// Pays with automine off: the facilitator broadcasts the settlement, which waits in the
@@ -410,10 +470,10 @@ async fn crash_with_unmined_settlement(stack: &MoneyStack, label: &str) -> Crash
         )
         .await
         .unwrap_or_else(|failure| panic!("{failure}"));
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(15);
     while stack.devnet.mempool_size().await.expect("txpool_status") == 0 {
         assert!(
-            std::time::Instant::now() < deadline,
+            Instant::now() < deadline,
             "the facilitator never broadcast the settlement: {record:#}\n{}",
             stack.logs()
         );
@@ -512,6 +572,7 @@ async fn a_far_valid_before_is_refused_with_payment_invalid_and_nothing_is_store
         .expect("execute answers");
     assert_eq!(outcome.status, 200, "{}\n{}", outcome.body, stack.logs());
     assert_settled_by_the_chain(&stack, &contract_id, &payer, &standard).await;
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -606,12 +667,13 @@ async fn a_payer_who_drains_the_wallet_mid_run_gets_settlement_failed_and_never_
                 .expect("SSE"),
         ),
     ];
-    for (view, text) in views {
-        assert!(
-            !text.contains(&marker),
-            "{view} shows the unpaid deliverable ({marker}):\n{text}"
-        );
-    }
+    let leaks: Vec<String> = views
+        .iter()
+        .filter(|(_, text)| text.contains(&marker))
+        .map(|(view, text)| format!("{view} shows the unpaid deliverable ({marker}):\n{text}"))
+        .collect();
+    assert!(leaks.is_empty(), "{}", leaks.join("\n\n"));
+    assert_reconciled(&stack).await;
 }
 
 /// A fresh database on the test PostgreSQL server, dropped (forcibly) at the end.
@@ -737,6 +799,7 @@ async fn postgres_a_second_instance_takes_over_executing_pending_and_verifying_c
     for crash in [&executing, &pending, &verifying] {
         assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
     }
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -753,4 +816,5 @@ async fn postgres_a_second_instance_takes_over_an_unmined_settlement() {
         .expect("second instance");
     mine_after_the_takeover(&stack).await;
     assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
+    assert_reconciled(&stack).await;
 }
