@@ -6,7 +6,7 @@
 //! |---|---|
 //! | chain | real anvil ([`Devnet`]); automine can be turned off to leave a settlement unmined |
 //! | facilitator | real: `tools/interop/facilitator-server.mjs` (`x402Facilitator` + `registerExactEvmScheme`) |
-//! | gateway ↔ facilitator | [`FaultProxy`]: passes through unless a test scripts a lost or garbled answer |
+//! | gateway ↔ facilitator | [`FaultProxy`]: passes through unless a test scripts a lost or garbled answer; or no facilitator process at all ([`FacilitatorChoice::Embedded`]) |
 //! | gateway | the real binary as a child: killed with SIGKILL, restarted on the same database, or joined by a second instance (PostgreSQL) |
 //! | worker | a real hire worker (worker-sdk) whose output carries a marker derived from the contract id, never from the input, so a leak of the deliverable can be searched for |
 //!
@@ -272,11 +272,24 @@ pub enum Database {
     Url(String),
 }
 
+/// Which facilitator the gateways settle through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FacilitatorChoice {
+    /// The official TypeScript facilitator, over HTTP, behind the [`FaultProxy`].
+    OfficialBehindProxy,
+    /// The gateway's bundled facilitator in-process (`facilitator.mode = "embedded"`), with the
+    /// devnet's relayer key: the gateway broadcasts settlements itself. The official
+    /// facilitator and the proxy still run, unused.
+    Embedded,
+}
+
 /// How to start a [`MoneyStack`].
 #[derive(Debug, Clone)]
 pub struct MoneyStackOptions {
     /// The database.
     pub database: Database,
+    /// The facilitator.
+    pub facilitator: FacilitatorChoice,
     /// Recovery timing of the gateway processes.
     pub knobs: RecoveryKnobs,
     /// Task SLA (`sla.max_latency_ms`) of the contracts [`MoneyStack::proposal`] makes.
@@ -287,6 +300,7 @@ impl Default for MoneyStackOptions {
     fn default() -> Self {
         Self {
             database: Database::Sqlite,
+            facilitator: FacilitatorChoice::OfficialBehindProxy,
             knobs: RecoveryKnobs::FAST,
             max_latency_ms: 15_000,
         }
@@ -345,7 +359,7 @@ impl MoneyStack {
             }
             Database::Url(url) => url.clone(),
         };
-        let config = GatewayConfig {
+        let mut config = GatewayConfig {
             database_url,
             admin_key: admin_key.clone(),
             facilitator_url: proxy.url(),
@@ -354,6 +368,18 @@ impl MoneyStack {
             signing_key_path: dir.path().join("gateway-key.json"),
             env: options.knobs.env(),
         };
+        if options.facilitator == FacilitatorChoice::Embedded {
+            config.env.extend([
+                (
+                    "HIREGATE_FACILITATOR__MODE".to_owned(),
+                    "embedded".to_owned(),
+                ),
+                (
+                    "HIREGATE_CHAINS__DEVNET__RELAYER_PRIVATE_KEY".to_owned(),
+                    devnet.relayer().to_bytes().to_string(),
+                ),
+            ]);
+        }
         let gateway = GatewayProcess::start(&bins, &config, dir.path()).await?;
         let worker = ScriptedWorker::start(&gateway.url()).await?;
         let http = reqwest::Client::builder()

@@ -14,6 +14,7 @@
 //! | `settle_*_after_the_transfer_*` | `/settle` forwarded (the transfer happens), answer lost: timeout, 500 (empty, HTML), garbage 200 | `settled` with the chain's transaction, deliverable released, one transfer |
 //! | `settle_faults_before_the_transfer_*` | the same answers without forwarding | `settled` once by a later retry, one transfer |
 //! | `kill9_while_*` (SQLite) | gateway killed while `executing`, `pending`, `verifying`, `settling` (transaction unmined) → restart on the same file | `settled` with the chain's transaction, one execution, one transfer |
+//! | `embedded_kill9_*` | the same unmined settlement, broadcast by the gateway's bundled facilitator itself | same |
 //! | `postgres_*` | the same kills with a second instance on the same PostgreSQL database taking over | same |
 //! | `a_far_valid_before_*` | `validBefore` beyond `max_authorization_window_s` | 402 `payment_invalid`, nothing stored |
 //! | `a_payer_who_drains_*` | the payer empties its wallet while the worker runs | `settlement_failed`, nothing moved, the deliverable's content in no answer, stream or export |
@@ -32,7 +33,7 @@ use alloy::{
 use hiregate_integration_tests::{
     fault_proxy::{Answer, Fault},
     harness::{Binaries, PRICE},
-    money_stack::{Database, MoneyStack, MoneyStackOptions, deliverable_marker},
+    money_stack::{Database, FacilitatorChoice, MoneyStack, MoneyStackOptions, deliverable_marker},
 };
 use hiregate_payments::{PaymentPayload, devnet::node_tools_or_skip, sign_exact_payment};
 use hiregate_worker_sdk::seeker::{ExecuteOutcome, SeekerClient, SeekerError};
@@ -440,6 +441,29 @@ async fn kill9_while_settling_with_the_transaction_unmined_then_restart_settles_
     assert_reconciled(&stack).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_kill9_while_settling_with_its_own_transaction_unmined_then_restart_settles_once()
+{
+    if !node_tools_or_skip(
+        "embedded_kill9_while_settling_with_its_own_transaction_unmined_then_restart_settles_once",
+    ) {
+        return;
+    }
+    // The gateway broadcast the settlement itself (bundled facilitator): after the restart its
+    // own pending transaction must count as "maybe used" until it is mined.
+    let mut stack = start(MoneyStackOptions {
+        facilitator: FacilitatorChoice::Embedded,
+        ..MoneyStackOptions::default()
+    })
+    .await;
+    let crash = crash_with_unmined_settlement(&stack, "embedded, killed while settling").await;
+    stack.kill_gateway();
+    stack.restart_gateway().await.expect("gateway restarted");
+    mine_after_the_takeover(&stack).await;
+    assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
+    assert_reconciled(&stack).await;
+}
+
 /// Pays with automine off: the facilitator broadcasts the settlement, which waits in the
 /// mempool; returns once it is there (the contract is `settling` or, after the gateway's own
 /// time limit, `settlement_unknown`).
@@ -667,6 +691,14 @@ async fn a_payer_who_drains_the_wallet_mid_run_gets_settlement_failed_and_never_
                 .expect("SSE"),
         ),
     ];
+    // Not vacuous: the export and the stream did carry the contract's events.
+    let (_, export) = &views[3];
+    let (_, sse) = &views[4];
+    assert!(
+        export.lines().count() >= 3,
+        "the export holds the event log: {export}"
+    );
+    assert!(sse.contains("data:"), "the stream sent events: {sse}");
     let leaks: Vec<String> = views
         .iter()
         .filter(|(_, text)| text.contains(&marker))
