@@ -342,3 +342,77 @@ fn json_response(status: StatusCode, body: String) -> Response {
     );
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::routing::post;
+    use serde_json::Value;
+
+    use super::*;
+
+    /// An upstream that counts what reached it and answers a verdict.
+    async fn upstream() -> (Url, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&hits);
+        let router = Router::new().route(
+            "/settle",
+            post(move || {
+                let counted = Arc::clone(&counted);
+                async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    json_response(StatusCode::OK, r#"{"success":true}"#.to_owned())
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        (url, hits, task)
+    }
+
+    #[tokio::test]
+    async fn scripted_faults_reach_the_upstream_exactly_when_they_say_so() {
+        let (url, hits, _server) = upstream().await;
+        let proxy = FaultProxy::start(url).await.unwrap();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(500))
+            .build()
+            .unwrap();
+        let settle = proxy.url().join("settle").unwrap();
+        proxy.script_for(
+            "/settle",
+            "NONCE-B",
+            [Fault::after_forward(Answer::Html500)],
+        );
+        proxy.script(
+            "/settle",
+            [
+                Fault::instead_of_forward(Answer::Garbage200),
+                Fault::after_forward(Answer::Hang),
+            ],
+        );
+        let send = |body: &'static str| client.post(settle.clone()).body(body).send();
+
+        // Body "a" takes the first fault for any request: garbage, nothing forwarded.
+        let garbage = send("nonce-a").await.unwrap();
+        assert_eq!(garbage.status(), 200);
+        assert!(serde_json::from_str::<Value>(&garbage.text().await.unwrap()).is_err());
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+        // Body "b" takes its own fault (case-insensitive match), forwarded.
+        let html = send("nonce-b").await.unwrap();
+        assert_eq!(html.status(), 500);
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        // The hang is forwarded, then the client times out.
+        assert!(send("nonce-a").await.unwrap_err().is_timeout());
+        assert_eq!(hits.load(Ordering::SeqCst), 2);
+        // Queue empty: the upstream's own answer.
+        let passed = send("nonce-a").await.unwrap();
+        assert_eq!(passed.text().await.unwrap(), r#"{"success":true}"#);
+        assert_eq!(proxy.received("/settle"), 4);
+        assert_eq!(proxy.upstream_answers("/settle").len(), 3);
+    }
+}

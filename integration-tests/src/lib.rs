@@ -15,6 +15,12 @@
 //! `hiregate-cli` and `example-worker` binaries → a seeker (official `@x402/fetch` via
 //! `tools/interop/pay.mjs`, or the typed `SeekerClient`) pays a contract → assert on the HTTP
 //! answers, the contract record and on-chain balances; faults come from stopping processes.
+//!
+//! Flow of a money-truth test (`tests/money_truth.rs`): [`money_stack::MoneyStack::start`] → a
+//! seeker pays → a fault is scripted in the [`fault_proxy::FaultProxy`], or the gateway is
+//! killed (`kill -9`) at a chosen state and restarted or replaced by a second instance → poll
+//! the contract to its terminal state → compare the record with the chain (authorization logs,
+//! transfers, balances) and search every answer for the deliverable's marker.
 
 pub mod fault_proxy;
 pub mod harness;
