@@ -30,6 +30,7 @@ use alloy::{
     primitives::{Address, B256, U256},
     signers::local::PrivateKeySigner,
 };
+use futures::FutureExt as _;
 use hiregate_integration_tests::{
     fault_proxy::{Answer, Fault},
     harness::{Binaries, PRICE},
@@ -828,10 +829,32 @@ async fn postgres_a_second_instance_takes_over_executing_pending_and_verifying_c
         .start_second_instance()
         .await
         .expect("second instance");
-    for crash in [&executing, &pending, &verifying] {
-        assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
-    }
-    assert_reconciled(&stack).await;
+    // All three are judged, so one failure does not hide the others' outcome.
+    let stack = &stack;
+    let outcomes = futures::future::join_all(
+        [
+            ("executing", &executing),
+            ("pending", &pending),
+            ("verifying", &verifying),
+        ]
+        .map(|(state, crash)| async move {
+            let checked = std::panic::AssertUnwindSafe(assert_settled_by_the_chain(
+                stack,
+                &crash.contract_id,
+                &crash.payer,
+                &crash.payment,
+            ))
+            .catch_unwind()
+            .await;
+            (state, checked.is_ok())
+        }),
+    )
+    .await;
+    assert!(
+        outcomes.iter().all(|(_, settled)| *settled),
+        "crashed while (state, settled by the chain): {outcomes:?}"
+    );
+    assert_reconciled(stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
