@@ -9,6 +9,10 @@
 //! - Accounts: anvil's deterministic dev account 0 deploys and mints (owner of the token);
 //!   account 1 is the [`Devnet::relayer`] for a facilitator; [`Devnet::funded_account`] makes fresh
 //!   random payers with ETH and tokens.
+//! - Fault tests: [`Devnet::set_automine`] / [`Devnet::mine_block`] / [`Devnet::mempool_size`]
+//!   leave a broadcast settlement unmined; [`Devnet::authorization_used_transactions`] and
+//!   [`Devnet::transfers`] read what the chain says happened; [`Devnet::transfer_tokens`] lets a
+//!   payer empty its wallet.
 //! - [`node_script`]: runs an interop script of `tools/interop/` (official x402 SDK) with JSON in
 //!   and out; [`node_tools_or_skip`] lets Node-dependent tests skip outside CI.
 
