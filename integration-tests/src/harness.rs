@@ -421,7 +421,9 @@ relayer_private_key = "{key}"
 #[derive(Debug)]
 pub struct GatewayProcess {
     process: ChildProcess,
+    name: String,
     config_path: PathBuf,
+    env: Vec<(String, String)>,
     address: SocketAddr,
 }
 
@@ -440,12 +442,26 @@ pub struct GatewayConfig {
     pub rpc_url: Url,
     /// `signing_key.path`, so a restarted gateway keeps its key.
     pub signing_key_path: PathBuf,
+    /// `HIREGATE_*` overrides passed to the process (e.g. [`RecoveryKnobs::env`]); they win
+    /// over the file and survive restarts.
+    pub env: Vec<(String, String)>,
 }
 
 impl GatewayProcess {
     /// Writes `<dir>/gateway.toml` and starts `hiregate serve` on a free port.
     pub async fn start(bins: &Binaries, config: &GatewayConfig, dir: &Path) -> HarnessResult<Self> {
-        let config_path = dir.join("gateway.toml");
+        Self::start_named(bins, config, dir, "gateway").await
+    }
+
+    /// [`GatewayProcess::start`] under another component name (`<dir>/<name>.toml`, its own log
+    /// files): a second instance on the same database.
+    pub async fn start_named(
+        bins: &Binaries,
+        config: &GatewayConfig,
+        dir: &Path,
+        name: &str,
+    ) -> HarnessResult<Self> {
+        let config_path = dir.join(format!("{name}.toml"));
         write_file(
             &config_path,
             &format!(
@@ -486,22 +502,36 @@ rpc_url = "{rpc}"
                 rpc = config.rpc_url,
             ),
         )?;
-        Self::start_with(bins, config_path, dir, None).await
+        Self::start_with(
+            bins,
+            Launch {
+                name: name.to_owned(),
+                config_path,
+                env: config.env.clone(),
+            },
+            dir,
+            None,
+        )
+        .await
     }
 
     async fn start_with(
         bins: &Binaries,
-        config_path: PathBuf,
+        launch: Launch,
         dir: &Path,
         listen: Option<SocketAddr>,
     ) -> HarnessResult<Self> {
         let mut command = Command::new(&bins.hiregate);
-        command.arg("--config").arg(&config_path).arg("serve");
+        command
+            .arg("--config")
+            .arg(&launch.config_path)
+            .arg("serve");
+        command.envs(launch.env.iter().map(|(key, value)| (key, value)));
         if let Some(listen) = listen {
             // The environment layer wins over the file: the restart keeps the first port.
             command.env("HIREGATE_HTTP__LISTEN_ADDRESS", listen.to_string());
         }
-        let mut process = ChildProcess::spawn("gateway", command, dir)?;
+        let mut process = ChildProcess::spawn(&launch.name, command, dir)?;
         let address = process
             .wait_for_line(
                 Stream::Stdout,
@@ -512,9 +542,19 @@ rpc_url = "{rpc}"
             .await?;
         Ok(Self {
             process,
-            config_path,
+            name: launch.name,
+            config_path: launch.config_path,
+            env: launch.env,
             address,
         })
+    }
+
+    fn launch(&self) -> Launch {
+        Launch {
+            name: self.name.clone(),
+            config_path: self.config_path.clone(),
+            env: self.env.clone(),
+        }
     }
 
     /// Base URL (`http://127.0.0.1:<port>/`).
@@ -527,13 +567,246 @@ rpc_url = "{rpc}"
         &mut self.process
     }
 
+    /// The process, read-only (logs).
+    pub fn process_ref(&self) -> &ChildProcess {
+        &self.process
+    }
+
+    /// Runs `hiregate <args…>` once with this gateway's configuration file and environment
+    /// (e.g. `reconcile --json`), within `timeout`.
+    pub async fn run_cli(
+        &self,
+        bins: &Binaries,
+        args: &[&str],
+        timeout: Duration,
+    ) -> HarnessResult<CliRun> {
+        let mut command = tokio::process::Command::new(&bins.hiregate);
+        command.arg("--config").arg(&self.config_path).args(args);
+        for (key, _) in std::env::vars_os() {
+            let inherited = key.to_string_lossy();
+            if inherited.starts_with("HIREGATE_") || inherited == "RUST_LOG" {
+                command.env_remove(&key);
+            }
+        }
+        command
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let what = format!("hiregate {}", args.join(" "));
+        let output = tokio::time::timeout(timeout, command.output())
+            .await
+            .map_err(|_| HarnessError::Stop {
+                name: what.clone(),
+                reason: format!("still running after {timeout:?}"),
+            })?
+            .map_err(|source| HarnessError::Spawn {
+                name: what,
+                binary: bins.hiregate.clone(),
+                source,
+            })?;
+        Ok(CliRun {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+
     /// SIGTERM (graceful shutdown), then the same configuration and port again.
     pub async fn restart(&mut self, bins: &Binaries, dir: &Path) -> HarnessResult<ExitStatus> {
         let stopped = self.process.terminate(SHUTDOWN_TIMEOUT).await?;
-        let again =
-            Self::start_with(bins, self.config_path.clone(), dir, Some(self.address)).await?;
+        let again = Self::start_with(bins, self.launch(), dir, Some(self.address)).await?;
         *self = again;
         Ok(stopped)
+    }
+
+    /// `kill -9`: the process dies wherever it is, with no shutdown code running.
+    pub fn kill9(&mut self) {
+        self.process.kill();
+    }
+
+    /// Starts the same configuration (database, key, environment) on the same port after
+    /// [`GatewayProcess::kill9`]; kills the old process first if it still runs.
+    pub async fn restart_after_kill(&mut self, bins: &Binaries, dir: &Path) -> HarnessResult<()> {
+        self.process.kill();
+        let again = Self::start_with(bins, self.launch(), dir, Some(self.address)).await?;
+        *self = again;
+        Ok(())
+    }
+}
+
+/// The end of a one-shot `hiregate` command.
+#[derive(Debug, Clone)]
+pub struct CliRun {
+    /// Exit code (`None` when killed by a signal).
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// What starting one gateway process needs besides the binaries.
+struct Launch {
+    name: String,
+    config_path: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+/// The time bounds that decide how fast a gateway notices and resumes work after a crash, in
+/// one place so the fault tests can tune them together. Each becomes a `HIREGATE_*` variable
+/// of the gateway process ([`RecoveryKnobs::env`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryKnobs {
+    /// `contracts.jobs_interval_ms`: how often due jobs (polls, deadlines, stuck settlements)
+    /// are looked for.
+    pub jobs_interval_ms: u64,
+    /// `contracts.job_lease_ms`: after a crash, another instance takes a job over once its
+    /// lease ran out.
+    pub job_lease_ms: u64,
+    /// `contracts.sweep_interval_ms`: the settlement sweep's period.
+    pub sweep_interval_ms: u64,
+    /// `contracts.poll_interval_ms`: first poll of pending work.
+    pub poll_interval_ms: u64,
+    /// `contracts.recovery_grace_ms`: slack added to each step's time bound before another
+    /// instance (or a restart) takes a contract over. Sent only to gateways that know the key.
+    pub recovery_grace_ms: u64,
+    /// `facilitator.verify_timeout_ms`.
+    pub verify_timeout_ms: u64,
+    /// `facilitator.settle_timeout_ms`.
+    pub settle_timeout_ms: u64,
+    /// `contracts.verification_budget_s`: authorization time reserved for verification.
+    pub verification_budget_s: u64,
+    /// `contracts.settlement_margin_s`: authorization time reserved for settlement.
+    pub settlement_margin_s: u64,
+    /// `contracts.max_authorization_window_s`: the longest `validBefore - now` accepted.
+    pub max_authorization_window_s: u64,
+}
+
+impl RecoveryKnobs {
+    /// Seconds-scale recovery: every background loop runs several times a second, a lost
+    /// `/settle` answer is given up on after a few seconds, and authorizations are short.
+    pub const FAST: Self = Self {
+        jobs_interval_ms: 200,
+        job_lease_ms: 2_000,
+        sweep_interval_ms: 300,
+        poll_interval_ms: 200,
+        recovery_grace_ms: 1_000,
+        verify_timeout_ms: 3_000,
+        settle_timeout_ms: 3_000,
+        verification_budget_s: 10,
+        settlement_margin_s: 30,
+        max_authorization_window_s: 300,
+    };
+
+    /// The knobs as `HIREGATE_*` variables for a gateway process.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("CONTRACTS__JOBS_INTERVAL_MS", self.jobs_interval_ms),
+            ("CONTRACTS__JOB_LEASE_MS", self.job_lease_ms),
+            ("CONTRACTS__SWEEP_INTERVAL_MS", self.sweep_interval_ms),
+            ("CONTRACTS__POLL_INTERVAL_MS", self.poll_interval_ms),
+            ("FACILITATOR__VERIFY_TIMEOUT_MS", self.verify_timeout_ms),
+            ("FACILITATOR__SETTLE_TIMEOUT_MS", self.settle_timeout_ms),
+            (
+                "CONTRACTS__VERIFICATION_BUDGET_S",
+                self.verification_budget_s,
+            ),
+            ("CONTRACTS__SETTLEMENT_MARGIN_S", self.settlement_margin_s),
+            (
+                "CONTRACTS__MAX_AUTHORIZATION_WINDOW_S",
+                self.max_authorization_window_s,
+            ),
+        ];
+        // The configuration refuses unknown keys; a gateway from before `recovery_grace_ms`
+        // must still start.
+        if gateway_knows_key("recovery_grace_ms") {
+            env.push(("CONTRACTS__RECOVERY_GRACE_MS", self.recovery_grace_ms));
+        }
+        env.into_iter()
+            .map(|(key, value)| (format!("HIREGATE_{key}"), value.to_string()))
+            .collect()
+    }
+
+    /// The longest a contract in a non-terminal state may wait, after a crash, for another
+    /// instance (or a restart) to resume it: a lease, a grace, two job and sweep periods and one
+    /// lost facilitator call. Tests wait this long (plus the step's own work) before failing.
+    pub fn takeover_bound(&self) -> Duration {
+        Duration::from_millis(
+            self.job_lease_ms
+                + self.recovery_grace_ms
+                + 2 * (self.jobs_interval_ms + self.sweep_interval_ms)
+                + self.settle_timeout_ms.max(self.verify_timeout_ms),
+        )
+    }
+}
+
+/// Whether the gateway under test has `key` in its `[contracts]`/`[facilitator]` defaults.
+fn gateway_knows_key(key: &str) -> bool {
+    hiregate_gateway::config::DEFAULT_CONFIG_TOML
+        .lines()
+        .any(|line| {
+            line.trim_start().starts_with(&format!("{key} "))
+                || line.trim_start().starts_with(&format!("{key}="))
+        })
+}
+
+/// The official TypeScript facilitator (`tools/interop/facilitator-server.mjs`: `x402Facilitator`
+/// with `registerExactEvmScheme`) as a child process, settling on a devnet with its relayer.
+#[derive(Debug)]
+pub struct OfficialFacilitatorProcess {
+    process: ChildProcess,
+    url: Url,
+}
+
+impl OfficialFacilitatorProcess {
+    /// Starts it on a free port. Needs Node and `tools/node_modules` (see
+    /// `hiregate_payments::devnet::node_tools_or_skip`).
+    pub async fn start(devnet: &Devnet, dir: &Path) -> HarnessResult<Self> {
+        let node = std::env::var_os(hiregate_payments::devnet::NODE_ENV)
+            .map_or_else(|| PathBuf::from("node"), PathBuf::from);
+        let script = hiregate_payments::devnet::interop_dir().join("facilitator-server.mjs");
+        let mut command = Command::new(node);
+        command
+            .arg(script)
+            .arg("--rpc-url")
+            .arg(devnet.rpc_url().as_str())
+            .arg("--chain-id")
+            .arg(devnet.chain_id().to_string())
+            // The key goes through the environment: a command line is visible to every user.
+            .env(
+                "FACILITATOR_RELAYER_KEY",
+                devnet.relayer().to_bytes().to_string(),
+            )
+            .current_dir(hiregate_payments::devnet::workspace_root());
+        let mut process = ChildProcess::spawn("official-facilitator", command, dir)?;
+        let url = process
+            .wait_for_line(
+                Stream::Stdout,
+                STARTUP_TIMEOUT,
+                "`facilitator listening on` line",
+                |line| {
+                    line.trim()
+                        .strip_prefix("facilitator listening on ")
+                        .and_then(|url| Url::parse(url).ok())
+                },
+            )
+            .await?;
+        Ok(Self { process, url })
+    }
+
+    /// Base URL.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The process (logs, kill).
+    pub fn process(&mut self) -> &mut ChildProcess {
+        &mut self.process
+    }
+
+    /// The process, read-only (logs).
+    pub fn process_ref(&self) -> &ChildProcess {
+        &self.process
     }
 }
 
@@ -679,6 +952,7 @@ impl E2eStack {
             network: devnet.network(),
             rpc_url: devnet.rpc_url().clone(),
             signing_key_path: dir.path().join("gateway-key.json"),
+            env: Vec::new(),
         };
         let gateway = GatewayProcess::start(&bins, &gateway_config, dir.path()).await?;
         let worker = WorkerProcess::start(&bins, "echo", &gateway.url(), dir.path()).await?;
@@ -837,7 +1111,7 @@ fn base_url(address: SocketAddr) -> Url {
     Url::parse(&format!("http://{address}/")).unwrap_or_else(|_| unreachable!())
 }
 
-async fn create_key(
+pub(crate) async fn create_key(
     http: &reqwest::Client,
     gateway: &Url,
     admin_key: &str,

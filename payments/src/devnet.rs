@@ -9,6 +9,10 @@
 //! - Accounts: anvil's deterministic dev account 0 deploys and mints (owner of the token);
 //!   account 1 is the [`Devnet::relayer`] for a facilitator; [`Devnet::funded_account`] makes fresh
 //!   random payers with ETH and tokens.
+//! - Fault tests: [`Devnet::set_automine`] / [`Devnet::mine_block`] / [`Devnet::mempool_size`]
+//!   leave a broadcast settlement unmined; [`Devnet::authorization_used_transactions`] and
+//!   [`Devnet::transfers`] read what the chain says happened; [`Devnet::transfer_tokens`] lets a
+//!   payer empty its wallet.
 //! - [`node_script`]: runs an interop script of `tools/interop/` (official x402 SDK) with JSON in
 //!   and out; [`node_tools_or_skip`] lets Node-dependent tests skip outside CI.
 
@@ -27,6 +31,7 @@ use alloy::{
     primitives::{Address, B256, U256, address, b256},
     providers::{DynProvider, Provider, ProviderBuilder},
     signers::local::PrivateKeySigner,
+    sol_types::SolEvent as _,
 };
 use tokio::sync::Mutex;
 use url::Url;
@@ -348,6 +353,119 @@ impl Devnet {
             .call()
             .await
             .map_err(DevnetError::contract("DevnetUsd.authorizationState"))
+    }
+
+    /// Turns anvil's automine on or off (`evm_setAutomine`). Off, sent transactions wait in the
+    /// mempool until [`Devnet::mine_block`] or automine is on again: a settlement that is
+    /// broadcast but not mined.
+    pub async fn set_automine(&self, on: bool) -> Result<(), DevnetError> {
+        self.reader
+            .raw_request::<_, ()>("evm_setAutomine".into(), (on,))
+            .await
+            .map_err(DevnetError::rpc("evm_setAutomine"))
+    }
+
+    /// Mines one block with whatever the mempool holds (`evm_mine`).
+    pub async fn mine_block(&self) -> Result<(), DevnetError> {
+        self.reader
+            .raw_request::<_, serde_json::Value>("evm_mine".into(), ())
+            .await
+            .map(drop)
+            .map_err(DevnetError::rpc("evm_mine"))
+    }
+
+    /// Transactions waiting in the mempool (`txpool_status`: pending + queued).
+    pub async fn mempool_size(&self) -> Result<u64, DevnetError> {
+        let status: serde_json::Value = self
+            .reader
+            .raw_request("txpool_status".into(), ())
+            .await
+            .map_err(DevnetError::rpc("txpool_status"))?;
+        let count = |field: &str| {
+            status[field]
+                .as_str()
+                .and_then(|hex| u64::from_str_radix(hex.trim_start_matches("0x"), 16).ok())
+                .or_else(|| status[field].as_u64())
+                .unwrap_or(0)
+        };
+        Ok(count("pending") + count("queued"))
+    }
+
+    /// Sends `amount` atomic units of the token from `from` to `to` (an ordinary ERC-20
+    /// `transfer` the holder signs), waiting until it is mined.
+    pub async fn transfer_tokens(
+        &self,
+        from: &PrivateKeySigner,
+        to: Address,
+        amount: U256,
+    ) -> Result<B256, DevnetError> {
+        const CALL: &str = "DevnetUsd.transfer";
+        let holder = ProviderBuilder::new()
+            .wallet(from.clone())
+            .connect_http(self.rpc_url().clone());
+        let receipt = DevnetUsd::new(self.token, &holder)
+            .transfer(to, amount)
+            .send()
+            .await
+            .map_err(DevnetError::contract(CALL))?
+            .get_receipt()
+            .await
+            .map_err(DevnetError::confirmation(CALL))?;
+        if !receipt.status() {
+            return Err(DevnetError::Reverted {
+                call: CALL,
+                tx_hash: receipt.transaction_hash,
+            });
+        }
+        Ok(receipt.transaction_hash)
+    }
+
+    /// Transactions whose token `AuthorizationUsed(authorizer, nonce)` log is on chain: the
+    /// settlements of one EIP-3009 authorization (at most one, unless the token is broken).
+    pub async fn authorization_used_transactions(
+        &self,
+        authorizer: Address,
+        nonce: B256,
+    ) -> Result<Vec<B256>, DevnetError> {
+        let filter = alloy::rpc::types::Filter::new()
+            .address(self.token)
+            .event_signature(DevnetUsd::AuthorizationUsed::SIGNATURE_HASH)
+            .topic1(B256::from(authorizer.into_word()))
+            .topic2(nonce)
+            .from_block(0);
+        let logs = self
+            .reader
+            .get_logs(&filter)
+            .await
+            .map_err(DevnetError::rpc("eth_getLogs"))?;
+        Ok(logs.iter().filter_map(|log| log.transaction_hash).collect())
+    }
+
+    /// Every token `Transfer(from, to, value)` on chain from `from` to `to`:
+    /// `(transaction, value)` in chain order.
+    pub async fn transfers(
+        &self,
+        from: Address,
+        to: Address,
+    ) -> Result<Vec<(B256, U256)>, DevnetError> {
+        let filter = alloy::rpc::types::Filter::new()
+            .address(self.token)
+            .event_signature(DevnetUsd::Transfer::SIGNATURE_HASH)
+            .topic1(B256::from(from.into_word()))
+            .topic2(B256::from(to.into_word()))
+            .from_block(0);
+        let logs = self
+            .reader
+            .get_logs(&filter)
+            .await
+            .map_err(DevnetError::rpc("eth_getLogs"))?;
+        Ok(logs
+            .iter()
+            .filter_map(|log| {
+                let transfer = DevnetUsd::Transfer::decode_log(&log.inner).ok()?;
+                Some((log.transaction_hash?, transfer.value))
+            })
+            .collect())
     }
 
     /// Deploys an [`Eip1271Wallet`] that accepts signatures of `owner`; returns its address.

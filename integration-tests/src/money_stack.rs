@@ -1,0 +1,709 @@
+//! The deployment the money-truth tests break on purpose: a devnet, the OFFICIAL TypeScript
+//! facilitator behind a [`FaultProxy`], one or two `hiregate serve` processes on one database,
+//! and a [`ScriptedWorker`] in the test process.
+//!
+//! | part | real or scripted |
+//! |---|---|
+//! | chain | real anvil ([`Devnet`]); automine can be turned off to leave a settlement unmined |
+//! | facilitator | real: `tools/interop/facilitator-server.mjs` (`x402Facilitator` + `registerExactEvmScheme`) |
+//! | gateway ↔ facilitator | [`FaultProxy`]: passes through unless a test scripts a lost or garbled answer; or no facilitator process at all ([`FacilitatorChoice::Embedded`]) |
+//! | gateway | the real binary as a child: killed with SIGKILL, restarted on the same database, or joined by a second instance (PostgreSQL) |
+//! | worker | a real hire worker (worker-sdk) whose output carries a marker derived from the contract id, never from the input, so a leak of the deliverable can be searched for |
+//!
+//! The worker reads its behaviour from the task input: `mode` = `ok` (answer at once), `slow`
+//! (answer after `delay_ms`), `pending` (answer `pending`, finish after `delay_ms`), `file` (a
+//! JSON file deliverable the worker hosts and serves only after `file_delay_ms`, so the
+//! gateway's verification is slow). It counts executions and file downloads per contract.
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::{Arc, Mutex, OnceLock},
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    signers::local::PrivateKeySigner,
+};
+use axum::{
+    Router,
+    extract::{Path as UrlPath, State},
+    http::{StatusCode, header},
+    response::IntoResponse,
+    routing::get,
+};
+use hiregate_payments::devnet::{Devnet, DevnetOptions};
+use hiregate_worker_sdk::{
+    GatewayKeys, Output, TaskContext, TaskOutcome, WorkerBuilder,
+    example_workers::{SUMMARIZE, summary_output_schema},
+    protocol::file_output,
+    seeker::SeekerClient,
+};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use url::Url;
+
+use crate::{
+    fault_proxy::FaultProxy,
+    harness::{
+        Binaries, CliRun, GatewayConfig, GatewayProcess, HarnessError, HarnessResult,
+        OfficialFacilitatorProcess, PRICE, RecoveryKnobs, checked_json, create_key,
+    },
+};
+
+/// States no contract leaves.
+pub const TERMINAL_STATES: [&str; 8] = [
+    "settled",
+    "settlement_failed",
+    "rejected",
+    "failed",
+    "voided",
+    "cancelled",
+    "expired",
+    "refunded",
+];
+
+/// The unique string the worker puts into the deliverable of `contract_id` (and nowhere else):
+/// finding it in an answer means the deliverable's content was shown.
+pub fn deliverable_marker(contract_id: &str) -> String {
+    let digest = Sha256::digest(format!("deliverable of {contract_id}").as_bytes());
+    format!("paid-content-{}", &hex::encode(digest)[..24])
+}
+
+/// The deliverable the worker returns for `contract_id` (valid against the summary schema).
+pub fn deliverable_content(contract_id: &str) -> Value {
+    json!({"summary": deliverable_marker(contract_id), "confidence": 0.9})
+}
+
+#[derive(Default)]
+struct WorkerBook {
+    executions: HashMap<String, u32>,
+    file_fetches: HashMap<String, u32>,
+    file_delays: HashMap<String, Duration>,
+}
+
+#[derive(Clone)]
+struct WorkerShared {
+    book: Arc<Mutex<WorkerBook>>,
+    base: Arc<OnceLock<Url>>,
+}
+
+impl WorkerShared {
+    fn book(&self) -> std::sync::MutexGuard<'_, WorkerBook> {
+        self.book
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A hire worker served from the test process (see the module doc for its modes).
+pub struct ScriptedWorker {
+    shared: WorkerShared,
+    url: Url,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for ScriptedWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedWorker")
+            .field("url", &self.url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptedWorker {
+    /// Serves the worker on a free port, trusting the contract tokens of the gateway at
+    /// `gateway` (its JWKS is fetched once and cached, so a killed instance does not matter).
+    pub async fn start(gateway: &Url) -> HarnessResult<Self> {
+        let shared = WorkerShared {
+            book: Arc::default(),
+            base: Arc::default(),
+        };
+        let handler_shared = shared.clone();
+        let worker = WorkerBuilder::new("scripted-worker", "1.0.0")
+            .task_type(SUMMARIZE)
+            .gateway_keys(GatewayKeys::remote(gateway.join(".well-known/jwks.json")?))
+            .build(move |ctx: TaskContext, input: Value| {
+                let shared = handler_shared.clone();
+                async move { perform(shared, ctx, input).await }
+            })
+            .map_err(|error| HarnessError::Stop {
+                name: "scripted-worker".to_owned(),
+                reason: format!("cannot build: {error}"),
+            })?;
+        let router = worker.router().merge(
+            Router::new()
+                .route("/files/{name}", get(serve_file))
+                .with_state(shared.clone()),
+        );
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|source| HarnessError::File {
+                path: "127.0.0.1:0".into(),
+                source,
+            })?;
+        let address = listener.local_addr().map_err(|source| HarnessError::File {
+            path: "127.0.0.1:0".into(),
+            source,
+        })?;
+        let url = Url::parse(&format!("http://{address}/"))?;
+        let _ = shared.base.set(url.clone());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Ok(Self {
+            shared,
+            url,
+            server,
+        })
+    }
+
+    /// Base URL.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// How many times the task handler ran for `contract_id` (all attempts).
+    pub fn executions(&self, contract_id: &str) -> u32 {
+        self.shared
+            .book()
+            .executions
+            .get(contract_id)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// How many times the file deliverable of `contract_id` was requested.
+    pub fn file_fetches(&self, contract_id: &str) -> u32 {
+        self.shared
+            .book()
+            .file_fetches
+            .get(contract_id)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// From now on the file of `contract_id` is served after `delay` (e.g. zero, once the
+    /// crash the slow download was for has happened).
+    pub fn set_file_delay(&self, contract_id: &str, delay: Duration) {
+        self.shared
+            .book()
+            .file_delays
+            .insert(contract_id.to_owned(), delay);
+    }
+}
+
+impl Drop for ScriptedWorker {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn perform(shared: WorkerShared, ctx: TaskContext, input: Value) -> TaskOutcome {
+    let contract_id = ctx.contract_id().to_string();
+    *shared
+        .book()
+        .executions
+        .entry(contract_id.clone())
+        .or_default() += 1;
+    let delay = Duration::from_millis(input["delay_ms"].as_u64().unwrap_or(0));
+    let content = deliverable_content(&contract_id);
+    match input["mode"].as_str().unwrap_or("ok") {
+        "slow" => {
+            tokio::time::sleep(delay).await;
+            TaskOutcome::json(content)
+        }
+        "pending" => TaskOutcome::pending(None, async move {
+            tokio::time::sleep(delay).await;
+            TaskOutcome::json(content)
+        }),
+        "file" => {
+            let file_delay = Duration::from_millis(input["file_delay_ms"].as_u64().unwrap_or(0));
+            shared
+                .book()
+                .file_delays
+                .entry(contract_id.clone())
+                .or_insert(file_delay);
+            let bytes = content.to_string().into_bytes();
+            let Some(base) = shared.base.get() else {
+                return TaskOutcome::failed("NOT_READY", "worker URL unknown");
+            };
+            match base.join(&format!("files/{contract_id}.json")) {
+                Ok(url) => {
+                    TaskOutcome::output(Output::File(file_output(url, "application/json", &bytes)))
+                }
+                Err(error) => TaskOutcome::failed("BAD_URL", error.to_string()),
+            }
+        }
+        _ => TaskOutcome::json(content),
+    }
+}
+
+async fn serve_file(
+    State(shared): State<WorkerShared>,
+    UrlPath(name): UrlPath<String>,
+) -> impl IntoResponse {
+    let Some(contract_id) = name.strip_suffix(".json").map(str::to_owned) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let delay = {
+        let mut book = shared.book();
+        *book.file_fetches.entry(contract_id.clone()).or_default() += 1;
+        book.file_delays.get(&contract_id).copied()
+    };
+    let Some(delay) = delay else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    tokio::time::sleep(delay).await;
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        deliverable_content(&contract_id).to_string(),
+    )
+        .into_response()
+}
+
+/// Where the gateways keep their data.
+#[derive(Debug, Clone)]
+pub enum Database {
+    /// A fresh SQLite file in the stack's directory.
+    Sqlite,
+    /// A database URL the caller created (and drops), e.g. a fresh PostgreSQL database.
+    Url(String),
+}
+
+/// Which facilitator the gateways settle through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FacilitatorChoice {
+    /// The official TypeScript facilitator, over HTTP, behind the [`FaultProxy`].
+    OfficialBehindProxy,
+    /// The gateway's bundled facilitator in-process (`facilitator.mode = "embedded"`), with the
+    /// devnet's relayer key: the gateway broadcasts settlements itself. The official
+    /// facilitator and the proxy still run, unused.
+    Embedded,
+}
+
+/// How to start a [`MoneyStack`].
+#[derive(Debug, Clone)]
+pub struct MoneyStackOptions {
+    /// The database.
+    pub database: Database,
+    /// The facilitator.
+    pub facilitator: FacilitatorChoice,
+    /// Recovery timing of the gateway processes.
+    pub knobs: RecoveryKnobs,
+    /// Task SLA (`sla.max_latency_ms`) of the contracts [`MoneyStack::proposal`] makes.
+    pub max_latency_ms: u64,
+}
+
+impl Default for MoneyStackOptions {
+    fn default() -> Self {
+        Self {
+            database: Database::Sqlite,
+            facilitator: FacilitatorChoice::OfficialBehindProxy,
+            knobs: RecoveryKnobs::FAST,
+            max_latency_ms: 15_000,
+        }
+    }
+}
+
+/// Everything one money-truth test runs against. Fields drop in order: gateways, worker,
+/// proxy, facilitator, anvil, temp dir.
+#[derive(Debug)]
+pub struct MoneyStack {
+    /// The gateway (the first instance).
+    pub gateway: GatewayProcess,
+    /// A second instance on the same database, once [`MoneyStack::start_second_instance`] ran.
+    pub second: Option<GatewayProcess>,
+    /// The worker.
+    pub worker: ScriptedWorker,
+    /// The fault proxy the gateways use as their facilitator.
+    pub proxy: FaultProxy,
+    /// The official facilitator behind the proxy.
+    pub facilitator: OfficialFacilitatorProcess,
+    /// The chain.
+    pub devnet: Devnet,
+    /// The seeker's API key.
+    pub seeker_key: String,
+    /// The worker's listing id.
+    pub worker_id: String,
+    /// The worker's payout address.
+    pub pay_to: Address,
+    /// What the stack was started with.
+    pub options: MoneyStackOptions,
+    config: GatewayConfig,
+    bins: Binaries,
+    http: reqwest::Client,
+    dir: tempfile::TempDir,
+}
+
+impl MoneyStack {
+    /// Starts chain, official facilitator, proxy, gateway and worker; lists the worker.
+    pub async fn start(bins: Binaries, options: MoneyStackOptions) -> HarnessResult<Self> {
+        let dir = tempfile::tempdir().map_err(|source| HarnessError::File {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+        let devnet = Devnet::start_with(DevnetOptions::default()).await?;
+        let facilitator = OfficialFacilitatorProcess::start(&devnet, dir.path()).await?;
+        let proxy = FaultProxy::start(facilitator.url().clone())
+            .await
+            .map_err(|source| HarnessError::File {
+                path: "fault proxy".into(),
+                source,
+            })?;
+        let admin_key = format!("hg_admin_{}", uuid::Uuid::new_v4().simple());
+        let database_url = match &options.database {
+            Database::Sqlite => {
+                format!("sqlite://{}", dir.path().join("hiregate.db").display())
+            }
+            Database::Url(url) => url.clone(),
+        };
+        let mut config = GatewayConfig {
+            database_url,
+            admin_key: admin_key.clone(),
+            facilitator_url: proxy.url(),
+            network: devnet.network(),
+            rpc_url: devnet.rpc_url().clone(),
+            signing_key_path: dir.path().join("gateway-key.json"),
+            env: options.knobs.env(),
+        };
+        if options.facilitator == FacilitatorChoice::Embedded {
+            config.env.extend([
+                (
+                    "HIREGATE_FACILITATOR__MODE".to_owned(),
+                    "embedded".to_owned(),
+                ),
+                (
+                    "HIREGATE_CHAINS__DEVNET__RELAYER_PRIVATE_KEY".to_owned(),
+                    devnet.relayer().to_bytes().to_string(),
+                ),
+            ]);
+        }
+        let gateway = GatewayProcess::start(&bins, &config, dir.path()).await?;
+        let worker = ScriptedWorker::start(&gateway.url()).await?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(90))
+            .build()?;
+        let gateway_url = gateway.url();
+        let operator_key = create_key(&http, &gateway_url, &admin_key, "operator").await?;
+        let seeker_key = create_key(&http, &gateway_url, &admin_key, "seeker").await?;
+        let pay_to = PrivateKeySigner::random().address();
+        let listing = checked_json(
+            "POST /v1/workers",
+            http.post(gateway_url.join("v1/workers")?)
+                .bearer_auth(&operator_key)
+                .json(&json!({
+                    "endpoint": worker.url().as_str(),
+                    "protocol": "hire",
+                    "pay_to": pay_to.to_checksum(None),
+                    "network": devnet.network(),
+                    "asset": devnet.token().to_checksum(None),
+                    "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
+                    "max_parallel": 8
+                }))
+                .send()
+                .await?,
+        )
+        .await?;
+        let worker_id = listing["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| api_error("POST /v1/workers", &listing))?;
+        Ok(Self {
+            gateway,
+            second: None,
+            worker,
+            proxy,
+            facilitator,
+            devnet,
+            seeker_key,
+            worker_id,
+            pay_to,
+            options,
+            config,
+            bins,
+            http,
+            dir,
+        })
+    }
+
+    /// The directory of config, logs and the SQLite file.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The harness's HTTP client (90 s time limit).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The URL of the instance that is up: the second one once started, else the first.
+    pub fn gateway_url(&self) -> Url {
+        self.second
+            .as_ref()
+            .map_or_else(|| self.gateway.url(), GatewayProcess::url)
+    }
+
+    /// `kill -9` the first gateway.
+    pub fn kill_gateway(&mut self) {
+        self.gateway.kill9();
+    }
+
+    /// Starts the first gateway again on the same database, key and port.
+    pub async fn restart_gateway(&mut self) -> HarnessResult<()> {
+        self.gateway
+            .restart_after_kill(&self.bins, self.dir.path())
+            .await
+    }
+
+    /// Starts a second gateway instance on the same database (and key), on its own port.
+    pub async fn start_second_instance(&mut self) -> HarnessResult<()> {
+        let second =
+            GatewayProcess::start_named(&self.bins, &self.config, self.dir.path(), "gateway-2")
+                .await?;
+        self.second = Some(second);
+        Ok(())
+    }
+
+    /// A wallet with gas and `tokens` atomic units.
+    pub async fn funded_seeker(&self, tokens: u64) -> HarnessResult<PrivateKeySigner> {
+        Ok(self.devnet.funded_account(U256::from(tokens)).await?)
+    }
+
+    /// A typed seeker client for `wallet` against the instance that is up.
+    pub fn seeker(&self, wallet: PrivateKeySigner) -> SeekerClient {
+        SeekerClient::new(
+            self.gateway_url(),
+            self.seeker_key.clone(),
+            Arc::new(wallet),
+        )
+        .with_http_client(self.http.clone())
+    }
+
+    /// A `summarize` proposal for the scripted worker: `input` names the worker's mode; schema
+    /// check, one attempt, settlement right after verification.
+    pub fn proposal(&self, input: &Value) -> Value {
+        json!({
+            "worker_id": self.worker_id,
+            "task_type": SUMMARIZE,
+            "input": input,
+            "verification": {"policy_id": "vp.schema_only.v1", "policy_params": {}},
+            "sla": {"max_latency_ms": self.options.max_latency_ms},
+            "retry_policy": {"max_attempts": 1},
+            "acceptance_window_s": 0
+        })
+    }
+
+    /// `POST /v1/contracts` as the seeker; returns the contract id.
+    pub async fn propose(&self, input: &Value) -> HarnessResult<String> {
+        let created = checked_json(
+            "POST /v1/contracts",
+            self.http
+                .post(self.gateway_url().join("v1/contracts")?)
+                .bearer_auth(&self.seeker_key)
+                .json(&self.proposal(input))
+                .send()
+                .await?,
+        )
+        .await?;
+        created["contract_id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| api_error("POST /v1/contracts", &created))
+    }
+
+    /// `GET /v1/contracts/{id}` as the seeker, on the instance that is up.
+    pub async fn contract(&self, contract_id: &str) -> HarnessResult<Value> {
+        checked_json(
+            "GET /v1/contracts/{id}",
+            self.http
+                .get(
+                    self.gateway_url()
+                        .join(&format!("v1/contracts/{contract_id}"))?,
+                )
+                .bearer_auth(&self.seeker_key)
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await?,
+        )
+        .await
+    }
+
+    /// `GET /v1/contracts/{id}/events.jsonl` as the seeker: the raw export.
+    pub async fn events_export(&self, contract_id: &str) -> HarnessResult<String> {
+        let response = self
+            .http
+            .get(
+                self.gateway_url()
+                    .join(&format!("v1/contracts/{contract_id}/events.jsonl"))?,
+            )
+            .bearer_auth(&self.seeker_key)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        let text = response.text().await?;
+        if status != 200 {
+            return Err(HarnessError::Api {
+                what: "GET /v1/contracts/{id}/events.jsonl".to_owned(),
+                status,
+                body: text,
+            });
+        }
+        Ok(text)
+    }
+
+    /// What the SSE feed `GET /v1/contracts/{id}/events` sends within `listen` (the stream
+    /// stays open; everything received until then is returned).
+    pub async fn sse_transcript(
+        &self,
+        contract_id: &str,
+        listen: Duration,
+    ) -> HarnessResult<String> {
+        let mut response = self
+            .http
+            .get(
+                self.gateway_url()
+                    .join(&format!("v1/contracts/{contract_id}/events"))?,
+            )
+            .bearer_auth(&self.seeker_key)
+            .header(header::ACCEPT, "text/event-stream")
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            let body = response.text().await.unwrap_or_default();
+            return Err(HarnessError::Api {
+                what: "GET /v1/contracts/{id}/events".to_owned(),
+                status,
+                body,
+            });
+        }
+        let mut transcript = Vec::new();
+        let deadline = tokio::time::Instant::now() + listen;
+        while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, response.chunk()).await {
+            transcript.extend_from_slice(&chunk);
+        }
+        Ok(String::from_utf8_lossy(&transcript).into_owned())
+    }
+
+    /// Polls the contract until `done` holds for its JSON, or fails after `within` with the last
+    /// record and the logs. Unanswered polls (a gateway being restarted) are retried.
+    pub async fn wait_for(
+        &self,
+        contract_id: &str,
+        within: Duration,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Result<Value, String> {
+        let deadline = Instant::now() + within;
+        let mut last = Value::Null;
+        loop {
+            if let Ok(record) = self.contract(contract_id).await {
+                if done(&record) {
+                    return Ok(record);
+                }
+                last = record;
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "contract {contract_id} did not reach {what} within {within:?}; last seen \
+                     state {}:\n{last:#}\n{}",
+                    last["state"],
+                    self.logs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// [`MoneyStack::wait_for`] a terminal state.
+    pub async fn wait_for_terminal(
+        &self,
+        contract_id: &str,
+        within: Duration,
+    ) -> Result<Value, String> {
+        self.wait_for(contract_id, within, "a terminal state", |record| {
+            record["state"]
+                .as_str()
+                .is_some_and(|state| TERMINAL_STATES.contains(&state))
+        })
+        .await
+    }
+
+    /// [`MoneyStack::wait_for`] one of `states`.
+    pub async fn wait_for_state(
+        &self,
+        contract_id: &str,
+        states: &[&str],
+        within: Duration,
+    ) -> Result<Value, String> {
+        self.wait_for(contract_id, within, &format!("{states:?}"), |record| {
+            record["state"]
+                .as_str()
+                .is_some_and(|state| states.contains(&state))
+        })
+        .await
+    }
+
+    /// What the chain shows for one authorization: the transactions of its `AuthorizationUsed`
+    /// logs and of the token transfers from `payer` to the worker's payout address.
+    pub async fn chain_record(&self, payer: Address, nonce: B256) -> HarnessResult<ChainRecord> {
+        Ok(ChainRecord {
+            authorization_used: self
+                .devnet
+                .authorization_used_transactions(payer, nonce)
+                .await?,
+            transfers: self.devnet.transfers(payer, self.pay_to).await?,
+            payer_balance: self.devnet.balance_of(payer).await?,
+            payee_balance: self.devnet.balance_of(self.pay_to).await?,
+        })
+    }
+
+    /// `hiregate reconcile --json` over the whole chain with the gateway's configuration.
+    /// `None` when this gateway build has no `reconcile` command.
+    pub async fn reconcile(&self) -> HarnessResult<Option<CliRun>> {
+        let run = self
+            .gateway
+            .run_cli(
+                &self.bins,
+                &["reconcile", "--json"],
+                Duration::from_secs(60),
+            )
+            .await?;
+        let unknown = run.code == Some(2) && run.stderr.contains("unrecognized subcommand");
+        Ok((!unknown).then_some(run))
+    }
+
+    /// Log tails of every process, for assertion messages.
+    pub fn logs(&self) -> String {
+        let mut logs = vec![self.gateway.process_ref().log_tail()];
+        if let Some(second) = &self.second {
+            logs.push(second.process_ref().log_tail());
+        }
+        logs.push(self.facilitator.process_ref().log_tail());
+        logs.join("\n")
+    }
+}
+
+/// The chain's side of one payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainRecord {
+    /// Transactions with the authorization's `AuthorizationUsed` log.
+    pub authorization_used: Vec<B256>,
+    /// `(transaction, value)` of every transfer payer → payout address.
+    pub transfers: Vec<(B256, U256)>,
+    /// The payer's token balance now.
+    pub payer_balance: U256,
+    /// The payout address's token balance now.
+    pub payee_balance: U256,
+}
+
+fn api_error(what: &str, body: &Value) -> HarnessError {
+    HarnessError::Api {
+        what: what.to_owned(),
+        status: 200,
+        body: body.to_string(),
+    }
+}
