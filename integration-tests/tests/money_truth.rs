@@ -34,8 +34,12 @@ use futures::FutureExt as _;
 use hiregate_integration_tests::{
     fault_proxy::{Answer, Fault},
     harness::{Binaries, PRICE},
-    money_stack::{Database, FacilitatorChoice, MoneyStack, MoneyStackOptions, deliverable_marker},
+    money_stack::{
+        Database, FacilitatorChoice, MoneyStack, MoneyStackOptions, deliverable_content,
+        deliverable_marker,
+    },
 };
+use sha2::{Digest as _, Sha256};
 use hiregate_payments::{PaymentPayload, devnet::node_tools_or_skip, sign_exact_payment};
 use hiregate_worker_sdk::seeker::{ExecuteOutcome, SeekerClient, SeekerError};
 use serde_json::{Value, json};
@@ -164,9 +168,18 @@ async fn assert_settled_by_the_chain(
         "the settled record names the chain's transaction: {record:#}"
     );
     assert_eq!(chain.payer_balance, U256::from(SEEKER_FUNDS) - price());
+    // Inline output shows the marker itself; a file output shows its URL and the digest of the
+    // bytes the gateway fetched, which are the marker's document.
     let marker = deliverable_marker(contract_id);
+    let file_digest = format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(
+            deliverable_content(contract_id).to_string().as_bytes()
+        ))
+    );
+    let shown = record["deliverable"]["content"].to_string();
     assert!(
-        record.to_string().contains(&marker),
+        shown.contains(&marker) || shown.contains(&file_digest),
         "a settled contract shows its deliverable: {record:#}"
     );
     assert_eq!(
