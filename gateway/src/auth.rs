@@ -298,6 +298,59 @@ pub async fn issue_api_key(
     Ok(IssuedKey { key, record })
 }
 
+/// API keys recently found valid, so that a hot route does not query the store on every
+/// call. An entry lives `ttl` (`http.api_key_cache_ttl_ms`): a key revoked elsewhere (another
+/// instance, the CLI) keeps working here at most that long; [`ApiKeyCache::forget`] drops it
+/// at once on this instance. Unknown keys are never cached, so guessing cannot fill it.
+#[derive(Debug, Clone)]
+pub struct ApiKeyCache {
+    ttl: std::time::Duration,
+    entries:
+        std::sync::Arc<quick_cache::sync::Cache<ApiKeyHash, (ApiKeyRecord, std::time::Instant)>>,
+}
+
+/// Keys remembered at most; the least recently used go first.
+const API_KEY_CACHE_CAPACITY: usize = 10_000;
+
+impl ApiKeyCache {
+    /// A cache whose entries live `ttl` (zero: nothing is cached).
+    pub fn new(ttl: std::time::Duration) -> Self {
+        Self {
+            ttl,
+            entries: std::sync::Arc::new(quick_cache::sync::Cache::new(API_KEY_CACHE_CAPACITY)),
+        }
+    }
+
+    /// The record of `hash`, from memory when fresh, else from `store` (and remembered).
+    pub async fn find(
+        &self,
+        store: &Store,
+        hash: &ApiKeyHash,
+    ) -> Result<Option<ApiKeyRecord>, StoreError> {
+        if let Some((record, seen)) = self.entries.get(hash)
+            && seen.elapsed() < self.ttl
+        {
+            return Ok(Some(record));
+        }
+        let record = store.find_api_key(hash).await?;
+        match &record {
+            Some(record) if !self.ttl.is_zero() => {
+                self.entries
+                    .insert(hash.clone(), (record.clone(), std::time::Instant::now()));
+            }
+            _ => {
+                self.entries.remove(hash);
+            }
+        }
+        Ok(record)
+    }
+
+    /// Forget `hash` (its key was revoked).
+    pub fn forget(&self, hash: &ApiKeyHash) {
+        self.entries.remove(hash);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

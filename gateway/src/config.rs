@@ -141,12 +141,19 @@ pub struct HttpSettings {
     pub body_limit_bytes: usize,
     /// CORS origins; `["*"]` for any.
     pub cors_allowed_origins: Vec<String>,
+    /// How long a key found valid is trusted without asking the store again, ms.
+    pub api_key_cache_ttl_ms: u64,
 }
 
 impl HttpSettings {
     /// Per-request time limit.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_s)
+    }
+
+    /// How long a key found valid is trusted without asking the store again.
+    pub fn api_key_cache_ttl(&self) -> Duration {
+        Duration::from_millis(self.api_key_cache_ttl_ms)
     }
 }
 

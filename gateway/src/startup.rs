@@ -19,7 +19,7 @@ use hiregate_payments::Facilitator;
 use crate::{
     adapters::ProtocolAdapters,
     assets::AssetDirectory,
-    auth::ApiKeyHash,
+    auth::{ApiKeyCache, ApiKeyHash},
     config::{FacilitatorMode, Settings},
     facilitator::{
         FacilitatorReadiness, FacilitatorSetupError, MeteredFacilitator, build_facilitator,
@@ -177,8 +177,10 @@ impl App {
             assets,
             base_url: base_url.clone(),
         });
+        let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl());
         let state = AppState {
             config,
+            api_keys,
             store,
             outbound,
             registry,
@@ -245,6 +247,12 @@ impl App {
             state.store.subscribe_events(),
             app_token.clone(),
         ));
+        tasks.spawn(
+            state
+                .hire
+                .offer_cache()
+                .follow(state.store.subscribe_events(), app_token.clone()),
+        );
         tasks.spawn(run_health_checks(
             state.registry.clone(),
             state.config.health.interval(),

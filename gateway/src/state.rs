@@ -6,8 +6,14 @@ use std::{fmt, sync::Arc};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    auth::ApiKeyHash, config::Config, hire::HireService, metrics::Metrics,
-    outbound::OutboundClient, readiness::ReadinessCheck, registry::WorkerRegistry, store::Store,
+    auth::{ApiKeyCache, ApiKeyHash},
+    config::Config,
+    hire::HireService,
+    metrics::Metrics,
+    outbound::OutboundClient,
+    readiness::ReadinessCheck,
+    registry::WorkerRegistry,
+    store::Store,
 };
 
 /// Shared state of the HTTP API and the background loops.
@@ -15,6 +21,8 @@ use crate::{
 pub struct AppState {
     /// Validated settings.
     pub config: Config,
+    /// API keys recently found valid (see [`ApiKeyCache`]).
+    pub api_keys: ApiKeyCache,
     /// All persistence.
     pub store: Store,
     /// The SSRF-filtering client for every outbound call.

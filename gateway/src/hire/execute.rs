@@ -39,7 +39,7 @@ use hiregate_contracts::{
 use hiregate_payments::SettleResponse;
 use serde_json::{Value, json};
 
-use super::{HireService, offer::StoredOffer, reply::Reply};
+use super::{HireService, offer::StoredOffer, offered::Cached, reply::Reply};
 use crate::{
     adapters::secrets::SeekerSecrets,
     error::ApiError,
@@ -93,6 +93,7 @@ pub(super) enum Step {
 /// What every step of one execute needs.
 pub(super) struct Ctx {
     pub(super) contract_id: String,
+    pub(super) seeker_id: String,
     pub(super) worker_id: WorkerId,
     pub(super) terms: ContractTerms,
     pub(super) offer: StoredOffer,
@@ -119,6 +120,7 @@ impl Ctx {
             .ok_or_else(|| internal("stored contract has no usable payment offer"))?;
         Ok(Self {
             contract_id: contract.contract_id.clone(),
+            seeker_id: contract.seeker_id.clone(),
             worker_id: WorkerId::from_str(&contract.worker_id)
                 .map_err(|e| internal(format!("stored worker id: {e}")))?,
             terms,
@@ -151,6 +153,17 @@ pub(super) fn internal(message: impl Into<String>) -> Reply {
 impl HireService {
     /// Run an execute call to its answer.
     pub async fn execute(&self, request: ExecuteRequest) -> Reply {
+        // The unpaid call of an offered contract is answered from memory (see `offered`);
+        // nothing it does can be cut short, so it needs no task of its own.
+        if request.payment_signature.is_none()
+            && let Cached::Answer(reply) = self.inner.offers.answer(
+                &request.contract_id,
+                request.seeker.as_str(),
+                &request.body,
+            )
+        {
+            return reply;
+        }
         let service = self.clone();
         match tokio::spawn(async move { service.execute_detached(request).await }).await {
             Ok(reply) => reply,
@@ -220,6 +233,10 @@ impl HireService {
                 .ok_or_else(not_found)?;
             let state = ContractState::from_str(&contract.state)
                 .map_err(|e| internal(format!("stored state: {e}")))?;
+            if state != ContractState::Offered {
+                // Moved on, perhaps on another instance: its 402 must not be served from here.
+                self.inner.offers.forget(&ctx.contract_id);
+            }
             let step = match state {
                 ContractState::Offered => self.offered(ctx, payment_signature).await?,
                 ContractState::Paid => self.forward(ctx).await?,
@@ -461,7 +478,7 @@ impl HireService {
 }
 
 /// An execute body must be empty or the contract's input (in any JSON spelling).
-fn check_body(terms: &ContractTerms, body: &Bytes) -> Result<(), Reply> {
+pub(super) fn check_body(terms: &ContractTerms, body: &Bytes) -> Result<(), Reply> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }

@@ -10,6 +10,7 @@
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
 //! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain |
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
+//! | [`offered`] | the unpaid execute's hot path: offered contracts' 402s served from memory |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
 //! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifier workers' `/verify` votes, fail-closed |
 //! | [`relay`] | worker progress events (Superwire SSE) appended to the contract's event log |
@@ -40,6 +41,7 @@ mod forward;
 mod judge;
 pub mod locks;
 pub mod offer;
+pub mod offered;
 mod payment;
 pub mod pending;
 pub mod receipts;
@@ -76,6 +78,7 @@ use url::Url;
 use self::{
     locks::ContractLocks,
     offer::{AuthorizationWindow, StoredOffer},
+    offered::OfferCache,
 };
 use crate::{
     adapters::ProtocolAdapters,
@@ -134,6 +137,7 @@ struct Inner {
     assets: AssetDirectory,
     verifier: Verifier,
     locks: ContractLocks,
+    offers: OfferCache,
     base_url: Url,
 }
 
@@ -199,9 +203,16 @@ impl HireService {
                 assets: parts.assets,
                 verifier: Verifier::default(),
                 locks: ContractLocks::default(),
+                offers: OfferCache::default(),
                 base_url: parts.base_url,
             }),
         }
+    }
+
+    /// The 402s of offered contracts this instance serves from memory; its
+    /// [`OfferCache::follow`] loop runs with the app's background tasks.
+    pub fn offer_cache(&self) -> OfferCache {
+        self.inner.offers.clone()
     }
 
     /// The public keys that verify contract tokens (and, later, receipts).

@@ -42,13 +42,19 @@ impl HireService {
             return Ok(Step::Again);
         }
         let Some(header) = payment_signature else {
-            return Ok(Step::Done(Reply::payment_required(
+            let challenge = Reply::payment_required(
                 &ctx.offer,
                 "payment_required",
                 "this contract must be paid: send PAYMENT-SIGNATURE as PAYMENT-REQUIRED describes",
                 None,
                 json!({"contract_id": ctx.contract_id}),
-            )));
+            );
+            // Under the contract's lock and seen `offered`: a payment on this instance can only
+            // commit after this, and its event then forgets the entry.
+            self.inner
+                .offers
+                .remember(&ctx.contract_id, &ctx.seeker_id, &ctx.terms, &challenge);
+            return Ok(Step::Done(challenge));
         };
         self.accept_payment(ctx, header).await
     }
@@ -245,6 +251,8 @@ impl HireService {
         );
         match inner.store.pay_contract(&payment, &event).await? {
             PayOutcome::Paid { .. } => {
+                // At once, not only through the event listener: this instance knows it is paid.
+                inner.offers.forget(&ctx.contract_id);
                 tracing::info!(contract_id = %ctx.contract_id, payment_id = %payment.payment_id, payer = %payment.payer, "contract paid");
                 Ok(Step::Again)
             }

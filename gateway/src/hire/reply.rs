@@ -4,6 +4,7 @@
 
 use axum::{
     Json,
+    body::Bytes,
     http::{HeaderName, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
@@ -40,6 +41,36 @@ struct Parts {
     headers: Vec<(HeaderName, HeaderValue)>,
     /// Set when the reply is a plain API error (rendered by [`ApiError`] itself).
     api_error: Option<ApiError>,
+    /// The body already serialized (a [`PreparedReply`]); `body` is then unused.
+    serialized: Option<Bytes>,
+}
+
+/// A JSON reply serialized once and answered many times (the 402 of an offered contract):
+/// answering it clones reference-counted bytes, it builds nothing.
+#[derive(Debug)]
+pub struct PreparedReply {
+    status: StatusCode,
+    body: Bytes,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl PreparedReply {
+    /// `reply` frozen; `None` for plain API errors, which render themselves.
+    pub fn of(reply: &Reply) -> Option<Self> {
+        let parts = &reply.0;
+        if parts.api_error.is_some() {
+            return None;
+        }
+        let body = match &parts.serialized {
+            Some(body) => body.clone(),
+            None => Bytes::from(serde_json::to_vec(&parts.body).ok()?),
+        };
+        Some(Self {
+            status: parts.status,
+            body,
+            headers: parts.headers.clone(),
+        })
+    }
 }
 
 impl From<ApiError> for Reply {
@@ -49,6 +80,7 @@ impl From<ApiError> for Reply {
             body: Value::Null,
             headers: Vec::new(),
             api_error: Some(error),
+            serialized: None,
         }))
     }
 }
@@ -61,6 +93,18 @@ impl Reply {
             body,
             headers: Vec::new(),
             api_error: None,
+            serialized: None,
+        }))
+    }
+
+    /// A reply answering with `prepared`'s status, headers and bytes.
+    pub fn prepared(prepared: &PreparedReply) -> Self {
+        Self(Box::new(Parts {
+            status: prepared.status,
+            body: Value::Null,
+            headers: prepared.headers.clone(),
+            api_error: None,
+            serialized: Some(prepared.body.clone()),
         }))
     }
 
@@ -90,7 +134,7 @@ impl Reply {
         self.0.status
     }
 
-    /// The body (`null` for plain API errors).
+    /// The body (`null` for plain API errors and prepared replies).
     pub fn body(&self) -> &Value {
         &self.0.body
     }
@@ -164,9 +208,18 @@ impl Reply {
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
         let parts = *self.0;
-        let mut response = match parts.api_error {
-            Some(error) => error.into_response(),
-            None => (parts.status, Json(parts.body)).into_response(),
+        let mut response = match (parts.api_error, parts.serialized) {
+            (Some(error), _) => error.into_response(),
+            (None, Some(body)) => (
+                parts.status,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                body,
+            )
+                .into_response(),
+            (None, None) => (parts.status, Json(parts.body)).into_response(),
         };
         let headers = response.headers_mut();
         for (name, value) in parts.headers {

@@ -90,8 +90,8 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
     }
     let key = ApiKey::parse(token).map_err(|_| ApiError::InvalidCredentials)?;
     let record = state
-        .store
-        .find_api_key(&key.hash())
+        .api_keys
+        .find(&state.store, &key.hash())
         .await?
         .ok_or(ApiError::InvalidCredentials)?;
     Ok(Caller::Key(record))

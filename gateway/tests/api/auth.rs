@@ -178,3 +178,59 @@ async fn operators_see_only_their_own_workers() {
     assert_eq!(view["max_parallel"], 2);
     assert!(view["retired_at"].is_null());
 }
+
+async fn status(app: &crate::helpers::TestApp, key: &str) -> u16 {
+    app.get("/v1/webhooks/secret", Some(key))
+        .await
+        .status()
+        .as_u16()
+}
+
+/// Revokes `key`'s record straight in the store (no API revokes keys yet).
+async fn revoke_in_store(app: &crate::helpers::TestApp, key: &str) {
+    let parsed = hiregate_gateway::auth::ApiKey::parse(key).unwrap();
+    let record = app
+        .store
+        .find_api_key(&parsed.hash())
+        .await
+        .unwrap()
+        .expect("stored");
+    assert!(
+        app.store
+            .revoke_api_key(&record.id, &record.principal_id, chrono::Utc::now())
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_trusted_at_most_the_cache_ttl() {
+    let app = crate::helpers::spawn_app_with("[http]\napi_key_cache_ttl_ms = 400").await;
+    let (seeker, _) = app.create_key("seeker").await;
+    assert_eq!(status(&app, &seeker).await, 200);
+    revoke_in_store(&app, &seeker).await;
+    // Still trusted from memory inside the TTL: the documented bound, not a leak.
+    assert_eq!(status(&app, &seeker).await, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(status(&app, &seeker).await, 401);
+    assert_eq!(
+        status(&app, &seeker).await,
+        401,
+        "unknown keys are not cached"
+    );
+}
+
+#[tokio::test]
+async fn a_zero_ttl_asks_the_store_every_time() {
+    let app = crate::helpers::spawn_app_with("[http]\napi_key_cache_ttl_ms = 0").await;
+    let (seeker, _) = app.create_key("seeker").await;
+    assert_eq!(
+        app.get("/v1/webhooks/secret", Some(&seeker)).await.status(),
+        200
+    );
+    revoke_in_store(&app, &seeker).await;
+    assert_eq!(
+        app.get("/v1/webhooks/secret", Some(&seeker)).await.status(),
+        401
+    );
+}

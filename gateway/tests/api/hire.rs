@@ -1169,3 +1169,104 @@ async fn the_sweep_settles_when_the_acceptance_window_ends() {
         1
     );
 }
+
+#[tokio::test]
+async fn an_instance_never_serves_a_402_for_a_contract_it_saw_paid() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let input = HireEnv::input("cached offer");
+    let contract_id = env.contract(input.clone(), json!({})).await;
+    let first = env.execute(&contract_id, None, Some(&input)).await;
+    let again = env.execute(&contract_id, None, Some(&input)).await;
+    assert_eq!((first.status, again.status), (402, 402));
+    assert_eq!(
+        first.header("payment-required"),
+        again.header("payment-required"),
+        "the same challenge, served from memory the second time"
+    );
+    assert_eq!(first.body, again.body);
+    // A body that is not the contract's input is still refused on the fast path.
+    let other = env
+        .execute(&contract_id, None, Some(&HireEnv::input("other")))
+        .await;
+    assert_eq!(other.status, 409, "{:?}", other.body);
+    // Another seeker does not learn the contract exists.
+    let (stranger, _) = env.app.create_key("seeker").await;
+    let hidden = env.execute_as(&stranger, &contract_id, None, None).await;
+    assert_eq!(hidden.status, 404, "{:?}", hidden.body);
+
+    let paid = env
+        .execute(
+            &contract_id,
+            Some(&env.pay(&first.payment_required()).await),
+            None,
+        )
+        .await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+    let after = env.execute(&contract_id, None, None).await;
+    assert_eq!(after.status, 200, "{:?}", after.body);
+    assert_eq!(
+        after.payment_response().transaction,
+        paid.payment_response().transaction
+    );
+}
+
+#[tokio::test]
+async fn a_stale_402_on_another_instance_is_harmless() {
+    let key_dir = tempfile::tempdir().unwrap();
+    let shared_key = format!(
+        "[signing_key]\npath = \"{}\"",
+        key_dir.path().join("gateway-key.json").display()
+    );
+    let database = TestDatabase::sqlite();
+    let url = database.url();
+    let env = hire_env(database, WorkerKind::Echo, 4, &shared_key).await;
+    let second = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(url),
+        &crate::hire_env::chain_settings(&env.devnet, &shared_key),
+    )
+    .await;
+    let contract_id = env.contract(HireEnv::input("two caches"), json!({})).await;
+    let execute_on_second = |payment: Option<String>| {
+        let mut request = env
+            .app
+            .client
+            .post(format!(
+                "{}/v1/contracts/{contract_id}/execute",
+                second.address
+            ))
+            .bearer_auth(&env.seeker_key);
+        if let Some(payment) = payment {
+            request = request.header("PAYMENT-SIGNATURE", payment);
+        }
+        async move { crate::hire_env::answer(request.send().await.unwrap()).await }
+    };
+    // The second instance caches the 402; the first takes the payment.
+    let stale = execute_on_second(None).await;
+    assert_eq!(stale.status, 402);
+    let before = env.balances().await;
+    let paid = env
+        .execute(
+            &contract_id,
+            Some(&env.pay(&env.challenge(&contract_id).await).await),
+            None,
+        )
+        .await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+    // Across instances the second may still show the old 402; a payment signed for it is
+    // answered from the stored state and never charged.
+    let again = execute_on_second(None).await;
+    assert!([200, 402].contains(&again.status), "{:?}", again.body);
+    let second_payment = env.pay(&stale.payment_required()).await;
+    let answered = execute_on_second(Some(second_payment)).await;
+    assert_eq!(answered.status, 200, "{:?}", answered.body);
+    assert_eq!(
+        answered.payment_response().transaction,
+        paid.payment_response().transaction
+    );
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price(), "one transfer");
+    // Having seen the stored state, the second instance stops serving the stale 402.
+    let now_known = execute_on_second(None).await;
+    assert_eq!(now_known.status, 200, "{:?}", now_known.body);
+    assert_eq!(env.worker.executions(), 1);
+}

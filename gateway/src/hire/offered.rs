@@ -1,0 +1,154 @@
+//! The unpaid execute's hot path: `POST …/execute` without `PAYMENT-SIGNATURE` on an offered
+//! contract answers the same 402 every time, and a signed contract never changes. So the first
+//! 402 of a contract is built the slow way (store read, terms parsed and re-validated, offer
+//! encoded), then kept with what checking the next caller needs; later unpaid calls are answered
+//! from memory: no store read, no task spawned, no JSON built.
+//!
+//! Correctness across states: the cache only ever holds contracts this instance saw `offered`.
+//! Every committed event of a contract on this instance removes its entry (a listener on the
+//! store's [`EventBus`](crate::events::EventBus); a lagging listener clears everything), so an
+//! instance never serves a 402 for a contract it knows is no longer offered. Another instance's
+//! payment is not seen here until the entry is rebuilt, so a 402 may be stale across instances;
+//! that is harmless: a payment signed for it reaches the slow path, which reads the stored state
+//! and never charges a contract that is not `offered`. An expired offer also takes the slow path,
+//! which records the expiry.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::body::Bytes;
+use chrono::Utc;
+use hiregate_contracts::terms::ContractTerms;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio_util::sync::CancellationToken;
+
+use super::reply::{PreparedReply, Reply};
+use crate::{error::ApiError, events::LiveEvent};
+
+/// Offered contracts kept per instance; beyond this the least recently used are dropped.
+const CAPACITY: usize = 50_000;
+
+/// One offered contract, ready to answer unpaid executes.
+#[derive(Debug)]
+pub struct OfferedContract {
+    seeker_id: String,
+    terms: ContractTerms,
+    challenge: PreparedReply,
+    /// The last raw body found equal to the contract's input: clients resend the same bytes,
+    /// which then need no canonicalisation.
+    matching_body: Mutex<Option<Bytes>>,
+}
+
+/// What the cache says about one unpaid execute.
+#[derive(Debug)]
+pub enum Cached {
+    /// Not cached (or expired): take the slow path.
+    Miss,
+    /// Answer this.
+    Answer(Reply),
+}
+
+/// Offered contracts by id. Cheap to clone.
+#[derive(Clone)]
+pub struct OfferCache {
+    entries: Arc<quick_cache::sync::Cache<String, Arc<OfferedContract>>>,
+}
+
+impl std::fmt::Debug for OfferCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OfferCache")
+            .field("entries", &self.entries.len())
+            .finish()
+    }
+}
+
+impl Default for OfferCache {
+    fn default() -> Self {
+        Self {
+            entries: Arc::new(quick_cache::sync::Cache::new(CAPACITY)),
+        }
+    }
+}
+
+impl OfferCache {
+    /// Remember the 402 of an offered contract (called by the slow path right after it built
+    /// one). Replies that cannot be prepared (plain API errors) are not kept.
+    pub fn remember(
+        &self,
+        contract_id: &str,
+        seeker_id: &str,
+        terms: &ContractTerms,
+        challenge: &Reply,
+    ) {
+        if let Some(challenge) = PreparedReply::of(challenge) {
+            self.entries.insert(
+                contract_id.to_owned(),
+                Arc::new(OfferedContract {
+                    seeker_id: seeker_id.to_owned(),
+                    terms: terms.clone(),
+                    challenge,
+                    matching_body: Mutex::new(None),
+                }),
+            );
+        }
+    }
+
+    /// The answer to an unpaid execute of `contract_id` by `seeker_id` with `body`, if the
+    /// cache can give it.
+    pub fn answer(&self, contract_id: &str, seeker_id: &str, body: &Bytes) -> Cached {
+        let Some(entry) = self.entries.get(contract_id) else {
+            return Cached::Miss;
+        };
+        if entry.seeker_id != seeker_id {
+            return Cached::Answer(Reply::from(ApiError::NotFound {
+                resource: "contract",
+            }));
+        }
+        if entry.terms.offer_expired(Utc::now().into()) {
+            self.entries.remove(contract_id);
+            return Cached::Miss;
+        }
+        let seen = entry
+            .matching_body
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|seen| seen == body);
+        if !seen {
+            if let Err(reply) = super::execute::check_body(&entry.terms, body) {
+                return Cached::Answer(reply);
+            }
+            if !body.is_empty() {
+                *entry
+                    .matching_body
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(body.clone());
+            }
+        }
+        Cached::Answer(Reply::prepared(&entry.challenge))
+    }
+
+    /// Forget `contract_id` (something happened to it).
+    pub fn forget(&self, contract_id: &str) {
+        self.entries.remove(contract_id);
+    }
+
+    /// Forget each contract as events of it commit on this instance, until `shutdown`.
+    /// `events` is subscribed by the caller before the API serves, so no event is missed.
+    pub async fn follow(
+        self,
+        mut events: broadcast::Receiver<Arc<LiveEvent>>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                received = events.recv() => match received {
+                    Ok(event) => self.forget(&event.contract_id),
+                    // Missed events could be transitions: nothing cached can be trusted.
+                    Err(RecvError::Lagged(_)) => self.entries.clear(),
+                    Err(RecvError::Closed) => break,
+                },
+            }
+        }
+    }
+}
