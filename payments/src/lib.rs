@@ -42,6 +42,7 @@
 //! local signers, providers), following the reference facilitator's check order; only facts
 //! (selectors, typehash, reason strings, the 6 s buffer) were taken from the references.
 
+pub mod auth_capture;
 pub mod exact;
 pub mod extension;
 pub mod facilitator;
