@@ -23,7 +23,7 @@ use alloy::{
     rpc::types::TransactionReceipt,
     signers::{Signer, local::PrivateKeySigner},
     sol,
-    sol_types::{Eip712Domain, SolInterface, SolStruct, SolValue},
+    sol_types::{Eip712Domain, SolStruct, SolValue},
 };
 use hiregate_payments::devnet::{
     AUTH_CAPTURE_ESCROW_ADDRESS, Devnet, ERC3009_COLLECTOR_ADDRESS, MULTICALL3_ADDRESS,
@@ -310,6 +310,41 @@ impl Setup {
         send(self.escrow().void(info.clone()).send().await).await
     }
 
+    async fn refund(
+        &self,
+        info: &PaymentInfo,
+        amount: u64,
+        collector: Address,
+    ) -> Result<TransactionReceipt, alloy::contract::Error> {
+        send(
+            self.escrow()
+                .refund(info.clone(), U256::from(amount), collector, Bytes::new())
+                .send()
+                .await,
+        )
+        .await
+    }
+
+    /// The operator lets the refund collector pull up to `amount` from its wallet.
+    async fn approve_refunds(&self, amount: u64) {
+        send(
+            IToken::new(self.devnet.token(), self.provider_as(&self.operator))
+                .approve(OPERATOR_REFUND_COLLECTOR_ADDRESS, U256::from(amount))
+                .send()
+                .await,
+        )
+        .await
+        .unwrap();
+    }
+
+    async fn token_store(&self) -> Address {
+        self.escrow()
+            .getTokenStore(self.operator.address())
+            .call()
+            .await
+            .unwrap()
+    }
+
     /// `(hasCollectedPayment, capturableAmount, refundableAmount)` of the payment.
     async fn state(&self, info: &PaymentInfo) -> (bool, u64, u64) {
         let escrow = self.escrow();
@@ -509,4 +544,767 @@ async fn authorize_then_capture_pays_receiver_and_fee_receiver_exactly() {
         escrow_error(setup.capture(&info, 1, 0, setup.fee_receiver).await),
         EscrowError::InsufficientAuthorization(_)
     ));
+}
+
+#[tokio::test]
+async fn partial_captures_add_up_and_never_exceed_the_authorization() {
+    let setup = Setup::start().await;
+    let payer = setup.payer().await;
+    let info = setup.payment_info(payer.address()).await;
+    let signature = setup.sign(&payer, &info).await;
+    // Authorizing less than `maxAmount`: the collector returns the rest to the payer at once.
+    setup.authorize(&info, 1_000_000, signature).await.unwrap();
+    assert_eq!(
+        setup.balance(payer.address()).await,
+        PAYER_BALANCE - 1_000_000
+    );
+    assert_eq!(setup.balance(setup.token_store().await).await, 1_000_000);
+    assert_eq!(setup.state(&info).await, (true, 1_000_000, 0));
+
+    // 333_333 at 1 % = 3_333.33 → 3_333: the fee rounds down, the receiver gets the remainder.
+    setup
+        .capture(&info, 333_333, 100, setup.fee_receiver)
+        .await
+        .unwrap();
+    assert_eq!(setup.balance(setup.fee_receiver).await, 3_333);
+    assert_eq!(setup.balance(setup.receiver).await, 330_000);
+    assert_eq!(setup.state(&info).await, (true, 666_667, 333_333));
+
+    assert!(matches!(
+        escrow_error(setup.capture(&info, 666_668, 100, setup.fee_receiver).await),
+        EscrowError::InsufficientAuthorization(e)
+            if e.authorizedAmount == U256::from(666_667) && e.requestedAmount == U256::from(666_668)
+    ));
+    // 666_667 at 4.99 % = 33_266.68 → 33_266.
+    setup
+        .capture(&info, 666_667, 499, setup.fee_receiver)
+        .await
+        .unwrap();
+    assert_eq!(setup.balance(setup.fee_receiver).await, 3_333 + 33_266);
+    assert_eq!(
+        setup.balance(setup.receiver).await,
+        330_000 + 666_667 - 33_266
+    );
+    assert_eq!(setup.state(&info).await, (true, 0, 1_000_000));
+    assert_eq!(setup.balance(setup.token_store().await).await, 0);
+    assert!(matches!(
+        escrow_error(setup.capture(&info, 0, 0, setup.fee_receiver).await),
+        EscrowError::ZeroAmount(_)
+    ));
+}
+
+#[tokio::test]
+async fn escrowed_funds_sit_in_the_operators_token_store() {
+    let setup = Setup::start().await;
+    let store = setup.token_store().await;
+    let provider = setup.devnet.provider();
+    assert_ne!(store, AUTH_CAPTURE_ESCROW_ADDRESS);
+    let other_operator = setup
+        .escrow()
+        .getTokenStore(PrivateKeySigner::random().address())
+        .call()
+        .await
+        .unwrap();
+    assert_ne!(store, other_operator, "one store per operator");
+
+    let (_first_payer, first, _) = setup.authorized().await;
+    let (_second_payer, second, _) = setup.authorized().await;
+    assert_eq!(setup.balance(store).await, 2 * AMOUNT);
+    assert_eq!(setup.balance(AUTH_CAPTURE_ESCROW_ADDRESS).await, 0);
+    assert_eq!(setup.balance(ERC3009_COLLECTOR_ADDRESS).await, 0);
+    // The store is an address until its first payout creates it, at the predicted address.
+    assert!(provider.get_code_at(store).await.unwrap().is_empty());
+
+    let receipt = setup
+        .capture(&first, AMOUNT, 0, setup.fee_receiver)
+        .await
+        .unwrap();
+    let created = receipt
+        .decoded_log::<IAuthCaptureEscrow::TokenStoreCreated>()
+        .expect("TokenStoreCreated on the first payout");
+    assert_eq!(created.operator, setup.operator.address());
+    assert_eq!(created.tokenStore, store);
+    assert!(!provider.get_code_at(store).await.unwrap().is_empty());
+    assert_eq!(setup.balance(store).await, AMOUNT);
+
+    let receipt = setup.void(&second).await.unwrap();
+    assert!(
+        receipt
+            .decoded_log::<IAuthCaptureEscrow::TokenStoreCreated>()
+            .is_none(),
+        "created once"
+    );
+    assert_eq!(setup.balance(store).await, 0);
+}
+
+#[tokio::test]
+async fn void_makes_the_payer_whole() {
+    let setup = Setup::start().await;
+    let (payer, info, _) = setup.authorized().await;
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE - AMOUNT);
+
+    let receipt = setup.void(&info).await.unwrap();
+    let voided = receipt
+        .decoded_log::<IAuthCaptureEscrow::PaymentVoided>()
+        .expect("PaymentVoided");
+    assert_eq!(
+        voided.paymentInfoHash,
+        payment_hash(setup.devnet.chain_id(), &info)
+    );
+    assert_eq!(voided.amount, U256::from(AMOUNT));
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE);
+    assert_eq!(setup.balance(setup.receiver).await, 0);
+    assert_eq!(setup.balance(setup.token_store().await).await, 0);
+    // Never reset: a voided payment reads (collected, 0, 0).
+    assert_eq!(setup.state(&info).await, (true, 0, 0));
+
+    assert!(matches!(
+        escrow_error(setup.void(&info).await),
+        EscrowError::ZeroAuthorization(_)
+    ));
+    assert!(matches!(
+        escrow_error(setup.capture(&info, AMOUNT, 0, setup.fee_receiver).await),
+        EscrowError::InsufficientAuthorization(_)
+    ));
+}
+
+#[tokio::test]
+async fn capture_is_refused_from_capture_deadline_but_void_still_works() {
+    let setup = Setup::start().await;
+    let (payer, info, _) = setup.authorized().await;
+    setup.travel(CAPTURE_S).await;
+    assert!(setup.chain_now().await >= info.authorizationExpiry.to::<u64>());
+
+    assert!(matches!(
+        escrow_error(setup.capture(&info, AMOUNT, 0, setup.fee_receiver).await),
+        EscrowError::AfterAuthorizationExpiry(e) if e.expiry == info.authorizationExpiry
+    ));
+    setup.void(&info).await.unwrap();
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE);
+    assert_eq!(setup.balance(setup.receiver).await, 0);
+}
+
+#[tokio::test]
+async fn capture_just_before_the_deadline_still_works() {
+    let setup = Setup::start().await;
+    let (_payer, info, _) = setup.authorized().await;
+    let deadline = info.authorizationExpiry.to::<u64>();
+    // The capture's block is the last second before the deadline.
+    setup
+        .devnet
+        .provider()
+        .raw_request::<_, Value>("evm_setNextBlockTimestamp".into(), (deadline - 1,))
+        .await
+        .unwrap();
+    setup
+        .capture(&info, AMOUNT, 0, setup.fee_receiver)
+        .await
+        .unwrap();
+    assert_eq!(setup.balance(setup.receiver).await, AMOUNT);
+}
+
+#[tokio::test]
+async fn payer_reclaims_from_capture_deadline_only() {
+    let setup = Setup::start().await;
+    let (payer, info, _) = setup.authorized().await;
+    let as_payer = setup.escrow_as(&payer);
+
+    let early = send(as_payer.reclaim(info.clone()).send().await).await;
+    assert!(matches!(
+        escrow_error(early),
+        EscrowError::BeforeAuthorizationExpiry(e) if e.expiry == info.authorizationExpiry
+    ));
+    setup.travel(CAPTURE_S).await;
+    // Reclaiming is the payer's right, not the operator's.
+    assert!(matches!(
+        escrow_error(send(setup.escrow().reclaim(info.clone()).send().await).await),
+        EscrowError::InvalidSender(e) if e.sender == setup.operator.address() && e.expected == payer.address()
+    ));
+
+    let receipt = send(as_payer.reclaim(info.clone()).send().await)
+        .await
+        .unwrap();
+    let reclaimed = receipt
+        .decoded_log::<IAuthCaptureEscrow::PaymentReclaimed>()
+        .expect("PaymentReclaimed");
+    assert_eq!(reclaimed.amount, U256::from(AMOUNT));
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE);
+    assert_eq!(setup.state(&info).await, (true, 0, 0));
+    assert!(matches!(
+        escrow_error(send(as_payer.reclaim(info.clone()).send().await).await),
+        EscrowError::ZeroAuthorization(_)
+    ));
+}
+
+#[tokio::test]
+async fn refund_is_funded_by_the_operator_through_the_refund_collector() {
+    let setup = Setup::start().await;
+    let (payer, info, _) = setup.authorized().await;
+    setup
+        .capture(&info, AMOUNT, 200, setup.fee_receiver)
+        .await
+        .unwrap();
+    let fee = AMOUNT * 200 / 10_000;
+    let paid_out = setup.balance(setup.receiver).await;
+    assert_eq!(paid_out, AMOUNT - fee);
+    // The operator's own wallet funds refunds: the receiver and the treasury keep what they got.
+    setup
+        .devnet
+        .mint(setup.operator.address(), U256::from(AMOUNT))
+        .await
+        .unwrap();
+
+    // Without an allowance the token refuses, and its error passes through the escrow.
+    assert!(matches!(
+        token_error(setup.refund(&info, 500_000, OPERATOR_REFUND_COLLECTOR_ADDRESS).await),
+        TokenError::InsufficientAllowance(e) if e.spender == OPERATOR_REFUND_COLLECTOR_ADDRESS
+    ));
+    // A payment collector cannot be used to refund (and vice versa).
+    assert!(matches!(
+        escrow_error(
+            setup
+                .refund(&info, 500_000, ERC3009_COLLECTOR_ADDRESS)
+                .await
+        ),
+        EscrowError::InvalidCollectorForOperation(_)
+    ));
+
+    setup.approve_refunds(AMOUNT).await;
+    let receipt = setup
+        .refund(&info, 500_000, OPERATOR_REFUND_COLLECTOR_ADDRESS)
+        .await
+        .unwrap();
+    let refunded = receipt
+        .decoded_log::<IAuthCaptureEscrow::PaymentRefunded>()
+        .expect("PaymentRefunded");
+    assert_eq!(refunded.amount, U256::from(500_000));
+    assert_eq!(refunded.tokenCollector, OPERATOR_REFUND_COLLECTOR_ADDRESS);
+    assert_eq!(
+        setup.balance(payer.address()).await,
+        PAYER_BALANCE - AMOUNT + 500_000
+    );
+    assert_eq!(
+        setup.balance(setup.operator.address()).await,
+        AMOUNT - 500_000
+    );
+    assert_eq!(setup.balance(setup.receiver).await, paid_out);
+    assert_eq!(setup.balance(setup.fee_receiver).await, fee);
+    assert_eq!(setup.balance(setup.token_store().await).await, 0);
+    assert_eq!(setup.state(&info).await, (true, 0, AMOUNT - 500_000));
+
+    assert!(matches!(
+        escrow_error(setup.refund(&info, AMOUNT - 500_000 + 1, OPERATOR_REFUND_COLLECTOR_ADDRESS).await),
+        EscrowError::RefundExceedsCapture(e) if e.captured == U256::from(AMOUNT - 500_000)
+    ));
+    setup
+        .refund(&info, AMOUNT - 500_000, OPERATOR_REFUND_COLLECTOR_ADDRESS)
+        .await
+        .unwrap();
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE);
+    // Fully refunded also reads (collected, 0, 0).
+    assert_eq!(setup.state(&info).await, (true, 0, 0));
+}
+
+#[tokio::test]
+async fn refund_is_refused_from_refund_deadline() {
+    let setup = Setup::start().await;
+    let (_payer, info, _) = setup.authorized().await;
+    setup
+        .capture(&info, AMOUNT, 0, setup.fee_receiver)
+        .await
+        .unwrap();
+    setup
+        .devnet
+        .mint(setup.operator.address(), U256::from(AMOUNT))
+        .await
+        .unwrap();
+    setup.approve_refunds(AMOUNT).await;
+    setup.travel(REFUND_S).await;
+    assert!(matches!(
+        escrow_error(setup.refund(&info, 1, OPERATOR_REFUND_COLLECTOR_ADDRESS).await),
+        EscrowError::AfterRefundExpiry(e) if e.expiry == info.refundExpiry
+    ));
+    assert_eq!(setup.balance(setup.operator.address()).await, AMOUNT);
+}
+
+#[tokio::test]
+async fn fee_bps_outside_the_agreed_range_is_refused() {
+    let setup = Setup::start().await;
+    let payer = setup.payer().await;
+    let mut info = setup.payment_info(payer.address()).await;
+    info.minFeeBps = 100;
+    info.maxFeeBps = 500;
+    let signature = setup.sign(&payer, &info).await;
+    setup.authorize(&info, AMOUNT, signature).await.unwrap();
+    for fee_bps in [0, 99, 501, 10_000] {
+        assert!(
+            matches!(
+                escrow_error(setup.capture(&info, AMOUNT, fee_bps, setup.fee_receiver).await),
+                EscrowError::FeeBpsOutOfRange(e)
+                    if e.feeBps == fee_bps && e.minFeeBps == 100 && e.maxFeeBps == 500
+            ),
+            "{fee_bps} bps"
+        );
+    }
+    setup
+        .capture(&info, AMOUNT, 500, setup.fee_receiver)
+        .await
+        .unwrap();
+    assert_eq!(
+        setup.balance(setup.fee_receiver).await,
+        AMOUNT * 500 / 10_000
+    );
+
+    // Terms that are broken in themselves are refused at authorization.
+    let mut overflow = setup.payment_info(payer.address()).await;
+    overflow.maxFeeBps = 10_001;
+    let signature = setup.sign(&payer, &overflow).await;
+    assert!(matches!(
+        escrow_error(setup.authorize(&overflow, AMOUNT, signature).await),
+        EscrowError::FeeBpsOverflow(e) if e.feeBps == 10_001
+    ));
+    let mut inverted = setup.payment_info(payer.address()).await;
+    inverted.minFeeBps = 300;
+    inverted.maxFeeBps = 200;
+    let signature = setup.sign(&payer, &inverted).await;
+    assert!(matches!(
+        escrow_error(setup.authorize(&inverted, AMOUNT, signature).await),
+        EscrowError::InvalidFeeBpsRange(_)
+    ));
+}
+
+#[tokio::test]
+async fn fee_receiver_must_match_even_at_zero_bps() {
+    let setup = Setup::start().await;
+    let (_payer, info, _) = setup.authorized().await;
+    let elsewhere = PrivateKeySigner::random().address();
+    for fee_bps in [0, 100] {
+        assert!(matches!(
+            escrow_error(setup.capture(&info, AMOUNT, fee_bps, elsewhere).await),
+            EscrowError::InvalidFeeReceiver(e) if e.attempted == elsewhere && e.expected == setup.fee_receiver
+        ));
+    }
+    assert!(matches!(
+        escrow_error(setup.capture(&info, AMOUNT, 0, Address::ZERO).await),
+        EscrowError::InvalidFeeReceiver(_)
+    ));
+
+    // Terms without a fee receiver let the operator name one, but never the zero address for a
+    // non-zero fee.
+    let payer = setup.payer().await;
+    let mut open = setup.payment_info(payer.address()).await;
+    open.feeReceiver = Address::ZERO;
+    let signature = setup.sign(&payer, &open).await;
+    setup.authorize(&open, AMOUNT, signature).await.unwrap();
+    assert!(matches!(
+        escrow_error(setup.capture(&open, AMOUNT, 100, Address::ZERO).await),
+        EscrowError::ZeroFeeReceiver(_)
+    ));
+    setup.capture(&open, AMOUNT, 100, elsewhere).await.unwrap();
+    assert_eq!(setup.balance(elsewhere).await, AMOUNT / 100);
+}
+
+#[tokio::test]
+async fn a_payment_info_is_authorized_once_even_after_void() {
+    let setup = Setup::start().await;
+    let payer = setup.payer().await;
+    let info = setup.payment_info(payer.address()).await;
+    let signature = setup.sign(&payer, &info).await;
+    setup
+        .authorize(&info, AMOUNT, signature.clone())
+        .await
+        .unwrap();
+    let hash = payment_hash(setup.devnet.chain_id(), &info);
+    assert!(matches!(
+        escrow_error(setup.authorize(&info, AMOUNT, signature.clone()).await),
+        EscrowError::PaymentAlreadyCollected(e) if e.paymentInfoHash == hash
+    ));
+    setup.void(&info).await.unwrap();
+    assert!(matches!(
+        escrow_error(setup.authorize(&info, AMOUNT, signature.clone()).await),
+        EscrowError::PaymentAlreadyCollected(_)
+    ));
+    // Nor can the voided terms be charged instead.
+    assert!(matches!(
+        escrow_error(
+            send(
+                setup
+                    .escrow()
+                    .charge(
+                        info.clone(),
+                        U256::from(AMOUNT),
+                        ERC3009_COLLECTOR_ADDRESS,
+                        signature,
+                        0,
+                        setup.fee_receiver
+                    )
+                    .send()
+                    .await
+            )
+            .await
+        ),
+        EscrowError::PaymentAlreadyCollected(_)
+    ));
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE);
+}
+
+#[tokio::test]
+async fn a_used_or_canceled_authorization_nonce_is_refused() {
+    let setup = Setup::start().await;
+    let payer = setup.payer().await;
+    let info = setup.payment_info(payer.address()).await;
+    let signature = setup.sign(&payer, &info).await;
+    let nonce = payer_agnostic_hash(setup.devnet.chain_id(), &info);
+
+    // The payer burns the nonce before the operator authorizes: the token's refusal passes
+    // through the escrow unchanged, and nothing is recorded.
+    let cancel = CancelAuthorization {
+        authorizer: payer.address(),
+        nonce,
+    };
+    let cancel_signature = payer
+        .sign_hash(&cancel.eip712_signing_hash(&setup.token_domain()))
+        .await
+        .unwrap();
+    send(
+        IToken::new(setup.devnet.token(), setup.provider_as(&payer))
+            .cancelAuthorization(
+                payer.address(),
+                nonce,
+                Bytes::from(cancel_signature.as_bytes().to_vec()),
+            )
+            .send()
+            .await,
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        token_error(setup.authorize(&info, AMOUNT, signature).await),
+        TokenError::AuthorizationUsedOrCanceled(e) if e.authorizer == payer.address() && e.nonce == nonce
+    ));
+    assert_eq!(setup.state(&info).await, (false, 0, 0));
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE);
+
+    // A pre-approval past its expiry is refused by the escrow before the token is asked.
+    let late = setup.payment_info(payer.address()).await;
+    let late_signature = setup.sign(&payer, &late).await;
+    setup.travel(PRE_APPROVAL_S).await;
+    assert!(matches!(
+        escrow_error(setup.authorize(&late, AMOUNT, late_signature).await),
+        EscrowError::AfterPreApprovalExpiry(e) if e.expiry == late.preApprovalExpiry
+    ));
+}
+
+#[tokio::test]
+async fn only_the_operator_drives_a_payment() {
+    let setup = Setup::start().await;
+    let (payer, info, _) = setup.authorized().await;
+    let intruder = setup.devnet.fresh_relayer().await.unwrap();
+    let as_intruder = setup.escrow_as(&intruder);
+    let expected = setup.operator.address();
+    let refusals = [
+        send(
+            as_intruder
+                .capture(info.clone(), U256::from(AMOUNT), 0, setup.fee_receiver)
+                .send()
+                .await,
+        )
+        .await,
+        send(as_intruder.void(info.clone()).send().await).await,
+        send(
+            as_intruder
+                .refund(
+                    info.clone(),
+                    U256::from(1),
+                    OPERATOR_REFUND_COLLECTOR_ADDRESS,
+                    Bytes::new(),
+                )
+                .send()
+                .await,
+        )
+        .await,
+    ];
+    for refusal in refusals {
+        assert!(matches!(
+            escrow_error(refusal),
+            EscrowError::InvalidSender(e) if e.sender == intruder.address() && e.expected == expected
+        ));
+    }
+
+    // Even the payer cannot authorize its own signature in the operator's place.
+    let fresh = setup.payment_info(payer.address()).await;
+    let signature = setup.sign(&payer, &fresh).await;
+    assert!(matches!(
+        escrow_error(
+            send(
+                setup
+                    .escrow_as(&payer)
+                    .authorize(fresh.clone(), U256::from(AMOUNT), ERC3009_COLLECTOR_ADDRESS, signature)
+                    .send()
+                    .await
+            )
+            .await
+        ),
+        EscrowError::InvalidSender(e) if e.sender == payer.address() && e.expected == expected
+    ));
+    assert_eq!(setup.state(&info).await, (true, AMOUNT, 0));
+}
+
+#[tokio::test]
+async fn a_signature_for_one_operator_is_useless_to_another() {
+    let setup = Setup::start().await;
+    let payer = setup.payer().await;
+    let info = setup.payment_info(payer.address()).await;
+    let signature = setup.sign(&payer, &info).await;
+
+    // Another operator copies the terms with itself as operator (and treasury): the nonce the
+    // payer signed no longer matches, so the token refuses the signature.
+    let thief = setup.devnet.fresh_relayer().await.unwrap();
+    let mut stolen = info.clone();
+    stolen.operator = thief.address();
+    stolen.feeReceiver = thief.address();
+    assert!(matches!(
+        token_error(
+            send(
+                setup
+                    .escrow_as(&thief)
+                    .authorize(
+                        stolen,
+                        U256::from(AMOUNT),
+                        ERC3009_COLLECTOR_ADDRESS,
+                        signature.clone()
+                    )
+                    .send()
+                    .await
+            )
+            .await
+        ),
+        TokenError::InvalidSignature(_)
+    ));
+    // The payer-agnostic nonce is the same for another payer, but the signature is not theirs.
+    let victim = setup.payer().await;
+    let mut redirected = info.clone();
+    redirected.payer = victim.address();
+    assert!(matches!(
+        token_error(
+            setup
+                .authorize(&redirected, AMOUNT, signature.clone())
+                .await
+        ),
+        TokenError::InvalidSignature(_)
+    ));
+    assert_eq!(setup.balance(victim.address()).await, PAYER_BALANCE);
+    // More than the signed `maxAmount` is refused before any token moves.
+    assert!(matches!(
+        escrow_error(setup.authorize(&info, AMOUNT + 1, signature.clone()).await),
+        EscrowError::ExceedsMaxAmount(_)
+    ));
+    setup.authorize(&info, AMOUNT, signature).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_wrong_collector_type_is_refused() {
+    let setup = Setup::start().await;
+    let payer = setup.payer().await;
+    let info = setup.payment_info(payer.address()).await;
+    let signature = setup.sign(&payer, &info).await;
+    assert!(matches!(
+        escrow_error(
+            send(
+                setup
+                    .escrow()
+                    .authorize(
+                        info.clone(),
+                        U256::from(AMOUNT),
+                        OPERATOR_REFUND_COLLECTOR_ADDRESS,
+                        signature
+                    )
+                    .send()
+                    .await
+            )
+            .await
+        ),
+        EscrowError::InvalidCollectorForOperation(_)
+    ));
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE);
+}
+
+#[tokio::test]
+async fn charge_collects_and_pays_out_in_one_step() {
+    let setup = Setup::start().await;
+    let payer = setup.payer().await;
+    let info = setup.payment_info(payer.address()).await;
+    let signature = setup.sign(&payer, &info).await;
+    let receipt = send(
+        setup
+            .escrow()
+            .charge(
+                info.clone(),
+                U256::from(1_000_000),
+                ERC3009_COLLECTOR_ADDRESS,
+                signature,
+                250,
+                setup.fee_receiver,
+            )
+            .send()
+            .await,
+    )
+    .await
+    .unwrap();
+    let charged = receipt
+        .decoded_log::<IAuthCaptureEscrow::PaymentCharged>()
+        .expect("PaymentCharged");
+    assert_eq!(charged.paymentInfo, info);
+    assert_eq!(charged.amount, U256::from(1_000_000));
+    assert_eq!(charged.feeBps, 250);
+    assert_eq!(
+        setup.balance(payer.address()).await,
+        PAYER_BALANCE - 1_000_000
+    );
+    assert_eq!(setup.balance(setup.fee_receiver).await, 25_000);
+    assert_eq!(setup.balance(setup.receiver).await, 975_000);
+    assert_eq!(setup.state(&info).await, (true, 0, 1_000_000));
+}
+
+/// One `auth-capture` offer for the v1.0 deployment, as the gateway would put in `accepts[]`.
+fn auth_capture_requirements(setup: &Setup, now: u64) -> Value {
+    json!({
+        "scheme": "auth-capture",
+        "network": setup.devnet.network(),
+        "amount": AMOUNT.to_string(),
+        "asset": setup.devnet.token().to_checksum(None),
+        "payTo": setup.receiver.to_checksum(None),
+        "maxTimeoutSeconds": 300,
+        "extra": {
+            "name": setup.devnet.token_name(),
+            "version": setup.devnet.token_version(),
+            "captureAuthorizer": setup.operator.address().to_checksum(None),
+            "captureDeadline": now + CAPTURE_S,
+            "refundDeadline": now + REFUND_S,
+            "minFeeBps": 0,
+            "maxFeeBps": 500,
+            "feeRecipient": setup.fee_receiver.to_checksum(None),
+            "autoCapture": false,
+            "assetTransferMethod": "eip3009",
+            "authCaptureEscrow": AUTH_CAPTURE_ESCROW_ADDRESS.to_checksum(None),
+        },
+    })
+}
+
+fn json_u64(value: &Value) -> u64 {
+    match value {
+        Value::Number(n) => n.as_u64().unwrap(),
+        Value::String(s) => s.parse().unwrap(),
+        other => panic!("not a number: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn the_official_auth_capture_client_payload_authorizes_on_the_devnet_escrow() {
+    if !node_tools_or_skip("official auth-capture client") {
+        return;
+    }
+    let setup = Setup::start().await;
+    let payer = setup.payer().await;
+    let now = setup.chain_now().await;
+    let requirements = auth_capture_requirements(&setup, now);
+    let output = node_script(
+        "auth-capture-sign.mjs",
+        &json!({
+            "privateKey": format!("0x{}", hex::encode(payer.to_bytes())),
+            "requirements": requirements,
+        }),
+    )
+    .await
+    .unwrap();
+    let payload = &output["paymentPayload"]["payload"];
+    let authorization = &payload["authorization"];
+    assert_eq!(
+        authorization["to"]
+            .as_str()
+            .unwrap()
+            .parse::<Address>()
+            .unwrap(),
+        ERC3009_COLLECTOR_ADDRESS
+    );
+
+    // PaymentInfo as the spec maps the offer and payload onto it.
+    let extra = &requirements["extra"];
+    let info = PaymentInfo {
+        operator: setup.operator.address(),
+        payer: authorization["from"].as_str().unwrap().parse().unwrap(),
+        receiver: setup.receiver,
+        token: setup.devnet.token(),
+        maxAmount: alloy::primitives::Uint::from(json_u64(&authorization["value"])),
+        preApprovalExpiry: alloy::primitives::Uint::from(json_u64(&authorization["validBefore"])),
+        authorizationExpiry: alloy::primitives::Uint::from(json_u64(&extra["captureDeadline"])),
+        refundExpiry: alloy::primitives::Uint::from(json_u64(&extra["refundDeadline"])),
+        minFeeBps: 0,
+        maxFeeBps: 500,
+        feeReceiver: setup.fee_receiver,
+        salt: payload["salt"].as_str().unwrap().parse::<U256>().unwrap(),
+    };
+    assert_eq!(info.payer, payer.address());
+    assert_eq!(info.maxAmount.to::<u64>(), AMOUNT);
+    let nonce: B256 = authorization["nonce"].as_str().unwrap().parse().unwrap();
+    assert_eq!(nonce, payer_agnostic_hash(setup.devnet.chain_id(), &info));
+
+    let signature: Bytes = payload["signature"].as_str().unwrap().parse().unwrap();
+    assert_eq!(signature.len(), 65);
+    setup.authorize(&info, AMOUNT, signature).await.unwrap();
+    assert_eq!(setup.state(&info).await, (true, AMOUNT, 0));
+    assert_eq!(setup.balance(setup.token_store().await).await, AMOUNT);
+    setup
+        .capture(&info, AMOUNT, 250, setup.fee_receiver)
+        .await
+        .unwrap();
+    let fee = AMOUNT * 250 / 10_000;
+    assert_eq!(setup.balance(setup.fee_receiver).await, fee);
+    assert_eq!(setup.balance(setup.receiver).await, AMOUNT - fee);
+    assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE - AMOUNT);
+}
+
+#[tokio::test]
+async fn gas_per_operation() {
+    let setup = Setup::start().await;
+    setup
+        .devnet
+        .mint(setup.operator.address(), U256::from(10 * AMOUNT))
+        .await
+        .unwrap();
+    setup.approve_refunds(10 * AMOUNT).await;
+
+    // The operator's first payment also creates its token store on the first payout.
+    let (_, first, first_authorize) = setup.authorized().await;
+    let first_capture = setup
+        .capture(&first, AMOUNT, 100, setup.fee_receiver)
+        .await
+        .unwrap();
+    let (_, second, authorize) = setup.authorized().await;
+    let capture = setup
+        .capture(&second, AMOUNT, 100, setup.fee_receiver)
+        .await
+        .unwrap();
+    let (_, third, _) = setup.authorized().await;
+    let void = setup.void(&third).await.unwrap();
+    let refund = setup
+        .refund(&second, AMOUNT, OPERATOR_REFUND_COLLECTOR_ADDRESS)
+        .await
+        .unwrap();
+    let report = [
+        ("authorize (operator's first)", first_authorize.gas_used),
+        (
+            "capture with fee (creates the token store)",
+            first_capture.gas_used,
+        ),
+        ("authorize", authorize.gas_used),
+        ("capture with fee", capture.gas_used),
+        ("void", void.gas_used),
+        ("refund (operator-funded)", refund.gas_used),
+    ];
+    for (operation, gas) in report {
+        println!("gas {operation}: {gas}");
+        // Far below a block; a jump would mean the contracts changed shape.
+        assert!(gas > 21_000 && gas < 400_000, "{operation}: {gas}");
+    }
 }
