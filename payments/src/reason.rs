@@ -416,6 +416,64 @@ mod tests {
         }
     }
 
+    /// The verification and settlement codes of the x402 `auth-capture` EVM spec, and the
+    /// escrow custom errors' reasons from its "typed simulation reverts" table.
+    #[test]
+    fn auth_capture_spec_vocabulary_maps_to_stable_codes() {
+        let table = [
+            ("invalid_payload_format", Reason::InvalidPayload),
+            ("unsupported_scheme", Reason::InvalidScheme),
+            ("network_mismatch", Reason::NetworkMismatch),
+            ("invalid_network", Reason::InvalidNetwork),
+            (
+                "invalid_auth_capture_extra",
+                Reason::InvalidAuthCaptureExtra,
+            ),
+            (
+                "unsupported_asset_transfer_method",
+                Reason::UnsupportedAssetTransferMethod,
+            ),
+            ("payload_method_mismatch", Reason::PayloadMethodMismatch),
+            ("capture_deadline_expired", Reason::CaptureDeadlineExpired),
+            ("invalid_deadline_ordering", Reason::InvalidDeadlineOrdering),
+            ("authorization_expired", Reason::ValidBefore),
+            ("authorization_not_yet_valid", Reason::ValidAfter),
+            ("invalid_auth_capture_signature", Reason::Signature),
+            ("amount_mismatch", Reason::ValueMismatch),
+            ("token_collector_mismatch", Reason::TokenCollectorMismatch),
+            ("token_mismatch", Reason::AssetMismatch),
+            ("nonce_mismatch", Reason::NonceMismatch),
+            ("insufficient_balance", Reason::InsufficientBalance),
+            ("simulation_failed", Reason::SimulationFailed),
+            ("payment_already_collected", Reason::PaymentAlreadyCollected),
+            ("token_collection_failed", Reason::TokenCollectionFailed),
+            ("invalid_collector", Reason::InvalidCollector),
+            (
+                "invalid_capture_authorizer",
+                Reason::InvalidCaptureAuthorizer,
+            ),
+            ("amount_overflow", Reason::AmountOverflow),
+            ("invalid_fee_bps", Reason::InvalidFeeBps),
+            ("invalid_fee_bps_range", Reason::InvalidFeeBpsRange),
+            ("fee_bps_out_of_range", Reason::FeeBpsOutOfRange),
+            ("zero_fee_receiver", Reason::ZeroFeeReceiver),
+            ("invalid_fee_receiver", Reason::InvalidFeeReceiver),
+            (
+                "insufficient_authorization",
+                Reason::InsufficientAuthorization,
+            ),
+            ("zero_authorization", Reason::ZeroAuthorization),
+            ("transaction_reverted", Reason::TransactionFailed),
+        ];
+        for (wire, code) in table {
+            assert_eq!(parse(wire), code, "{wire}");
+        }
+        assert_eq!(
+            parse("verification_failed"),
+            Reason::Other("verification_failed".into())
+        );
+    }
+
     #[test]
     fn an_alias_is_written_back_as_its_stable_code() {
         assert_eq!(

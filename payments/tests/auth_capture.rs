@@ -111,7 +111,7 @@ mod onchain {
         ChainConfig, Facilitator, FacilitatorConfig, LocalFacilitator, Network, PaymentPayload,
         PaymentRequirements, Reason, RelayerKey, TokenDomain, VerifyRequest,
     };
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     const AMOUNT: u64 = 1_250_000;
 
@@ -130,6 +130,7 @@ mod onchain {
         treasury: Address,
         requirements: PaymentRequirements,
         facilitator: LocalFacilitator,
+        chain: ChainConfig,
         operator: EscrowOperator,
     }
 
@@ -199,8 +200,27 @@ mod onchain {
                 treasury,
                 requirements,
                 facilitator,
+                chain,
                 operator,
             }
+        }
+
+        /// Another facilitator on the same chain and relayer, with `edit` applied.
+        async fn facilitator_with(&self, edit: impl FnOnce(&mut ChainConfig)) -> LocalFacilitator {
+            let mut chain = self.chain.clone();
+            edit(&mut chain);
+            LocalFacilitator::connect(FacilitatorConfig {
+                chains: vec![chain],
+            })
+            .await
+            .unwrap()
+        }
+
+        async fn rpc(&self, method: &'static str, params: Value) {
+            self.provider()
+                .raw_request::<_, Value>(method.into(), params)
+                .await
+                .unwrap();
         }
 
         async fn payer(&self, balance: u64) -> PrivateKeySigner {
@@ -571,5 +591,146 @@ mod onchain {
             events[0].kind,
             EscrowEventKind::Charged { fee_bps: 100, .. }
         ));
+    }
+
+    #[tokio::test]
+    async fn unconfirmed_authorization_reports_pending_and_a_retry_reconciles() {
+        let env = Escrowed::start().await;
+        let facilitator = env
+            .facilitator_with(|chain| chain.receipt_timeout_secs = 1)
+            .await;
+        let payer = env.payer(AMOUNT).await;
+        let request = env.request(env.sign(&payer).await);
+
+        env.rpc("evm_setAutomine", json!([false])).await;
+        let pending = facilitator.settle(&request).await.unwrap();
+        assert_eq!(
+            pending.error_reason,
+            Some(Reason::SettlementPending),
+            "{pending:?}"
+        );
+        assert!(pending.transaction.starts_with("0x"));
+        let still = facilitator.settle(&request).await.unwrap();
+        assert_eq!(still.error_reason, Some(Reason::SettlementPending));
+        assert_eq!(still.transaction, pending.transaction, "no second send");
+
+        env.rpc("evm_mine", json!([])).await;
+        env.rpc("evm_setAutomine", json!([true])).await;
+        let settled = facilitator.settle(&request).await.unwrap();
+        assert!(settled.success, "{settled:?}");
+        assert_eq!(settled.transaction, pending.transaction);
+        let replay = facilitator.settle(&request).await.unwrap();
+        assert_eq!(replay.error_reason, Some(Reason::PaymentAlreadyCollected));
+        assert_eq!(env.balance(payer.address()).await, U256::ZERO);
+        assert_eq!(
+            env.balance(env.token_store().await).await,
+            U256::from(AMOUNT)
+        );
+    }
+
+    #[tokio::test]
+    async fn concurrent_settles_of_one_payment_authorize_once() {
+        let env = Escrowed::start().await;
+        let payer = env.payer(3 * AMOUNT).await;
+        let request = env.request(env.sign(&payer).await);
+        let second = env.facilitator_with(|_| {}).await;
+        let (a, b, c) = tokio::join!(
+            env.facilitator.settle(&request),
+            env.facilitator.settle(&request),
+            second.settle(&request),
+        );
+        let outcomes = [a.unwrap(), b.unwrap(), c.unwrap()];
+        let successes = outcomes.iter().filter(|outcome| outcome.success).count();
+        assert_eq!(successes, 1, "{outcomes:?}");
+        for outcome in outcomes.iter().filter(|outcome| !outcome.success) {
+            assert_eq!(
+                outcome.error_reason,
+                Some(Reason::PaymentAlreadyCollected),
+                "{outcome:?}"
+            );
+        }
+        assert_eq!(env.balance(payer.address()).await, U256::from(2 * AMOUNT));
+    }
+
+    #[tokio::test]
+    async fn after_the_capture_deadline_capture_is_refused_and_the_payer_can_reclaim() {
+        let env = Escrowed::start().await;
+        let payer = env.payer(AMOUNT).await;
+        let payload = env.sign(&payer).await;
+        let settled = env
+            .facilitator
+            .settle(&env.request(payload.clone()))
+            .await
+            .unwrap();
+        assert!(settled.success, "{settled:?}");
+        let info = env.info(&payload);
+
+        // More than an hour of chain time: past captureDeadline.
+        env.rpc("evm_increaseTime", json!([3_700])).await;
+        env.rpc("evm_mine", json!([])).await;
+        let late = env
+            .operator
+            .capture(&info, U256::from(AMOUNT), 0, env.treasury)
+            .await
+            .unwrap_err();
+        assert_eq!(late.reason(), Some(&Reason::CaptureDeadlineExpired));
+
+        // The payer reclaims on their own; the operator reads it from the chain.
+        let reclaim = IAuthCaptureEscrow::reclaimCall {
+            paymentInfo: info.clone(),
+        };
+        let payer_provider = ProviderBuilder::new()
+            .wallet(payer.clone())
+            .connect_http(env.devnet.rpc_url().clone())
+            .erased();
+        let receipt = payer_provider
+            .send_transaction(
+                TransactionRequest::default()
+                    .to(env.devnet.auth_capture_escrow())
+                    .input(TransactionInput::new(reclaim.abi_encode().into())),
+            )
+            .await
+            .unwrap()
+            .get_receipt()
+            .await
+            .unwrap();
+        assert!(receipt.status());
+        assert_eq!(env.balance(payer.address()).await, U256::from(AMOUNT));
+        let events = env
+            .operator
+            .events(env.operator.payment_hash(&info), 0)
+            .await
+            .unwrap();
+        assert_eq!(
+            events.last().unwrap().kind,
+            EscrowEventKind::Reclaimed {
+                amount: U256::from(AMOUNT)
+            }
+        );
+        assert_eq!(
+            events.last().unwrap().tx_hash,
+            Some(receipt.transaction_hash)
+        );
+        let void = env.operator.void(&info).await.unwrap_err();
+        assert_eq!(void.reason(), Some(&Reason::ZeroAuthorization));
+    }
+
+    #[tokio::test]
+    async fn void_still_works_after_the_capture_deadline() {
+        let env = Escrowed::start().await;
+        let payer = env.payer(AMOUNT).await;
+        let payload = env.sign(&payer).await;
+        assert!(
+            env.facilitator
+                .settle(&env.request(payload.clone()))
+                .await
+                .unwrap()
+                .success
+        );
+        env.rpc("evm_increaseTime", json!([3_700])).await;
+        env.rpc("evm_mine", json!([])).await;
+        let info = env.info(&payload);
+        env.operator.void(&info).await.unwrap();
+        assert_eq!(env.balance(payer.address()).await, U256::from(AMOUNT));
     }
 }

@@ -8,7 +8,7 @@
 //! | 10 | [`check_signature`]: ECDSA for an account without code, EIP-1271 otherwise |
 //! | 11, 12 | [`AuthCapturePayment::check_amount_and_nonce`] |
 //! | before 13 | `paymentState` (a collected PaymentInfo is `payment_already_collected`), payer balance |
-//! | 13 | `eth_call` of `authorize` (or `charge` with `autoCapture`) from the relayer, reverts decoded by [`revert_reason`] |
+//! | 13 | `eth_call` of `authorize` (or `charge` with `autoCapture`) from the relayer, reverts decoded by [`super::escrow::revert_reason`] |
 
 use alloy::primitives::{Address, U256};
 use alloy::providers::{DynProvider, Provider};
