@@ -62,7 +62,9 @@ pub mod wire;
 #[cfg(feature = "devnet")]
 pub mod devnet;
 
-pub use auth_capture::escrow::{EscrowError, EscrowEvent, EscrowEventKind, EscrowOperator};
+pub use auth_capture::escrow::{
+    EscrowError, EscrowEvent, EscrowEventKind, EscrowOperator, EscrowTotals, PaymentState,
+};
 pub use auth_capture::sign::{AuthCaptureSignOptions, sign_auth_capture_payment};
 pub use auth_capture::{
     AUTH_CAPTURE_SCHEME, AuthCaptureExtra, AuthCapturePayload, AuthCapturePayment, EscrowAddresses,

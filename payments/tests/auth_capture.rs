@@ -90,13 +90,13 @@ mod onchain {
     use std::time::Duration;
 
     use alloy::primitives::{Address, Bytes, TxHash, U256};
-    use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+    use alloy::providers::{Provider, ProviderBuilder};
     use alloy::rpc::types::{TransactionInput, TransactionRequest};
     use alloy::signers::local::PrivateKeySigner;
     use alloy::sol_types::SolCall;
     use hiregate_payments::auth_capture::abi::IAuthCaptureEscrow;
     use hiregate_payments::auth_capture::escrow::{
-        EscrowError, EscrowEventKind, EscrowOperator, PaymentState,
+        EscrowError, EscrowEventKind, EscrowOperator, EscrowTotals, PaymentState,
     };
     use hiregate_payments::auth_capture::sign::{
         AuthCaptureSignOptions, sign_auth_capture_payment,
@@ -217,7 +217,8 @@ mod onchain {
         }
 
         async fn rpc(&self, method: &'static str, params: Value) {
-            self.provider()
+            self.devnet
+                .provider()
                 .raw_request::<_, Value>(method.into(), params)
                 .await
                 .unwrap();
@@ -265,10 +266,6 @@ mod onchain {
                 .input(TransactionInput::new(call.abi_encode().into()));
             let bytes = self.devnet.provider().call(request).await.unwrap();
             IAuthCaptureEscrow::getTokenStoreCall::abi_decode_returns(&bytes).unwrap()
-        }
-
-        fn provider(&self) -> DynProvider {
-            self.devnet.provider()
         }
     }
 
@@ -367,6 +364,10 @@ mod onchain {
             ]
         );
         assert_eq!(events[0].tx_hash, Some(tx(&settled.transaction)));
+        let totals = EscrowTotals::of(&events);
+        assert_eq!(totals.captured, U256::from(AMOUNT));
+        assert_eq!(totals.fees, U256::from(fee));
+        assert_eq!(totals.held(), U256::ZERO);
         assert_eq!(events[1].tx_hash, Some(receipt.tx_hash));
 
         // Nothing left to capture or void.
@@ -403,6 +404,12 @@ mod onchain {
             events.last().unwrap().kind,
             EscrowEventKind::Voided { amount } if amount == U256::from(AMOUNT)
         ));
+        let totals = EscrowTotals::of(&events);
+        assert_eq!(
+            (totals.authorized, totals.voided),
+            (U256::from(AMOUNT), U256::from(AMOUNT))
+        );
+        assert_eq!(totals.held(), U256::ZERO);
         // A voided payment reads like a captured-and-refunded one: only events tell.
         assert_eq!(
             env.operator.payment_state(&info).await.unwrap(),
@@ -560,7 +567,6 @@ mod onchain {
         let supported = env.facilitator.supported().await.unwrap();
         let schemes: Vec<_> = supported.kinds.iter().map(|k| k.scheme.as_str()).collect();
         assert!(schemes.contains(&"exact") && schemes.contains(&AUTH_CAPTURE_SCHEME));
-        let _ = env.provider();
     }
 
     #[tokio::test]
@@ -732,5 +738,52 @@ mod onchain {
         let info = env.info(&payload);
         env.operator.void(&info).await.unwrap();
         assert_eq!(env.balance(payer.address()).await, U256::from(AMOUNT));
+    }
+
+    #[tokio::test]
+    async fn served_facilitator_routes_auth_capture_over_http() {
+        let env = Escrowed::start().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: url::Url = format!("http://{}/", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let served = tokio::spawn(hiregate_payments::serve(
+            FacilitatorConfig {
+                chains: vec![env.chain.clone()],
+            },
+            listener,
+            shutdown.clone(),
+        ));
+        let client = hiregate_payments::HttpFacilitatorClient::new(
+            url,
+            hiregate_payments::Timeouts::default(),
+            None,
+        )
+        .unwrap();
+
+        let payer = env.payer(AMOUNT).await;
+        let request = env.request(env.sign(&payer).await);
+        let verdict = client.verify(&request).await.unwrap();
+        assert!(verdict.is_valid, "{verdict:?}");
+        let settled = client.settle(&request).await.unwrap();
+        assert!(settled.success, "{settled:?}");
+        let replay = client.settle(&request).await.unwrap();
+        assert_eq!(replay.error_reason, Some(Reason::PaymentAlreadyCollected));
+
+        // A bad offer is a verdict with the spec's code, not an HTTP error.
+        let mut broken = request.clone();
+        broken
+            .payment_requirements
+            .extra
+            .insert("captureDeadline".into(), json!("tomorrow"));
+        let verdict = client.verify(&broken).await.unwrap();
+        assert_eq!(
+            verdict.invalid_reason,
+            Some(Reason::InvalidAuthCaptureExtra)
+        );
+
+        shutdown.cancel();
+        served.await.unwrap().unwrap();
     }
 }

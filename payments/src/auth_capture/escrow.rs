@@ -7,6 +7,7 @@
 //! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing), then sent and awaited |
 //! | [`EscrowOperator::payment_state`] | `paymentState(getHash(info))` |
 //! | [`EscrowOperator::events`] | the payment's `PaymentAuthorized` / `Charged` / `Captured` / `Voided` / `Reclaimed` / `Refunded` logs, oldest first |
+//! | [`EscrowTotals::of`] | those events summed per kind: what the chain says happened to the money |
 //!
 //! `paymentState` never resets (voided, reclaimed and fully refunded all read `(true, 0, 0)`),
 //! so an outcome is decided from the events; the state says what can still happen.
@@ -210,6 +211,61 @@ pub struct EscrowEvent {
     pub log_index: Option<u64>,
 }
 
+/// What a payment's events add up to, in atomic units: the chain's verdict on its outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EscrowTotals {
+    /// Locked by `authorize`.
+    pub authorized: U256,
+    /// Paid out by `charge` (authorize and capture in one).
+    pub charged: U256,
+    /// Paid out from escrow by `capture` (fees included).
+    pub captured: U256,
+    /// Fees within `captured` and `charged` (rounded down per capture, as the escrow does).
+    pub fees: U256,
+    /// Returned by the operator's `void`.
+    pub voided: U256,
+    /// Returned by the payer's `reclaim`.
+    pub reclaimed: U256,
+    /// Returned by `refund` after a capture.
+    pub refunded: U256,
+}
+
+impl EscrowTotals {
+    /// Sums `events` (of one payment).
+    #[must_use]
+    pub fn of(events: &[EscrowEvent]) -> Self {
+        let fee = |amount: U256, bps: u16| amount * U256::from(bps) / U256::from(10_000u32);
+        events.iter().fold(Self::default(), |mut totals, event| {
+            match event.kind {
+                EscrowEventKind::Authorized { amount, .. } => totals.authorized += amount,
+                EscrowEventKind::Charged {
+                    amount, fee_bps, ..
+                } => {
+                    totals.charged += amount;
+                    totals.fees += fee(amount, fee_bps);
+                }
+                EscrowEventKind::Captured {
+                    amount, fee_bps, ..
+                } => {
+                    totals.captured += amount;
+                    totals.fees += fee(amount, fee_bps);
+                }
+                EscrowEventKind::Voided { amount } => totals.voided += amount,
+                EscrowEventKind::Reclaimed { amount } => totals.reclaimed += amount,
+                EscrowEventKind::Refunded { amount, .. } => totals.refunded += amount,
+            }
+            totals
+        })
+    }
+
+    /// Still locked in escrow: authorized and not yet captured, voided or reclaimed.
+    #[must_use]
+    pub fn held(&self) -> U256 {
+        self.authorized
+            .saturating_sub(self.captured + self.voided + self.reclaimed)
+    }
+}
+
 /// A mined, successful escrow transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EscrowReceipt {
@@ -257,7 +313,7 @@ impl EscrowError {
 ///
 /// `provider` must sign for `operator` (a wallet filler with the operator key, and the usual
 /// nonce and gas fillers, as `ProviderBuilder::new().wallet(key)` gives).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EscrowOperator {
     provider: DynProvider,
     chain_id: u64,
@@ -265,6 +321,17 @@ pub struct EscrowOperator {
     operator: Address,
     receipt_timeout: Duration,
     poll_interval: Duration,
+}
+
+impl std::fmt::Debug for EscrowOperator {
+    // The provider holds the operator's key: print only what identifies the operator.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EscrowOperator")
+            .field("chain_id", &self.chain_id)
+            .field("addresses", &self.addresses)
+            .field("operator", &self.operator)
+            .finish_non_exhaustive()
+    }
 }
 
 impl EscrowOperator {
