@@ -100,7 +100,20 @@ pub async fn verify_onchain(
         return Ok(Err(refusal));
     }
     if let Err(reason) = payment.check_amount_and_nonce() {
-        return Ok(Err(reason.into()));
+        // The commonest cause in practice: the official client signs for the v1.1 escrow
+        // unless the offer names one.
+        let hint = (reason == Reason::NonceMismatch && payment.extra.auth_capture_escrow.is_none())
+            .then(|| {
+                format!(
+                    "offer names no authCaptureEscrow; clients may have signed for another \
+                     deployment than {}",
+                    payment.addresses.escrow
+                )
+            });
+        return Ok(Err(Refusal {
+            reason,
+            message: hint,
+        }));
     }
     let escrow = payment.addresses.escrow;
     if provider.get_code_at(escrow).await?.is_empty() {
