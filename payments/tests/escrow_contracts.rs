@@ -1404,11 +1404,44 @@ async fn gas_per_operation() {
         .refund(&second, AMOUNT, OPERATOR_REFUND_COLLECTOR_ADDRESS)
         .await
         .unwrap();
+    // A second operator's first payout creates only its clone.
+    let second_operator = setup.devnet.fresh_relayer().await.unwrap();
+    let payer = setup.payer().await;
+    let mut other = setup.payment_info(payer.address()).await;
+    other.operator = second_operator.address();
+    let signature = setup.sign(&payer, &other).await;
+    send(
+        setup
+            .escrow_as(&second_operator)
+            .authorize(
+                other.clone(),
+                U256::from(AMOUNT),
+                ERC3009_COLLECTOR_ADDRESS,
+                signature,
+            )
+            .send()
+            .await,
+    )
+    .await
+    .unwrap();
+    let clone_capture = send(
+        setup
+            .escrow_as(&second_operator)
+            .capture(other, U256::from(AMOUNT), 100, setup.fee_receiver)
+            .send()
+            .await,
+    )
+    .await
+    .unwrap();
     let report = [
         ("authorize (operator's first)", first_authorize.gas_used),
         (
-            "capture with fee (creates the token store)",
+            "capture with fee (first payout on the chain: implementation + clone)",
             first_capture.gas_used,
+        ),
+        (
+            "capture with fee (an operator's first payout: its clone)",
+            clone_capture.gas_used,
         ),
         ("authorize", authorize.gas_used),
         ("capture with fee", capture.gas_used),
