@@ -8,7 +8,7 @@
 //! |---|---|
 //! | placement | `contracts_sit_at_the_canonical_addresses_with_the_right_immutables` |
 //! | authorize / capture | `authorize_then_capture_pays_receiver_and_fee_receiver_exactly`, `partial_captures_add_up_and_never_exceed_the_authorization`, `escrowed_funds_sit_in_the_operators_token_store` |
-//! | void / reclaim | `void_makes_the_payer_whole`, `capture_is_refused_from_capture_deadline_but_void_still_works`, `payer_reclaims_from_capture_deadline_only` |
+//! | void / reclaim | `void_makes_the_payer_whole`, `capture_is_refused_from_capture_deadline_but_void_still_works`, `capture_just_before_the_deadline_still_works`, `payer_reclaims_from_capture_deadline_only` |
 //! | refund | `refund_is_funded_by_the_operator_through_the_refund_collector`, `refund_is_refused_from_refund_deadline` |
 //! | fees | `fee_bps_outside_the_agreed_range_is_refused`, `fee_receiver_must_match_even_at_zero_bps` |
 //! | replay / access | `a_payment_info_is_authorized_once_even_after_void`, `a_used_or_canceled_authorization_nonce_is_refused`, `only_the_operator_drives_a_payment`, `a_signature_for_one_operator_is_useless_to_another`, `the_wrong_collector_type_is_refused` |
