@@ -11,7 +11,7 @@
 //!
 //!   | contract | address | constructor immutables |
 //!   |---|---|---|
-//!   | [`bindings::AuthCaptureEscrow`] | [`AUTH_CAPTURE_ESCROW_ADDRESS`] | none (token stores are CREATE2-created from its own address) |
+//!   | [`bindings::AuthCaptureEscrow`] | [`AUTH_CAPTURE_ESCROW_ADDRESS`] | none (it CREATE2s its token-store implementation and the per-operator clones from its own address on the first payout) |
 //!   | [`bindings::ERC3009PaymentCollector`] | [`ERC3009_COLLECTOR_ADDRESS`] | escrow = the canonical escrow, multicall3 = [`MULTICALL3_ADDRESS`] |
 //!   | [`bindings::OperatorRefundCollector`] | [`OPERATOR_REFUND_COLLECTOR_ADDRESS`] | escrow = the canonical escrow |
 //!

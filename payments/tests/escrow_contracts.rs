@@ -8,11 +8,12 @@
 //! |---|---|
 //! | placement | `contracts_sit_at_the_canonical_addresses_with_the_right_immutables` |
 //! | authorize / capture | `authorize_then_capture_pays_receiver_and_fee_receiver_exactly`, `partial_captures_add_up_and_never_exceed_the_authorization`, `escrowed_funds_sit_in_the_operators_token_store` |
-//! | void / reclaim | `void_makes_the_payer_whole`, `capture_is_refused_from_capture_deadline_but_void_still_works`, `payer_reclaims_from_capture_deadline_only` |
+//! | void / reclaim | `void_makes_the_payer_whole`, `capture_is_refused_from_capture_deadline_but_void_still_works`, `capture_just_before_the_deadline_still_works`, `payer_reclaims_from_capture_deadline_only` |
 //! | refund | `refund_is_funded_by_the_operator_through_the_refund_collector`, `refund_is_refused_from_refund_deadline` |
 //! | fees | `fee_bps_outside_the_agreed_range_is_refused`, `fee_receiver_must_match_even_at_zero_bps` |
 //! | replay / access | `a_payment_info_is_authorized_once_even_after_void`, `a_used_or_canceled_authorization_nonce_is_refused`, `only_the_operator_drives_a_payment`, `a_signature_for_one_operator_is_useless_to_another`, `the_wrong_collector_type_is_refused` |
 //! | charge | `charge_collects_and_pays_out_in_one_step` |
+//! | contract wallets | `a_contract_wallet_pays_with_eip1271_and_erc6492_wrapped_signatures` |
 //! | official client | `the_official_auth_capture_client_payload_authorizes_on_the_devnet_escrow` |
 //! | gas | `gas_per_operation` (printed; run with `--nocapture`) |
 #![cfg(feature = "devnet")]
@@ -65,6 +66,7 @@ sol! {
         function refund(PaymentInfo calldata paymentInfo, uint256 amount, address tokenCollector, bytes calldata collectorData) external;
         function getHash(PaymentInfo calldata paymentInfo) external view returns (bytes32);
         function getTokenStore(address operator) external view returns (address);
+        function tokenStoreImplementation() external view returns (address);
 
         event PaymentCharged(bytes32 indexed paymentInfoHash, PaymentInfo paymentInfo, uint256 amount, address tokenCollector, uint16 feeBps, address feeReceiver);
         event PaymentAuthorized(bytes32 indexed paymentInfoHash, PaymentInfo paymentInfo, uint256 amount, address tokenCollector);
@@ -107,12 +109,21 @@ sol! {
         error OnlyAuthCaptureEscrow();
     }
 
+    /// `TokenStore`: one operator's escrowed funds, spendable by the escrow alone.
+    #[sol(rpc)]
+    interface ITokenStore {
+        function authCaptureEscrow() external view returns (address);
+        function sendTokens(address token, address recipient, uint256 amount) external returns (bool);
+        error OnlyAuthCaptureEscrow();
+    }
+
     /// The token calls the tests make, and the token's own errors that pass through the escrow.
     #[sol(rpc)]
     #[derive(Debug, PartialEq, Eq)]
     interface IToken {
         function balanceOf(address account) external view returns (uint256);
         function approve(address spender, uint256 value) external returns (bool);
+        function allowance(address holder, address spender) external view returns (uint256);
         function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
         function cancelAuthorization(address authorizer, bytes32 nonce, bytes memory signature) external;
         error InsufficientBalance(address account, uint256 balance, uint256 needed);
@@ -165,6 +176,10 @@ impl Setup {
         }
     }
 
+    /// A new provider per call, on purpose: alloy's default nonce cache can take a nonce for a
+    /// transaction whose gas estimation then fails (the fillers run concurrently), and the next
+    /// transaction through the same provider would wait forever behind the gap. Tests that expect
+    /// refusals must not reuse a provider for a later success.
     fn provider_as(&self, signer: &PrivateKeySigner) -> DynProvider {
         ProviderBuilder::new()
             .wallet(signer.clone())
@@ -253,20 +268,28 @@ impl Setup {
         )
     }
 
-    /// The payer's ERC-3009 `ReceiveWithAuthorization` for `info`, as the x402 client signs it:
-    /// to the collector, `maxAmount`, valid from 0 to `preApprovalExpiry`, nonce = the
-    /// payer-agnostic hash. The raw 65 bytes are the `collectorData`.
-    async fn sign(&self, payer: &PrivateKeySigner, info: &PaymentInfo) -> Bytes {
-        let authorization = ReceiveWithAuthorization {
-            from: payer.address(),
+    /// The digest of the ERC-3009 `ReceiveWithAuthorization` a payer signs for `info`.
+    fn authorization_digest(&self, info: &PaymentInfo) -> B256 {
+        ReceiveWithAuthorization {
+            from: info.payer,
             to: ERC3009_COLLECTOR_ADDRESS,
             value: U256::from(info.maxAmount),
             validAfter: U256::ZERO,
             validBefore: U256::from(info.preApprovalExpiry),
             nonce: payer_agnostic_hash(self.devnet.chain_id(), info),
-        };
-        let digest = authorization.eip712_signing_hash(&self.token_domain());
-        let signature = payer.sign_hash(&digest).await.unwrap();
+        }
+        .eip712_signing_hash(&self.token_domain())
+    }
+
+    /// The payer's ERC-3009 `ReceiveWithAuthorization` for `info`, as the x402 client signs it:
+    /// to the collector, `maxAmount`, valid from 0 to `preApprovalExpiry`, nonce = the
+    /// payer-agnostic hash. The raw 65 bytes are the `collectorData`.
+    async fn sign(&self, payer: &PrivateKeySigner, info: &PaymentInfo) -> Bytes {
+        assert_eq!(info.payer, payer.address());
+        let signature = payer
+            .sign_hash(&self.authorization_digest(info))
+            .await
+            .unwrap();
         Bytes::from(signature.as_bytes().to_vec())
     }
 
@@ -624,7 +647,38 @@ async fn escrowed_funds_sit_in_the_operators_token_store() {
         .expect("TokenStoreCreated on the first payout");
     assert_eq!(created.operator, setup.operator.address());
     assert_eq!(created.tokenStore, store);
-    assert!(!provider.get_code_at(store).await.unwrap().is_empty());
+    // An ERC-1167 clone of the implementation, which answers to the canonical escrow only.
+    let implementation = setup
+        .escrow()
+        .tokenStoreImplementation()
+        .call()
+        .await
+        .unwrap();
+    let mut clone = hex::decode("363d3d373d3d3d363d73").unwrap();
+    clone.extend_from_slice(implementation.as_slice());
+    clone.extend_from_slice(&hex::decode("5af43d82803e903d91602b57fd5bf3").unwrap());
+    assert_eq!(
+        provider.get_code_at(store).await.unwrap().as_ref(),
+        clone.as_slice()
+    );
+    assert_eq!(
+        ITokenStore::new(store, &provider)
+            .authCaptureEscrow()
+            .call()
+            .await
+            .unwrap(),
+        AUTH_CAPTURE_ESCROW_ADDRESS
+    );
+    let thief = setup.devnet.fresh_relayer().await.unwrap();
+    let refused = ITokenStore::new(store, setup.provider_as(&thief))
+        .sendTokens(setup.devnet.token(), thief.address(), U256::from(AMOUNT))
+        .send()
+        .await
+        .expect_err("only the escrow spends from a store");
+    assert!(matches!(
+        refused.as_decoded_interface_error::<ITokenStore::ITokenStoreErrors>(),
+        Some(ITokenStore::ITokenStoreErrors::OnlyAuthCaptureEscrow(_))
+    ));
     assert_eq!(setup.balance(store).await, AMOUNT);
 
     let receipt = setup.void(&second).await.unwrap();
@@ -707,9 +761,8 @@ async fn capture_just_before_the_deadline_still_works() {
 async fn payer_reclaims_from_capture_deadline_only() {
     let setup = Setup::start().await;
     let (payer, info, _) = setup.authorized().await;
-    let as_payer = setup.escrow_as(&payer);
 
-    let early = send(as_payer.reclaim(info.clone()).send().await).await;
+    let early = send(setup.escrow_as(&payer).reclaim(info.clone()).send().await).await;
     assert!(matches!(
         escrow_error(early),
         EscrowError::BeforeAuthorizationExpiry(e) if e.expiry == info.authorizationExpiry
@@ -721,7 +774,7 @@ async fn payer_reclaims_from_capture_deadline_only() {
         EscrowError::InvalidSender(e) if e.sender == setup.operator.address() && e.expected == payer.address()
     ));
 
-    let receipt = send(as_payer.reclaim(info.clone()).send().await)
+    let receipt = send(setup.escrow_as(&payer).reclaim(info.clone()).send().await)
         .await
         .unwrap();
     let reclaimed = receipt
@@ -731,7 +784,7 @@ async fn payer_reclaims_from_capture_deadline_only() {
     assert_eq!(setup.balance(payer.address()).await, PAYER_BALANCE);
     assert_eq!(setup.state(&info).await, (true, 0, 0));
     assert!(matches!(
-        escrow_error(send(as_payer.reclaim(info.clone()).send().await).await),
+        escrow_error(send(setup.escrow_as(&payer).reclaim(info.clone()).send().await).await),
         EscrowError::ZeroAuthorization(_)
     ));
 }
@@ -1166,6 +1219,66 @@ async fn charge_collects_and_pays_out_in_one_step() {
     assert_eq!(setup.state(&info).await, (true, 0, 1_000_000));
 }
 
+#[tokio::test]
+async fn a_contract_wallet_pays_with_eip1271_and_erc6492_wrapped_signatures() {
+    let setup = Setup::start().await;
+    let owner = PrivateKeySigner::random();
+    let wallet = setup
+        .devnet
+        .deploy_1271_wallet(owner.address())
+        .await
+        .unwrap();
+    setup
+        .devnet
+        .mint(wallet, U256::from(PAYER_BALANCE))
+        .await
+        .unwrap();
+
+    // EIP-1271: the wallet accepts its owner's signature of the digest.
+    let info = setup.payment_info(wallet).await;
+    let signature = owner
+        .sign_hash(&setup.authorization_digest(&info))
+        .await
+        .unwrap();
+    let signature = Bytes::from(signature.as_bytes().to_vec());
+    setup.authorize(&info, AMOUNT, signature).await.unwrap();
+    assert_eq!(setup.balance(wallet).await, PAYER_BALANCE - AMOUNT);
+
+    // ERC-6492: the collector runs the wrapper's prepare call through Multicall3 (seen here as an
+    // approval Multicall3 gives) and hands the inner signature to the token.
+    let info = setup.payment_info(wallet).await;
+    let inner = owner
+        .sign_hash(&setup.authorization_digest(&info))
+        .await
+        .unwrap();
+    let marker = PrivateKeySigner::random().address();
+    let prepare = IToken::approveCall {
+        spender: marker,
+        value: U256::from(7),
+    };
+    let mut wrapped = (
+        setup.devnet.token(),
+        Bytes::from(alloy::sol_types::SolCall::abi_encode(&prepare)),
+        Bytes::from(inner.as_bytes().to_vec()),
+    )
+        .abi_encode_params();
+    wrapped.extend_from_slice(&[0x64, 0x92].repeat(16));
+    setup
+        .authorize(&info, AMOUNT, Bytes::from(wrapped))
+        .await
+        .unwrap();
+    assert_eq!(setup.balance(wallet).await, PAYER_BALANCE - 2 * AMOUNT);
+    assert_eq!(
+        setup
+            .token()
+            .allowance(MULTICALL3_ADDRESS, marker)
+            .call()
+            .await
+            .unwrap(),
+        U256::from(7)
+    );
+}
+
 /// One `auth-capture` offer for the v1.0 deployment, as the gateway would put in `accepts[]`.
 fn auth_capture_requirements(setup: &Setup, now: u64) -> Value {
     json!({
@@ -1291,11 +1404,44 @@ async fn gas_per_operation() {
         .refund(&second, AMOUNT, OPERATOR_REFUND_COLLECTOR_ADDRESS)
         .await
         .unwrap();
+    // A second operator's first payout creates only its clone.
+    let second_operator = setup.devnet.fresh_relayer().await.unwrap();
+    let payer = setup.payer().await;
+    let mut other = setup.payment_info(payer.address()).await;
+    other.operator = second_operator.address();
+    let signature = setup.sign(&payer, &other).await;
+    send(
+        setup
+            .escrow_as(&second_operator)
+            .authorize(
+                other.clone(),
+                U256::from(AMOUNT),
+                ERC3009_COLLECTOR_ADDRESS,
+                signature,
+            )
+            .send()
+            .await,
+    )
+    .await
+    .unwrap();
+    let clone_capture = send(
+        setup
+            .escrow_as(&second_operator)
+            .capture(other, U256::from(AMOUNT), 100, setup.fee_receiver)
+            .send()
+            .await,
+    )
+    .await
+    .unwrap();
     let report = [
         ("authorize (operator's first)", first_authorize.gas_used),
         (
-            "capture with fee (creates the token store)",
+            "capture with fee (first payout on the chain: implementation + clone)",
             first_capture.gas_used,
+        ),
+        (
+            "capture with fee (an operator's first payout: its clone)",
+            clone_capture.gas_used,
         ),
         ("authorize", authorize.gas_used),
         ("capture with fee", capture.gas_used),

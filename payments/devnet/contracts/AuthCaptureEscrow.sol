@@ -232,12 +232,18 @@ contract AuthCaptureEscrow {
         return keccak256(abi.encode(block.chainid, address(this), structHash));
     }
 
-    /// @notice Where `operator`'s escrowed funds are held (deterministic; may not exist yet).
+    /// @notice The code every operator's token store runs (its clones delegate to it). Upstream
+    /// creates it in the constructor; here the escrow creates it with CREATE2 on the first payout,
+    /// so that its `authCaptureEscrow` immutable is the address the escrow actually runs at.
+    function tokenStoreImplementation() public view returns (address) {
+        return create2Address(bytes32(0), keccak256(tokenStoreInitCode()));
+    }
+
+    /// @notice Where `operator`'s escrowed funds are held: an ERC-1167 clone of
+    /// `tokenStoreImplementation`, CREATE2 salt = the operator's address. Deterministic; the
+    /// clone itself is created on the operator's first payout.
     function getTokenStore(address operator) public view returns (address) {
-        bytes32 initCodeHash = keccak256(abi.encodePacked(type(TokenStore).creationCode, abi.encode(address(this))));
-        return address(
-            uint160(uint256(keccak256(abi.encodePacked(bytes1(0xff), address(this), storeSalt(operator), initCodeHash))))
-        );
+        return create2Address(storeSalt(operator), keccak256(cloneInitCode(tokenStoreImplementation())));
     }
 
     // ---------------------------------------------------------------- internals
@@ -333,10 +339,43 @@ contract AuthCaptureEscrow {
     function sendFromStore(address operator, address token, address recipient, uint256 amount) private {
         address store = getTokenStore(operator);
         if (store.code.length == 0) {
-            new TokenStore{salt: storeSalt(operator)}(address(this));
-            emit TokenStoreCreated(operator, store);
+            createTokenStore(operator, store);
         }
         TokenStore(store).sendTokens(token, recipient, amount);
+    }
+
+    function createTokenStore(address operator, address expected) private {
+        address implementation = tokenStoreImplementation();
+        if (implementation.code.length == 0) {
+            new TokenStore{salt: bytes32(0)}(address(this));
+        }
+        bytes memory initCode = cloneInitCode(implementation);
+        bytes32 salt = storeSalt(operator);
+        address created;
+        assembly ("memory-safe") {
+            created := create2(0, add(initCode, 32), mload(initCode), salt)
+        }
+        // CREATE2 can only land at the predicted address or fail (0).
+        if (created != expected) {
+            revert TokenCollectionFailed();
+        }
+        emit TokenStoreCreated(operator, created);
+    }
+
+    function tokenStoreInitCode() private view returns (bytes memory) {
+        return abi.encodePacked(type(TokenStore).creationCode, abi.encode(address(this)));
+    }
+
+    /// @dev EIP-1167 minimal proxy: a 10-byte constructor returning the 45-byte runtime that
+    /// delegates every call to `implementation`.
+    function cloneInitCode(address implementation) private pure returns (bytes memory) {
+        return abi.encodePacked(
+            hex"3d602d80600a3d3981f3", hex"363d3d373d3d3d363d73", implementation, hex"5af43d82803e903d91602b57fd5bf3"
+        );
+    }
+
+    function create2Address(bytes32 salt, bytes32 initCodeHash) private view returns (address) {
+        return address(uint160(uint256(keccak256(abi.encodePacked(bytes1(0xff), address(this), salt, initCodeHash)))));
     }
 
     function storeSalt(address operator) private pure returns (bytes32) {

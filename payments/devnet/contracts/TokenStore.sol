@@ -6,11 +6,12 @@ import {SafeTransfer} from "SafeTransfer.sol";
 /// @title TokenStore
 /// @notice Holds the escrowed funds of one operator's payments, as the canonical
 /// base/commerce-payments `TokenStore` does: only the escrow that created it can move them.
-/// @dev The canonical escrow clones one implementation per operator (ERC-1167). This devnet
-/// look-alike is created in full by the escrow with CREATE2 (salt = the operator's address), which
-/// keeps the escrow free of constructor immutables, so its runtime code works unchanged at the
-/// canonical address it is placed at with `anvil_setCode`. What callers observe is the same: a
-/// deterministic per-operator address from `getTokenStore`, created on first use.
+/// @dev As upstream, each operator's store is an ERC-1167 clone of one implementation. Upstream
+/// creates the implementation in the escrow's constructor (an immutable); here the escrow creates
+/// it with CREATE2 on its first payout, which keeps the escrow free of constructor immutables, so
+/// its runtime code works unchanged at the canonical address the devnet puts it at with
+/// `anvil_setCode`. Callers observe the same: a deterministic per-operator address from
+/// `getTokenStore`, created on first use.
 contract TokenStore {
     /// @notice The escrow that created this store and alone may spend from it.
     address public immutable authCaptureEscrow;
