@@ -43,7 +43,10 @@ struct Load {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> BenchResult<()> {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let seconds: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(8);
     let connections: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(32);
     if Command::new("wrk").arg("--version").output().is_err() {
@@ -247,4 +250,3 @@ end
         p99_ms: fields[3],
     })
 }
-

@@ -39,10 +39,10 @@ use hiregate_integration_tests::{
         deliverable_marker,
     },
 };
-use sha2::{Digest as _, Sha256};
 use hiregate_payments::{PaymentPayload, devnet::node_tools_or_skip, sign_exact_payment};
 use hiregate_worker_sdk::seeker::{ExecuteOutcome, SeekerClient, SeekerError};
 use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 use sqlx::{Connection as _, Executor as _, PgConnection};
 
 /// What each seeker wallet starts with: 10 tokens.
