@@ -159,27 +159,40 @@ pub async fn verify_onchain(
 ) -> Result<Result<PayerFacts, Refusal>, TransportError> {
     let authorization = &payment.payload.authorization;
     let payer = authorization.from;
-    let (asset_code, payer_code) =
-        tokio::try_join!(async { provider.get_code_at(payment.asset).await }, async {
-            provider.get_code_at(payer).await
-        },)?;
-    if asset_code.is_empty() {
-        return Ok(Err(Reason::AssetNotDeployed.into()));
-    }
-    let facts = PayerFacts {
-        has_code: !payer_code.is_empty(),
+    // The common case, a plain key's signature, is settled without asking the node anything
+    // but the three facts below, fetched at once: the verdict costs one round trip. The
+    // simulation is authoritative either way (a payer with code, e.g. a 7702 account, whose
+    // token insists on EIP-1271 fails it), so skipping the code lookup costs no correctness.
+    let facts = if recovers_to_payer(payment) {
+        PayerFacts { has_code: false }
+    } else {
+        let (asset_code, payer_code) =
+            tokio::try_join!(async { provider.get_code_at(payment.asset).await }, async {
+                provider.get_code_at(payer).await
+            },)?;
+        if asset_code.is_empty() {
+            return Ok(Err(Reason::AssetNotDeployed.into()));
+        }
+        let facts = PayerFacts {
+            has_code: !payer_code.is_empty(),
+        };
+        if let Err(refusal) = check_signature(provider, payment, facts).await? {
+            return Ok(Err(refusal));
+        }
+        facts
     };
-
-    if let Err(refusal) = check_signature(provider, payment, facts).await? {
-        return Ok(Err(refusal));
-    }
 
     let state_call = IEip3009Token::authorizationStateCall {
         authorizer: payer,
         nonce: authorization.nonce,
     };
     let balance_call = IEip3009Token::balanceOfCall { account: payer };
-    let (state, balance) = tokio::try_join!(
+    let simulation = call_request(
+        payment.asset,
+        Some(relayer),
+        transfer_calldata(payment, facts.has_code),
+    );
+    let (state, balance, simulated) = tokio::try_join!(
         eth_call(
             provider,
             call_request(payment.asset, None, state_call.abi_encode())
@@ -188,9 +201,13 @@ pub async fn verify_onchain(
             provider,
             call_request(payment.asset, None, balance_call.abi_encode())
         ),
+        eth_call(provider, simulation),
     )?;
     let used = match state {
         CallOutcome::Returned(bytes) => {
+            if bytes.is_empty() && provider.get_code_at(payment.asset).await?.is_empty() {
+                return Ok(Err(Reason::AssetNotDeployed.into()));
+            }
             IEip3009Token::authorizationStateCall::abi_decode_returns(&bytes).ok()
         }
         CallOutcome::Reverted(_) => None,
@@ -213,19 +230,28 @@ pub async fn verify_onchain(
     if balance < authorization.value.get() {
         return Ok(Err(Reason::InsufficientBalance.into()));
     }
-
-    let simulation = call_request(
-        payment.asset,
-        Some(relayer),
-        transfer_calldata(payment, facts.has_code),
-    );
-    match eth_call(provider, simulation).await? {
+    match simulated {
         CallOutcome::Returned(_) => Ok(Ok(facts)),
         CallOutcome::Reverted(message) => Ok(Err(Refusal {
             reason: Reason::SimulationFailed,
             message: Some(message),
         })),
     }
+}
+
+/// Whether the signature is a canonical (low-s) ECDSA signature by the payer itself.
+fn recovers_to_payer(payment: &ExactPayment) -> bool {
+    let signature = &payment.payload.signature;
+    signature.len() == 65
+        && alloy::primitives::Signature::from_raw(signature)
+            .ok()
+            .filter(|parsed| parsed.normalize_s().is_none())
+            .and_then(|parsed| {
+                parsed
+                    .recover_address_from_prehash(&payment.signing_hash())
+                    .ok()
+            })
+            == Some(payment.payer())
 }
 
 async fn check_signature(
