@@ -14,9 +14,17 @@ const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
 const sourceDir = join(repoRoot, "payments", "devnet", "contracts");
 const artifactDir = join(repoRoot, "payments", "devnet", "artifacts");
 
-// The contracts that get an artifact; SignatureCheck is a library inlined into the token and the
-// wallet.
-const DEPLOYABLE = ["DevnetUsd", "Eip1271Wallet", "DevnetMulticall"];
+// The contracts that get an artifact. SignatureCheck and SafeTransfer are libraries inlined into
+// their users; TokenStore and TokenCollector have none because the escrow creates its stores itself
+// and TokenCollector is abstract.
+const DEPLOYABLE = [
+  "DevnetUsd",
+  "Eip1271Wallet",
+  "DevnetMulticall",
+  "AuthCaptureEscrow",
+  "ERC3009PaymentCollector",
+  "OperatorRefundCollector",
+];
 
 // Fixed settings: the artifact must be byte-for-byte reproducible. `cancun` runs on every anvil
 // hardfork the pinned version offers by default; the metadata hash is left out so that the

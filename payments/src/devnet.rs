@@ -6,6 +6,20 @@
 //!   loopback port, wait until it answers, deploy [`bindings::DevnetUsd`]. Every call gets its own
 //!   chain, so tests run in parallel; dropping the [`Devnet`] kills anvil.
 //! - Multicall3: [`bindings::DevnetMulticall`] at [`MULTICALL3_ADDRESS`], as on public chains.
+//! - Escrow (x402 `auth-capture`): look-alikes of base/commerce-payments v1.0.0 at its canonical
+//!   addresses, which the official client signs for when an offer names the v1.0 escrow:
+//!
+//!   | contract | address | constructor immutables |
+//!   |---|---|---|
+//!   | [`bindings::AuthCaptureEscrow`] | [`AUTH_CAPTURE_ESCROW_ADDRESS`] | none (token stores are CREATE2-created from its own address) |
+//!   | [`bindings::ERC3009PaymentCollector`] | [`ERC3009_COLLECTOR_ADDRESS`] | escrow = the canonical escrow, multicall3 = [`MULTICALL3_ADDRESS`] |
+//!   | [`bindings::OperatorRefundCollector`] | [`OPERATOR_REFUND_COLLECTOR_ADDRESS`] | escrow = the canonical escrow |
+//!
+//!   The collectors' runtime code, immutables included, comes from running their creation code
+//!   with those arguments in an `eth_call`; `anvil_setCode` then puts it at the canonical address.
+//!   No transaction is sent, so the deployer's nonce (and the token's address) stay as before.
+//!   Refunds through the refund collector are paid from the operator's own wallet: approve the
+//!   collector on the token first.
 //! - Accounts: anvil's deterministic dev account 0 deploys and mints (owner of the token);
 //!   account 1 is the [`Devnet::relayer`] for a facilitator; [`Devnet::funded_account`] makes fresh
 //!   random payers with ETH and tokens.
@@ -38,7 +52,10 @@ pub use node::{
 };
 
 use anvil::{AnvilArgs, AnvilProcess, locate_anvil};
-use bindings::{DevnetMulticall, DevnetUsd, Eip1271Wallet};
+use bindings::{
+    AuthCaptureEscrow, DevnetMulticall, DevnetUsd, ERC3009PaymentCollector, Eip1271Wallet,
+    OperatorRefundCollector,
+};
 
 /// Environment variable that points the helper at a specific anvil binary.
 pub const ANVIL_ENV: &str = anvil::ANVIL_ENV;
@@ -54,6 +71,18 @@ const RELAYER_KEY: B256 = b256!("59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8
 /// Multicall3's canonical address. The devnet puts [`DevnetMulticall`] there, because the official
 /// x402 facilitator reads it to explain a failed simulation.
 pub const MULTICALL3_ADDRESS: Address = address!("cA11bde05977b3631167028862bE2a173976CA11");
+
+/// base/commerce-payments `AuthCaptureEscrow` v1.0 canonical address (the devnet puts
+/// [`bindings::AuthCaptureEscrow`] there).
+pub const AUTH_CAPTURE_ESCROW_ADDRESS: Address =
+    address!("BdEA0D1bcC5966192B070Fdf62aB4EF5b4420cff");
+/// The v1.0 ERC-3009 token collector's canonical address: the `to` of the payer's
+/// `ReceiveWithAuthorization`.
+pub const ERC3009_COLLECTOR_ADDRESS: Address = address!("0E3dF9510de65469C4518D7843919c0b8C7A7757");
+/// The v1.0 operator refund collector's canonical address: refunds are pulled from the operator's
+/// wallet through its token allowance to this address.
+pub const OPERATOR_REFUND_COLLECTOR_ADDRESS: Address =
+    address!("934907bffd0901b6A21e398B9C53A4A38F02fa5d");
 
 /// ETH given to every fresh account, in wei (100 ETH): plenty of gas for any test.
 const FRESH_ACCOUNT_WEI: u128 = 100 * 10u128.pow(18);
@@ -207,6 +236,7 @@ impl Devnet {
             )
             .await
             .map_err(DevnetError::rpc("anvil_setCode"))?;
+        place_escrow_contracts(&reader).await?;
 
         Ok(Self {
             anvil,
@@ -239,6 +269,22 @@ impl Devnet {
     /// Address of the deployed [`DevnetUsd`] token.
     pub fn token(&self) -> Address {
         self.token
+    }
+
+    /// The `AuthCaptureEscrow` (v1.0 canonical address, devnet look-alike).
+    pub fn auth_capture_escrow(&self) -> Address {
+        AUTH_CAPTURE_ESCROW_ADDRESS
+    }
+
+    /// The ERC-3009 token collector for `authorize`/`charge` (v1.0 canonical address).
+    pub fn erc3009_collector(&self) -> Address {
+        ERC3009_COLLECTOR_ADDRESS
+    }
+
+    /// The operator refund collector for `refund` (v1.0 canonical address); it pulls the refund
+    /// from the operator's wallet, which must have approved it on the token.
+    pub fn operator_refund_collector(&self) -> Address {
+        OPERATOR_REFUND_COLLECTOR_ADDRESS
     }
 
     /// The token's EIP-712 domain name: x402 `extra.name`.
@@ -359,6 +405,44 @@ impl Devnet {
             .map_err(DevnetError::contract("deploy Eip1271Wallet"))?;
         Ok(*wallet.address())
     }
+}
+
+/// Puts the escrow contracts at their canonical addresses. Each collector's creation code runs in
+/// an `eth_call` with the canonical escrow as constructor argument; what it returns is the runtime
+/// code with that immutable baked in, ready for `anvil_setCode`.
+async fn place_escrow_contracts(provider: &DynProvider) -> Result<(), DevnetError> {
+    let erc3009_collector = ERC3009PaymentCollector::deploy_builder(
+        provider,
+        AUTH_CAPTURE_ESCROW_ADDRESS,
+        MULTICALL3_ADDRESS,
+    )
+    .call_raw()
+    .await
+    .map_err(DevnetError::contract("construct ERC3009PaymentCollector"))?;
+    let refund_collector =
+        OperatorRefundCollector::deploy_builder(provider, AUTH_CAPTURE_ESCROW_ADDRESS)
+            .call_raw()
+            .await
+            .map_err(DevnetError::contract("construct OperatorRefundCollector"))?;
+    for (address, code) in [
+        (
+            AUTH_CAPTURE_ESCROW_ADDRESS,
+            AuthCaptureEscrow::DEPLOYED_BYTECODE.clone(),
+        ),
+        (ERC3009_COLLECTOR_ADDRESS, erc3009_collector),
+        (OPERATOR_REFUND_COLLECTOR_ADDRESS, refund_collector),
+    ] {
+        if code.is_empty() {
+            return Err(DevnetError::UnexpectedNode(format!(
+                "constructing the contract for {address} returned no runtime code"
+            )));
+        }
+        provider
+            .raw_request::<_, ()>("anvil_setCode".into(), (address, &code))
+            .await
+            .map_err(DevnetError::rpc("anvil_setCode"))?;
+    }
+    Ok(())
 }
 
 fn dev_signer(key: B256) -> Result<PrivateKeySigner, DevnetError> {

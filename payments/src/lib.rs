@@ -1,5 +1,6 @@
-//! x402 v2 payments for hiregate: wire types, the EIP-3009 `exact` scheme on EVM chains, and
-//! facilitators (in-process, over HTTP, and served over HTTP).
+//! x402 v2 payments for hiregate: wire types, the EIP-3009 `exact` scheme and the escrowed
+//! `auth-capture` scheme on EVM chains, and facilitators (in-process, over HTTP, and served over
+//! HTTP).
 //!
 //! | module | what |
 //! |---|---|
@@ -8,7 +9,8 @@
 //! | [`extension`] | the `payment-identifier` extension (idempotency key) |
 //! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings, x402-rs and Permit2 spellings read as the same codes), open to unknown strings |
 //! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node) |
-//! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
+//! | [`auth_capture`] | the `auth-capture` scheme on base/commerce-payments' `AuthCaptureEscrow` v1.0: `extra` ([`AuthCaptureExtra`]), payload with salt, [`PaymentInfo`] and its hashes (signed nonce, `getHash`), client signing, the spec's verification order, the operator's escrow calls ([`EscrowOperator`]: capture, void, refund…) and the chain's view of a payment (`paymentState`, events) |
+//! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain; `exact` and `auth-capture`, routed by scheme); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
 //! | `devnet` (feature `devnet`) | anvil plus the project's EIP-3009 token for tests and the demo |
 //!
 //! # Main flow
@@ -23,6 +25,13 @@
 //!    [`Facilitator::verify`] with its own requirements.
 //! 4. After delivery it calls [`Facilitator::settle`]; the [`SettleResponse`] goes back as
 //!    `PAYMENT-RESPONSE`. [`FacilitatorError::Unknown`] means "retry later", never "refused".
+//!
+//! With `auth-capture` the server offers [`PaymentRequirements::auth_capture_evm`] (its `extra`
+//! always names the escrow: the official client signs for v1.1 otherwise); the client signs with
+//! [`sign_auth_capture_payment`]; the facilitator's settle is the escrow's `authorize` (funds
+//! locked in the operator's token store), after which the server, as `captureAuthorizer`,
+//! finishes the payment with [`EscrowOperator`] (`capture`, `void`, `refund`) and decides outcomes
+//! from [`EscrowOperator::events`], since `paymentState` never resets.
 //!
 //! # Why not the x402-rs crates
 //!
@@ -42,6 +51,7 @@
 //! local signers, providers), following the reference facilitator's check order; only facts
 //! (selectors, typehash, reason strings, the 6 s buffer) were taken from the references.
 
+pub mod auth_capture;
 pub mod exact;
 pub mod extension;
 pub mod facilitator;
@@ -52,6 +62,14 @@ pub mod wire;
 #[cfg(feature = "devnet")]
 pub mod devnet;
 
+pub use auth_capture::escrow::{
+    EscrowError, EscrowEvent, EscrowEventKind, EscrowOperator, EscrowTotals, PaymentState,
+};
+pub use auth_capture::sign::{AuthCaptureSignOptions, sign_auth_capture_payment};
+pub use auth_capture::{
+    AUTH_CAPTURE_SCHEME, AuthCaptureExtra, AuthCapturePayload, AuthCapturePayment, EscrowAddresses,
+    PaymentInfo,
+};
 pub use exact::sign::{SignError, SignOptions, sign_exact_payment, sign_exact_payment_with};
 pub use exact::{ExactEvmPayload, ExactPayment, PaymentKey, precheck};
 pub use extension::{PaymentIdentifier, PaymentIdentifierError};

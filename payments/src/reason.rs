@@ -121,7 +121,72 @@ reasons! {
     /// failures and for reverted simulations alike, e.g. a bad signature).
     UnexpectedError => "unexpected_error",
 
+    // `auth-capture` (x402 `scheme_auth_capture_evm.md`): the spec's own codes; where the spec
+    // names a reason `exact` already has (expired authorization, bad signature, amount), its
+    // spelling is an alias of that code below.
+    /// `extra` lacks a required auth-capture field or holds one of the wrong type or range.
+    InvalidAuthCaptureExtra => "invalid_auth_capture_extra",
+    /// `extra.assetTransferMethod` is unknown, or a method this facilitator does not support
+    /// (Permit2, for now).
+    UnsupportedAssetTransferMethod => "unsupported_asset_transfer_method",
+    /// The payload's shape is not the one `assetTransferMethod` calls for.
+    PayloadMethodMismatch => "payload_method_mismatch",
+    /// `captureDeadline` is at most 6 s away, or past (escrow `AfterAuthorizationExpiry`).
+    CaptureDeadlineExpired => "capture_deadline_expired",
+    /// Not `validBefore <= captureDeadline <= refundDeadline` (escrow `InvalidExpiries`).
+    InvalidDeadlineOrdering => "invalid_deadline_ordering",
+    /// `authorization.to` is not the ERC-3009 token collector of the escrow in use.
+    TokenCollectorMismatch => "token_collector_mismatch",
+    /// The signed nonce is not the payer-agnostic hash of the PaymentInfo the requirements and
+    /// the payload's salt make.
+    NonceMismatch => "nonce_mismatch",
+    /// This PaymentInfo was already authorized or charged (each one can be, once).
+    PaymentAlreadyCollected => "payment_already_collected",
+    /// The token collector failed to move the tokens (escrow `TokenCollectionFailed`).
+    TokenCollectionFailed => "token_collection_failed",
+    /// The collector cannot serve this operation (escrow `InvalidCollectorForOperation`).
+    InvalidCollector => "invalid_collector",
+    /// The sender is not the PaymentInfo's operator (`captureAuthorizer`), escrow `InvalidSender`.
+    InvalidCaptureAuthorizer => "invalid_capture_authorizer",
+    /// The amount exceeds uint120 (escrow `AmountOverflow`).
+    AmountOverflow => "amount_overflow",
+    /// A fee above 10 000 bps (escrow `FeeBpsOverflow`).
+    InvalidFeeBps => "invalid_fee_bps",
+    /// `minFeeBps > maxFeeBps` (escrow `InvalidFeeBpsRange`).
+    InvalidFeeBpsRange => "invalid_fee_bps_range",
+    /// The capture's fee is outside `[minFeeBps, maxFeeBps]` (escrow `FeeBpsOutOfRange`).
+    FeeBpsOutOfRange => "fee_bps_out_of_range",
+    /// A fee with no fee receiver (escrow `ZeroFeeReceiver`).
+    ZeroFeeReceiver => "zero_fee_receiver",
+    /// The fee receiver is not the one the PaymentInfo names (escrow `InvalidFeeReceiver`).
+    InvalidFeeReceiver => "invalid_fee_receiver",
+    /// A capture of more than is held in escrow (escrow `InsufficientAuthorization`).
+    InsufficientAuthorization => "insufficient_authorization",
+    /// Nothing is held in escrow: never authorized, or already captured, voided or reclaimed
+    /// (escrow `ZeroAuthorization`).
+    ZeroAuthorization => "zero_authorization",
+    /// A reclaim before `captureDeadline` (escrow `BeforeAuthorizationExpiry`).
+    BeforeCaptureDeadline => "before_capture_deadline",
+    /// A refund at or after `refundDeadline` (escrow `AfterRefundExpiry`).
+    RefundDeadlineExpired => "refund_deadline_expired",
+    /// A refund of more than was captured and not yet refunded (escrow `RefundExceedsCapture`).
+    RefundExceedsCapture => "refund_exceeds_capture",
+    /// The operator lacks the token balance or allowance to fund a refund through the operator
+    /// refund collector.
+    RefundNotFunded => "refund_not_funded",
+
     @aliases {
+        // x402 auth-capture spec, codes naming reasons `exact` already has.
+        "invalid_payload_format" => InvalidPayload,
+        "network_mismatch" => NetworkMismatch,
+        "authorization_expired" => ValidBefore,
+        "authorization_not_yet_valid" => ValidAfter,
+        "invalid_auth_capture_signature" => Signature,
+        "amount_mismatch" => ValueMismatch,
+        "token_mismatch" => AssetMismatch,
+        "insufficient_balance" => InsufficientBalance,
+        "simulation_failed" => SimulationFailed,
+        "transaction_reverted" => TransactionFailed,
         // @x402/evm 2.27 `exact` facilitator.
         "invalid_exact_evm_scheme" => InvalidScheme,
         "invalid_exact_evm_authorization_value" => ValueMismatch,
@@ -349,6 +414,64 @@ mod tests {
             assert_eq!(parse(wire), code, "{wire}");
             assert_eq!(code.as_str(), wire);
         }
+    }
+
+    /// The verification and settlement codes of the x402 `auth-capture` EVM spec, and the
+    /// escrow custom errors' reasons from its "typed simulation reverts" table.
+    #[test]
+    fn auth_capture_spec_vocabulary_maps_to_stable_codes() {
+        let table = [
+            ("invalid_payload_format", Reason::InvalidPayload),
+            ("unsupported_scheme", Reason::InvalidScheme),
+            ("network_mismatch", Reason::NetworkMismatch),
+            ("invalid_network", Reason::InvalidNetwork),
+            (
+                "invalid_auth_capture_extra",
+                Reason::InvalidAuthCaptureExtra,
+            ),
+            (
+                "unsupported_asset_transfer_method",
+                Reason::UnsupportedAssetTransferMethod,
+            ),
+            ("payload_method_mismatch", Reason::PayloadMethodMismatch),
+            ("capture_deadline_expired", Reason::CaptureDeadlineExpired),
+            ("invalid_deadline_ordering", Reason::InvalidDeadlineOrdering),
+            ("authorization_expired", Reason::ValidBefore),
+            ("authorization_not_yet_valid", Reason::ValidAfter),
+            ("invalid_auth_capture_signature", Reason::Signature),
+            ("amount_mismatch", Reason::ValueMismatch),
+            ("token_collector_mismatch", Reason::TokenCollectorMismatch),
+            ("token_mismatch", Reason::AssetMismatch),
+            ("nonce_mismatch", Reason::NonceMismatch),
+            ("insufficient_balance", Reason::InsufficientBalance),
+            ("simulation_failed", Reason::SimulationFailed),
+            ("payment_already_collected", Reason::PaymentAlreadyCollected),
+            ("token_collection_failed", Reason::TokenCollectionFailed),
+            ("invalid_collector", Reason::InvalidCollector),
+            (
+                "invalid_capture_authorizer",
+                Reason::InvalidCaptureAuthorizer,
+            ),
+            ("amount_overflow", Reason::AmountOverflow),
+            ("invalid_fee_bps", Reason::InvalidFeeBps),
+            ("invalid_fee_bps_range", Reason::InvalidFeeBpsRange),
+            ("fee_bps_out_of_range", Reason::FeeBpsOutOfRange),
+            ("zero_fee_receiver", Reason::ZeroFeeReceiver),
+            ("invalid_fee_receiver", Reason::InvalidFeeReceiver),
+            (
+                "insufficient_authorization",
+                Reason::InsufficientAuthorization,
+            ),
+            ("zero_authorization", Reason::ZeroAuthorization),
+            ("transaction_reverted", Reason::TransactionFailed),
+        ];
+        for (wire, code) in table {
+            assert_eq!(parse(wire), code, "{wire}");
+        }
+        assert_eq!(
+            parse("verification_failed"),
+            Reason::Other("verification_failed".into())
+        );
     }
 
     #[test]

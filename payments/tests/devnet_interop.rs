@@ -161,7 +161,14 @@ async fn checked_in_artifacts_match_a_fresh_solc_build() {
         String::from_utf8_lossy(&output.stderr)
     );
     let fresh: Value = serde_json::from_slice(&output.stdout).unwrap();
-    for name in ["DevnetUsd", "Eip1271Wallet", "DevnetMulticall"] {
+    for name in [
+        "DevnetUsd",
+        "Eip1271Wallet",
+        "DevnetMulticall",
+        "AuthCaptureEscrow",
+        "ERC3009PaymentCollector",
+        "OperatorRefundCollector",
+    ] {
         let path = root.join(format!("payments/devnet/artifacts/{name}.json"));
         let checked_in: Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

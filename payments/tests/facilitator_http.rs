@@ -52,10 +52,17 @@ async fn http_facilitator_verifies_settles_and_lists_what_it_supports() {
     let payer = harness.payer(3 * AMOUNT).await;
 
     let supported = facilitator.supported().await.unwrap();
-    assert_eq!(supported.kinds.len(), 1);
-    assert_eq!(supported.kinds[0].network, harness.network.as_str());
+    assert_eq!(supported.kinds.len(), 2);
+    for kind in &supported.kinds {
+        assert_eq!(kind.network, harness.network.as_str());
+        assert_eq!(kind.x402_version, 2);
+    }
     assert_eq!(supported.kinds[0].scheme, "exact");
-    assert_eq!(supported.kinds[0].x402_version, 2);
+    assert_eq!(supported.kinds[1].scheme, "auth-capture");
+    assert_eq!(
+        supported.kinds[1].extra.as_ref().unwrap()["authCaptureEscrow"],
+        "0xBdEA0D1bcC5966192B070Fdf62aB4EF5b4420cff"
+    );
     assert_eq!(
         supported.signers["eip155:*"],
         vec![harness.devnet.relayer().address().to_checksum(None)]

@@ -6,6 +6,10 @@
 //!   (EOA or EIP-1271 wallet); `_1`: the `(uint8 v, bytes32 r, bytes32 s)` form.
 //! - `cancelAuthorization_0`: the `(v, r, s)` form; `cancelAuthorization_1`: the `bytes` form.
 //!
+//! - [`AuthCaptureEscrow`], [`ERC3009PaymentCollector`], [`OperatorRefundCollector`]: the devnet
+//!   look-alikes of base/commerce-payments v1.0.0 (see `payments/devnet/contracts/`), which the
+//!   devnet places at the canonical addresses ([`super::AUTH_CAPTURE_ESCROW_ADDRESS`] …).
+//!
 //! The EIP-712 message structs the token verifies are declared here too, so a test can sign
 //! exactly what the contract hashes.
 
@@ -30,6 +34,35 @@ sol!(
     DevnetMulticall,
     "devnet/artifacts/DevnetMulticall.json"
 );
+
+sol!(
+    #[sol(rpc, all_derives)]
+    AuthCaptureEscrow,
+    "devnet/artifacts/AuthCaptureEscrow.json"
+);
+
+// The collectors' ABIs name `AuthCaptureEscrow.PaymentInfo` and `TokenCollector.CollectorType`,
+// for which `sol!` generates modules of those names: one module per collector keeps them apart.
+pub use erc3009_collector::ERC3009PaymentCollector;
+pub use refund_collector::OperatorRefundCollector;
+
+mod erc3009_collector {
+    #![allow(missing_docs, clippy::too_many_arguments)]
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        ERC3009PaymentCollector,
+        "devnet/artifacts/ERC3009PaymentCollector.json"
+    );
+}
+
+mod refund_collector {
+    #![allow(missing_docs, clippy::too_many_arguments)]
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        OperatorRefundCollector,
+        "devnet/artifacts/OperatorRefundCollector.json"
+    );
+}
 
 sol! {
     /// EIP-3009 `TransferWithAuthorization`: the message an x402 `exact` payment signs.

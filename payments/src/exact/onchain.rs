@@ -35,7 +35,7 @@ alloy::sol! {
 }
 
 /// What `isValidSignature` returns for a valid signature.
-const ERC1271_MAGIC: FixedBytes<4> = FixedBytes([0x16, 0x26, 0xba, 0x7e]);
+pub(crate) const ERC1271_MAGIC: FixedBytes<4> = FixedBytes([0x16, 0x26, 0xba, 0x7e]);
 
 /// ERC-6492 wraps a signature for a not-yet-deployed wallet and ends with this suffix.
 const ERC6492_SUFFIX: [u8; 32] = [

@@ -9,6 +9,7 @@ use alloy::signers::local::PrivateKeySigner;
 use serde::{Deserialize, Deserializer};
 use url::Url;
 
+use crate::auth_capture::EscrowAddresses;
 use crate::wire::Network;
 
 /// The bundled facilitator's configuration.
@@ -42,6 +43,16 @@ pub struct ChainConfig {
     /// genesis (fine on a devnet, too wide for most hosted RPCs on a real chain).
     #[serde(default)]
     pub settlement_lookback_blocks: Option<u64>,
+    /// `auth-capture`: the `AuthCaptureEscrow`; `None` is the canonical v1.0 deployment
+    /// (also what the devnet places its look-alike at).
+    #[serde(default)]
+    pub escrow: Option<Address>,
+    /// `auth-capture`: the escrow's ERC-3009 token collector; `None` is the canonical v1.0 one.
+    #[serde(default)]
+    pub erc3009_collector: Option<Address>,
+    /// `auth-capture`: the escrow's operator refund collector; `None` is the canonical v1.0 one.
+    #[serde(default)]
+    pub operator_refund_collector: Option<Address>,
 }
 
 fn default_receipt_timeout_secs() -> u64 {
@@ -64,6 +75,24 @@ impl ChainConfig {
             receipt_timeout_secs: default_receipt_timeout_secs(),
             receipt_poll_interval_ms: default_receipt_poll_interval_ms(),
             settlement_lookback_blocks: None,
+            escrow: None,
+            erc3009_collector: None,
+            operator_refund_collector: None,
+        }
+    }
+
+    /// The `auth-capture` escrow deployment on this chain, canonical v1.0 where not configured.
+    #[must_use]
+    pub fn escrow_addresses(&self) -> EscrowAddresses {
+        let canonical = EscrowAddresses::default();
+        EscrowAddresses {
+            escrow: self.escrow.unwrap_or(canonical.escrow),
+            erc3009_collector: self
+                .erc3009_collector
+                .unwrap_or(canonical.erc3009_collector),
+            operator_refund_collector: self
+                .operator_refund_collector
+                .unwrap_or(canonical.operator_refund_collector),
         }
     }
 
@@ -181,6 +210,7 @@ mod tests {
         assert_eq!(chain.network.eip155_chain_id(), Some(31337));
         assert_eq!(chain.receipt_timeout(), Duration::from_secs(30));
         assert!(chain.tokens.is_none());
+        assert_eq!(chain.escrow_addresses(), EscrowAddresses::default());
         assert!(!format!("{config:?}").contains("59c6995e"));
 
         let typo = serde_json::from_value::<FacilitatorConfig>(serde_json::json!({

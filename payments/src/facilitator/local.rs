@@ -19,6 +19,8 @@
 //! an unknown outcome asks the chain ([`crate::exact::onchain::find_settlement`]), as the
 //! refusal itself does not say whether the earlier settle was theirs.
 
+mod auth_capture;
+
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -33,6 +35,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use super::config::FacilitatorConfig;
 use super::relayer::{Relayer, SendError};
 use super::{Facilitator, FacilitatorError};
+use crate::auth_capture::{AUTH_CAPTURE_SCHEME, EscrowAddresses};
 use crate::exact::onchain::{
     Refusal, find_settlement, nonce_used, receipt_has_transfer, transfer_calldata, verify_onchain,
 };
@@ -85,6 +88,7 @@ pub struct LocalFacilitator {
     chains: HashMap<Network, Arc<Chain>>,
     in_flight: KeyedLocks,
     book: SettlementBook,
+    escrow_pending: auth_capture::PendingAuthorizations,
 }
 
 impl std::fmt::Debug for LocalFacilitator {
@@ -103,6 +107,7 @@ struct Chain {
     receipt_timeout: Duration,
     poll_interval: Duration,
     lookback_blocks: Option<u64>,
+    escrow: EscrowAddresses,
 }
 
 impl std::fmt::Debug for Chain {
@@ -152,6 +157,7 @@ impl LocalFacilitator {
                 receipt_timeout: chain.receipt_timeout(),
                 poll_interval: chain.receipt_poll_interval(),
                 lookback_blocks: chain.settlement_lookback_blocks,
+                escrow: chain.escrow_addresses(),
             };
             chains.insert(network, Arc::new(entry));
         }
@@ -159,6 +165,7 @@ impl LocalFacilitator {
             chains,
             in_flight: KeyedLocks::default(),
             book: SettlementBook::default(),
+            escrow_pending: auth_capture::PendingAuthorizations::default(),
         })
     }
 
@@ -204,6 +211,9 @@ fn payer_hint(request: &VerifyRequest) -> Option<Address> {
 #[async_trait]
 impl Facilitator for LocalFacilitator {
     async fn verify(&self, request: &VerifyRequest) -> Result<VerifyResponse, FacilitatorError> {
+        if request.payment_requirements.scheme == AUTH_CAPTURE_SCHEME {
+            return self.verify_auth_capture(request).await;
+        }
         let (chain, payment) = match self.locate(request) {
             Ok(located) => located,
             Err(reason) => return Ok(VerifyResponse::invalid(reason, payer_hint(request), None)),
@@ -223,6 +233,9 @@ impl Facilitator for LocalFacilitator {
     }
 
     async fn settle(&self, request: &SettleRequest) -> Result<SettleResponse, FacilitatorError> {
+        if request.payment_requirements.scheme == AUTH_CAPTURE_SCHEME {
+            return self.settle_auth_capture(request).await;
+        }
         let network = request.payment_requirements.network.as_str();
         let (chain, payment) = match self.locate(request) {
             Ok(located) => located,
@@ -273,12 +286,28 @@ impl Facilitator for LocalFacilitator {
         networks.sort();
         let kinds = networks
             .into_iter()
-            .map(|network| SupportedKind {
-                x402_version: X402Version2::VALUE,
-                scheme: EXACT_SCHEME.to_owned(),
-                network: network.to_string(),
-                extra: None,
-                unknown: UnknownFields::new(),
+            .flat_map(|network| {
+                let escrow = self.chains[network].escrow;
+                [
+                    SupportedKind {
+                        x402_version: X402Version2::VALUE,
+                        scheme: EXACT_SCHEME.to_owned(),
+                        network: network.to_string(),
+                        extra: None,
+                        unknown: UnknownFields::new(),
+                    },
+                    SupportedKind {
+                        x402_version: X402Version2::VALUE,
+                        scheme: AUTH_CAPTURE_SCHEME.to_owned(),
+                        network: network.to_string(),
+                        // Where payers must sign for: offers name this escrow.
+                        extra: Some(serde_json::json!({
+                            "authCaptureEscrow": escrow.escrow.to_checksum(None),
+                            "assetTransferMethods": ["eip3009"],
+                        })),
+                        unknown: UnknownFields::new(),
+                    },
+                ]
             })
             .collect();
         let relayers: BTreeSet<String> = self

@@ -44,6 +44,7 @@ pub trait Facilitator: Send + Sync {
     /// ([`crate::exact::onchain::find_settlement`]).
     ///
     /// [`Reason::NonceAlreadyUsed`]: crate::Reason::NonceAlreadyUsed
+    /// [`Reason::PaymentAlreadyCollected`]: crate::Reason::PaymentAlreadyCollected
     /// [`Reason::SettlementPending`]: crate::Reason::SettlementPending
     async fn settle(&self, request: &SettleRequest) -> Result<SettleResponse, FacilitatorError>;
 

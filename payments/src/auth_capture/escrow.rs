@@ -1,0 +1,769 @@
+//! The escrow as the operator (`captureAuthorizer`) drives it, and what the chain says about a
+//! payment.
+//!
+//! | item | what |
+//! |---|---|
+//! | [`revert_reason`] | a revert (escrow custom error, collector or token error, or revert string) → stable [`Reason`] |
+//! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing), then sent and awaited |
+//! | [`EscrowOperator::payment_state`] | `paymentState(getHash(info))` |
+//! | [`EscrowOperator::events`] | the payment's `PaymentAuthorized` / `Charged` / `Captured` / `Voided` / `Reclaimed` / `Refunded` logs, oldest first |
+//! | [`EscrowTotals::of`] | those events summed per kind: what the chain says happened to the money |
+//!
+//! `paymentState` never resets (voided, reclaimed and fully refunded all read `(true, 0, 0)`),
+//! so an outcome is decided from the events; the state says what can still happen.
+//!
+//! Refunds go through the operator refund collector, which pulls the refunded amount from the
+//! operator's own wallet (the receiver is never clawed back): the operator must hold the
+//! tokens and have approved the collector ([`EscrowOperator::ensure_refund_allowance`]).
+
+use std::time::{Duration, Instant};
+
+use alloy::primitives::{Address, B256, Bytes, TxHash, U256};
+use alloy::providers::{DynProvider, Provider};
+use alloy::rpc::types::{Filter, TransactionInput, TransactionReceipt, TransactionRequest};
+use alloy::sol_types::{SolCall, SolEvent, SolInterface};
+use alloy::transports::{RpcError, TransportError};
+
+use super::abi::{IAuthCaptureEscrow, ICollectorReverts, IErc20Allowance};
+use super::{EscrowAddresses, PaymentInfo, Refusal};
+use crate::reason::Reason;
+
+/// The stable reason for a revert, from its data when the node returned it (escrow custom
+/// errors, which the spec maps to codes; the collector's and the token's errors, which the
+/// escrow passes through unchanged) and else from the revert text (FiatToken-style strings).
+#[must_use]
+pub fn revert_reason(data: Option<&[u8]>, message: &str) -> Reason {
+    use IAuthCaptureEscrow::IAuthCaptureEscrowErrors as E;
+    use ICollectorReverts::ICollectorRevertsErrors as C;
+    if let Some(data) = data {
+        if let Ok(error) = E::abi_decode(data) {
+            return match error {
+                E::AfterPreApprovalExpiry(_) => Reason::ValidBefore,
+                E::InvalidExpiries(_) => Reason::InvalidDeadlineOrdering,
+                E::ExceedsMaxAmount(_) | E::ZeroAmount(_) => Reason::ValueMismatch,
+                E::AmountOverflow(_) => Reason::AmountOverflow,
+                E::PaymentAlreadyCollected(_) => Reason::PaymentAlreadyCollected,
+                E::TokenCollectionFailed(_) => Reason::TokenCollectionFailed,
+                E::InvalidCollectorForOperation(_) => Reason::InvalidCollector,
+                E::InvalidSender(_) => Reason::InvalidCaptureAuthorizer,
+                E::FeeBpsOverflow(_) => Reason::InvalidFeeBps,
+                E::InvalidFeeBpsRange(_) => Reason::InvalidFeeBpsRange,
+                E::FeeBpsOutOfRange(_) => Reason::FeeBpsOutOfRange,
+                E::ZeroFeeReceiver(_) => Reason::ZeroFeeReceiver,
+                E::InvalidFeeReceiver(_) => Reason::InvalidFeeReceiver,
+                E::AfterAuthorizationExpiry(_) => Reason::CaptureDeadlineExpired,
+                E::InsufficientAuthorization(_) => Reason::InsufficientAuthorization,
+                E::ZeroAuthorization(_) => Reason::ZeroAuthorization,
+                E::BeforeAuthorizationExpiry(_) => Reason::BeforeCaptureDeadline,
+                E::AfterRefundExpiry(_) => Reason::RefundDeadlineExpired,
+                E::RefundExceedsCapture(_) => Reason::RefundExceedsCapture,
+            };
+        }
+        if let Ok(error) = C::abi_decode(data) {
+            return match error {
+                C::InsufficientBalance(_) | C::ERC20InsufficientBalance(_) => {
+                    Reason::InsufficientBalance
+                }
+                C::InsufficientAllowance(_) | C::ERC20InsufficientAllowance(_) => {
+                    Reason::RefundNotFunded
+                }
+                C::AuthorizationNotYetValid(_) => Reason::ValidAfter,
+                C::AuthorizationExpired(_) => Reason::ValidBefore,
+                C::AuthorizationUsedOrCanceled(_) => Reason::NonceAlreadyUsed,
+                C::InvalidSignature(_) => Reason::Signature,
+                C::OnlyAuthCaptureEscrow(_) => Reason::InvalidCollector,
+                C::CallerMustBePayee(_) => Reason::TokenCollectorMismatch,
+                C::SafeERC20FailedOperation(_)
+                | C::TransferFromFailed(_)
+                | C::TransferFailed(_) => Reason::TokenCollectionFailed,
+            };
+        }
+    }
+    let text = message.to_ascii_lowercase();
+    let table: [(&str, Reason); 8] = [
+        ("invalid signature", Reason::Signature),
+        (
+            "authorization is used or canceled",
+            Reason::NonceAlreadyUsed,
+        ),
+        ("authorization is expired", Reason::ValidBefore),
+        ("authorization is not yet valid", Reason::ValidAfter),
+        ("caller must be the payee", Reason::TokenCollectorMismatch),
+        (
+            "transfer amount exceeds balance",
+            Reason::InsufficientBalance,
+        ),
+        ("transfer amount exceeds allowance", Reason::RefundNotFunded),
+        ("transfer_from_failed", Reason::TokenCollectionFailed),
+    ];
+    table
+        .into_iter()
+        .find(|(needle, _)| text.contains(needle))
+        .map_or(Reason::SimulationFailed, |(_, reason)| reason)
+}
+
+/// The node's answer to a call that reverted, as a refusal; `None` when the error is not a
+/// revert (the node failed: the outcome is unknown).
+#[must_use]
+pub fn revert_refusal(error: &TransportError) -> Option<Refusal> {
+    let RpcError::ErrorResp(payload) = error else {
+        return None;
+    };
+    let reverted = payload.code == 3 || payload.message.to_ascii_lowercase().contains("revert");
+    reverted.then(|| Refusal {
+        reason: revert_reason(
+            payload.as_revert_data().as_ref().map(|data| data.as_ref()),
+            &payload.message,
+        ),
+        message: Some(payload.message.clone().into_owned()),
+    })
+}
+
+/// `eth_call` of `calldata` to `to` from `from`: `Ok(Ok(bytes))` returned, `Ok(Err(refusal))`
+/// reverted, `Err` the node could not be asked.
+pub(crate) async fn simulate(
+    provider: &DynProvider,
+    from: Address,
+    to: Address,
+    calldata: Vec<u8>,
+) -> Result<Result<Bytes, Refusal>, TransportError> {
+    let request = TransactionRequest::default()
+        .from(from)
+        .to(to)
+        .input(TransactionInput::new(calldata.into()));
+    match provider.call(request).await {
+        Ok(bytes) => Ok(Ok(bytes)),
+        Err(error) => match revert_refusal(&error) {
+            Some(refusal) => Ok(Err(refusal)),
+            None => Err(error),
+        },
+    }
+}
+
+/// `paymentState` of one payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PaymentState {
+    /// Authorized or charged, ever (never resets).
+    pub has_collected_payment: bool,
+    /// Held in escrow, capturable (or voidable, or reclaimable after `captureDeadline`).
+    pub capturable_amount: U256,
+    /// Captured and not yet refunded.
+    pub refundable_amount: U256,
+}
+
+/// One escrow event of a payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EscrowEventKind {
+    /// Funds moved payer → escrow (the operator's token store).
+    Authorized {
+        /// Amount held.
+        amount: U256,
+        /// Collector that pulled the funds.
+        token_collector: Address,
+    },
+    /// Funds moved payer → receiver and fee receiver in one step.
+    Charged {
+        /// Amount charged.
+        amount: U256,
+        /// Fee taken.
+        fee_bps: u16,
+        /// Who got the fee.
+        fee_receiver: Address,
+    },
+    /// Escrow → receiver and fee receiver.
+    Captured {
+        /// Amount captured.
+        amount: U256,
+        /// Fee taken.
+        fee_bps: u16,
+        /// Who got the fee.
+        fee_receiver: Address,
+    },
+    /// Escrow → payer, by the operator.
+    Voided {
+        /// Amount returned.
+        amount: U256,
+    },
+    /// Escrow → payer, by the payer after `captureDeadline`.
+    Reclaimed {
+        /// Amount returned.
+        amount: U256,
+    },
+    /// Refund collector → payer, after a capture.
+    Refunded {
+        /// Amount refunded.
+        amount: U256,
+        /// Collector that funded it.
+        token_collector: Address,
+    },
+}
+
+/// An escrow event with where it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscrowEvent {
+    /// What happened.
+    pub kind: EscrowEventKind,
+    /// The transaction.
+    pub tx_hash: Option<TxHash>,
+    /// Its block.
+    pub block_number: Option<u64>,
+    /// Position in the block.
+    pub log_index: Option<u64>,
+}
+
+/// What a payment's events add up to, in atomic units: the chain's verdict on its outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EscrowTotals {
+    /// Locked by `authorize`.
+    pub authorized: U256,
+    /// Paid out by `charge` (authorize and capture in one).
+    pub charged: U256,
+    /// Paid out from escrow by `capture` (fees included).
+    pub captured: U256,
+    /// Fees within `captured` and `charged` (rounded down per capture, as the escrow does).
+    pub fees: U256,
+    /// Returned by the operator's `void`.
+    pub voided: U256,
+    /// Returned by the payer's `reclaim`.
+    pub reclaimed: U256,
+    /// Returned by `refund` after a capture.
+    pub refunded: U256,
+}
+
+impl EscrowTotals {
+    /// Sums `events` (of one payment).
+    #[must_use]
+    pub fn of(events: &[EscrowEvent]) -> Self {
+        let fee = |amount: U256, bps: u16| amount * U256::from(bps) / U256::from(10_000u32);
+        events.iter().fold(Self::default(), |mut totals, event| {
+            match event.kind {
+                EscrowEventKind::Authorized { amount, .. } => totals.authorized += amount,
+                EscrowEventKind::Charged {
+                    amount, fee_bps, ..
+                } => {
+                    totals.charged += amount;
+                    totals.fees += fee(amount, fee_bps);
+                }
+                EscrowEventKind::Captured {
+                    amount, fee_bps, ..
+                } => {
+                    totals.captured += amount;
+                    totals.fees += fee(amount, fee_bps);
+                }
+                EscrowEventKind::Voided { amount } => totals.voided += amount,
+                EscrowEventKind::Reclaimed { amount } => totals.reclaimed += amount,
+                EscrowEventKind::Refunded { amount, .. } => totals.refunded += amount,
+            }
+            totals
+        })
+    }
+
+    /// Still locked in escrow: authorized and not yet captured, voided or reclaimed.
+    #[must_use]
+    pub fn held(&self) -> U256 {
+        self.authorized
+            .saturating_sub(self.captured + self.voided + self.reclaimed)
+    }
+}
+
+/// A mined, successful escrow transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscrowReceipt {
+    /// The transaction.
+    pub tx_hash: TxHash,
+    /// Its block.
+    pub block_number: Option<u64>,
+    /// Gas it used.
+    pub gas_used: u64,
+}
+
+/// Why an escrow call did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum EscrowError {
+    /// The call would revert now: nothing was sent.
+    #[error("escrow call refused: {}", .0.reason)]
+    Refused(Refusal),
+    /// Sent, mined, reverted (state changed between simulation and inclusion).
+    #[error("escrow transaction {tx_hash} reverted")]
+    Reverted {
+        /// The reverted transaction.
+        tx_hash: TxHash,
+    },
+    /// Sent, no receipt within the timeout: ask the chain (`payment_state`, `events`) later.
+    #[error("escrow transaction {0} not mined in time")]
+    Pending(TxHash),
+    /// The node could not be asked: the outcome is unknown.
+    #[error("chain RPC failed")]
+    Rpc(#[from] TransportError),
+}
+
+impl EscrowError {
+    /// The stable reason of a refusal or failure, `None` for unknown outcomes.
+    #[must_use]
+    pub fn reason(&self) -> Option<&Reason> {
+        match self {
+            Self::Refused(refusal) => Some(&refusal.reason),
+            Self::Reverted { .. } => Some(&Reason::TransactionFailed),
+            Self::Pending(_) | Self::Rpc(_) => None,
+        }
+    }
+}
+
+/// The operator (`captureAuthorizer`) of one escrow deployment on one chain.
+///
+/// `provider` must sign for `operator` (a wallet filler with the operator key, and the usual
+/// nonce and gas fillers, as `ProviderBuilder::new().wallet(key)` gives).
+#[derive(Clone)]
+pub struct EscrowOperator {
+    provider: DynProvider,
+    chain_id: u64,
+    addresses: EscrowAddresses,
+    operator: Address,
+    receipt_timeout: Duration,
+    poll_interval: Duration,
+}
+
+impl std::fmt::Debug for EscrowOperator {
+    // The provider holds the operator's key: print only what identifies the operator.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EscrowOperator")
+            .field("chain_id", &self.chain_id)
+            .field("addresses", &self.addresses)
+            .field("operator", &self.operator)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EscrowOperator {
+    /// An operator with a 60 s receipt timeout (the spec's figure).
+    #[must_use]
+    pub fn new(
+        provider: DynProvider,
+        chain_id: u64,
+        addresses: EscrowAddresses,
+        operator: Address,
+    ) -> Self {
+        Self {
+            provider,
+            chain_id,
+            addresses,
+            operator,
+            receipt_timeout: Duration::from_secs(60),
+            poll_interval: Duration::from_millis(100),
+        }
+    }
+
+    /// Overrides how long a call waits for its receipt and how often it polls.
+    #[must_use]
+    pub fn with_receipt_timeout(mut self, timeout: Duration, poll_interval: Duration) -> Self {
+        self.receipt_timeout = timeout;
+        self.poll_interval = poll_interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The operator's address.
+    #[must_use]
+    pub fn operator(&self) -> Address {
+        self.operator
+    }
+
+    /// The deployment.
+    #[must_use]
+    pub fn addresses(&self) -> EscrowAddresses {
+        self.addresses
+    }
+
+    /// `getHash(info)` on this chain and escrow.
+    #[must_use]
+    pub fn payment_hash(&self, info: &PaymentInfo) -> B256 {
+        info.get_hash(self.chain_id, self.addresses.escrow)
+    }
+
+    /// `authorize(info, amount, collector, collectorData)`: payer → escrow.
+    pub async fn authorize(
+        &self,
+        info: &PaymentInfo,
+        amount: U256,
+        collector: Address,
+        collector_data: Bytes,
+    ) -> Result<EscrowReceipt, EscrowError> {
+        let call = IAuthCaptureEscrow::authorizeCall {
+            paymentInfo: info.clone(),
+            amount,
+            tokenCollector: collector,
+            collectorData: collector_data,
+        };
+        self.send(self.addresses.escrow, call.abi_encode()).await
+    }
+
+    /// `charge(info, amount, collector, collectorData, feeBps, feeReceiver)`: payer → receiver
+    /// and fee receiver in one step.
+    pub async fn charge(
+        &self,
+        info: &PaymentInfo,
+        amount: U256,
+        collector: Address,
+        collector_data: Bytes,
+        fee_bps: u16,
+        fee_receiver: Address,
+    ) -> Result<EscrowReceipt, EscrowError> {
+        let call = IAuthCaptureEscrow::chargeCall {
+            paymentInfo: info.clone(),
+            amount,
+            tokenCollector: collector,
+            collectorData: collector_data,
+            feeBps: fee_bps,
+            feeReceiver: fee_receiver,
+        };
+        self.send(self.addresses.escrow, call.abi_encode()).await
+    }
+
+    /// `capture(info, amount, feeBps, feeReceiver)`: escrow → receiver (amount minus the fee,
+    /// rounded down) and fee receiver. Strictly before `captureDeadline`. A `feeReceiver` named
+    /// in `info` must be passed exactly, even at 0 bps.
+    pub async fn capture(
+        &self,
+        info: &PaymentInfo,
+        amount: U256,
+        fee_bps: u16,
+        fee_receiver: Address,
+    ) -> Result<EscrowReceipt, EscrowError> {
+        let call = IAuthCaptureEscrow::captureCall {
+            paymentInfo: info.clone(),
+            amount,
+            feeBps: fee_bps,
+            feeReceiver: fee_receiver,
+        };
+        self.send(self.addresses.escrow, call.abi_encode()).await
+    }
+
+    /// `void(info)`: everything still held goes back to the payer (works after
+    /// `captureDeadline` too).
+    pub async fn void(&self, info: &PaymentInfo) -> Result<EscrowReceipt, EscrowError> {
+        let call = IAuthCaptureEscrow::voidCall {
+            paymentInfo: info.clone(),
+        };
+        self.send(self.addresses.escrow, call.abi_encode()).await
+    }
+
+    /// `refund(info, amount, collector, collectorData)`: `collector` funds `amount` back to the
+    /// payer; strictly before `refundDeadline`, at most what was captured and not refunded.
+    /// With the operator refund collector the funds come from the operator's wallet (see
+    /// [`Self::ensure_refund_allowance`]); a shortfall there is [`Reason::RefundNotFunded`].
+    pub async fn refund(
+        &self,
+        info: &PaymentInfo,
+        amount: U256,
+        collector: Address,
+        collector_data: Bytes,
+    ) -> Result<EscrowReceipt, EscrowError> {
+        let call = IAuthCaptureEscrow::refundCall {
+            paymentInfo: info.clone(),
+            amount,
+            tokenCollector: collector,
+            collectorData: collector_data,
+        };
+        let outcome = self.send(self.addresses.escrow, call.abi_encode()).await;
+        match outcome {
+            // The operator's wallet is what runs short here, not the payer's.
+            Err(EscrowError::Refused(Refusal {
+                reason: Reason::InsufficientBalance,
+                message,
+            })) => Err(EscrowError::Refused(Refusal {
+                reason: Reason::RefundNotFunded,
+                message,
+            })),
+            other => other,
+        }
+    }
+
+    /// Approves the operator refund collector for at least `amount` of `token` from the
+    /// operator's wallet; `None` when the allowance already covers it.
+    pub async fn ensure_refund_allowance(
+        &self,
+        token: Address,
+        amount: U256,
+    ) -> Result<Option<EscrowReceipt>, EscrowError> {
+        let collector = self.addresses.operator_refund_collector;
+        let read = IErc20Allowance::allowanceCall {
+            owner: self.operator,
+            spender: collector,
+        };
+        let current =
+            match simulate(&self.provider, self.operator, token, read.abi_encode()).await? {
+                Ok(bytes) => {
+                    IErc20Allowance::allowanceCall::abi_decode_returns(&bytes).unwrap_or(U256::ZERO)
+                }
+                Err(refusal) => return Err(EscrowError::Refused(refusal)),
+            };
+        if current >= amount {
+            return Ok(None);
+        }
+        let approve = IErc20Allowance::approveCall {
+            spender: collector,
+            value: amount,
+        };
+        self.send(token, approve.abi_encode()).await.map(Some)
+    }
+
+    /// `paymentState(getHash(info))`.
+    pub async fn payment_state(&self, info: &PaymentInfo) -> Result<PaymentState, TransportError> {
+        self.payment_state_by_hash(self.payment_hash(info)).await
+    }
+
+    /// `paymentState(hash)`.
+    pub async fn payment_state_by_hash(&self, hash: B256) -> Result<PaymentState, TransportError> {
+        payment_state(&self.provider, self.addresses.escrow, hash).await
+    }
+
+    /// The payment's escrow events from `from_block` on, oldest first.
+    pub async fn events(
+        &self,
+        payment_hash: B256,
+        from_block: u64,
+    ) -> Result<Vec<EscrowEvent>, TransportError> {
+        payment_events(
+            &self.provider,
+            self.addresses.escrow,
+            payment_hash,
+            from_block,
+        )
+        .await
+    }
+
+    /// Simulates from the operator, then sends and waits for the receipt.
+    async fn send(&self, to: Address, calldata: Vec<u8>) -> Result<EscrowReceipt, EscrowError> {
+        if let Err(refusal) = simulate(&self.provider, self.operator, to, calldata.clone()).await? {
+            return Err(EscrowError::Refused(refusal));
+        }
+        let request = TransactionRequest::default()
+            .from(self.operator)
+            .to(to)
+            .input(TransactionInput::new(calldata.into()));
+        let pending = match self.provider.send_transaction(request).await {
+            Ok(pending) => pending,
+            // Gas estimation inside the send reverted: state moved since the simulation.
+            Err(error) => {
+                return Err(match revert_refusal(&error) {
+                    Some(refusal) => EscrowError::Refused(refusal),
+                    None => EscrowError::Rpc(error),
+                });
+            }
+        };
+        let tx_hash = *pending.tx_hash();
+        let receipt = wait_for_receipt(
+            &self.provider,
+            tx_hash,
+            self.receipt_timeout,
+            self.poll_interval,
+        )
+        .await?
+        .ok_or(EscrowError::Pending(tx_hash))?;
+        if !receipt.status() {
+            return Err(EscrowError::Reverted { tx_hash });
+        }
+        Ok(EscrowReceipt {
+            tx_hash,
+            block_number: receipt.block_number,
+            gas_used: receipt.gas_used,
+        })
+    }
+}
+
+/// `paymentState(hash)` of the escrow at `escrow`.
+pub async fn payment_state(
+    provider: &DynProvider,
+    escrow: Address,
+    hash: B256,
+) -> Result<PaymentState, TransportError> {
+    let call = IAuthCaptureEscrow::paymentStateCall {
+        paymentInfoHash: hash,
+    };
+    let request = TransactionRequest::default()
+        .to(escrow)
+        .input(TransactionInput::new(call.abi_encode().into()));
+    let bytes = provider.call(request).await?;
+    // An address without the escrow's code answers nothing decodable: report "never collected"
+    // rather than guess.
+    Ok(
+        match IAuthCaptureEscrow::paymentStateCall::abi_decode_returns(&bytes) {
+            Ok(state) => PaymentState {
+                has_collected_payment: state.hasCollectedPayment,
+                capturable_amount: U256::from(state.capturableAmount),
+                refundable_amount: U256::from(state.refundableAmount),
+            },
+            Err(_) => PaymentState {
+                has_collected_payment: false,
+                capturable_amount: U256::ZERO,
+                refundable_amount: U256::ZERO,
+            },
+        },
+    )
+}
+
+/// The escrow events of the payment whose `getHash` is `payment_hash`, from `from_block` on,
+/// oldest first.
+pub async fn payment_events(
+    provider: &DynProvider,
+    escrow: Address,
+    payment_hash: B256,
+    from_block: u64,
+) -> Result<Vec<EscrowEvent>, TransportError> {
+    use IAuthCaptureEscrow as E;
+    let filter = Filter::new()
+        .address(escrow)
+        .event_signature(vec![
+            E::PaymentAuthorized::SIGNATURE_HASH,
+            E::PaymentCharged::SIGNATURE_HASH,
+            E::PaymentCaptured::SIGNATURE_HASH,
+            E::PaymentVoided::SIGNATURE_HASH,
+            E::PaymentReclaimed::SIGNATURE_HASH,
+            E::PaymentRefunded::SIGNATURE_HASH,
+        ])
+        .topic1(payment_hash)
+        .from_block(from_block);
+    let mut logs = provider.get_logs(&filter).await?;
+    logs.sort_by_key(|log| (log.block_number, log.log_index));
+    let mut events = Vec::with_capacity(logs.len());
+    for log in logs {
+        let kind = if let Ok(event) = E::PaymentAuthorized::decode_log(&log.inner) {
+            EscrowEventKind::Authorized {
+                amount: event.amount,
+                token_collector: event.tokenCollector,
+            }
+        } else if let Ok(event) = E::PaymentCharged::decode_log(&log.inner) {
+            EscrowEventKind::Charged {
+                amount: event.amount,
+                fee_bps: event.feeBps,
+                fee_receiver: event.feeReceiver,
+            }
+        } else if let Ok(event) = E::PaymentCaptured::decode_log(&log.inner) {
+            EscrowEventKind::Captured {
+                amount: event.amount,
+                fee_bps: event.feeBps,
+                fee_receiver: event.feeReceiver,
+            }
+        } else if let Ok(event) = E::PaymentVoided::decode_log(&log.inner) {
+            EscrowEventKind::Voided {
+                amount: event.amount,
+            }
+        } else if let Ok(event) = E::PaymentReclaimed::decode_log(&log.inner) {
+            EscrowEventKind::Reclaimed {
+                amount: event.amount,
+            }
+        } else if let Ok(event) = E::PaymentRefunded::decode_log(&log.inner) {
+            EscrowEventKind::Refunded {
+                amount: event.amount,
+                token_collector: event.tokenCollector,
+            }
+        } else {
+            continue;
+        };
+        events.push(EscrowEvent {
+            kind,
+            tx_hash: log.transaction_hash,
+            block_number: log.block_number,
+            log_index: log.log_index,
+        });
+    }
+    Ok(events)
+}
+
+/// Polls for a receipt until `timeout`, quickly at first (a devnet mines at once).
+pub(crate) async fn wait_for_receipt(
+    provider: &DynProvider,
+    tx_hash: TxHash,
+    timeout: Duration,
+    poll_interval: Duration,
+) -> Result<Option<TransactionReceipt>, TransportError> {
+    let deadline = Instant::now() + timeout;
+    let mut delay = Duration::from_millis(5).min(poll_interval);
+    loop {
+        if let Some(receipt) = provider.get_transaction_receipt(tx_hash).await? {
+            return Ok(Some(receipt));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(delay.min(deadline - now)).await;
+        delay = (delay * 2).min(poll_interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy::sol_types::SolError;
+
+    #[test]
+    fn escrow_custom_errors_map_to_the_spec_codes() {
+        use IAuthCaptureEscrow as E;
+        let cases: [(Vec<u8>, Reason); 6] = [
+            (
+                E::PaymentAlreadyCollected {
+                    paymentInfoHash: B256::ZERO,
+                }
+                .abi_encode(),
+                Reason::PaymentAlreadyCollected,
+            ),
+            (
+                E::InvalidSender {
+                    sender: Address::ZERO,
+                    expected: Address::ZERO,
+                }
+                .abi_encode(),
+                Reason::InvalidCaptureAuthorizer,
+            ),
+            (
+                E::AfterAuthorizationExpiry {
+                    timestamp: Default::default(),
+                    expiry: Default::default(),
+                }
+                .abi_encode(),
+                Reason::CaptureDeadlineExpired,
+            ),
+            (
+                E::ZeroAuthorization {
+                    paymentInfoHash: B256::ZERO,
+                }
+                .abi_encode(),
+                Reason::ZeroAuthorization,
+            ),
+            (
+                E::TokenCollectionFailed {}.abi_encode(),
+                Reason::TokenCollectionFailed,
+            ),
+            (
+                ICollectorReverts::InvalidSignature {}.abi_encode(),
+                Reason::Signature,
+            ),
+        ];
+        for (data, reason) in cases {
+            assert_eq!(revert_reason(Some(&data), "execution reverted"), reason);
+        }
+    }
+
+    #[test]
+    fn revert_strings_of_fiat_tokens_map_to_stable_codes() {
+        assert_eq!(
+            revert_reason(None, "execution reverted: FiatTokenV2: invalid signature"),
+            Reason::Signature
+        );
+        assert_eq!(
+            revert_reason(
+                None,
+                "execution reverted: ERC20: transfer amount exceeds balance"
+            ),
+            Reason::InsufficientBalance
+        );
+        assert_eq!(
+            revert_reason(None, "execution reverted: TRANSFER_FROM_FAILED"),
+            Reason::TokenCollectionFailed
+        );
+        assert_eq!(
+            revert_reason(Some(&[1, 2, 3, 4]), "execution reverted"),
+            Reason::SimulationFailed
+        );
+    }
+}
