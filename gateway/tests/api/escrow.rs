@@ -320,3 +320,81 @@ async fn listing_schemes_and_fees_round_trip_on_postgres() {
     let created: Value = response.json().await.unwrap();
     assert_eq!(created["terms"]["escrow"]["min_fee_bps"], 500);
 }
+
+#[tokio::test]
+async fn an_escrowed_payment_matches_the_offer_but_is_not_run_yet_and_nothing_moves() {
+    use hiregate_payments::{
+        AuthCaptureSignOptions, EscrowAddresses, auth_capture::precheck, encode_header,
+        sign_auth_capture_payment,
+    };
+    let EscrowEnv { env, .. } = escrow_env(
+        TestDatabase::sqlite(),
+        json!(["auth-capture"]),
+        json!({"fee_bps": 100}),
+    )
+    .await;
+    let contract_id = env.contract(HireEnv::input("locked"), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let offer = &challenge.accepts[0];
+    // The payments crate's client (which mirrors the official @x402/evm one) signs our offer,
+    // and the spec's node-free checks accept the result against it: the 402 is well-formed.
+    let payload = sign_auth_capture_payment(
+        &env.wallet,
+        offer,
+        Some(challenge.resource.clone()),
+        now(),
+        &AuthCaptureSignOptions::default(),
+    )
+    .await
+    .unwrap();
+    let payment = precheck(&payload, offer, EscrowAddresses::default(), now()).unwrap();
+    assert_eq!(payment.payer(), env.wallet.address());
+    assert_eq!(payment.info.receiver, env.pay_to);
+    assert_eq!(payment.info.minFeeBps, 100);
+
+    let payer_before = env.balance(env.wallet.address()).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 422, "{:?}", answer.body);
+    assert_eq!(answer.code(), "payment_scheme_not_enabled");
+
+    // A payment signed for other terms (a later capture deadline) fails the nonce check.
+    let mut other = offer.clone();
+    let deadline = other.extra["captureDeadline"].as_u64().unwrap();
+    other
+        .extra
+        .insert("captureDeadline".into(), json!(deadline + 60));
+    let mut forged = sign_auth_capture_payment(
+        &env.wallet,
+        &other,
+        Some(challenge.resource.clone()),
+        now(),
+        &AuthCaptureSignOptions::default(),
+    )
+    .await
+    .unwrap();
+    forged.accepted = offer.clone();
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&forged)), None)
+        .await;
+    assert_eq!(answer.status, 402, "{:?}", answer.body);
+    assert_eq!(answer.code(), "payment_invalid");
+    assert!(
+        answer.body.to_string().contains("nonce_mismatch"),
+        "{:?}",
+        answer.body
+    );
+
+    assert_eq!(env.state(&contract_id).await, "offered");
+    assert!(
+        env.app
+            .store
+            .payment_of_contract(&contract_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(env.balance(env.wallet.address()).await, payer_before);
+    assert_eq!(env.worker.executions(), 0);
+}
