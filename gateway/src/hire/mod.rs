@@ -9,6 +9,7 @@
 //! | `forward` | `paid` → `executing`: an attempt at the worker, and its answer (delivered, pending, failed) |
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
 //! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain |
+//! | [`escrow`] | the gateway as escrow operator of `auth-capture` contracts: one operator per chain, `PaymentInfo` from the stored offer, the capture order of the terms |
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
 //! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifier workers' `/verify` votes, fail-closed |
@@ -34,6 +35,7 @@ pub mod cancel;
 pub mod crosscheck;
 pub mod deadlines;
 pub mod disputes;
+pub mod escrow;
 pub mod evidence;
 pub mod execute;
 mod forward;

@@ -22,6 +22,8 @@ struct EscrowEnv {
     env: HireEnv,
     operator: Address,
     treasury: Address,
+    /// The gateway's settings overrides, to build its escrow operators in the test.
+    settings: String,
 }
 
 /// A gateway whose devnet chain has an escrow operator key and a treasury, and a worker
@@ -79,6 +81,7 @@ async fn escrow_env(database: TestDatabase, schemes: Value, fee_policy: Value) -
         },
         operator: operator.address(),
         treasury,
+        settings,
     }
 }
 
@@ -94,6 +97,7 @@ async fn an_auth_capture_contract_pins_the_escrow_in_its_terms_and_its_402() {
         env,
         operator,
         treasury,
+        ..
     } = escrow_env(
         TestDatabase::sqlite(),
         json!(["exact", "auth-capture"]),
@@ -397,4 +401,154 @@ async fn an_escrowed_payment_matches_the_offer_but_is_not_run_yet_and_nothing_mo
     );
     assert_eq!(env.balance(env.wallet.address()).await, payer_before);
     assert_eq!(env.worker.executions(), 0);
+}
+
+/// `getTokenStore(operator)`: where the escrow keeps an operator's authorized funds.
+async fn token_store(env: &HireEnv, operator: Address) -> Address {
+    use alloy::{
+        providers::Provider as _,
+        rpc::types::{TransactionInput, TransactionRequest},
+        sol_types::SolCall as _,
+    };
+    use hiregate_payments::auth_capture::abi::IAuthCaptureEscrow;
+    let call = IAuthCaptureEscrow::getTokenStoreCall { operator };
+    let request = TransactionRequest::default()
+        .to(env.devnet.auth_capture_escrow())
+        .input(TransactionInput::new(call.abi_encode().into()));
+    let bytes = env.devnet.provider().call(request).await.unwrap();
+    IAuthCaptureEscrow::getTokenStoreCall::abi_decode_returns(&bytes).unwrap()
+}
+
+/// The gateway's own escrow operator (built from its config) drives the devnet escrow for a
+/// payment signed over the gateway's 402: authorize locks the price in the operator's token
+/// store, capture pays the worker the price minus the terms' fee and the treasury the fee; a
+/// second payment voided gives the payer back exactly what it paid. These are the calls the
+/// escrowed lifecycle makes; the HTTP lifecycle itself does not run them yet.
+#[tokio::test]
+async fn the_gateway_operator_captures_with_the_terms_fee_and_voids_exactly() {
+    use hiregate_contracts::terms::ContractTerms;
+    use hiregate_gateway::{
+        config::Settings,
+        hire::escrow::{CaptureOrder, EscrowOperators, payment_info},
+    };
+    use hiregate_payments::{AuthCaptureSignOptions, sign_auth_capture_payment};
+
+    let EscrowEnv {
+        env,
+        operator,
+        treasury,
+        settings,
+    } = escrow_env(
+        TestDatabase::sqlite(),
+        json!(["auth-capture"]),
+        json!({"fee_bps": 250}),
+    )
+    .await;
+    let settings = Settings::from_defaults_and(&settings).unwrap();
+    let operators = EscrowOperators::from_settings(&settings).unwrap();
+    let escrow_operator = operators
+        .get(env.devnet.chain_id())
+        .expect("devnet operator");
+    assert_eq!(escrow_operator.operator(), operator);
+    assert_eq!(
+        escrow_operator.addresses().escrow,
+        env.devnet.auth_capture_escrow()
+    );
+    env.devnet
+        .set_eth_balance(operator, alloy::primitives::U256::from(10u128.pow(19)))
+        .await
+        .unwrap();
+
+    let authorize = |contract_id: String| {
+        let env = &env;
+        async move {
+            let response = env
+                .app
+                .client
+                .get(format!("{}/v1/contracts/{contract_id}", env.app.address))
+                .bearer_auth(&env.seeker_key)
+                .send()
+                .await
+                .unwrap();
+            let view: Value = response.json().await.unwrap();
+            let terms: ContractTerms = serde_json::from_value(view["terms"].clone())
+                .unwrap_or_else(|e| panic!("terms in {view}: {e}"));
+            let challenge = env.challenge(&contract_id).await;
+            let offer = challenge.accepts[0].clone();
+            let payload = sign_auth_capture_payment(
+                &env.wallet,
+                &offer,
+                Some(challenge.resource.clone()),
+                now(),
+                &AuthCaptureSignOptions::default(),
+            )
+            .await
+            .unwrap();
+            let info = payment_info(&payload, &offer, escrow_operator.addresses()).unwrap();
+            let signature = payload.auth_capture_evm().unwrap().signature;
+            escrow_operator
+                .authorize(
+                    &info,
+                    offer.amount.get(),
+                    escrow_operator.addresses().erc3009_collector,
+                    signature,
+                )
+                .await
+                .unwrap();
+            (terms, info)
+        }
+    };
+
+    let price = alloy::primitives::U256::from(PRICE);
+    let payer = env.wallet.address();
+    let store = token_store(&env, operator).await;
+    let payer_start = env.balance(payer).await;
+
+    // Lock → capture with the fee.
+    let captured_id = env.contract(HireEnv::input("captured"), json!({})).await;
+    let (terms, info) = authorize(captured_id).await;
+    assert_eq!(env.balance(payer).await, payer_start - price);
+    assert_eq!(env.balance(store).await, price);
+    let state = escrow_operator.payment_state(&info).await.unwrap();
+    assert!(state.has_collected_payment);
+    assert_eq!(state.capturable_amount, price);
+
+    let order = CaptureOrder::of(&terms).unwrap();
+    assert_eq!(order.fee_receiver, treasury);
+    assert_eq!(order.fee(), alloy::primitives::U256::from(37_500));
+    escrow_operator
+        .capture(&info, order.amount, order.fee_bps, order.fee_receiver)
+        .await
+        .unwrap();
+    assert_eq!(env.balance(env.pay_to).await, price - order.fee());
+    assert_eq!(env.balance(treasury).await, order.fee());
+    assert_eq!(env.balance(store).await, alloy::primitives::U256::ZERO);
+    let state = escrow_operator.payment_state(&info).await.unwrap();
+    assert_eq!(state.capturable_amount, alloy::primitives::U256::ZERO);
+    assert_eq!(state.refundable_amount, price);
+    // Never a second capture: the escrow refuses it and nothing moves.
+    assert!(
+        escrow_operator
+            .capture(&info, order.amount, order.fee_bps, order.fee_receiver)
+            .await
+            .is_err()
+    );
+    assert_eq!(env.balance(env.pay_to).await, price - order.fee());
+
+    // Lock → void: the payer is made whole exactly.
+    let before_void = env.balance(payer).await;
+    let voided_id = env.contract(HireEnv::input("voided"), json!({})).await;
+    let (_, info) = authorize(voided_id).await;
+    assert_eq!(env.balance(payer).await, before_void - price);
+    escrow_operator.void(&info).await.unwrap();
+    assert_eq!(env.balance(payer).await, before_void);
+    assert_eq!(env.balance(store).await, alloy::primitives::U256::ZERO);
+    // Never a capture of voided money.
+    assert!(
+        escrow_operator
+            .capture(&info, price, order.fee_bps, order.fee_receiver)
+            .await
+            .is_err()
+    );
+    assert_eq!(env.balance(payer).await, before_void);
 }
