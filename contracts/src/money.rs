@@ -270,21 +270,57 @@ impl fmt::Debug for AtomicAmount {
     }
 }
 
-/// The x402 payment scheme. Only `exact` exists in hiregate v1.
+/// The x402 payment scheme of a contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
 pub enum PaymentScheme {
-    /// x402 `exact`: an EIP-3009 `transferWithAuthorization` of exactly the price.
+    /// x402 `exact`: an EIP-3009 `transferWithAuthorization` of exactly the price, settled
+    /// after verification (the gateway holds a signature, not money).
+    #[serde(rename = "exact")]
     Exact,
+    /// x402 `auth-capture`: the price is locked in base/commerce-payments' `AuthCaptureEscrow`
+    /// before the work starts, captured after verification, voided or refunded otherwise.
+    #[serde(rename = "auth-capture")]
+    AuthCapture,
 }
 
+/// An unknown scheme name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown payment scheme {0:?}: expected \"exact\" or \"auth-capture\"")]
+pub struct UnknownScheme(pub String);
+
 impl PaymentScheme {
-    /// The wire name.
+    /// Every scheme, `exact` first (the default).
+    pub const ALL: [Self; 2] = [Self::Exact, Self::AuthCapture];
+
+    /// The x402 wire name.
     #[must_use]
     pub const fn as_str(&self) -> &'static str {
         match self {
             Self::Exact => "exact",
+            Self::AuthCapture => "auth-capture",
         }
+    }
+
+    /// True when the money is locked in an escrow before the work starts.
+    #[must_use]
+    pub const fn is_escrowed(&self) -> bool {
+        matches!(self, Self::AuthCapture)
+    }
+}
+
+impl FromStr for PaymentScheme {
+    type Err = UnknownScheme;
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|scheme| scheme.as_str() == raw)
+            .ok_or_else(|| UnknownScheme(raw.to_owned()))
+    }
+}
+
+impl fmt::Display for PaymentScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -470,6 +506,24 @@ mod tests {
         );
         let json = r#"{"scheme":"exact","network":"eip155:84532","asset":"0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed","amount":"0"}"#;
         assert!(serde_json::from_str::<Price>(json).is_err());
+    }
+
+    #[test]
+    fn schemes_use_their_x402_names() {
+        for scheme in PaymentScheme::ALL {
+            let json = serde_json::to_value(scheme).unwrap();
+            assert_eq!(json, serde_json::json!(scheme.as_str()));
+            assert_eq!(
+                serde_json::from_value::<PaymentScheme>(json).unwrap(),
+                scheme
+            );
+            assert_eq!(scheme.as_str().parse::<PaymentScheme>().unwrap(), scheme);
+        }
+        assert_eq!(PaymentScheme::AuthCapture.as_str(), "auth-capture");
+        assert!("auth_capture".parse::<PaymentScheme>().is_err());
+        assert!(serde_json::from_str::<PaymentScheme>("\"upto\"").is_err());
+        assert!(PaymentScheme::AuthCapture.is_escrowed());
+        assert!(!PaymentScheme::Exact.is_escrowed());
     }
 
     proptest! {

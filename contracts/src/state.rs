@@ -16,7 +16,14 @@
 //!  settling ─settlement_succeeded─► settled │ ─settlement_failed─► settlement_failed
 //!           │ ─settlement_outcome_unknown─► settlement_unknown ─settlement_retried─► settling
 //!  settlement_unknown ─settlement_succeeded / settlement_failed─► settled / settlement_failed
+//!  (any state holding the payment) ─payment_reclaimed─► voided   (auth-capture: the payer took
+//!                                   the escrowed funds back on chain after captureDeadline)
 //! ```
+//!
+//! For escrowed (`auth-capture`) contracts `paid` means *authorized on chain*, settlement is
+//! the escrow's capture and the void of a rejected contract is the escrow's void; the states are
+//! the same. Only the payer's reclaim is an outside event: the chain already moved the money, so
+//! the contract ends `voided` whatever it was doing.
 //!
 //! A pending task that completes goes through `delivered` like a synchronous one, so every
 //! deliverable is recorded before it is judged. Terminal states (`settled`,
@@ -197,6 +204,7 @@ impl ContractState {
             (S::Settling | S::SettlementUnknown, E::SettlementFailed) => S::SettlementFailed,
             (S::Settling, E::SettlementOutcomeUnknown) => S::SettlementUnknown,
             (S::SettlementUnknown, E::SettlementRetried) => S::Settling,
+            (from, E::PaymentReclaimed) if from.holds_authorization() => S::Voided,
             (from, event) => {
                 return Err(IllegalTransition {
                     from,
@@ -306,6 +314,9 @@ pub enum ContractEvent {
     SettlementOutcomeUnknown,
     /// Reconciliation retries settlement with the same payload.
     SettlementRetried,
+    /// The payer reclaimed an escrowed payment on chain (`PaymentReclaimed`, possible once the
+    /// capture deadline passed): nothing can be captured any more.
+    PaymentReclaimed,
 }
 
 impl ContractEvent {
@@ -334,6 +345,7 @@ impl ContractEvent {
             Self::SettlementFailed => "settlement_failed",
             Self::SettlementOutcomeUnknown => "settlement_outcome_unknown",
             Self::SettlementRetried => "settlement_retried",
+            Self::PaymentReclaimed => "payment_reclaimed",
         }
     }
 }
@@ -398,6 +410,7 @@ mod tests {
             E::SettlementFailed,
             E::SettlementOutcomeUnknown,
             E::SettlementRetried,
+            E::PaymentReclaimed,
         ]
     }
 
@@ -464,6 +477,12 @@ mod tests {
             ),
             (S::SettlementUnknown, E::SettlementRetried, S::Settling),
         ];
+        for from in ContractState::ALL
+            .into_iter()
+            .filter(ContractState::holds_authorization)
+        {
+            table.push((from, E::PaymentReclaimed, S::Voided));
+        }
         for from in [S::Executing, S::Pending] {
             table.push((
                 from,
@@ -582,6 +601,36 @@ mod tests {
     }
 
     #[test]
+    fn a_payer_reclaim_ends_every_state_holding_the_payment_and_nothing_else() {
+        let from: Vec<_> = ContractState::ALL
+            .into_iter()
+            .filter(|state| state.transition(&E::PaymentReclaimed).is_ok())
+            .collect();
+        assert_eq!(
+            from,
+            [
+                S::Paid,
+                S::Executing,
+                S::Pending,
+                S::Delivered,
+                S::Verifying,
+                S::Accepted,
+                S::Rejected,
+                S::Disputed,
+                S::Settling,
+                S::SettlementUnknown,
+            ]
+        );
+        assert!(
+            from.iter()
+                .all(|state| state.transition(&E::PaymentReclaimed) == Ok(S::Voided))
+        );
+        // Money already captured (settled) or never locked (offered) cannot be reclaimed.
+        assert!(S::Settled.transition(&E::PaymentReclaimed).is_err());
+        assert!(S::Offered.transition(&E::PaymentReclaimed).is_err());
+    }
+
+    #[test]
     fn names_round_trip() {
         for state in ContractState::ALL {
             assert_eq!(state.as_str().parse::<ContractState>().unwrap(), state);
@@ -605,7 +654,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn any_event_sequence_only_takes_legal_steps(indices in proptest::collection::vec(0usize..24, 0..40)) {
+        fn any_event_sequence_only_takes_legal_steps(indices in proptest::collection::vec(0usize..32, 0..40)) {
             let events = sample_events();
             let legal = legal();
             let mut state = S::Offered;

@@ -14,8 +14,9 @@ use serde_json::Value;
 use url::Url;
 
 use crate::canonical::{CanonicalError, Digest, to_canonical_vec};
+use crate::escrow::{EscrowError, EscrowPolicy, EscrowTerms};
 use crate::id::{ContractId, SeekerId, WorkerId};
-use crate::money::{EvmAddress, Price};
+use crate::money::{EvmAddress, PaymentScheme, Price};
 use crate::policy::{PolicyBinding, PolicyError, PolicyRequest};
 use crate::schema::{OutputSchema, SchemaError, SchemaLimits};
 use crate::time::{Timestamp, TimestampError};
@@ -130,6 +131,12 @@ pub enum TermsError {
     /// A timestamp computation overflowed.
     #[error(transparent)]
     Timestamp(#[from] TimestampError),
+    /// The escrow terms were refused.
+    #[error("escrow: {0}")]
+    Escrow(#[from] EscrowError),
+    /// An `auth-capture` price without escrow terms, or escrow terms on an `exact` price.
+    #[error("escrow terms must be present exactly when the price's scheme is auth-capture")]
+    EscrowSchemeMismatch,
     /// Something could not be canonicalised.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -565,6 +572,9 @@ pub struct ContractTerms {
     webhook_url: Option<WebhookUrl>,
     created_at: Timestamp,
     offer_expires_at: Timestamp,
+    // Absent for `exact`, so the terms (and terms_hash) of exact contracts are as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    escrow: Option<EscrowTerms>,
 }
 
 /// The parts of [`ContractTerms`], for [`ContractTerms::new`].
@@ -594,6 +604,8 @@ pub struct TermsParts {
     pub created_at: Timestamp,
     /// When the unpaid offer lapses.
     pub offer_expires_at: Timestamp,
+    /// Escrow terms: present exactly when the price's scheme is `auth-capture`.
+    pub escrow: Option<EscrowTerms>,
 }
 
 #[derive(Deserialize)]
@@ -613,6 +625,8 @@ struct TermsWire {
     webhook_url: Option<WebhookUrl>,
     created_at: Timestamp,
     offer_expires_at: Timestamp,
+    #[serde(default)]
+    escrow: Option<EscrowTerms>,
 }
 
 impl TryFrom<TermsWire> for ContractTerms {
@@ -635,6 +649,7 @@ impl TryFrom<TermsWire> for ContractTerms {
                 webhook_url: wire.webhook_url,
                 created_at: wire.created_at,
                 offer_expires_at: wire.offer_expires_at,
+                escrow: wire.escrow,
             },
             &TermsLimits::default(),
         )
@@ -652,6 +667,9 @@ pub struct OfferContext {
     pub created_at: Timestamp,
     /// How long the unpaid offer stays open.
     pub offer_ttl_s: u64,
+    /// The gateway's escrow parameters; required when the offer's price is `auth-capture`,
+    /// ignored for `exact`.
+    pub escrow: Option<EscrowPolicy>,
 }
 
 /// The seeker's proposal: the `POST /v1/contracts` body.
@@ -709,6 +727,10 @@ impl ContractTerms {
         if parts.offer_expires_at <= parts.created_at {
             return Err(TermsError::ExpiryBeforeCreation);
         }
+        let escrowed = parts.price.scheme() == PaymentScheme::AuthCapture;
+        if escrowed != parts.escrow.is_some() {
+            return Err(TermsError::EscrowSchemeMismatch);
+        }
         Ok(Self {
             terms_version: TermsVersion,
             contract_id: parts.contract_id,
@@ -723,6 +745,7 @@ impl ContractTerms {
             webhook_url: parts.webhook_url,
             created_at: parts.created_at,
             offer_expires_at: parts.offer_expires_at,
+            escrow: parts.escrow,
         })
     }
 
@@ -763,6 +786,21 @@ impl ContractTerms {
             None => PolicyBinding::schema_only(),
         };
         let task = Task::new(proposal.task_type, proposal.input, schemas, limits)?;
+        let sla = proposal.sla.unwrap_or_default();
+        let retry_policy = proposal.retry_policy.unwrap_or_default();
+        let acceptance_window_s = proposal
+            .acceptance_window_s
+            .unwrap_or(DEFAULT_ACCEPTANCE_WINDOW_S);
+        let offer_expires_at = context.created_at.plus_seconds(context.offer_ttl_s)?;
+        let escrow = match (offer.price.scheme(), context.escrow) {
+            (PaymentScheme::Exact, _) => None,
+            (PaymentScheme::AuthCapture, None) => return Err(TermsError::EscrowSchemeMismatch),
+            (PaymentScheme::AuthCapture, Some(policy)) => Some(policy.terms_for(
+                offer_expires_at,
+                worst_case_work_s(sla, retry_policy),
+                acceptance_window_s,
+            )?),
+        };
         Self::new(
             TermsParts {
                 contract_id: context.contract_id,
@@ -771,14 +809,13 @@ impl ContractTerms {
                 task,
                 price: offer.price.clone(),
                 verification,
-                sla: proposal.sla.unwrap_or_default(),
-                retry_policy: proposal.retry_policy.unwrap_or_default(),
-                acceptance_window_s: proposal
-                    .acceptance_window_s
-                    .unwrap_or(DEFAULT_ACCEPTANCE_WINDOW_S),
+                sla,
+                retry_policy,
+                acceptance_window_s,
                 webhook_url: proposal.webhook_url,
                 created_at: context.created_at,
-                offer_expires_at: context.created_at.plus_seconds(context.offer_ttl_s)?,
+                offer_expires_at,
+                escrow,
             },
             limits,
         )
@@ -859,9 +896,23 @@ impl ContractTerms {
     /// verification and a margin when it sizes the payment authorization.
     #[must_use]
     pub fn worst_case_work_s(&self) -> u64 {
-        let per_attempt_s = self.sla.max_latency_ms.div_ceil(1000) + self.sla.poll_window_s;
-        per_attempt_s.saturating_mul(u64::from(self.retry_policy.max_attempts))
+        worst_case_work_s(self.sla, self.retry_policy)
     }
+    /// The payment scheme the contract is paid with.
+    #[must_use]
+    pub const fn scheme(&self) -> PaymentScheme {
+        self.price.scheme()
+    }
+    /// Escrow terms of an `auth-capture` contract; `None` for `exact`.
+    #[must_use]
+    pub const fn escrow(&self) -> Option<&EscrowTerms> {
+        self.escrow.as_ref()
+    }
+}
+
+fn worst_case_work_s(sla: Sla, retry_policy: RetryPolicy) -> u64 {
+    let per_attempt_s = sla.max_latency_ms.div_ceil(1000) + sla.poll_window_s;
+    per_attempt_s.saturating_mul(u64::from(retry_policy.max_attempts))
 }
 
 #[cfg(test)]
@@ -916,6 +967,7 @@ pub(crate) mod tests {
             seeker: SeekerId::from_ulid(Ulid::from_parts(1_700_000_000_000, 3)),
             created_at: "2025-01-30T12:00:00Z".parse().unwrap(),
             offer_ttl_s: 900,
+            escrow: None,
         }
     }
 
@@ -1090,6 +1142,105 @@ pub(crate) mod tests {
                 "{bad}"
             );
         }
+    }
+
+    fn escrow_policy() -> EscrowPolicy {
+        EscrowPolicy {
+            escrow: "0xBdEA0D1bcC5966192B070Fdf62aB4EF5b4420cff"
+                .parse()
+                .unwrap(),
+            capture_authorizer: EvmAddress::from_bytes([2; 20]),
+            fee_bps: 100,
+            fee_recipient: EvmAddress::from_bytes([3; 20]),
+            payment_window_s: 300,
+            reserve_s: 150,
+            refund_window_s: 86_400,
+        }
+    }
+
+    fn escrowed_offer() -> WorkerOffer {
+        let mut offer = sample_offer();
+        let price = offer.price.clone();
+        offer.price = Price::new(
+            PaymentScheme::AuthCapture,
+            price.network(),
+            price.asset(),
+            price.amount(),
+        )
+        .unwrap();
+        offer
+    }
+
+    #[test]
+    fn auth_capture_terms_pin_the_escrow_and_round_trip() {
+        let mut context = sample_context();
+        context.escrow = Some(escrow_policy());
+        let terms = ContractTerms::from_proposal(
+            sample_proposal(),
+            &escrowed_offer(),
+            context,
+            &TermsLimits::default(),
+        )
+        .unwrap();
+        assert_eq!(terms.scheme(), PaymentScheme::AuthCapture);
+        let escrow = terms.escrow().unwrap();
+        // Offer expiry 12:15:00 (+1 s rounding) + payment 300 + work 2 × (30 + 600) + acceptance
+        // 600 + reserve 150.
+        assert_eq!(
+            escrow.capture_deadline().to_string(),
+            "2025-01-30T12:53:31.000Z"
+        );
+        assert_eq!(escrow.capture_fee_bps(), 100);
+        let json = serde_json::to_value(&terms).unwrap();
+        assert_eq!(json["price"]["scheme"], "auth-capture");
+        assert_eq!(json["escrow"]["min_fee_bps"], 100);
+        let back: ContractTerms = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, terms);
+        assert_ne!(
+            terms.terms_hash().unwrap(),
+            sample_terms().terms_hash().unwrap()
+        );
+
+        // Escrow terms on an exact price, or an auth-capture price without them, are refused.
+        let mut exact_with_escrow = serde_json::to_value(sample_terms()).unwrap();
+        exact_with_escrow["escrow"] = json["escrow"].clone();
+        assert!(serde_json::from_value::<ContractTerms>(exact_with_escrow).is_err());
+        let mut escrowed_without = json;
+        escrowed_without.as_object_mut().unwrap().remove("escrow");
+        assert!(serde_json::from_value::<ContractTerms>(escrowed_without).is_err());
+        assert!(matches!(
+            ContractTerms::from_proposal(
+                sample_proposal(),
+                &escrowed_offer(),
+                sample_context(),
+                &TermsLimits::default()
+            ),
+            Err(TermsError::EscrowSchemeMismatch)
+        ));
+    }
+
+    #[test]
+    fn exact_terms_carry_no_escrow_even_with_a_policy() {
+        let mut context = sample_context();
+        context.escrow = Some(escrow_policy());
+        let terms = ContractTerms::from_proposal(
+            sample_proposal(),
+            &sample_offer(),
+            context,
+            &TermsLimits::default(),
+        )
+        .unwrap();
+        assert!(terms.escrow().is_none());
+        assert_eq!(
+            terms.terms_hash().unwrap(),
+            sample_terms().terms_hash().unwrap()
+        );
+        assert!(
+            serde_json::to_value(&terms)
+                .unwrap()
+                .get("escrow")
+                .is_none()
+        );
     }
 
     #[test]

@@ -83,6 +83,7 @@ fn context() -> OfferContext {
         seeker: SeekerId::from_ulid(Ulid::from_parts(1_700_000_000_000, 3)),
         created_at: "2025-01-30T12:00:00Z".parse().unwrap(),
         offer_ttl_s: 900,
+        escrow: None,
     }
 }
 

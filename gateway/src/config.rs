@@ -15,6 +15,7 @@ use std::{
     time::Duration,
 };
 
+use alloy::primitives::Address;
 use figment::{
     Figment,
     providers::{Env, Format, Toml},
@@ -120,6 +121,8 @@ pub struct Settings {
     pub health: HealthSettings,
     /// Contract defaults and bounds.
     pub contracts: ContractSettings,
+    /// Escrowed (`auth-capture`) contracts: treasury, fees, deadlines.
+    pub escrow: EscrowSettings,
     /// Seeker webhook delivery.
     pub webhooks: WebhookSettings,
     /// Contract event streams (SSE).
@@ -358,9 +361,53 @@ pub struct ChainSettings {
     /// devnet but not most hosted RPCs of a real chain.
     #[serde(default)]
     pub settlement_lookback_blocks: Option<u64>,
+    /// Hex private key of the gateway's escrow operator on this chain: the `captureAuthorizer`
+    /// of `auth-capture` offers, which sends capture, void and refund. Empty: this chain offers
+    /// `exact` only.
+    #[serde(deserialize_with = "empty_secret_as_none", default)]
+    pub operator_private_key: Option<SecretString>,
+    /// base/commerce-payments `AuthCaptureEscrow` on this chain.
+    #[serde(default = "canonical_auth_capture_escrow")]
+    pub auth_capture_escrow: Address,
+    /// Its ERC-3009 token collector (the payer's `receiveWithAuthorization` names it).
+    #[serde(default = "canonical_erc3009_token_collector")]
+    pub erc3009_token_collector: Address,
+    /// Its operator refund collector (refunds are paid from the operator's wallet through it).
+    #[serde(default = "canonical_operator_refund_collector")]
+    pub operator_refund_collector: Address,
+}
+
+/// `AuthCaptureEscrow` v1.0 of base/commerce-payments, the same address on every chain it is on.
+pub const CANONICAL_AUTH_CAPTURE_ESCROW: Address =
+    alloy::primitives::address!("0xBdEA0D1bcC5966192B070Fdf62aB4EF5b4420cff");
+/// The v1.0 ERC-3009 token collector.
+pub const CANONICAL_ERC3009_TOKEN_COLLECTOR: Address =
+    alloy::primitives::address!("0x0E3dF9510de65469C4518D7843919c0b8C7A7757");
+/// The v1.0 operator refund collector.
+pub const CANONICAL_OPERATOR_REFUND_COLLECTOR: Address =
+    alloy::primitives::address!("0x934907bffd0901b6A21e398B9C53A4A38F02fa5d");
+
+const fn canonical_auth_capture_escrow() -> Address {
+    CANONICAL_AUTH_CAPTURE_ESCROW
+}
+const fn canonical_erc3009_token_collector() -> Address {
+    CANONICAL_ERC3009_TOKEN_COLLECTOR
+}
+const fn canonical_operator_refund_collector() -> Address {
+    CANONICAL_OPERATOR_REFUND_COLLECTOR
 }
 
 impl ChainSettings {
+    /// The escrow operator's address, when [`Self::operator_private_key`] is set (validated at
+    /// load).
+    pub fn operator_address(&self) -> Option<Address> {
+        let key = self.operator_private_key.as_ref()?;
+        key.expose_secret()
+            .parse::<alloy::signers::local::PrivateKeySigner>()
+            .ok()
+            .map(|signer| signer.address())
+    }
+
     /// The EVM chain id of [`Self::network`] (validated at load).
     pub fn chain_id(&self) -> Option<u64> {
         self.network
@@ -519,6 +566,31 @@ impl ContractSettings {
     pub fn recovery_grace(&self) -> Duration {
         Duration::from_millis(self.recovery_grace_ms)
     }
+}
+
+/// `[escrow]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EscrowSettings {
+    /// Fee recipient of every escrowed contract (x402 `feeRecipient`); `None` when empty.
+    #[serde(deserialize_with = "empty_address_as_none")]
+    pub treasury: Option<Address>,
+    /// Fee of listings without a fee policy, basis points.
+    pub default_fee_bps: u16,
+    /// Largest fee a listing may set, basis points.
+    pub max_fee_bps: u16,
+    /// Longest acceptance window of an escrowed contract, seconds.
+    pub max_acceptance_window_s: u64,
+    /// Longest time an escrowed contract may keep a worker pending (per attempt), seconds.
+    pub max_pending_s: u64,
+    /// Refunds stay possible this long after the capture deadline, seconds.
+    pub refund_window_s: u64,
+    /// x402 `maxTimeoutSeconds` of an `auth-capture` offer: from signing until the
+    /// authorization is mined, seconds.
+    pub payment_window_s: u64,
+    /// Reserve of the capture deadline after the acceptance window, seconds: the capture
+    /// transaction, its retries and clock skew (verification has its own budget).
+    pub capture_margin_s: u64,
 }
 
 /// `[webhooks]`
@@ -780,7 +852,76 @@ impl Settings {
                 }
                 _ => {}
             }
+            if let Some(secret) = &chain.operator_private_key {
+                if !is_hex_private_key(secret.expose_secret()) {
+                    return Err(ConfigError::invalid(
+                        key("operator_private_key"),
+                        "must be 32 bytes of hex (64 hex digits, optional 0x)",
+                    ));
+                }
+                if self.escrow.treasury.is_none() {
+                    return Err(ConfigError::invalid(
+                        "escrow.treasury",
+                        format!(
+                            "required when chains.{name}.operator_private_key is set: escrowed \
+                             contracts name it as their fee recipient"
+                        ),
+                    ));
+                }
+            }
+            for (field, address) in [
+                ("auth_capture_escrow", chain.auth_capture_escrow),
+                ("erc3009_token_collector", chain.erc3009_token_collector),
+                ("operator_refund_collector", chain.operator_refund_collector),
+            ] {
+                if address.is_zero() {
+                    return Err(ConfigError::invalid(
+                        key(field),
+                        "must not be the zero address",
+                    ));
+                }
+            }
         }
+        self.validate_escrow()
+    }
+
+    fn validate_escrow(&self) -> Result<(), ConfigError> {
+        let escrow = &self.escrow;
+        if escrow.treasury.is_some_and(|t| t.is_zero()) {
+            return Err(ConfigError::invalid(
+                "escrow.treasury",
+                "must not be the zero address (leave it empty for no escrow)",
+            ));
+        }
+        if escrow.max_fee_bps > hiregate_contracts::escrow::MAX_FEE_BPS {
+            return Err(ConfigError::invalid("escrow.max_fee_bps", "at most 10000"));
+        }
+        if escrow.default_fee_bps > escrow.max_fee_bps {
+            return Err(ConfigError::invalid(
+                "escrow.default_fee_bps",
+                "must not exceed escrow.max_fee_bps",
+            ));
+        }
+        // The seed's long-running bound: HIRE polls pending work for up to 24 hours.
+        if escrow.max_pending_s > hiregate_contracts::terms::Sla::MAX_POLL_WINDOW_S {
+            return Err(ConfigError::invalid(
+                "escrow.max_pending_s",
+                format!(
+                    "at most {} (24 h)",
+                    hiregate_contracts::terms::Sla::MAX_POLL_WINDOW_S
+                ),
+            ));
+        }
+        if escrow.max_acceptance_window_s
+            > hiregate_contracts::terms::TermsLimits::default().max_acceptance_window_s
+        {
+            return Err(ConfigError::invalid(
+                "escrow.max_acceptance_window_s",
+                "at most 30 days",
+            ));
+        }
+        at_least("escrow.payment_window_s", escrow.payment_window_s, 30)?;
+        at_least("escrow.capture_margin_s", escrow.capture_margin_s, 60)?;
         Ok(())
     }
 
@@ -924,6 +1065,19 @@ fn empty_as_none<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Ur
         .map_err(serde::de::Error::custom)
 }
 
+fn empty_address_as_none<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Address>, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    if raw.trim().is_empty() {
+        return Ok(None);
+    }
+    raw.trim()
+        .parse::<Address>()
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
 fn empty_secret_as_none<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<SecretString>, D::Error> {
@@ -1023,6 +1177,64 @@ mod tests {
             invalid_key("[http]\ncors_allowed_origins = [\"*\", \"https://a.example\"]"),
             "http.cors_allowed_origins"
         );
+        let chain = "[chains.devnet]\nnetwork = \"eip155:31337\"\nrpc_url = \"http://127.0.0.1:8545\"\n\
+            relayer_private_key = \"0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d\"\n";
+        assert_eq!(
+            invalid_key(&format!("{chain}operator_private_key = \"0x12\"")),
+            "chains.devnet.operator_private_key"
+        );
+        assert_eq!(
+            invalid_key(&format!(
+                "{chain}operator_private_key = \"0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a\""
+            )),
+            "escrow.treasury"
+        );
+        assert_eq!(
+            invalid_key(&format!(
+                "{chain}auth_capture_escrow = \"0x0000000000000000000000000000000000000000\""
+            )),
+            "chains.devnet.auth_capture_escrow"
+        );
+        assert_eq!(
+            invalid_key("[escrow]\ndefault_fee_bps = 600\nmax_fee_bps = 500"),
+            "escrow.default_fee_bps"
+        );
+        assert_eq!(
+            invalid_key("[escrow]\nmax_pending_s = 86401"),
+            "escrow.max_pending_s"
+        );
+    }
+
+    #[test]
+    fn escrow_addresses_default_to_the_canonical_deployment() {
+        let settings = Settings::from_defaults_and(
+            r#"
+            [chains.devnet]
+            network = "eip155:31337"
+            rpc_url = "http://127.0.0.1:8545"
+            relayer_private_key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+            operator_private_key = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+            [escrow]
+            treasury = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+            "#,
+        )
+        .unwrap();
+        let chain = &settings.chains["devnet"];
+        assert_eq!(chain.auth_capture_escrow, CANONICAL_AUTH_CAPTURE_ESCROW);
+        assert_eq!(
+            chain.erc3009_token_collector,
+            CANONICAL_ERC3009_TOKEN_COLLECTOR
+        );
+        assert_eq!(
+            chain.operator_refund_collector,
+            CANONICAL_OPERATOR_REFUND_COLLECTOR
+        );
+        // anvil's account #2.
+        assert_eq!(
+            chain.operator_address().unwrap().to_string(),
+            "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+        );
+        assert!(!format!("{settings:?}").contains("5de4111afa1a4b94"));
     }
 
     #[test]

@@ -328,6 +328,10 @@ impl From<RegistryError> for ApiError {
             },
             RegistryError::ProtocolNotSupported(_) => Self::ProtocolNotSupported(error.to_string()),
             RegistryError::Probe(failure) => Self::WorkerProbeFailed(failure),
+            RegistryError::Invalid(invalid) => Self::Validation {
+                field: invalid.field,
+                reason: invalid.reason,
+            },
             RegistryError::Store(store) => Self::Store(store),
         }
     }

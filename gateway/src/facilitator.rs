@@ -78,6 +78,11 @@ pub fn bundled_facilitator_config(
             .map_err(|_| problem("relayer_private_key is not a valid secp256k1 key"))?;
         let mut config = ChainConfig::new(network, chain.rpc_url.clone(), relayer_key);
         config.settlement_lookback_blocks = chain.settlement_lookback_blocks;
+        // The escrow stack `auth-capture` offers name (canonical v1.0 unless configured), so the
+        // embedded facilitator verifies and authorizes against the same contracts.
+        config.escrow = Some(chain.auth_capture_escrow);
+        config.erc3009_collector = Some(chain.erc3009_token_collector);
+        config.operator_refund_collector = Some(chain.operator_refund_collector);
         chains.push(config);
     }
     if chains.is_empty() {

@@ -160,7 +160,8 @@ impl App {
             Arc::new(options.probes.unwrap_or_default()),
             settings.health.clone(),
             metrics.clone(),
-        );
+        )
+        .with_max_fee_bps(settings.escrow.max_fee_bps);
         let admin_key_hash = settings
             .admin
             .api_key

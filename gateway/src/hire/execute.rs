@@ -33,6 +33,7 @@ use axum::body::Bytes;
 use axum::http::StatusCode;
 use chrono::Utc;
 use hiregate_contracts::{
+    money::PaymentScheme,
     state::{ContractEvent, ContractState},
     terms::ContractTerms,
 };
@@ -396,8 +397,14 @@ impl HireService {
         let id = ctx.contract_id.as_str();
         let state = ContractState::from_str(&contract.state)
             .map_err(|e| internal(format!("stored state: {e}")))?;
-        let delivery = stored_delivery(store, id, content_released(state)).await?;
         let verification = store.latest_verification(id).await?;
+        let passed = verification.as_ref().is_some_and(|v| v.passed);
+        let delivery = stored_delivery(
+            store,
+            id,
+            content_released(ctx.terms.scheme(), state, passed),
+        )
+        .await?;
         let payment = store.payment_of_contract(id).await?;
         let settlement = match contract.state.as_str() {
             "settled" => {
@@ -499,15 +506,31 @@ pub(super) fn check_body(terms: &ContractTerms, body: &Bytes) -> Result<(), Repl
 }
 
 /// Whether a contract in `state` may show its deliverable's content to the seeker: only once
-/// the money for it moved. Before that (an acceptance window, a rejection, a failed
-/// settlement) the seeker sees digests and the verification result, never the work itself.
-pub fn content_released(state: ContractState) -> bool {
-    state == ContractState::Settled
+/// the money for it moved (`exact`: settled), or is locked in escrow and the verification
+/// passed (`auth-capture`: accepted, disputed by the seeker after acceptance, capturing,
+/// captured). `verification_passed` is the latest verdict: what tells a seeker's dispute of an
+/// accepted contract from an operator's dispute of a rejected one. Otherwise (an exact
+/// acceptance window, a rejection, a failed settlement, a void) the seeker sees digests and
+/// the verification result, never the work itself.
+pub fn content_released(
+    scheme: PaymentScheme,
+    state: ContractState,
+    verification_passed: bool,
+) -> bool {
+    use ContractState as S;
+    match scheme {
+        PaymentScheme::Exact => state == S::Settled,
+        PaymentScheme::AuthCapture => match state {
+            S::Accepted | S::Settling | S::SettlementUnknown | S::Settled => true,
+            S::Disputed => verification_passed,
+            _ => false,
+        },
+    }
 }
 
 /// Why content is missing from a view that has a delivery.
-const CONTENT_WITHHELD: &str =
-    "the deliverable's content is released once its payment has settled on chain";
+const CONTENT_WITHHELD: &str = "the deliverable's content is released once its payment has \
+    settled on chain (exact) or is locked in escrow and the verification passed (auth-capture)";
 
 /// The latest delivery of a contract: `{digest, content, attempt_id, evidence: [...]}`, with
 /// `content` null (and `content_withheld` saying why) unless `reveal`.
@@ -547,4 +570,57 @@ pub async fn stored_delivery(
         delivery["content_withheld"] = json!(CONTENT_WITHHELD);
     }
     Ok(Some(delivery))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_releases_content_only_when_settled() {
+        for state in ContractState::ALL {
+            assert_eq!(
+                content_released(PaymentScheme::Exact, state, true),
+                state == ContractState::Settled,
+                "{state}"
+            );
+        }
+    }
+
+    #[test]
+    fn auth_capture_releases_content_once_verified_money_is_locked() {
+        use ContractState as S;
+        let released: Vec<_> = ContractState::ALL
+            .into_iter()
+            .filter(|state| content_released(PaymentScheme::AuthCapture, *state, true))
+            .collect();
+        assert_eq!(
+            released,
+            [
+                S::Accepted,
+                S::Disputed,
+                S::Settling,
+                S::Settled,
+                S::SettlementUnknown
+            ]
+        );
+        // An operator's dispute of a rejected contract shows nothing to the seeker.
+        assert!(!content_released(
+            PaymentScheme::AuthCapture,
+            S::Disputed,
+            false
+        ));
+        for state in [
+            S::Rejected,
+            S::Voided,
+            S::SettlementFailed,
+            S::Delivered,
+            S::Verifying,
+        ] {
+            assert!(
+                !content_released(PaymentScheme::AuthCapture, state, true),
+                "{state}"
+            );
+        }
+    }
 }

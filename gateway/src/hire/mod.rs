@@ -9,6 +9,7 @@
 //! | `forward` | `paid` → `executing`: an attempt at the worker, and its answer (delivered, pending, failed) |
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
 //! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain |
+//! | [`escrow`] | the gateway as escrow operator of `auth-capture` contracts: one operator per chain, `PaymentInfo` from the stored offer, the capture order of the terms |
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
 //! | [`offered`] | the unpaid execute's hot path: offered contracts' 402s served from memory |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
@@ -35,6 +36,7 @@ pub mod cancel;
 pub mod crosscheck;
 pub mod deadlines;
 pub mod disputes;
+pub mod escrow;
 pub mod evidence;
 pub mod execute;
 mod forward;
@@ -56,8 +58,9 @@ use std::{str::FromStr, sync::Arc};
 use alloy::primitives::U256;
 use chrono::Utc;
 use hiregate_contracts::{
+    escrow::EscrowPolicy,
     id::{ContractId, SeekerId},
-    money::{AtomicAmount as ContractAmount, PaymentScheme, Price},
+    money::{AtomicAmount as ContractAmount, EvmAddress as ContractAddress, PaymentScheme, Price},
     policy::PolicyRequest,
     schema::{OutputSchema, SchemaLimits},
     state::ContractState,
@@ -119,6 +122,9 @@ pub struct ContractRequest {
     /// Dispute window after acceptance, seconds (default `contracts.default_acceptance_window_s`).
     #[serde(default)]
     pub acceptance_window_s: Option<u64>,
+    /// `exact` or `auth-capture` (escrowed); default: the listing's first accepted scheme.
+    #[serde(default)]
+    pub payment_scheme: Option<PaymentScheme>,
 }
 
 /// Everything the hire needs. Cheap to clone.
@@ -275,7 +281,21 @@ impl HireService {
                 },
             })?;
 
-        let offer = worker_offer(&listing, &request.task_type)?;
+        let scheme = request
+            .payment_scheme
+            .unwrap_or_else(|| listing.payment_schemes.default_scheme());
+        if !listing.payment_schemes.accepts(scheme) {
+            return Err(ApiError::UnprocessableWithDetails {
+                code: "payment_scheme_not_accepted",
+                message: format!("the worker does not accept `{scheme}` payments"),
+                details: json!({ "accepted": listing.payment_schemes.as_slice() }),
+            });
+        }
+        let escrow = match scheme {
+            PaymentScheme::Exact => None,
+            PaymentScheme::AuthCapture => Some(self.escrow_policy(&listing)?),
+        };
+        let offer = worker_offer(&listing, &request.task_type, scheme)?;
         let now = Timestamp::from(Utc::now());
         let settings = &inner.config.contracts;
         let proposal = ContractProposal {
@@ -299,28 +319,27 @@ impl HireService {
             seeker: seeker_id,
             created_at: now,
             offer_ttl_s: settings.offer_ttl_s,
+            escrow,
         };
         let terms =
             ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
                 .map_err(|e| terms_error(&e))?;
         let window = AuthorizationWindow::for_terms(&terms, settings);
-        if window.total_s > settings.max_authorization_window_s {
-            return Err(ApiError::UnprocessableWithDetails {
-                code: "authorization_window_too_long",
-                message: format!(
-                    "this contract needs a payment authorization valid for {} s (SLA × attempts + \
-                     verification + acceptance window + settlement margin), more than the \
-                     gateway's maximum of {} s: lower sla.max_latency_ms, \
-                     retry_policy.max_attempts or acceptance_window_s",
-                    window.total_s, settings.max_authorization_window_s
-                ),
-                details: json!({
-                    "required_s": window.total_s,
-                    "max_s": settings.max_authorization_window_s,
-                    "breakdown": window,
-                }),
-            });
+        match terms.escrow() {
+            Some(_) => self.check_escrow_bounds(&terms)?,
+            None => check_exact_bounds(&terms, &window, settings)?,
         }
+        let max_timeout_s = match terms.escrow() {
+            Some(_) => inner.config.escrow.payment_window_s,
+            None => window.total_s,
+        };
+        let token_expiry = match terms.escrow() {
+            Some(escrow) => escrow.capture_deadline(),
+            None => terms
+                .offer_expires_at()
+                .plus_seconds(window.total_s)
+                .map_err(ApiError::internal)?,
+        };
 
         let contract_id = terms.contract_id().clone();
         let stored_offer = StoredOffer::build(
@@ -328,12 +347,8 @@ impl HireService {
             &asset,
             listing.pay_to.address(),
             &self.execute_url(contract_id.as_str()),
-            &window,
+            max_timeout_s,
         );
-        let token_expiry = terms
-            .offer_expires_at()
-            .plus_seconds(window.total_s)
-            .map_err(ApiError::internal)?;
         let token = inner
             .keys
             .issue_contract_token(&terms, now, token_expiry)
@@ -367,7 +382,8 @@ impl HireService {
                         "task_type": terms.task().task_type(),
                         "price": terms.price(),
                         "terms_hash": terms_hash,
-                        "max_timeout_seconds": window.total_s,
+                        "max_timeout_seconds": max_timeout_s,
+                        "payment_scheme": terms.scheme(),
                     }),
                 },
             )
@@ -393,6 +409,95 @@ impl HireService {
             "offer_expires_at": terms.offer_expires_at(),
         });
         Ok(CreatedContract { contract_id, body })
+    }
+
+    /// The gateway's escrow parameters for a contract with `listing`'s worker: the escrow and
+    /// operator of the listing's chain, the listing's fee (or the default) and the treasury.
+    fn escrow_policy(&self, listing: &WorkerListing) -> Result<EscrowPolicy, ApiError> {
+        let config = &self.inner.config;
+        let chain_id = listing.network.chain_id();
+        let unavailable = |why: String| ApiError::Unprocessable {
+            code: "escrow_not_available",
+            message: format!(
+                "auth-capture payments are not available on {}: {why}",
+                listing.network
+            ),
+        };
+        let chain = config
+            .chains
+            .values()
+            .find(|chain| chain.chain_id() == Some(chain_id))
+            .ok_or_else(|| unavailable("the gateway has no [chains] entry for it".to_owned()))?;
+        let operator = chain.operator_address().ok_or_else(|| {
+            unavailable("the gateway has no escrow operator key for that chain".to_owned())
+        })?;
+        let treasury = config
+            .escrow
+            .treasury
+            .ok_or_else(|| unavailable("escrow.treasury is not configured".to_owned()))?;
+        let fee_bps = listing
+            .fee_policy
+            .map_or(config.escrow.default_fee_bps, |fee| fee.fee_bps);
+        if fee_bps > config.escrow.max_fee_bps {
+            // A listing stored under a looser bound than the one configured now.
+            return Err(ApiError::Unprocessable {
+                code: "fee_policy_out_of_bounds",
+                message: format!(
+                    "the worker's marketplace fee of {fee_bps} bps exceeds this gateway's                      escrow.max_fee_bps of {}",
+                    config.escrow.max_fee_bps
+                ),
+            });
+        }
+        let contract_address =
+            |a: alloy::primitives::Address| ContractAddress::from_bytes(a.into_array());
+        Ok(EscrowPolicy {
+            escrow: contract_address(chain.auth_capture_escrow),
+            capture_authorizer: contract_address(operator),
+            fee_bps,
+            fee_recipient: contract_address(treasury),
+            payment_window_s: config.escrow.payment_window_s,
+            reserve_s: config
+                .contracts
+                .verification_budget_s
+                .saturating_add(config.escrow.capture_margin_s),
+            refund_window_s: config.escrow.refund_window_s,
+        })
+    }
+
+    /// Escrowed contracts may run long, within the `[escrow]` bounds.
+    fn check_escrow_bounds(&self, terms: &ContractTerms) -> Result<(), ApiError> {
+        let escrow = &self.inner.config.escrow;
+        if terms.acceptance_window_s() > escrow.max_acceptance_window_s {
+            return Err(ApiError::UnprocessableWithDetails {
+                code: "acceptance_window_too_long",
+                message: format!(
+                    "acceptance_window_s {} exceeds escrow.max_acceptance_window_s ({} s) for                      auth-capture contracts",
+                    terms.acceptance_window_s(),
+                    escrow.max_acceptance_window_s
+                ),
+                details: json!({
+                    "limit": "escrow.max_acceptance_window_s",
+                    "requested_s": terms.acceptance_window_s(),
+                    "max_s": escrow.max_acceptance_window_s,
+                }),
+            });
+        }
+        if terms.sla().poll_window_s() > escrow.max_pending_s {
+            return Err(ApiError::UnprocessableWithDetails {
+                code: "poll_window_too_long",
+                message: format!(
+                    "sla.poll_window_s {} exceeds escrow.max_pending_s ({} s) for auth-capture                      contracts",
+                    terms.sla().poll_window_s(),
+                    escrow.max_pending_s
+                ),
+                details: json!({
+                    "limit": "escrow.max_pending_s",
+                    "requested_s": terms.sla().poll_window_s(),
+                    "max_s": escrow.max_pending_s,
+                }),
+            });
+        }
+        Ok(())
     }
 
     /// `GET /v1/contracts/{id}` for a party: the seeker who owns it or the operator of its
@@ -425,7 +530,7 @@ impl HireService {
         }
         // The operator may see what its worker delivered; the seeker only what it paid for.
         let state = ContractState::from_str(&contract.state).map_err(ApiError::internal)?;
-        let reveal = !caller.is_seeker() || execute::content_released(state);
+        let reveal = !caller.is_seeker() || self.seeker_may_see_content(&contract, state).await?;
         let mut view = self
             .contract_view(&contract, reveal)
             .await
@@ -434,6 +539,33 @@ impl HireService {
             view["receipt"] = json!(receipt.token);
         }
         Ok(view)
+    }
+
+    /// [`execute::content_released`] for a stored contract.
+    async fn seeker_may_see_content(
+        &self,
+        contract: &ContractRecord,
+        state: ContractState,
+    ) -> Result<bool, ApiError> {
+        let scheme = contract
+            .terms
+            .pointer("/price/scheme")
+            .and_then(Value::as_str)
+            .and_then(|name| PaymentScheme::from_str(name).ok())
+            .ok_or_else(|| {
+                ApiError::internal(anyhow::anyhow!("stored terms have no payment scheme"))
+            })?;
+        // Only a dispute needs the verdict (whose dispute is it); skip the read otherwise.
+        let passed = if state == ContractState::Disputed {
+            self.inner
+                .store
+                .latest_verification(&contract.contract_id)
+                .await?
+                .is_some_and(|v| v.passed)
+        } else {
+            false
+        };
+        Ok(execute::content_released(scheme, state, passed))
     }
 
     async fn contract_view(
@@ -529,8 +661,62 @@ fn check_hireable(listing: &WorkerListing, task_type: &str) -> Result<(), ApiErr
     Ok(())
 }
 
-/// The listing's offer for `task_type` in the contracts crate's terms.
-fn worker_offer(listing: &WorkerListing, task_type: &str) -> Result<WorkerOffer, ApiError> {
+/// An `exact` contract must fit in one EIP-3009 authorization: its window (and a pending
+/// worker's poll window the seeker asked for) within `contracts.max_authorization_window_s`.
+/// Longer work is what `auth-capture` is for, which the messages say.
+fn check_exact_bounds(
+    terms: &ContractTerms,
+    window: &AuthorizationWindow,
+    settings: &crate::config::ContractSettings,
+) -> Result<(), ApiError> {
+    let max_s = settings.max_authorization_window_s;
+    if window.total_s > max_s {
+        return Err(ApiError::UnprocessableWithDetails {
+            code: "authorization_window_too_long",
+            message: format!(
+                "this contract needs a payment authorization valid for {} s (SLA × attempts + \
+                 verification + acceptance window + settlement margin), more than the \
+                 gateway's maximum of {max_s} s (contracts.max_authorization_window_s): lower \
+                 sla.max_latency_ms, retry_policy.max_attempts or acceptance_window_s, or ask \
+                 for payment_scheme \"auth-capture\" where the worker accepts it",
+                window.total_s
+            ),
+            details: json!({
+                "limit": "contracts.max_authorization_window_s",
+                "required_s": window.total_s,
+                "max_s": max_s,
+                "breakdown": window,
+            }),
+        });
+    }
+    // The default poll window is only a default; a seeker asking for a longer one than an
+    // exact authorization can live is refused instead of silently cut short.
+    let poll_window_s = terms.sla().poll_window_s();
+    if poll_window_s != Sla::DEFAULT_POLL_WINDOW_S && poll_window_s > max_s {
+        return Err(ApiError::UnprocessableWithDetails {
+            code: "poll_window_too_long",
+            message: format!(
+                "sla.poll_window_s {} is longer than an exact payment authorization may live \
+                 ({max_s} s, contracts.max_authorization_window_s): ask for payment_scheme \
+                 \"auth-capture\" for long-running work",
+                terms.sla().poll_window_s()
+            ),
+            details: json!({
+                "limit": "contracts.max_authorization_window_s",
+                "requested_s": terms.sla().poll_window_s(),
+                "max_s": max_s,
+            }),
+        });
+    }
+    Ok(())
+}
+
+/// The listing's offer for `task_type` in the contracts crate's terms, paid with `scheme`.
+fn worker_offer(
+    listing: &WorkerListing,
+    task_type: &str,
+    scheme: PaymentScheme,
+) -> Result<WorkerOffer, ApiError> {
     let unusable = |message: String| ApiError::Unprocessable {
         code: "worker_offer_unusable",
         message,
@@ -566,7 +752,7 @@ fn worker_offer(listing: &WorkerListing, task_type: &str) -> Result<WorkerOffer,
         ));
     }
     let price = Price::new(
-        PaymentScheme::Exact,
+        scheme,
         listing.network,
         listing.asset.as_contract_address(),
         ContractAmount::new(price_units.to::<u128>()),

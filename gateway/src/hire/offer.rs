@@ -6,16 +6,21 @@
 //! authorization outlives every attempt, the verdict, the dispute window and the settlement
 //! transaction. A contract that would need more than `contracts.max_authorization_window_s` is
 //! refused when it is proposed.
+//!
+//! An `auth-capture` offer (escrowed contract) is different: the payment only has to be
+//! authorized on chain, so `maxTimeoutSeconds` is `escrow.payment_window_s`; how long the money
+//! stays locked is the signed terms' capture deadline, carried in `extra` with the rest of the
+//! x402 `auth-capture` EVM fields (see [`auth_capture_extra`]).
 
 use alloy::primitives::{Address, U256};
-use hiregate_contracts::terms::ContractTerms;
+use hiregate_contracts::{escrow::EscrowTerms, terms::ContractTerms};
 use hiregate_payments::{
     PaymentRequired, PaymentRequirements, ResourceInfo, TokenDomain,
     extension::{PAYMENT_IDENTIFIER, declare_payment_identifier},
     wire::{Extensions, Network, UnknownFields, X402Version2},
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::{assets::AssetInfo, config::ContractSettings};
 
@@ -71,6 +76,36 @@ impl AuthorizationWindow {
     }
 }
 
+/// The x402 `auth-capture` EVM `extra` of an escrowed contract's offer: the token's EIP-712
+/// domain and every `PaymentInfo` field the terms pin. `authCaptureEscrow` is always named so
+/// the official client signs for the configured escrow (without it, it picks its own default
+/// deployment, which may not be the one this chain uses).
+pub fn auth_capture_extra(escrow: &EscrowTerms, domain: &TokenDomain) -> Map<String, Value> {
+    let address = |a: hiregate_contracts::money::EvmAddress| Value::String(a.to_checksummed());
+    let mut extra = Map::new();
+    extra.insert("name".into(), json!(domain.name));
+    extra.insert("version".into(), json!(domain.version));
+    extra.insert(
+        "captureAuthorizer".into(),
+        address(escrow.capture_authorizer()),
+    );
+    extra.insert(
+        "captureDeadline".into(),
+        json!(escrow.capture_deadline_unix()),
+    );
+    extra.insert(
+        "refundDeadline".into(),
+        json!(escrow.refund_deadline_unix()),
+    );
+    extra.insert("minFeeBps".into(), json!(escrow.min_fee_bps()));
+    extra.insert("maxFeeBps".into(), json!(escrow.max_fee_bps()));
+    extra.insert("feeRecipient".into(), address(escrow.fee_recipient()));
+    extra.insert("autoCapture".into(), json!(false));
+    extra.insert("assetTransferMethod".into(), json!("eip3009"));
+    extra.insert("authCaptureEscrow".into(), address(escrow.escrow()));
+    extra
+}
+
 /// What a contract's row keeps of its offer: the `PaymentRequired` (without `error`) and the
 /// token facts the HIRE informational headers need.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,26 +119,32 @@ pub struct StoredOffer {
 }
 
 impl StoredOffer {
-    /// The offer of `terms` paid in `asset`, for the resource at `execute_url`.
+    /// The offer of `terms` paid in `asset`, for the resource at `execute_url`. `max_timeout_s`
+    /// is the authorization window (`exact`) or the payment window (`auth-capture`).
     pub fn build(
         terms: &ContractTerms,
         asset: &AssetInfo,
         pay_to: Address,
         execute_url: &str,
-        window: &AuthorizationWindow,
+        max_timeout_s: u64,
     ) -> Self {
         let price = terms.price();
-        let requirements = PaymentRequirements::exact_evm(
+        let domain = TokenDomain {
+            name: asset.name.clone(),
+            version: asset.version.clone(),
+        };
+        let mut requirements = PaymentRequirements::exact_evm(
             Network::eip155(price.network().chain_id()),
             U256::from(price.amount().units()),
             asset.address,
             pay_to,
-            window.total_s,
-            &TokenDomain {
-                name: asset.name.clone(),
-                version: asset.version.clone(),
-            },
+            max_timeout_s,
+            &domain,
         );
+        if let Some(escrow) = terms.escrow() {
+            requirements.scheme = terms.scheme().as_str().to_owned();
+            requirements.extra = auth_capture_extra(escrow, &domain);
+        }
         let mut resource = ResourceInfo::new(execute_url);
         resource.description = Some(format!(
             "hiregate contract {}: {}",

@@ -117,6 +117,13 @@ impl HireService {
         {
             return self.known_payment(ctx, &existing, &payload_hash, true);
         }
+        if ctx.terms.escrow().is_some() {
+            return Ok(Step::Done(self.escrowed_payment_not_enabled(
+                ctx,
+                &payload,
+                requirements,
+            )?));
+        }
         let key = match payload.payment_key() {
             Ok(key) => key,
             Err(reason) => {
@@ -279,6 +286,59 @@ impl HireService {
                 resource: "contract",
             })),
         }
+    }
+
+    /// An `auth-capture` payment: checked against the offer (the spec's node-free steps, so a
+    /// malformed or mismatched payment gets its stable reason), then refused with
+    /// `payment_scheme_not_enabled` because the escrow lifecycle (authorize, capture, void,
+    /// refund, reclaim, with intents persisted and reconciled from the chain) is not wired into
+    /// this gateway yet. Nothing is stored and nothing is sent to the chain, so the payer's
+    /// signature is never used and its money never moves.
+    fn escrowed_payment_not_enabled(
+        &self,
+        ctx: &Ctx,
+        payload: &PaymentPayload,
+        requirements: &hiregate_payments::PaymentRequirements,
+    ) -> Result<Reply, Reply> {
+        let escrow = ctx
+            .terms
+            .escrow()
+            .ok_or_else(|| internal("escrowed payment without escrow terms"))?;
+        let chain = self
+            .inner
+            .config
+            .chains
+            .values()
+            .find(|chain| chain.chain_id() == Some(ctx.terms.price().network().chain_id()));
+        let addresses = hiregate_payments::auth_capture::EscrowAddresses {
+            escrow: alloy::primitives::Address::from(*escrow.escrow().as_bytes()),
+            erc3009_collector: chain
+                .map_or(crate::config::CANONICAL_ERC3009_TOKEN_COLLECTOR, |c| {
+                    c.erc3009_token_collector
+                }),
+            operator_refund_collector: chain
+                .map_or(crate::config::CANONICAL_OPERATOR_REFUND_COLLECTOR, |c| {
+                    c.operator_refund_collector
+                }),
+        };
+        let now = u64::try_from(Utc::now().timestamp()).unwrap_or(0);
+        if let Err(refusal) =
+            hiregate_payments::auth_capture::precheck(payload, requirements, addresses, now)
+        {
+            return Ok(Self::refuse_payment(
+                ctx,
+                refusal.reason.as_str(),
+                format!("the payment was refused: {}", refusal.reason.as_str()),
+                json!({"message": refusal.message}),
+            ));
+        }
+        Ok(Reply::from(ApiError::Unprocessable {
+            code: "payment_scheme_not_enabled",
+            message: "this gateway does not run escrowed (auth-capture) payments yet: the \
+                      payment was checked but not authorized, nothing was charged; hire with \
+                      payment_scheme \"exact\""
+                .to_owned(),
+        }))
     }
 
     /// A payment that is already stored: this contract's own (answer by state), another

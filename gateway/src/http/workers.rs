@@ -22,8 +22,8 @@ use crate::{
     registry::{
         NewWorker, WorkerPatch,
         model::{
-            AtomicAmount, EvmAddress, HealthState, MaxParallel, Network, Protocol, TaskCatalog,
-            TaskType, WorkerEndpoint, WorkerListing,
+            AtomicAmount, EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes,
+            Protocol, TaskCatalog, TaskType, WorkerEndpoint, WorkerListing,
         },
     },
     state::AppState,
@@ -54,6 +54,9 @@ pub struct PublicWorker {
     asset: EvmAddress,
     tasks: TaskCatalog,
     max_parallel: MaxParallel,
+    payment_schemes: PaymentSchemes,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fee_policy: Option<FeePolicy>,
     health: HealthState,
     created_at: DateTime<Utc>,
 }
@@ -68,6 +71,8 @@ impl From<&WorkerListing> for PublicWorker {
             asset: listing.asset,
             tasks: listing.tasks.clone(),
             max_parallel: listing.max_parallel,
+            payment_schemes: listing.payment_schemes.clone(),
+            fee_policy: listing.fee_policy,
             health: listing.health,
             created_at: listing.created_at,
         }

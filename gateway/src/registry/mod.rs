@@ -19,8 +19,8 @@ use serde::Deserialize;
 
 use self::{
     model::{
-        EvmAddress, HealthState, MaxParallel, Network, Protocol, ProtocolOptions, TaskCatalog,
-        WorkerEndpoint, WorkerListing,
+        EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes, Protocol,
+        ProtocolOptions, TaskCatalog, WorkerEndpoint, WorkerListing,
     },
     probe::{ProbeFailure, ProbeRegistry},
 };
@@ -54,6 +54,12 @@ pub struct NewWorker {
     /// Protocol-specific settings (Superwire: `workflow_source_base64`).
     #[serde(default)]
     pub protocol_options: ProtocolOptions,
+    /// Accepted x402 schemes, preferred first (default `["exact"]`).
+    #[serde(default)]
+    pub payment_schemes: PaymentSchemes,
+    /// Marketplace fee for escrowed contracts (default: `escrow.default_fee_bps`).
+    #[serde(default)]
+    pub fee_policy: Option<FeePolicy>,
 }
 
 /// A partial update; absent fields stay as they are. The protocol cannot change (a different
@@ -73,6 +79,10 @@ pub struct WorkerPatch {
     pub tasks: Option<TaskCatalog>,
     /// New concurrency bound.
     pub max_parallel: Option<MaxParallel>,
+    /// New accepted schemes (apply to new contracts).
+    pub payment_schemes: Option<PaymentSchemes>,
+    /// New marketplace fee (applies to new contracts).
+    pub fee_policy: Option<FeePolicy>,
 }
 
 /// A registry operation failed.
@@ -93,6 +103,9 @@ pub enum RegistryError {
     /// The endpoint failed its probe.
     #[error(transparent)]
     Probe(#[from] ProbeFailure),
+    /// A field breaks a rule of this gateway (e.g. a fee above `escrow.max_fee_bps`).
+    #[error(transparent)]
+    Invalid(#[from] model::InvalidField),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -106,6 +119,7 @@ pub struct WorkerRegistry {
     probes: Arc<ProbeRegistry>,
     health: HealthSettings,
     metrics: Arc<Metrics>,
+    max_fee_bps: u16,
 }
 
 impl WorkerRegistry {
@@ -123,7 +137,30 @@ impl WorkerRegistry {
             probes,
             health,
             metrics,
+            max_fee_bps: hiregate_contracts::escrow::MAX_FEE_BPS,
         }
+    }
+
+    /// Bounds listings' marketplace fees (`escrow.max_fee_bps`).
+    #[must_use]
+    pub fn with_max_fee_bps(mut self, max_fee_bps: u16) -> Self {
+        self.max_fee_bps = max_fee_bps;
+        self
+    }
+
+    fn check_fee(&self, fee: Option<&FeePolicy>) -> Result<(), model::InvalidField> {
+        let Some(fee) = fee else { return Ok(()) };
+        fee.check()?;
+        if fee.fee_bps > self.max_fee_bps {
+            return Err(model::InvalidField::new(
+                "fee_policy.fee_bps",
+                format!(
+                    "must be at most {} (this gateway's escrow.max_fee_bps)",
+                    self.max_fee_bps
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Probe and list a new worker for `operator`. Returns the listing and its callback secret
@@ -133,6 +170,7 @@ impl WorkerRegistry {
         operator: &PrincipalId,
         new: NewWorker,
     ) -> Result<(WorkerListing, CallbackSecret), RegistryError> {
+        self.check_fee(new.fee_policy.as_ref())?;
         self.probe(
             new.protocol,
             &new.endpoint,
@@ -152,6 +190,8 @@ impl WorkerRegistry {
             tasks: new.tasks,
             max_parallel: new.max_parallel,
             protocol_options: new.protocol_options,
+            payment_schemes: new.payment_schemes,
+            fee_policy: new.fee_policy,
             health: HealthState::Healthy,
             consecutive_misses: 0,
             last_probe_at: Some(now),
@@ -211,6 +251,13 @@ impl WorkerRegistry {
         }
         if let Some(max_parallel) = patch.max_parallel {
             next.max_parallel = max_parallel;
+        }
+        if let Some(schemes) = patch.payment_schemes {
+            next.payment_schemes = schemes;
+        }
+        if patch.fee_policy.is_some() {
+            self.check_fee(patch.fee_policy.as_ref())?;
+            next.fee_policy = patch.fee_policy;
         }
         // Never equal to the previous value, so the optimistic check below cannot pass twice.
         let now = Utc::now().max(current.updated_at + chrono::Duration::milliseconds(1));

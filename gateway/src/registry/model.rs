@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use hiregate_contracts::money::EvmAddress as ContractAddress;
-pub use hiregate_contracts::money::Network;
+pub use hiregate_contracts::money::{Network, PaymentScheme};
 
 use crate::ids::{PrincipalId, WorkerId};
 
@@ -503,6 +503,106 @@ impl fmt::Display for WorkerEndpoint {
     }
 }
 
+/// The x402 schemes a listing accepts, in preference order: the first is what a proposal that
+/// names none gets. Non-empty, no repeats; `["exact"]` when the operator says nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<PaymentScheme>", into = "Vec<PaymentScheme>")]
+pub struct PaymentSchemes(Vec<PaymentScheme>);
+
+impl PaymentSchemes {
+    /// The schemes, preferred first.
+    pub fn as_slice(&self) -> &[PaymentScheme] {
+        &self.0
+    }
+
+    /// The scheme a proposal gets when it asks for none.
+    pub fn default_scheme(&self) -> PaymentScheme {
+        self.0.first().copied().unwrap_or(PaymentScheme::Exact)
+    }
+
+    /// True when the listing takes `scheme`.
+    pub fn accepts(&self, scheme: PaymentScheme) -> bool {
+        self.0.contains(&scheme)
+    }
+
+    /// The stored spelling: wire names joined by commas, e.g. `exact,auth-capture`.
+    pub fn to_stored(&self) -> String {
+        self.0
+            .iter()
+            .map(PaymentScheme::as_str)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Parses [`Self::to_stored`].
+    pub fn from_stored(raw: &str) -> Result<Self, InvalidField> {
+        let schemes = raw
+            .split(',')
+            .map(|name| {
+                name.parse::<PaymentScheme>()
+                    .map_err(|e| InvalidField::new("payment_schemes", e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::try_from(schemes)
+    }
+}
+
+impl Default for PaymentSchemes {
+    fn default() -> Self {
+        Self(vec![PaymentScheme::Exact])
+    }
+}
+
+impl TryFrom<Vec<PaymentScheme>> for PaymentSchemes {
+    type Error = InvalidField;
+    fn try_from(schemes: Vec<PaymentScheme>) -> Result<Self, Self::Error> {
+        if schemes.is_empty() {
+            return Err(InvalidField::new(
+                "payment_schemes",
+                "must name at least one of \"exact\", \"auth-capture\"",
+            ));
+        }
+        for (i, scheme) in schemes.iter().enumerate() {
+            if schemes[..i].contains(scheme) {
+                return Err(InvalidField::new(
+                    "payment_schemes",
+                    format!("`{scheme}` is listed twice"),
+                ));
+            }
+        }
+        Ok(Self(schemes))
+    }
+}
+
+impl From<PaymentSchemes> for Vec<PaymentScheme> {
+    fn from(schemes: PaymentSchemes) -> Self {
+        schemes.0
+    }
+}
+
+/// A listing's marketplace fee for escrowed (`auth-capture`) contracts: the share of the price
+/// captured to the gateway's treasury instead of the worker. `exact` payments go to the worker
+/// in full (they have no fee split). The gateway bounds it with `escrow.max_fee_bps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeePolicy {
+    /// Basis points of the price, `0..=10000`.
+    pub fee_bps: u16,
+}
+
+impl FeePolicy {
+    /// Checks the basis points are a share of the price.
+    pub fn check(&self) -> Result<(), InvalidField> {
+        if self.fee_bps > hiregate_contracts::escrow::MAX_FEE_BPS {
+            return Err(InvalidField::new(
+                "fee_policy.fee_bps",
+                "must be at most 10000 (100 %)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A worker listing as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerListing {
@@ -526,6 +626,10 @@ pub struct WorkerListing {
     pub max_parallel: MaxParallel,
     /// Protocol-specific settings (Superwire's workflow source).
     pub protocol_options: ProtocolOptions,
+    /// Accepted x402 schemes, preferred first.
+    pub payment_schemes: PaymentSchemes,
+    /// Marketplace fee for escrowed contracts; `None` takes `escrow.default_fee_bps`.
+    pub fee_policy: Option<FeePolicy>,
     /// Current health.
     pub health: HealthState,
     /// Failed probes in a row.
@@ -608,6 +712,35 @@ mod tests {
                 .is_err()
         );
         assert!("ftp://w.example".parse::<WorkerEndpoint>().is_err());
+    }
+
+    #[test]
+    fn payment_schemes_are_non_empty_without_repeats() {
+        let both: PaymentSchemes =
+            serde_json::from_value(serde_json::json!(["auth-capture", "exact"])).unwrap();
+        assert_eq!(both.default_scheme(), PaymentScheme::AuthCapture);
+        assert!(both.accepts(PaymentScheme::Exact));
+        assert_eq!(both.to_stored(), "auth-capture,exact");
+        assert_eq!(
+            PaymentSchemes::from_stored("auth-capture,exact").unwrap(),
+            both
+        );
+        assert_eq!(
+            PaymentSchemes::default().default_scheme(),
+            PaymentScheme::Exact
+        );
+        for bad in [
+            serde_json::json!([]),
+            serde_json::json!(["exact", "exact"]),
+            serde_json::json!(["upto"]),
+        ] {
+            assert!(
+                serde_json::from_value::<PaymentSchemes>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(FeePolicy { fee_bps: 10_001 }.check().is_err());
+        assert!(FeePolicy { fee_bps: 250 }.check().is_ok());
     }
 
     #[test]

@@ -10,8 +10,8 @@ use crate::{
     auth::CallbackSecret,
     ids::{PrincipalId, WorkerId},
     registry::model::{
-        AtomicAmount, HealthState, MaxParallel, OutputSchema, TaskCatalog, TaskOffer, TaskType,
-        WorkerListing,
+        AtomicAmount, FeePolicy, HealthState, MaxParallel, OutputSchema, PaymentSchemes,
+        TaskCatalog, TaskOffer, TaskType, WorkerListing,
     },
 };
 
@@ -19,7 +19,7 @@ const ENTITY: &str = "worker";
 
 const WORKER_COLUMNS: &str = "worker_id, operator_id, endpoint, protocol, pay_to, network, \
     asset, max_parallel, health, consecutive_misses, last_probe_at, last_probe_error, \
-    created_at, updated_at, retired_at, protocol_options";
+    created_at, updated_at, retired_at, protocol_options, payment_schemes, fee_bps";
 
 /// Discovery and listing filters. `None` means "don't filter on this".
 #[derive(Debug, Clone, Default)]
@@ -70,6 +70,8 @@ struct WorkerRow {
     updated_at: i64,
     retired_at: Option<i64>,
     protocol_options: JsonText<serde_json::Value>,
+    payment_schemes: String,
+    fee_bps: Option<i32>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -113,6 +115,12 @@ fn assemble(row: WorkerRow, tasks: Vec<TaskRow>) -> Result<WorkerListing, StoreE
         updated_at: from_millis(ENTITY, row.updated_at)?,
         retired_at: from_millis_opt(ENTITY, row.retired_at)?,
         protocol_options: serde_json::from_value(row.protocol_options.0).map_err(corrupt)?,
+        payment_schemes: PaymentSchemes::from_stored(&row.payment_schemes).map_err(corrupt)?,
+        fee_policy: row
+            .fee_bps
+            .map(|bps| u16::try_from(bps).map(|fee_bps| FeePolicy { fee_bps }))
+            .transpose()
+            .map_err(corrupt)?,
     })
 }
 
@@ -152,8 +160,9 @@ impl Store {
         const SQL: &str = "insert into worker (worker_id, operator_id, endpoint, protocol, \
             pay_to, network, asset, max_parallel, health, consecutive_misses, last_probe_at, \
             last_probe_error, next_probe_at, callback_secret, created_at, updated_at, retired_at, \
-            protocol_options) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)";
+            protocol_options, payment_schemes, fee_bps) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+            $19, $20)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(SQL)
@@ -175,6 +184,8 @@ impl Store {
                 .bind(to_millis(listing.updated_at))
                 .bind(listing.retired_at.map(to_millis))
                 .bind(JsonText(&listing.protocol_options))
+                .bind(listing.payment_schemes.to_stored())
+                .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
@@ -236,7 +247,8 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update worker set endpoint = $2, pay_to = $3, network = $4, \
             asset = $5, max_parallel = $6, health = $7, consecutive_misses = $8, \
-            last_probe_at = $9, last_probe_error = $10, updated_at = $11 \
+            last_probe_at = $9, last_probe_error = $10, updated_at = $11, \
+            payment_schemes = $13, fee_bps = $14 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
         let written = on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
@@ -253,6 +265,8 @@ impl Store {
                 .bind(listing.last_probe_error.as_deref().map(diagnostic))
                 .bind(to_millis(listing.updated_at))
                 .bind(to_millis(expected_updated_at))
+                .bind(listing.payment_schemes.to_stored())
+                .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();

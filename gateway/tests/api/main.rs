@@ -4,6 +4,7 @@
 mod auth;
 mod cli;
 mod disputes;
+mod escrow;
 mod events;
 mod helpers;
 mod hire;

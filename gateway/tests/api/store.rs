@@ -157,6 +157,12 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
         tasks: TaskCatalog::new(offers).unwrap(),
         max_parallel: 4.try_into().unwrap(),
         protocol_options: Default::default(),
+        // Both schemes and a fee, so every listing these tests store round-trips them.
+        payment_schemes: hiregate_gateway::registry::model::PaymentSchemes::from_stored(
+            "auth-capture,exact",
+        )
+        .unwrap(),
+        fee_policy: Some(hiregate_gateway::registry::model::FeePolicy { fee_bps: 250 }),
         health: HealthState::Healthy,
         consecutive_misses: 0,
         last_probe_at: Some(at),
