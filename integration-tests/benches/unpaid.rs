@@ -22,7 +22,7 @@ use axum::{
 use hiregate_gateway::{config::Settings, startup::App};
 use hiregate_payments::devnet::Devnet;
 use hiregate_worker_sdk::{
-    GatewayKeys,
+    GatewayKeys, RunningServer,
     example_workers::{SUMMARIZE, echo_builder, echo_handler, summary_output_schema},
     seeker::SeekerClient,
 };
@@ -57,7 +57,8 @@ async fn main() -> BenchResult<()> {
     let folder = tempfile::tempdir()?;
     let database = format!("sqlite://{}", folder.path().join("bench.db").display());
     let stop = CancellationToken::new();
-    let (gateway, seeker_key, contract_id) = deploy(&devnet, &database, &stop).await?;
+    // The worker keeps serving for the whole run: the gateway's health loop must find it.
+    let (gateway, seeker_key, contract_id, _worker) = deploy(&devnet, &database, &stop).await?;
     let target = gateway.join(&format!("v1/contracts/{contract_id}/execute"))?;
 
     // The same 402 the gateway answers (headers and body), served by the thinnest handler.
@@ -124,7 +125,7 @@ async fn deploy(
     devnet: &Devnet,
     database_url: &str,
     stop: &CancellationToken,
-) -> BenchResult<(Url, String, String)> {
+) -> BenchResult<(Url, String, String, RunningServer)> {
     let settings = Settings::from_defaults_and(&format!(
         r#"
 [http]
@@ -178,8 +179,6 @@ relayer_private_key = "{key}"
         .json()
         .await?;
     let worker_id = listing["id"].as_str().ok_or("no listing id")?.to_owned();
-    // Kept serving for the whole run: the gateway's health loop must find it.
-    std::mem::forget(worker);
     let seeker = SeekerClient::new(
         gateway.clone(),
         seeker_key.clone(),
@@ -192,7 +191,7 @@ relayer_private_key = "{key}"
             "input": {"text": "a benchmark task"},
         }))
         .await?;
-    Ok((gateway, seeker_key, contract.id))
+    Ok((gateway, seeker_key, contract.id, worker))
 }
 
 async fn create_key(http: &reqwest::Client, gateway: &Url, role: &str) -> BenchResult<String> {
