@@ -960,35 +960,13 @@ impl E2eStack {
             .timeout(Duration::from_secs(60))
             .build()?;
         let gateway_url = gateway.url();
-        let operator_key = create_key(&http, &gateway_url, &admin_key, "operator").await?;
-        let seeker_key = create_key(&http, &gateway_url, &admin_key, "seeker").await?;
-        let pay_to = PrivateKeySigner::random().address();
-        let listing = checked_json(
-            "POST /v1/workers",
-            http.post(gateway_url.join("v1/workers")?)
-                .bearer_auth(&operator_key)
-                .json(&json!({
-                    "endpoint": worker.url().as_str(),
-                    "protocol": "hire",
-                    "pay_to": pay_to.to_checksum(None),
-                    "network": devnet.network(),
-                    "asset": devnet.token().to_checksum(None),
-                    "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
-                    "max_parallel": 4
-                }))
-                .send()
-                .await?,
-        )
-        .await?;
-        let worker_id =
-            listing["id"]
-                .as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| HarnessError::Api {
-                    what: "POST /v1/workers".to_owned(),
-                    status: 201,
-                    body: listing.to_string(),
-                })?;
+        let Listed {
+            operator_key,
+            seeker_key,
+            pay_to,
+            worker_id,
+        } = list_summarize_worker(&http, &gateway_url, &admin_key, worker.url(), &devnet, 4)
+            .await?;
         Ok(Self {
             gateway,
             worker,
@@ -1135,6 +1113,66 @@ pub(crate) async fn create_key(
             status: 200,
             body: body.to_string(),
         })
+}
+
+/// What [`list_summarize_worker`] set up on a gateway.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// The operator's key.
+    pub operator_key: String,
+    /// A seeker's key.
+    pub seeker_key: String,
+    /// The listing's payout address (a fresh account).
+    pub pay_to: Address,
+    /// The listing id (`wk_…`).
+    pub worker_id: String,
+}
+
+/// An operator and a seeker key on `gateway`, and the worker at `worker` listed by the operator
+/// for `summarize` at [`PRICE`] on the devnet token.
+pub async fn list_summarize_worker(
+    http: &reqwest::Client,
+    gateway: &Url,
+    admin_key: &str,
+    worker: &Url,
+    devnet: &Devnet,
+    max_parallel: u32,
+) -> HarnessResult<Listed> {
+    let operator_key = create_key(http, gateway, admin_key, "operator").await?;
+    let seeker_key = create_key(http, gateway, admin_key, "seeker").await?;
+    let pay_to = PrivateKeySigner::random().address();
+    let what = "POST /v1/workers";
+    let listing = checked_json(
+        what,
+        http.post(gateway.join("v1/workers")?)
+            .bearer_auth(&operator_key)
+            .json(&json!({
+                "endpoint": worker.as_str(),
+                "protocol": "hire",
+                "pay_to": pay_to.to_checksum(None),
+                "network": devnet.network(),
+                "asset": devnet.token().to_checksum(None),
+                "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
+                "max_parallel": max_parallel
+            }))
+            .send()
+            .await?,
+    )
+    .await?;
+    let worker_id = listing["id"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| HarnessError::Api {
+            what: what.to_owned(),
+            status: 201,
+            body: listing.to_string(),
+        })?;
+    Ok(Listed {
+        operator_key,
+        seeker_key,
+        pay_to,
+        worker_id,
+    })
 }
 
 /// The JSON body of a 2xx answer; anything else is an [`HarnessError::Api`].

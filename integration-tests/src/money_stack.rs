@@ -35,10 +35,8 @@ use axum::{
 };
 use hiregate_payments::devnet::{Devnet, DevnetOptions};
 use hiregate_worker_sdk::{
-    GatewayKeys, Output, TaskContext, TaskOutcome, WorkerBuilder,
-    example_workers::{SUMMARIZE, summary_output_schema},
-    protocol::file_output,
-    seeker::SeekerClient,
+    GatewayKeys, Output, TaskContext, TaskOutcome, WorkerBuilder, example_workers::SUMMARIZE,
+    protocol::file_output, seeker::SeekerClient,
 };
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -47,8 +45,8 @@ use url::Url;
 use crate::{
     fault_proxy::FaultProxy,
     harness::{
-        Binaries, CliRun, GatewayConfig, GatewayProcess, HarnessError, HarnessResult,
-        OfficialFacilitatorProcess, PRICE, RecoveryKnobs, checked_json, create_key,
+        Binaries, CliRun, GatewayConfig, GatewayProcess, HarnessError, HarnessResult, Listed,
+        OfficialFacilitatorProcess, RecoveryKnobs, checked_json, list_summarize_worker,
     },
 };
 
@@ -386,30 +384,13 @@ impl MoneyStack {
             .timeout(Duration::from_secs(90))
             .build()?;
         let gateway_url = gateway.url();
-        let operator_key = create_key(&http, &gateway_url, &admin_key, "operator").await?;
-        let seeker_key = create_key(&http, &gateway_url, &admin_key, "seeker").await?;
-        let pay_to = PrivateKeySigner::random().address();
-        let listing = checked_json(
-            "POST /v1/workers",
-            http.post(gateway_url.join("v1/workers")?)
-                .bearer_auth(&operator_key)
-                .json(&json!({
-                    "endpoint": worker.url().as_str(),
-                    "protocol": "hire",
-                    "pay_to": pay_to.to_checksum(None),
-                    "network": devnet.network(),
-                    "asset": devnet.token().to_checksum(None),
-                    "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
-                    "max_parallel": 8
-                }))
-                .send()
-                .await?,
-        )
-        .await?;
-        let worker_id = listing["id"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| api_error("POST /v1/workers", &listing))?;
+        let Listed {
+            seeker_key,
+            pay_to,
+            worker_id,
+            ..
+        } = list_summarize_worker(&http, &gateway_url, &admin_key, worker.url(), &devnet, 8)
+            .await?;
         Ok(Self {
             gateway,
             second: None,
