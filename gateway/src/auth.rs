@@ -300,8 +300,8 @@ pub async fn issue_api_key(
 
 /// API keys recently found valid, so that a hot route does not query the store on every
 /// call. An entry lives `ttl` (`http.api_key_cache_ttl_ms`): a key revoked elsewhere (another
-/// instance, the CLI) keeps working here at most that long; [`ApiKeyCache::forget`] drops it
-/// at once on this instance. Unknown keys are never cached, so guessing cannot fill it.
+/// instance, the CLI) keeps working here at most that long. Unknown keys are never cached, so
+/// guessing cannot fill it.
 #[derive(Debug, Clone)]
 pub struct ApiKeyCache {
     ttl: std::time::Duration,
@@ -343,11 +343,6 @@ impl ApiKeyCache {
             }
         }
         Ok(record)
-    }
-
-    /// Forget `hash` (its key was revoked).
-    pub fn forget(&self, hash: &ApiKeyHash) {
-        self.entries.remove(hash);
     }
 }
 

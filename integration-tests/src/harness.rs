@@ -1003,37 +1003,18 @@ impl E2eStack {
     /// The proposal of a `summarize` contract with the listed worker, settled right after a
     /// passed schema check.
     pub fn proposal(&self, input: &Value) -> Value {
-        json!({
-            "worker_id": self.worker_id,
-            "task_type": SUMMARIZE,
-            "input": input,
-            "verification": {"policy_id": "vp.schema_only.v1", "policy_params": {}},
-            "sla": {"max_latency_ms": 10_000},
-            "retry_policy": {"max_attempts": 1},
-            "acceptance_window_s": 0
-        })
+        summarize_proposal(&self.worker_id, input, 10_000)
     }
 
     /// `POST /v1/contracts` as the seeker; returns the contract id.
     pub async fn propose(&self, input: &Value) -> HarnessResult<String> {
-        let created = checked_json(
-            "POST /v1/contracts",
-            self.http
-                .post(self.gateway_url().join("v1/contracts")?)
-                .bearer_auth(&self.seeker_key)
-                .json(&self.proposal(input))
-                .send()
-                .await?,
+        propose_contract(
+            &self.http,
+            &self.gateway_url(),
+            &self.seeker_key,
+            &self.proposal(input),
         )
-        .await?;
-        created["contract_id"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| HarnessError::Api {
-                what: "POST /v1/contracts".to_owned(),
-                status: 201,
-                body: created.to_string(),
-            })
+        .await
     }
 
     /// `GET /v1/contracts/{id}` as the seeker.
@@ -1173,6 +1154,47 @@ pub async fn list_summarize_worker(
         pay_to,
         worker_id,
     })
+}
+
+/// A `summarize` proposal for `worker_id`: schema check, one attempt, settlement right after
+/// verification.
+pub fn summarize_proposal(worker_id: &str, input: &Value, max_latency_ms: u64) -> Value {
+    json!({
+        "worker_id": worker_id,
+        "task_type": SUMMARIZE,
+        "input": input,
+        "verification": {"policy_id": "vp.schema_only.v1", "policy_params": {}},
+        "sla": {"max_latency_ms": max_latency_ms},
+        "retry_policy": {"max_attempts": 1},
+        "acceptance_window_s": 0
+    })
+}
+
+/// `POST /v1/contracts` of `proposal` as `seeker_key`; returns the contract id.
+pub async fn propose_contract(
+    http: &reqwest::Client,
+    gateway: &Url,
+    seeker_key: &str,
+    proposal: &Value,
+) -> HarnessResult<String> {
+    let what = "POST /v1/contracts";
+    let created = checked_json(
+        what,
+        http.post(gateway.join("v1/contracts")?)
+            .bearer_auth(seeker_key)
+            .json(proposal)
+            .send()
+            .await?,
+    )
+    .await?;
+    created["contract_id"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| HarnessError::Api {
+            what: what.to_owned(),
+            status: 201,
+            body: created.to_string(),
+        })
 }
 
 /// The JSON body of a 2xx answer; anything else is an [`HarnessError::Api`].

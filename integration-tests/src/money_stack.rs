@@ -47,6 +47,7 @@ use crate::{
     harness::{
         Binaries, CliRun, GatewayConfig, GatewayProcess, HarnessError, HarnessResult, Listed,
         OfficialFacilitatorProcess, RecoveryKnobs, checked_json, list_summarize_worker,
+        propose_contract, summarize_proposal,
     },
 };
 
@@ -465,33 +466,18 @@ impl MoneyStack {
     /// A `summarize` proposal for the scripted worker: `input` names the worker's mode; schema
     /// check, one attempt, settlement right after verification.
     pub fn proposal(&self, input: &Value) -> Value {
-        json!({
-            "worker_id": self.worker_id,
-            "task_type": SUMMARIZE,
-            "input": input,
-            "verification": {"policy_id": "vp.schema_only.v1", "policy_params": {}},
-            "sla": {"max_latency_ms": self.options.max_latency_ms},
-            "retry_policy": {"max_attempts": 1},
-            "acceptance_window_s": 0
-        })
+        summarize_proposal(&self.worker_id, input, self.options.max_latency_ms)
     }
 
     /// `POST /v1/contracts` as the seeker; returns the contract id.
     pub async fn propose(&self, input: &Value) -> HarnessResult<String> {
-        let created = checked_json(
-            "POST /v1/contracts",
-            self.http
-                .post(self.gateway_url().join("v1/contracts")?)
-                .bearer_auth(&self.seeker_key)
-                .json(&self.proposal(input))
-                .send()
-                .await?,
+        propose_contract(
+            &self.http,
+            &self.gateway_url(),
+            &self.seeker_key,
+            &self.proposal(input),
         )
-        .await?;
-        created["contract_id"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| api_error("POST /v1/contracts", &created))
+        .await
     }
 
     /// `GET /v1/contracts/{id}` as the seeker, on the instance that is up.
@@ -679,12 +665,4 @@ pub struct ChainRecord {
     pub payer_balance: U256,
     /// The payout address's token balance now.
     pub payee_balance: U256,
-}
-
-fn api_error(what: &str, body: &Value) -> HarnessError {
-    HarnessError::Api {
-        what: what.to_owned(),
-        status: 200,
-        body: body.to_string(),
-    }
 }
