@@ -305,6 +305,17 @@ impl HireService {
                     }),
                 }
             }
+            // Escrowed: the window of a rejection is the acceptance window, in `deadline_at`.
+            (Party::Operator, ContractState::Rejected) if contract.deadline_at.is_some() => {
+                match contract.deadline_at.filter(|end| *end > now) {
+                    Some(_) => Ok(()),
+                    None => Err(ApiError::ConflictWithDetails {
+                        code: "dispute_window_closed",
+                        message: "the dispute window of this rejection is over".to_owned(),
+                        details: json!({"window_ended_at": contract.deadline_at, "now": now}),
+                    }),
+                }
+            }
             (Party::Operator, ContractState::Rejected) => {
                 let payment = self
                     .inner

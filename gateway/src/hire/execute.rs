@@ -277,6 +277,12 @@ impl HireService {
         let from = match current.state.as_str() {
             "accepted" if acceptance_window_over(&ctx, &current) => ContractState::Accepted,
             "settlement_unknown" => ContractState::SettlementUnknown,
+            // Escrowed rejections carry the operator's dispute window in `deadline_at`.
+            "rejected" if current.deadline_at.is_some_and(|end| end <= Utc::now()) => {
+                self.void_rejected(&ctx).await?;
+                let after = self.inner.store.get_contract(&ctx.contract_id).await?;
+                return Ok(after.map(|c| c.state));
+            }
             _ => return Ok(None),
         };
         self.settle(&ctx, from).await?;
@@ -370,6 +376,11 @@ impl HireService {
             ContractState::Cancelled => Reply::from(ApiError::Conflict {
                 code: "contract_cancelled",
                 message: "the contract was cancelled".to_owned(),
+            }),
+            ContractState::Refunded => Reply::from(ApiError::Conflict {
+                code: "contract_refunded",
+                message: "the contract was settled, then refunded to the payer by an arbiter"
+                    .to_owned(),
             }),
             _ => self.in_progress(ctx, &contract.state),
         })

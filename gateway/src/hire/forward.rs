@@ -330,6 +330,10 @@ impl HireService {
         payment: &PaymentRecord,
         reason: &str,
     ) -> Result<(), Reply> {
+        if payment.authorize_tx.is_some() {
+            // Escrowed: the money is locked on chain and must be sent back.
+            return self.release_escrow(ctx, payment, reason).await;
+        }
         let store = &self.inner.store;
         store
             .set_payment_state(&payment.payment_id, "voided", Utc::now())

@@ -138,7 +138,10 @@ impl HireService {
             VerificationStatus::Inconclusive => ContractEvent::VerificationInconclusive,
         };
         let window = ctx.terms.acceptance_window_s();
-        let deadline = (result.passed && window > 0).then(|| {
+        // Escrowed money is locked: a rejection gets the same window for the operator's
+        // dispute as an acceptance gets for the seeker's, then the escrow is voided.
+        let escrowed = ctx.terms.escrow().is_some();
+        let deadline = ((result.passed || escrowed) && window > 0).then(|| {
             Utc::now() + chrono::Duration::seconds(i64::try_from(window).unwrap_or(i64::MAX))
         });
         self.transition(
@@ -157,6 +160,9 @@ impl HireService {
         )
         .await?;
         tracing::info!(contract_id = %ctx.contract_id, passed = result.passed, "deliverable verified");
+        if escrowed && !result.passed && window == 0 {
+            self.void_rejected(ctx).await?;
+        }
         Ok(Step::Again)
     }
 }

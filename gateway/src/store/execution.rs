@@ -30,9 +30,9 @@ pub const IN_FLIGHT_STATES: [&str; 2] = ["executing", "pending"];
 /// Outcome of [`Store::pay_contract`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PayOutcome {
-    /// The payment is stored and the contract is `paid`.
+    /// The payment is stored and the contract moved (`paid`, or `authorizing`).
     Paid {
-        /// Sequence number of the `offered → paid` event.
+        /// Sequence number of the transition's event.
         seq: i64,
     },
     /// The authorization or payment identifier is already stored (for this contract or
@@ -355,13 +355,15 @@ fn in_flight_sql() -> String {
 }
 
 impl Store {
-    /// Store a verified payment and move its contract `offered → paid` in one transaction.
-    /// The payment's unique keys (authorization, payment identifier) make a second payment of
-    /// anything already stored [`PayOutcome::DuplicatePayment`]; a contract that is no longer
-    /// `offered` is [`PayOutcome::StateMismatch`]. Either way nothing is written.
+    /// Store a verified payment and move its contract `offered → to_state` in one transaction
+    /// (`paid` for an `exact` payment, `authorizing` for an escrowed one whose `authorize` is
+    /// sent next). The payment's unique keys (authorization, payment identifier) make a second
+    /// payment of anything already stored [`PayOutcome::DuplicatePayment`]; a contract that is
+    /// no longer `offered` is [`PayOutcome::StateMismatch`]. Either way nothing is written.
     pub async fn pay_contract(
         &self,
         payment: &NewPayment,
+        to_state: &str,
         event: &NewContractEvent,
     ) -> Result<PayOutcome, StoreError> {
         const INSERT: &str = "insert into payment (payment_id, contract_id, network, asset, payer, \
@@ -375,7 +377,7 @@ impl Store {
                 PayOutcome,
                 &payment.contract_id,
                 "offered",
-                "paid",
+                to_state,
                 None::<i64>,
                 to_millis(event.at),
             );
@@ -403,9 +405,9 @@ impl Store {
                 Err(StoreError::Duplicate { .. }) => return Ok(PayOutcome::DuplicatePayment),
                 Err(other) => return Err(other),
             }
-            let seq = insert_event!(tx, &payment.contract_id, event, Some("offered"), Some("paid"));
+            let seq = insert_event!(tx, &payment.contract_id, event, Some("offered"), Some(to_state));
             tx.commit().await?;
-            self.publish_event(&payment.contract_id, seq, event, Some("offered"), Some("paid"));
+            self.publish_event(&payment.contract_id, seq, event, Some("offered"), Some(to_state));
             Ok(PayOutcome::Paid { seq })
         })
     }
@@ -721,4 +723,139 @@ impl Store {
         });
         Ok(())
     }
+
+    /// Record the outcome of an escrowed payment's `authorize`: the contract moves
+    /// `authorizing → contract_state` (`paid` once mined, `offered` when the chain refused it)
+    /// and the payment takes `payment_state` and the transaction, in one transaction.
+    pub async fn finish_authorization(
+        &self,
+        contract_id: &str,
+        payment_id: &str,
+        outcome: &AuthorizationOutcome<'_>,
+        event: &NewContractEvent,
+    ) -> Result<Transition, StoreError> {
+        const PAYMENT: &str = "update payment set state = $2, \
+            authorize_tx = coalesce($3, authorize_tx), updated_at = $4 where payment_id = $1";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            contract_cas_or_return!(
+                tx,
+                Transition,
+                contract_id,
+                "authorizing",
+                outcome.contract_state,
+                None::<i64>,
+                to_millis(event.at),
+            );
+            sqlx::query(PAYMENT)
+                .bind(payment_id)
+                .bind(outcome.payment_state)
+                .bind(outcome.transaction)
+                .bind(to_millis(event.at))
+                .execute(&mut *tx)
+                .await?;
+            let seq = insert_event!(
+                tx,
+                contract_id,
+                event,
+                Some("authorizing"),
+                Some(outcome.contract_state),
+            );
+            tx.commit().await?;
+            self.publish_event(
+                contract_id,
+                seq,
+                event,
+                Some("authorizing"),
+                Some(outcome.contract_state),
+            );
+            Ok(Transition::Applied { seq })
+        })
+    }
+
+    /// An escrowed payment's money went back to the payer (or is on its way): its state
+    /// (`voiding` before the void is sent, then `voided`, `reclaimed` or `refunded`) and the
+    /// transaction that returned it, when known. A released payment never goes back to
+    /// `voiding`, so a late retry cannot undo what the chain already recorded.
+    pub async fn set_payment_release(
+        &self,
+        payment_id: &str,
+        state: &str,
+        transaction: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        const SQL: &str = "update payment set state = $2, release_tx = coalesce($3, release_tx), \
+            updated_at = $4 where payment_id = $1 \
+            and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
+        on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id)
+                .bind(state)
+                .bind(transaction)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Escrowed payments (locked by an `authorize`) whose money must go back or whose refund
+    /// is unconfirmed, untouched since `before`, oldest first: a void intent not confirmed
+    /// (`voiding`), a payment still `authorized` or `settlement_failed` under a contract that
+    /// will never pay (a crash before the intent), or a `refunding` one.
+    pub async fn escrow_payments_to_release(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<PaymentRecord>, StoreError> {
+        let sql = format!(
+            "select {PAYMENT_COLUMNS} from payment where authorize_tx is not null \
+             and updated_at <= $1 and (state in ('voiding', 'refunding', 'settlement_failed') \
+             or (state = 'authorized' and contract_id in (select contract_id from contract \
+             where state in ('failed', 'cancelled', 'voided', 'expired')))) \
+             order by updated_at limit $2"
+        );
+        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(to_millis(before))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(PaymentRecord::try_from).collect()
+    }
+
+    /// Escrowed payments still holding money past their capture deadline (`valid_before` <=
+    /// `deadline_passed`), oldest first: whether the payer reclaimed them is for the chain to
+    /// say.
+    pub async fn escrow_payments_past_deadline(
+        &self,
+        deadline_passed: i64,
+        limit: u32,
+    ) -> Result<Vec<PaymentRecord>, StoreError> {
+        let sql = format!(
+            "select {PAYMENT_COLUMNS} from payment where authorize_tx is not null \
+             and state in ('authorized', 'settling', 'settlement_unknown', 'voiding') \
+             and valid_before <= $1 order by valid_before limit $2"
+        );
+        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(deadline_passed)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(PaymentRecord::try_from).collect()
+    }
+}
+
+/// What [`Store::finish_authorization`] records.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthorizationOutcome<'a> {
+    /// `paid` or `offered`.
+    pub contract_state: &'a str,
+    /// `authorized` or `authorization_refused`.
+    pub payment_state: &'a str,
+    /// The `authorize` transaction, when one was mined.
+    pub transaction: Option<&'a str>,
 }
