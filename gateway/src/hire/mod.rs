@@ -621,6 +621,10 @@ impl HireService {
                 "amount": p.amount,
                 "valid_before": p.valid_before,
                 "state": p.state,
+                // Escrowed payments: the lock, and what returned the money (void, refund or
+                // the payer's reclaim).
+                "authorize_transaction": p.authorize_tx,
+                "release_transaction": p.release_tx,
             })),
             "deliverable": delivery,
             "verification": verification.as_ref().map(|v| v.result.clone()),

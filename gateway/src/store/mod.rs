@@ -146,7 +146,10 @@ enum Backend {
 /// per backend, so the same query text is type-checked against both drivers.
 macro_rules! on_backend {
     ($store:expr, $pool:ident => $body:expr) => {
-        match &$store.backend {
+        match {
+            $store.count_round_trip();
+            &$store.backend
+        } {
             $crate::store::Backend::Sqlite($pool) => $body,
             $crate::store::Backend::Postgres($pool) => $body,
         }
@@ -223,6 +226,7 @@ pub(crate) use insert_event;
 pub struct Store {
     backend: Backend,
     events: EventBus,
+    round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Store {
@@ -267,7 +271,20 @@ impl Store {
         Ok(Self {
             backend,
             events: EventBus::default(),
+            round_trips: std::sync::Arc::default(),
         })
+    }
+
+    /// Store operations run so far by this store and its clones: each is one query or one
+    /// transaction (a compare-and-set that misses adds a read to the same transaction). What
+    /// the benchmark divides by the hires it ran.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count_round_trip(&self) {
+        self.round_trips
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Events committed through this store (and its clones) from now on.
