@@ -295,13 +295,13 @@ impl HireService {
 
     /// `Some(429)` when the contract's worker is at its `max_parallel` limit.
     pub(super) async fn worker_at_capacity(&self, ctx: &Ctx) -> Result<Option<Reply>, Reply> {
-        let store = &self.inner.store;
-        let listing = store
-            .get_worker(&ctx.worker_id)
+        let (in_flight, max_parallel) = self
+            .inner
+            .store
+            .worker_load(ctx.worker_id.as_str())
             .await?
             .ok_or_else(|| internal("the contract's worker listing is gone"))?;
-        let in_flight = store.in_flight_count(ctx.worker_id.as_str()).await?;
-        Ok((in_flight >= listing.max_parallel.get()).then(|| worker_busy(in_flight)))
+        Ok((in_flight >= max_parallel).then(|| worker_busy(in_flight)))
     }
 
     /// A payment that is already stored: this contract's own (answer by state), another

@@ -427,13 +427,23 @@ impl Store {
         row.map(PaymentRecord::try_from).transpose()
     }
 
-    /// How many of `worker_id`'s contracts are in flight (`executing` or `pending`).
-    pub async fn in_flight_count(&self, worker_id: &str) -> Result<u32, StoreError> {
-        let sql = in_flight_sql();
-        let count: i64 = on_backend!(self, pool => {
-            sqlx::query_scalar(&sql).bind(worker_id).fetch_one(pool).await?
+    /// `(in flight, max_parallel)` of `worker_id` in one query; `None` when the listing is
+    /// gone. The paid path's capacity check, before a payment is verified.
+    pub async fn worker_load(&self, worker_id: &str) -> Result<Option<(u32, u32)>, StoreError> {
+        let sql = format!(
+            "select ({}) as in_flight, cast(max_parallel as bigint) as max_parallel \
+             from worker where worker_id = $1",
+            in_flight_sql()
+        );
+        let row: Option<(i64, i64)> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(worker_id).fetch_optional(pool).await?
         });
-        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+        Ok(row.map(|(in_flight, max)| {
+            (
+                u32::try_from(in_flight).unwrap_or(u32::MAX),
+                u32::try_from(max).unwrap_or(0),
+            )
+        }))
     }
 
     /// Forward a paid contract: if its worker has fewer than `max_parallel` contracts in flight,
