@@ -857,6 +857,105 @@ impl Store {
         });
         rows.into_iter().map(PaymentRecord::try_from).collect()
     }
+
+    /// Move `contract_id` through `steps` (each a compare-and-set from the previous step's
+    /// state, with its event) and apply `writes`, in one transaction: what several lifecycle
+    /// steps that follow each other at once (a deliverable stored, its attempt closed,
+    /// `delivered`, `verifying`) cost as one commit. Nothing is written when the first
+    /// compare-and-set misses ([`Transition::StateMismatch`]).
+    pub async fn advance_contract(
+        &self,
+        contract_id: &str,
+        steps: &[ContractStep<'_>],
+        writes: &[SideWrite<'_>],
+    ) -> Result<Transition, StoreError> {
+        const DELIVERABLE: &str = "insert into deliverable (deliverable_id, contract_id, \
+            attempt_id, position, name, kind, media_type, digest, size_bytes, content, \
+            source_url, created_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) on conflict do nothing";
+        const ATTEMPT: &str = "update attempt set state = $2, http_status = $3, error = $4, \
+            worker_task_id = $5, poll_url = $6, finished_at = $7 where attempt_id = $1";
+        const VERIFICATION: &str = "insert into verification (verification_id, contract_id, \
+            attempt_id, policy_id, policy_version, policy_hash, passed, score, reason_codes, \
+            status, verifier_result_hash, result, created_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let mut seqs = Vec::with_capacity(steps.len());
+            for step in steps {
+                contract_cas_or_return!(
+                    tx,
+                    Transition,
+                    contract_id,
+                    step.from,
+                    step.to,
+                    step.deadline_at.map(to_millis),
+                    to_millis(step.event.at),
+                );
+                seqs.push(insert_event!(tx, contract_id, step.event, Some(step.from), Some(step.to)));
+            }
+            for write in writes {
+                match write {
+                    SideWrite::Deliverables(pieces) => {
+                        for piece in *pieces {
+                            sqlx::query(DELIVERABLE)
+                                .bind(&piece.deliverable_id)
+                                .bind(&piece.contract_id)
+                                .bind(&piece.attempt_id)
+                                .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
+                                .bind(piece.name.as_deref())
+                                .bind(&piece.kind)
+                                .bind(piece.media_type.as_deref())
+                                .bind(&piece.digest)
+                                .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
+                                .bind(&piece.content)
+                                .bind(piece.source_url.as_deref())
+                                .bind(to_millis(piece.created_at))
+                                .execute(&mut *tx)
+                                .await?;
+                        }
+                    }
+                    SideWrite::AttemptEnd { attempt_id, end } => {
+                        sqlx::query(ATTEMPT)
+                            .bind(*attempt_id)
+                            .bind(&end.state)
+                            .bind(end.http_status.map(i32::from))
+                            .bind(end.error.as_ref().map(JsonText))
+                            .bind(end.worker_task_id.as_deref())
+                            .bind(end.poll_url.as_deref())
+                            .bind(end.finished_at.map(to_millis))
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    SideWrite::Verification(result) => {
+                        sqlx::query(VERIFICATION)
+                            .bind(&result.verification_id)
+                            .bind(&result.contract_id)
+                            .bind(&result.attempt_id)
+                            .bind(&result.policy_id)
+                            .bind(&result.policy_version)
+                            .bind(&result.policy_hash)
+                            .bind(result.passed)
+                            .bind(result.score)
+                            .bind(JsonText(&result.reason_codes))
+                            .bind(&result.status)
+                            .bind(&result.verifier_result_hash)
+                            .bind(JsonText(&result.result))
+                            .bind(to_millis(result.created_at))
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+            }
+            tx.commit().await?;
+            for (step, seq) in steps.iter().zip(&seqs) {
+                self.publish_event(contract_id, *seq, step.event, Some(step.from), Some(step.to));
+            }
+            Ok(Transition::Applied {
+                seq: seqs.last().copied().unwrap_or_default(),
+            })
+        })
+    }
 }
 
 /// What [`Store::finish_authorization`] records.
@@ -868,4 +967,33 @@ pub struct AuthorizationOutcome<'a> {
     pub payment_state: &'a str,
     /// The `authorize` transaction, when one was mined.
     pub transaction: Option<&'a str>,
+}
+
+/// One step of [`Store::advance_contract`].
+#[derive(Debug, Clone, Copy)]
+pub struct ContractStep<'a> {
+    /// The state the contract must be in.
+    pub from: &'a str,
+    /// The state it moves to.
+    pub to: &'a str,
+    /// Its new `deadline_at`.
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// The event recorded with the step.
+    pub event: &'a NewContractEvent,
+}
+
+/// A row written in the same transaction as [`Store::advance_contract`]'s steps.
+#[derive(Debug, Clone, Copy)]
+pub enum SideWrite<'a> {
+    /// Deliverable pieces; one stored before (same id) is left as it is.
+    Deliverables(&'a [NewDeliverable]),
+    /// How an attempt ended.
+    AttemptEnd {
+        /// The attempt.
+        attempt_id: &'a str,
+        /// Its end.
+        end: &'a AttemptEnd,
+    },
+    /// A verification result.
+    Verification(&'a NewVerification),
 }

@@ -64,9 +64,9 @@ pub use api_keys::{ApiKeyRecord, NewApiKey};
 pub use contracts::{ContractEvent, ContractRecord, NewContract, NewContractEvent, Transition};
 pub use disputes::{DisputeDecisionRecord, DisputeRecord, NewDispute};
 pub use execution::{
-    AttemptEnd, AttemptRecord, AuthorizationOutcome, DeliverableRecord, IN_FLIGHT_STATES,
-    NewAttempt, NewDeliverable, NewVerification, PayOutcome, SettlementOutcome, StartAttempt,
-    VerificationRecord,
+    AttemptEnd, AttemptRecord, AuthorizationOutcome, ContractStep, DeliverableRecord,
+    IN_FLIGHT_STATES, NewAttempt, NewDeliverable, NewVerification, PayOutcome, SettlementOutcome,
+    SideWrite, StartAttempt, VerificationRecord,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
 pub use ledger::LedgerPayment;
