@@ -278,7 +278,8 @@ async fn walk_through(shutdown: &CancellationToken) -> anyhow::Result<()> {
         store: token_store(&devnet, escrow.operator.address()).await?,
     };
     step("9. two escrowed listings (x402 auth-capture, 2.5 % marketplace fee)");
-    let escrow_options = json!({"payment_schemes": ["auth-capture"], "fee_policy": {"fee_bps": FEE_BPS}});
+    let escrow_options =
+        json!({"payment_schemes": ["auth-capture"], "fee_policy": {"fee_bps": FEE_BPS}});
     let escrow_good_worker = spawn_worker(false, &jwks, shutdown).await?;
     let escrow_bad_worker = spawn_worker(true, &jwks, shutdown).await?;
     let escrow_good_payout = PrivateKeySigner::random().address();
@@ -312,7 +313,58 @@ async fn walk_through(shutdown: &CancellationToken) -> anyhow::Result<()> {
     ));
     demo.captured(&escrow_good_id, escrow_good_payout).await?;
     demo.voided(&escrow_bad_id, escrow_bad_payout).await?;
+
+    step("12. money truth: the store against the chain (GET /v1/admin/reconcile)");
+    let response = http
+        .get(gateway.join("v1/admin/reconcile")?)
+        .bearer_auth(&admin_key)
+        .send()
+        .await?;
+    let report = checked_json(response).await?;
+    for total in report["totals"].as_array().into_iter().flatten() {
+        say(&format!(
+            "exact: store {} settled = {}, chain {} transfers = {}",
+            total["store"]["count"],
+            plain(&total["store"]["amount"]),
+            total["chain"]["count"],
+            plain(&total["chain"]["amount"])
+        ));
+    }
+    for total in report["escrow"]["totals"].as_array().into_iter().flatten() {
+        for side in ["store", "chain"] {
+            let tally = &total[side];
+            say(&format!(
+                "escrow {side}: authorized {} = {}, captured {} = {} (fees {}), voided {} = {}, held {}",
+                tally["authorized"]["count"],
+                plain(&tally["authorized"]["amount"]),
+                tally["captured"]["count"],
+                plain(&tally["captured"]["amount"]),
+                plain(&tally["fees"]),
+                tally["voided"]["count"],
+                plain(&tally["voided"]["amount"]),
+                plain(&tally["held"]["amount"])
+            ));
+        }
+    }
+    ensure!(
+        report["ok"] == true,
+        "the store and the chain disagree: {}",
+        report["mismatches"]
+    );
+    ensure!(
+        report["escrow"]["matched"].as_array().map(Vec::len) == Some(2),
+        "reconcile should prove both escrowed payments: {}",
+        report["escrow"]
+    );
+    say("ok: every settlement, lock, capture and void is on chain, to the atomic unit");
     Ok(())
+}
+
+/// A JSON value as text, strings without their quotes.
+fn plain(value: &Value) -> String {
+    value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_owned)
 }
 
 /// The gateway's escrow operator key and treasury.
@@ -358,11 +410,11 @@ impl EscrowDemo<'_> {
             "PAYMENT-REQUIRED: auth-capture {} to {}, captureAuthorizer {}, feeRecipient {}, fee {}–{} bps, captureDeadline {}",
             offer.amount,
             offer.pay_to,
-            offer.extra["captureAuthorizer"],
-            offer.extra["feeRecipient"],
-            offer.extra["minFeeBps"],
-            offer.extra["maxFeeBps"],
-            offer.extra["captureDeadline"]
+            plain(&offer.extra["captureAuthorizer"]),
+            plain(&offer.extra["feeRecipient"]),
+            plain(&offer.extra["minFeeBps"]),
+            plain(&offer.extra["maxFeeBps"]),
+            plain(&offer.extra["captureDeadline"])
         ));
         let before = self.balances(payout).await?;
         before.print("before");

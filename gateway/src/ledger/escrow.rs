@@ -271,7 +271,10 @@ impl Escrowed {
                 .map(|tx| vec![(EscrowStep::Authorize, Some(tx))])
                 .unwrap_or_default(),
             "voided" => match authorize {
-                Some(tx) => vec![(EscrowStep::Authorize, Some(tx)), (EscrowStep::Void, release)],
+                Some(tx) => vec![
+                    (EscrowStep::Authorize, Some(tx)),
+                    (EscrowStep::Void, release),
+                ],
                 None => Vec::new(),
             },
             "settled" | "refunding" => vec![
@@ -324,8 +327,8 @@ fn on_chain(
 ) -> Result<OnChain, String> {
     let terms: ContractTerms = serde_json::from_value(record.terms.clone())
         .map_err(|e| format!("the contract's terms do not parse: {e}"))?;
-    let capture = CaptureOrder::of(&terms)
-        .ok_or_else(|| "the contract's terms hold no escrow".to_owned())?;
+    let capture =
+        CaptureOrder::of(&terms).ok_or_else(|| "the contract's terms hold no escrow".to_owned())?;
     let offer: StoredOffer = record
         .payment_offer
         .clone()
@@ -380,12 +383,14 @@ pub(super) fn compare(
             }
         };
         let events = by_hash.remove(&on_chain.hash).unwrap_or_default();
-        let totals = totals.entry(payment.asset).or_insert_with(|| EscrowAssetTotals {
-            network: network.to_owned(),
-            asset: payment.asset.to_checksum(None),
-            store: EscrowTally::default(),
-            chain: EscrowTally::default(),
-        });
+        let totals = totals
+            .entry(payment.asset)
+            .or_insert_with(|| EscrowAssetTotals {
+                network: network.to_owned(),
+                asset: payment.asset.to_checksum(None),
+                store: EscrowTally::default(),
+                chain: EscrowTally::default(),
+            });
         let mismatches_before = report.mismatches.len();
         let mut claimed_events: HashSet<usize> = HashSet::new();
         let mut matched_steps = Vec::new();
@@ -577,9 +582,7 @@ fn proves(event: &EscrowEvent, step: EscrowStep, amount: U256, capture: &Capture
                 fee_receiver,
             },
             EscrowStep::Capture,
-        ) => {
-            *a == amount && *fee_bps == capture.fee_bps && *fee_receiver == capture.fee_receiver
-        }
+        ) => *a == amount && *fee_bps == capture.fee_bps && *fee_receiver == capture.fee_receiver,
         _ => false,
     }
 }

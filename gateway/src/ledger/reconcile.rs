@@ -181,7 +181,10 @@ impl Tally {
     }
 }
 
-pub(super) fn decimal<S: serde::Serializer>(value: &U256, serializer: S) -> Result<S::Ok, S::Error> {
+pub(super) fn decimal<S: serde::Serializer>(
+    value: &U256,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.collect_str(value)
 }
 
@@ -649,10 +652,7 @@ async fn reconcile_network(
             .flatten()
         }))
         .collect();
-    let escrow_receipts = reader
-        .settle_txs(escrow_txs)
-        .await
-        .map_err(rpc(network))?;
+    let escrow_receipts = reader.settle_txs(escrow_txs).await.map_err(rpc(network))?;
     let escrow = super::escrow::compare(
         network,
         (from, to),

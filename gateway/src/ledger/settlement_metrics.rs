@@ -22,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     events::LiveEvent,
     hire::escrow::CaptureOrder,
-    metrics::{AssetLabels, EscrowLabels, EscrowOutcome, Metrics, SettlementLabels, SettlementResult},
+    metrics::{
+        AssetLabels, EscrowLabels, EscrowOutcome, Metrics, SettlementLabels, SettlementResult,
+    },
     store::Store,
 };
 

@@ -116,7 +116,10 @@ pub async fn token_store(env: &HireEnv, operator: Address) -> Address {
 /// The seeker's escrowed payment of `contract_id`'s 402, signed by the payments crate's client
 /// (which mirrors the official `@x402/evm` one; the official client itself pays in the
 /// integration tests).
-pub async fn escrowed_payment(env: &HireEnv, contract_id: &str) -> hiregate_payments::PaymentPayload {
+pub async fn escrowed_payment(
+    env: &HireEnv,
+    contract_id: &str,
+) -> hiregate_payments::PaymentPayload {
     escrowed_offer_and_payment(env, contract_id).await.1
 }
 
@@ -146,4 +149,3 @@ pub async fn escrowed_offer_and_payment(
 pub fn price() -> alloy::primitives::U256 {
     alloy::primitives::U256::from(PRICE)
 }
-

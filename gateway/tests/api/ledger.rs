@@ -561,8 +561,14 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
     let (status, report) = reconcile(&env, "").await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["ok"], true, "{report:#}");
-    assert_eq!(report["escrow"]["totals"][0]["store"]["held"], tally(1, price()));
-    assert_eq!(report["escrow"]["totals"][0]["chain"]["held"], tally(1, price()));
+    assert_eq!(
+        report["escrow"]["totals"][0]["store"]["held"],
+        tally(1, price())
+    );
+    assert_eq!(
+        report["escrow"]["totals"][0]["chain"]["held"],
+        tally(1, price())
+    );
 
     let capture_deadline = offer.extra["captureDeadline"].as_u64().unwrap();
     env.devnet
@@ -621,7 +627,10 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
     assert_eq!(steps_of(&voided), ["authorize", "void"]);
     assert_eq!(steps_of(&refunded), ["authorize", "capture", "refund"]);
     assert_eq!(steps_of(&held), ["authorize", "reclaim"]);
-    let capture = matched.iter().find(|m| m["contract_id"] == captured).unwrap();
+    let capture = matched
+        .iter()
+        .find(|m| m["contract_id"] == captured)
+        .unwrap();
     assert_eq!(capture["steps"][1]["fee"], fee.to_string());
     assert_eq!(capture["pay_to"], env.pay_to.to_checksum(None));
     assert_eq!(
@@ -630,7 +639,10 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
     );
     // The treasury and the worker really hold what the totals say.
     assert_eq!(env.balance(treasury).await, fee * U256::from(2));
-    assert_eq!(env.balance(env.pay_to).await, (price() - fee) * U256::from(2));
+    assert_eq!(
+        env.balance(env.pay_to).await,
+        (price() - fee) * U256::from(2)
+    );
 
     // The metrics count each outcome with its amount and the fees.
     let text = env.app.get("/metrics", None).await.text().await.unwrap();
@@ -648,7 +660,10 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
             "{outcome}: {text}"
         );
         assert_eq!(
-            metric(&text, &format!("hiregate_escrow_amount_atomic_total{labels}")),
+            metric(
+                &text,
+                &format!("hiregate_escrow_amount_atomic_total{labels}")
+            ),
             Some((count * PRICE) as f64),
             "{outcome}: {text}"
         );
@@ -735,8 +750,14 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
                 && m["detail"].as_str().unwrap().contains("capture")),
         "{report:#}"
     );
-    assert_eq!(report["mismatch_counts"]["orphan_transfer"], 0, "{report:#}");
-    assert_eq!(report["mismatch_counts"]["escrow_recorded_without_event"], 1);
+    assert_eq!(
+        report["mismatch_counts"]["orphan_transfer"], 0,
+        "{report:#}"
+    );
+    assert_eq!(
+        report["mismatch_counts"]["escrow_recorded_without_event"],
+        1
+    );
     assert_eq!(report["mismatch_counts"]["escrow_event_not_recorded"], 2);
 
     // The command line says the same, in text.
