@@ -661,3 +661,288 @@ fn describe(events: &[&EscrowEvent]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::ReconcileReport;
+
+    const NETWORK: &str = "eip155:31337";
+    const AMOUNT: u64 = 1_000_000;
+
+    fn address(byte: u8) -> Address {
+        Address::repeat_byte(byte)
+    }
+
+    fn tx(byte: u8) -> TxHash {
+        TxHash::repeat_byte(byte)
+    }
+
+    fn hash() -> B256 {
+        B256::repeat_byte(0xee)
+    }
+
+    fn capture_order() -> CaptureOrder {
+        CaptureOrder {
+            amount: U256::from(AMOUNT),
+            fee_bps: 250,
+            fee_receiver: address(0x7e),
+        }
+    }
+
+    /// A stored escrowed payment in `state` with its transactions.
+    fn payment(
+        state: &str,
+        authorize: Option<TxHash>,
+        capture: Option<TxHash>,
+        release: Option<TxHash>,
+    ) -> Escrowed {
+        let record = LedgerEscrowPayment {
+            payment_id: "pay_1".to_owned(),
+            contract_id: "ctr_1".to_owned(),
+            network: NETWORK.to_owned(),
+            asset: address(0xaa).to_string(),
+            payer: address(0x01).to_string(),
+            amount: AMOUNT.to_string(),
+            state: state.to_owned(),
+            authorize_tx: authorize.map(|t| t.to_string()),
+            settle_tx: capture.map(|t| t.to_string()),
+            release_tx: release.map(|t| t.to_string()),
+            payload: serde_json::Value::Null,
+            terms: serde_json::Value::Null,
+            payment_offer: None,
+        };
+        Escrowed {
+            record,
+            asset: address(0xaa),
+            payer: address(0x01),
+            amount: U256::from(AMOUNT),
+            chain: Ok(OnChain {
+                hash: hash(),
+                receiver: address(0x02),
+                capture: capture_order(),
+            }),
+        }
+    }
+
+    fn event(kind: EscrowEventKind, tx: TxHash, block: u64) -> (B256, EscrowEvent) {
+        (
+            hash(),
+            EscrowEvent {
+                kind,
+                tx_hash: Some(tx),
+                block_number: Some(block),
+                log_index: Some(0),
+            },
+        )
+    }
+
+    fn authorized(tx: TxHash) -> (B256, EscrowEvent) {
+        event(
+            EscrowEventKind::Authorized {
+                amount: U256::from(AMOUNT),
+                token_collector: address(0xc0),
+            },
+            tx,
+            10,
+        )
+    }
+
+    fn captured(tx: TxHash, fee_bps: u16) -> (B256, EscrowEvent) {
+        event(
+            EscrowEventKind::Captured {
+                amount: U256::from(AMOUNT),
+                fee_bps,
+                fee_receiver: address(0x7e),
+            },
+            tx,
+            11,
+        )
+    }
+
+    fn transfer(tx: TxHash, to: Address, value: U256, log_index: u64) -> TransferLog {
+        TransferLog {
+            asset: address(0xaa),
+            from: address(0x5e),
+            to,
+            value,
+            tx,
+            block: 11,
+            log_index,
+        }
+    }
+
+    fn mined(block: u64, transfers: Vec<TransferLog>) -> SettleTx {
+        SettleTx::Mined {
+            block,
+            success: true,
+            transfers,
+            authorization_uses: Vec::new(),
+        }
+    }
+
+    /// The capture's receipt: the price minus 2.5 % to the worker, the fee to the treasury.
+    fn capture_receipt(tx: TxHash) -> SettleTx {
+        let fee = capture_order().fee();
+        mined(
+            11,
+            vec![
+                transfer(tx, address(0x02), U256::from(AMOUNT) - fee, 0),
+                transfer(tx, address(0x7e), fee, 1),
+            ],
+        )
+    }
+
+    fn run(
+        payments: &[Escrowed],
+        events: &[(B256, EscrowEvent)],
+        receipts: &[(TxHash, SettleTx)],
+        range: (u64, u64),
+    ) -> (ReconcileReport, EscrowOutcome) {
+        let mut report = ReconcileReport::default();
+        let receipts = receipts.iter().cloned().collect();
+        let outcome = compare(NETWORK, range, payments, events, &receipts, &mut report);
+        (report, outcome)
+    }
+
+    fn kinds(report: &ReconcileReport) -> Vec<MismatchKind> {
+        report.mismatches.iter().map(|m| m.kind).collect()
+    }
+
+    #[test]
+    fn a_capture_with_its_fee_matches_and_claims_its_payouts() {
+        let (a, c) = (tx(0xa1), tx(0xc1));
+        let (report, outcome) = run(
+            &[payment("settled", Some(a), Some(c), None)],
+            &[authorized(a), captured(c, 250)],
+            &[(a, mined(10, Vec::new())), (c, capture_receipt(c))],
+            (0, 100),
+        );
+        assert!(report.mismatches.is_empty(), "{report:?}");
+        assert_eq!(report.escrow.matched.len(), 1);
+        assert_eq!(report.escrow.matched[0].steps.len(), 2);
+        assert_eq!(
+            report.escrow.matched[0].steps[1].fee,
+            Some(U256::from(25_000u64))
+        );
+        let totals = &report.escrow.totals[0];
+        assert_eq!(totals.store, totals.chain);
+        assert_eq!(totals.chain.fees, U256::from(25_000u64));
+        assert_eq!(totals.chain.held.count, 0);
+        assert_eq!(outcome.claimed_transfers, HashSet::from([(c, 0), (c, 1)]));
+    }
+
+    #[test]
+    fn voided_in_the_store_but_held_on_chain_is_reported() {
+        let (a, v) = (tx(0xa1), tx(0xb1));
+        let (report, _) = run(
+            &[payment("voided", Some(a), None, Some(v))],
+            &[authorized(a)],
+            &[(a, mined(10, Vec::new())), (v, mined(12, Vec::new()))],
+            (0, 100),
+        );
+        assert_eq!(kinds(&report), [MismatchKind::EscrowRecordedWithoutEvent]);
+        assert_eq!(report.mismatches[0].transaction, Some(v.to_string()));
+        assert_eq!(report.mismatches[0].payment_hash, Some(hash().to_string()));
+        let totals = &report.escrow.totals[0];
+        assert_eq!(totals.chain.held.amount, U256::from(AMOUNT));
+        assert_eq!(totals.store.held.amount, U256::ZERO);
+        assert_eq!(totals.store.voided.amount, U256::from(AMOUNT));
+        assert!(report.escrow.matched.is_empty());
+    }
+
+    #[test]
+    fn a_capture_at_another_fee_is_no_proof_and_is_unrecorded() {
+        let (a, c) = (tx(0xa1), tx(0xc1));
+        let (report, outcome) = run(
+            &[payment("settled", Some(a), Some(c), None)],
+            &[authorized(a), captured(c, 100)],
+            &[(a, mined(10, Vec::new())), (c, capture_receipt(c))],
+            (0, 100),
+        );
+        assert_eq!(
+            kinds(&report),
+            [
+                MismatchKind::EscrowRecordedWithoutEvent,
+                MismatchKind::EscrowEventNotRecorded
+            ]
+        );
+        // Its payouts are still the escrow's, not orphans of the exact section.
+        assert_eq!(outcome.claimed_transfers.len(), 2);
+    }
+
+    #[test]
+    fn a_capture_the_store_does_not_know_is_unrecorded() {
+        let (a, c) = (tx(0xa1), tx(0xc1));
+        let (report, _) = run(
+            &[payment("authorized", Some(a), None, None)],
+            &[authorized(a), captured(c, 250)],
+            &[(a, mined(10, Vec::new())), (c, capture_receipt(c))],
+            (0, 100),
+        );
+        assert_eq!(kinds(&report), [MismatchKind::EscrowEventNotRecorded]);
+        assert_eq!(report.mismatches[0].transaction, Some(c.to_string()));
+        assert_eq!(
+            report.mismatches[0].payment_state.as_deref(),
+            Some("authorized")
+        );
+    }
+
+    #[test]
+    fn steps_out_of_range_are_left_out_but_unknown_transactions_are_not() {
+        let (a, c) = (tx(0xa1), tx(0xc1));
+        let (report, _) = run(
+            &[payment("settled", Some(a), Some(c), None)],
+            &[],
+            &[(a, mined(10, Vec::new())), (c, capture_receipt(c))],
+            (50, 100),
+        );
+        assert!(report.mismatches.is_empty(), "{report:?}");
+        assert!(report.escrow.totals.is_empty());
+        let (report, _) = run(
+            &[payment("settled", Some(a), Some(c), None)],
+            &[],
+            &[(a, mined(10, Vec::new())), (c, SettleTx::NotFound)],
+            (50, 100),
+        );
+        assert_eq!(kinds(&report), [MismatchKind::EscrowRecordedWithoutEvent]);
+        assert_eq!(report.mismatches[0].transaction, Some(c.to_string()));
+    }
+
+    #[test]
+    fn a_payment_whose_payment_info_cannot_be_rebuilt_is_reported() {
+        let mut unreadable = payment("authorized", Some(tx(0xa1)), None, None);
+        unreadable.chain = Err("the stored payload does not parse".to_owned());
+        let (report, _) = run(&[unreadable], &[], &[], (0, 100));
+        assert_eq!(kinds(&report), [MismatchKind::EscrowPaymentUnreadable]);
+    }
+
+    #[test]
+    fn states_claim_the_steps_the_table_says() {
+        let (a, c, r) = (Some(tx(1)), Some(tx(2)), Some(tx(3)));
+        let steps = |p: Escrowed| -> Vec<EscrowStep> {
+            p.claimed().into_iter().map(|(step, _)| step).collect()
+        };
+        use EscrowStep::{Authorize, Capture, Reclaim, Refund, Void};
+        assert_eq!(steps(payment("authorizing", None, None, None)), []);
+        assert_eq!(
+            steps(payment("settlement_unknown", a, None, None)),
+            [Authorize]
+        );
+        assert_eq!(
+            steps(payment("refunding", a, c, None)),
+            [Authorize, Capture]
+        );
+        assert_eq!(
+            steps(payment("refunded", a, c, r)),
+            [Authorize, Capture, Refund]
+        );
+        assert_eq!(
+            steps(payment("reclaimed", a, None, r)),
+            [Authorize, Reclaim]
+        );
+        assert_eq!(steps(payment("voided", a, None, r)), [Authorize, Void]);
+        // Voided before anything was locked: nothing to prove.
+        assert_eq!(steps(payment("voided", None, None, None)), []);
+    }
+}
