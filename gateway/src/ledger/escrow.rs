@@ -401,7 +401,7 @@ pub(super) fn compare(
                 report.mismatches.push(payment.mismatch(
                     MismatchKind::EscrowRecordedWithoutEvent,
                     format!(
-                        "recorded a {} without a (valid) transaction hash ({})",
+                        "records the {} step without a (valid) transaction hash ({})",
                         step.as_str(),
                         recorded_tx.unwrap_or("none")
                     ),

@@ -573,7 +573,8 @@ async fn reconcile_network(
         }
     }
 
-    let chain_id = chain.chain_id().unwrap_or(actual);
+    // Checked above: the node serves the configured chain.
+    let chain_id = actual;
     let addresses = hiregate_payments::EscrowAddresses {
         escrow: chain.auth_capture_escrow,
         erc3009_collector: chain.erc3009_token_collector,
