@@ -69,7 +69,7 @@ pub use execution::{
     SideWrite, StartAttempt, VerificationRecord,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
-pub use ledger::LedgerPayment;
+pub use ledger::{LedgerEscrowPayment, LedgerPayment};
 pub use long_running::AUTHORIZATION_SWEEP_STATES;
 pub use payments::{NewPayment, PaymentRecord};
 pub use receipts::ReceiptRecord;

@@ -5,99 +5,21 @@
 //! Real parts: an anvil devnet (the asset's EIP-712 domain is read from its token), a real
 //! gateway, a real worker-sdk worker.
 
-use alloy::{primitives::Address, signers::local::PrivateKeySigner};
-use hiregate_payments::devnet::Devnet;
+use alloy::signers::local::PrivateKeySigner;
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{TestDatabase, spawn_app_on},
-    hire_env::{HireEnv, PRICE, WorkerKind, hire_listing, now, start_worker},
+    escrow_env::{
+        EscrowEnv, escrow_env, escrow_env_with, escrowed_offer_and_payment, escrowed_payment,
+        price, token_store,
+    },
+    helpers::TestDatabase,
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_listing, now},
 };
 
 /// The canonical v1.0 `AuthCaptureEscrow` the offers name by default.
 const CANONICAL_ESCROW: &str = "0xBdEA0D1bcC5966192B070Fdf62aB4EF5b4420cff";
-
-struct EscrowEnv {
-    env: HireEnv,
-    operator: Address,
-    treasury: Address,
-}
-
-/// A gateway whose devnet chain has an escrow operator key and a treasury, and a worker
-/// listing that accepts `schemes` with `fee_policy`.
-async fn escrow_env(database: TestDatabase, schemes: Value, fee_policy: Value) -> EscrowEnv {
-    escrow_env_with(database, WorkerKind::Echo, schemes, fee_policy).await
-}
-
-async fn escrow_env_with(
-    database: TestDatabase,
-    kind: WorkerKind,
-    schemes: Value,
-    fee_policy: Value,
-) -> EscrowEnv {
-    let devnet = Devnet::start().await.expect("anvil devnet starts");
-    let operator = PrivateKeySigner::random();
-    let treasury = PrivateKeySigner::random().address();
-    let settings = format!(
-        r#"
-        [chains.devnet]
-        network = "{network}"
-        rpc_url = "{rpc}"
-        relayer_private_key = "{relayer}"
-        operator_private_key = "{operator}"
-        [outbound]
-        request_timeout_ms = 10000
-        [escrow]
-        treasury = "{treasury}"
-        max_fee_bps = 500
-        "#,
-        network = devnet.network(),
-        rpc = devnet.rpc_url(),
-        relayer = devnet.relayer().to_bytes(),
-        operator = operator.to_bytes(),
-    );
-    let app = spawn_app_on(database, &settings).await;
-    let (operator_key, _) = app.create_key("operator").await;
-    let (seeker_key, _) = app.create_key("seeker").await;
-    let worker = start_worker(kind, &app.address).await;
-    // The operator pays gas for authorize, capture and void.
-    devnet
-        .set_eth_balance(
-            operator.address(),
-            alloy::primitives::U256::from(10u128.pow(19)),
-        )
-        .await
-        .unwrap();
-    let pay_to = PrivateKeySigner::random().address();
-    let mut listing = hire_listing(&worker.endpoint, pay_to, &devnet, 4);
-    listing["payment_schemes"] = schemes;
-    if !fee_policy.is_null() {
-        listing["fee_policy"] = fee_policy;
-    }
-    let response = app.register_worker(&operator_key, &listing).await;
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
-    let body: Value = response.json().await.unwrap();
-    let worker_id = body["id"].as_str().unwrap().to_owned();
-    let wallet = devnet
-        .funded_account(alloy::primitives::U256::from(crate::hire_env::SEEKER_FUNDS))
-        .await
-        .expect("funded seeker");
-    EscrowEnv {
-        env: HireEnv {
-            devnet,
-            app,
-            operator_key,
-            seeker_key,
-            worker,
-            worker_id,
-            pay_to,
-            wallet,
-        },
-        operator: operator.address(),
-        treasury,
-    }
-}
 
 async fn refused(env: &HireEnv, extra: Value) -> (u16, Value) {
     let response = env.propose(HireEnv::input("x"), extra).await;
@@ -337,55 +259,6 @@ async fn listing_schemes_and_fees_round_trip_on_postgres() {
     assert_eq!(response.status(), 201);
     let created: Value = response.json().await.unwrap();
     assert_eq!(created["terms"]["escrow"]["min_fee_bps"], 500);
-}
-
-/// `getTokenStore(operator)`: where the escrow keeps an operator's authorized funds.
-async fn token_store(env: &HireEnv, operator: Address) -> Address {
-    use alloy::{
-        providers::Provider as _,
-        rpc::types::{TransactionInput, TransactionRequest},
-        sol_types::SolCall as _,
-    };
-    use hiregate_payments::auth_capture::abi::IAuthCaptureEscrow;
-    let call = IAuthCaptureEscrow::getTokenStoreCall { operator };
-    let request = TransactionRequest::default()
-        .to(env.devnet.auth_capture_escrow())
-        .input(TransactionInput::new(call.abi_encode().into()));
-    let bytes = env.devnet.provider().call(request).await.unwrap();
-    IAuthCaptureEscrow::getTokenStoreCall::abi_decode_returns(&bytes).unwrap()
-}
-
-/// The seeker's escrowed payment of `contract_id`'s 402, signed by the payments crate's client
-/// (which mirrors the official `@x402/evm` one; the official client itself pays in the
-/// integration tests).
-async fn escrowed_payment(env: &HireEnv, contract_id: &str) -> hiregate_payments::PaymentPayload {
-    escrowed_offer_and_payment(env, contract_id).await.1
-}
-
-/// The 402's offer of `contract_id` and the seeker's escrowed payment of it.
-async fn escrowed_offer_and_payment(
-    env: &HireEnv,
-    contract_id: &str,
-) -> (
-    hiregate_payments::PaymentRequirements,
-    hiregate_payments::PaymentPayload,
-) {
-    use hiregate_payments::{AuthCaptureSignOptions, sign_auth_capture_payment};
-    let challenge = env.challenge(contract_id).await;
-    let payload = sign_auth_capture_payment(
-        &env.wallet,
-        &challenge.accepts[0],
-        Some(challenge.resource.clone()),
-        now(),
-        &AuthCaptureSignOptions::default(),
-    )
-    .await
-    .unwrap();
-    (challenge.accepts[0].clone(), payload)
-}
-
-fn price() -> alloy::primitives::U256 {
-    alloy::primitives::U256::from(PRICE)
 }
 
 /// Lock → verified → capture with the fee: the payer pays the price once, the worker gets the
