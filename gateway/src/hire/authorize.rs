@@ -20,7 +20,7 @@ use alloy::primitives::U256;
 use chrono::Utc;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use hiregate_payments::{
-    PaymentIdentifier, PaymentPayload,
+    PaymentIdentifier, PaymentPayload, Reason,
     auth_capture::{escrow::EscrowError, precheck, verify::verify_onchain},
 };
 use serde_json::{Value, json};
@@ -264,10 +264,19 @@ impl HireService {
                     .await
             }
             Err(error) => {
-                let refused = matches!(
-                    error,
-                    EscrowError::Refused(_) | EscrowError::Reverted { .. }
-                );
+                // "Already collected" names an `authorize` of this very payment, and only the
+                // gateway can send one: its own earlier one, still in the mempool (the
+                // simulation sees pending state; a resumed instance meets it after a crash) or
+                // mined after the events were read. Taking it for a refusal would send the
+                // contract back to `offered` while that transaction locks the money; the events
+                // decide on a later round instead.
+                let refused = match &error {
+                    EscrowError::Refused(refusal) => {
+                        refusal.reason != Reason::PaymentAlreadyCollected
+                    }
+                    EscrowError::Reverted { .. } => true,
+                    EscrowError::Pending(_) | EscrowError::Rpc(_) => false,
+                };
                 let reason = error
                     .reason()
                     .map_or("unknown", |reason| reason.as_str())
