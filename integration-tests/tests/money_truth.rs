@@ -907,23 +907,6 @@ async fn postgres_a_second_instance_takes_over_an_unmined_settlement() {
 // from the gateway's records) and the token balances of payer, worker, treasury and the
 // operator's token store.
 
-/// `hiregate reconcile` on an escrow stack, printed rather than asserted: it does not read the
-/// escrow's events yet (issue 11, item 7), so every escrowed capture shows there as an
-/// authorization used without an `exact` settlement and a transfer it cannot place (token store
-/// → worker). The escrow tests check the chain themselves ([`assert_escrow_events`]).
-async fn report_reconcile(stack: &MoneyStack) {
-    if let Some(run) = stack.reconcile().await.expect("reconcile runs") {
-        let mismatches = serde_json::from_str::<Value>(&run.stdout)
-            .map(|report| report["mismatch_counts"].clone())
-            .unwrap_or(Value::Null);
-        eprintln!(
-            "[money_truth] reconcile on escrowed payments (not asserted): exit {:?}, mismatch \
-             counts {mismatches}",
-            run.code
-        );
-    }
-}
-
 /// The treasury's cut of every escrowed capture in these tests: 2.5 %.
 const ESCROW_FEE_BPS: u16 = 250;
 
@@ -1279,7 +1262,7 @@ async fn escrow_the_official_auth_capture_client_pays_a_capture_with_the_fee_and
         gas_used(&stack, transaction_of(&voided, "authorized")).await,
         gas_used(&stack, transaction_of(&refunded, "refunded")).await,
     );
-    report_reconcile(&stack).await;
+    assert_reconciled(&stack).await;
 }
 
 /// `POST /v1/contracts/{id}/refund` as the arbiter (admin key); the 200 body.
@@ -1489,7 +1472,7 @@ async fn escrow_kill9_between_authorize_and_capture(database: Database, takeover
         );
     }
     assert_escrow_totals(&stack, 3).await;
-    report_reconcile(&stack).await;
+    assert_reconciled(&stack).await;
 }
 
 /// Kill -9 between verification and void: a rejected contract inside the operator's dispute
@@ -1543,7 +1526,7 @@ async fn escrow_kill9_between_verification_and_void(database: Database, takeover
         .await;
     }
     assert_escrow_totals(&stack, 0).await;
-    report_reconcile(&stack).await;
+    assert_reconciled(&stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1753,7 +1736,7 @@ async fn escrow_capture_racing_a_dispute(database: Database, two_instances: bool
         "[money_truth] dispute racing the capture, per offset {OFFSETS_MS:?} ms: {outcomes:?}"
     );
     assert_escrow_totals(stack, u64::try_from(OFFSETS_MS.len()).unwrap()).await;
-    report_reconcile(stack).await;
+    assert_reconciled(stack).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

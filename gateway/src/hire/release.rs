@@ -109,14 +109,18 @@ impl HireService {
         };
         let transaction = transaction.map(|tx| tx.to_string());
         let store = &self.inner.store;
-        store
+        if !store
             .set_payment_release(
                 &payment.payment_id,
                 state,
                 transaction.as_deref(),
                 Utc::now(),
             )
-            .await?;
+            .await?
+        {
+            // Another instance recorded the same outcome first.
+            return Ok(());
+        }
         store
             .append_contract_event(
                 &ctx.contract_id,

@@ -786,27 +786,29 @@ impl Store {
     /// An escrowed payment's money went back to the payer (or is on its way): its state
     /// (`voiding` before the void is sent, then `voided`, `reclaimed` or `refunded`) and the
     /// transaction that returned it, when known. A released payment never goes back to
-    /// `voiding`, so a late retry cannot undo what the chain already recorded.
+    /// `voiding`, so a late retry cannot undo what the chain already recorded. `false` when
+    /// nothing changed (already in that state: another instance recorded it first).
     pub async fn set_payment_release(
         &self,
         payment_id: &str,
         state: &str,
         transaction: Option<&str>,
         at: DateTime<Utc>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         const SQL: &str = "update payment set state = $2, release_tx = coalesce($3, release_tx), \
-            updated_at = $4 where payment_id = $1 \
+            updated_at = $4 where payment_id = $1 and (state <> $2 or $2 = 'voiding') \
             and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
-        on_backend!(self, pool => {
+        let changed = on_backend!(self, pool => {
             sqlx::query(SQL)
                 .bind(payment_id)
                 .bind(state)
                 .bind(transaction)
                 .bind(to_millis(at))
                 .execute(pool)
-                .await?;
+                .await?
+                .rows_affected()
         });
-        Ok(())
+        Ok(changed == 1)
     }
 
     /// Escrowed payments (locked by an `authorize`) whose money must go back or whose refund
@@ -927,6 +929,19 @@ impl Store {
                             .execute(&mut *tx)
                             .await?;
                     }
+                    SideWrite::Dispute(dispute) => {
+                        sqlx::query(super::disputes::INSERT_DISPUTE)
+                            .bind(&dispute.dispute_id)
+                            .bind(&dispute.contract_id)
+                            .bind(&dispute.party)
+                            .bind(&dispute.opened_by)
+                            .bind(&dispute.reason)
+                            .bind(dispute.claim.as_ref().map(JsonText))
+                            .bind(to_millis(dispute.created_at))
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(StoreError::unique_as_duplicate("dispute"))?;
+                    }
                     SideWrite::Verification(result) => {
                         sqlx::query(VERIFICATION)
                             .bind(&result.verification_id)
@@ -996,4 +1011,6 @@ pub enum SideWrite<'a> {
     },
     /// A verification result.
     Verification(&'a NewVerification),
+    /// A dispute opened (a second one of the contract is [`StoreError::Duplicate`]).
+    Dispute(&'a super::NewDispute),
 }
