@@ -126,7 +126,7 @@ impl TryFrom<DisputeRow> for DisputeRecord {
 }
 
 /// Insert a dispute in state `open`.
-pub(super) const INSERT_DISPUTE: &str = "insert into dispute (dispute_id, contract_id, party, \
+pub(crate) const INSERT_DISPUTE: &str = "insert into dispute (dispute_id, contract_id, party, \
     opened_by, reason, claim, state, created_at) values ($1, $2, $3, $4, $5, $6, 'open', $7)";
 
 impl Store {
@@ -134,17 +134,7 @@ impl Store {
     /// one.
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
         on_backend!(self, pool => {
-            sqlx::query(INSERT_DISPUTE)
-                .bind(&dispute.dispute_id)
-                .bind(&dispute.contract_id)
-                .bind(&dispute.party)
-                .bind(&dispute.opened_by)
-                .bind(&dispute.reason)
-                .bind(dispute.claim.as_ref().map(JsonText))
-                .bind(to_millis(dispute.created_at))
-                .execute(pool)
-                .await
-                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            super::execution::apply_side_write!(pool, super::SideWrite::Dispute(dispute));
         });
         Ok(())
     }

@@ -354,6 +354,91 @@ fn in_flight_sql() -> String {
     format!("select count(*) from contract where worker_id = $1 and state in ({states})")
 }
 
+/// The statements of [`SideWrite`]s. A deliverable stored before (same attempt and position)
+/// is left as it is: reports of one attempt can arrive twice (poll and callback, a takeover).
+pub(crate) const DELIVERABLE: &str = "insert into deliverable (deliverable_id, contract_id, \
+    attempt_id, position, name, kind, media_type, digest, size_bytes, content, \
+    source_url, created_at) \
+    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) on conflict do nothing";
+pub(crate) const ATTEMPT: &str = "update attempt set state = $2, http_status = $3, error = $4, \
+    worker_task_id = $5, poll_url = $6, finished_at = $7 where attempt_id = $1";
+pub(crate) const VERIFICATION: &str = "insert into verification (verification_id, contract_id, \
+    attempt_id, policy_id, policy_version, policy_hash, passed, score, reason_codes, \
+    status, verifier_result_hash, result, created_at) \
+    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+
+/// Inside an `on_backend!` arm: apply one [`SideWrite`] on `$exec` (the pool, or `&mut *tx`).
+/// A macro (not a fn) because the executor's type differs per backend.
+macro_rules! apply_side_write {
+    ($exec:expr, $write:expr) => {
+        match &$write {
+            $crate::store::SideWrite::Deliverables(pieces) => {
+                for piece in *pieces {
+                    sqlx::query($crate::store::execution::DELIVERABLE)
+                        .bind(&piece.deliverable_id)
+                        .bind(&piece.contract_id)
+                        .bind(&piece.attempt_id)
+                        .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
+                        .bind(piece.name.as_deref())
+                        .bind(&piece.kind)
+                        .bind(piece.media_type.as_deref())
+                        .bind(&piece.digest)
+                        .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
+                        .bind(&piece.content)
+                        .bind(piece.source_url.as_deref())
+                        .bind($crate::store::to_millis(piece.created_at))
+                        .execute($exec)
+                        .await?;
+                }
+            }
+            $crate::store::SideWrite::AttemptEnd { attempt_id, end } => {
+                sqlx::query($crate::store::execution::ATTEMPT)
+                    .bind(*attempt_id)
+                    .bind(&end.state)
+                    .bind(end.http_status.map(i32::from))
+                    .bind(end.error.as_ref().map($crate::store::json::JsonText))
+                    .bind(end.worker_task_id.as_deref())
+                    .bind(end.poll_url.as_deref())
+                    .bind(end.finished_at.map(to_millis))
+                    .execute($exec)
+                    .await?;
+            }
+            $crate::store::SideWrite::Dispute(dispute) => {
+                sqlx::query($crate::store::disputes::INSERT_DISPUTE)
+                    .bind(&dispute.dispute_id)
+                    .bind(&dispute.contract_id)
+                    .bind(&dispute.party)
+                    .bind(&dispute.opened_by)
+                    .bind(&dispute.reason)
+                    .bind(dispute.claim.as_ref().map($crate::store::json::JsonText))
+                    .bind($crate::store::to_millis(dispute.created_at))
+                    .execute($exec)
+                    .await
+                    .map_err($crate::store::StoreError::unique_as_duplicate("dispute"))?;
+            }
+            $crate::store::SideWrite::Verification(result) => {
+                sqlx::query($crate::store::execution::VERIFICATION)
+                    .bind(&result.verification_id)
+                    .bind(&result.contract_id)
+                    .bind(&result.attempt_id)
+                    .bind(&result.policy_id)
+                    .bind(&result.policy_version)
+                    .bind(&result.policy_hash)
+                    .bind(result.passed)
+                    .bind(result.score)
+                    .bind($crate::store::json::JsonText(&result.reason_codes))
+                    .bind(&result.status)
+                    .bind(&result.verifier_result_hash)
+                    .bind($crate::store::json::JsonText(&result.result))
+                    .bind($crate::store::to_millis(result.created_at))
+                    .execute($exec)
+                    .await?;
+            }
+        }
+    };
+}
+pub(super) use apply_side_write;
+
 impl Store {
     /// Store a verified payment and move its contract `offered → to_state` in one transaction
     /// (`paid` for an `exact` payment, `authorizing` for an escrowed one whose `authorize` is
@@ -505,19 +590,8 @@ impl Store {
         attempt_id: &str,
         end: &AttemptEnd,
     ) -> Result<(), StoreError> {
-        const SQL: &str = "update attempt set state = $2, http_status = $3, error = $4, \
-            worker_task_id = $5, poll_url = $6, finished_at = $7 where attempt_id = $1";
         on_backend!(self, pool => {
-            sqlx::query(SQL)
-                .bind(attempt_id)
-                .bind(&end.state)
-                .bind(end.http_status.map(i32::from))
-                .bind(end.error.as_ref().map(JsonText))
-                .bind(end.worker_task_id.as_deref())
-                .bind(end.poll_url.as_deref())
-                .bind(end.finished_at.map(to_millis))
-                .execute(pool)
-                .await?;
+            apply_side_write!(pool, SideWrite::AttemptEnd { attempt_id, end });
         });
         Ok(())
     }
@@ -533,31 +607,12 @@ impl Store {
         rows.into_iter().map(AttemptRecord::try_from).collect()
     }
 
-    /// Store an attempt's deliverable pieces in one transaction.
+    /// Store an attempt's deliverable pieces in one transaction; pieces stored before are
+    /// left as they are.
     pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
-        const SQL: &str = "insert into deliverable (deliverable_id, contract_id, attempt_id, \
-            position, name, kind, media_type, digest, size_bytes, content, source_url, created_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            for piece in pieces {
-                sqlx::query(SQL)
-                    .bind(&piece.deliverable_id)
-                    .bind(&piece.contract_id)
-                    .bind(&piece.attempt_id)
-                    .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
-                    .bind(piece.name.as_deref())
-                    .bind(&piece.kind)
-                    .bind(piece.media_type.as_deref())
-                    .bind(&piece.digest)
-                    .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
-                    .bind(&piece.content)
-                    .bind(piece.source_url.as_deref())
-                    .bind(to_millis(piece.created_at))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::unique_as_duplicate(DELIVERABLE_ENTITY))?;
-            }
+            apply_side_write!(&mut *tx, SideWrite::Deliverables(pieces));
             tx.commit().await?;
         });
         Ok(())
@@ -582,27 +637,8 @@ impl Store {
 
     /// Store a verification result.
     pub async fn insert_verification(&self, result: &NewVerification) -> Result<(), StoreError> {
-        const SQL: &str = "insert into verification (verification_id, contract_id, attempt_id, \
-            policy_id, policy_version, policy_hash, passed, score, reason_codes, status, \
-            verifier_result_hash, result, created_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
         on_backend!(self, pool => {
-            sqlx::query(SQL)
-                .bind(&result.verification_id)
-                .bind(&result.contract_id)
-                .bind(&result.attempt_id)
-                .bind(&result.policy_id)
-                .bind(&result.policy_version)
-                .bind(&result.policy_hash)
-                .bind(result.passed)
-                .bind(result.score)
-                .bind(JsonText(&result.reason_codes))
-                .bind(&result.status)
-                .bind(&result.verifier_result_hash)
-                .bind(JsonText(&result.result))
-                .bind(to_millis(result.created_at))
-                .execute(pool)
-                .await?;
+            apply_side_write!(pool, SideWrite::Verification(result));
         });
         Ok(())
     }
@@ -871,16 +907,6 @@ impl Store {
         steps: &[ContractStep<'_>],
         writes: &[SideWrite<'_>],
     ) -> Result<Transition, StoreError> {
-        const DELIVERABLE: &str = "insert into deliverable (deliverable_id, contract_id, \
-            attempt_id, position, name, kind, media_type, digest, size_bytes, content, \
-            source_url, created_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) on conflict do nothing";
-        const ATTEMPT: &str = "update attempt set state = $2, http_status = $3, error = $4, \
-            worker_task_id = $5, poll_url = $6, finished_at = $7 where attempt_id = $1";
-        const VERIFICATION: &str = "insert into verification (verification_id, contract_id, \
-            attempt_id, policy_id, policy_version, policy_hash, passed, score, reason_codes, \
-            status, verifier_result_hash, result, created_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
             let mut seqs = Vec::with_capacity(steps.len());
@@ -897,70 +923,7 @@ impl Store {
                 seqs.push(insert_event!(tx, contract_id, step.event, Some(step.from), Some(step.to)));
             }
             for write in writes {
-                match write {
-                    SideWrite::Deliverables(pieces) => {
-                        for piece in *pieces {
-                            sqlx::query(DELIVERABLE)
-                                .bind(&piece.deliverable_id)
-                                .bind(&piece.contract_id)
-                                .bind(&piece.attempt_id)
-                                .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
-                                .bind(piece.name.as_deref())
-                                .bind(&piece.kind)
-                                .bind(piece.media_type.as_deref())
-                                .bind(&piece.digest)
-                                .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
-                                .bind(&piece.content)
-                                .bind(piece.source_url.as_deref())
-                                .bind(to_millis(piece.created_at))
-                                .execute(&mut *tx)
-                                .await?;
-                        }
-                    }
-                    SideWrite::AttemptEnd { attempt_id, end } => {
-                        sqlx::query(ATTEMPT)
-                            .bind(*attempt_id)
-                            .bind(&end.state)
-                            .bind(end.http_status.map(i32::from))
-                            .bind(end.error.as_ref().map(JsonText))
-                            .bind(end.worker_task_id.as_deref())
-                            .bind(end.poll_url.as_deref())
-                            .bind(end.finished_at.map(to_millis))
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    SideWrite::Dispute(dispute) => {
-                        sqlx::query(super::disputes::INSERT_DISPUTE)
-                            .bind(&dispute.dispute_id)
-                            .bind(&dispute.contract_id)
-                            .bind(&dispute.party)
-                            .bind(&dispute.opened_by)
-                            .bind(&dispute.reason)
-                            .bind(dispute.claim.as_ref().map(JsonText))
-                            .bind(to_millis(dispute.created_at))
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(StoreError::unique_as_duplicate("dispute"))?;
-                    }
-                    SideWrite::Verification(result) => {
-                        sqlx::query(VERIFICATION)
-                            .bind(&result.verification_id)
-                            .bind(&result.contract_id)
-                            .bind(&result.attempt_id)
-                            .bind(&result.policy_id)
-                            .bind(&result.policy_version)
-                            .bind(&result.policy_hash)
-                            .bind(result.passed)
-                            .bind(result.score)
-                            .bind(JsonText(&result.reason_codes))
-                            .bind(&result.status)
-                            .bind(&result.verifier_result_hash)
-                            .bind(JsonText(&result.result))
-                            .bind(to_millis(result.created_at))
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                }
+                apply_side_write!(&mut *tx, write);
             }
             tx.commit().await?;
             for (step, seq) in steps.iter().zip(&seqs) {
