@@ -6,12 +6,14 @@
 //! A custom harness rather than criterion: the figures wanted are p50/p99 latency and
 //! requests per second of a stateful operation (each settlement consumes its payment), which
 //! criterion's repeat-the-same-closure model does not measure. Every request is a distinct,
-//! valid payment; verify moves nothing, settle mines one transfer per payment.
+//! valid payment; verify moves nothing, settle mines one transfer per payment (concurrent
+//! settlements share Multicall3 transactions).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::U256;
+use alloy::providers::Provider;
 use futures::StreamExt;
 use futures::stream;
 use hiregate_payments::devnet::Devnet;
@@ -25,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 const AMOUNT: u64 = 1_000_000;
 const CONCURRENCY: usize = 16;
+/// Settlement is measured at each of these concurrencies, on fresh payments each time.
+const SETTLE_CONCURRENCY: [usize; 3] = [1, 8, 16];
 
 struct Stats {
     label: String,
@@ -144,12 +148,16 @@ async fn main() {
     let client = Arc::new(HttpFacilitatorClient::new(url, Timeouts::default(), None).unwrap());
 
     println!(
-        "preparing {count} verify payments and {} settle payments...",
-        count / 2 * 2
+        "preparing {count} verify payments and {count} settle payments per concurrency {SETTLE_CONCURRENCY:?}..."
     );
     let verify_requests = signed_payments(&devnet, &requirements, count).await;
-    let settle_sequential = signed_payments(&devnet, &requirements, count / 2).await;
-    let settle_concurrent = signed_payments(&devnet, &requirements, count / 2).await;
+    let mut settle_runs = Vec::new();
+    for concurrency in SETTLE_CONCURRENCY {
+        settle_runs.push((
+            concurrency,
+            signed_payments(&devnet, &requirements, count).await,
+        ));
+    }
 
     // Warm-up: connections, caches of the node.
     for request in verify_requests.iter().take(10) {
@@ -170,17 +178,27 @@ async fn main() {
     measure("verify", &verify_requests, CONCURRENCY, verify)
         .await
         .print();
-    measure("settle", &settle_sequential, 1, settle)
-        .await
-        .print();
-    measure("settle", &settle_concurrent, CONCURRENCY, settle)
-        .await
-        .print();
+    let relayer = devnet.relayer().address();
+    let provider = devnet.provider();
+    let mut settled_payments = 0;
+    for (concurrency, requests) in &settle_runs {
+        let sent_before = provider.get_transaction_count(relayer).await.unwrap();
+        measure("settle", requests, *concurrency, settle)
+            .await
+            .print();
+        let sent = provider.get_transaction_count(relayer).await.unwrap() - sent_before;
+        println!(
+            "{:<34} {sent} transactions for {} payments",
+            "",
+            requests.len()
+        );
+        settled_payments += requests.len();
+    }
 
     let settled = devnet.balance_of(pay_to).await.unwrap();
     assert_eq!(
         settled,
-        U256::from(AMOUNT) * U256::from(settle_sequential.len() + settle_concurrent.len()),
+        U256::from(AMOUNT) * U256::from(settled_payments),
         "every settlement moved exactly one amount"
     );
 

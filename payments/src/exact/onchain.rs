@@ -317,18 +317,58 @@ pub async fn nonce_used(
     }
 }
 
-/// Whether `receipt` holds the token's `Transfer(from, to, value)` of this payment.
+/// What a mined transaction did with one payment's authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthorizationInReceipt {
+    /// The token used the authorization and moved exactly its `value` from `from` to `to`.
+    Moved,
+    /// The token used the authorization's nonce, but the transfer that followed is not this
+    /// payment's (another authorization signed under the same nonce).
+    UsedOtherwise,
+    /// The authorization was not used here: the transaction reverted, or its call of
+    /// `transferWithAuthorization` failed inside a batch.
+    Untouched,
+}
+
+/// Reads the token's logs of `receipt` for this payment: its `AuthorizationUsed(from, nonce)`
+/// and the `Transfer` the token emits right after it.
+///
+/// The pairing matters in a batch: several payments by one payer to one payee with one value can
+/// share a transaction, and a `Transfer` that matches on its own may belong to a sibling whose
+/// call succeeded while this one's failed. A reverted inner call leaves no logs, so the
+/// `AuthorizationUsed` log is present exactly when this authorization's call went through.
 #[must_use]
-pub fn receipt_has_transfer(receipt: &TransactionReceipt, payment: &ExactPayment) -> bool {
+pub fn authorization_in_receipt(
+    receipt: &TransactionReceipt,
+    payment: &ExactPayment,
+) -> AuthorizationInReceipt {
+    if !receipt.status() {
+        return AuthorizationInReceipt::Untouched;
+    }
     let authorization = &payment.payload.authorization;
-    receipt.logs().iter().any(|log| {
-        log.address() == payment.asset
-            && IEip3009Token::Transfer::decode_log(&log.inner).is_ok_and(|transfer| {
-                transfer.from == authorization.from
-                    && transfer.to == authorization.to
-                    && transfer.value == authorization.value.get()
-            })
-    })
+    let mut token_logs = receipt
+        .logs()
+        .iter()
+        .filter(|log| log.address() == payment.asset);
+    let used = token_logs.by_ref().any(|log| {
+        IEip3009Token::AuthorizationUsed::decode_log(&log.inner).is_ok_and(|used| {
+            used.authorizer == authorization.from && used.nonce == authorization.nonce
+        })
+    });
+    if !used {
+        return AuthorizationInReceipt::Untouched;
+    }
+    let transfer = token_logs.find_map(|log| IEip3009Token::Transfer::decode_log(&log.inner).ok());
+    match transfer {
+        Some(transfer)
+            if transfer.from == authorization.from
+                && transfer.to == authorization.to
+                && transfer.value == authorization.value.get() =>
+        {
+            AuthorizationInReceipt::Moved
+        }
+        _ => AuthorizationInReceipt::UsedOtherwise,
+    }
 }
 
 /// The transaction that already settled this payment, if any: the token's
@@ -361,7 +401,7 @@ pub async fn find_settlement(
         let Some(receipt) = provider.get_transaction_receipt(tx_hash).await? else {
             continue;
         };
-        if receipt.status() && receipt_has_transfer(&receipt, payment) {
+        if authorization_in_receipt(&receipt, payment) == AuthorizationInReceipt::Moved {
             return Ok(Some(tx_hash));
         }
     }
