@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::U256;
 use alloy::providers::Provider;
+use alloy::signers::local::PrivateKeySigner;
 use futures::StreamExt;
 use futures::stream;
 use hiregate_payments::devnet::Devnet;
@@ -29,6 +30,9 @@ const AMOUNT: u64 = 1_000_000;
 const CONCURRENCY: usize = 16;
 /// Settlement is measured at each of these concurrencies, on fresh payments each time.
 const SETTLE_CONCURRENCY: [usize; 3] = [1, 8, 16];
+/// Accounts that pay; more than the highest concurrency, so concurrent payments mostly come
+/// from different payers.
+const PAYERS: usize = 32;
 
 struct Stats {
     label: String,
@@ -89,8 +93,25 @@ where
     }
 }
 
+/// [`PAYERS`] payers funded for `each` payments apiece, signing under distinct nonces. A fresh account per payment would grow anvil's state by thousands of accounts, and
+/// anvil rehashes its whole state for every block: the figures would then measure that, not the
+/// facilitator.
+async fn payers(devnet: &Devnet, each: usize) -> Vec<PrivateKeySigner> {
+    let share = each as u64;
+    let mut payers = Vec::with_capacity(PAYERS);
+    for _ in 0..PAYERS {
+        payers.push(
+            devnet
+                .funded_account(U256::from(AMOUNT * share))
+                .await
+                .unwrap(),
+        );
+    }
+    payers
+}
+
 async fn signed_payments(
-    devnet: &Devnet,
+    payers: &[PrivateKeySigner],
     requirements: &PaymentRequirements,
     count: usize,
 ) -> Vec<VerifyRequest> {
@@ -99,9 +120,9 @@ async fn signed_payments(
         .unwrap()
         .as_secs();
     let mut requests = Vec::with_capacity(count);
-    for _ in 0..count {
-        let payer = devnet.funded_account(U256::from(AMOUNT)).await.unwrap();
-        let payload = sign_exact_payment(&payer, requirements, None, now)
+    for index in 0..count {
+        let payer = &payers[index % payers.len()];
+        let payload = sign_exact_payment(payer, requirements, None, now)
             .await
             .unwrap();
         requests.push(VerifyRequest::new(payload, requirements.clone()));
@@ -119,7 +140,7 @@ async fn main() {
         .await
         .expect("devnet starts (scripts/install-tools.sh)");
     let network: Network = devnet.network().parse().unwrap();
-    let pay_to = alloy::signers::local::PrivateKeySigner::random().address();
+    let pay_to = PrivateKeySigner::random().address();
     let requirements = PaymentRequirements::exact_evm(
         network.clone(),
         U256::from(AMOUNT),
@@ -150,12 +171,14 @@ async fn main() {
     println!(
         "preparing {count} verify payments and {count} settle payments per concurrency {SETTLE_CONCURRENCY:?}..."
     );
-    let verify_requests = signed_payments(&devnet, &requirements, count).await;
+    // Each settle run takes payers round-robin, at most `count / PAYERS` rounded up apiece.
+    let payers = payers(&devnet, count.div_ceil(PAYERS) * SETTLE_CONCURRENCY.len()).await;
+    let verify_requests = signed_payments(&payers, &requirements, count).await;
     let mut settle_runs = Vec::new();
     for concurrency in SETTLE_CONCURRENCY {
         settle_runs.push((
             concurrency,
-            signed_payments(&devnet, &requirements, count).await,
+            signed_payments(&payers, &requirements, count).await,
         ));
     }
 
@@ -170,7 +193,15 @@ async fn main() {
     };
     let settle = |request: VerifyRequest| {
         let client = Arc::clone(&client);
-        async move { client.settle(&request).await.is_ok_and(|s| s.success) }
+        async move {
+            match client.settle(&request).await {
+                Ok(settled) if settled.success => true,
+                outcome => {
+                    eprintln!("settle failed: {outcome:?}");
+                    false
+                }
+            }
+        }
     };
 
     println!("\nfacilitator over HTTP on anvil (automine), exact EIP-3009 payments");

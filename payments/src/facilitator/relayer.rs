@@ -54,8 +54,9 @@ alloy::sol! {
 /// previous send's fate was unknown).
 const NONCE_ATTEMPTS: u32 = 4;
 
-/// First wait between receipt polls; doubled up to the configured poll interval.
-const FIRST_RECEIPT_POLL: Duration = Duration::from_millis(5);
+/// First wait between receipt polls; doubled up to the configured poll interval. A devnet or a
+/// fast L2 mines within a millisecond or two, and every waiter of a batch waits on this poll.
+const FIRST_RECEIPT_POLL: Duration = Duration::from_millis(1);
 
 /// Why a transaction was not sent.
 #[derive(Debug)]
@@ -413,18 +414,44 @@ impl Core {
             })
     }
 
+    /// The gas limit for a call, from one run of it: `eth_createAccessList` reports the gas a
+    /// call used, where `eth_estimateGas` runs it again and again in a search (several times
+    /// slower, most of all for a batch of signature checks). Nodes without the method get the
+    /// search. `Reverted` when the call would revert now.
+    async fn gas_limit(&self, to: Address, calldata: Bytes) -> Result<u64, SendError> {
+        let request = TransactionRequest::default()
+            .from(self.address)
+            .to(to)
+            .input(TransactionInput::new(calldata.clone()));
+        match self.provider.create_access_list(&request).await {
+            Ok(result) => match result.error {
+                Some(message) => Err(SendError::Reverted(message)),
+                None => Ok(limit_for_used(
+                    u64::try_from(result.gas_used).unwrap_or(u64::MAX),
+                )),
+            },
+            Err(error) => match revert_message(&error) {
+                Some(message) => Err(SendError::Reverted(message)),
+                None => {
+                    tracing::debug!(relayer = %self.address, %error, "eth_createAccessList failed, estimating instead");
+                    self.estimate(to, calldata).await.map(with_margin)
+                }
+            },
+        }
+    }
+
     async fn send_alone(self: &Arc<Self>, call: Call) -> Result<Arc<Broadcast>, SendError> {
         // Estimation and fees happen before taking the nonce lock, so only the send itself is
         // serialised.
         let (gas, fees) = tokio::join!(
-            self.estimate(call.to, call.calldata.clone()),
+            self.gas_limit(call.to, call.calldata.clone()),
             self.provider.estimate_eip1559_fees()
         );
         let (gas, fees) = (gas?, fees?);
         self.broadcast(Draft {
             to: call.to,
             calldata: call.calldata,
-            gas: with_margin(gas),
+            gas,
             max_fee_per_gas: fees.max_fee_per_gas,
             max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
         })
@@ -453,13 +480,13 @@ impl Core {
             }
             .abi_encode()
         };
-        // The estimate requires every call to succeed: with failures allowed, a node's gas search
-        // may settle on a limit at which the outer call completes while inner calls run out of
-        // gas. A revert here means some call fails now, alone or after its siblings (one payer's
-        // two payments exceeding the balance): then every call goes alone, and the ones that
-        // revert get their own refusal.
+        // The gas is measured with every call required to succeed: with failures allowed, a
+        // node's gas search may settle on a limit at which the outer call completes while inner
+        // calls run out of gas. A revert here means some call fails now, alone or after its
+        // siblings (one payer's two payments exceeding the balance): then every call goes
+        // alone, and the ones that revert get their own refusal.
         let (gas, fees) = tokio::join!(
-            self.estimate(multicall, calls(false).into()),
+            self.gas_limit(multicall, calls(false).into()),
             self.provider.estimate_eip1559_fees()
         );
         let sent = match (gas, fees) {
@@ -479,7 +506,7 @@ impl Core {
                 self.broadcast(Draft {
                     to: multicall,
                     calldata: calls(true).into(),
-                    gas: with_margin(gas),
+                    gas,
                     max_fee_per_gas: fees.max_fee_per_gas,
                     max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
                 })
@@ -659,6 +686,15 @@ enum Resent {
 /// A fifth on top of the estimate: state can shift between estimate and inclusion.
 fn with_margin(gas: u64) -> u64 {
     gas.saturating_add(gas / 5)
+}
+
+/// A gas limit that covers a run reported to use `used`: refunds (at most a fifth of the gas
+/// spent, EIP-3529) come off `used` only at the end, each call leaves a 64th of the gas behind
+/// in its caller (EIP-150), and the access list the node priced in is not sent. Gas left over is
+/// not paid for, so the limit errs high.
+fn limit_for_used(used: u64) -> u64 {
+    let spent = used.saturating_add(used / 4);
+    with_margin(spent.saturating_add(spent / 63))
 }
 
 fn error_message(error: &TransportError) -> Option<String> {
