@@ -23,6 +23,7 @@ use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolStruct;
 use futures::future::join_all;
 use hiregate_payments::devnet::bindings::{CancelAuthorization, DevnetUsd};
+use hiregate_payments::exact::ledger::{AuthorizationRef, settlement_in_transaction};
 use hiregate_payments::exact::token_eip712_domain;
 use hiregate_payments::{
     ChainConfig, Facilitator, LocalFacilitator, Reason, SettleResponse, SignOptions, VerifyRequest,
@@ -486,4 +487,59 @@ async fn a_dropped_settlement_is_sent_again_at_the_same_nonce_and_paid_once() {
     assert_eq!(harness.transfers_from(payer.address()).await, vec![resent]);
     assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
     assert_eq!(harness.balance(payer.address()).await, U256::ZERO);
+}
+
+#[tokio::test]
+async fn one_payers_payments_sharing_a_batch_are_each_read_with_their_own_transfer() {
+    let harness = Harness::start().await;
+    let facilitator = facilitator_with(&harness, |chain| {
+        chain.settle_batch_max = 2;
+        chain.settle_batch_window_ms = 60_000;
+    })
+    .await;
+    let payer = harness.payer(2 * AMOUNT).await;
+    let mut elsewhere = harness.requirements.clone();
+    let other_pay_to = PrivateKeySigner::random().address();
+    elsewhere.pay_to = other_pay_to.to_checksum(None);
+    let here = paid_request(&harness, &payer).await;
+    let there = VerifyRequest::new(
+        harness
+            .sign(&payer, &elsewhere, &SignOptions::default())
+            .await,
+        elsewhere,
+    );
+
+    let outcomes = spawn_settles(&facilitator, &[here.clone(), there.clone()])
+        .await
+        .unwrap();
+
+    assert!(
+        outcomes.iter().all(|outcome| outcome.success),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes[0].transaction, outcomes[1].transaction,
+        "one batch"
+    );
+    let batch: B256 = outcomes[0].transaction.parse().unwrap();
+    // The ledger pairs each authorization with its own transfer, not the payer's first one.
+    for (request, pay_to) in [(&here, harness.pay_to), (&there, other_pay_to)] {
+        let authorization = &request.payment_payload.exact_evm().unwrap().authorization;
+        let (_, transfer) = settlement_in_transaction(
+            &harness.devnet.provider(),
+            batch,
+            AuthorizationRef {
+                asset: harness.devnet.token(),
+                payer: payer.address(),
+                nonce: authorization.nonce,
+            },
+        )
+        .await
+        .unwrap()
+        .expect("settled in the batch");
+        assert_eq!(transfer.to, pay_to);
+        assert_eq!(transfer.value, U256::from(AMOUNT));
+    }
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+    assert_eq!(harness.balance(other_pay_to).await, U256::from(AMOUNT));
 }

@@ -331,12 +331,10 @@ pub enum AuthorizationInReceipt {
 }
 
 /// Reads the token's logs of `receipt` for this payment: its `AuthorizationUsed(from, nonce)`
-/// and the `Transfer` the token emits right after it.
+/// and the `Transfer` emitted with it.
 ///
-/// The pairing matters in a batch: several payments by one payer to one payee with one value can
-/// share a transaction, and a `Transfer` that matches on its own may belong to a sibling whose
-/// call succeeded while this one's failed. A reverted inner call leaves no logs, so the
-/// `AuthorizationUsed` log is present exactly when this authorization's call went through.
+/// A reverted inner call leaves no logs, so the `AuthorizationUsed` log is present exactly when
+/// this authorization's call went through, even inside a batch whose other calls failed.
 #[must_use]
 pub fn authorization_in_receipt(
     receipt: &TransactionReceipt,
@@ -346,29 +344,56 @@ pub fn authorization_in_receipt(
         return AuthorizationInReceipt::Untouched;
     }
     let authorization = &payment.payload.authorization;
-    let mut token_logs = receipt
-        .logs()
-        .iter()
-        .filter(|log| log.address() == payment.asset);
-    let used = token_logs.by_ref().any(|log| {
-        IEip3009Token::AuthorizationUsed::decode_log(&log.inner).is_ok_and(|used| {
-            used.authorizer == authorization.from && used.nonce == authorization.nonce
-        })
-    });
-    if !used {
-        return AuthorizationInReceipt::Untouched;
-    }
-    let transfer = token_logs.find_map(|log| IEip3009Token::Transfer::decode_log(&log.inner).ok());
-    match transfer {
-        Some(transfer)
-            if transfer.from == authorization.from
-                && transfer.to == authorization.to
-                && transfer.value == authorization.value.get() =>
+    match authorization_transfer(
+        receipt,
+        payment.asset,
+        authorization.from,
+        authorization.nonce,
+    ) {
+        None => AuthorizationInReceipt::Untouched,
+        Some(Some(transfer))
+            if transfer.to == authorization.to && transfer.value == authorization.value.get() =>
         {
             AuthorizationInReceipt::Moved
         }
-        _ => AuthorizationInReceipt::UsedOtherwise,
+        Some(_) => AuthorizationInReceipt::UsedOtherwise,
     }
+}
+
+/// In `receipt`, the `asset` token's use of `payer`'s authorization `nonce`: `None` when it is
+/// not used there; otherwise the payer's `Transfer` the token emitted with it, if any.
+///
+/// The pairing matters in a batch: one payer's several payments can share a transaction, and a
+/// `Transfer` from the payer may belong to a sibling authorization. The token emits an
+/// authorization's `Transfer` next to its `AuthorizationUsed` (after it in FiatToken and the
+/// devnet token; before it in some other implementations), so the neighbouring token logs
+/// decide.
+pub(crate) fn authorization_transfer(
+    receipt: &TransactionReceipt,
+    asset: Address,
+    payer: Address,
+    nonce: B256,
+) -> Option<Option<IEip3009Token::Transfer>> {
+    let token_logs: Vec<_> = receipt
+        .logs()
+        .iter()
+        .filter(|log| log.address() == asset)
+        .collect();
+    let used_at = token_logs.iter().position(|log| {
+        IEip3009Token::AuthorizationUsed::decode_log(&log.inner)
+            .is_ok_and(|used| used.authorizer == payer && used.nonce == nonce)
+    })?;
+    let payer_transfer_at = |index: Option<usize>| {
+        let log = token_logs.get(index?)?;
+        IEip3009Token::Transfer::decode_log(&log.inner)
+            .ok()
+            .filter(|transfer| transfer.from == payer)
+            .map(|transfer| transfer.data)
+    };
+    Some(
+        payer_transfer_at(used_at.checked_add(1))
+            .or_else(|| payer_transfer_at(used_at.checked_sub(1))),
+    )
 }
 
 /// The transaction that already settled this payment, if any: the token's
