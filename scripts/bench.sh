@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The benchmarks anyone can rerun on loopback (release builds): the unpaid execute's 402 against
-# a raw axum handler under wrk (ratio printed), then the paid hire's latency and throughput.
+# a raw axum handler under wrk (ratio printed); the facilitator's verify and settle; the paid
+# hire's latency and throughput with its store round trips and node RPC calls; memory with many
+# pending contracts and open SSE streams, and 1 vs 3 instances on PostgreSQL.
 # Installs wrk from the distribution's packages when missing (Debian/Ubuntu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +18,6 @@ if ! command -v wrk >/dev/null 2>&1; then
   fi
 fi
 cargo bench -p hiregate-integration-tests --bench unpaid -- "$@"
+cargo bench -p hiregate-payments --features devnet --bench facilitator
 cargo bench -p hiregate-integration-tests --bench gateway
+cargo bench -p hiregate-integration-tests --bench scale

@@ -16,18 +16,23 @@
 //!  settling ─settlement_succeeded─► settled │ ─settlement_failed─► settlement_failed
 //!           │ ─settlement_outcome_unknown─► settlement_unknown ─settlement_retried─► settling
 //!  settlement_unknown ─settlement_succeeded / settlement_failed─► settled / settlement_failed
+//!  offered ─authorization_sent─► authorizing ─payment_authorized─► paid   (auth-capture: the
+//!           escrow's authorize is persisted as intent, sent, and mined before work starts)
+//!  authorizing ─authorization_refused─► offered   (the chain refused it: nothing is held)
 //!  (any state holding the payment) ─payment_reclaimed─► voided   (auth-capture: the payer took
 //!                                   the escrowed funds back on chain after captureDeadline)
 //! ```
 //!
-//! For escrowed (`auth-capture`) contracts `paid` means *authorized on chain*, settlement is
-//! the escrow's capture and the void of a rejected contract is the escrow's void; the states are
-//! the same. Only the payer's reclaim is an outside event: the chain already moved the money, so
+//! For escrowed (`auth-capture`) contracts `paid` means *authorized on chain* (reached through
+//! `authorizing`), settlement is the escrow's capture and every void is the escrow's void; the
+//! other states are the same. Only the payer's reclaim is an outside event: the chain already moved the money, so
 //! the contract ends `voided` whatever it was doing.
 //!
 //! A pending task that completes goes through `delivered` like a synchronous one, so every
 //! deliverable is recorded before it is judged. Terminal states (`settled`,
-//! `settlement_failed`, `voided`, `expired`, `failed`, `cancelled`) accept no event.
+//! `settlement_failed`, `voided`, `expired`, `failed`, `cancelled`, `refunded`) accept no event,
+//! but for one: an escrowed capture (`settled`) can still be refunded by an arbiter before the
+//! escrow's refund deadline (`refund_issued` → `refunded`).
 //! Settlement is reachable only from `accepted` (directly or through a dispute decided
 //! "settle"), which is the "settle only from accepted" rule.
 
@@ -44,6 +49,9 @@ use crate::terms::RetryPolicy;
 pub enum ContractState {
     /// Signed and offered; unpaid.
     Offered,
+    /// An escrowed (`auth-capture`) payment was checked and its on-chain `authorize` is being
+    /// sent; not paid until it is mined.
+    Authorizing,
     /// Payment verified (authorization held); waiting to be forwarded.
     Paid,
     /// Forwarded to the worker; waiting for its answer.
@@ -77,12 +85,16 @@ pub enum ContractState {
     Cancelled,
     /// Rejected (or disputed and decided "void") and the void recorded. Terminal.
     Voided,
+    /// Escrowed and captured, then refunded to the payer by an arbiter's decision before the
+    /// refund deadline. Terminal.
+    Refunded,
 }
 
 impl ContractState {
     /// Every state, in lifecycle order.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 19] = [
         Self::Offered,
+        Self::Authorizing,
         Self::Paid,
         Self::Executing,
         Self::Pending,
@@ -99,6 +111,7 @@ impl ContractState {
         Self::Failed,
         Self::Cancelled,
         Self::Voided,
+        Self::Refunded,
     ];
 
     /// The wire name (`snake_case`).
@@ -106,6 +119,7 @@ impl ContractState {
     pub const fn as_str(&self) -> &'static str {
         match self {
             Self::Offered => "offered",
+            Self::Authorizing => "authorizing",
             Self::Paid => "paid",
             Self::Executing => "executing",
             Self::Pending => "pending",
@@ -122,6 +136,7 @@ impl ContractState {
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
             Self::Voided => "voided",
+            Self::Refunded => "refunded",
         }
     }
 
@@ -136,6 +151,7 @@ impl ContractState {
                 | Self::Failed
                 | Self::Cancelled
                 | Self::Voided
+                | Self::Refunded
         )
     }
 
@@ -164,6 +180,9 @@ impl ContractState {
         use ContractState as S;
         let next = match (self, event) {
             (S::Offered, E::PaymentVerified) => S::Paid,
+            (S::Offered, E::AuthorizationSent) => S::Authorizing,
+            (S::Authorizing, E::PaymentAuthorized) => S::Paid,
+            (S::Authorizing, E::AuthorizationRefused) => S::Offered,
             (S::Offered, E::OfferExpired) => S::Expired,
             (S::Paid, E::AuthorizationExpired) => S::Expired,
             (S::Paid, E::Forwarded) => S::Executing,
@@ -205,6 +224,8 @@ impl ContractState {
             (S::Settling, E::SettlementOutcomeUnknown) => S::SettlementUnknown,
             (S::SettlementUnknown, E::SettlementRetried) => S::Settling,
             (from, E::PaymentReclaimed) if from.holds_authorization() => S::Voided,
+            // Settled is final for the work; only an escrowed capture can still be refunded.
+            (S::Settled, E::RefundIssued) => S::Refunded,
             (from, event) => {
                 return Err(IllegalTransition {
                     from,
@@ -263,6 +284,12 @@ pub enum DisputeDecision {
 pub enum ContractEvent {
     /// The facilitator verified the seeker's payment.
     PaymentVerified,
+    /// An escrowed payment was checked and its `authorize` is about to be sent.
+    AuthorizationSent,
+    /// The escrow's `authorize` is mined: the money is locked.
+    PaymentAuthorized,
+    /// The chain refused the `authorize` (or it can never be mined): nothing is held.
+    AuthorizationRefused,
     /// The unpaid offer lapsed.
     OfferExpired,
     /// The held authorization lapsed before work started.
@@ -317,6 +344,9 @@ pub enum ContractEvent {
     /// The payer reclaimed an escrowed payment on chain (`PaymentReclaimed`, possible once the
     /// capture deadline passed): nothing can be captured any more.
     PaymentReclaimed,
+    /// An arbiter decided for the seeker after an escrowed capture, and the escrow's refund
+    /// returned the price to the payer.
+    RefundIssued,
 }
 
 impl ContractEvent {
@@ -325,6 +355,9 @@ impl ContractEvent {
     pub const fn name(&self) -> &'static str {
         match self {
             Self::PaymentVerified => "payment_verified",
+            Self::AuthorizationSent => "authorization_sent",
+            Self::PaymentAuthorized => "payment_authorized",
+            Self::AuthorizationRefused => "authorization_refused",
             Self::OfferExpired => "offer_expired",
             Self::AuthorizationExpired => "authorization_expired",
             Self::Forwarded => "forwarded",
@@ -346,6 +379,7 @@ impl ContractEvent {
             Self::SettlementOutcomeUnknown => "settlement_outcome_unknown",
             Self::SettlementRetried => "settlement_retried",
             Self::PaymentReclaimed => "payment_reclaimed",
+            Self::RefundIssued => "refund_issued",
         }
     }
 }
@@ -375,6 +409,10 @@ mod tests {
     fn sample_events() -> Vec<ContractEvent> {
         vec![
             E::PaymentVerified,
+            E::RefundIssued,
+            E::AuthorizationSent,
+            E::PaymentAuthorized,
+            E::AuthorizationRefused,
             E::OfferExpired,
             E::AuthorizationExpired,
             E::Forwarded,
@@ -418,6 +456,10 @@ mod tests {
     fn legal() -> Vec<(ContractState, ContractEvent, ContractState)> {
         let mut table = vec![
             (S::Offered, E::PaymentVerified, S::Paid),
+            (S::Offered, E::AuthorizationSent, S::Authorizing),
+            (S::Authorizing, E::PaymentAuthorized, S::Paid),
+            (S::Authorizing, E::AuthorizationRefused, S::Offered),
+            (S::Settled, E::RefundIssued, S::Refunded),
             (S::Offered, E::OfferExpired, S::Expired),
             (S::Offered, E::SeekerCancelled, S::Cancelled),
             (S::Paid, E::AuthorizationExpired, S::Expired),
@@ -549,6 +591,9 @@ mod tests {
         {
             assert!(!state.holds_authorization());
             for event in sample_events() {
+                if state == S::Settled && event == E::RefundIssued {
+                    continue;
+                }
                 assert!(
                     state.transition(&event).is_err(),
                     "{state} moved on {}",
@@ -568,7 +613,8 @@ mod tests {
                 S::Expired,
                 S::Failed,
                 S::Cancelled,
-                S::Voided
+                S::Voided,
+                S::Refunded
             ]
         );
     }
@@ -662,7 +708,7 @@ mod tests {
                 let event = events[index % events.len()];
                 match state.transition(&event) {
                     Ok(next) => {
-                        prop_assert!(!state.is_terminal());
+                        prop_assert!(!state.is_terminal() || (state, event) == (S::Settled, E::RefundIssued));
                         prop_assert!(legal.contains(&(state, event, next)));
                         state = next;
                     }

@@ -922,6 +922,15 @@ impl Settings {
         }
         at_least("escrow.payment_window_s", escrow.payment_window_s, 30)?;
         at_least("escrow.capture_margin_s", escrow.capture_margin_s, 60)?;
+        // The deadline sweep acts `settlement_margin_s` before an escrowed payment's capture
+        // deadline; a smaller capture margin would let it capture inside the seeker's window.
+        if escrow.capture_margin_s <= self.contracts.settlement_margin_s {
+            return Err(ConfigError::invalid(
+                "escrow.capture_margin_s",
+                "must exceed contracts.settlement_margin_s, or the deadline sweep would capture \
+                 before an escrowed contract's acceptance window ends",
+            ));
+        }
         Ok(())
     }
 
@@ -1172,6 +1181,10 @@ mod tests {
         assert_eq!(
             invalid_key("[contracts]\ndefault_acceptance_window_s = 99999"),
             "contracts.default_acceptance_window_s"
+        );
+        assert_eq!(
+            invalid_key("[escrow]\ncapture_margin_s = 120"),
+            "escrow.capture_margin_s"
         );
         assert_eq!(
             invalid_key("[http]\ncors_allowed_origins = [\"*\", \"https://a.example\"]"),

@@ -6,6 +6,8 @@
 //! | `hiregate_worker_probes_total`, `hiregate_workers_marked_{un,}healthy_total` | outcome | the health loop |
 //! | `hiregate_settlements_total` | outcome (`settled`, `settlement_failed`, `settlement_unknown`) | [`crate::ledger::run_settlement_metrics`] (event bus) |
 //! | `hiregate_settled_amount_atomic_total` | network, asset | the same, from the settled payment row |
+//! | `hiregate_escrow_outcomes_total`, `hiregate_escrow_amount_atomic_total` | outcome (`authorized`, `captured`, `voided`, `refunded`, `reclaimed`), network, asset | the same, for escrowed (`auth-capture`) payments |
+//! | `hiregate_escrow_fees_atomic_total` | network, asset | the same: the treasury's fee of each capture |
 //! | `hiregate_facilitator_request_duration_seconds` | operation (`verify`, `settle`) | [`crate::facilitator::MeteredFacilitator`] |
 //! | `hiregate_facilitator_errors_total` | operation, kind (`unknown`, `refused`) | the same |
 //! | `hiregate_reconciliation_mismatches` | kind | each reconciliation run ([`Metrics::record_reconciliation`]) |
@@ -131,6 +133,46 @@ pub struct AssetLabels {
     pub asset: String,
 }
 
+/// What happened to an escrowed payment's money.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum EscrowOutcome {
+    /// Locked in the escrow (`authorize` mined).
+    Authorized,
+    /// Paid out to the worker and the treasury (`capture`).
+    Captured,
+    /// Returned to the payer by the gateway (`void`).
+    Voided,
+    /// Returned to the payer from the operator's wallet after a capture (`refund`).
+    Refunded,
+    /// Taken back by the payer after the capture deadline (`reclaim`).
+    Reclaimed,
+}
+
+impl EscrowOutcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Authorized => "authorized",
+            Self::Captured => "captured",
+            Self::Voided => "voided",
+            Self::Refunded => "refunded",
+            Self::Reclaimed => "reclaimed",
+        }
+    }
+}
+snake_case_label!(EscrowOutcome);
+
+/// Labels of escrow outcomes: what happened, and to which money.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EscrowLabels {
+    /// What happened.
+    pub outcome: EscrowOutcome,
+    /// CAIP-2 network.
+    pub network: String,
+    /// Token contract (EIP-55).
+    pub asset: String,
+}
+
 /// A facilitator call.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 pub enum FacilitatorOperation {
@@ -245,6 +287,12 @@ pub struct Metrics {
     /// Atomic units settled by this instance. A float counter because amounts are uint256 and
     /// Prometheus values are doubles anyway; exact totals come from `hiregate reconcile`.
     pub settled_amount: Family<AssetLabels, Counter<f64, AtomicU64>>,
+    /// Escrowed payments by outcome, network and asset, recorded by this instance.
+    pub escrow_outcomes: Family<EscrowLabels, Counter>,
+    /// Atomic units of escrowed payments by outcome (float: see `settled_amount`).
+    pub escrow_amount: Family<EscrowLabels, Counter<f64, AtomicU64>>,
+    /// Atomic units of capture fees paid to the treasury.
+    pub escrow_fees: Family<AssetLabels, Counter<f64, AtomicU64>>,
     /// Facilitator `/verify` and `/settle` latency, seconds, whatever the outcome.
     pub facilitator_duration: Family<FacilitatorLabels, Histogram>,
     /// Facilitator calls without a positive verdict.
@@ -310,6 +358,24 @@ impl Metrics {
             "Token amount settled, in atomic units of the asset",
             settled_amount.clone(),
         );
+        let escrow_outcomes = Family::<EscrowLabels, Counter>::default();
+        registry.register(
+            "escrow_outcomes",
+            "Escrowed (auth-capture) payments by outcome: authorized, captured, voided, refunded, reclaimed",
+            escrow_outcomes.clone(),
+        );
+        let escrow_amount = Family::<EscrowLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "escrow_amount_atomic",
+            "Token amount of escrowed payments by outcome, in atomic units of the asset",
+            escrow_amount.clone(),
+        );
+        let escrow_fees = Family::<AssetLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "escrow_fees_atomic",
+            "Capture fees paid to the treasury, in atomic units of the asset",
+            escrow_fees.clone(),
+        );
         let facilitator_duration =
             Family::<FacilitatorLabels, Histogram>::new_with_constructor(|| {
                 // 5 ms … ~80 s: a settle waits for a mined transaction.
@@ -347,6 +413,9 @@ impl Metrics {
             workers_marked_healthy,
             settlements,
             settled_amount,
+            escrow_outcomes,
+            escrow_amount,
+            escrow_fees,
             facilitator_duration,
             facilitator_errors,
             reconciliation_mismatches,

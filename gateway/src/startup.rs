@@ -50,6 +50,9 @@ pub enum StartupError {
     /// The facilitator could not be set up.
     #[error("cannot set up the facilitator")]
     Facilitator(#[from] FacilitatorSetupError),
+    /// An escrow operator key could not be loaded.
+    #[error("cannot set up the escrow operators")]
+    Escrow(#[from] crate::hire::escrow::EscrowSetupError),
     /// The listen address could not be bound.
     #[error("cannot listen on {address}")]
     Bind {
@@ -176,6 +179,7 @@ impl App {
             facilitator,
             keys,
             assets,
+            escrow: crate::hire::escrow::EscrowOperators::from_settings(&config)?,
             base_url: base_url.clone(),
         });
         let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl());

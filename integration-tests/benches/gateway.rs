@@ -23,6 +23,9 @@
 //! A custom harness rather than criterion: every paid execute consumes its contract and its
 //! payment, and the figures wanted are percentiles and a rate, not a per-iteration mean.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -30,12 +33,14 @@ use std::{
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use async_trait::async_trait;
+use common::{BenchResult, PostgresDatabase, Series, ms, percentile};
 use futures::{StreamExt as _, stream};
 use hiregate_gateway::{
     config::Settings,
     facilitator::build_facilitator,
     startup::{App, AppOptions},
 };
+use hiregate_integration_tests::rpc_counter::RpcCounter;
 use hiregate_payments::{
     Facilitator, FacilitatorError, PaymentPayload,
     devnet::Devnet,
@@ -49,7 +54,6 @@ use hiregate_worker_sdk::{
     testing::TestTokenIssuer,
 };
 use serde_json::{Value, json};
-use sqlx::{Connection as _, Executor as _, PgConnection};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
@@ -62,41 +66,7 @@ const DEFAULT_SEQUENTIAL: usize = 100;
 /// Paid executes in (c), and how many are in flight at once.
 const CONCURRENT_EXECUTES: usize = 64;
 const CONCURRENCY: usize = 8;
-/// Default PostgreSQL server for the PostgreSQL run.
-const DEFAULT_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
-
-type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// Latencies of one measured series and the wall time it took.
-struct Series {
-    latencies: Vec<Duration>,
-    wall: Duration,
-}
-
-impl Series {
-    fn percentile(&self, p: f64) -> Duration {
-        percentile(&self.latencies, p)
-    }
-
-    fn per_second(&self) -> f64 {
-        self.latencies.len() as f64 / self.wall.as_secs_f64()
-    }
-}
-
-fn percentile(values: &[Duration], p: f64) -> Duration {
-    if values.is_empty() {
-        return Duration::ZERO;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort();
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e3
-}
 
 /// The embedded facilitator with a stopwatch on `/verify` and `/settle`.
 struct TimedFacilitator {
@@ -199,6 +169,8 @@ async fn direct_worker_calls(calls: usize) -> BenchResult<Series> {
 /// key; stopped when dropped.
 struct Deployment {
     gateway: Url,
+    store: hiregate_gateway::store::Store,
+    rpc: RpcCounter,
     seeker_key: String,
     worker_id: String,
     facilitator: Arc<TimedFacilitator>,
@@ -216,6 +188,8 @@ impl Drop for Deployment {
 impl Deployment {
     async fn start(devnet: &Devnet, database_url: &str) -> BenchResult<Self> {
         let relayer = devnet.fresh_relayer().await?;
+        // The gateway (and its embedded facilitator) reach anvil through a counter.
+        let rpc = RpcCounter::start(devnet.rpc_url().clone()).await?;
         let settings = Settings::from_defaults_and(&format!(
             r#"
 [http]
@@ -233,7 +207,7 @@ rpc_url = "{rpc}"
 relayer_private_key = "{key}"
 "#,
             network = devnet.network(),
-            rpc = devnet.rpc_url(),
+            rpc = rpc.url(),
             key = relayer.to_bytes(),
         ))?;
         let embedded = build_facilitator(&settings)
@@ -253,6 +227,7 @@ relayer_private_key = "{key}"
         )
         .await?;
         let gateway = app.base_url().clone();
+        let store = app.state().store.clone();
         let stop = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(stop.child_token()));
 
@@ -294,6 +269,8 @@ relayer_private_key = "{key}"
             .to_owned();
         Ok(Self {
             gateway,
+            store,
+            rpc,
             seeker_key,
             worker_id,
             facilitator,
@@ -361,6 +338,10 @@ struct BackendFigures {
     settle: Vec<Duration>,
     /// Per sequential execute: its latency minus its own verify and settle calls.
     without_facilitator: Vec<Duration>,
+    /// Store operations (queries or transactions) per sequential hire, proposal included.
+    store_round_trips: f64,
+    /// RPC calls to the node per sequential hire (gateway and embedded facilitator), by method.
+    rpc_calls: Vec<(String, f64)>,
     concurrent: Series,
 }
 
@@ -379,7 +360,13 @@ async fn measure_backend(
     let seeker = deployment.seeker(wallet);
     let mut latencies = Vec::with_capacity(sequential);
     let mut wall = Duration::ZERO;
+    let (mut trips_before, mut rpc_before) = (0, Default::default());
     for index in 0..=sequential {
+        if index == 1 {
+            // Background loops (sweeps, health probes) add a little to these counts.
+            trips_before = deployment.store.round_trips();
+            rpc_before = deployment.rpc.counts();
+        }
         let (contract_id, payment) = deployment.paid_contract(&seeker).await?;
         if index == 1 {
             deployment.facilitator.take();
@@ -390,6 +377,13 @@ async fn measure_backend(
             wall += elapsed;
         }
     }
+    let per_hire = |count: u64| count as f64 / sequential as f64;
+    let store_round_trips = per_hire(deployment.store.round_trips() - trips_before);
+    let rpc_calls =
+        hiregate_integration_tests::rpc_counter::difference(&rpc_before, &deployment.rpc.counts())
+            .into_iter()
+            .map(|(method, count)| (method, per_hire(count)))
+            .collect();
     let (verify, settle) = deployment.facilitator.take();
     if verify.len() != sequential || settle.len() != sequential {
         return Err(format!(
@@ -427,6 +421,8 @@ async fn measure_backend(
         verify,
         settle,
         without_facilitator,
+        store_round_trips,
+        rpc_calls,
         concurrent: Series {
             latencies: concurrent,
             wall: concurrent_wall,
@@ -456,54 +452,6 @@ async fn ok_json(response: reqwest::Response) -> BenchResult<Value> {
         return Err(format!("gateway answered {status}: {body}").into());
     }
     Ok(body)
-}
-
-/// A database created for this run on the PostgreSQL server, dropped by [`Self::drop_now`].
-struct PostgresDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl PostgresDatabase {
-    /// `Ok(None)` with the reason printed when no server answers.
-    async fn create() -> BenchResult<Option<Self>> {
-        let admin_url = std::env::var("HIREGATE_TEST_DATABASE_URL")
-            .unwrap_or_else(|_| DEFAULT_POSTGRES.to_owned());
-        let connected =
-            tokio::time::timeout(Duration::from_secs(5), PgConnection::connect(&admin_url)).await;
-        let mut admin = match connected {
-            Ok(Ok(connection)) => connection,
-            Ok(Err(error)) => {
-                println!("PostgreSQL skipped: {error}");
-                return Ok(None);
-            }
-            Err(_) => {
-                println!("PostgreSQL skipped: no answer within 5 s");
-                return Ok(None);
-            }
-        };
-        let name = format!("hiregate_bench_{}", uuid::Uuid::new_v4().simple());
-        admin
-            .execute(format!("create database {name}").as_str())
-            .await?;
-        admin.close().await?;
-        let mut url = Url::parse(&admin_url)?;
-        url.set_path(&format!("/{name}"));
-        Ok(Some(Self {
-            admin_url,
-            name,
-            url: url.to_string(),
-        }))
-    }
-
-    async fn drop_now(self) -> BenchResult<()> {
-        let mut admin = PgConnection::connect(&self.admin_url).await?;
-        admin
-            .execute(format!("drop database if exists {} with (force)", self.name).as_str())
-            .await?;
-        Ok(())
-    }
 }
 
 fn print_backend(name: &str, direct: &Series, figures: &BackendFigures) {
@@ -560,6 +508,17 @@ fn print_backend(name: &str, direct: &Series, figures: &BackendFigures) {
         own(0.5),
         own(0.99),
         None,
+    );
+    println!(
+        "{name:<10} store round trips per hire: {:.1}; node RPC calls per hire: {:.1} ({})",
+        figures.store_round_trips,
+        figures.rpc_calls.iter().map(|(_, n)| n).sum::<f64>(),
+        figures
+            .rpc_calls
+            .iter()
+            .map(|(method, n)| format!("{method} {n:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let conc = &figures.concurrent;
     row(

@@ -94,6 +94,12 @@ pub enum HarnessError {
     /// A URL could not be built.
     #[error("URL: {0}")]
     Url(#[from] url::ParseError),
+    /// A chain call of the harness failed.
+    #[error("chain RPC: {0}")]
+    Rpc(#[from] alloy::transports::TransportError),
+    /// A payment could not be built or read.
+    #[error("payment: {0}")]
+    Payment(String),
     /// Stopping a process failed.
     #[error("cannot stop {name}: {reason}")]
     Stop {

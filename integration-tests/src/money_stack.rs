@@ -13,10 +13,18 @@
 //! The worker reads its behaviour from the task input: `mode` = `ok` (answer at once), `slow`
 //! (answer after `delay_ms`), `pending` (answer `pending`, finish after `delay_ms`), `file` (a
 //! JSON file deliverable the worker hosts and serves only after `file_delay_ms`, so the
-//! gateway's verification is slow). It counts executions and file downloads per contract.
+//! gateway's verification is slow), `invalid` (a deliverable the summary schema rejects, still
+//! carrying the marker, so a rejected deliverable shown anywhere is found). It counts executions
+//! and file downloads per contract.
+//!
+//! With [`MoneyStackOptions::escrow`] the gateways also run escrowed hires (x402
+//! `auth-capture`): an operator key for the devnet chain (the escrow's `captureAuthorizer`,
+//! funded with ETH for gas), an `[escrow] treasury`, and a listing that takes both schemes with
+//! a marketplace fee. [`MoneyStack::escrow_events`] reads every escrow event of the chain, so a
+//! test can count captures and voids without trusting the gateway's hashes.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, BTreeSet, HashMap},
     path::Path,
     sync::{Arc, Mutex, OnceLock},
     time::{Duration, Instant},
@@ -24,7 +32,10 @@ use std::{
 
 use alloy::{
     primitives::{Address, B256, U256},
+    providers::Provider as _,
+    rpc::types::{Filter, TransactionInput, TransactionRequest},
     signers::local::PrivateKeySigner,
+    sol_types::SolCall as _,
 };
 use axum::{
     Router,
@@ -33,7 +44,12 @@ use axum::{
     response::IntoResponse,
     routing::get,
 };
-use hiregate_payments::devnet::{Devnet, DevnetOptions};
+use hiregate_payments::{
+    AuthCaptureSignOptions, EscrowEvent, PaymentPayload,
+    auth_capture::{abi::IAuthCaptureEscrow, escrow::payment_events},
+    devnet::{Devnet, DevnetOptions},
+    sign_auth_capture_payment,
+};
 use hiregate_worker_sdk::{
     GatewayKeys, Output, TaskContext, TaskOutcome, WorkerBuilder, example_workers::SUMMARIZE,
     protocol::file_output, seeker::SeekerClient,
@@ -213,6 +229,10 @@ async fn perform(shared: WorkerShared, ctx: TaskContext, input: Value) -> TaskOu
             tokio::time::sleep(delay).await;
             TaskOutcome::json(content)
         }
+        "invalid" => TaskOutcome::json(json!({
+            "summary": deliverable_marker(&contract_id),
+            "confidence": 7,
+        })),
         "pending" => TaskOutcome::pending(None, async move {
             tokio::time::sleep(delay).await;
             TaskOutcome::json(content)
@@ -293,6 +313,46 @@ pub struct MoneyStackOptions {
     pub knobs: RecoveryKnobs,
     /// Task SLA (`sla.max_latency_ms`) of the contracts [`MoneyStack::proposal`] makes.
     pub max_latency_ms: u64,
+    /// Escrowed hires: `None` runs the gateways without an escrow operator.
+    pub escrow: Option<EscrowOptions>,
+}
+
+/// How a [`MoneyStack`] runs escrowed (`auth-capture`) hires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EscrowOptions {
+    /// The listing's `fee_policy.fee_bps`: the treasury's cut of every capture.
+    pub fee_bps: u16,
+}
+
+/// The escrow's parties on a [`MoneyStack`] started with [`EscrowOptions`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscrowParties {
+    /// The gateway's operator (`captureAuthorizer`): sends authorize, capture, void, refund.
+    pub operator: Address,
+    /// `[escrow] treasury`: receives the fee of every capture.
+    pub treasury: Address,
+    /// The listing's fee.
+    pub fee_bps: u16,
+}
+
+impl EscrowParties {
+    /// The fee of a capture of `amount` (rounded down, as the escrow does).
+    pub fn fee_of(&self, amount: U256) -> U256 {
+        amount * U256::from(self.fee_bps) / U256::from(10_000u32)
+    }
+}
+
+/// Token balances around one escrowed payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EscrowBalances {
+    /// The payer.
+    pub payer: U256,
+    /// The worker's payout address.
+    pub worker: U256,
+    /// The treasury.
+    pub treasury: U256,
+    /// The operator's token store in the escrow: what is locked right now.
+    pub token_store: U256,
 }
 
 impl Default for MoneyStackOptions {
@@ -302,6 +362,7 @@ impl Default for MoneyStackOptions {
             facilitator: FacilitatorChoice::OfficialBehindProxy,
             knobs: RecoveryKnobs::FAST,
             max_latency_ms: 15_000,
+            escrow: None,
         }
     }
 }
@@ -328,6 +389,10 @@ pub struct MoneyStack {
     pub worker_id: String,
     /// The worker's payout address.
     pub pay_to: Address,
+    /// The escrow's parties, when started with [`MoneyStackOptions::escrow`].
+    pub escrow: Option<EscrowParties>,
+    /// The admin key of the gateways (arbiter decisions, refunds).
+    pub admin_key: String,
     /// What the stack was started with.
     pub options: MoneyStackOptions,
     config: GatewayConfig,
@@ -379,6 +444,32 @@ impl MoneyStack {
                 ),
             ]);
         }
+        let escrow = match options.escrow {
+            Some(escrow) => {
+                let operator = PrivateKeySigner::random();
+                let treasury = PrivateKeySigner::random().address();
+                config.env.extend([
+                    (
+                        "HIREGATE_CHAINS__DEVNET__OPERATOR_PRIVATE_KEY".to_owned(),
+                        operator.to_bytes().to_string(),
+                    ),
+                    (
+                        "HIREGATE_ESCROW__TREASURY".to_owned(),
+                        treasury.to_checksum(None),
+                    ),
+                ]);
+                // Gas for authorize, capture, void and refund; the operator holds no tokens.
+                devnet
+                    .set_eth_balance(operator.address(), U256::from(10u128.pow(19)))
+                    .await?;
+                Some(EscrowParties {
+                    operator: operator.address(),
+                    treasury,
+                    fee_bps: escrow.fee_bps,
+                })
+            }
+            None => None,
+        };
         let gateway = GatewayProcess::start(&bins, &config, dir.path()).await?;
         let worker = ScriptedWorker::start(&gateway.url()).await?;
         let http = reqwest::Client::builder()
@@ -386,12 +477,27 @@ impl MoneyStack {
             .build()?;
         let gateway_url = gateway.url();
         let Listed {
+            operator_key,
             seeker_key,
             pay_to,
             worker_id,
-            ..
         } = list_summarize_worker(&http, &gateway_url, &admin_key, worker.url(), &devnet, 8)
             .await?;
+        if let Some(escrow) = &escrow {
+            // `exact` first: a proposal naming no scheme stays `exact`, as in the other tests.
+            checked_json(
+                "PATCH /v1/workers/{id}",
+                http.patch(gateway_url.join(&format!("v1/workers/{worker_id}"))?)
+                    .bearer_auth(&operator_key)
+                    .json(&json!({
+                        "payment_schemes": ["exact", "auth-capture"],
+                        "fee_policy": {"fee_bps": escrow.fee_bps},
+                    }))
+                    .send()
+                    .await?,
+            )
+            .await?;
+        }
         Ok(Self {
             gateway,
             second: None,
@@ -402,6 +508,8 @@ impl MoneyStack {
             seeker_key,
             worker_id,
             pay_to,
+            escrow,
+            admin_key,
             options,
             config,
             bins,
@@ -478,6 +586,125 @@ impl MoneyStack {
             &self.proposal(input),
         )
         .await
+    }
+
+    /// [`MoneyStack::proposal`] paid by `auth-capture`, with an acceptance window of
+    /// `acceptance_window_s` (the capture waits for it; a rejection waits for it before the
+    /// void, as the operator's dispute window).
+    pub fn escrowed_proposal(&self, input: &Value, acceptance_window_s: u64) -> Value {
+        let mut proposal = self.proposal(input);
+        proposal["payment_scheme"] = json!("auth-capture");
+        proposal["acceptance_window_s"] = json!(acceptance_window_s);
+        proposal
+    }
+
+    /// `POST /v1/contracts` of [`MoneyStack::escrowed_proposal`]; returns the contract id.
+    pub async fn propose_escrowed(
+        &self,
+        input: &Value,
+        acceptance_window_s: u64,
+    ) -> HarnessResult<String> {
+        propose_contract(
+            &self.http,
+            &self.gateway_url(),
+            &self.seeker_key,
+            &self.escrowed_proposal(input, acceptance_window_s),
+        )
+        .await
+    }
+
+    /// An `auth-capture` payment of `contract_id`'s 402 signed by `wallet` with the payments
+    /// crate's client (the one the official `@x402/evm` client is checked against), echoing
+    /// the 402's extensions.
+    pub async fn escrowed_payment(
+        &self,
+        wallet: &PrivateKeySigner,
+        contract_id: &str,
+    ) -> HarnessResult<PaymentPayload> {
+        let challenge = self
+            .seeker(wallet.clone())
+            .challenge(contract_id)
+            .await
+            .map_err(|error| HarnessError::Payment(format!("no 402: {error}")))?;
+        let offer = challenge
+            .accepts
+            .iter()
+            .find(|offer| offer.scheme == "auth-capture")
+            .ok_or_else(|| {
+                HarnessError::Payment(format!("the 402 offers no auth-capture: {challenge:?}"))
+            })?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_secs())
+            .unwrap_or_default();
+        let mut payment = sign_auth_capture_payment(
+            wallet,
+            offer,
+            Some(challenge.resource.clone()),
+            now,
+            &AuthCaptureSignOptions::default(),
+        )
+        .await
+        .map_err(|error| HarnessError::Payment(error.to_string()))?;
+        payment.extensions = challenge.extensions.clone();
+        Ok(payment)
+    }
+
+    /// The escrow's parties; panics on a stack started without [`MoneyStackOptions::escrow`].
+    pub fn escrow_parties(&self) -> &EscrowParties {
+        self.escrow
+            .as_ref()
+            .expect("the stack was started with MoneyStackOptions::escrow")
+    }
+
+    /// `getTokenStore(operator)`: where the escrow keeps the gateway operator's locked funds.
+    pub async fn token_store(&self) -> HarnessResult<Address> {
+        let call = IAuthCaptureEscrow::getTokenStoreCall {
+            operator: self.escrow_parties().operator,
+        };
+        let request = TransactionRequest::default()
+            .to(self.devnet.auth_capture_escrow())
+            .input(TransactionInput::new(call.abi_encode().into()));
+        let bytes = self.devnet.provider().call(request).await?;
+        IAuthCaptureEscrow::getTokenStoreCall::abi_decode_returns(&bytes)
+            .map_err(|error| HarnessError::Payment(format!("getTokenStore: {error}")))
+    }
+
+    /// The token balances of `payer`, the worker's payout address, the treasury and the
+    /// operator's token store.
+    pub async fn escrow_balances(&self, payer: Address) -> HarnessResult<EscrowBalances> {
+        let parties = self.escrow_parties();
+        Ok(EscrowBalances {
+            payer: self.devnet.balance_of(payer).await?,
+            worker: self.devnet.balance_of(self.pay_to).await?,
+            treasury: self.devnet.balance_of(parties.treasury).await?,
+            token_store: self.devnet.balance_of(self.token_store().await?).await?,
+        })
+    }
+
+    /// Every payment event the escrow ever emitted on this devnet, by payment hash (`getHash`
+    /// of its `PaymentInfo`), oldest first: found from the logs themselves, not from what the
+    /// gateway recorded.
+    pub async fn escrow_events(&self) -> HarnessResult<BTreeMap<B256, Vec<EscrowEvent>>> {
+        let provider = self.devnet.provider();
+        let escrow = self.devnet.auth_capture_escrow();
+        let logs = provider
+            .get_logs(&Filter::new().address(escrow).from_block(0))
+            .await?;
+        // Every payment event indexes the payment hash first; other events (a token store
+        // created) index something else and decode to no payment event below.
+        let keys: BTreeSet<B256> = logs
+            .iter()
+            .filter_map(|log| log.topics().get(1).copied())
+            .collect();
+        let mut by_payment = BTreeMap::new();
+        for key in keys {
+            let events = payment_events(&provider, escrow, key, 0).await?;
+            if !events.is_empty() {
+                by_payment.insert(key, events);
+            }
+        }
+        Ok(by_payment)
     }
 
     /// `GET /v1/contracts/{id}` as the seeker, on the instance that is up.

@@ -421,6 +421,17 @@ impl Devnet {
             .map_err(DevnetError::rpc("evm_mine"))
     }
 
+    /// Moves the chain's clock `seconds` forward and mines a block at the new time
+    /// (`evm_increaseTime` + `evm_mine`): deadlines of hours or days pass at once.
+    pub async fn advance_time(&self, seconds: u64) -> Result<(), DevnetError> {
+        self.reader
+            .raw_request::<_, serde_json::Value>("evm_increaseTime".into(), (seconds,))
+            .await
+            .map(drop)
+            .map_err(DevnetError::rpc("evm_increaseTime"))?;
+        self.mine_block().await
+    }
+
     /// Transactions waiting in the mempool (`txpool_status`: pending + queued).
     pub async fn mempool_size(&self) -> Result<u64, DevnetError> {
         let status: serde_json::Value = self

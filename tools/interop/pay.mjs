@@ -4,24 +4,37 @@
 //
 // stdin:  {"url": "http://…", "privateKey": "0x…", "method"?: "POST", "authorization"?: "Bearer …",
 //          "body"?: <JSON value or string>, "headers"?: {name: value},
-//          "allowedAssets"?: [{"network": "eip155:…", "asset": "0x…"}]}
+//          "allowedAssets"?: [{"network": "eip155:…", "asset": "0x…"}],
+//          "scheme"?: "exact" | "auth-capture"}
+// `scheme` picks the official client registered for EVM networks: `ExactEvmScheme` (default) or
+// `AuthCaptureEvmScheme` (escrowed payments); the 402 must offer that scheme.
 // stdout: {"status": 200, "headers": {…}, "body": <JSON if it parses, else text>,
 //          "paymentResponse": <decoded PAYMENT-RESPONSE, or null>}
 //
 // Spend controls: the listed assets are allowed (the devnet token is not a default asset); without
 // a list any asset is allowed, which is acceptable only because this runs against test chains.
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from "@x402/fetch";
+import { AuthCaptureEvmScheme } from "@x402/evm/auth-capture/client";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { privateKeyToAccount } from "viem/accounts";
 import { readJsonInput, required, run, writeJsonOutput } from "./io.mjs";
 
 const REQUEST_TIMEOUT_MS = 120_000;
+const SCHEME_CLIENTS = {
+  exact: (account) => new ExactEvmScheme(account),
+  "auth-capture": (account) => new AuthCaptureEvmScheme(account),
+};
 
 run(async () => {
   const input = await readJsonInput();
   const url = required(input, "url");
   const account = privateKeyToAccount(required(input, "privateKey"));
   const method = input.method ?? "POST";
+  const schemeName = input.scheme ?? "exact";
+  const schemeClient = SCHEME_CLIENTS[schemeName];
+  if (!schemeClient) {
+    throw new Error(`unknown scheme "${schemeName}": use one of ${Object.keys(SCHEME_CLIENTS).join(", ")}`);
+  }
 
   const headers = { ...(input.headers ?? {}) };
   if (input.authorization) {
@@ -38,7 +51,7 @@ run(async () => {
   }
 
   const payingFetch = wrapFetchWithPaymentFromConfig(fetch, {
-    schemes: [{ network: "eip155:*", client: new ExactEvmScheme(account) }],
+    schemes: [{ network: "eip155:*", client: schemeClient(account) }],
     spendControls: { allowedAssets: Array.isArray(input.allowedAssets) ? input.allowedAssets : true },
   });
   const response = await payingFetch(url, {

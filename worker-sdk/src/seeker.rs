@@ -12,8 +12,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use alloy::primitives::Address;
 use alloy::signers::Signer;
 use hiregate_payments::{
-    HeaderError, PaymentPayload, PaymentRequired, SettleResponse, SignError, decode_header,
-    encode_header, sign_exact_payment,
+    AUTH_CAPTURE_SCHEME, AuthCaptureSignOptions, HeaderError, PaymentPayload, PaymentRequired,
+    SettleResponse, SignError, decode_header, encode_header, sign_auth_capture_payment,
+    sign_exact_payment,
 };
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -54,7 +55,7 @@ pub enum SeekerError {
     /// A 402 came without any `PAYMENT-REQUIRED` header.
     #[error("402 without a PAYMENT-REQUIRED header")]
     MissingChallenge,
-    /// None of the offered ways to pay is `exact` on an EVM network.
+    /// None of the offered ways to pay is `exact` or `auth-capture` on an EVM network.
     #[error("no payable offer in the challenge")]
     NoPayableOffer,
     /// Signing the payment failed.
@@ -241,7 +242,8 @@ impl SeekerClient {
     }
 
     /// `POST /v1/contracts/{id}/execute`, paying the challenge if one comes: the first call
-    /// goes without payment; a 402 is answered with a freshly signed `exact` payment.
+    /// goes without payment; a 402 is answered with a freshly signed payment of the scheme the
+    /// contract's offer names (`exact`, or `auth-capture` for an escrowed contract).
     pub async fn execute(&self, contract_id: &str) -> Result<ExecuteOutcome, SeekerError> {
         let first = self.send_execute(contract_id, None).await?;
         if first.status() != StatusCode::PAYMENT_REQUIRED {
@@ -262,7 +264,9 @@ impl SeekerClient {
         Self::challenge_of(&response)
     }
 
-    /// Signs a payment for the first `exact` offer of `challenge`, echoing its extensions.
+    /// Signs a payment for the first `exact` or `auth-capture` offer of `challenge` on an EVM
+    /// network, echoing its extensions. An `auth-capture` payment is signed as the official
+    /// `@x402/evm` client signs it, for the escrow the offer names (the canonical v1.0 one).
     pub async fn sign_for(
         &self,
         challenge: &PaymentRequired,
@@ -270,19 +274,28 @@ impl SeekerClient {
         let offer = challenge
             .accepts
             .iter()
-            .find(|offer| offer.scheme == "exact" && offer.network.as_str().starts_with("eip155:"))
+            .find(|offer| {
+                (offer.scheme == "exact" || offer.scheme == AUTH_CAPTURE_SCHEME)
+                    && offer.network.as_str().starts_with("eip155:")
+            })
             .ok_or(SeekerError::NoPayableOffer)?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|elapsed| elapsed.as_secs())
             .unwrap_or_default();
-        let mut payment = sign_exact_payment(
-            self.signer.as_ref(),
-            offer,
-            Some(challenge.resource.clone()),
-            now,
-        )
-        .await?;
+        let resource = Some(challenge.resource.clone());
+        let mut payment = if offer.scheme == AUTH_CAPTURE_SCHEME {
+            sign_auth_capture_payment(
+                self.signer.as_ref(),
+                offer,
+                resource,
+                now,
+                &AuthCaptureSignOptions::default(),
+            )
+            .await?
+        } else {
+            sign_exact_payment(self.signer.as_ref(), offer, resource, now).await?
+        };
         payment.extensions = challenge.extensions.clone();
         Ok(payment)
     }

@@ -12,8 +12,11 @@
 //! | `executing` / `pending` | `sla_breached` → `failed`, payment `voided` |
 //! | `disputed` | the arbiter stayed silent: decision `void` by `system` (`arbiter_silent`) → `voided`, payment `voided` (see [`super::disputes`]) |
 //!
-//! [`run_long_running_work`] runs poll jobs, this sweep and crash recovery (see `recovery`)
-//! every `contracts.jobs_interval_ms`.
+//! For an escrowed payment `validBefore` is the escrow's capture deadline: the same actions
+//! then capture or void on chain before the escrow stops allowing a capture.
+//!
+//! [`run_long_running_work`] runs poll jobs, this sweep, crash recovery (see `recovery`) and the
+//! escrow sweep (see `release`) every `contracts.jobs_interval_ms`.
 
 use std::time::Duration;
 
@@ -150,5 +153,8 @@ async fn one_round(hire: &HireService, owner: &str) {
     }
     if let Err(error) = hire.recover_stale().await {
         tracing::warn!(error = %error, "crash recovery round failed");
+    }
+    if let Err(error) = hire.sweep_escrow().await {
+        tracing::warn!(error = %error, "escrow sweep failed");
     }
 }

@@ -51,7 +51,8 @@ use crate::{
     error::ApiError,
     ids::{PrincipalId, WorkerId},
     store::{
-        ContractRecord, DisputeDecisionRecord, DisputeRecord, NewDispute, PaymentRecord, StoreError,
+        ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, NewDispute,
+        PaymentRecord, SideWrite, StoreError, Transition,
     },
 };
 
@@ -232,16 +233,37 @@ impl HireService {
             Party::Operator => ("operator", format!("operator:{caller}")),
         };
         let dispute_id = format!("dsp_{}", ulid::Ulid::new());
-        store
-            .insert_dispute(&NewDispute {
-                dispute_id: dispute_id.clone(),
-                contract_id: contract_id.to_owned(),
-                party: party_name.to_owned(),
-                opened_by: actor.clone(),
-                reason: request.reason.clone(),
-                claim: request.claim.clone(),
-                created_at: Utc::now(),
-            })
+        let ctx = Ctx::of(&contract, correlation_id.to_owned(), actor.clone())
+            .map_err(|r| reply_error(&r))?;
+        let event = ContractEvent::DisputeOpened { by: party };
+        let to = state.transition(&event).map_err(ApiError::internal)?;
+        let record = self.event(
+            &ctx,
+            &actor,
+            event.name(),
+            json!({"dispute_id": dispute_id, "reason": request.reason}),
+        );
+        // The dispute and the state it puts the contract in are one commit: another instance
+        // closing the window (settling) either wins before it or finds the contract disputed.
+        let opened = store
+            .advance_contract(
+                contract_id,
+                &[ContractStep {
+                    from: state.as_str(),
+                    to: to.as_str(),
+                    deadline_at: None,
+                    event: &record,
+                }],
+                &[SideWrite::Dispute(&NewDispute {
+                    dispute_id: dispute_id.clone(),
+                    contract_id: contract_id.to_owned(),
+                    party: party_name.to_owned(),
+                    opened_by: actor.clone(),
+                    reason: request.reason.clone(),
+                    claim: request.claim.clone(),
+                    created_at: Utc::now(),
+                })],
+            )
             .await
             .map_err(|error| match error {
                 StoreError::Duplicate { .. } => ApiError::Conflict {
@@ -250,20 +272,7 @@ impl HireService {
                 },
                 other => ApiError::Store(other),
             })?;
-        let ctx = Ctx::of(&contract, correlation_id.to_owned(), actor.clone())
-            .map_err(|r| reply_error(&r))?;
-        let opened = self
-            .transition(
-                &ctx,
-                state,
-                &ContractEvent::DisputeOpened { by: party },
-                &actor,
-                json!({"dispute_id": dispute_id, "reason": request.reason}),
-                None,
-            )
-            .await
-            .map_err(|r| reply_error(&r))?;
-        if !opened {
+        if !matches!(opened, Transition::Applied { .. }) {
             return Err(ApiError::Conflict {
                 code: "contract_not_disputable",
                 message: "the contract changed state while the dispute was being opened".to_owned(),
@@ -301,6 +310,17 @@ impl HireService {
                         message: "the acceptance window of this contract is over: it can no \
                                   longer be disputed"
                             .to_owned(),
+                        details: json!({"window_ended_at": contract.deadline_at, "now": now}),
+                    }),
+                }
+            }
+            // Escrowed: the window of a rejection is the acceptance window, in `deadline_at`.
+            (Party::Operator, ContractState::Rejected) if contract.deadline_at.is_some() => {
+                match contract.deadline_at.filter(|end| *end > now) {
+                    Some(_) => Ok(()),
+                    None => Err(ApiError::ConflictWithDetails {
+                        code: "dispute_window_closed",
+                        message: "the dispute window of this rejection is over".to_owned(),
                         details: json!({"window_ended_at": contract.deadline_at, "now": now}),
                     }),
                 }

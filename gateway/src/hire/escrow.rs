@@ -16,23 +16,51 @@ use std::collections::HashMap;
 use std::str::FromStr as _;
 
 use alloy::{
-    primitives::{Address, U256},
+    primitives::{Address, B256, TxHash, U256},
     providers::{Provider as _, ProviderBuilder},
     signers::local::PrivateKeySigner,
 };
 use hiregate_contracts::terms::ContractTerms;
 use hiregate_payments::{
     AuthCapturePayment, EscrowAddresses, EscrowOperator, PaymentInfo, PaymentPayload,
-    PaymentRequirements, auth_capture::Refusal,
+    PaymentRequirements,
+    auth_capture::{
+        Refusal,
+        escrow::{EscrowEvent, EscrowEventKind, EscrowTotals},
+    },
 };
 use secrecy::ExposeSecret as _;
 
-use crate::config::Settings;
+use crate::{config::Settings, store::PaymentRecord};
 
 /// The escrow operators of the configured chains, by chain id.
 #[derive(Debug, Clone, Default)]
 pub struct EscrowOperators {
-    by_chain: HashMap<u64, std::sync::Arc<EscrowOperator>>,
+    by_chain: HashMap<u64, std::sync::Arc<SerialOperator>>,
+}
+
+/// An operator whose transactions are sent one at a time.
+///
+/// The operator key signs every escrow call of its chain, and its nonces come from the node's
+/// pending count: two calls in flight at once would take the same nonce. A refused send must
+/// not leave a nonce gap either (a cached nonce would skip one and every later transaction
+/// would wait forever), hence the node's count, asked under this lock.
+#[derive(Debug)]
+pub struct SerialOperator {
+    operator: EscrowOperator,
+    sending: tokio::sync::Mutex<()>,
+}
+
+impl SerialOperator {
+    /// The operator, for reads (`paymentState`, events) that need no turn.
+    pub fn reader(&self) -> &EscrowOperator {
+        &self.operator
+    }
+
+    /// Waits for this operator's turn to send; hold the guard across the call.
+    pub async fn turn(&self) -> (tokio::sync::MutexGuard<'_, ()>, &EscrowOperator) {
+        (self.sending.lock().await, &self.operator)
+    }
 }
 
 /// Why the operators could not be built.
@@ -63,6 +91,10 @@ impl EscrowOperators {
             })?;
             let operator = signer.address();
             let provider = ProviderBuilder::new()
+                .disable_recommended_fillers()
+                .with_gas_estimation()
+                .with_simple_nonce_management()
+                .with_chain_id(chain_id)
                 .wallet(signer)
                 .connect_http(chain.rpc_url.clone())
                 .erased();
@@ -71,16 +103,29 @@ impl EscrowOperators {
                 erc3009_collector: chain.erc3009_token_collector,
                 operator_refund_collector: chain.operator_refund_collector,
             };
+            let operator = EscrowOperator::new(provider, chain_id, addresses, operator)
+                .with_receipt_timeout(
+                    std::time::Duration::from_millis(settings.facilitator.settle_timeout_ms),
+                    std::time::Duration::from_millis(250),
+                );
             by_chain.insert(
                 chain_id,
-                std::sync::Arc::new(EscrowOperator::new(provider, chain_id, addresses, operator)),
+                std::sync::Arc::new(SerialOperator {
+                    operator,
+                    sending: tokio::sync::Mutex::new(()),
+                }),
             );
         }
         Ok(Self { by_chain })
     }
 
+    /// The chains the gateway operates an escrow on.
+    pub fn chain_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_chain.keys().copied()
+    }
+
     /// The operator of `chain_id`, if the gateway has a key there.
-    pub fn get(&self, chain_id: u64) -> Option<&EscrowOperator> {
+    pub fn get(&self, chain_id: u64) -> Option<&SerialOperator> {
         self.by_chain.get(&chain_id).map(AsRef::as_ref)
     }
 }
@@ -127,5 +172,141 @@ impl CaptureOrder {
     /// What reaches the worker's payout address.
     pub fn to_worker(&self) -> U256 {
         self.amount - self.fee()
+    }
+}
+
+/// An escrowed payment as the chain knows it: the operator of its chain and its `PaymentInfo`,
+/// rebuilt from the stored payload against the contract's own offer.
+pub(super) struct EscrowedPayment<'a> {
+    pub(super) operator: &'a SerialOperator,
+    pub(super) payment: AuthCapturePayment,
+}
+
+impl EscrowedPayment<'_> {
+    /// `getHash(paymentInfo)`: the key of `paymentState` and of the escrow's events.
+    pub(super) fn hash(&self) -> B256 {
+        self.operator.reader().payment_hash(&self.payment.info)
+    }
+}
+
+/// What the escrow's events say about one payment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EscrowView {
+    /// Never authorized (nothing locked); `chain_time` is the latest block's timestamp.
+    NotAuthorized { chain_time: u64 },
+    /// Locked and still capturable (or voidable): `authorize` was mined in `authorized_in`.
+    Held {
+        authorized_in: Option<TxHash>,
+        chain_time: u64,
+    },
+    /// Captured (the worker and the treasury were paid) in `transaction`; `refunded` of it went
+    /// back to the payer since.
+    Captured {
+        transaction: Option<TxHash>,
+        refunded: U256,
+        refund_transaction: Option<TxHash>,
+    },
+    /// Returned to the payer by the operator's `void`.
+    Voided { transaction: Option<TxHash> },
+    /// Returned to the payer by the payer's own `reclaim` after the capture deadline.
+    Reclaimed { transaction: Option<TxHash> },
+}
+
+impl EscrowView {
+    /// The view of a payment's `events` at `chain_time`.
+    pub(super) fn of(events: &[EscrowEvent], chain_time: u64) -> Self {
+        let last = |wanted: fn(&EscrowEventKind) -> bool| {
+            events
+                .iter()
+                .rev()
+                .find(|event| wanted(&event.kind))
+                .and_then(|event| event.tx_hash)
+        };
+        let totals = EscrowTotals::of(events);
+        if totals.authorized.is_zero() && totals.charged.is_zero() {
+            return Self::NotAuthorized { chain_time };
+        }
+        if !totals.reclaimed.is_zero() {
+            return Self::Reclaimed {
+                transaction: last(|kind| matches!(kind, EscrowEventKind::Reclaimed { .. })),
+            };
+        }
+        if !totals.voided.is_zero() {
+            return Self::Voided {
+                transaction: last(|kind| matches!(kind, EscrowEventKind::Voided { .. })),
+            };
+        }
+        if !(totals.captured + totals.charged).is_zero() {
+            return Self::Captured {
+                transaction: last(|kind| {
+                    matches!(
+                        kind,
+                        EscrowEventKind::Captured { .. } | EscrowEventKind::Charged { .. }
+                    )
+                }),
+                refunded: totals.refunded,
+                refund_transaction: last(|kind| matches!(kind, EscrowEventKind::Refunded { .. })),
+            };
+        }
+        Self::Held {
+            authorized_in: last(|kind| matches!(kind, EscrowEventKind::Authorized { .. })),
+            chain_time,
+        }
+    }
+}
+
+impl super::HireService {
+    /// The escrowed payment behind `payment` of the contract `ctx`, or why it cannot be
+    /// rebuilt (no operator for its chain, a stored payload that no longer parses).
+    pub(super) fn escrowed_payment(
+        &self,
+        ctx: &super::execute::Ctx,
+        payment: &PaymentRecord,
+    ) -> Result<EscrowedPayment<'_>, String> {
+        let chain_id = ctx.terms.price().network().chain_id();
+        let operator = self
+            .inner
+            .escrow
+            .get(chain_id)
+            .ok_or_else(|| format!("no escrow operator is configured for chain {chain_id}"))?;
+        let requirements = ctx
+            .offer
+            .requirements()
+            .ok_or_else(|| "stored offer has no requirements".to_owned())?;
+        let payload: PaymentPayload = serde_json::from_value(payment.payload.clone())
+            .map_err(|e| format!("stored payment payload: {e}"))?;
+        let payment =
+            AuthCapturePayment::parse(&payload, requirements, operator.reader().addresses())
+                .map_err(|refusal| {
+                    format!("stored escrowed payment: {}", refusal.reason.as_str())
+                })?;
+        Ok(EscrowedPayment { operator, payment })
+    }
+
+    /// What the escrow says about `escrowed` now (its events over the chain's settlement
+    /// lookback, and the latest block's time).
+    pub(super) async fn escrow_view(
+        &self,
+        escrowed: &EscrowedPayment<'_>,
+    ) -> Result<EscrowView, String> {
+        let rpc = |e: alloy::transports::TransportError| format!("chain RPC failed: {e}");
+        let (provider, lookback) = self
+            .inner
+            .assets
+            .chain(escrowed.payment.chain_id)
+            .ok_or_else(|| format!("no node configured for chain {}", escrowed.payment.chain_id))?;
+        let latest = provider
+            .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
+            .await
+            .map_err(rpc)?
+            .ok_or_else(|| "the node has no latest block".to_owned())?;
+        let from_block = lookback.map_or(0, |blocks| latest.header.number.saturating_sub(blocks));
+        let events = escrowed
+            .operator
+            .reader()
+            .events(escrowed.hash(), from_block)
+            .await
+            .map_err(rpc)?;
+        Ok(EscrowView::of(&events, latest.header.timestamp))
     }
 }

@@ -45,7 +45,7 @@ use crate::{
     adapters::secrets::SeekerSecrets,
     error::ApiError,
     ids::{PrincipalId, WorkerId},
-    store::{ContractRecord, NewContractEvent, Store, StoreError, Transition},
+    store::{ContractRecord, NewContractEvent, PaymentRecord, Store, StoreError, Transition},
 };
 
 /// Steps one execute may take (pay, forward, settle, answer) before it must have answered.
@@ -277,6 +277,12 @@ impl HireService {
         let from = match current.state.as_str() {
             "accepted" if acceptance_window_over(&ctx, &current) => ContractState::Accepted,
             "settlement_unknown" => ContractState::SettlementUnknown,
+            // Escrowed rejections carry the operator's dispute window in `deadline_at`.
+            "rejected" if current.deadline_at.is_some_and(|end| end <= Utc::now()) => {
+                self.void_rejected(&ctx).await?;
+                let after = self.inner.store.get_contract(&ctx.contract_id).await?;
+                return Ok(after.map(|c| c.state));
+            }
             _ => return Ok(None),
         };
         self.settle(&ctx, from).await?;
@@ -295,11 +301,9 @@ impl HireService {
         let id = ctx.contract_id.as_str();
         Ok(match state {
             ContractState::Settled | ContractState::Accepted => {
-                let body = self.result_body(ctx, contract).await?;
+                let (body, payment) = self.result_body(ctx, contract).await?;
                 let reply = Reply::json(StatusCode::OK, body);
-                let settlement = store
-                    .payment_of_contract(id)
-                    .await?
+                let settlement = payment
                     .and_then(|p| p.settle_response)
                     .and_then(|r| serde_json::from_value::<SettleResponse>(r).ok());
                 match settlement {
@@ -371,6 +375,11 @@ impl HireService {
                 code: "contract_cancelled",
                 message: "the contract was cancelled".to_owned(),
             }),
+            ContractState::Refunded => Reply::from(ApiError::Conflict {
+                code: "contract_refunded",
+                message: "the contract was settled, then refunded to the payer by an arbiter"
+                    .to_owned(),
+            }),
             _ => self.in_progress(ctx, &contract.state),
         })
     }
@@ -391,8 +400,13 @@ impl HireService {
         .retry_after(1)
     }
 
-    /// The 200 body: the deliverable, its verification and the settlement.
-    async fn result_body(&self, ctx: &Ctx, contract: &ContractRecord) -> Result<Value, Reply> {
+    /// The 200 body: the deliverable, its verification and the settlement; and the payment it
+    /// read (the caller's `PAYMENT-RESPONSE`).
+    async fn result_body(
+        &self,
+        ctx: &Ctx,
+        contract: &ContractRecord,
+    ) -> Result<(Value, Option<PaymentRecord>), Reply> {
         let store = &self.inner.store;
         let id = ctx.contract_id.as_str();
         let state = ContractState::from_str(&contract.state)
@@ -421,7 +435,7 @@ impl HireService {
                 "message": "settlement waits until the acceptance window ends",
             }),
         };
-        Ok(json!({
+        let body = json!({
             "contract_id": id,
             "state": contract.state,
             "deliverable": delivery.as_ref().map(|d| d["content"].clone()),
@@ -429,7 +443,8 @@ impl HireService {
             "deliverable_withheld": delivery.as_ref().and_then(|d| d.get("content_withheld").cloned()),
             "verification": verification.map(|v| v.result),
             "settlement": settlement,
-        }))
+        });
+        Ok((body, payment))
     }
 
     pub(super) fn event(

@@ -23,7 +23,10 @@ use crate::{
     adapters::{ForwardRequest, WorkerAnswer},
     error::ApiError,
     registry::model::WorkerListing,
-    store::{AttemptEnd, NewAttempt, NewDeliverable, PaymentRecord, StartAttempt, StoreError},
+    store::{
+        AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite,
+        StartAttempt, StoreError, Transition,
+    },
 };
 
 impl HireService {
@@ -330,6 +333,10 @@ impl HireService {
         payment: &PaymentRecord,
         reason: &str,
     ) -> Result<(), Reply> {
+        if payment.authorize_tx.is_some() {
+            // Escrowed: the money is locked on chain and must be sent back.
+            return self.release_escrow(ctx, payment, reason).await;
+        }
         let store = &self.inner.store;
         store
             .set_payment_state(&payment.payment_id, "voided", Utc::now())
@@ -371,55 +378,79 @@ impl HireService {
         let bytes =
             to_canonical_vec(&deliverable).map_err(|e| internal(format!("deliverable: {e}")))?;
         let now = Utc::now();
-        let stored = store
-            .insert_deliverables(&[NewDeliverable {
-                deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
-                contract_id: ctx.contract_id.clone(),
-                attempt_id: attempt_id.to_owned(),
-                position: 0,
-                name: None,
-                kind: "deliverable".to_owned(),
-                media_type: Some("application/json".to_owned()),
-                digest: digest.to_string(),
-                content: bytes,
-                source_url: None,
-                created_at: now,
-            }])
-            .await;
-        match stored {
-            // Already stored: a concurrent report of the same attempt (poll and callback), or
-            // this report redone after a crash. The compare-and-set below picks the winner.
-            Ok(()) | Err(StoreError::Duplicate { .. }) => {}
-            Err(other) => return Err(other.into()),
-        }
-        store
-            .finish_attempt(
-                attempt_id,
-                &AttemptEnd {
-                    state: "completed".to_owned(),
-                    http_status: Some(http_status),
-                    error: None,
-                    worker_task_id: None,
-                    poll_url: None,
-                    finished_at: Some(now),
-                },
+        let pieces = [NewDeliverable {
+            deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
+            contract_id: ctx.contract_id.clone(),
+            attempt_id: attempt_id.to_owned(),
+            position: 0,
+            name: None,
+            kind: "deliverable".to_owned(),
+            media_type: Some("application/json".to_owned()),
+            digest: digest.to_string(),
+            content: bytes,
+            source_url: None,
+            created_at: now,
+        }];
+        let end = AttemptEnd {
+            state: "completed".to_owned(),
+            http_status: Some(http_status),
+            error: None,
+            worker_task_id: None,
+            poll_url: None,
+            finished_at: Some(now),
+        };
+        let policy = ctx.terms.verification();
+        let received = self.event(
+            ctx,
+            worker_actor,
+            ContractEvent::DeliverableReceived.name(),
+            json!({"attempt_no": attempt_no, "deliverable_digest": digest}),
+        );
+        let started = self.event(
+            ctx,
+            "gateway",
+            ContractEvent::VerificationStarted.name(),
+            json!({"policy_id": policy.policy_id(), "policy_hash": policy.policy_hash()}),
+        );
+        // Stored, closed, `delivered` and `verifying` in one commit: a crash after it is
+        // resumed by judging the stored bytes, as one between the steps would be.
+        let advanced = store
+            .advance_contract(
+                &ctx.contract_id,
+                &[
+                    ContractStep {
+                        from: from.as_str(),
+                        to: ContractState::Delivered.as_str(),
+                        deadline_at: None,
+                        event: &received,
+                    },
+                    ContractStep {
+                        from: ContractState::Delivered.as_str(),
+                        to: ContractState::Verifying.as_str(),
+                        deadline_at: None,
+                        event: &started,
+                    },
+                ],
+                &[
+                    SideWrite::Deliverables(&pieces),
+                    SideWrite::AttemptEnd {
+                        attempt_id,
+                        end: &end,
+                    },
+                ],
             )
             .await?;
-        if !self
-            .transition(
-                ctx,
-                from,
-                &ContractEvent::DeliverableReceived,
-                worker_actor,
-                json!({"attempt_no": attempt_no, "deliverable_digest": digest}),
-                None,
-            )
-            .await?
-        {
+        if !matches!(advanced, Transition::Applied { .. }) {
+            // Another report of the same attempt won (poll and callback), or the contract
+            // moved on (an SLA breach): keep what the worker sent for the record.
+            match store.insert_deliverables(&pieces).await {
+                Ok(()) | Err(StoreError::Duplicate { .. }) => {}
+                Err(other) => return Err(other.into()),
+            }
+            store.finish_attempt(attempt_id, &end).await?;
             return Ok(Step::Again);
         }
-        self.verify_delivery(ctx, attempt_id, &deliverable, digest)
-            .await
+        self.judge(ctx, attempt_id, &deliverable, digest).await
     }
 }
 

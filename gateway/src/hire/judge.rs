@@ -17,7 +17,9 @@ use super::{
     execute::{Ctx, Step, internal},
     reply::Reply,
 };
-use crate::store::{NewDeliverable, NewVerification, Store, StoreError};
+use crate::store::{
+    ContractStep, NewDeliverable, NewVerification, SideWrite, Store, StoreError, Transition,
+};
 
 impl HireService {
     pub(super) async fn verify_delivery(
@@ -114,38 +116,40 @@ impl HireService {
                 serde_json::to_value(votes).map_err(|e| internal(format!("votes: {e}")))?,
             );
         }
-        inner
-            .store
-            .insert_verification(&NewVerification {
-                verification_id: format!("vrf_{}", ulid::Ulid::new()),
-                contract_id: ctx.contract_id.clone(),
-                attempt_id: attempt_id.to_owned(),
-                policy_id: policy.policy_id().as_str().to_owned(),
-                policy_version: policy.policy_version().to_owned(),
-                policy_hash: policy.policy_hash().to_string(),
-                passed: result.passed,
-                score: result.score,
-                reason_codes: result.reason_codes.clone(),
-                status: status_name(result.verification_status).to_owned(),
-                verifier_result_hash: result.verifier_result_hash.to_string(),
-                result: result_json,
-                created_at: Utc::now(),
-            })
-            .await?;
+        let verification = NewVerification {
+            verification_id: format!("vrf_{}", ulid::Ulid::new()),
+            contract_id: ctx.contract_id.clone(),
+            attempt_id: attempt_id.to_owned(),
+            policy_id: policy.policy_id().as_str().to_owned(),
+            policy_version: policy.policy_version().to_owned(),
+            policy_hash: policy.policy_hash().to_string(),
+            passed: result.passed,
+            score: result.score,
+            reason_codes: result.reason_codes.clone(),
+            status: status_name(result.verification_status).to_owned(),
+            verifier_result_hash: result.verifier_result_hash.to_string(),
+            result: result_json,
+            created_at: Utc::now(),
+        };
         let event = match result.verification_status {
             VerificationStatus::Passed => ContractEvent::VerificationPassed,
             VerificationStatus::Failed => ContractEvent::VerificationFailed,
             VerificationStatus::Inconclusive => ContractEvent::VerificationInconclusive,
         };
         let window = ctx.terms.acceptance_window_s();
-        let deadline = (result.passed && window > 0).then(|| {
+        // Escrowed money is locked: a rejection gets the same window for the operator's
+        // dispute as an acceptance gets for the seeker's, then the escrow is voided.
+        let escrowed = ctx.terms.escrow().is_some();
+        let deadline = ((result.passed || escrowed) && window > 0).then(|| {
             Utc::now() + chrono::Duration::seconds(i64::try_from(window).unwrap_or(i64::MAX))
         });
-        self.transition(
+        let to = ContractState::Verifying
+            .transition(&event)
+            .map_err(|e| internal(e.to_string()))?;
+        let record = self.event(
             ctx,
-            ContractState::Verifying,
-            &event,
             "gateway",
+            event.name(),
             json!({
                 "passed": result.passed,
                 "score": result.score,
@@ -153,10 +157,28 @@ impl HireService {
                 "verifier_result_hash": result.verifier_result_hash,
                 "votes": super::crosscheck::vote_summaries(votes.as_ref()),
             }),
-            deadline,
-        )
-        .await?;
+        );
+        // The verdict and the state it leads to in one commit.
+        let judged = inner
+            .store
+            .advance_contract(
+                &ctx.contract_id,
+                &[ContractStep {
+                    from: ContractState::Verifying.as_str(),
+                    to: to.as_str(),
+                    deadline_at: deadline,
+                    event: &record,
+                }],
+                &[SideWrite::Verification(&verification)],
+            )
+            .await?;
+        if !matches!(judged, Transition::Applied { .. }) {
+            return Ok(Step::Again);
+        }
         tracing::info!(contract_id = %ctx.contract_id, passed = result.passed, "deliverable verified");
+        if escrowed && !result.passed && window == 0 {
+            self.void_rejected(ctx).await?;
+        }
         Ok(Step::Again)
     }
 }

@@ -6,9 +6,11 @@
 //! | this module | [`HireService`]: its parts, `POST /v1/contracts` ([`HireService::create_contract`]) and the contract view |
 //! | [`execute`] | the execute flow: one lock, one loop over the contract's state, duplicates, stored answers |
 //! | `payment` | `offered`: the 402 and the payment (prechecks, facilitator /verify, `paid`) |
+//! | `authorize` | escrowed payments: `offered` → `authorizing` → `paid` once the escrow's `authorize` is mined |
 //! | `forward` | `paid` → `executing`: an attempt at the worker, and its answer (delivered, pending, failed) |
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
-//! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain |
+//! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain (escrowed: the escrow's capture, decided by its events) |
+//! | `release` | escrowed money back to the payer: void, the payer's reclaim, the arbiter's refund after capture; their sweep |
 //! | [`escrow`] | the gateway as escrow operator of `auth-capture` contracts: one operator per chain, `PaymentInfo` from the stored offer, the capture order of the terms |
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
 //! | [`offered`] | the unpaid execute's hot path: offered contracts' 402s served from memory |
@@ -32,6 +34,7 @@
 //! signs the contract token and stores contract + offer + first event. Execute is in
 //! [`execute`].
 
+mod authorize;
 pub mod cancel;
 pub mod crosscheck;
 pub mod deadlines;
@@ -49,6 +52,7 @@ pub mod pending;
 pub mod receipts;
 mod recovery;
 pub mod relay;
+mod release;
 pub mod reply;
 mod settle;
 pub mod sweep;
@@ -144,6 +148,7 @@ struct Inner {
     verifier: Verifier,
     locks: ContractLocks,
     offers: OfferCache,
+    escrow: escrow::EscrowOperators,
     base_url: Url,
 }
 
@@ -174,6 +179,8 @@ pub struct HireParts {
     pub keys: KeyRing,
     /// Token metadata.
     pub assets: AssetDirectory,
+    /// The escrow operators (`captureAuthorizer`) of the chains with an operator key.
+    pub escrow: escrow::EscrowOperators,
     /// Public URL of this gateway.
     pub base_url: Url,
 }
@@ -210,6 +217,7 @@ impl HireService {
                 verifier: Verifier::default(),
                 locks: ContractLocks::default(),
                 offers: OfferCache::default(),
+                escrow: parts.escrow,
                 base_url: parts.base_url,
             }),
         }
@@ -443,7 +451,7 @@ impl HireService {
             return Err(ApiError::Unprocessable {
                 code: "fee_policy_out_of_bounds",
                 message: format!(
-                    "the worker's marketplace fee of {fee_bps} bps exceeds this gateway's                      escrow.max_fee_bps of {}",
+                    "the worker's marketplace fee of {fee_bps} bps exceeds this gateway's escrow.max_fee_bps of {}",
                     config.escrow.max_fee_bps
                 ),
             });
@@ -471,7 +479,7 @@ impl HireService {
             return Err(ApiError::UnprocessableWithDetails {
                 code: "acceptance_window_too_long",
                 message: format!(
-                    "acceptance_window_s {} exceeds escrow.max_acceptance_window_s ({} s) for                      auth-capture contracts",
+                    "acceptance_window_s {} exceeds escrow.max_acceptance_window_s ({} s) for auth-capture contracts",
                     terms.acceptance_window_s(),
                     escrow.max_acceptance_window_s
                 ),
@@ -486,7 +494,7 @@ impl HireService {
             return Err(ApiError::UnprocessableWithDetails {
                 code: "poll_window_too_long",
                 message: format!(
-                    "sla.poll_window_s {} exceeds escrow.max_pending_s ({} s) for auth-capture                      contracts",
+                    "sla.poll_window_s {} exceeds escrow.max_pending_s ({} s) for auth-capture contracts",
                     terms.sla().poll_window_s(),
                     escrow.max_pending_s
                 ),
@@ -613,6 +621,10 @@ impl HireService {
                 "amount": p.amount,
                 "valid_before": p.valid_before,
                 "state": p.state,
+                // Escrowed payments: the lock, and what returned the money (void, refund or
+                // the payer's reclaim).
+                "authorize_transaction": p.authorize_tx,
+                "release_transaction": p.release_tx,
             })),
             "deliverable": delivery,
             "verification": verification.as_ref().map(|v| v.result.clone()),

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::{
     HireService,
+    authorize::{AUTHORIZATION_REFUSED, EscrowedSubmission},
     execute::{Ctx, Step, internal},
     offer::SIGNING_SLACK_S,
     reply::Reply,
@@ -118,11 +119,17 @@ impl HireService {
             return self.known_payment(ctx, &existing, &payload_hash, true);
         }
         if ctx.terms.escrow().is_some() {
-            return Ok(Step::Done(self.escrowed_payment_not_enabled(
-                ctx,
-                &payload,
-                requirements,
-            )?));
+            return self
+                .accept_escrowed_payment(
+                    ctx,
+                    EscrowedSubmission {
+                        payload: &payload,
+                        payload_json,
+                        payload_hash,
+                        identifier,
+                    },
+                )
+                .await;
         }
         let key = match payload.payment_key() {
             Ok(key) => key,
@@ -189,14 +196,8 @@ impl HireService {
             )));
         }
         // Before verifying: a busy worker should not make the seeker hold a paid contract.
-        let listing = inner
-            .store
-            .get_worker(&ctx.worker_id)
-            .await?
-            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
-        let in_flight = inner.store.in_flight_count(ctx.worker_id.as_str()).await?;
-        if in_flight >= listing.max_parallel.get() {
-            return Ok(Step::Done(worker_busy(in_flight)));
+        if let Some(busy) = self.worker_at_capacity(ctx).await? {
+            return Ok(Step::Done(busy));
         }
         let Some(facilitator) = &inner.facilitator else {
             return Ok(Step::Done(facilitator_unavailable(
@@ -256,7 +257,11 @@ impl HireService {
                 "payment_identifier": payment.payment_identifier,
             }),
         );
-        match inner.store.pay_contract(&payment, &event).await? {
+        match inner
+            .store
+            .pay_contract(&payment, ContractState::Paid.as_str(), &event)
+            .await?
+        {
             PayOutcome::Paid { .. } => {
                 // At once, not only through the event listener: this instance knows it is paid.
                 inner.offers.forget(&ctx.contract_id);
@@ -288,57 +293,15 @@ impl HireService {
         }
     }
 
-    /// An `auth-capture` payment: checked against the offer (the spec's node-free steps, so a
-    /// malformed or mismatched payment gets its stable reason), then refused with
-    /// `payment_scheme_not_enabled` because the escrow lifecycle (authorize, capture, void,
-    /// refund, reclaim, with intents persisted and reconciled from the chain) is not wired into
-    /// this gateway yet. Nothing is stored and nothing is sent to the chain, so the payer's
-    /// signature is never used and its money never moves.
-    fn escrowed_payment_not_enabled(
-        &self,
-        ctx: &Ctx,
-        payload: &PaymentPayload,
-        requirements: &hiregate_payments::PaymentRequirements,
-    ) -> Result<Reply, Reply> {
-        let escrow = ctx
-            .terms
-            .escrow()
-            .ok_or_else(|| internal("escrowed payment without escrow terms"))?;
-        let chain = self
+    /// `Some(429)` when the contract's worker is at its `max_parallel` limit.
+    pub(super) async fn worker_at_capacity(&self, ctx: &Ctx) -> Result<Option<Reply>, Reply> {
+        let (in_flight, max_parallel) = self
             .inner
-            .config
-            .chains
-            .values()
-            .find(|chain| chain.chain_id() == Some(ctx.terms.price().network().chain_id()));
-        let addresses = hiregate_payments::auth_capture::EscrowAddresses {
-            escrow: alloy::primitives::Address::from(*escrow.escrow().as_bytes()),
-            erc3009_collector: chain
-                .map_or(crate::config::CANONICAL_ERC3009_TOKEN_COLLECTOR, |c| {
-                    c.erc3009_token_collector
-                }),
-            operator_refund_collector: chain
-                .map_or(crate::config::CANONICAL_OPERATOR_REFUND_COLLECTOR, |c| {
-                    c.operator_refund_collector
-                }),
-        };
-        let now = u64::try_from(Utc::now().timestamp()).unwrap_or(0);
-        if let Err(refusal) =
-            hiregate_payments::auth_capture::precheck(payload, requirements, addresses, now)
-        {
-            return Ok(Self::refuse_payment(
-                ctx,
-                refusal.reason.as_str(),
-                format!("the payment was refused: {}", refusal.reason.as_str()),
-                json!({"message": refusal.message}),
-            ));
-        }
-        Ok(Reply::from(ApiError::Unprocessable {
-            code: "payment_scheme_not_enabled",
-            message: "this gateway does not run escrowed (auth-capture) payments yet: the \
-                      payment was checked but not authorized, nothing was charged; hire with \
-                      payment_scheme \"exact\""
-                .to_owned(),
-        }))
+            .store
+            .worker_load(ctx.worker_id.as_str())
+            .await?
+            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
+        Ok((in_flight >= max_parallel).then(|| worker_busy(in_flight)))
     }
 
     /// A payment that is already stored: this contract's own (answer by state), another
@@ -362,6 +325,16 @@ impl HireService {
                 code: "payment_already_used",
                 message: "this payment authorization already paid another contract".to_owned(),
             }));
+        }
+        // The escrow refused to lock it once; it never will (and the contract is `offered`
+        // again, so looking again would only find it again).
+        if existing.state == AUTHORIZATION_REFUSED {
+            return Ok(Step::Done(Self::refuse_payment(
+                ctx,
+                AUTHORIZATION_REFUSED,
+                "the escrow refused to lock this payment; sign a new one".to_owned(),
+                json!({"payment_id": existing.payment_id}),
+            )));
         }
         Ok(Step::Again)
     }
@@ -396,11 +369,11 @@ pub(super) fn to_i64(value: U256) -> i64 {
 }
 
 /// The stored spelling of a payment key: CAIP-2 network, EIP-55 asset and payer, `0x` nonce.
-struct StoredKey {
-    network: String,
-    asset: String,
-    payer: String,
-    nonce: String,
+pub(super) struct StoredKey {
+    pub(super) network: String,
+    pub(super) asset: String,
+    pub(super) payer: String,
+    pub(super) nonce: String,
 }
 
 impl StoredKey {

@@ -9,6 +9,7 @@
 //!
 //! | state | bound | resumed by |
 //! |---|---|---|
+//! | `authorizing` | `facilitator.settle_timeout_ms` (the operator's receipt timeout) | asking the escrow's events, then sending `authorize` again only if nothing is locked and the payer's `validBefore` has not passed |
 //! | `paid` | none (the forward starts at once) | forwarding the next attempt under the held authorization |
 //! | `executing` | the contract's SLA | asking the worker again for the same attempt under the same idempotency key (the hire protocol answers with the stored result or the status, never a second run) |
 //! | `delivered`, `verifying` | `verification_budget_s` | judging the stored deliverable bytes again (digest-checked; verification is deterministic) |
@@ -38,7 +39,8 @@ use crate::store::{ContractRecord, StoreError};
 const BATCH: u32 = 100;
 
 /// The working states a takeover resumes.
-const RESUMABLE: [ContractState; 5] = [
+const RESUMABLE: [ContractState; 6] = [
+    ContractState::Authorizing,
     ContractState::Paid,
     ContractState::Executing,
     ContractState::Delivered,
@@ -80,7 +82,9 @@ impl HireService {
             ContractState::Delivered | ContractState::Verifying => {
                 Duration::from_secs(settings.contracts.verification_budget_s)
             }
-            ContractState::Settling => {
+            // Both wait for a transaction within the settle timeout (the escrow operator's
+            // receipt timeout is the same figure).
+            ContractState::Settling | ContractState::Authorizing => {
                 Duration::from_millis(settings.facilitator.settle_timeout_ms)
             }
             _ => Duration::ZERO,
@@ -148,6 +152,7 @@ impl HireService {
                 }
             }
             ContractState::Settling => self.settle(&ctx, ContractState::Settling).await?,
+            ContractState::Authorizing => self.resume_authorization(&ctx).await?,
             _ => Step::Again,
         };
         if let Step::Again = step {

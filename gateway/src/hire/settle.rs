@@ -34,6 +34,7 @@ use serde_json::json;
 
 use super::{
     HireService,
+    escrow::{CaptureOrder, EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
     reply::Reply,
 };
@@ -43,7 +44,7 @@ use crate::{
 };
 
 /// What the gateway concluded about one settlement.
-enum Decision {
+pub(super) enum Decision {
     /// The money moved in `transaction`.
     Settled {
         transaction: TxHash,
@@ -60,6 +61,8 @@ enum Decision {
         reason: String,
         response: Option<SettleResponse>,
     },
+    /// Escrowed: the payer reclaimed the money after the capture deadline.
+    Reclaimed { transaction: Option<TxHash> },
 }
 
 /// What the chain says about a contract's payment, in the gateway's terms.
@@ -88,9 +91,32 @@ impl HireService {
             .payment_of_contract(&ctx.contract_id)
             .await?
             .ok_or_else(|| internal("a contract to settle has no payment"))?;
+        let escrowed = match ctx.terms.escrow() {
+            Some(_) => Some(self.escrowed_payment(ctx, &payment).map_err(internal)?),
+            None => None,
+        };
         // A settlement that may already have happened: the chain first, so nothing is sent
         // again for a payment that moved or can no longer move.
-        if matches!(
+        if let Some(escrowed) = &escrowed
+            && matches!(
+                from,
+                ContractState::SettlementUnknown | ContractState::Settling
+            )
+        {
+            match self.escrow_view(escrowed).await {
+                Ok(EscrowView::Held { .. }) => {}
+                Ok(view) => {
+                    let decision = capture_decision(&payment, view, "not sent again");
+                    return self.record_settlement(ctx, from, &payment, decision).await;
+                }
+                Err(why) => {
+                    if from == ContractState::SettlementUnknown {
+                        tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "capture still unknown");
+                        return Ok(Step::Done(self.in_progress(ctx, from.as_str())));
+                    }
+                }
+            }
+        } else if matches!(
             from,
             ContractState::SettlementUnknown | ContractState::Settling
         ) {
@@ -152,10 +178,58 @@ impl HireService {
                 }
             }
         }
-        let outcome = self.call_settle(ctx, &payment).await;
-        let decision = self.decide(ctx, &payment, outcome).await;
+        let decision = match &escrowed {
+            Some(escrowed) => self.capture(ctx, &payment, escrowed).await,
+            None => {
+                let outcome = self.call_settle(ctx, &payment).await;
+                self.decide(ctx, &payment, outcome).await
+            }
+        };
         self.record_settlement(ctx, ContractState::Settling, &payment, decision)
             .await
+    }
+
+    /// The escrow's `capture` of everything locked, at the terms' fee to the terms' treasury;
+    /// the escrow's events decide what happened.
+    async fn capture(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        escrowed: &EscrowedPayment<'_>,
+    ) -> Decision {
+        let Some(order) = CaptureOrder::of(&ctx.terms) else {
+            return Decision::Unknown {
+                reason: "escrowed contract without escrow terms".to_owned(),
+                response: None,
+            };
+        };
+        let sent = {
+            let (_turn, operator) = escrowed.operator.turn().await;
+            operator
+                .capture(
+                    &escrowed.payment.info,
+                    order.amount,
+                    order.fee_bps,
+                    order.fee_receiver,
+                )
+                .await
+        };
+        let said = match &sent {
+            Ok(receipt) => {
+                tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, gas_used = receipt.gas_used, "escrow captured");
+                "mined".to_owned()
+            }
+            Err(error) => error
+                .reason()
+                .map_or_else(|| error.to_string(), |reason| reason.as_str().to_owned()),
+        };
+        match self.escrow_view(escrowed).await {
+            Ok(view) => capture_decision(payment, view, &said),
+            Err(why) => Decision::Unknown {
+                reason: format!("capture: {said}; chain: {why}"),
+                response: None,
+            },
+        }
     }
 
     /// `/settle` with the stored payload, bounded by `facilitator.settle_timeout_ms` whatever
@@ -380,8 +454,9 @@ impl HireService {
             .ok_or_else(|| format!("no node configured for {}", payment.network))
     }
 
-    /// Store the decision: `from` → `settled` | `settlement_failed` | `settlement_unknown`.
-    async fn record_settlement(
+    /// Store the decision: `from` → `settled` | `settlement_failed` | `settlement_unknown`
+    /// (escrowed: `voided` when the payer reclaimed the money).
+    pub(super) async fn record_settlement(
         &self,
         ctx: &Ctx,
         from: ContractState,
@@ -389,6 +464,12 @@ impl HireService {
         decision: Decision,
     ) -> Result<Step, Reply> {
         let (state, kind, transaction, response, details) = match decision {
+            Decision::Reclaimed { transaction } => {
+                return self
+                    .record_reclaim(ctx, from, payment, transaction)
+                    .await
+                    .map(|()| Step::Again);
+            }
             Decision::Settled {
                 transaction,
                 response,
@@ -451,6 +532,11 @@ impl HireService {
             return Ok(Step::Again);
         }
         tracing::info!(contract_id = %ctx.contract_id, outcome = state.as_str(), "settlement");
+        if state == ContractState::SettlementFailed && payment.authorize_tx.is_some() {
+            // Never captured and never will be: what the escrow holds goes back to the payer.
+            self.release_escrow(ctx, payment, "settlement_failed")
+                .await?;
+        }
         if state == ContractState::SettlementUnknown {
             // Retrying at once would most likely meet the same trouble; the settlement sweep
             // asks the chain again after `contracts.recovery_grace_ms`.
@@ -476,4 +562,55 @@ fn authorization_ref(payment: &PaymentRecord) -> Result<AuthorizationRef, String
         payer: Address::from_str(&payment.payer).map_err(|_| bad("payer"))?,
         nonce: B256::from_str(&payment.nonce).map_err(|_| bad("nonce"))?,
     })
+}
+
+/// The settlement outcome of an escrowed payment as its events show it; `said` is what the
+/// capture call answered, for the record.
+fn capture_decision(payment: &PaymentRecord, view: EscrowView, said: &str) -> Decision {
+    match view {
+        EscrowView::Captured {
+            transaction: Some(transaction),
+            ..
+        } => {
+            let payer = Address::from_str(&payment.payer).unwrap_or_default();
+            match Network::from_str(&payment.network) {
+                Ok(network) => Decision::Settled {
+                    transaction,
+                    response: SettleResponse::settled(&network, payer, transaction),
+                    decided_by: "escrow_events",
+                },
+                Err(_) => Decision::Unknown {
+                    reason: format!("stored network {} does not parse", payment.network),
+                    response: None,
+                },
+            }
+        }
+        EscrowView::Captured {
+            transaction: None, ..
+        } => Decision::Unknown {
+            reason: "captured on chain, transaction not named by the node".to_owned(),
+            response: None,
+        },
+        EscrowView::Reclaimed { transaction } => Decision::Reclaimed { transaction },
+        EscrowView::Voided { .. } => Decision::Failed {
+            reason: "escrow_voided".to_owned(),
+            response: None,
+        },
+        EscrowView::NotAuthorized { .. } => Decision::Failed {
+            reason: "escrow_not_authorized".to_owned(),
+            response: None,
+        },
+        EscrowView::Held { chain_time, .. }
+            if u64::try_from(payment.valid_before).is_ok_and(|deadline| chain_time >= deadline) =>
+        {
+            Decision::Failed {
+                reason: "capture_deadline_expired".to_owned(),
+                response: None,
+            }
+        }
+        EscrowView::Held { .. } => Decision::Unknown {
+            reason: format!("capture: {said}; the escrow still holds the money"),
+            response: None,
+        },
+    }
 }

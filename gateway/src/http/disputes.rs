@@ -1,5 +1,7 @@
 //! `POST /v1/contracts/{id}/disputes` (parties), `GET /v1/disputes/{id}` (parties, admin) and
-//! `POST /v1/disputes/{id}/decision` (admin, the arbiter); see [`crate::hire::disputes`].
+//! `POST /v1/disputes/{id}/decision` (admin, the arbiter); see [`crate::hire::disputes`]. And
+//! `POST /v1/contracts/{id}/refund` (admin, the arbiter): an escrowed capture refunded before
+//! the escrow's refund deadline.
 
 use axum::{
     Json, Router,
@@ -26,6 +28,41 @@ pub fn router() -> Router<AppState> {
         .route("/v1/contracts/{id}/disputes", post(open_dispute))
         .route("/v1/disputes/{id}", get(view_dispute))
         .route("/v1/disputes/{id}/decision", post(decide_dispute))
+        .route("/v1/contracts/{id}/refund", post(refund_contract))
+}
+
+/// `POST /v1/contracts/{id}/refund` body.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefundRequest {
+    /// Why the arbiter refunds (recorded in the event log).
+    reason: String,
+}
+
+/// The arbiter refunds a settled escrowed contract: 200 with the refund transaction; 409
+/// `refund_not_possible` / `refund_window_closed` / `refund_not_funded`.
+async fn refund_contract(
+    State(state): State<AppState>,
+    _admin: Admin,
+    AppPath(id): AppPath<String>,
+    headers: HeaderMap,
+    AppJson(request): AppJson<RefundRequest>,
+) -> ApiResult<Json<Value>> {
+    let contract_id: ContractId = id.trim().parse().map_err(|_| ApiError::NotFound {
+        resource: "contract",
+    })?;
+    let reason = request.reason.trim();
+    if reason.is_empty() || reason.len() > 2_000 {
+        return Err(ApiError::Unprocessable {
+            code: "invalid_body",
+            message: "reason must be 1 to 2000 characters".to_owned(),
+        });
+    }
+    let body = state
+        .hire
+        .refund(contract_id.as_str(), reason, correlation_id(&headers))
+        .await?;
+    Ok(Json(body))
 }
 
 fn correlation_id(headers: &HeaderMap) -> String {

@@ -1,5 +1,6 @@
 //! What the chain says: EIP-3009 `Transfer` and `AuthorizationUsed` logs over a block range,
-//! and the receipts of settlement transactions.
+//! the escrow's payment events of known payments, and the receipts of settlement (and escrow)
+//! transactions.
 //!
 //! Nodes and hosted RPCs cap `eth_getLogs` by block span and by result size, so logs are read
 //! in windows of `chunk_blocks` and topic lists in groups of [`TOPICS_PER_QUERY`]; receipts are
@@ -15,7 +16,11 @@ use alloy::{
     transports::TransportError,
 };
 use futures::{StreamExt as _, TryStreamExt as _};
-use hiregate_payments::exact::onchain::IEip3009Token;
+use hiregate_payments::{
+    EscrowEvent,
+    auth_capture::escrow::{PAYMENT_EVENT_SIGNATURES, decode_payment_event},
+    exact::onchain::IEip3009Token,
+};
 
 /// Default block span of one `eth_getLogs` (what common hosted RPCs accept).
 pub const DEFAULT_LOG_CHUNK_BLOCKS: u64 = 10_000;
@@ -204,6 +209,37 @@ impl ChainReader {
         })
     }
 
+    /// The escrow's payment events (`PaymentAuthorized`, `…Captured`, `…Voided`,
+    /// `…Reclaimed`, `…Refunded`, `…Charged`) at `escrow` of the payments whose `getHash` is in
+    /// `payment_hashes`, in `[from, to]`, as (payment hash, event) in chain order.
+    pub async fn escrow_events(
+        &self,
+        escrow: Address,
+        payment_hashes: &[B256],
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(B256, EscrowEvent)>, TransportError> {
+        let mut out = Vec::new();
+        if payment_hashes.is_empty() || from > to {
+            return Ok(out);
+        }
+        for group in payment_hashes.chunks(TOPICS_PER_QUERY) {
+            let logs = self
+                .windowed(from, to, |start, end| {
+                    Filter::new()
+                        .address(escrow)
+                        .event_signature(PAYMENT_EVENT_SIGNATURES.to_vec())
+                        .topic1(group.to_vec())
+                        .from_block(start)
+                        .to_block(end)
+                })
+                .await?;
+            out.extend(logs.iter().filter_map(decode_payment_event));
+        }
+        out.sort_by_key(|(_, event)| (event.block_number, event.log_index));
+        Ok(out)
+    }
+
     async fn logs(
         &self,
         assets: &[Address],
@@ -219,25 +255,42 @@ impl ChainReader {
         }
         for group in addresses.chunks(TOPICS_PER_QUERY) {
             let topics: Vec<B256> = group.iter().copied().map(topic_of).collect();
-            let mut start = from;
-            loop {
-                let end = start.saturating_add(self.chunk_blocks - 1).min(to);
-                let filter = Filter::new()
-                    .address(assets.to_vec())
-                    .event_signature(signature)
-                    .from_block(start)
-                    .to_block(end);
-                let filter = match position {
-                    TopicPosition::First => filter.topic1(topics.clone()),
-                    TopicPosition::Second => filter.topic2(topics.clone()),
-                };
-                let logs = self.provider.get_logs(&filter).await?;
-                out.extend(logs.into_iter().filter(|log| !log.removed));
-                if end >= to {
-                    break;
-                }
-                start = end + 1;
+            let logs = self
+                .windowed(from, to, |start, end| {
+                    let filter = Filter::new()
+                        .address(assets.to_vec())
+                        .event_signature(signature)
+                        .from_block(start)
+                        .to_block(end);
+                    match position {
+                        TopicPosition::First => filter.topic1(topics.clone()),
+                        TopicPosition::Second => filter.topic2(topics.clone()),
+                    }
+                })
+                .await?;
+            out.extend(logs);
+        }
+        Ok(out)
+    }
+
+    /// The logs `filter(start, end)` matches over `[from, to]`, asked `chunk_blocks` at a time;
+    /// logs of reorganised-away blocks are dropped.
+    async fn windowed(
+        &self,
+        from: u64,
+        to: u64,
+        filter: impl Fn(u64, u64) -> Filter,
+    ) -> Result<Vec<Log>, TransportError> {
+        let mut out = Vec::new();
+        let mut start = from;
+        loop {
+            let end = start.saturating_add(self.chunk_blocks - 1).min(to);
+            let logs = self.provider.get_logs(&filter(start, end)).await?;
+            out.extend(logs.into_iter().filter(|log| !log.removed));
+            if end >= to {
+                break;
             }
+            start = end + 1;
         }
         Ok(out)
     }

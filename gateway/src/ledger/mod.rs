@@ -3,10 +3,12 @@
 //! | module | role |
 //! |---|---|
 //! | [`reconcile`] | [`reconcile::reconcile`]: for a block range, settled payments vs the token's `Transfer` / `AuthorizationUsed` logs → [`reconcile::ReconcileReport`] (`hiregate reconcile`, `GET /v1/admin/reconcile`) |
-//! | [`chain`] | log reads in block windows, settlement receipts with bounded concurrency |
-//! | [`settlement_metrics`] | [`run_settlement_metrics`]: settlement outcomes and settled amounts from the store's event bus |
+//! | [`escrow`] | escrowed (`auth-capture`) payments: the store's steps (authorize, capture, void, refund, reclaim) against the escrow's events, per payment and in totals per asset |
+//! | [`chain`] | log reads in block windows (token logs, escrow events), receipts with bounded concurrency |
+//! | [`settlement_metrics`] | [`run_settlement_metrics`]: settlement outcomes and settled amounts, and escrow outcomes and amounts, from the store's event bus |
 
 pub mod chain;
+pub mod escrow;
 pub mod reconcile;
 pub mod settlement_metrics;
 

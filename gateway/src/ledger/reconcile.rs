@@ -20,6 +20,13 @@
 //!
 //! Totals per (network, asset) count the settled records in range (store side) and the
 //! transfers to payout addresses in range (chain side), in atomic units.
+//!
+//! Escrowed (`auth-capture`) payments are left out of the above and reconciled against the
+//! escrow's own events instead ([`super::escrow`]): the report's `escrow` section holds their
+//! totals (authorized, captured and fees, voided, refunded, reclaimed, held) and the payments
+//! proven step by step, and their disagreements join `mismatches` with kinds of their own
+//! (`escrow_recorded_without_event`, `escrow_event_not_recorded`, `escrow_payment_unreadable`).
+//! A capture's transfer to a payout address is the escrow section's, never an orphan.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
@@ -32,7 +39,10 @@ use alloy::{
 };
 use serde::Serialize;
 
-use super::chain::{AuthorizationUse, ChainReader, SettleTx, TransferLog};
+use super::{
+    chain::{AuthorizationUse, ChainReader, SettleTx, TransferLog},
+    escrow::{EscrowReport, Escrowed},
+};
 use crate::{
     config::ChainSettings,
     store::{LedgerPayment, Store, StoreError},
@@ -111,14 +121,23 @@ pub enum MismatchKind {
     UsedNotRecordedSettled,
     /// (c) A transfer to a payout address that no stored payment explains.
     OrphanTransfer,
+    /// An escrow step the store records that the escrow's events do not show.
+    EscrowRecordedWithoutEvent,
+    /// An escrow event of a stored payment that the store does not record.
+    EscrowEventNotRecorded,
+    /// A stored escrowed payment whose `PaymentInfo` cannot be rebuilt.
+    EscrowPaymentUnreadable,
 }
 
 impl MismatchKind {
     /// Every kind, in report order.
-    pub const ALL: [Self; 3] = [
+    pub const ALL: [Self; 6] = [
         Self::SettledWithoutTransfer,
         Self::UsedNotRecordedSettled,
         Self::OrphanTransfer,
+        Self::EscrowRecordedWithoutEvent,
+        Self::EscrowEventNotRecorded,
+        Self::EscrowPaymentUnreadable,
     ];
 
     /// The stable name.
@@ -127,6 +146,9 @@ impl MismatchKind {
             Self::SettledWithoutTransfer => "settled_without_transfer",
             Self::UsedNotRecordedSettled => "used_not_recorded_settled",
             Self::OrphanTransfer => "orphan_transfer",
+            Self::EscrowRecordedWithoutEvent => "escrow_recorded_without_event",
+            Self::EscrowEventNotRecorded => "escrow_event_not_recorded",
+            Self::EscrowPaymentUnreadable => "escrow_payment_unreadable",
         }
     }
 }
@@ -153,13 +175,16 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, amount: U256) {
+    pub(super) fn add(&mut self, amount: U256) {
         self.count += 1;
         self.amount = self.amount.saturating_add(amount);
     }
 }
 
-fn decimal<S: serde::Serializer>(value: &U256, serializer: S) -> Result<S::Ok, S::Error> {
+pub(super) fn decimal<S: serde::Serializer>(
+    value: &U256,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.collect_str(value)
 }
 
@@ -226,11 +251,14 @@ pub struct Mismatch {
     pub transaction: Option<String>,
     /// Its block, when known.
     pub block: Option<u64>,
+    /// Escrowed payments: `getHash(paymentInfo)`, when it could be rebuilt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment_hash: Option<String>,
     /// What exactly disagrees.
     pub detail: String,
 }
 
-fn optional_decimal<S: serde::Serializer>(
+pub(super) fn optional_decimal<S: serde::Serializer>(
     value: &Option<U256>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
@@ -251,7 +279,10 @@ pub struct ReconcileReport {
     pub totals: Vec<AssetTotals>,
     /// Settled records proven by a transfer.
     pub matched: Vec<MatchedSettlement>,
-    /// Mismatches by kind.
+    /// Escrowed (`auth-capture`) payments: totals and the payments proven by the escrow's
+    /// events.
+    pub escrow: EscrowReport,
+    /// Mismatches by kind (`exact` and escrow).
     pub mismatch_counts: BTreeMap<&'static str, usize>,
     /// Every disagreement.
     pub mismatches: Vec<Mismatch>,
@@ -303,6 +334,38 @@ impl ReconcileReport {
             );
         }
         let _ = writeln!(out, "\nmatched settlements: {}", self.matched.len());
+        let _ = writeln!(out, "\nescrow totals (atomic units):");
+        if self.escrow.totals.is_empty() {
+            let _ = writeln!(out, "  none");
+        }
+        for total in &self.escrow.totals {
+            for (side, tally) in [("store", &total.store), ("chain", &total.chain)] {
+                let _ = writeln!(
+                    out,
+                    "  {} {} {side}: authorized {} = {}; captured {} = {} (fees {}); voided {} = {}; refunded {} = {}; reclaimed {} = {}; held {} = {}",
+                    total.network,
+                    total.asset,
+                    tally.authorized.count,
+                    tally.authorized.amount,
+                    tally.captured.count,
+                    tally.captured.amount,
+                    tally.fees,
+                    tally.voided.count,
+                    tally.voided.amount,
+                    tally.refunded.count,
+                    tally.refunded.amount,
+                    tally.reclaimed.count,
+                    tally.reclaimed.amount,
+                    tally.held.count,
+                    tally.held.amount,
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "matched escrowed payments: {}",
+            self.escrow.matched.len()
+        );
         let _ = writeln!(out, "mismatches: {}", self.mismatches.len());
         for mismatch in &self.mismatches {
             let _ = writeln!(
@@ -329,7 +392,7 @@ impl ReconcileReport {
             out,
             "\n{}",
             if self.ok() {
-                "OK: the store's settlements equal the chain's transfers"
+                "OK: the store's settlements and escrow steps equal the chain's transfers and escrow events"
             } else {
                 "MISMATCH: the store and the chain disagree"
             }
@@ -436,6 +499,7 @@ impl Held {
             amount: Some(self.amount),
             transaction: self.record.settle_tx.clone(),
             block: None,
+            payment_hash: None,
             detail,
         }
     }
@@ -509,8 +573,33 @@ async fn reconcile_network(
         }
     }
 
+    // Checked above: the node serves the configured chain.
+    let chain_id = actual;
+    let addresses = hiregate_payments::EscrowAddresses {
+        escrow: chain.auth_capture_escrow,
+        erc3009_collector: chain.erc3009_token_collector,
+        operator_refund_collector: chain.operator_refund_collector,
+    };
+    let mut escrowed = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store
+            .ledger_escrow_payments(network, after.as_deref(), PAYMENT_PAGE)
+            .await?;
+        let full = page.len() >= PAYMENT_PAGE as usize;
+        after = page.last().map(|p| p.payment_id.clone());
+        for record in page {
+            escrowed.push(Escrowed::parse(record, chain_id, addresses)?);
+        }
+        if !full {
+            break;
+        }
+    }
+
     let mut assets: BTreeSet<Address> = held.iter().map(|p| p.asset).collect();
     let mut payees: BTreeSet<Address> = held.iter().filter_map(|p| p.pay_to).collect();
+    assets.extend(escrowed.iter().map(Escrowed::asset));
+    payees.extend(escrowed.iter().filter_map(Escrowed::receiver));
     for (asset, pay_to) in store.listing_payout_addresses(network).await? {
         if let (Ok(asset), Ok(pay_to)) = (Address::from_str(&asset), Address::from_str(&pay_to)) {
             assets.insert(asset);
@@ -544,6 +633,36 @@ async fn reconcile_network(
         .await
         .map_err(rpc(network))?;
 
+    let hashes: Vec<B256> = escrowed.iter().filter_map(Escrowed::hash).collect();
+    let escrow_events = reader
+        .escrow_events(chain.auth_capture_escrow, &hashes, from, to)
+        .await
+        .map_err(rpc(network))?;
+    // Receipts of every escrow transaction involved: the store's (their blocks place them in
+    // the range) and the captures the events show (their payouts are explained).
+    let escrow_txs: HashSet<TxHash> = escrowed
+        .iter()
+        .flat_map(Escrowed::claimed_txs)
+        .chain(escrow_events.iter().filter_map(|(_, event)| {
+            matches!(
+                event.kind,
+                hiregate_payments::EscrowEventKind::Captured { .. }
+                    | hiregate_payments::EscrowEventKind::Charged { .. }
+            )
+            .then_some(event.tx_hash)
+            .flatten()
+        }))
+        .collect();
+    let escrow_receipts = reader.settle_txs(escrow_txs).await.map_err(rpc(network))?;
+    let escrow = super::escrow::compare(
+        network,
+        (from, to),
+        &escrowed,
+        &escrow_events,
+        &escrow_receipts,
+        report,
+    );
+
     compare(
         network,
         (from, to),
@@ -551,12 +670,15 @@ async fn reconcile_network(
         &settle_txs,
         &transfers,
         &uses,
+        &escrow.claimed_transfers,
         report,
     );
     Ok(())
 }
 
-/// The comparison proper, on what was read (no I/O).
+/// The comparison proper, on what was read (no I/O). `escrowed_transfers` are accounted by
+/// the escrow section: neither counted nor orphans here.
+#[allow(clippy::too_many_arguments)]
 fn compare(
     network: &str,
     (from, to): (u64, u64),
@@ -564,6 +686,7 @@ fn compare(
     settle_txs: &HashMap<TxHash, SettleTx>,
     transfers: &[TransferLog],
     uses: &[AuthorizationUse],
+    escrowed_transfers: &HashSet<(TxHash, u64)>,
     report: &mut ReconcileReport,
 ) {
     let mut totals: BTreeMap<Address, AssetTotals> = BTreeMap::new();
@@ -669,6 +792,9 @@ fn compare(
 
     // (c): every transfer to a payout address needs a stored payment behind it.
     for transfer in transfers {
+        if escrowed_transfers.contains(&(transfer.tx, transfer.log_index)) {
+            continue;
+        }
         tally(&mut totals, network, transfer.asset)
             .chain
             .add(transfer.value);
@@ -694,6 +820,7 @@ fn compare(
             amount: Some(transfer.value),
             transaction: Some(transfer.tx.to_string()),
             block: Some(transfer.block),
+            payment_hash: None,
             detail: "a transfer to a payout address that no stored payment explains".to_owned(),
         });
     }
@@ -797,6 +924,7 @@ mod tests {
             &receipts,
             transfers,
             uses,
+            &HashSet::new(),
             &mut report,
         );
         report.finish()

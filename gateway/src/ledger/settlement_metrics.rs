@@ -6,6 +6,12 @@
 //! payment that entered settlement. The bus is in-process, so each instance counts what it
 //! settled (Prometheus sums instances); a receiver that lags past the bus buffer loses counts,
 //! which is logged. Exact totals are `hiregate reconcile`'s job, not the metrics'.
+//!
+//! Escrowed (`auth-capture`) payments are also counted by what happened to their money, from the
+//! event that records it: `payment_authorized` → authorized, `settlement_succeeded` of a locked
+//! payment → captured (and its fee), `payment_voided` with a transaction → voided (a void of
+//! nothing locked, or of an `exact` authorization, moves no money), `payment_reclaimed` →
+//! reclaimed, `refund_issued` → refunded; the amount is the payment's.
 
 use std::{str::FromStr, sync::Arc};
 
@@ -15,7 +21,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     events::LiveEvent,
-    metrics::{AssetLabels, Metrics, SettlementLabels, SettlementResult},
+    hire::escrow::CaptureOrder,
+    metrics::{
+        AssetLabels, EscrowLabels, EscrowOutcome, Metrics, SettlementLabels, SettlementResult,
+    },
     store::Store,
 };
 
@@ -44,6 +53,11 @@ pub async fn run_settlement_metrics(
 }
 
 async fn record(store: &Store, metrics: &Metrics, event: &LiveEvent) {
+    record_settlement(store, metrics, event).await;
+    record_escrow(store, metrics, event).await;
+}
+
+async fn record_settlement(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     let Some(outcome) = event
         .to_state
         .as_deref()
@@ -76,14 +90,77 @@ async fn record(store: &Store, metrics: &Metrics, event: &LiveEvent) {
         tracing::warn!(payment_id = %payment.payment_id, "stored amount is not a number; not counted");
         return;
     };
-    // One label value per token whatever spelling the payment stored.
-    let asset =
-        Address::from_str(&payment.asset).map_or(payment.asset.clone(), |a| a.to_checksum(None));
     metrics
         .settled_amount
         .get_or_create(&AssetLabels {
             network: payment.network,
-            asset,
+            asset: label_of_asset(&payment.asset),
         })
         .inc_by(amount);
+}
+
+/// One label value per token whatever spelling the payment stored.
+fn label_of_asset(asset: &str) -> String {
+    Address::from_str(asset).map_or_else(|_| asset.to_owned(), |a| a.to_checksum(None))
+}
+
+async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
+    let outcome = match event.kind.as_str() {
+        "payment_authorized" => EscrowOutcome::Authorized,
+        "settlement_succeeded" => EscrowOutcome::Captured,
+        "payment_voided" if event.details["transaction"].is_string() => EscrowOutcome::Voided,
+        "payment_reclaimed" => EscrowOutcome::Reclaimed,
+        "refund_issued" => EscrowOutcome::Refunded,
+        _ => return,
+    };
+    let payment = match store.payment_of_contract(&event.contract_id).await {
+        Ok(Some(payment)) => payment,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::warn!(contract_id = %event.contract_id, %error, "cannot read the escrowed payment; not counted");
+            return;
+        }
+    };
+    // Only a locked payment is escrowed money (an exact settlement or void has no authorize).
+    if payment.authorize_tx.is_none() {
+        return;
+    }
+    let Ok(amount) = payment.amount.parse::<f64>() else {
+        tracing::warn!(payment_id = %payment.payment_id, "stored amount is not a number; not counted");
+        return;
+    };
+    let asset = label_of_asset(&payment.asset);
+    let labels = EscrowLabels {
+        outcome,
+        network: payment.network.clone(),
+        asset: asset.clone(),
+    };
+    metrics.escrow_outcomes.get_or_create(&labels).inc();
+    metrics.escrow_amount.get_or_create(&labels).inc_by(amount);
+    if outcome != EscrowOutcome::Captured {
+        return;
+    }
+    let fee = match store.get_contract(&event.contract_id).await {
+        Ok(Some(contract)) => serde_json::from_value(contract.terms)
+            .ok()
+            .as_ref()
+            .and_then(CaptureOrder::of)
+            .map(|order| order.fee()),
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(contract_id = %event.contract_id, %error, "cannot read the captured contract; fee not counted");
+            return;
+        }
+    };
+    let Some(fee) = fee else {
+        tracing::warn!(contract_id = %event.contract_id, "captured contract without escrow terms; fee not counted");
+        return;
+    };
+    metrics
+        .escrow_fees
+        .get_or_create(&AssetLabels {
+            network: payment.network,
+            asset,
+        })
+        .inc_by(f64::from(fee));
 }

@@ -285,7 +285,8 @@ impl Store {
     }
 
     /// Contracts whose settlement is due: `accepted` with the acceptance window over
-    /// (`deadline_at <= now`), and `settlement_unknown` untouched since `reconcile_before`.
+    /// (`deadline_at <= now`), escrowed `rejected` ones whose operator dispute window is over
+    /// (their void is due), and `settlement_unknown` untouched since `reconcile_before`.
     pub async fn contracts_due_for_settlement(
         &self,
         now: DateTime<Utc>,
@@ -294,7 +295,7 @@ impl Store {
     ) -> Result<Vec<ContractRecord>, StoreError> {
         let sql = format!(
             "select {CONTRACT_COLUMNS} from contract \
-             where (state = 'accepted' and deadline_at <= $1) \
+             where (state in ('accepted', 'rejected') and deadline_at <= $1) \
                 or (state = 'settlement_unknown' and updated_at <= $2) \
              order by updated_at limit $3"
         );

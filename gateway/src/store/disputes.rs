@@ -125,14 +125,16 @@ impl TryFrom<DisputeRow> for DisputeRecord {
     }
 }
 
+/// Insert a dispute in state `open`.
+pub(super) const INSERT_DISPUTE: &str = "insert into dispute (dispute_id, contract_id, party, \
+    opened_by, reason, claim, state, created_at) values ($1, $2, $3, $4, $5, $6, 'open', $7)";
+
 impl Store {
     /// Open a dispute in state `open`; [`StoreError::Duplicate`] when the contract already has
     /// one.
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
-        const SQL: &str = "insert into dispute (dispute_id, contract_id, party, opened_by, reason, \
-            claim, state, created_at) values ($1, $2, $3, $4, $5, $6, 'open', $7)";
         on_backend!(self, pool => {
-            sqlx::query(SQL)
+            sqlx::query(INSERT_DISPUTE)
                 .bind(&dispute.dispute_id)
                 .bind(&dispute.contract_id)
                 .bind(&dispute.party)

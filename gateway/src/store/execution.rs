@@ -30,9 +30,9 @@ pub const IN_FLIGHT_STATES: [&str; 2] = ["executing", "pending"];
 /// Outcome of [`Store::pay_contract`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PayOutcome {
-    /// The payment is stored and the contract is `paid`.
+    /// The payment is stored and the contract moved (`paid`, or `authorizing`).
     Paid {
-        /// Sequence number of the `offered → paid` event.
+        /// Sequence number of the transition's event.
         seq: i64,
     },
     /// The authorization or payment identifier is already stored (for this contract or
@@ -355,13 +355,15 @@ fn in_flight_sql() -> String {
 }
 
 impl Store {
-    /// Store a verified payment and move its contract `offered → paid` in one transaction.
-    /// The payment's unique keys (authorization, payment identifier) make a second payment of
-    /// anything already stored [`PayOutcome::DuplicatePayment`]; a contract that is no longer
-    /// `offered` is [`PayOutcome::StateMismatch`]. Either way nothing is written.
+    /// Store a verified payment and move its contract `offered → to_state` in one transaction
+    /// (`paid` for an `exact` payment, `authorizing` for an escrowed one whose `authorize` is
+    /// sent next). The payment's unique keys (authorization, payment identifier) make a second
+    /// payment of anything already stored [`PayOutcome::DuplicatePayment`]; a contract that is
+    /// no longer `offered` is [`PayOutcome::StateMismatch`]. Either way nothing is written.
     pub async fn pay_contract(
         &self,
         payment: &NewPayment,
+        to_state: &str,
         event: &NewContractEvent,
     ) -> Result<PayOutcome, StoreError> {
         const INSERT: &str = "insert into payment (payment_id, contract_id, network, asset, payer, \
@@ -375,7 +377,7 @@ impl Store {
                 PayOutcome,
                 &payment.contract_id,
                 "offered",
-                "paid",
+                to_state,
                 None::<i64>,
                 to_millis(event.at),
             );
@@ -403,9 +405,9 @@ impl Store {
                 Err(StoreError::Duplicate { .. }) => return Ok(PayOutcome::DuplicatePayment),
                 Err(other) => return Err(other),
             }
-            let seq = insert_event!(tx, &payment.contract_id, event, Some("offered"), Some("paid"));
+            let seq = insert_event!(tx, &payment.contract_id, event, Some("offered"), Some(to_state));
             tx.commit().await?;
-            self.publish_event(&payment.contract_id, seq, event, Some("offered"), Some("paid"));
+            self.publish_event(&payment.contract_id, seq, event, Some("offered"), Some(to_state));
             Ok(PayOutcome::Paid { seq })
         })
     }
@@ -425,13 +427,23 @@ impl Store {
         row.map(PaymentRecord::try_from).transpose()
     }
 
-    /// How many of `worker_id`'s contracts are in flight (`executing` or `pending`).
-    pub async fn in_flight_count(&self, worker_id: &str) -> Result<u32, StoreError> {
-        let sql = in_flight_sql();
-        let count: i64 = on_backend!(self, pool => {
-            sqlx::query_scalar(&sql).bind(worker_id).fetch_one(pool).await?
+    /// `(in flight, max_parallel)` of `worker_id` in one query; `None` when the listing is
+    /// gone. The paid path's capacity check, before a payment is verified.
+    pub async fn worker_load(&self, worker_id: &str) -> Result<Option<(u32, u32)>, StoreError> {
+        let sql = format!(
+            "select ({}) as in_flight, cast(max_parallel as bigint) as max_parallel \
+             from worker where worker_id = $1",
+            in_flight_sql()
+        );
+        let row: Option<(i64, i64)> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(worker_id).fetch_optional(pool).await?
         });
-        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+        Ok(row.map(|(in_flight, max)| {
+            (
+                u32::try_from(in_flight).unwrap_or(u32::MAX),
+                u32::try_from(max).unwrap_or(0),
+            )
+        }))
     }
 
     /// Forward a paid contract: if its worker has fewer than `max_parallel` contracts in flight,
@@ -721,4 +733,284 @@ impl Store {
         });
         Ok(())
     }
+
+    /// Record the outcome of an escrowed payment's `authorize`: the contract moves
+    /// `authorizing → contract_state` (`paid` once mined, `offered` when the chain refused it)
+    /// and the payment takes `payment_state` and the transaction, in one transaction.
+    pub async fn finish_authorization(
+        &self,
+        contract_id: &str,
+        payment_id: &str,
+        outcome: &AuthorizationOutcome<'_>,
+        event: &NewContractEvent,
+    ) -> Result<Transition, StoreError> {
+        const PAYMENT: &str = "update payment set state = $2, \
+            authorize_tx = coalesce($3, authorize_tx), updated_at = $4 where payment_id = $1";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            contract_cas_or_return!(
+                tx,
+                Transition,
+                contract_id,
+                "authorizing",
+                outcome.contract_state,
+                None::<i64>,
+                to_millis(event.at),
+            );
+            sqlx::query(PAYMENT)
+                .bind(payment_id)
+                .bind(outcome.payment_state)
+                .bind(outcome.transaction)
+                .bind(to_millis(event.at))
+                .execute(&mut *tx)
+                .await?;
+            let seq = insert_event!(
+                tx,
+                contract_id,
+                event,
+                Some("authorizing"),
+                Some(outcome.contract_state),
+            );
+            tx.commit().await?;
+            self.publish_event(
+                contract_id,
+                seq,
+                event,
+                Some("authorizing"),
+                Some(outcome.contract_state),
+            );
+            Ok(Transition::Applied { seq })
+        })
+    }
+
+    /// An escrowed payment's money went back to the payer (or is on its way): its state
+    /// (`voiding` before the void is sent, then `voided`, `reclaimed` or `refunded`) and the
+    /// transaction that returned it, when known. A released payment never goes back to
+    /// `voiding`, so a late retry cannot undo what the chain already recorded. `false` when
+    /// nothing changed (already in that state: another instance recorded it first).
+    pub async fn set_payment_release(
+        &self,
+        payment_id: &str,
+        state: &str,
+        transaction: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "update payment set state = $2, release_tx = coalesce($3, release_tx), \
+            updated_at = $4 where payment_id = $1 and (state <> $2 or $2 = 'voiding') \
+            and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
+        let changed = on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id)
+                .bind(state)
+                .bind(transaction)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(changed == 1)
+    }
+
+    /// Escrowed payments (locked by an `authorize`) whose money must go back or whose refund
+    /// is unconfirmed, untouched since `before`, oldest first: a void intent not confirmed
+    /// (`voiding`), a payment still `authorized` or `settlement_failed` under a contract that
+    /// will never pay (a crash before the intent), or a `refunding` one.
+    pub async fn escrow_payments_to_release(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<PaymentRecord>, StoreError> {
+        let sql = format!(
+            "select {PAYMENT_COLUMNS} from payment where authorize_tx is not null \
+             and updated_at <= $1 and (state in ('voiding', 'refunding', 'settlement_failed') \
+             or (state = 'authorized' and contract_id in (select contract_id from contract \
+             where state in ('failed', 'cancelled', 'voided', 'expired')))) \
+             order by updated_at limit $2"
+        );
+        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(to_millis(before))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(PaymentRecord::try_from).collect()
+    }
+
+    /// Escrowed payments still holding money past their capture deadline (`valid_before` <=
+    /// `deadline_passed`), oldest first: whether the payer reclaimed them is for the chain to
+    /// say.
+    pub async fn escrow_payments_past_deadline(
+        &self,
+        deadline_passed: i64,
+        limit: u32,
+    ) -> Result<Vec<PaymentRecord>, StoreError> {
+        let sql = format!(
+            "select {PAYMENT_COLUMNS} from payment where authorize_tx is not null \
+             and state in ('authorized', 'settling', 'settlement_unknown', 'voiding') \
+             and valid_before <= $1 order by valid_before limit $2"
+        );
+        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(deadline_passed)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(PaymentRecord::try_from).collect()
+    }
+
+    /// Move `contract_id` through `steps` (each a compare-and-set from the previous step's
+    /// state, with its event) and apply `writes`, in one transaction: what several lifecycle
+    /// steps that follow each other at once (a deliverable stored, its attempt closed,
+    /// `delivered`, `verifying`) cost as one commit. Nothing is written when the first
+    /// compare-and-set misses ([`Transition::StateMismatch`]).
+    pub async fn advance_contract(
+        &self,
+        contract_id: &str,
+        steps: &[ContractStep<'_>],
+        writes: &[SideWrite<'_>],
+    ) -> Result<Transition, StoreError> {
+        const DELIVERABLE: &str = "insert into deliverable (deliverable_id, contract_id, \
+            attempt_id, position, name, kind, media_type, digest, size_bytes, content, \
+            source_url, created_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) on conflict do nothing";
+        const ATTEMPT: &str = "update attempt set state = $2, http_status = $3, error = $4, \
+            worker_task_id = $5, poll_url = $6, finished_at = $7 where attempt_id = $1";
+        const VERIFICATION: &str = "insert into verification (verification_id, contract_id, \
+            attempt_id, policy_id, policy_version, policy_hash, passed, score, reason_codes, \
+            status, verifier_result_hash, result, created_at) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let mut seqs = Vec::with_capacity(steps.len());
+            for step in steps {
+                contract_cas_or_return!(
+                    tx,
+                    Transition,
+                    contract_id,
+                    step.from,
+                    step.to,
+                    step.deadline_at.map(to_millis),
+                    to_millis(step.event.at),
+                );
+                seqs.push(insert_event!(tx, contract_id, step.event, Some(step.from), Some(step.to)));
+            }
+            for write in writes {
+                match write {
+                    SideWrite::Deliverables(pieces) => {
+                        for piece in *pieces {
+                            sqlx::query(DELIVERABLE)
+                                .bind(&piece.deliverable_id)
+                                .bind(&piece.contract_id)
+                                .bind(&piece.attempt_id)
+                                .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
+                                .bind(piece.name.as_deref())
+                                .bind(&piece.kind)
+                                .bind(piece.media_type.as_deref())
+                                .bind(&piece.digest)
+                                .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
+                                .bind(&piece.content)
+                                .bind(piece.source_url.as_deref())
+                                .bind(to_millis(piece.created_at))
+                                .execute(&mut *tx)
+                                .await?;
+                        }
+                    }
+                    SideWrite::AttemptEnd { attempt_id, end } => {
+                        sqlx::query(ATTEMPT)
+                            .bind(*attempt_id)
+                            .bind(&end.state)
+                            .bind(end.http_status.map(i32::from))
+                            .bind(end.error.as_ref().map(JsonText))
+                            .bind(end.worker_task_id.as_deref())
+                            .bind(end.poll_url.as_deref())
+                            .bind(end.finished_at.map(to_millis))
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    SideWrite::Dispute(dispute) => {
+                        sqlx::query(super::disputes::INSERT_DISPUTE)
+                            .bind(&dispute.dispute_id)
+                            .bind(&dispute.contract_id)
+                            .bind(&dispute.party)
+                            .bind(&dispute.opened_by)
+                            .bind(&dispute.reason)
+                            .bind(dispute.claim.as_ref().map(JsonText))
+                            .bind(to_millis(dispute.created_at))
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(StoreError::unique_as_duplicate("dispute"))?;
+                    }
+                    SideWrite::Verification(result) => {
+                        sqlx::query(VERIFICATION)
+                            .bind(&result.verification_id)
+                            .bind(&result.contract_id)
+                            .bind(&result.attempt_id)
+                            .bind(&result.policy_id)
+                            .bind(&result.policy_version)
+                            .bind(&result.policy_hash)
+                            .bind(result.passed)
+                            .bind(result.score)
+                            .bind(JsonText(&result.reason_codes))
+                            .bind(&result.status)
+                            .bind(&result.verifier_result_hash)
+                            .bind(JsonText(&result.result))
+                            .bind(to_millis(result.created_at))
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+            }
+            tx.commit().await?;
+            for (step, seq) in steps.iter().zip(&seqs) {
+                self.publish_event(contract_id, *seq, step.event, Some(step.from), Some(step.to));
+            }
+            Ok(Transition::Applied {
+                seq: seqs.last().copied().unwrap_or_default(),
+            })
+        })
+    }
+}
+
+/// What [`Store::finish_authorization`] records.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthorizationOutcome<'a> {
+    /// `paid` or `offered`.
+    pub contract_state: &'a str,
+    /// `authorized` or `authorization_refused`.
+    pub payment_state: &'a str,
+    /// The `authorize` transaction, when one was mined.
+    pub transaction: Option<&'a str>,
+}
+
+/// One step of [`Store::advance_contract`].
+#[derive(Debug, Clone, Copy)]
+pub struct ContractStep<'a> {
+    /// The state the contract must be in.
+    pub from: &'a str,
+    /// The state it moves to.
+    pub to: &'a str,
+    /// Its new `deadline_at`.
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// The event recorded with the step.
+    pub event: &'a NewContractEvent,
+}
+
+/// A row written in the same transaction as [`Store::advance_contract`]'s steps.
+#[derive(Debug, Clone, Copy)]
+pub enum SideWrite<'a> {
+    /// Deliverable pieces; one stored before (same id) is left as it is.
+    Deliverables(&'a [NewDeliverable]),
+    /// How an attempt ended.
+    AttemptEnd {
+        /// The attempt.
+        attempt_id: &'a str,
+        /// Its end.
+        end: &'a AttemptEnd,
+    },
+    /// A verification result.
+    Verification(&'a NewVerification),
+    /// A dispute opened (a second one of the contract is [`StoreError::Duplicate`]).
+    Dispute(&'a super::NewDispute),
 }

@@ -1,8 +1,9 @@
-//! Reads for the ledger audit ([`crate::ledger`]): payments with the payout address their
-//! contract fixed, the payout addresses and assets of listings, and the payment a settlement
+//! Reads for the ledger audit ([`crate::ledger`]): `exact` payments with the payout address
+//! their contract fixed, escrowed (`auth-capture`) payments with what rebuilds their escrow
+//! `PaymentInfo`, the payout addresses and assets of listings, and the payment a settlement
 //! moved. Read-only: reconciliation reports, it never repairs.
 
-use super::{Backend, Store, StoreError};
+use super::{Backend, Store, StoreError, json::JsonText};
 
 /// A payment as the ledger audit sees it: the authorization, where its contract says the money
 /// goes, and what the store records about its settlement. No payload (no signature).
@@ -41,6 +42,108 @@ const LEDGER_COLUMNS_POSTGRES: &str = "p.payment_id, p.contract_id, p.network, p
     p.payer, p.nonce, p.amount, p.state, p.settle_tx, \
     c.terms::json -> 'worker' ->> 'payout_address' as pay_to";
 
+/// Whether a contract is escrowed: its signed terms' price scheme (absent in terms signed before
+/// schemes existed, which are all `exact`).
+const ESCROWED_SQLITE: &str =
+    "coalesce(json_extract(c.terms, '$.price.scheme'), 'exact') = 'auth-capture'";
+const ESCROWED_POSTGRES: &str =
+    "coalesce(c.terms::json -> 'price' ->> 'scheme', 'exact') = 'auth-capture'";
+
+fn escrowed(backend: &Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite(_) => ESCROWED_SQLITE,
+        Backend::Postgres(_) => ESCROWED_POSTGRES,
+    }
+}
+
+/// An escrowed payment as the ledger audit sees it: the store's claims (state and the
+/// transactions of authorize, capture and release) and what rebuilds its `PaymentInfo` (the
+/// payload against the contract's own offer) and its capture (the signed terms' fee).
+#[derive(Clone)]
+pub struct LedgerEscrowPayment {
+    /// Payment id.
+    pub payment_id: String,
+    /// Contract it pays.
+    pub contract_id: String,
+    /// CAIP-2 network.
+    pub network: String,
+    /// Token contract.
+    pub asset: String,
+    /// Payer address.
+    pub payer: String,
+    /// Atomic units, decimal.
+    pub amount: String,
+    /// Payment state (`authorized`, `settled`, `voided`, `refunded`, `reclaimed`, …).
+    pub state: String,
+    /// The `authorize` transaction (not null once authorized).
+    pub authorize_tx: Option<String>,
+    /// The `capture` transaction.
+    pub settle_tx: Option<String>,
+    /// The `void`, `refund` or `reclaim` transaction.
+    pub release_tx: Option<String>,
+    /// The x402 payment payload (holds the payer's signature: never log it).
+    pub payload: serde_json::Value,
+    /// The contract's signed terms.
+    pub terms: serde_json::Value,
+    /// The contract's stored x402 offer.
+    pub payment_offer: Option<serde_json::Value>,
+}
+
+#[derive(sqlx::FromRow)]
+struct LedgerEscrowRow {
+    payment_id: String,
+    contract_id: String,
+    network: String,
+    asset: String,
+    payer: String,
+    amount: String,
+    state: String,
+    authorize_tx: Option<String>,
+    settle_tx: Option<String>,
+    release_tx: Option<String>,
+    payload: JsonText<serde_json::Value>,
+    terms: JsonText<serde_json::Value>,
+    payment_offer: Option<JsonText<serde_json::Value>>,
+}
+
+impl From<LedgerEscrowRow> for LedgerEscrowPayment {
+    fn from(row: LedgerEscrowRow) -> Self {
+        Self {
+            payment_id: row.payment_id,
+            contract_id: row.contract_id,
+            network: row.network,
+            asset: row.asset,
+            payer: row.payer,
+            amount: row.amount,
+            state: row.state,
+            authorize_tx: row.authorize_tx,
+            settle_tx: row.settle_tx,
+            release_tx: row.release_tx,
+            payload: row.payload.0,
+            terms: row.terms.0,
+            payment_offer: row.payment_offer.map(|offer| offer.0),
+        }
+    }
+}
+
+impl std::fmt::Debug for LedgerEscrowPayment {
+    // The payload carries the payer's signature: keep it out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerEscrowPayment")
+            .field("payment_id", &self.payment_id)
+            .field("contract_id", &self.contract_id)
+            .field("network", &self.network)
+            .field("state", &self.state)
+            .field("amount", &self.amount)
+            .field("payload", &"[REDACTED]")
+            .finish_non_exhaustive()
+    }
+}
+
+const LEDGER_ESCROW_COLUMNS: &str = "p.payment_id, p.contract_id, p.network, p.asset, p.payer, \
+    p.amount, p.state, p.authorize_tx, p.settle_tx, p.release_tx, p.payload, c.terms, \
+    c.payment_offer";
+
 fn ledger_select(backend: &Backend, condition: &str) -> String {
     let columns = match backend {
         Backend::Sqlite(_) => LEDGER_COLUMNS_SQLITE,
@@ -53,7 +156,7 @@ fn ledger_select(backend: &Backend, condition: &str) -> String {
 }
 
 impl Store {
-    /// Payments on `network` in any state, by payment id, `limit` at a time after
+    /// `exact` payments on `network` in any state, by payment id, `limit` at a time after
     /// `after_payment_id` (keyset paging, so a large ledger is read in bounded pieces).
     pub async fn ledger_payments(
         &self,
@@ -61,9 +164,13 @@ impl Store {
         after_payment_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<LedgerPayment>, StoreError> {
+        let condition = format!(
+            "p.network = $1 and p.payment_id > $2 and not ({})",
+            escrowed(&self.backend)
+        );
         let sql = format!(
             "{} order by p.payment_id limit $3",
-            ledger_select(&self.backend, "p.network = $1 and p.payment_id > $2")
+            ledger_select(&self.backend, &condition)
         );
         let rows: Vec<LedgerPayment> = super::on_backend!(self, pool => {
             sqlx::query_as(&sql)
@@ -74,6 +181,32 @@ impl Store {
                 .await?
         });
         Ok(rows)
+    }
+
+    /// Escrowed (`auth-capture`) payments on `network` in any state, paged like
+    /// [`Self::ledger_payments`].
+    pub async fn ledger_escrow_payments(
+        &self,
+        network: &str,
+        after_payment_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<LedgerEscrowPayment>, StoreError> {
+        let sql = format!(
+            "select {LEDGER_ESCROW_COLUMNS} from payment p join contract c \
+             on c.contract_id = p.contract_id \
+             where p.network = $1 and p.payment_id > $2 and {} \
+             order by p.payment_id limit $3",
+            escrowed(&self.backend)
+        );
+        let rows: Vec<LedgerEscrowRow> = super::on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(network)
+                .bind(after_payment_id.unwrap_or(""))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows.into_iter().map(LedgerEscrowPayment::from).collect())
     }
 
     /// The payment that entered settlement for `contract_id` (at most one ever does).

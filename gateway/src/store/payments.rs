@@ -30,7 +30,8 @@ pub struct NewPayment {
     pub amount: String,
     /// Authorization validity start, Unix seconds.
     pub valid_after: i64,
-    /// Authorization validity end, Unix seconds.
+    /// Authorization validity end, Unix seconds; for an escrowed payment the escrow's capture
+    /// deadline (what the gateway must act by once the money is locked).
     pub valid_before: i64,
     /// The x402 payment payload (signature included; never logged).
     pub payload: serde_json::Value,
@@ -94,6 +95,10 @@ pub struct PaymentRecord {
     pub settle_tx: Option<String>,
     /// Facilitator settle response (the `PAYMENT-RESPONSE` content).
     pub settle_response: Option<serde_json::Value>,
+    /// Escrowed payments: the `authorize` transaction that locked the money.
+    pub authorize_tx: Option<String>,
+    /// Escrowed payments: the transaction that returned it (void, refund or reclaim).
+    pub release_tx: Option<String>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last change.
@@ -134,6 +139,8 @@ pub(crate) struct PaymentRow {
     settle_started_at: Option<i64>,
     settle_tx: Option<String>,
     settle_response: Option<JsonText<serde_json::Value>>,
+    authorize_tx: Option<String>,
+    release_tx: Option<String>,
     created_at: i64,
     updated_at: i64,
 }
@@ -159,6 +166,8 @@ impl TryFrom<PaymentRow> for PaymentRecord {
             settle_started_at: from_millis_opt(ENTITY, row.settle_started_at)?,
             settle_tx: row.settle_tx,
             settle_response: row.settle_response.map(|j| j.0),
+            authorize_tx: row.authorize_tx,
+            release_tx: row.release_tx,
             created_at: from_millis(ENTITY, row.created_at)?,
             updated_at: from_millis(ENTITY, row.updated_at)?,
         })
@@ -167,7 +176,8 @@ impl TryFrom<PaymentRow> for PaymentRecord {
 
 pub(crate) const PAYMENT_COLUMNS: &str = "payment_id, contract_id, network, asset, payer, nonce, amount, \
     valid_after, valid_before, payload, payload_hash, payment_identifier, state, \
-    settle_started_at, settle_tx, settle_response, created_at, updated_at";
+    settle_started_at, settle_tx, settle_response, authorize_tx, release_tx, created_at, \
+    updated_at";
 
 impl Store {
     /// Record a verified payment. An authorization or payment identifier seen before is

@@ -5,85 +5,21 @@
 //! Real parts: an anvil devnet (the asset's EIP-712 domain is read from its token), a real
 //! gateway, a real worker-sdk worker.
 
-use alloy::{primitives::Address, signers::local::PrivateKeySigner};
-use hiregate_payments::devnet::Devnet;
+use alloy::signers::local::PrivateKeySigner;
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{TestDatabase, spawn_app_on},
-    hire_env::{HireEnv, PRICE, WorkerKind, hire_listing, now, start_worker},
+    escrow_env::{
+        EscrowEnv, escrow_env, escrow_env_with, escrowed_offer_and_payment, escrowed_payment,
+        price, token_store,
+    },
+    helpers::TestDatabase,
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_listing, now},
 };
 
 /// The canonical v1.0 `AuthCaptureEscrow` the offers name by default.
 const CANONICAL_ESCROW: &str = "0xBdEA0D1bcC5966192B070Fdf62aB4EF5b4420cff";
-
-struct EscrowEnv {
-    env: HireEnv,
-    operator: Address,
-    treasury: Address,
-    /// The gateway's settings overrides, to build its escrow operators in the test.
-    settings: String,
-}
-
-/// A gateway whose devnet chain has an escrow operator key and a treasury, and a worker
-/// listing that accepts `schemes` with `fee_policy`.
-async fn escrow_env(database: TestDatabase, schemes: Value, fee_policy: Value) -> EscrowEnv {
-    let devnet = Devnet::start().await.expect("anvil devnet starts");
-    let operator = PrivateKeySigner::random();
-    let treasury = PrivateKeySigner::random().address();
-    let settings = format!(
-        r#"
-        [chains.devnet]
-        network = "{network}"
-        rpc_url = "{rpc}"
-        relayer_private_key = "{relayer}"
-        operator_private_key = "{operator}"
-        [outbound]
-        request_timeout_ms = 10000
-        [escrow]
-        treasury = "{treasury}"
-        max_fee_bps = 500
-        "#,
-        network = devnet.network(),
-        rpc = devnet.rpc_url(),
-        relayer = devnet.relayer().to_bytes(),
-        operator = operator.to_bytes(),
-    );
-    let app = spawn_app_on(database, &settings).await;
-    let (operator_key, _) = app.create_key("operator").await;
-    let (seeker_key, _) = app.create_key("seeker").await;
-    let worker = start_worker(WorkerKind::Echo, &app.address).await;
-    let pay_to = PrivateKeySigner::random().address();
-    let mut listing = hire_listing(&worker.endpoint, pay_to, &devnet, 4);
-    listing["payment_schemes"] = schemes;
-    if !fee_policy.is_null() {
-        listing["fee_policy"] = fee_policy;
-    }
-    let response = app.register_worker(&operator_key, &listing).await;
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
-    let body: Value = response.json().await.unwrap();
-    let worker_id = body["id"].as_str().unwrap().to_owned();
-    let wallet = devnet
-        .funded_account(alloy::primitives::U256::from(crate::hire_env::SEEKER_FUNDS))
-        .await
-        .expect("funded seeker");
-    EscrowEnv {
-        env: HireEnv {
-            devnet,
-            app,
-            operator_key,
-            seeker_key,
-            worker,
-            worker_id,
-            pay_to,
-            wallet,
-        },
-        operator: operator.address(),
-        treasury,
-        settings,
-    }
-}
 
 async fn refused(env: &HireEnv, extra: Value) -> (u16, Value) {
     let response = env.propose(HireEnv::input("x"), extra).await;
@@ -325,230 +261,384 @@ async fn listing_schemes_and_fees_round_trip_on_postgres() {
     assert_eq!(created["terms"]["escrow"]["min_fee_bps"], 500);
 }
 
+/// Lock → verified → capture with the fee: the payer pays the price once, the worker gets the
+/// price minus 2.5 %, the treasury the fee, the operator's token store ends empty, and the
+/// execute answers 200 with the deliverable and a PAYMENT-RESPONSE naming the capture.
 #[tokio::test]
-async fn an_escrowed_payment_matches_the_offer_but_is_not_run_yet_and_nothing_moves() {
-    use hiregate_payments::{
-        AuthCaptureSignOptions, EscrowAddresses, auth_capture::precheck, encode_header,
-        sign_auth_capture_payment,
-    };
-    let EscrowEnv { env, .. } = escrow_env(
-        TestDatabase::sqlite(),
-        json!(["auth-capture"]),
-        json!({"fee_bps": 100}),
-    )
-    .await;
-    let contract_id = env.contract(HireEnv::input("locked"), json!({})).await;
-    let challenge = env.challenge(&contract_id).await;
-    let offer = &challenge.accepts[0];
-    // The payments crate's client (which mirrors the official @x402/evm one) signs our offer,
-    // and the spec's node-free checks accept the result against it: the 402 is well-formed.
-    let payload = sign_auth_capture_payment(
-        &env.wallet,
-        offer,
-        Some(challenge.resource.clone()),
-        now(),
-        &AuthCaptureSignOptions::default(),
-    )
-    .await
-    .unwrap();
-    let payment = precheck(&payload, offer, EscrowAddresses::default(), now()).unwrap();
-    assert_eq!(payment.payer(), env.wallet.address());
-    assert_eq!(payment.info.receiver, env.pay_to);
-    assert_eq!(payment.info.minFeeBps, 100);
-
-    let payer_before = env.balance(env.wallet.address()).await;
-    let answer = env
-        .execute(&contract_id, Some(&encode_header(&payload)), None)
-        .await;
-    assert_eq!(answer.status, 422, "{:?}", answer.body);
-    assert_eq!(answer.code(), "payment_scheme_not_enabled");
-
-    // A payment signed for other terms (a later capture deadline) fails the nonce check.
-    let mut other = offer.clone();
-    let deadline = other.extra["captureDeadline"].as_u64().unwrap();
-    other
-        .extra
-        .insert("captureDeadline".into(), json!(deadline + 60));
-    let mut forged = sign_auth_capture_payment(
-        &env.wallet,
-        &other,
-        Some(challenge.resource.clone()),
-        now(),
-        &AuthCaptureSignOptions::default(),
-    )
-    .await
-    .unwrap();
-    forged.accepted = offer.clone();
-    let answer = env
-        .execute(&contract_id, Some(&encode_header(&forged)), None)
-        .await;
-    assert_eq!(answer.status, 402, "{:?}", answer.body);
-    assert_eq!(answer.code(), "payment_invalid");
-    assert!(
-        answer.body.to_string().contains("nonce_mismatch"),
-        "{:?}",
-        answer.body
-    );
-
-    assert_eq!(env.state(&contract_id).await, "offered");
-    assert!(
-        env.app
-            .store
-            .payment_of_contract(&contract_id)
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert_eq!(env.balance(env.wallet.address()).await, payer_before);
-    assert_eq!(env.worker.executions(), 0);
-}
-
-/// `getTokenStore(operator)`: where the escrow keeps an operator's authorized funds.
-async fn token_store(env: &HireEnv, operator: Address) -> Address {
-    use alloy::{
-        providers::Provider as _,
-        rpc::types::{TransactionInput, TransactionRequest},
-        sol_types::SolCall as _,
-    };
-    use hiregate_payments::auth_capture::abi::IAuthCaptureEscrow;
-    let call = IAuthCaptureEscrow::getTokenStoreCall { operator };
-    let request = TransactionRequest::default()
-        .to(env.devnet.auth_capture_escrow())
-        .input(TransactionInput::new(call.abi_encode().into()));
-    let bytes = env.devnet.provider().call(request).await.unwrap();
-    IAuthCaptureEscrow::getTokenStoreCall::abi_decode_returns(&bytes).unwrap()
-}
-
-/// The gateway's own escrow operator (built from its config) drives the devnet escrow for a
-/// payment signed over the gateway's 402: authorize locks the price in the operator's token
-/// store, capture pays the worker the price minus the terms' fee and the treasury the fee; a
-/// second payment voided gives the payer back exactly what it paid. These are the calls the
-/// escrowed lifecycle makes; the HTTP lifecycle itself does not run them yet.
-#[tokio::test]
-async fn the_gateway_operator_captures_with_the_terms_fee_and_voids_exactly() {
-    use hiregate_contracts::terms::ContractTerms;
-    use hiregate_gateway::{
-        config::Settings,
-        hire::escrow::{CaptureOrder, EscrowOperators, payment_info},
-    };
-    use hiregate_payments::{AuthCaptureSignOptions, sign_auth_capture_payment};
-
+async fn an_escrowed_hire_locks_then_captures_with_the_fee() {
+    use hiregate_payments::encode_header;
     let EscrowEnv {
         env,
         operator,
         treasury,
-        settings,
+        ..
     } = escrow_env(
         TestDatabase::sqlite(),
         json!(["auth-capture"]),
         json!({"fee_bps": 250}),
     )
     .await;
-    let settings = Settings::from_defaults_and(&settings).unwrap();
-    let operators = EscrowOperators::from_settings(&settings).unwrap();
-    let escrow_operator = operators
-        .get(env.devnet.chain_id())
-        .expect("devnet operator");
-    assert_eq!(escrow_operator.operator(), operator);
-    assert_eq!(
-        escrow_operator.addresses().escrow,
-        env.devnet.auth_capture_escrow()
-    );
-    env.devnet
-        .set_eth_balance(operator, alloy::primitives::U256::from(10u128.pow(19)))
-        .await
-        .unwrap();
+    let store = token_store(&env, operator).await;
+    let payer = env.wallet.address();
+    let payer_before = env.balance(payer).await;
+    let contract_id = env.contract(HireEnv::input("escrowed"), json!({})).await;
+    let payload = escrowed_payment(&env, &contract_id).await;
 
-    let authorize = |contract_id: String| {
-        let env = &env;
-        async move {
-            let response = env
-                .app
-                .client
-                .get(format!("{}/v1/contracts/{contract_id}", env.app.address))
-                .bearer_auth(&env.seeker_key)
-                .send()
-                .await
-                .unwrap();
-            let view: Value = response.json().await.unwrap();
-            let terms: ContractTerms = serde_json::from_value(view["terms"].clone())
-                .unwrap_or_else(|e| panic!("terms in {view}: {e}"));
-            let challenge = env.challenge(&contract_id).await;
-            let offer = challenge.accepts[0].clone();
-            let payload = sign_auth_capture_payment(
-                &env.wallet,
-                &offer,
-                Some(challenge.resource.clone()),
-                now(),
-                &AuthCaptureSignOptions::default(),
-            )
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "settled");
+    assert!(
+        answer.body.to_string().contains("escrowed"),
+        "the deliverable is released: {:?}",
+        answer.body
+    );
+    let settlement = answer.payment_response();
+    assert!(settlement.success);
+
+    let fee = price() * alloy::primitives::U256::from(250) / alloy::primitives::U256::from(10_000);
+    assert_eq!(env.balance(payer).await, payer_before - price());
+    assert_eq!(env.balance(env.pay_to).await, price() - fee);
+    assert_eq!(env.balance(treasury).await, fee);
+    assert_eq!(env.balance(store).await, alloy::primitives::U256::ZERO);
+
+    let payment = env
+        .app
+        .store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.state, "settled");
+    assert!(payment.authorize_tx.is_some());
+    assert_eq!(
+        payment.settle_tx.as_deref(),
+        Some(settlement.transaction.as_str())
+    );
+    let kinds = env.event_kinds(&contract_id).await;
+    for kind in [
+        "authorization_sent",
+        "payment_authorized",
+        "verification_passed",
+        "settlement_succeeded",
+    ] {
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "{kind} missing from {kinds:?}"
+        );
+    }
+
+    // The same payment again: answered from the stored state, nothing moves twice.
+    let again = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(env.balance(payer).await, payer_before - price());
+    assert_eq!(env.balance(env.pay_to).await, price() - fee);
+}
+
+/// Lock → rejected → void: the payer is made whole to the atomic unit, the worker and the
+/// treasury get nothing, and the escrow's void is recorded with its transaction.
+#[tokio::test]
+async fn an_escrowed_rejection_voids_and_the_payer_is_made_whole() {
+    use hiregate_payments::encode_header;
+    let EscrowEnv { env, treasury, .. } = escrow_env_with(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        json!(["auth-capture"]),
+        json!({"fee_bps": 250}),
+    )
+    .await;
+    let payer = env.wallet.address();
+    let payer_before = env.balance(payer).await;
+    let contract_id = env
+        .contract(json!({"text": "x", "mode": "invalid"}), json!({}))
+        .await;
+    let payload = escrowed_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 422, "{:?}", answer.body);
+    assert_eq!(answer.code(), "verification_failed");
+    assert_eq!(env.state(&contract_id).await, "voided");
+    assert_eq!(env.balance(payer).await, payer_before);
+    assert_eq!(env.balance(env.pay_to).await, alloy::primitives::U256::ZERO);
+    assert_eq!(env.balance(treasury).await, alloy::primitives::U256::ZERO);
+    let payment = env
+        .app
+        .store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.state, "voided");
+    assert!(payment.authorize_tx.is_some());
+    assert!(payment.release_tx.is_some());
+    // The content of rejected work is never shown.
+    assert!(answer.body.get("result").is_none(), "{:?}", answer.body);
+    assert!(
+        !answer.body.to_string().contains("\"content\""),
+        "{:?}",
+        answer.body
+    );
+}
+
+/// The seeker empties its wallet while the worker runs: under `auth-capture` the money was
+/// locked before work started, so the worker is paid anyway.
+#[tokio::test]
+async fn a_payer_who_empties_its_wallet_mid_run_still_pays_the_worker() {
+    use hiregate_payments::encode_header;
+    let EscrowEnv { env, .. } = escrow_env_with(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        json!(["auth-capture"]),
+        Value::Null,
+    )
+    .await;
+    let payer = env.wallet.address();
+    let contract_id = env
+        .contract(json!({"text": "x", "mode": "slow"}), json!({}))
+        .await;
+    let payload = escrowed_payment(&env, &contract_id).await;
+    let header = encode_header(&payload);
+    let execute = env.execute(&contract_id, Some(&header), None);
+    let drain = async {
+        // Once the escrow holds the price, move everything else away.
+        for _ in 0..200 {
+            if env.state(&contract_id).await == "executing" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let rest = env.balance(payer).await;
+        let sink = PrivateKeySigner::random().address();
+        env.devnet
+            .transfer_tokens(&env.wallet, sink, rest)
             .await
-            .unwrap();
-            let info = payment_info(&payload, &offer, escrow_operator.addresses()).unwrap();
-            let signature = payload.auth_capture_evm().unwrap().signature;
-            escrow_operator
-                .authorize(
-                    &info,
-                    offer.amount.get(),
-                    escrow_operator.addresses().erc3009_collector,
-                    signature,
+            .expect("payer drains its wallet");
+        assert_eq!(env.balance(payer).await, alloy::primitives::U256::ZERO);
+    };
+    let (answer, ()) = tokio::join!(execute, drain);
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "settled");
+    assert_eq!(env.balance(env.pay_to).await, price());
+}
+
+/// An arbiter refunds a captured contract before the refund deadline: the price comes from the
+/// operator's own wallet through the refund collector, the worker keeps its payout, and the
+/// contract ends `refunded`; an operator wallet too poor to fund it changes nothing.
+#[tokio::test]
+async fn an_arbiter_refunds_a_capture_from_the_operator_wallet() {
+    use hiregate_payments::encode_header;
+    let EscrowEnv { env, operator, .. } =
+        escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
+    let payer = env.wallet.address();
+    let contract_id = env.contract(HireEnv::input("refund me"), json!({})).await;
+    let payload = escrowed_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let after_capture = env.balance(payer).await;
+    let refund = |key: &'static str| {
+        let env = &env;
+        let contract_id = contract_id.clone();
+        async move {
+            env.app
+                .send_json(
+                    Method::POST,
+                    &format!("/v1/contracts/{contract_id}/refund"),
+                    Some(key),
+                    &json!({"reason": "arbiter found the work unusable"}),
                 )
                 .await
-                .unwrap();
-            (terms, info)
         }
     };
+    // The operator holds no tokens: nothing can be refunded, nothing changes.
+    let response = refund(crate::helpers::ADMIN_KEY).await;
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "refund_not_funded", "{body}");
+    assert_eq!(env.state(&contract_id).await, "settled");
 
-    let price = alloy::primitives::U256::from(PRICE);
+    env.devnet
+        .mint(operator, price())
+        .await
+        .expect("fund the operator");
+    // Only the arbiter (admin) may refund.
+    let response = refund_as_seeker(&env, &contract_id).await;
+    assert!(matches!(response, 401 | 403 | 404), "{response}");
+    let response = refund(crate::helpers::ADMIN_KEY).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["state"], "refunded", "{body}");
+    assert_eq!(env.state(&contract_id).await, "refunded");
+    assert_eq!(env.balance(payer).await, after_capture + price());
+    assert_eq!(env.balance(operator).await, alloy::primitives::U256::ZERO);
+    assert_eq!(env.balance(env.pay_to).await, price());
+    // Twice is once.
+    let response = refund(crate::helpers::ADMIN_KEY).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(env.balance(payer).await, after_capture + price());
+}
+
+async fn refund_as_seeker(env: &HireEnv, contract_id: &str) -> u16 {
+    env.app
+        .send_json(
+            Method::POST,
+            &format!("/v1/contracts/{contract_id}/refund"),
+            Some(&env.seeker_key),
+            &json!({"reason": "I want my money"}),
+        )
+        .await
+        .status()
+        .as_u16()
+}
+
+/// The same escrowed hire on PostgreSQL: lock, capture, balances exact.
+#[tokio::test]
+async fn an_escrowed_hire_captures_on_postgres() {
+    use hiregate_payments::encode_header;
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    let EscrowEnv { env, treasury, .. } =
+        escrow_env(database, json!(["auth-capture"]), json!({"fee_bps": 100})).await;
+    let contract_id = env.contract(HireEnv::input("pg"), json!({})).await;
+    let payload = escrowed_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let fee = price() / alloy::primitives::U256::from(100);
+    assert_eq!(env.balance(env.pay_to).await, price() - fee);
+    assert_eq!(env.balance(treasury).await, fee);
+}
+
+/// More than an hour of chain time between lock and capture (what no `exact` authorization
+/// can span): a pending worker finishes after the chain's clock moved 61 minutes, and the
+/// capture still lands before the escrow's capture deadline.
+#[tokio::test]
+async fn an_escrowed_contract_pending_for_over_an_hour_of_chain_time_is_captured() {
+    use hiregate_payments::encode_header;
+    let EscrowEnv { env, .. } = escrow_env_with(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        json!(["auth-capture"]),
+        Value::Null,
+    )
+    .await;
+    let contract_id = env
+        .contract(
+            json!({"text": "long", "mode": "pending"}),
+            json!({"sla": {"max_latency_ms": 5000, "poll_window_s": 36000}}),
+        )
+        .await;
+    let payload = escrowed_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 202, "{:?}", answer.body);
+    env.devnet.advance_time(3_660).await.unwrap();
+    let mut state = String::new();
+    for _ in 0..300 {
+        state = env.state(&contract_id).await;
+        if state == "settled" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "settled");
+    assert_eq!(env.balance(env.pay_to).await, price());
+}
+
+/// The gateway never captures (a long acceptance window on its clock) while the chain's clock
+/// passes the capture deadline: the payer reclaims on chain, and the gateway records it as
+/// `voided` by actor `payer`, with the payer made whole.
+#[tokio::test]
+async fn a_payer_reclaim_after_the_capture_deadline_is_recorded() {
+    use alloy::{
+        network::TransactionBuilder as _,
+        providers::{Provider as _, ProviderBuilder},
+        rpc::types::{TransactionInput, TransactionRequest},
+        sol_types::SolCall as _,
+    };
+    use hiregate_payments::{
+        EscrowAddresses, auth_capture::abi::IAuthCaptureEscrow, encode_header,
+    };
+    let EscrowEnv { env, .. } =
+        escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
     let payer = env.wallet.address();
-    let store = token_store(&env, operator).await;
-    let payer_start = env.balance(payer).await;
+    let payer_before = env.balance(payer).await;
+    let contract_id = env
+        .contract(HireEnv::input("held"), json!({"acceptance_window_s": 3600}))
+        .await;
+    let (offer, payload) = escrowed_offer_and_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "accepted");
+    assert_eq!(env.balance(payer).await, payer_before - price());
 
-    // Lock → capture with the fee.
-    let captured_id = env.contract(HireEnv::input("captured"), json!({})).await;
-    let (terms, info) = authorize(captured_id).await;
-    assert_eq!(env.balance(payer).await, payer_start - price);
-    assert_eq!(env.balance(store).await, price);
-    let state = escrow_operator.payment_state(&info).await.unwrap();
-    assert!(state.has_collected_payment);
-    assert_eq!(state.capturable_amount, price);
-
-    let order = CaptureOrder::of(&terms).unwrap();
-    assert_eq!(order.fee_receiver, treasury);
-    assert_eq!(order.fee(), alloy::primitives::U256::from(37_500));
-    escrow_operator
-        .capture(&info, order.amount, order.fee_bps, order.fee_receiver)
+    let capture_deadline = offer.extra["captureDeadline"].as_u64().unwrap();
+    env.devnet
+        .advance_time(capture_deadline - now() + 10)
         .await
         .unwrap();
-    assert_eq!(env.balance(env.pay_to).await, price - order.fee());
-    assert_eq!(env.balance(treasury).await, order.fee());
-    assert_eq!(env.balance(store).await, alloy::primitives::U256::ZERO);
-    let state = escrow_operator.payment_state(&info).await.unwrap();
-    assert_eq!(state.capturable_amount, alloy::primitives::U256::ZERO);
-    assert_eq!(state.refundable_amount, price);
-    // Never a second capture: the escrow refuses it and nothing moves.
-    assert!(
-        escrow_operator
-            .capture(&info, order.amount, order.fee_bps, order.fee_receiver)
-            .await
-            .is_err()
-    );
-    assert_eq!(env.balance(env.pay_to).await, price - order.fee());
+    let info =
+        hiregate_gateway::hire::escrow::payment_info(&payload, &offer, EscrowAddresses::default())
+            .unwrap();
+    let reclaim = IAuthCaptureEscrow::reclaimCall { paymentInfo: info };
+    let wallet = ProviderBuilder::new()
+        .wallet(env.wallet.clone())
+        .connect_http(env.devnet.rpc_url().clone());
+    let receipt = wallet
+        .send_transaction(
+            TransactionRequest::default()
+                .with_to(env.devnet.auth_capture_escrow())
+                .input(TransactionInput::new(reclaim.abi_encode().into())),
+        )
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(receipt.status());
+    assert_eq!(env.balance(payer).await, payer_before);
 
-    // Lock → void: the payer is made whole exactly.
-    let before_void = env.balance(payer).await;
-    let voided_id = env.contract(HireEnv::input("voided"), json!({})).await;
-    let (_, info) = authorize(voided_id).await;
-    assert_eq!(env.balance(payer).await, before_void - price);
-    escrow_operator.void(&info).await.unwrap();
-    assert_eq!(env.balance(payer).await, before_void);
-    assert_eq!(env.balance(store).await, alloy::primitives::U256::ZERO);
-    // Never a capture of voided money.
-    assert!(
-        escrow_operator
-            .capture(&info, price, order.fee_bps, order.fee_receiver)
-            .await
-            .is_err()
+    let mut state = String::new();
+    for _ in 0..300 {
+        state = env.state(&contract_id).await;
+        if state == "voided" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "voided");
+    let events = env
+        .app
+        .store
+        .list_contract_events(&contract_id, 0, 1000)
+        .await
+        .unwrap();
+    let reclaimed = events
+        .iter()
+        .find(|e| e.kind == "payment_reclaimed")
+        .expect("reclaim recorded");
+    assert_eq!(reclaimed.actor, "payer");
+    let payment = env
+        .app
+        .store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.state, "reclaimed");
+    assert_eq!(
+        payment.release_tx.as_deref(),
+        Some(receipt.transaction_hash.to_string().as_str())
     );
-    assert_eq!(env.balance(payer).await, before_void);
+    assert_eq!(env.balance(env.pay_to).await, alloy::primitives::U256::ZERO);
 }

@@ -3,18 +3,21 @@
 //! with a real settled hire, and report each kind of mismatch once it is made for real — an
 //! authorization settled on chain behind the gateway's back, a transfer nobody paid for, a
 //! tampered stored amount. `/metrics` counts settlements, settled amounts and facilitator calls.
+//! Escrowed (`auth-capture`) payments reconcile against the devnet escrow's events: capture with
+//! the fee, void, refund and the payer's reclaim, and corrupted rows reported by kind.
 
 use std::{str::FromStr, time::Duration};
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use hiregate_payments::{
     ChainConfig, Facilitator, FacilitatorConfig, LocalFacilitator, Network, PaymentPayload,
-    RelayerKey, SettleRequest, encode_header, sign_exact_payment,
+    PaymentRequirements, RelayerKey, SettleRequest, encode_header, sign_exact_payment,
 };
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor};
 
 use crate::{
+    escrow_env::{EscrowEnv, escrow_env_with, escrowed_offer_and_payment, escrowed_payment, price},
     helpers::{ADMIN_KEY, TestDatabase, eventually},
     hire_env::{HireEnv, PRICE, WorkerKind, chain_settings, hire_env, now},
 };
@@ -444,4 +447,345 @@ async fn metrics_count_settlements_amounts_and_facilitator_calls_on_postgres() {
         return;
     };
     metrics_count_settlements(database).await;
+}
+
+/// An escrowed hire paid with the payments crate's `auth-capture` client, answered `status`.
+async fn escrowed_hire(env: &HireEnv, input: Value, extra: Value, status: u16) -> String {
+    let contract_id = env.contract(input, extra).await;
+    let payload = escrowed_payment(env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, status, "{:?}", answer.body);
+    contract_id
+}
+
+async fn wait_for_state(env: &HireEnv, contract_id: &str, wanted: &str) {
+    eventually(Duration::from_secs(30), wanted, || async {
+        (env.state(contract_id).await == wanted).then_some(())
+    })
+    .await;
+}
+
+/// The payer's own `reclaim` of `contract_id`'s escrowed payment (after the capture deadline).
+async fn reclaim(env: &HireEnv, offer: &PaymentRequirements, payload: &PaymentPayload) -> String {
+    use alloy::{
+        network::TransactionBuilder as _,
+        providers::{Provider as _, ProviderBuilder},
+        rpc::types::{TransactionInput, TransactionRequest},
+        sol_types::SolCall as _,
+    };
+    use hiregate_payments::{EscrowAddresses, auth_capture::abi::IAuthCaptureEscrow};
+    let info =
+        hiregate_gateway::hire::escrow::payment_info(payload, offer, EscrowAddresses::default())
+            .unwrap();
+    let call = IAuthCaptureEscrow::reclaimCall { paymentInfo: info };
+    let wallet = ProviderBuilder::new()
+        .wallet(env.wallet.clone())
+        .connect_http(env.devnet.rpc_url().clone());
+    let receipt = wallet
+        .send_transaction(
+            TransactionRequest::default()
+                .with_to(env.devnet.auth_capture_escrow())
+                .input(TransactionInput::new(call.abi_encode().into())),
+        )
+        .await
+        .unwrap()
+        .get_receipt()
+        .await
+        .unwrap();
+    assert!(receipt.status());
+    receipt.transaction_hash.to_string()
+}
+
+fn tally(count: u64, amount: U256) -> Value {
+    json!({"count": count, "amount": amount.to_string()})
+}
+
+/// Escrowed money to the atomic unit: a capture with the fee, a void, a refund and a payer's
+/// reclaim, all on the real devnet escrow, reconcile clean with both sides' totals equal and
+/// every payment proven step by step; the metrics count each outcome and its amount. Then
+/// rows are corrupted behind the gateway's back (a voided payment set back to `authorized`, a
+/// captured one claimed voided) and each disagreement is reported by kind and payment.
+async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
+    let database_url = database.url();
+    let EscrowEnv {
+        env,
+        operator,
+        treasury,
+    } = escrow_env_with(
+        database,
+        WorkerKind::Faulty,
+        json!(["auth-capture"]),
+        json!({"fee_bps": 250}),
+    )
+    .await;
+    let token = env.devnet.token().to_checksum(None);
+    let network = env.devnet.network();
+    let fee = price() * U256::from(250) / U256::from(10_000);
+
+    let captured = escrowed_hire(&env, HireEnv::input("captured"), json!({}), 200).await;
+    assert_eq!(env.state(&captured).await, "settled");
+    let voided = escrowed_hire(
+        &env,
+        json!({"text": "x", "mode": "invalid"}),
+        json!({}),
+        422,
+    )
+    .await;
+    assert_eq!(env.state(&voided).await, "voided");
+    let refunded = escrowed_hire(&env, HireEnv::input("refunded"), json!({}), 200).await;
+    env.devnet.mint(operator, price()).await.unwrap();
+    let response = env
+        .app
+        .send_json(
+            reqwest::Method::POST,
+            &format!("/v1/contracts/{refunded}/refund"),
+            Some(ADMIN_KEY),
+            &json!({"reason": "arbiter decided for the seeker"}),
+        )
+        .await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    // Held through a long acceptance window until the payer reclaims after the deadline.
+    let held = env
+        .contract(HireEnv::input("held"), json!({"acceptance_window_s": 3600}))
+        .await;
+    let (offer, payload) = escrowed_offer_and_payment(&env, &held).await;
+    let answer = env
+        .execute(&held, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(env.state(&held).await, "accepted");
+
+    // While it is held, the escrow section says so on both sides.
+    let (status, report) = reconcile(&env, "").await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(
+        report["escrow"]["totals"][0]["store"]["held"],
+        tally(1, price())
+    );
+    assert_eq!(
+        report["escrow"]["totals"][0]["chain"]["held"],
+        tally(1, price())
+    );
+
+    let capture_deadline = offer.extra["captureDeadline"].as_u64().unwrap();
+    env.devnet
+        .advance_time(capture_deadline - now() + 10)
+        .await
+        .unwrap();
+    let reclaim_tx = reclaim(&env, &offer, &payload).await;
+    eventually(Duration::from_secs(30), "reclaim recorded", || async {
+        let payment = env
+            .app
+            .store
+            .payment_of_contract(&held)
+            .await
+            .unwrap()
+            .unwrap();
+        (payment.state == "reclaimed").then_some(())
+    })
+    .await;
+    wait_for_state(&env, &held, "voided").await;
+
+    // Clean: both sides agree to the atomic unit, and nothing leaks into the exact section.
+    let (status, report) = reconcile(&env, "").await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["ok"], true, "{report:#}");
+    let side = json!({
+        "authorized": tally(4, price() * U256::from(4)),
+        "captured": tally(2, price() * U256::from(2)),
+        "fees": (fee * U256::from(2)).to_string(),
+        "voided": tally(1, price()),
+        "refunded": tally(1, price()),
+        "reclaimed": tally(1, price()),
+        "held": tally(0, U256::ZERO),
+    });
+    assert_eq!(
+        report["escrow"]["totals"],
+        json!([{"network": network, "asset": token, "store": side, "chain": side}]),
+        "{report:#}"
+    );
+    assert_eq!(report["totals"], json!([]), "{report:#}");
+    assert_eq!(report["matched"], json!([]));
+    let matched = report["escrow"]["matched"].as_array().unwrap();
+    assert_eq!(matched.len(), 4, "{report:#}");
+    let steps_of = |contract_id: &str| -> Vec<String> {
+        let payment = matched
+            .iter()
+            .find(|m| m["contract_id"] == contract_id)
+            .unwrap_or_else(|| panic!("{contract_id} matched: {report:#}"));
+        payment["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["step"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(steps_of(&captured), ["authorize", "capture"]);
+    assert_eq!(steps_of(&voided), ["authorize", "void"]);
+    assert_eq!(steps_of(&refunded), ["authorize", "capture", "refund"]);
+    assert_eq!(steps_of(&held), ["authorize", "reclaim"]);
+    let capture = matched
+        .iter()
+        .find(|m| m["contract_id"] == captured)
+        .unwrap();
+    assert_eq!(capture["steps"][1]["fee"], fee.to_string());
+    assert_eq!(capture["pay_to"], env.pay_to.to_checksum(None));
+    assert_eq!(
+        matched.iter().find(|m| m["contract_id"] == held).unwrap()["steps"][1]["transaction"],
+        reclaim_tx
+    );
+    // The treasury and the worker really hold what the totals say.
+    assert_eq!(env.balance(treasury).await, fee * U256::from(2));
+    assert_eq!(
+        env.balance(env.pay_to).await,
+        (price() - fee) * U256::from(2)
+    );
+
+    // The metrics count each outcome with its amount and the fees.
+    let text = env.app.get("/metrics", None).await.text().await.unwrap();
+    for (outcome, count) in [
+        ("authorized", 4u64),
+        ("captured", 2),
+        ("voided", 1),
+        ("refunded", 1),
+        ("reclaimed", 1),
+    ] {
+        let labels = format!(r#"{{outcome="{outcome}",network="{network}",asset="{token}"}}"#);
+        assert_eq!(
+            metric(&text, &format!("hiregate_escrow_outcomes_total{labels}")),
+            Some(count as f64),
+            "{outcome}: {text}"
+        );
+        assert_eq!(
+            metric(
+                &text,
+                &format!("hiregate_escrow_amount_atomic_total{labels}")
+            ),
+            Some((count * PRICE) as f64),
+            "{outcome}: {text}"
+        );
+    }
+    assert_eq!(
+        metric(
+            &text,
+            &format!(r#"hiregate_escrow_fees_atomic_total{{network="{network}",asset="{token}"}}"#)
+        ),
+        Some(f64::from(fee * U256::from(2))),
+        "{text}"
+    );
+
+    // Corrupted: the voided payment set back to `authorized`. The chain's void is unrecorded,
+    // and the store now holds money the escrow does not.
+    let voided_payment = env
+        .app
+        .store
+        .payment_of_contract(&voided)
+        .await
+        .unwrap()
+        .unwrap();
+    tamper(
+        &database_url,
+        &format!(
+            "update payment set state = 'authorized' where payment_id = '{}'",
+            voided_payment.payment_id
+        ),
+    )
+    .await;
+    let (_, report) = reconcile(&env, "").await;
+    assert_eq!(report["ok"], false, "{report:#}");
+    let unrecorded = mismatches_of_kind(&report, "escrow_event_not_recorded");
+    assert_eq!(unrecorded.len(), 1, "{report:#}");
+    assert_eq!(unrecorded[0]["payment_id"], voided_payment.payment_id);
+    assert_eq!(unrecorded[0]["payment_state"], "authorized");
+    assert_eq!(
+        unrecorded[0]["transaction"].as_str(),
+        voided_payment.release_tx.as_deref()
+    );
+    assert_eq!(unrecorded[0]["amount"], PRICE.to_string());
+    assert!(
+        unrecorded[0]["detail"].as_str().unwrap().contains("void"),
+        "{report:#}"
+    );
+    assert_eq!(report["mismatches"].as_array().unwrap().len(), 1);
+    let totals = &report["escrow"]["totals"][0];
+    assert_eq!(totals["store"]["held"], tally(1, price()));
+    assert_eq!(totals["chain"]["held"], tally(0, U256::ZERO));
+    assert_eq!(totals["store"]["voided"], tally(0, U256::ZERO));
+    assert_eq!(totals["chain"]["voided"], tally(1, price()));
+
+    // Corrupted: the captured payment claimed voided in its capture transaction. The store's
+    // void has no event, the chain's capture no record; no payout becomes an orphan.
+    let captured_payment = env
+        .app
+        .store
+        .payment_of_contract(&captured)
+        .await
+        .unwrap()
+        .unwrap();
+    tamper(
+        &database_url,
+        &format!(
+            "update payment set state = 'voided', release_tx = settle_tx where payment_id = '{}'",
+            captured_payment.payment_id
+        ),
+    )
+    .await;
+    let (_, report) = reconcile(&env, "").await;
+    let without = mismatches_of_kind(&report, "escrow_recorded_without_event");
+    assert_eq!(without.len(), 1, "{report:#}");
+    assert_eq!(without[0]["payment_id"], captured_payment.payment_id);
+    assert_eq!(
+        without[0]["transaction"].as_str(),
+        captured_payment.settle_tx.as_deref()
+    );
+    let unrecorded = mismatches_of_kind(&report, "escrow_event_not_recorded");
+    assert_eq!(unrecorded.len(), 2, "{report:#}");
+    assert!(
+        unrecorded
+            .iter()
+            .any(|m| m["payment_id"] == captured_payment.payment_id
+                && m["detail"].as_str().unwrap().contains("capture")),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["mismatch_counts"]["orphan_transfer"], 0,
+        "{report:#}"
+    );
+    assert_eq!(
+        report["mismatch_counts"]["escrow_recorded_without_event"],
+        1
+    );
+    assert_eq!(report["mismatch_counts"]["escrow_event_not_recorded"], 2);
+
+    // The command line says the same, in text.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hiregate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"{database_url}\"\n{}",
+            chain_settings(&env.devnet, "")
+        ),
+    )
+    .unwrap();
+    let (code, text, stderr) = hiregate_reconcile(&config, &[]).await;
+    assert_eq!(code, 1, "{text}\n{stderr}");
+    assert!(text.contains("escrow_event_not_recorded"), "{text}");
+    assert!(text.contains("escrow totals"), "{text}");
+}
+
+#[tokio::test]
+async fn escrowed_payments_reconcile_to_the_atomic_unit_and_corruption_is_reported() {
+    escrow_reconciles_then_reports_corruption(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn escrowed_payments_reconcile_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    escrow_reconciles_then_reports_corruption(database).await;
 }

@@ -5,6 +5,7 @@ mod auth;
 mod cli;
 mod disputes;
 mod escrow;
+mod escrow_env;
 mod events;
 mod helpers;
 mod hire;

@@ -1004,7 +1004,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     paid.payload = json!({ "payload": corpus.clone() });
     assert!(matches!(
         store
-            .pay_contract(&paid, &with_corpus("paid"))
+            .pay_contract(&paid, "paid", &with_corpus("paid"))
             .await
             .unwrap(),
         PayOutcome::Paid { .. }

@@ -7,6 +7,7 @@
 //! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing), then sent and awaited |
 //! | [`EscrowOperator::payment_state`] | `paymentState(getHash(info))` |
 //! | [`EscrowOperator::events`] | the payment's `PaymentAuthorized` / `Charged` / `Captured` / `Voided` / `Reclaimed` / `Refunded` logs, oldest first |
+//! | [`decode_payment_event`], [`PAYMENT_EVENT_SIGNATURES`] | one such log → (payment hash, event), for readers that scan many payments at once |
 //! | [`EscrowTotals::of`] | those events summed per kind: what the chain says happened to the money |
 //!
 //! `paymentState` never resets (voided, reclaimed and fully refunded all read `(true, 0, 0)`),
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use alloy::primitives::{Address, B256, Bytes, TxHash, U256};
 use alloy::providers::{DynProvider, Provider};
-use alloy::rpc::types::{Filter, TransactionInput, TransactionReceipt, TransactionRequest};
+use alloy::rpc::types::{Filter, Log, TransactionInput, TransactionReceipt, TransactionRequest};
 use alloy::sol_types::{SolCall, SolEvent, SolInterface};
 use alloy::transports::{RpcError, TransportError};
 
@@ -601,6 +602,83 @@ pub async fn payment_state(
     )
 }
 
+/// The escrow events a payment's outcome is read from, by signature (for log filters).
+pub const PAYMENT_EVENT_SIGNATURES: [B256; 6] = [
+    IAuthCaptureEscrow::PaymentAuthorized::SIGNATURE_HASH,
+    IAuthCaptureEscrow::PaymentCharged::SIGNATURE_HASH,
+    IAuthCaptureEscrow::PaymentCaptured::SIGNATURE_HASH,
+    IAuthCaptureEscrow::PaymentVoided::SIGNATURE_HASH,
+    IAuthCaptureEscrow::PaymentReclaimed::SIGNATURE_HASH,
+    IAuthCaptureEscrow::PaymentRefunded::SIGNATURE_HASH,
+];
+
+/// One escrow log as the payment it concerns (`getHash(paymentInfo)`) and what happened;
+/// `None` for any other log.
+#[must_use]
+pub fn decode_payment_event(log: &Log) -> Option<(B256, EscrowEvent)> {
+    use IAuthCaptureEscrow as E;
+    let (hash, kind) = if let Ok(event) = E::PaymentAuthorized::decode_log(&log.inner) {
+        (
+            event.paymentInfoHash,
+            EscrowEventKind::Authorized {
+                amount: event.amount,
+                token_collector: event.tokenCollector,
+            },
+        )
+    } else if let Ok(event) = E::PaymentCharged::decode_log(&log.inner) {
+        (
+            event.paymentInfoHash,
+            EscrowEventKind::Charged {
+                amount: event.amount,
+                fee_bps: event.feeBps,
+                fee_receiver: event.feeReceiver,
+            },
+        )
+    } else if let Ok(event) = E::PaymentCaptured::decode_log(&log.inner) {
+        (
+            event.paymentInfoHash,
+            EscrowEventKind::Captured {
+                amount: event.amount,
+                fee_bps: event.feeBps,
+                fee_receiver: event.feeReceiver,
+            },
+        )
+    } else if let Ok(event) = E::PaymentVoided::decode_log(&log.inner) {
+        (
+            event.paymentInfoHash,
+            EscrowEventKind::Voided {
+                amount: event.amount,
+            },
+        )
+    } else if let Ok(event) = E::PaymentReclaimed::decode_log(&log.inner) {
+        (
+            event.paymentInfoHash,
+            EscrowEventKind::Reclaimed {
+                amount: event.amount,
+            },
+        )
+    } else if let Ok(event) = E::PaymentRefunded::decode_log(&log.inner) {
+        (
+            event.paymentInfoHash,
+            EscrowEventKind::Refunded {
+                amount: event.amount,
+                token_collector: event.tokenCollector,
+            },
+        )
+    } else {
+        return None;
+    };
+    Some((
+        hash,
+        EscrowEvent {
+            kind,
+            tx_hash: log.transaction_hash,
+            block_number: log.block_number,
+            log_index: log.log_index,
+        },
+    ))
+}
+
 /// The escrow events of the payment whose `getHash` is `payment_hash`, from `from_block` on,
 /// oldest first.
 pub async fn payment_events(
@@ -609,64 +687,18 @@ pub async fn payment_events(
     payment_hash: B256,
     from_block: u64,
 ) -> Result<Vec<EscrowEvent>, TransportError> {
-    use IAuthCaptureEscrow as E;
     let filter = Filter::new()
         .address(escrow)
-        .event_signature(vec![
-            E::PaymentAuthorized::SIGNATURE_HASH,
-            E::PaymentCharged::SIGNATURE_HASH,
-            E::PaymentCaptured::SIGNATURE_HASH,
-            E::PaymentVoided::SIGNATURE_HASH,
-            E::PaymentReclaimed::SIGNATURE_HASH,
-            E::PaymentRefunded::SIGNATURE_HASH,
-        ])
+        .event_signature(PAYMENT_EVENT_SIGNATURES.to_vec())
         .topic1(payment_hash)
         .from_block(from_block);
     let mut logs = provider.get_logs(&filter).await?;
     logs.sort_by_key(|log| (log.block_number, log.log_index));
-    let mut events = Vec::with_capacity(logs.len());
-    for log in logs {
-        let kind = if let Ok(event) = E::PaymentAuthorized::decode_log(&log.inner) {
-            EscrowEventKind::Authorized {
-                amount: event.amount,
-                token_collector: event.tokenCollector,
-            }
-        } else if let Ok(event) = E::PaymentCharged::decode_log(&log.inner) {
-            EscrowEventKind::Charged {
-                amount: event.amount,
-                fee_bps: event.feeBps,
-                fee_receiver: event.feeReceiver,
-            }
-        } else if let Ok(event) = E::PaymentCaptured::decode_log(&log.inner) {
-            EscrowEventKind::Captured {
-                amount: event.amount,
-                fee_bps: event.feeBps,
-                fee_receiver: event.feeReceiver,
-            }
-        } else if let Ok(event) = E::PaymentVoided::decode_log(&log.inner) {
-            EscrowEventKind::Voided {
-                amount: event.amount,
-            }
-        } else if let Ok(event) = E::PaymentReclaimed::decode_log(&log.inner) {
-            EscrowEventKind::Reclaimed {
-                amount: event.amount,
-            }
-        } else if let Ok(event) = E::PaymentRefunded::decode_log(&log.inner) {
-            EscrowEventKind::Refunded {
-                amount: event.amount,
-                token_collector: event.tokenCollector,
-            }
-        } else {
-            continue;
-        };
-        events.push(EscrowEvent {
-            kind,
-            tx_hash: log.transaction_hash,
-            block_number: log.block_number,
-            log_index: log.log_index,
-        });
-    }
-    Ok(events)
+    Ok(logs
+        .iter()
+        .filter_map(decode_payment_event)
+        .map(|(_, event)| event)
+        .collect())
 }
 
 /// Polls for a receipt until `timeout`, quickly at first (a devnet mines at once).

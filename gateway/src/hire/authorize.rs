@@ -1,0 +1,396 @@
+//! `offered` → `authorizing` → `paid` for escrowed (`auth-capture`) contracts: the money is
+//! locked in the escrow before any work starts.
+//!
+//! ```text
+//! PAYMENT-SIGNATURE ─► the spec's checks against the stored offer, then on chain (signature,
+//!   escrow state, payer balance, a simulation of `authorize` from the operator)
+//!   ─► payment row (`authorizing`, valid_before = the capture deadline) + offered→authorizing,
+//!      one transaction: the intent is persisted before anything is sent
+//!   ─► the gateway, as the escrow's operator, sends `authorize`
+//!   ─► the escrow's events decide: locked → paid (`authorize_tx`) │ never locked and refused or
+//!      past the payer's `validBefore` → back to offered (402, nothing held) │ not known yet →
+//!      stays `authorizing` (202); crash recovery asks the chain again after the step's bound
+//! ```
+//!
+//! An escrow authorizes a `PaymentInfo` once, ever: a second `authorize` of the same payment
+//! (a retry, another instance) is refused by the chain, so the events, not the call's answer,
+//! say whether the money is locked.
+
+use alloy::primitives::U256;
+use chrono::Utc;
+use hiregate_contracts::state::{ContractEvent, ContractState};
+use hiregate_payments::{
+    PaymentIdentifier, PaymentPayload, Reason,
+    auth_capture::{escrow::EscrowError, precheck, verify::verify_onchain},
+};
+use serde_json::{Value, json};
+
+use super::{
+    HireService,
+    escrow::{EscrowView, EscrowedPayment},
+    execute::{Ctx, Step, internal},
+    payment::{StoredKey, facilitator_unavailable, to_i64},
+    reply::Reply,
+};
+use crate::{
+    error::ApiError,
+    store::{AuthorizationOutcome, NewPayment, PayOutcome, PaymentRecord, Transition},
+};
+
+/// The stored state of a payment whose `authorize` the chain refused.
+pub(super) const AUTHORIZATION_REFUSED: &str = "authorization_refused";
+
+/// A checked escrowed payment, ready to be stored.
+pub(super) struct EscrowedSubmission<'a> {
+    pub(super) payload: &'a PaymentPayload,
+    pub(super) payload_json: Value,
+    pub(super) payload_hash: String,
+    pub(super) identifier: Option<PaymentIdentifier>,
+}
+
+impl HireService {
+    /// An `auth-capture` payment for an `offered` contract: checked, stored as `authorizing`,
+    /// then authorized on chain.
+    pub(super) async fn accept_escrowed_payment(
+        &self,
+        ctx: &Ctx,
+        submission: EscrowedSubmission<'_>,
+    ) -> Result<Step, Reply> {
+        let inner = &self.inner;
+        let requirements = ctx
+            .offer
+            .requirements()
+            .ok_or_else(|| internal("stored offer has no requirements"))?;
+        let chain_id = ctx.terms.price().network().chain_id();
+        let Some(operator) = inner.escrow.get(chain_id) else {
+            return Err(Reply::from(ApiError::Unavailable {
+                code: "escrow_not_available",
+                message: format!(
+                    "this gateway has no escrow operator for chain {chain_id} any more; nothing \
+                     was charged"
+                ),
+                retry_after_s: 60,
+            }));
+        };
+        let now = u64::try_from(Utc::now().timestamp()).unwrap_or(0);
+        let payment = match precheck(
+            submission.payload,
+            requirements,
+            operator.reader().addresses(),
+            now,
+        ) {
+            Ok(payment) => payment,
+            Err(refusal) => {
+                return Ok(Step::Done(Self::refuse_payment(
+                    ctx,
+                    refusal.reason.as_str(),
+                    format!("the payment was refused: {}", refusal.reason.as_str()),
+                    json!({"message": refusal.message}),
+                )));
+            }
+        };
+        let key = StoredKey::of(&payment.key());
+        if let Some(existing) = inner
+            .store
+            .find_payment_by_authorization(&key.network, &key.asset, &key.payer, &key.nonce)
+            .await?
+        {
+            return self.known_payment(ctx, &existing, &submission.payload_hash, false);
+        }
+        if let Some(busy) = self.worker_at_capacity(ctx).await? {
+            return Ok(Step::Done(busy));
+        }
+        let Some((provider, _)) = inner.assets.chain(chain_id) else {
+            return Ok(Step::Done(facilitator_unavailable(&format!(
+                "no node is configured for chain {chain_id}"
+            ))));
+        };
+        // The simulation runs `authorize` as the operator: what the gateway itself will send.
+        match verify_onchain(&provider, operator.reader().operator(), &payment).await {
+            Ok(Ok(())) => {}
+            Ok(Err(refusal)) => {
+                return Ok(Step::Done(Self::refuse_payment(
+                    ctx,
+                    refusal.reason.as_str(),
+                    format!("the payment was refused: {}", refusal.reason.as_str()),
+                    json!({"message": refusal.message}),
+                )));
+            }
+            Err(error) => {
+                tracing::warn!(contract_id = %ctx.contract_id, error = %error, "escrowed payment not verifiable now");
+                return Ok(Step::Done(facilitator_unavailable(
+                    "the chain cannot be asked",
+                )));
+            }
+        }
+        let stored = NewPayment {
+            payment_id: format!("pay_{}", ulid::Ulid::new()),
+            contract_id: ctx.contract_id.clone(),
+            network: key.network.clone(),
+            asset: key.asset.clone(),
+            payer: key.payer.clone(),
+            nonce: key.nonce.clone(),
+            amount: payment.payload.authorization.value.to_string(),
+            valid_after: to_i64(payment.payload.authorization.valid_after.get()),
+            // Once locked, what matters is when the escrow stops allowing a capture.
+            valid_before: to_i64(U256::from(payment.extra.capture_deadline)),
+            payload: submission.payload_json,
+            payload_hash: submission.payload_hash.clone(),
+            payment_identifier: submission
+                .identifier
+                .as_ref()
+                .map(|id| id.as_str().to_owned()),
+            state: "authorizing".to_owned(),
+            created_at: Utc::now(),
+        };
+        let event = self.event(
+            ctx,
+            &ctx.actor,
+            ContractEvent::AuthorizationSent.name(),
+            json!({
+                "payment_id": stored.payment_id,
+                "scheme": "auth-capture",
+                "network": stored.network,
+                "asset": stored.asset,
+                "payer": stored.payer,
+                "amount": stored.amount,
+                "payment_hash": payment.payment_hash().to_string(),
+                "capture_deadline": payment.extra.capture_deadline,
+                "payment_identifier": stored.payment_identifier,
+            }),
+        );
+        match inner
+            .store
+            .pay_contract(&stored, ContractState::Authorizing.as_str(), &event)
+            .await?
+        {
+            PayOutcome::Paid { .. } => {
+                inner.offers.forget(&ctx.contract_id);
+            }
+            PayOutcome::DuplicatePayment => {
+                return match inner
+                    .store
+                    .find_payment_by_authorization(&key.network, &key.asset, &key.payer, &key.nonce)
+                    .await?
+                {
+                    Some(existing) => {
+                        self.known_payment(ctx, &existing, &submission.payload_hash, false)
+                    }
+                    None => match &submission.identifier {
+                        Some(id) => match inner
+                            .store
+                            .find_payment_by_identifier(id.as_str())
+                            .await?
+                        {
+                            Some(existing) => {
+                                self.known_payment(ctx, &existing, &submission.payload_hash, true)
+                            }
+                            None => Ok(Step::Again),
+                        },
+                        None => Ok(Step::Again),
+                    },
+                };
+            }
+            PayOutcome::StateMismatch { .. } => return Ok(Step::Again),
+            PayOutcome::NotFound => {
+                return Err(Reply::from(ApiError::NotFound {
+                    resource: "contract",
+                }));
+            }
+        }
+        let record = inner
+            .store
+            .payment_of_contract(&ctx.contract_id)
+            .await?
+            .ok_or_else(|| internal("the stored escrowed payment is gone"))?;
+        let escrowed = EscrowedPayment { operator, payment };
+        self.authorize(ctx, &record, &escrowed).await
+    }
+
+    /// Send `authorize` for a contract in `authorizing` (first time, or resumed after a crash)
+    /// and record what the escrow says.
+    pub(super) async fn authorize(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        escrowed: &EscrowedPayment<'_>,
+    ) -> Result<Step, Reply> {
+        // The chain first: a retry must not send what is already mined.
+        match self.escrow_view(escrowed).await {
+            Ok(EscrowView::NotAuthorized { chain_time }) => {
+                let valid_before: u64 = escrowed
+                    .payment
+                    .payload
+                    .authorization
+                    .valid_before
+                    .get()
+                    .try_into()
+                    .unwrap_or(u64::MAX);
+                if chain_time >= valid_before {
+                    return self
+                        .authorization_refused(ctx, payment, "authorization_expired")
+                        .await;
+                }
+            }
+            Ok(EscrowView::Held { authorized_in, .. }) => {
+                return self.authorized(ctx, payment, authorized_in, None).await;
+            }
+            Ok(other) => {
+                // Locked and already released or captured while this contract never became
+                // `paid`: not something the gateway does; leave it for an operator to look at.
+                tracing::error!(contract_id = %ctx.contract_id, view = ?other, "escrowed payment moved on chain before the contract was paid");
+                return Ok(Step::Done(self.in_progress(ctx, "authorizing")));
+            }
+            Err(why) => {
+                tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "escrow state unknown; authorize waits");
+                return Ok(Step::Done(self.in_progress(ctx, "authorizing")));
+            }
+        }
+        let info = &escrowed.payment.info;
+        let sent = {
+            let (_turn, operator) = escrowed.operator.turn().await;
+            operator
+                .authorize(
+                    info,
+                    escrowed.payment.payload.authorization.value.get(),
+                    operator.addresses().erc3009_collector,
+                    escrowed.payment.payload.signature.clone(),
+                )
+                .await
+        };
+        match sent {
+            Ok(receipt) => {
+                self.authorized(ctx, payment, Some(receipt.tx_hash), Some(receipt.gas_used))
+                    .await
+            }
+            Err(error) => {
+                // "Already collected" names an `authorize` of this very payment, and only the
+                // gateway can send one: its own earlier one, still in the mempool (the
+                // simulation sees pending state; a resumed instance meets it after a crash) or
+                // mined after the events were read. Taking it for a refusal would send the
+                // contract back to `offered` while that transaction locks the money; the events
+                // decide on a later round instead.
+                let refused = match &error {
+                    EscrowError::Refused(refusal) => {
+                        refusal.reason != Reason::PaymentAlreadyCollected
+                    }
+                    EscrowError::Reverted { .. } => true,
+                    EscrowError::Pending(_) | EscrowError::Rpc(_) => false,
+                };
+                let reason = error
+                    .reason()
+                    .map_or("unknown", |reason| reason.as_str())
+                    .to_owned();
+                // Whatever the call said, the events decide (another instance may have won).
+                match self.escrow_view(escrowed).await {
+                    Ok(EscrowView::Held { authorized_in, .. }) => {
+                        self.authorized(ctx, payment, authorized_in, None).await
+                    }
+                    Ok(EscrowView::NotAuthorized { .. }) if refused => {
+                        self.authorization_refused(ctx, payment, &reason).await
+                    }
+                    _ => {
+                        tracing::warn!(contract_id = %ctx.contract_id, error = %error, "authorize outcome unknown; recovery asks the chain again");
+                        Ok(Step::Done(self.in_progress(ctx, "authorizing")))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The escrow holds the money: `authorizing → paid`.
+    async fn authorized(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        transaction: Option<alloy::primitives::TxHash>,
+        gas_used: Option<u64>,
+    ) -> Result<Step, Reply> {
+        let transaction = transaction.map(|tx| tx.to_string());
+        let event = self.event(
+            ctx,
+            "gateway",
+            ContractEvent::PaymentAuthorized.name(),
+            json!({
+                "payment_id": payment.payment_id,
+                "transaction": transaction,
+                "amount": payment.amount,
+                "gas_used": gas_used,
+            }),
+        );
+        let outcome = AuthorizationOutcome {
+            contract_state: ContractState::Paid.as_str(),
+            payment_state: "authorized",
+            transaction: Some(transaction.as_deref().unwrap_or("unknown")),
+        };
+        match self
+            .inner
+            .store
+            .finish_authorization(&ctx.contract_id, &payment.payment_id, &outcome, &event)
+            .await?
+        {
+            Transition::Applied { .. } => {
+                tracing::info!(contract_id = %ctx.contract_id, payment_id = %payment.payment_id, "escrow authorized; contract paid");
+                Ok(Step::Again)
+            }
+            Transition::StateMismatch { .. } => Ok(Step::Again),
+            Transition::NotFound => Err(Reply::from(ApiError::NotFound {
+                resource: "contract",
+            })),
+        }
+    }
+
+    /// Nothing was locked and nothing can be: `authorizing → offered`, answered with a 402.
+    async fn authorization_refused(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        reason: &str,
+    ) -> Result<Step, Reply> {
+        let event = self.event(
+            ctx,
+            "gateway",
+            ContractEvent::AuthorizationRefused.name(),
+            json!({"payment_id": payment.payment_id, "reason": reason}),
+        );
+        let outcome = AuthorizationOutcome {
+            contract_state: ContractState::Offered.as_str(),
+            payment_state: AUTHORIZATION_REFUSED,
+            transaction: None,
+        };
+        match self
+            .inner
+            .store
+            .finish_authorization(&ctx.contract_id, &payment.payment_id, &outcome, &event)
+            .await?
+        {
+            Transition::Applied { .. } => {
+                tracing::info!(contract_id = %ctx.contract_id, reason, "escrow refused the authorization; nothing held");
+                Ok(Step::Done(Self::refuse_payment(
+                    ctx,
+                    reason,
+                    format!(
+                        "the escrow refused to lock the payment: {reason}; nothing was charged"
+                    ),
+                    json!({"payment_id": payment.payment_id}),
+                )))
+            }
+            Transition::StateMismatch { .. } => Ok(Step::Again),
+            Transition::NotFound => Err(Reply::from(ApiError::NotFound {
+                resource: "contract",
+            })),
+        }
+    }
+
+    /// Crash recovery of a contract left in `authorizing`.
+    pub(super) async fn resume_authorization(&self, ctx: &Ctx) -> Result<Step, Reply> {
+        let payment = self
+            .inner
+            .store
+            .payment_of_contract(&ctx.contract_id)
+            .await?
+            .ok_or_else(|| internal("an authorizing contract has no payment"))?;
+        let escrowed = self.escrowed_payment(ctx, &payment).map_err(internal)?;
+        self.authorize(ctx, &payment, &escrowed).await
+    }
+}

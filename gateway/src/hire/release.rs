@@ -1,0 +1,516 @@
+//! Escrowed money back to the payer: the operator's `void` when a contract ends without paying,
+//! the payer's own `reclaim` noticed, and an arbiter's refund after a capture.
+//!
+//! | what | when | intent stored first | decided by |
+//! |---|---|---|---|
+//! | `void` | rejected (after the operator's dispute window), failed, cancelled, expired, a dispute decided `void`, a capture that can no longer happen | payment `voiding` | the escrow's events: `voided` (or `reclaimed` if the payer was first) |
+//! | reclaim | the payer's own call after the capture deadline | — (the chain moved the money) | `PaymentReclaimed`: the contract ends `voided` by actor `payer` |
+//! | refund | an arbiter decides for the seeker after a capture, before the refund deadline | payment `refunding` | `PaymentRefunded` of the whole price: `settled → refunded` |
+//!
+//! Refunds are paid from the gateway operator's own wallet through the escrow's operator refund
+//! collector (the worker is never clawed back): the operator approves the collector for the
+//! amount before each refund, and a wallet too poor to pay is a 409 `refund_not_funded` with
+//! nothing changed. The void of a contract in a terminal state, a crash between intent and
+//! void, or a refund whose answer was lost are all resumed by [`HireService::sweep_escrow`].
+
+use chrono::Utc;
+use hiregate_contracts::state::{ContractEvent, ContractState};
+use serde_json::json;
+
+use super::{
+    HireService,
+    escrow::{EscrowView, EscrowedPayment},
+    execute::{Ctx, internal},
+    reply::Reply,
+};
+use crate::{
+    error::ApiError,
+    store::{PaymentRecord, StoreError},
+};
+
+/// Payments handled per sweep round.
+const BATCH: u32 = 50;
+
+impl HireService {
+    /// Return what the escrow holds for `payment` to its payer (the contract has already moved
+    /// to a state that never pays). Idempotent: the events say whether it was voided (or
+    /// reclaimed) already; what is not confirmed stays `voiding` for the sweep.
+    pub(super) async fn release_escrow(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        reason: &str,
+    ) -> Result<(), Reply> {
+        let store = &self.inner.store;
+        store
+            .set_payment_release(&payment.payment_id, "voiding", None, Utc::now())
+            .await?;
+        let escrowed = match self.escrowed_payment(ctx, payment) {
+            Ok(escrowed) => escrowed,
+            Err(why) => {
+                tracing::error!(contract_id = %ctx.contract_id, reason = %why, "escrowed payment cannot be voided");
+                return Ok(());
+            }
+        };
+        let view = match self.escrow_view(&escrowed).await {
+            Ok(EscrowView::Held { .. }) => {
+                let sent = {
+                    let (_turn, operator) = escrowed.operator.turn().await;
+                    operator.void(&escrowed.payment.info).await
+                };
+                match &sent {
+                    Ok(receipt) => {
+                        tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, gas_used = receipt.gas_used, "escrow voided");
+                    }
+                    Err(error) => {
+                        tracing::warn!(contract_id = %ctx.contract_id, error = %error, "escrow void not confirmed");
+                    }
+                }
+                self.escrow_view(&escrowed).await
+            }
+            other => other,
+        };
+        match view {
+            Ok(view) => {
+                self.record_release(ctx, payment, &escrowed, view, reason)
+                    .await
+            }
+            Err(why) => {
+                tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "escrow state unknown; the void is retried");
+                Ok(())
+            }
+        }
+    }
+
+    async fn record_release(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        escrowed: &EscrowedPayment<'_>,
+        view: EscrowView,
+        reason: &str,
+    ) -> Result<(), Reply> {
+        let (state, transaction, kind, actor) = match view {
+            EscrowView::Voided { transaction } => {
+                ("voided", transaction, "payment_voided", "gateway")
+            }
+            EscrowView::Reclaimed { transaction } => {
+                ("reclaimed", transaction, "payment_reclaimed", "payer")
+            }
+            // Nothing was ever locked: nothing to return.
+            EscrowView::NotAuthorized { .. } => ("voided", None, "payment_voided", "gateway"),
+            EscrowView::Held { .. } => return Ok(()),
+            EscrowView::Captured { .. } => {
+                // Capture happens only from `settling`; a contract that never pays cannot have
+                // been captured. Never void (or record) around it: an operator must look.
+                tracing::error!(contract_id = %ctx.contract_id, "escrow shows a capture for a contract that never pays");
+                return Ok(());
+            }
+        };
+        let transaction = transaction.map(|tx| tx.to_string());
+        let store = &self.inner.store;
+        if !store
+            .set_payment_release(
+                &payment.payment_id,
+                state,
+                transaction.as_deref(),
+                Utc::now(),
+            )
+            .await?
+        {
+            // Another instance recorded the same outcome first.
+            return Ok(());
+        }
+        store
+            .append_contract_event(
+                &ctx.contract_id,
+                &self.event(
+                    ctx,
+                    actor,
+                    kind,
+                    json!({
+                        "payment_id": payment.payment_id,
+                        "reason": reason,
+                        "transaction": transaction,
+                        "amount": payment.amount,
+                        "payment_hash": escrowed.hash().to_string(),
+                    }),
+                ),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// An escrowed rejection whose dispute window is over (or that had none): `rejected →
+    /// voided`, and the escrow's void.
+    pub(super) async fn void_rejected(&self, ctx: &Ctx) -> Result<(), Reply> {
+        let Some(payment) = self
+            .inner
+            .store
+            .payment_of_contract(&ctx.contract_id)
+            .await?
+        else {
+            return Ok(());
+        };
+        if self
+            .transition(
+                ctx,
+                ContractState::Rejected,
+                &ContractEvent::VoidRecorded,
+                "gateway",
+                json!({"payment_id": payment.payment_id, "reason": "rejected"}),
+                None,
+            )
+            .await?
+        {
+            self.record_void(ctx, &payment, "rejected").await?;
+        }
+        Ok(())
+    }
+
+    /// The payer reclaimed the escrowed money (after the capture deadline): the contract ends
+    /// `voided` by actor `payer`, whatever it was doing.
+    pub(super) async fn record_reclaim(
+        &self,
+        ctx: &Ctx,
+        from: ContractState,
+        payment: &PaymentRecord,
+        transaction: Option<alloy::primitives::TxHash>,
+    ) -> Result<(), Reply> {
+        let transaction = transaction.map(|tx| tx.to_string());
+        if from.holds_authorization() {
+            self.transition(
+                ctx,
+                from,
+                &ContractEvent::PaymentReclaimed,
+                "payer",
+                json!({"payment_id": payment.payment_id, "transaction": transaction}),
+                None,
+            )
+            .await?;
+        }
+        self.inner
+            .store
+            .set_payment_release(
+                &payment.payment_id,
+                "reclaimed",
+                transaction.as_deref(),
+                Utc::now(),
+            )
+            .await?;
+        tracing::info!(contract_id = %ctx.contract_id, "payer reclaimed the escrowed payment");
+        Ok(())
+    }
+
+    /// `POST /v1/contracts/{id}/refund` (arbiter): after an escrowed capture and before the
+    /// refund deadline, the whole price goes back to the payer from the operator's wallet;
+    /// `settled → refunded`.
+    pub async fn refund(
+        &self,
+        contract_id: &str,
+        reason: &str,
+        correlation_id: String,
+    ) -> Result<serde_json::Value, ApiError> {
+        let store = &self.inner.store;
+        let lock = self.inner.locks.lock_of(contract_id);
+        let _guard = lock.lock_owned().await;
+        let contract = store
+            .get_contract(contract_id)
+            .await?
+            .ok_or(ApiError::NotFound {
+                resource: "contract",
+            })?;
+        let ctx = Ctx::of(&contract, correlation_id, "arbiter".to_owned())
+            .map_err(|_| ApiError::internal(anyhow::anyhow!("stored contract does not parse")))?;
+        let Some(escrow_terms) = ctx.terms.escrow() else {
+            return Err(ApiError::ConflictWithDetails {
+                code: "refund_not_possible",
+                message: "only escrowed (auth-capture) contracts can be refunded".to_owned(),
+                details: json!({"scheme": "exact"}),
+            });
+        };
+        let payment = store
+            .payment_of_contract(contract_id)
+            .await?
+            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("settled contract, no payment")))?;
+        if contract.state == ContractState::Refunded.as_str() {
+            return Ok(
+                json!({"contract_id": contract_id, "state": contract.state, "refund_transaction": payment.release_tx}),
+            );
+        }
+        if contract.state != ContractState::Settled.as_str() {
+            return Err(ApiError::ConflictWithDetails {
+                code: "refund_not_possible",
+                message: "only a settled (captured) contract can be refunded; void applies \
+                          before"
+                    .to_owned(),
+                details: json!({"state": contract.state}),
+            });
+        }
+        let now = Utc::now().timestamp();
+        if now >= i64::try_from(escrow_terms.refund_deadline_unix()).unwrap_or(i64::MAX) {
+            return Err(ApiError::ConflictWithDetails {
+                code: "refund_window_closed",
+                message: "the escrow's refund deadline has passed".to_owned(),
+                details: json!({"refund_deadline": escrow_terms.refund_deadline_unix()}),
+            });
+        }
+        let escrowed = self
+            .escrowed_payment(&ctx, &payment)
+            .map_err(|why| ApiError::internal(anyhow::anyhow!(why)))?;
+        store
+            .set_payment_release(&payment.payment_id, "refunding", None, Utc::now())
+            .await?;
+        self.send_refund(&ctx, &payment, &escrowed).await?;
+        match self
+            .finish_refund(&ctx, &payment, &escrowed, reason)
+            .await?
+        {
+            Some(transaction) => Ok(json!({
+                "contract_id": contract_id,
+                "state": ContractState::Refunded.as_str(),
+                "refund_transaction": transaction,
+                "amount": payment.amount,
+            })),
+            None => Err(ApiError::Unavailable {
+                code: "refund_pending",
+                message: "the refund was sent but is not confirmed on chain yet; it is \
+                          reconciled in the background"
+                    .to_owned(),
+                retry_after_s: 5,
+            }),
+        }
+    }
+
+    /// Approve and send the refund unless the events show it already happened.
+    async fn send_refund(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        escrowed: &EscrowedPayment<'_>,
+    ) -> Result<(), ApiError> {
+        let amount = escrowed.payment.payload.authorization.value.get();
+        match self.escrow_view(escrowed).await {
+            Ok(EscrowView::Captured { refunded, .. }) if refunded >= amount => return Ok(()),
+            Ok(EscrowView::Captured { .. }) => {}
+            Ok(other) => {
+                tracing::error!(contract_id = %ctx.contract_id, view = ?other, "settled contract whose escrow shows no capture");
+                return Err(ApiError::internal(anyhow::anyhow!(
+                    "the escrow shows no capture for a settled contract"
+                )));
+            }
+            Err(why) => {
+                return Err(ApiError::Unavailable {
+                    code: "chain_unavailable",
+                    message: format!("the escrow cannot be asked now ({why}); nothing was sent"),
+                    retry_after_s: 5,
+                });
+            }
+        }
+        let (_turn, operator) = escrowed.operator.turn().await;
+        let refused = |reason: &str| ApiError::ConflictWithDetails {
+            code: "refund_not_funded",
+            message: format!(
+                "the operator's wallet cannot fund the refund ({reason}); nothing was refunded"
+            ),
+            details: json!({"operator": operator.operator().to_checksum(None), "amount": payment.amount}),
+        };
+        if let Err(error) = operator
+            .ensure_refund_allowance(escrowed.payment.info.token, amount)
+            .await
+        {
+            tracing::warn!(contract_id = %ctx.contract_id, error = %error, "refund allowance not set");
+            return Err(refused(error.reason().map_or("chain", |r| r.as_str())));
+        }
+        let collector = operator.addresses().operator_refund_collector;
+        match operator
+            .refund(
+                &escrowed.payment.info,
+                amount,
+                collector,
+                alloy::primitives::Bytes::new(),
+            )
+            .await
+        {
+            Ok(receipt) => {
+                tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, "escrow refunded");
+                Ok(())
+            }
+            Err(hiregate_payments::auth_capture::escrow::EscrowError::Refused(refusal)) => {
+                // Back to settled-as-is: nothing moved.
+                self.inner
+                    .store
+                    .set_payment_release(&payment.payment_id, "settled", None, Utc::now())
+                    .await?;
+                Err(refused(refusal.reason.as_str()))
+            }
+            Err(error) => {
+                tracing::warn!(contract_id = %ctx.contract_id, error = %error, "refund outcome unknown");
+                Ok(())
+            }
+        }
+    }
+
+    /// Record a refund the events show: `settled → refunded`, payment `refunded`. `None`
+    /// when the chain does not show it (yet).
+    async fn finish_refund(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        escrowed: &EscrowedPayment<'_>,
+        reason: &str,
+    ) -> Result<Option<String>, ApiError> {
+        let amount = escrowed.payment.payload.authorization.value.get();
+        let Ok(EscrowView::Captured {
+            refunded,
+            refund_transaction,
+            ..
+        }) = self.escrow_view(escrowed).await
+        else {
+            return Ok(None);
+        };
+        if refunded < amount {
+            return Ok(None);
+        }
+        let transaction = refund_transaction.map(|tx| tx.to_string());
+        self.transition(
+            ctx,
+            ContractState::Settled,
+            &ContractEvent::RefundIssued,
+            "arbiter",
+            json!({
+                "payment_id": payment.payment_id,
+                "transaction": transaction,
+                "amount": payment.amount,
+                "reason": reason,
+                "funded_by": "operator",
+            }),
+            None,
+        )
+        .await
+        .map_err(|_| ApiError::internal(anyhow::anyhow!("refund transition failed")))?;
+        self.inner
+            .store
+            .set_payment_release(
+                &payment.payment_id,
+                "refunded",
+                transaction.as_deref(),
+                Utc::now(),
+            )
+            .await?;
+        Ok(Some(transaction.unwrap_or_default()))
+    }
+
+    /// One round of escrow reconciliation: voids whose intent is stored but not confirmed
+    /// (or never stored before a crash), refunds whose answer was lost, and reclaims by payers
+    /// after the capture deadline. Returns how many payments it looked at.
+    pub async fn sweep_escrow(&self) -> Result<usize, StoreError> {
+        let store = &self.inner.store;
+        let grace = chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
+            .unwrap_or(chrono::Duration::zero());
+        let mut looked = 0;
+        for payment in store
+            .escrow_payments_to_release(Utc::now() - grace, BATCH)
+            .await?
+        {
+            looked += 1;
+            if let Err(reply) = self.resume_release(&payment).await {
+                tracing::warn!(payment_id = %payment.payment_id, status = %reply.status(), "escrow release not resumed");
+            }
+        }
+        for payment in store
+            .escrow_payments_past_deadline(self.escrow_clock().await, BATCH)
+            .await?
+        {
+            looked += 1;
+            if let Err(reply) = self.notice_reclaim(&payment).await {
+                tracing::warn!(payment_id = %payment.payment_id, status = %reply.status(), "reclaim check failed");
+            }
+        }
+        Ok(looked)
+    }
+
+    /// Now as the escrow judges deadlines: the latest block time of the operated chains, or
+    /// the wall clock when it is later (or no node answers).
+    async fn escrow_clock(&self) -> i64 {
+        use alloy::providers::Provider as _;
+        let mut now = Utc::now().timestamp();
+        for chain_id in self.inner.escrow.chain_ids() {
+            let Some((provider, _)) = self.inner.assets.chain(chain_id) else {
+                continue;
+            };
+            if let Ok(Some(block)) = provider
+                .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
+                .await
+            {
+                now = now.max(i64::try_from(block.header.timestamp).unwrap_or(i64::MAX));
+            }
+        }
+        now
+    }
+
+    async fn locked_ctx(
+        &self,
+        payment: &PaymentRecord,
+        prefix: &str,
+    ) -> Result<Option<(Ctx, ContractState)>, Reply> {
+        let Some(contract) = self.inner.store.get_contract(&payment.contract_id).await? else {
+            return Ok(None);
+        };
+        let state: ContractState = contract
+            .state
+            .parse()
+            .map_err(|e| internal(format!("stored state: {e}")))?;
+        let ctx = Ctx::of(
+            &contract,
+            format!("{prefix}_{}", ulid::Ulid::new()),
+            "gateway".to_owned(),
+        )?;
+        Ok(Some((ctx, state)))
+    }
+
+    async fn resume_release(&self, payment: &PaymentRecord) -> Result<(), Reply> {
+        let lock = self.inner.locks.lock_of(&payment.contract_id);
+        let Ok(_guard) = lock.try_lock_owned() else {
+            return Ok(());
+        };
+        let Some((ctx, state)) = self.locked_ctx(payment, "escrow").await? else {
+            return Ok(());
+        };
+        if payment.state == "refunding" {
+            let escrowed = self.escrowed_payment(&ctx, payment).map_err(internal)?;
+            // Not on chain yet: it stays `refunding` (a transaction may still be mined); the
+            // arbiter's next call resends only what the events do not show.
+            self.finish_refund(&ctx, payment, &escrowed, "resumed")
+                .await
+                .map_err(Reply::from)?;
+            return Ok(());
+        }
+        if state.holds_authorization() {
+            // Still working (e.g. `rejected` inside the operator's dispute window): not ours.
+            return Ok(());
+        }
+        self.release_escrow(&ctx, payment, "resumed").await
+    }
+
+    async fn notice_reclaim(&self, payment: &PaymentRecord) -> Result<(), Reply> {
+        let lock = self.inner.locks.lock_of(&payment.contract_id);
+        let Ok(_guard) = lock.try_lock_owned() else {
+            return Ok(());
+        };
+        let Some((ctx, state)) = self.locked_ctx(payment, "reclaim").await? else {
+            return Ok(());
+        };
+        let escrowed = self.escrowed_payment(&ctx, payment).map_err(internal)?;
+        match self.escrow_view(&escrowed).await {
+            Ok(EscrowView::Reclaimed { transaction }) => {
+                self.record_reclaim(&ctx, state, payment, transaction).await
+            }
+            Ok(_) => Ok(()),
+            Err(why) => {
+                tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "reclaim check: chain unavailable");
+                Ok(())
+            }
+        }
+    }
+}
