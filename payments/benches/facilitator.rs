@@ -6,12 +6,15 @@
 //! A custom harness rather than criterion: the figures wanted are p50/p99 latency and
 //! requests per second of a stateful operation (each settlement consumes its payment), which
 //! criterion's repeat-the-same-closure model does not measure. Every request is a distinct,
-//! valid payment; verify moves nothing, settle mines one transfer per payment.
+//! valid payment; verify moves nothing, settle mines one transfer per payment (concurrent
+//! settlements share Multicall3 transactions).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::U256;
+use alloy::providers::Provider;
+use alloy::signers::local::PrivateKeySigner;
 use futures::StreamExt;
 use futures::stream;
 use hiregate_payments::devnet::Devnet;
@@ -25,6 +28,11 @@ use tokio_util::sync::CancellationToken;
 
 const AMOUNT: u64 = 1_000_000;
 const CONCURRENCY: usize = 16;
+/// Settlement is measured at each of these concurrencies, on fresh payments each time.
+const SETTLE_CONCURRENCY: [usize; 3] = [1, 8, 16];
+/// Accounts that pay; more than the highest concurrency, so concurrent payments mostly come
+/// from different payers.
+const PAYERS: usize = 32;
 
 struct Stats {
     label: String,
@@ -85,8 +93,25 @@ where
     }
 }
 
+/// [`PAYERS`] payers funded for `each` payments apiece, signing under distinct nonces. A fresh account per payment would grow anvil's state by thousands of accounts, and
+/// anvil rehashes its whole state for every block: the figures would then measure that, not the
+/// facilitator.
+async fn payers(devnet: &Devnet, each: usize) -> Vec<PrivateKeySigner> {
+    let share = each as u64;
+    let mut payers = Vec::with_capacity(PAYERS);
+    for _ in 0..PAYERS {
+        payers.push(
+            devnet
+                .funded_account(U256::from(AMOUNT * share))
+                .await
+                .unwrap(),
+        );
+    }
+    payers
+}
+
 async fn signed_payments(
-    devnet: &Devnet,
+    payers: &[PrivateKeySigner],
     requirements: &PaymentRequirements,
     count: usize,
 ) -> Vec<VerifyRequest> {
@@ -95,9 +120,9 @@ async fn signed_payments(
         .unwrap()
         .as_secs();
     let mut requests = Vec::with_capacity(count);
-    for _ in 0..count {
-        let payer = devnet.funded_account(U256::from(AMOUNT)).await.unwrap();
-        let payload = sign_exact_payment(&payer, requirements, None, now)
+    for index in 0..count {
+        let payer = &payers[index % payers.len()];
+        let payload = sign_exact_payment(payer, requirements, None, now)
             .await
             .unwrap();
         requests.push(VerifyRequest::new(payload, requirements.clone()));
@@ -115,7 +140,7 @@ async fn main() {
         .await
         .expect("devnet starts (scripts/install-tools.sh)");
     let network: Network = devnet.network().parse().unwrap();
-    let pay_to = alloy::signers::local::PrivateKeySigner::random().address();
+    let pay_to = PrivateKeySigner::random().address();
     let requirements = PaymentRequirements::exact_evm(
         network.clone(),
         U256::from(AMOUNT),
@@ -144,12 +169,18 @@ async fn main() {
     let client = Arc::new(HttpFacilitatorClient::new(url, Timeouts::default(), None).unwrap());
 
     println!(
-        "preparing {count} verify payments and {} settle payments...",
-        count / 2 * 2
+        "preparing {count} verify payments and {count} settle payments per concurrency {SETTLE_CONCURRENCY:?}..."
     );
-    let verify_requests = signed_payments(&devnet, &requirements, count).await;
-    let settle_sequential = signed_payments(&devnet, &requirements, count / 2).await;
-    let settle_concurrent = signed_payments(&devnet, &requirements, count / 2).await;
+    // Each settle run takes payers round-robin, at most `count / PAYERS` rounded up apiece.
+    let payers = payers(&devnet, count.div_ceil(PAYERS) * SETTLE_CONCURRENCY.len()).await;
+    let verify_requests = signed_payments(&payers, &requirements, count).await;
+    let mut settle_runs = Vec::new();
+    for concurrency in SETTLE_CONCURRENCY {
+        settle_runs.push((
+            concurrency,
+            signed_payments(&payers, &requirements, count).await,
+        ));
+    }
 
     // Warm-up: connections, caches of the node.
     for request in verify_requests.iter().take(10) {
@@ -162,7 +193,15 @@ async fn main() {
     };
     let settle = |request: VerifyRequest| {
         let client = Arc::clone(&client);
-        async move { client.settle(&request).await.is_ok_and(|s| s.success) }
+        async move {
+            match client.settle(&request).await {
+                Ok(settled) if settled.success => true,
+                outcome => {
+                    eprintln!("settle failed: {outcome:?}");
+                    false
+                }
+            }
+        }
     };
 
     println!("\nfacilitator over HTTP on anvil (automine), exact EIP-3009 payments");
@@ -170,17 +209,27 @@ async fn main() {
     measure("verify", &verify_requests, CONCURRENCY, verify)
         .await
         .print();
-    measure("settle", &settle_sequential, 1, settle)
-        .await
-        .print();
-    measure("settle", &settle_concurrent, CONCURRENCY, settle)
-        .await
-        .print();
+    let relayer = devnet.relayer().address();
+    let provider = devnet.provider();
+    let mut settled_payments = 0;
+    for (concurrency, requests) in &settle_runs {
+        let sent_before = provider.get_transaction_count(relayer).await.unwrap();
+        measure("settle", requests, *concurrency, settle)
+            .await
+            .print();
+        let sent = provider.get_transaction_count(relayer).await.unwrap() - sent_before;
+        println!(
+            "{:<34} {sent} transactions for {} payments",
+            "",
+            requests.len()
+        );
+        settled_payments += requests.len();
+    }
 
     let settled = devnet.balance_of(pay_to).await.unwrap();
     assert_eq!(
         settled,
-        U256::from(AMOUNT) * U256::from(settle_sequential.len() + settle_concurrent.len()),
+        U256::from(AMOUNT) * U256::from(settled_payments),
         "every settlement moved exactly one amount"
     );
 

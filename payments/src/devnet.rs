@@ -24,7 +24,8 @@
 //!   account 1 is the [`Devnet::relayer`] for a facilitator; [`Devnet::funded_account`] makes fresh
 //!   random payers with ETH and tokens.
 //! - Fault tests: [`Devnet::set_automine`] / [`Devnet::mine_block`] / [`Devnet::mempool_size`]
-//!   leave a broadcast settlement unmined; [`Devnet::authorization_used_transactions`] and
+//!   leave a broadcast settlement unmined, [`Devnet::pending_transactions`] /
+//!   [`Devnet::drop_transaction`] inspect and empty the mempool; [`Devnet::authorization_used_transactions`] and
 //!   [`Devnet::transfers`] read what the chain says happened; [`Devnet::transfer_tokens`] lets a
 //!   payer empty its wallet.
 //! - [`node_script`]: runs an interop script of `tools/interop/` (official x402 SDK) with JSON in
@@ -75,7 +76,7 @@ const RELAYER_KEY: B256 = b256!("59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8
 
 /// Multicall3's canonical address. The devnet puts [`DevnetMulticall`] there, because the official
 /// x402 facilitator reads it to explain a failed simulation.
-pub const MULTICALL3_ADDRESS: Address = address!("cA11bde05977b3631167028862bE2a173976CA11");
+pub const MULTICALL3_ADDRESS: Address = crate::facilitator::config::MULTICALL3_CANONICAL;
 
 /// base/commerce-payments `AuthCaptureEscrow` v1.0 canonical address (the devnet puts
 /// [`bindings::AuthCaptureEscrow`] there).
@@ -446,6 +447,45 @@ impl Devnet {
                 .unwrap_or(0)
         };
         Ok(count("pending") + count("queued"))
+    }
+
+    /// Hashes of the transactions from `sender` waiting in the mempool (`txpool_content`).
+    pub async fn pending_transactions(&self, sender: Address) -> Result<Vec<B256>, DevnetError> {
+        let content: serde_json::Value = self
+            .reader
+            .raw_request("txpool_content".into(), ())
+            .await
+            .map_err(DevnetError::rpc("txpool_content"))?;
+        let mut hashes = Vec::new();
+        for pool in ["pending", "queued"] {
+            let Some(by_sender) = content[pool].as_object() else {
+                continue;
+            };
+            for (address, by_nonce) in by_sender {
+                if address.parse::<Address>().ok() != Some(sender) {
+                    continue;
+                }
+                let Some(by_nonce) = by_nonce.as_object() else {
+                    continue;
+                };
+                hashes.extend(
+                    by_nonce
+                        .values()
+                        .filter_map(|tx| tx["hash"].as_str()?.parse::<B256>().ok()),
+                );
+            }
+        }
+        Ok(hashes)
+    }
+
+    /// Removes a transaction from the mempool (`anvil_dropTransaction`), as a node that lost it
+    /// would.
+    pub async fn drop_transaction(&self, hash: B256) -> Result<(), DevnetError> {
+        self.reader
+            .raw_request::<_, serde_json::Value>("anvil_dropTransaction".into(), (hash,))
+            .await
+            .map(drop)
+            .map_err(DevnetError::rpc("anvil_dropTransaction"))
     }
 
     /// Sends `amount` atomic units of the token from `from` to `to` (an ordinary ERC-20

@@ -13,7 +13,7 @@ use alloy::rpc::types::{BlockNumberOrTag, Filter, TransactionReceipt};
 use alloy::sol_types::{SolCall, SolEvent};
 use alloy::transports::TransportError;
 
-use super::onchain::IEip3009Token;
+use super::onchain::{IEip3009Token, authorization_transfer};
 
 alloy::sol! {
     /// EIP-3009's cancellation event: a cancelled nonce reads as used but moved nothing.
@@ -216,15 +216,17 @@ fn payer_transfer(
     if !receipt.status() {
         return None;
     }
-    receipt.logs().iter().find_map(|log| {
-        if log.address() != authorization.asset {
-            return None;
-        }
-        let transfer = IEip3009Token::Transfer::decode_log(&log.inner).ok()?;
-        (transfer.from == authorization.payer).then_some(TransferFacts {
-            from: transfer.from,
-            to: transfer.to,
-            value: transfer.value,
-        })
+    // Paired with the authorization's own `AuthorizationUsed`: a batch may hold the payer's
+    // other payments too.
+    let transfer = authorization_transfer(
+        receipt,
+        authorization.asset,
+        authorization.payer,
+        authorization.nonce,
+    )??;
+    Some(TransferFacts {
+        from: transfer.from,
+        to: transfer.to,
+        value: transfer.value,
     })
 }

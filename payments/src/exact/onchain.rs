@@ -317,18 +317,83 @@ pub async fn nonce_used(
     }
 }
 
-/// Whether `receipt` holds the token's `Transfer(from, to, value)` of this payment.
+/// What a mined transaction did with one payment's authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthorizationInReceipt {
+    /// The token used the authorization and moved exactly its `value` from `from` to `to`.
+    Moved,
+    /// The token used the authorization's nonce, but the transfer that followed is not this
+    /// payment's (another authorization signed under the same nonce).
+    UsedOtherwise,
+    /// The authorization was not used here: the transaction reverted, or its call of
+    /// `transferWithAuthorization` failed inside a batch.
+    Untouched,
+}
+
+/// Reads the token's logs of `receipt` for this payment: its `AuthorizationUsed(from, nonce)`
+/// and the `Transfer` emitted with it.
+///
+/// A reverted inner call leaves no logs, so the `AuthorizationUsed` log is present exactly when
+/// this authorization's call went through, even inside a batch whose other calls failed.
 #[must_use]
-pub fn receipt_has_transfer(receipt: &TransactionReceipt, payment: &ExactPayment) -> bool {
+pub fn authorization_in_receipt(
+    receipt: &TransactionReceipt,
+    payment: &ExactPayment,
+) -> AuthorizationInReceipt {
+    if !receipt.status() {
+        return AuthorizationInReceipt::Untouched;
+    }
     let authorization = &payment.payload.authorization;
-    receipt.logs().iter().any(|log| {
-        log.address() == payment.asset
-            && IEip3009Token::Transfer::decode_log(&log.inner).is_ok_and(|transfer| {
-                transfer.from == authorization.from
-                    && transfer.to == authorization.to
-                    && transfer.value == authorization.value.get()
-            })
-    })
+    match authorization_transfer(
+        receipt,
+        payment.asset,
+        authorization.from,
+        authorization.nonce,
+    ) {
+        None => AuthorizationInReceipt::Untouched,
+        Some(Some(transfer))
+            if transfer.to == authorization.to && transfer.value == authorization.value.get() =>
+        {
+            AuthorizationInReceipt::Moved
+        }
+        Some(_) => AuthorizationInReceipt::UsedOtherwise,
+    }
+}
+
+/// In `receipt`, the `asset` token's use of `payer`'s authorization `nonce`: `None` when it is
+/// not used there; otherwise the payer's `Transfer` the token emitted with it, if any.
+///
+/// The pairing matters in a batch: one payer's several payments can share a transaction, and a
+/// `Transfer` from the payer may belong to a sibling authorization. The token emits an
+/// authorization's `Transfer` next to its `AuthorizationUsed` (after it in FiatToken and the
+/// devnet token; before it in some other implementations), so the neighbouring token logs
+/// decide.
+pub(crate) fn authorization_transfer(
+    receipt: &TransactionReceipt,
+    asset: Address,
+    payer: Address,
+    nonce: B256,
+) -> Option<Option<IEip3009Token::Transfer>> {
+    let token_logs: Vec<_> = receipt
+        .logs()
+        .iter()
+        .filter(|log| log.address() == asset)
+        .collect();
+    let used_at = token_logs.iter().position(|log| {
+        IEip3009Token::AuthorizationUsed::decode_log(&log.inner)
+            .is_ok_and(|used| used.authorizer == payer && used.nonce == nonce)
+    })?;
+    let payer_transfer_at = |index: Option<usize>| {
+        let log = token_logs.get(index?)?;
+        IEip3009Token::Transfer::decode_log(&log.inner)
+            .ok()
+            .filter(|transfer| transfer.from == payer)
+            .map(|transfer| transfer.data)
+    };
+    Some(
+        payer_transfer_at(used_at.checked_add(1))
+            .or_else(|| payer_transfer_at(used_at.checked_sub(1))),
+    )
 }
 
 /// The transaction that already settled this payment, if any: the token's
@@ -361,7 +426,7 @@ pub async fn find_settlement(
         let Some(receipt) = provider.get_transaction_receipt(tx_hash).await? else {
             continue;
         };
-        if receipt.status() && receipt_has_transfer(&receipt, payment) {
+        if authorization_in_receipt(&receipt, payment) == AuthorizationInReceipt::Moved {
             return Ok(Some(tx_hash));
         }
     }

@@ -43,6 +43,23 @@ pub struct ChainConfig {
     /// genesis (fine on a devnet, too wide for most hosted RPCs on a real chain).
     #[serde(default)]
     pub settlement_lookback_blocks: Option<u64>,
+    /// Most `exact` settlements sent in one transaction (a Multicall3 `aggregate3`); 1 sends
+    /// each on its own.
+    #[serde(default = "default_settle_batch_max")]
+    pub settle_batch_max: usize,
+    /// How long a settlement ready to send waits for others still being verified to join its
+    /// transaction. Nobody waits when no other settlement is under way.
+    #[serde(default = "default_settle_batch_window_ms")]
+    pub settle_batch_window_ms: u64,
+    /// The Multicall3 that batches go through; `None` is the canonical deployment
+    /// (0xcA11bde05977b3631167028862bE2a173976CA11). Without code there, each settlement is
+    /// its own transaction.
+    #[serde(default)]
+    pub multicall3: Option<Address>,
+    /// How long a sent transaction may go without a receipt before it is sent again at the same
+    /// nonce with higher fees (replacing it if stuck, restoring it if dropped).
+    #[serde(default = "default_resend_after_ms")]
+    pub resend_after_ms: u64,
     /// `auth-capture`: the `AuthCaptureEscrow`; `None` is the canonical v1.0 deployment
     /// (also what the devnet places its look-alike at).
     #[serde(default)]
@@ -63,6 +80,24 @@ fn default_receipt_poll_interval_ms() -> u64 {
     100
 }
 
+fn default_settle_batch_max() -> usize {
+    32
+}
+
+fn default_settle_batch_window_ms() -> u64 {
+    2
+}
+
+fn default_resend_after_ms() -> u64 {
+    // Several blocks on the chains x402 settles on (2 s on Base, 12 s on Ethereum): a
+    // transaction still unmined by then is underpriced or was dropped.
+    15_000
+}
+
+/// Multicall3's address on every chain that has it.
+pub const MULTICALL3_CANONICAL: Address =
+    alloy::primitives::address!("cA11bde05977b3631167028862bE2a173976CA11");
+
 impl ChainConfig {
     /// A chain entry with the defaults for everything optional.
     #[must_use]
@@ -75,6 +110,10 @@ impl ChainConfig {
             receipt_timeout_secs: default_receipt_timeout_secs(),
             receipt_poll_interval_ms: default_receipt_poll_interval_ms(),
             settlement_lookback_blocks: None,
+            settle_batch_max: default_settle_batch_max(),
+            settle_batch_window_ms: default_settle_batch_window_ms(),
+            multicall3: None,
+            resend_after_ms: default_resend_after_ms(),
             escrow: None,
             erc3009_collector: None,
             operator_refund_collector: None,
@@ -100,6 +139,24 @@ impl ChainConfig {
     #[must_use]
     pub fn receipt_timeout(&self) -> Duration {
         Duration::from_secs(self.receipt_timeout_secs)
+    }
+
+    /// [`Self::settle_batch_window_ms`] as a duration.
+    #[must_use]
+    pub fn settle_batch_window(&self) -> Duration {
+        Duration::from_millis(self.settle_batch_window_ms)
+    }
+
+    /// [`Self::resend_after_ms`] as a duration (at least a millisecond).
+    #[must_use]
+    pub fn resend_after(&self) -> Duration {
+        Duration::from_millis(self.resend_after_ms.max(1))
+    }
+
+    /// [`Self::multicall3`], canonical where not configured.
+    #[must_use]
+    pub fn multicall3_address(&self) -> Address {
+        self.multicall3.unwrap_or(MULTICALL3_CANONICAL)
     }
 
     /// [`Self::receipt_poll_interval_ms`] as a duration.
@@ -209,6 +266,10 @@ mod tests {
         let chain = &config.chains[0];
         assert_eq!(chain.network.eip155_chain_id(), Some(31337));
         assert_eq!(chain.receipt_timeout(), Duration::from_secs(30));
+        assert_eq!(chain.settle_batch_max, 32);
+        assert_eq!(chain.settle_batch_window(), Duration::from_millis(2));
+        assert_eq!(chain.resend_after(), Duration::from_secs(15));
+        assert_eq!(chain.multicall3_address(), MULTICALL3_CANONICAL);
         assert!(chain.tokens.is_none());
         assert_eq!(chain.escrow_addresses(), EscrowAddresses::default());
         assert!(!format!("{config:?}").contains("59c6995e"));

@@ -10,9 +10,16 @@
 //! | first settle, transfer mined | `success: true` with the transaction |
 //! | concurrent settles of one payment | they queue on a per-key lock: one broadcasts and gets `success: true`, the others `invalid_exact_evm_nonce_already_used` |
 //! | receipt not seen in time | `settlement_pending` with the hash (`success: false`); the payment is remembered as pending |
-//! | retry after `settlement_pending` | reconciles against that transaction, never sends another while the node knows it: mined → `success: true` (the first success for this payment), still unmined → `settlement_pending` again, dropped → settles afresh |
+//! | retry after `settlement_pending` | waits on that broadcast (which the relayer re-sends at the same nonce while it stays unmined), never sends another: mined → what its receipt shows (`success: true` the first time), still unmined → `settlement_pending` again, nonce taken by a transaction not sent here → settles afresh |
 //! | retry after a success was answered, in this process | `invalid_exact_evm_nonce_already_used`, `transaction: ""`, the original transaction named in `errorMessage` |
 //! | settle of an authorization used on chain (after a restart, or by another facilitator) | the same refusal; the original transaction is looked up by its `AuthorizationUsed` log (with the matching `Transfer`) for the message |
+//!
+//! Settlements in flight together share transactions (see [`super::relayer`]): each payment is
+//! verified and simulated on its own first (a payment that would revert now gets its own
+//! refusal), and after the shared transaction is mined each one's outcome is read from the
+//! token's logs for its payer and nonce, so a sibling's failure never reads as a success or
+//! sinks another. A call that failed inside a mined batch is re-verified to name the reason
+//! (nonce used, balance short, …), with the batch named as the broadcast transaction.
 //!
 //! A duplicate settle must fail because resource servers such as `@x402/express` rely on it
 //! to refuse a replayed payment header. Whoever needs to know whether a payment settled after
@@ -23,7 +30,7 @@ mod auth_capture;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::{Address, TxHash, U256};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
@@ -33,11 +40,12 @@ use async_trait::async_trait;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::config::FacilitatorConfig;
-use super::relayer::{Relayer, SendError};
+use super::relayer::{Broadcast, Call, Fate, Relayer, RelayerOptions, SendError};
 use super::{Facilitator, FacilitatorError};
 use crate::auth_capture::{AUTH_CAPTURE_SCHEME, EscrowAddresses};
 use crate::exact::onchain::{
-    Refusal, find_settlement, nonce_used, receipt_has_transfer, transfer_calldata, verify_onchain,
+    AuthorizationInReceipt, Refusal, authorization_in_receipt, find_settlement, nonce_used,
+    transfer_calldata, verify_onchain,
 };
 use crate::exact::{ExactPayment, PaymentKey};
 use crate::reason::Reason;
@@ -45,9 +53,6 @@ use crate::wire::{
     EXACT_SCHEME, Network, SettleRequest, SettleResponse, SupportedKind, SupportedResponse,
     UnknownFields, VerifyRequest, VerifyResponse, X402Version2,
 };
-
-/// First wait between receipt polls; doubled up to the chain's configured poll interval.
-const FIRST_RECEIPT_POLL: Duration = Duration::from_millis(5);
 
 /// Settled payments remembered in memory; older ones fall back to the on-chain lookup.
 const REMEMBERED_SETTLEMENTS: usize = 100_000;
@@ -105,7 +110,6 @@ struct Chain {
     relayer: Relayer,
     tokens: Option<HashSet<Address>>,
     receipt_timeout: Duration,
-    poll_interval: Duration,
     lookback_blocks: Option<u64>,
     escrow: EscrowAddresses,
 }
@@ -149,13 +153,33 @@ impl LocalFacilitator {
             if actual != expected {
                 return Err(LocalFacilitatorError::ChainIdMismatch { network, actual });
             }
+            let multicall = chain.multicall3_address();
+            let batching = chain.settle_batch_max > 1;
+            let has_multicall = batching
+                && !provider
+                    .get_code_at(multicall)
+                    .await
+                    .map_err(|source| LocalFacilitatorError::Unreachable {
+                        network: network.clone(),
+                        source,
+                    })?
+                    .is_empty();
+            if batching && !has_multicall {
+                tracing::warn!(%network, %multicall, "no Multicall3 code: every settlement is its own transaction");
+            }
+            let options = RelayerOptions {
+                multicall: has_multicall.then_some(multicall),
+                batch_max: chain.settle_batch_max,
+                batch_window: chain.settle_batch_window(),
+                resend_after: chain.resend_after(),
+                poll_interval: chain.receipt_poll_interval(),
+            };
             let entry = Chain {
                 network: network.clone(),
-                relayer: Relayer::new(provider.clone(), chain.relayer_key.address()),
+                relayer: Relayer::new(provider.clone(), chain.relayer_key.address(), &options),
                 provider,
                 tokens: chain.tokens.as_ref().map(|t| t.iter().copied().collect()),
                 receipt_timeout: chain.receipt_timeout(),
-                poll_interval: chain.receipt_poll_interval(),
                 lookback_blocks: chain.settlement_lookback_blocks,
                 escrow: chain.escrow_addresses(),
             };
@@ -266,13 +290,13 @@ impl Facilitator for LocalFacilitator {
                     .into_response());
             }
             Some(Entry {
-                state: Remembered::Pending(tx_hash),
+                state: Remembered::Pending(broadcast),
                 ..
             }) => {
-                if let Some(outcome) = chain.reconcile(&payment, tx_hash).await? {
+                if let Some(outcome) = chain.reconcile(&payment, &broadcast).await? {
                     return Ok(self.book.record(key, terms, outcome));
                 }
-                // The pending transaction vanished from the node: settle afresh.
+                // Its nonce went to a transaction not sent here, so it never ran: settle afresh.
                 self.book.forget(&key);
             }
             None => {}
@@ -331,7 +355,7 @@ enum Outcome {
     /// Final success: remembered, so a retry is refused as a used nonce without asking the chain.
     Settled(SettleResponse, TxHash),
     /// Broadcast, unconfirmed: remembered so a retry reconciles instead of resending.
-    Pending(SettleResponse, TxHash),
+    Pending(SettleResponse, Arc<Broadcast>),
     /// Refused or failed: nothing to remember, a retry re-runs everything (and the chain
     /// refuses an authorization that was used meanwhile).
     Failed(SettleResponse),
@@ -416,32 +440,39 @@ impl Chain {
     }
 
     async fn settle_fresh(&self, payment: &ExactPayment) -> Result<Outcome, TransportError> {
+        let announcement = self.relayer.announce();
         let verdict = match payment.check_window(unix_now()) {
             Err(reason) => Err(Refusal::from(reason)),
             Ok(()) => verify_onchain(&self.provider, self.relayer.address(), payment).await?,
         };
         let facts = match verdict {
             Ok(facts) => facts,
-            // These are what an already-settled payment looks like to verification: its nonce
-            // is spent, the simulation reverts, the balance may be gone, the window may have
-            // closed since.
-            Err(refusal)
-                if matches!(
+            Err(refusal) => {
+                // Withdrawn at once: a batch waiting for this payment need not wait longer.
+                drop(announcement);
+                // These are what an already-settled payment looks like to verification: its
+                // nonce is spent, the simulation reverts, the balance may be gone, the window
+                // may have closed since.
+                return if matches!(
                     refusal.reason,
                     Reason::NonceAlreadyUsed
                         | Reason::SimulationFailed
                         | Reason::InsufficientBalance
                         | Reason::ValidBefore
-                ) =>
-            {
-                return self.used_or(payment, refusal, None).await;
+                ) {
+                    self.used_or(payment, refusal, None).await
+                } else {
+                    Ok(self.failed(payment, refusal, None))
+                };
             }
-            Err(refusal) => return Ok(self.failed(payment, refusal, None)),
         };
 
-        let calldata = transfer_calldata(payment, facts.has_code);
-        let tx_hash = match self.relayer.send(payment.asset, calldata).await {
-            Ok(tx_hash) => tx_hash,
+        let call = Call {
+            to: payment.asset,
+            calldata: transfer_calldata(payment, facts.has_code).into(),
+        };
+        let broadcast = match self.relayer.submit(call, announcement).await {
+            Ok(broadcast) => broadcast,
             // Verified a moment ago, reverts now: maybe someone settled it in between.
             Err(SendError::Reverted(message)) => {
                 let refusal = Refusal {
@@ -452,32 +483,29 @@ impl Chain {
             }
             Err(SendError::Rpc(error)) => return Err(error),
         };
-        tracing::info!(network = %self.network, payer = %payment.payer(), tx = %tx_hash, "settlement broadcast");
-        match self.wait_for_receipt(tx_hash).await? {
-            Some(receipt) => self.conclude(payment, &receipt).await,
-            None => Ok(self.pending(payment, tx_hash)),
+        tracing::info!(network = %self.network, payer = %payment.payer(), tx = %broadcast.latest(), "settlement broadcast");
+        match broadcast.fate_within(self.receipt_timeout).await {
+            Some(fate) => self.conclude(payment, fate).await,
+            None => Ok(self.pending(payment, broadcast)),
         }
     }
 
-    /// A retry of a payment whose transaction was broadcast but unconfirmed. `None` when the
-    /// node no longer knows the transaction (dropped), so it is safe to send again.
+    /// A retry of a payment whose transaction was broadcast but unconfirmed. `None` when its
+    /// nonce was used by a transaction not sent here, so it never ran and may be sent again.
     async fn reconcile(
         &self,
         payment: &ExactPayment,
-        tx_hash: TxHash,
+        broadcast: &Arc<Broadcast>,
     ) -> Result<Option<Outcome>, TransportError> {
-        if let Some(receipt) = self.wait_for_receipt(tx_hash).await? {
-            return self.conclude(payment, &receipt).await.map(Some);
+        match broadcast.fate_within(self.receipt_timeout).await {
+            Some(Fate::Superseded) => Ok(None),
+            Some(fate) => self.conclude(payment, fate).await.map(Some),
+            None => Ok(Some(self.pending(payment, Arc::clone(broadcast)))),
         }
-        let known = self
-            .provider
-            .get_transaction_by_hash(tx_hash)
-            .await?
-            .is_some();
-        Ok(known.then(|| self.pending(payment, tx_hash)))
     }
 
-    fn pending(&self, payment: &ExactPayment, tx_hash: TxHash) -> Outcome {
+    fn pending(&self, payment: &ExactPayment, broadcast: Arc<Broadcast>) -> Outcome {
+        let tx_hash = broadcast.latest();
         tracing::warn!(network = %self.network, tx = %tx_hash, "settlement not confirmed in time");
         let response = SettleResponse::failed(
             self.network.as_str(),
@@ -486,14 +514,25 @@ impl Chain {
             Some(tx_hash.to_string()),
             None,
         );
-        Outcome::Pending(response, tx_hash)
+        Outcome::Pending(response, broadcast)
     }
 
+    /// The payment's outcome from what the chain shows its transaction did.
     async fn conclude(
         &self,
         payment: &ExactPayment,
-        receipt: &TransactionReceipt,
+        fate: Fate,
     ) -> Result<Outcome, TransportError> {
+        let receipt = match fate {
+            Fate::Mined(receipt) => receipt,
+            // Nothing of ours ran; the authorization may have been used by whoever took the
+            // nonce's place (or by another facilitator).
+            Fate::Superseded => {
+                return self
+                    .used_or(payment, Reason::TransactionFailed.into(), None)
+                    .await;
+            }
+        };
         let tx_hash = receipt.transaction_hash;
         if !receipt.status() {
             // Another settler (a second facilitator on the same payment) may have been mined
@@ -502,31 +541,39 @@ impl Chain {
                 .used_or(payment, Reason::TransactionFailed.into(), Some(tx_hash))
                 .await;
         }
-        if !receipt_has_transfer(receipt, payment) {
-            return Ok(self.failed(payment, Reason::TransferEventMismatch.into(), Some(tx_hash)));
+        match authorization_in_receipt(&receipt, payment) {
+            AuthorizationInReceipt::Moved => Ok(self.settled(payment, tx_hash)),
+            AuthorizationInReceipt::UsedOtherwise => {
+                Ok(self.failed(payment, Reason::TransferEventMismatch.into(), Some(tx_hash)))
+            }
+            AuthorizationInReceipt::Untouched => self.failed_in_batch(payment, &receipt).await,
         }
-        Ok(self.settled(payment, tx_hash))
     }
 
-    /// Polls for the receipt until the timeout. The first polls come quickly (a devnet or a
-    /// fast L2 mines within milliseconds), then back off to the configured interval.
-    async fn wait_for_receipt(
+    /// The refusal of a payment whose call failed inside a mined batch: what verification says
+    /// now, or `transaction_failed` when it would pass now (a sibling ahead of it in the batch
+    /// spent the balance it needed, which has come back since).
+    async fn failed_in_batch(
         &self,
-        tx_hash: TxHash,
-    ) -> Result<Option<TransactionReceipt>, TransportError> {
-        let deadline = Instant::now() + self.receipt_timeout;
-        let mut delay = FIRST_RECEIPT_POLL.min(self.poll_interval);
-        loop {
-            if let Some(receipt) = self.provider.get_transaction_receipt(tx_hash).await? {
-                return Ok(Some(receipt));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(None);
-            }
-            tokio::time::sleep(delay.min(deadline - now)).await;
-            delay = (delay * 2).min(self.poll_interval);
-        }
+        payment: &ExactPayment,
+        receipt: &TransactionReceipt,
+    ) -> Result<Outcome, TransportError> {
+        let tx_hash = receipt.transaction_hash;
+        tracing::info!(network = %self.network, payer = %payment.payer(), tx = %tx_hash, "transfer failed inside a batch");
+        let verdict = match payment.check_window(unix_now()) {
+            Err(reason) => Err(Refusal::from(reason)),
+            Ok(()) => verify_onchain(&self.provider, self.relayer.address(), payment).await?,
+        };
+        let refusal = match verdict {
+            Err(refusal) => refusal,
+            Ok(_) => Refusal {
+                reason: Reason::TransactionFailed,
+                message: Some(format!(
+                    "the transfer failed inside batch transaction {tx_hash}"
+                )),
+            },
+        };
+        self.used_or(payment, refusal, Some(tx_hash)).await
     }
 }
 
@@ -564,12 +611,12 @@ impl KeyedLocks {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Remembered {
     /// `success: true` was answered for this transaction.
     Settled(TxHash),
     /// Broadcast; no success answered yet.
-    Pending(TxHash),
+    Pending(Arc<Broadcast>),
 }
 
 /// What a transfer under a nonce moves: what a remembered settlement must match to answer
@@ -623,7 +670,9 @@ impl SettlementBook {
     fn record(&self, key: PaymentKey, terms: TransferTerms, outcome: Outcome) -> SettleResponse {
         let (response, remembered) = match outcome {
             Outcome::Settled(response, tx_hash) => (response, Some(Remembered::Settled(tx_hash))),
-            Outcome::Pending(response, tx_hash) => (response, Some(Remembered::Pending(tx_hash))),
+            Outcome::Pending(response, broadcast) => {
+                (response, Some(Remembered::Pending(broadcast)))
+            }
             Outcome::Failed(response) => (response, None),
         };
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);

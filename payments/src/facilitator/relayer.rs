@@ -1,16 +1,62 @@
 //! The relayer: sends settlement transactions from one key with one nonce sequence.
+//!
+//! - [`Relayer::send`]: one call as its own transaction (escrow settlements).
+//! - [`Relayer::submit`]: a call that may share its transaction. Calls submitted while the
+//!   relayer is busy sending, or while other settlements [announced](Relayer::announce) are still
+//!   being verified (for at most the batch window), leave together as one Multicall3
+//!   `aggregate3` with `allowFailure` on every call, so one failing call never reverts the others.
+//!   Whether a call succeeded is read from the receipt by the caller, never assumed.
+//! - [`Broadcast`]: the transaction at one nonce, watched until that nonce is used. When no
+//!   receipt comes within the resend bound, the same call is sent again at the same nonce with
+//!   higher fees: a stuck transaction is replaced and a dropped one restored, never doubled, as a
+//!   nonce is used once. Whichever version is mined is the outcome.
+//!
+//! Nonces are assigned here rather than by a provider filler: the next nonce sits behind an
+//! async mutex held only for the `eth_sendRawTransaction` round trip, so sends queue for a nonce
+//! but wait for their receipts in parallel. A failed send forgets the cached nonce, and the next
+//! send re-reads the node's pending count, which resynchronises after a "nonce too low" or after
+//! another process used the same key.
 
-use alloy::primitives::{Address, TxHash};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::time::Duration;
+
+use alloy::primitives::{Address, Bytes, TxHash};
 use alloy::providers::{DynProvider, Provider};
-use alloy::rpc::types::{TransactionInput, TransactionRequest};
+use alloy::rpc::types::{TransactionInput, TransactionReceipt, TransactionRequest};
+use alloy::sol_types::SolCall;
 use alloy::transports::{RpcError, TransportError};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify, mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::exact::onchain::revert_message;
+
+alloy::sol! {
+    /// The part of Multicall3 batches use.
+    interface IMulticall3 {
+        struct Call3 {
+            address target;
+            bool allowFailure;
+            bytes callData;
+        }
+
+        struct Result {
+            bool success;
+            bytes returnData;
+        }
+
+        function aggregate3(Call3[] calldata calls) external payable returns (Result[] memory returnData);
+    }
+}
 
 /// Attempts per send when the node reports a nonce conflict (another sender used the key, or a
 /// previous send's fate was unknown).
 const NONCE_ATTEMPTS: u32 = 4;
+
+/// First wait between receipt polls; doubled up to the configured poll interval. A devnet or a
+/// fast L2 mines within a millisecond or two, and every waiter of a batch waits on this poll.
+const FIRST_RECEIPT_POLL: Duration = Duration::from_millis(1);
 
 /// Why a transaction was not sent.
 #[derive(Debug)]
@@ -27,65 +73,458 @@ impl From<TransportError> for SendError {
     }
 }
 
+impl SendError {
+    /// The same error for another caller (transport errors are not `Clone`).
+    fn duplicate(&self) -> Self {
+        match self {
+            Self::Reverted(message) => Self::Reverted(message.clone()),
+            Self::Rpc(RpcError::ErrorResp(payload)) => {
+                Self::Rpc(RpcError::ErrorResp(payload.clone()))
+            }
+            Self::Rpc(error) => Self::Rpc(TransportError::local_usage_str(&error.to_string())),
+        }
+    }
+}
+
+/// One contract call to make from the relayer.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    pub(crate) to: Address,
+    pub(crate) calldata: Bytes,
+}
+
+/// How a relayer sends.
+#[derive(Debug, Clone)]
+pub(crate) struct RelayerOptions {
+    /// The Multicall3 to batch through; `None` sends every call on its own.
+    pub(crate) multicall: Option<Address>,
+    /// Most calls in one batch.
+    pub(crate) batch_max: usize,
+    /// Longest wait for announced calls to join a batch.
+    pub(crate) batch_window: Duration,
+    /// How long a transaction may go without a receipt before it is sent again.
+    pub(crate) resend_after: Duration,
+    /// Longest wait between receipt polls.
+    pub(crate) poll_interval: Duration,
+}
+
 /// Sends transactions from one relayer key.
-///
-/// Nonces are assigned here rather than by a provider filler: the next nonce sits behind an
-/// async mutex held only for the `eth_sendRawTransaction` round trip, so concurrent settlements
-/// queue for a nonce but wait for their receipts in parallel. Any failed send forgets the cached
-/// nonce, and the next send re-reads the node's pending count, which resynchronises after a
-/// "nonce too low" or after another process used the same key.
 pub(crate) struct Relayer {
-    provider: DynProvider,
-    address: Address,
-    next_nonce: Mutex<Option<u64>>,
+    core: Arc<Core>,
+    batcher: Option<Batcher>,
+    /// Stops the batcher and every watcher when the relayer goes away.
+    _stop: DropGuard,
 }
 
 impl std::fmt::Debug for Relayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Relayer")
-            .field("address", &self.address)
+            .field("address", &self.core.address)
+            .field("batching", &self.batcher.is_some())
             .finish_non_exhaustive()
     }
 }
 
+struct Core {
+    provider: DynProvider,
+    address: Address,
+    next_nonce: Mutex<Option<u64>>,
+    resend_after: Duration,
+    poll_interval: Duration,
+    stop: CancellationToken,
+}
+
+struct Batcher {
+    queue: mpsc::UnboundedSender<Queued>,
+    verifying: Arc<Verifying>,
+}
+
+/// How many announced settlements are still being verified: while any are, a batch waits for
+/// them (up to the window) instead of leaving without them.
+#[derive(Default)]
+struct Verifying {
+    count: AtomicUsize,
+    changed: Notify,
+}
+
+struct Queued {
+    call: Call,
+    reply: oneshot::Sender<Result<Arc<Broadcast>, SendError>>,
+}
+
+/// A settlement being verified that will probably [`Relayer::submit`] soon. Dropping it (the
+/// payment was refused) or submitting withdraws it.
+pub(crate) struct Announcement {
+    verifying: Option<Arc<Verifying>>,
+}
+
+impl Drop for Announcement {
+    fn drop(&mut self) {
+        if let Some(verifying) = self.verifying.take() {
+            verifying.count.fetch_sub(1, Ordering::AcqRel);
+            verifying.changed.notify_waiters();
+        }
+    }
+}
+
+/// The transaction at one nonce, in all the versions sent.
+pub(crate) struct Broadcast {
+    nonce: u64,
+    first: TxHash,
+    /// Hashes of the versions sent again at this nonce, the latest last.
+    resent: StdMutex<Vec<TxHash>>,
+    fate: watch::Receiver<Option<Fate>>,
+}
+
+impl std::fmt::Debug for Broadcast {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broadcast")
+            .field("nonce", &self.nonce)
+            .field("hashes", &self.hashes())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a broadcast ended.
+#[derive(Debug, Clone)]
+pub(crate) enum Fate {
+    /// One of its versions was mined (successful or reverted: read the receipt).
+    Mined(Arc<TransactionReceipt>),
+    /// Its nonce was used by a transaction this relayer did not send here: none of its calls ran.
+    Superseded,
+}
+
+impl Broadcast {
+    /// The most recent version's hash.
+    pub(crate) fn latest(&self) -> TxHash {
+        let resent = self.resent.lock().unwrap_or_else(PoisonError::into_inner);
+        resent.last().copied().unwrap_or(self.first)
+    }
+
+    /// Every version's hash, the first first.
+    fn hashes(&self) -> Vec<TxHash> {
+        let resent = self.resent.lock().unwrap_or_else(PoisonError::into_inner);
+        std::iter::once(self.first)
+            .chain(resent.iter().copied())
+            .collect()
+    }
+
+    fn add(&self, hash: TxHash) {
+        self.resent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(hash);
+    }
+
+    /// Its fate, once known within `timeout`; `None` while still unmined.
+    pub(crate) async fn fate_within(&self, timeout: Duration) -> Option<Fate> {
+        let mut fate = self.fate.clone();
+        match tokio::time::timeout(timeout, fate.wait_for(Option::is_some)).await {
+            Ok(Ok(known)) => known.clone(),
+            // The watcher stopped (the relayer is shutting down) or time ran out: unknown.
+            Ok(Err(_)) | Err(_) => None,
+        }
+    }
+}
+
 impl Relayer {
-    /// `provider` must sign for `address` (a wallet filler with the relayer key).
-    pub(crate) fn new(provider: DynProvider, address: Address) -> Self {
-        Self {
+    /// `provider` must sign for `address` (a wallet filler with the relayer key). Batching needs
+    /// `options.multicall` and `options.batch_max > 1`; must run inside a tokio runtime.
+    pub(crate) fn new(provider: DynProvider, address: Address, options: &RelayerOptions) -> Self {
+        let stop = CancellationToken::new();
+        let core = Arc::new(Core {
             provider,
             address,
             next_nonce: Mutex::new(None),
+            resend_after: options.resend_after,
+            poll_interval: options.poll_interval,
+            stop: stop.clone(),
+        });
+        let batcher = match options.multicall {
+            Some(multicall) if options.batch_max > 1 => {
+                let (queue, calls) = mpsc::unbounded_channel();
+                let verifying = Arc::new(Verifying::default());
+                tokio::spawn(batch_loop(
+                    Arc::clone(&core),
+                    BatchLoop {
+                        multicall,
+                        max: options.batch_max,
+                        window: options.batch_window,
+                        calls,
+                        verifying: Arc::clone(&verifying),
+                    },
+                ));
+                Some(Batcher { queue, verifying })
+            }
+            _ => None,
+        };
+        Self {
+            core,
+            batcher,
+            _stop: stop.drop_guard(),
         }
     }
 
     pub(crate) fn address(&self) -> Address {
-        self.address
+        self.core.address
     }
 
-    /// Sends a call to `to` with `calldata`; returns its hash once the node accepted it.
-    pub(crate) async fn send(&self, to: Address, calldata: Vec<u8>) -> Result<TxHash, SendError> {
+    /// Says a settlement is being verified and will likely [`Relayer::submit`].
+    pub(crate) fn announce(&self) -> Announcement {
+        let verifying = self.batcher.as_ref().map(|batcher| {
+            batcher.verifying.count.fetch_add(1, Ordering::AcqRel);
+            Arc::clone(&batcher.verifying)
+        });
+        Announcement { verifying }
+    }
+
+    /// Sends `call` on its own; returns once the node accepted it.
+    pub(crate) async fn send(&self, call: Call) -> Result<Arc<Broadcast>, SendError> {
+        self.core.send_alone(call).await
+    }
+
+    /// Sends `call`, possibly in one transaction with others; returns once the node accepted
+    /// the transaction that carries it. `Err(Reverted)` means this call alone would revert now.
+    pub(crate) async fn submit(
+        &self,
+        call: Call,
+        announcement: Announcement,
+    ) -> Result<Arc<Broadcast>, SendError> {
+        let Some(batcher) = &self.batcher else {
+            drop(announcement);
+            return self.core.send_alone(call).await;
+        };
+        let (reply, answer) = oneshot::channel();
+        let queued = batcher.queue.send(Queued { call, reply });
+        // Withdrawn only once queued, so a waiting batch sees the call before the count drops.
+        drop(announcement);
+        if queued.is_err() {
+            return Err(stopped());
+        }
+        answer.await.unwrap_or_else(|_| Err(stopped()))
+    }
+}
+
+fn stopped() -> SendError {
+    SendError::Rpc(TransportError::local_usage_str(
+        "the relayer is shutting down",
+    ))
+}
+
+struct BatchLoop {
+    multicall: Address,
+    max: usize,
+    window: Duration,
+    calls: mpsc::UnboundedReceiver<Queued>,
+    verifying: Arc<Verifying>,
+}
+
+/// Forms batches: the first queued call opens one, which takes whatever else is queued and,
+/// while announced settlements are still being verified, waits for them until the window closes
+/// or the batch is full. A batch is sent before the next is formed, so calls queue up while the
+/// relayer is busy and the batches grow with the load.
+async fn batch_loop(core: Arc<Core>, mut batches: BatchLoop) {
+    loop {
+        let first = tokio::select! {
+            queued = batches.calls.recv() => match queued {
+                Some(queued) => queued,
+                None => return,
+            },
+            () = core.stop.cancelled() => return,
+        };
+        let mut batch = vec![first];
+        let deadline = Instant::now() + batches.window;
+        loop {
+            while batch.len() < batches.max {
+                match batches.calls.try_recv() {
+                    Ok(queued) => batch.push(queued),
+                    Err(_) => break,
+                }
+            }
+            if batch.len() >= batches.max {
+                break;
+            }
+            let changed = batches.verifying.changed.notified();
+            tokio::pin!(changed);
+            // Registered before reading the count, so a withdrawal in between still wakes us.
+            changed.as_mut().enable();
+            if batches.verifying.count.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            tokio::select! {
+                queued = batches.calls.recv() => match queued {
+                    Some(queued) => batch.push(queued),
+                    None => break,
+                },
+                () = &mut changed => {}
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        core.send_batch(batches.multicall, batch).await;
+    }
+}
+
+/// A transaction ready to sign but for its nonce.
+#[derive(Debug, Clone)]
+struct Draft {
+    to: Address,
+    calldata: Bytes,
+    gas: u64,
+    max_fee_per_gas: u128,
+    max_priority_fee_per_gas: u128,
+}
+
+impl Draft {
+    fn request(&self, from: Address, nonce: u64) -> TransactionRequest {
+        TransactionRequest::default()
+            .from(from)
+            .to(self.to)
+            .input(TransactionInput::new(self.calldata.clone()))
+            .gas_limit(self.gas)
+            .max_fee_per_gas(self.max_fee_per_gas)
+            .max_priority_fee_per_gas(self.max_priority_fee_per_gas)
+            .nonce(nonce)
+    }
+
+    /// The fees of a replacement: a quarter above the last (nodes want at least a tenth more to
+    /// replace a pending transaction), or what the chain asks now if that is more.
+    fn bump(&mut self, current: Option<(u128, u128)>) {
+        let up = |fee: u128| fee.saturating_add(fee / 4).saturating_add(1);
+        let (max_fee, priority) = current.unwrap_or_default();
+        self.max_priority_fee_per_gas = up(self.max_priority_fee_per_gas).max(priority);
+        self.max_fee_per_gas = up(self.max_fee_per_gas)
+            .max(max_fee)
+            .max(self.max_priority_fee_per_gas);
+    }
+}
+
+impl Core {
+    /// Estimates `call` from the relayer: `Reverted` when it would revert now.
+    async fn estimate(&self, to: Address, calldata: Bytes) -> Result<u64, SendError> {
         let request = TransactionRequest::default()
             .from(self.address)
             .to(to)
-            .input(TransactionInput::new(calldata.into()));
+            .input(TransactionInput::new(calldata));
+        self.provider
+            .estimate_gas(request)
+            .await
+            .map_err(|error| match revert_message(&error) {
+                Some(message) => SendError::Reverted(message),
+                None => error.into(),
+            })
+    }
+
+    /// The gas limit for a call, from one run of it: `eth_createAccessList` reports the gas a
+    /// call used, where `eth_estimateGas` runs it again and again in a search (several times
+    /// slower, most of all for a batch of signature checks). Nodes without the method get the
+    /// search. `Reverted` when the call would revert now.
+    async fn gas_limit(&self, to: Address, calldata: Bytes) -> Result<u64, SendError> {
+        let request = TransactionRequest::default()
+            .from(self.address)
+            .to(to)
+            .input(TransactionInput::new(calldata.clone()));
+        match self.provider.create_access_list(&request).await {
+            Ok(result) => match result.error {
+                Some(message) => Err(SendError::Reverted(message)),
+                None => Ok(limit_for_used(
+                    u64::try_from(result.gas_used).unwrap_or(u64::MAX),
+                )),
+            },
+            Err(error) => match revert_message(&error) {
+                Some(message) => Err(SendError::Reverted(message)),
+                None => {
+                    tracing::debug!(relayer = %self.address, %error, "eth_createAccessList failed, estimating instead");
+                    self.estimate(to, calldata).await.map(with_margin)
+                }
+            },
+        }
+    }
+
+    async fn send_alone(self: &Arc<Self>, call: Call) -> Result<Arc<Broadcast>, SendError> {
         // Estimation and fees happen before taking the nonce lock, so only the send itself is
         // serialised.
-        let gas = match self.provider.estimate_gas(request.clone()).await {
-            Ok(gas) => gas,
-            Err(error) => {
-                return Err(match revert_message(&error) {
-                    Some(message) => SendError::Reverted(message),
-                    None => error.into(),
-                });
+        let (gas, fees) = tokio::join!(
+            self.gas_limit(call.to, call.calldata.clone()),
+            self.provider.estimate_eip1559_fees()
+        );
+        let (gas, fees) = (gas?, fees?);
+        self.broadcast(Draft {
+            to: call.to,
+            calldata: call.calldata,
+            gas,
+            max_fee_per_gas: fees.max_fee_per_gas,
+            max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
+        })
+        .await
+    }
+
+    /// Sends a batch and answers each of its callers.
+    async fn send_batch(self: &Arc<Self>, multicall: Address, batch: Vec<Queued>) {
+        if batch.len() == 1 {
+            let Some(Queued { call, reply }) = batch.into_iter().next() else {
+                return;
+            };
+            let _ = reply.send(self.send_alone(call).await);
+            return;
+        }
+        let calls = |allow_failure: bool| {
+            IMulticall3::aggregate3Call {
+                calls: batch
+                    .iter()
+                    .map(|queued| IMulticall3::Call3 {
+                        target: queued.call.to,
+                        allowFailure: allow_failure,
+                        callData: queued.call.calldata.clone(),
+                    })
+                    .collect(),
+            }
+            .abi_encode()
+        };
+        // The gas is measured with every call required to succeed: with failures allowed, a
+        // node's gas search may settle on a limit at which the outer call completes while inner
+        // calls run out of gas. A revert here means some call fails now, alone or after its
+        // siblings (one payer's two payments exceeding the balance): then every call goes
+        // alone, and the ones that revert get their own refusal.
+        let (gas, fees) = tokio::join!(
+            self.gas_limit(multicall, calls(false).into()),
+            self.provider.estimate_eip1559_fees()
+        );
+        let sent = match (gas, fees) {
+            (Err(SendError::Reverted(message)), _) => {
+                tracing::debug!(relayer = %self.address, calls = batch.len(), %message, "batch would revert, sending its calls alone");
+                for Queued { call, reply } in batch {
+                    let core = Arc::clone(self);
+                    tokio::spawn(async move {
+                        let _ = reply.send(core.send_alone(call).await);
+                    });
+                }
+                return;
+            }
+            (Err(error), _) => Err(error),
+            (_, Err(error)) => Err(error.into()),
+            (Ok(gas), Ok(fees)) => {
+                self.broadcast(Draft {
+                    to: multicall,
+                    calldata: calls(true).into(),
+                    gas,
+                    max_fee_per_gas: fees.max_fee_per_gas,
+                    max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
+                })
+                .await
             }
         };
-        let fees = self.provider.estimate_eip1559_fees().await?;
-        // A fifth on top of the estimate: state can shift between estimate and inclusion.
-        let request = request
-            .gas_limit(gas.saturating_add(gas / 5))
-            .max_fee_per_gas(fees.max_fee_per_gas)
-            .max_priority_fee_per_gas(fees.max_priority_fee_per_gas);
+        tracing::debug!(relayer = %self.address, calls = batch.len(), "batch sent");
+        for Queued { reply, .. } in batch {
+            let answer = match &sent {
+                Ok(broadcast) => Ok(Arc::clone(broadcast)),
+                Err(error) => Err(error.duplicate()),
+            };
+            let _ = reply.send(answer);
+        }
+    }
 
+    /// Takes the next nonce, sends, and starts watching the transaction.
+    async fn broadcast(self: &Arc<Self>, draft: Draft) -> Result<Arc<Broadcast>, SendError> {
         let mut next_nonce = self.next_nonce.lock().await;
         let mut attempt = 0;
         loop {
@@ -101,12 +540,21 @@ impl Relayer {
             };
             match self
                 .provider
-                .send_transaction(request.clone().nonce(nonce))
+                .send_transaction(draft.request(self.address, nonce))
                 .await
             {
                 Ok(pending) => {
                     *next_nonce = Some(nonce + 1);
-                    return Ok(*pending.tx_hash());
+                    drop(next_nonce);
+                    let (fate_tx, fate) = watch::channel(None);
+                    let broadcast = Arc::new(Broadcast {
+                        nonce,
+                        first: *pending.tx_hash(),
+                        resent: StdMutex::new(Vec::new()),
+                        fate,
+                    });
+                    tokio::spawn(Arc::clone(self).watch(Arc::clone(&broadcast), draft, fate_tx));
+                    return Ok(broadcast);
                 }
                 Err(error) => {
                     // Whether the node kept the transaction is unknown; ask it next time.
@@ -120,15 +568,185 @@ impl Relayer {
             }
         }
     }
+
+    /// Polls for a receipt of any version of `broadcast` until one is mined or its nonce is
+    /// used by something else, sending it again whenever the resend bound passes without one.
+    async fn watch(
+        self: Arc<Self>,
+        broadcast: Arc<Broadcast>,
+        mut draft: Draft,
+        fate: watch::Sender<Option<Fate>>,
+    ) {
+        let mut delay = FIRST_RECEIPT_POLL.min(self.poll_interval);
+        let mut sent_at = Instant::now();
+        loop {
+            match self.find_receipt(&broadcast).await {
+                Ok(Some(receipt)) => {
+                    fate.send_replace(Some(Fate::Mined(Arc::new(receipt))));
+                    return;
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::debug!(relayer = %self.address, nonce = broadcast.nonce, %error, "receipt poll failed");
+                }
+            }
+            if sent_at.elapsed() >= self.resend_after {
+                sent_at = Instant::now();
+                delay = FIRST_RECEIPT_POLL.min(self.poll_interval);
+                match self.resend(&broadcast, &mut draft).await {
+                    Ok(Resent::Sent) => {}
+                    Ok(Resent::NonceUsed) => match self.find_receipt(&broadcast).await {
+                        Ok(Some(receipt)) => {
+                            fate.send_replace(Some(Fate::Mined(Arc::new(receipt))));
+                            return;
+                        }
+                        Ok(None) => {
+                            tracing::warn!(relayer = %self.address, nonce = broadcast.nonce, "nonce used by a transaction not sent here");
+                            *self.next_nonce.lock().await = None;
+                            fate.send_replace(Some(Fate::Superseded));
+                            return;
+                        }
+                        Err(_) => {}
+                    },
+                    Err(error) => {
+                        tracing::warn!(relayer = %self.address, nonce = broadcast.nonce, %error, "resend failed, retrying later");
+                    }
+                }
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(self.poll_interval);
+        }
+    }
+
+    /// A receipt of any version of `broadcast`, newest version first.
+    async fn find_receipt(
+        &self,
+        broadcast: &Broadcast,
+    ) -> Result<Option<TransactionReceipt>, TransportError> {
+        for hash in broadcast.hashes().into_iter().rev() {
+            if let Some(receipt) = self.provider.get_transaction_receipt(hash).await? {
+                return Ok(Some(receipt));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Sends `draft` again at the broadcast's nonce with bumped fees, unless the nonce is used.
+    async fn resend(
+        &self,
+        broadcast: &Broadcast,
+        draft: &mut Draft,
+    ) -> Result<Resent, TransportError> {
+        let mined_nonces = self
+            .provider
+            .get_transaction_count(self.address)
+            .latest()
+            .await?;
+        if mined_nonces > broadcast.nonce {
+            return Ok(Resent::NonceUsed);
+        }
+        let current = self
+            .provider
+            .estimate_eip1559_fees()
+            .await
+            .ok()
+            .map(|fees| (fees.max_fee_per_gas, fees.max_priority_fee_per_gas));
+        draft.bump(current);
+        match self
+            .provider
+            .send_transaction(draft.request(self.address, broadcast.nonce))
+            .await
+        {
+            Ok(pending) => {
+                tracing::warn!(
+                    relayer = %self.address,
+                    nonce = broadcast.nonce,
+                    replaced = %broadcast.latest(),
+                    tx = %pending.tx_hash(),
+                    max_fee_per_gas = draft.max_fee_per_gas,
+                    "no receipt in time, sent again at the same nonce"
+                );
+                broadcast.add(*pending.tx_hash());
+                Ok(Resent::Sent)
+            }
+            Err(error) if is_nonce_too_low(&error) => Ok(Resent::NonceUsed),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+enum Resent {
+    Sent,
+    NonceUsed,
+}
+
+/// A fifth on top of the estimate: state can shift between estimate and inclusion.
+fn with_margin(gas: u64) -> u64 {
+    gas.saturating_add(gas / 5)
+}
+
+/// A gas limit that covers a run reported to use `used`: refunds (at most a fifth of the gas
+/// spent, EIP-3529) come off `used` only at the end, each call leaves a 64th of the gas behind
+/// in its caller (EIP-150), and the access list the node priced in is not sent. Gas left over is
+/// not paid for, so the limit errs high.
+fn limit_for_used(used: u64) -> u64 {
+    let spent = used.saturating_add(used / 4);
+    with_margin(spent.saturating_add(spent / 63))
+}
+
+fn error_message(error: &TransportError) -> Option<String> {
+    let RpcError::ErrorResp(payload) = error else {
+        return None;
+    };
+    Some(payload.message.to_ascii_lowercase())
 }
 
 fn is_nonce_conflict(error: &TransportError) -> bool {
-    let RpcError::ErrorResp(payload) = error else {
-        return false;
-    };
-    let message = payload.message.to_ascii_lowercase();
-    message.contains("nonce")
-        || message.contains("already known")
-        || message.contains("already imported")
-        || message.contains("underpriced")
+    error_message(error).is_some_and(|message| {
+        message.contains("nonce")
+            || message.contains("already known")
+            || message.contains("already imported")
+            || message.contains("underpriced")
+    })
+}
+
+fn is_nonce_too_low(error: &TransportError) -> bool {
+    error_message(error).is_some_and(|message| message.contains("nonce too low"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replacement_pays_at_least_a_quarter_more_and_never_less_than_the_chain_asks() {
+        let mut draft = Draft {
+            to: Address::ZERO,
+            calldata: Bytes::new(),
+            gas: 100_000,
+            max_fee_per_gas: 2_000,
+            max_priority_fee_per_gas: 1_000,
+        };
+        draft.bump(None);
+        assert_eq!(
+            (draft.max_fee_per_gas, draft.max_priority_fee_per_gas),
+            (2_501, 1_251)
+        );
+        draft.bump(Some((10_000, 3_000)));
+        assert_eq!(
+            (draft.max_fee_per_gas, draft.max_priority_fee_per_gas),
+            (10_000, 3_000)
+        );
+        // A priority fee above the cap would be refused: the cap follows it.
+        let mut skewed = Draft {
+            max_fee_per_gas: 10,
+            max_priority_fee_per_gas: 100,
+            ..draft
+        };
+        skewed.bump(None);
+        assert!(skewed.max_fee_per_gas >= skewed.max_priority_fee_per_gas);
+    }
 }

@@ -10,15 +10,14 @@
 //! | first settle, mined | `success: true` with the transaction |
 //! | concurrent settles of one payment | queued on the payment-key lock: one sends, the others find it collected |
 //! | receipt not seen in time | `settlement_pending` with the hash; remembered |
-//! | retry after `settlement_pending` | reconciles against that transaction: mined → `success: true`; unmined → `settlement_pending`; dropped → settles afresh |
+//! | retry after `settlement_pending` | waits on that broadcast (re-sent at the same nonce while unmined): mined → `success: true`; unmined → `settlement_pending`; nonce taken by a transaction not sent here → settles afresh |
 //! | PaymentInfo already authorized or charged (earlier settle, a restart, another facilitator) | `success: false`, `payment_already_collected`, `transaction: ""`, the collecting transaction (from the escrow's `PaymentAuthorized`/`PaymentCharged` log) named in the message |
 
 use std::collections::HashMap;
-use std::sync::{Mutex as StdMutex, PoisonError};
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 
 use alloy::primitives::{B256, TxHash};
 use alloy::providers::Provider;
-use alloy::rpc::types::TransactionReceipt;
 use alloy::transports::TransportError;
 
 use super::{Chain, LocalFacilitator, unix_now};
@@ -26,26 +25,26 @@ use crate::auth_capture::escrow::{EscrowEventKind, payment_events, payment_state
 use crate::auth_capture::verify::{settlement_calldata, verify_onchain};
 use crate::auth_capture::{AuthCapturePayment, Refusal};
 use crate::facilitator::FacilitatorError;
-use crate::facilitator::relayer::SendError;
+use crate::facilitator::relayer::{Broadcast, Call, Fate, SendError};
 use crate::reason::Reason;
 use crate::wire::{SettleResponse, VerifyRequest, VerifyResponse};
 
 /// Authorizations broadcast whose receipt was not seen in time, by payment hash.
 #[derive(Default)]
 pub(super) struct PendingAuthorizations {
-    inner: StdMutex<HashMap<B256, TxHash>>,
+    inner: StdMutex<HashMap<B256, Arc<Broadcast>>>,
 }
 
 impl PendingAuthorizations {
-    fn get(&self, hash: &B256) -> Option<TxHash> {
+    fn get(&self, hash: &B256) -> Option<Arc<Broadcast>> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner.get(hash).copied()
+        inner.get(hash).cloned()
     }
 
-    fn set(&self, hash: B256, tx_hash: Option<TxHash>) {
+    fn set(&self, hash: B256, broadcast: Option<Arc<Broadcast>>) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        match tx_hash {
-            Some(tx_hash) => inner.insert(hash, tx_hash),
+        match broadcast {
+            Some(broadcast) => inner.insert(hash, broadcast),
             None => inner.remove(&hash),
         };
     }
@@ -63,7 +62,7 @@ impl LocalFacilitator {
     fn locate_auth_capture(
         &self,
         request: &VerifyRequest,
-    ) -> Result<(std::sync::Arc<Chain>, AuthCapturePayment), Refusal> {
+    ) -> Result<(Arc<Chain>, AuthCapturePayment), Refusal> {
         let requirements = &request.payment_requirements;
         // The chain decides the escrow deployment, so find it before parsing.
         let chain = requirements
@@ -73,7 +72,7 @@ impl LocalFacilitator {
             .ok_or(Reason::InvalidNetwork);
         let addresses = chain.as_ref().map(|chain| chain.escrow).unwrap_or_default();
         let payment = AuthCapturePayment::parse(&request.payment_payload, requirements, addresses)?;
-        let chain = std::sync::Arc::clone(chain?);
+        let chain = Arc::clone(chain?);
         if let Some(tokens) = &chain.tokens
             && !tokens.contains(&payment.info.token)
         {
@@ -130,8 +129,8 @@ impl LocalFacilitator {
         };
         let _only_settler = self.in_flight.lock(payment.key()).await;
         let hash = payment.payment_hash();
-        if let Some(tx_hash) = self.escrow_pending.get(&hash) {
-            match chain.reconcile_authorization(&payment, tx_hash).await? {
+        if let Some(broadcast) = self.escrow_pending.get(&hash) {
+            match chain.reconcile_authorization(&payment, &broadcast).await? {
                 Some(response) => {
                     if response.error_reason != Some(Reason::SettlementPending) {
                         self.escrow_pending.set(hash, None);
@@ -142,8 +141,8 @@ impl LocalFacilitator {
             }
         }
         let (response, pending) = chain.authorize_fresh(&payment).await?;
-        if let Some(tx_hash) = pending {
-            self.escrow_pending.set(hash, Some(tx_hash));
+        if let Some(broadcast) = pending {
+            self.escrow_pending.set(hash, Some(broadcast));
         }
         Ok(response)
     }
@@ -239,7 +238,7 @@ impl Chain {
     async fn authorize_fresh(
         &self,
         payment: &AuthCapturePayment,
-    ) -> Result<(SettleResponse, Option<TxHash>), TransportError> {
+    ) -> Result<(SettleResponse, Option<Arc<Broadcast>>), TransportError> {
         if let Some(refusal) = self.already_collected(payment, None).await? {
             return Ok((refusal, None));
         }
@@ -250,12 +249,12 @@ impl Chain {
         if let Err(refusal) = verdict {
             return Ok((self.escrow_failed(payment, refusal, None), None));
         }
-        let tx_hash = match self
-            .relayer
-            .send(payment.addresses.escrow, settlement_calldata(payment))
-            .await
-        {
-            Ok(tx_hash) => tx_hash,
+        let call = Call {
+            to: payment.addresses.escrow,
+            calldata: settlement_calldata(payment).into(),
+        };
+        let broadcast = match self.relayer.send(call).await {
+            Ok(broadcast) => broadcast,
             // Verified a moment ago, reverts now: maybe someone collected it in between.
             Err(SendError::Reverted(message)) => {
                 if let Some(refusal) = self.already_collected(payment, None).await? {
@@ -269,31 +268,30 @@ impl Chain {
             }
             Err(SendError::Rpc(error)) => return Err(error),
         };
-        tracing::info!(network = %self.network, payer = %payment.payer(), tx = %tx_hash, "escrow authorization broadcast");
-        match self.wait_for_receipt(tx_hash).await? {
-            Some(receipt) => Ok((self.conclude_authorization(payment, &receipt).await?, None)),
-            None => Ok((self.authorization_pending(payment, tx_hash), Some(tx_hash))),
+        tracing::info!(network = %self.network, payer = %payment.payer(), tx = %broadcast.latest(), "escrow authorization broadcast");
+        match broadcast.fate_within(self.receipt_timeout).await {
+            Some(fate) => Ok((self.conclude_authorization(payment, fate).await?, None)),
+            None => Ok((
+                self.authorization_pending(payment, broadcast.latest()),
+                Some(broadcast),
+            )),
         }
     }
 
-    /// A retry after `settlement_pending`; `None` when the node forgot the transaction.
+    /// A retry after `settlement_pending`; `None` when the nonce went to a transaction not sent
+    /// here, so the authorization never ran.
     async fn reconcile_authorization(
         &self,
         payment: &AuthCapturePayment,
-        tx_hash: TxHash,
+        broadcast: &Broadcast,
     ) -> Result<Option<SettleResponse>, TransportError> {
-        if let Some(receipt) = self.wait_for_receipt(tx_hash).await? {
-            return self
-                .conclude_authorization(payment, &receipt)
-                .await
-                .map(Some);
+        match broadcast.fate_within(self.receipt_timeout).await {
+            Some(Fate::Superseded) => Ok(None),
+            Some(fate) => self.conclude_authorization(payment, fate).await.map(Some),
+            None => Ok(Some(
+                self.authorization_pending(payment, broadcast.latest()),
+            )),
         }
-        let known = self
-            .provider
-            .get_transaction_by_hash(tx_hash)
-            .await?
-            .is_some();
-        Ok(known.then(|| self.authorization_pending(payment, tx_hash)))
     }
 
     fn authorization_pending(
@@ -314,8 +312,18 @@ impl Chain {
     async fn conclude_authorization(
         &self,
         payment: &AuthCapturePayment,
-        receipt: &TransactionReceipt,
+        fate: Fate,
     ) -> Result<SettleResponse, TransportError> {
+        let receipt = match fate {
+            Fate::Mined(receipt) => receipt,
+            // Nothing sent here ran; someone else may have collected it meanwhile.
+            Fate::Superseded => {
+                if let Some(refusal) = self.already_collected(payment, None).await? {
+                    return Ok(refusal);
+                }
+                return Ok(self.escrow_failed(payment, Reason::TransactionFailed.into(), None));
+            }
+        };
         let tx_hash = receipt.transaction_hash;
         if !receipt.status() {
             // Another settler may have been mined first, reverting ours.
