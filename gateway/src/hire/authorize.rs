@@ -34,7 +34,7 @@ use super::{
 };
 use crate::{
     error::ApiError,
-    store::{AuthorizationOutcome, NewPayment, PayOutcome, PaymentRecord, Transition},
+    store::{AuthorizationOutcome, NewPayment, PaymentRecord, Transition},
 };
 
 /// The stored state of a payment whose `authorize` the chain refused.
@@ -159,44 +159,18 @@ impl HireService {
                 "payment_identifier": stored.payment_identifier,
             }),
         );
-        match inner
-            .store
-            .pay_contract(&stored, ContractState::Authorizing.as_str(), &event)
+        if let Some(step) = self
+            .store_payment(
+                ctx,
+                &stored,
+                ContractState::Authorizing,
+                &event,
+                submission.identifier.as_ref(),
+                &key,
+            )
             .await?
         {
-            PayOutcome::Paid { .. } => {
-                inner.offers.forget(&ctx.contract_id);
-            }
-            PayOutcome::DuplicatePayment => {
-                return match inner
-                    .store
-                    .find_payment_by_authorization(&key.network, &key.asset, &key.payer, &key.nonce)
-                    .await?
-                {
-                    Some(existing) => {
-                        self.known_payment(ctx, &existing, &submission.payload_hash, false)
-                    }
-                    None => match &submission.identifier {
-                        Some(id) => match inner
-                            .store
-                            .find_payment_by_identifier(id.as_str())
-                            .await?
-                        {
-                            Some(existing) => {
-                                self.known_payment(ctx, &existing, &submission.payload_hash, true)
-                            }
-                            None => Ok(Step::Again),
-                        },
-                        None => Ok(Step::Again),
-                    },
-                };
-            }
-            PayOutcome::StateMismatch { .. } => return Ok(Step::Again),
-            PayOutcome::NotFound => {
-                return Err(Reply::from(ApiError::NotFound {
-                    resource: "contract",
-                }));
-            }
+            return Ok(step);
         }
         let record = inner
             .store

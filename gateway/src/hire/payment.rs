@@ -257,36 +257,69 @@ impl HireService {
                 "payment_identifier": payment.payment_identifier,
             }),
         );
+        if let Some(step) = self
+            .store_payment(
+                ctx,
+                &payment,
+                ContractState::Paid,
+                &event,
+                identifier.as_ref(),
+                &key,
+            )
+            .await?
+        {
+            return Ok(step);
+        }
+        tracing::info!(contract_id = %ctx.contract_id, payment_id = %payment.payment_id, payer = %payment.payer, "contract paid");
+        Ok(Step::Again)
+    }
+
+    /// Store `payment` and move the contract `offered → to`: `None` once stored; otherwise
+    /// the step a lost race leads to (the payment another request stored first, answered as a
+    /// known payment, or a contract that moved on).
+    pub(super) async fn store_payment(
+        &self,
+        ctx: &Ctx,
+        payment: &NewPayment,
+        to: ContractState,
+        event: &crate::store::NewContractEvent,
+        identifier: Option<&hiregate_payments::PaymentIdentifier>,
+        key: &StoredKey,
+    ) -> Result<Option<Step>, Reply> {
+        let inner = &self.inner;
         match inner
             .store
-            .pay_contract(&payment, ContractState::Paid.as_str(), &event)
+            .pay_contract(payment, to.as_str(), event)
             .await?
         {
             PayOutcome::Paid { .. } => {
-                // At once, not only through the event listener: this instance knows it is paid.
+                // At once, not only through the event listener: this instance knows it moved.
                 inner.offers.forget(&ctx.contract_id);
-                tracing::info!(contract_id = %ctx.contract_id, payment_id = %payment.payment_id, payer = %payment.payer, "contract paid");
-                Ok(Step::Again)
+                Ok(None)
             }
             PayOutcome::DuplicatePayment => {
                 // A concurrent request stored this authorization (or identifier) first.
-                if let Some(id) = &identifier
+                if let Some(id) = identifier
                     && let Some(existing) =
                         inner.store.find_payment_by_identifier(id.as_str()).await?
                 {
-                    return self.known_payment(ctx, &existing, &payload_hash, true);
+                    return self
+                        .known_payment(ctx, &existing, &payment.payload_hash, true)
+                        .map(Some);
                 }
                 match inner
                     .store
                     .find_payment_by_authorization(&key.network, &key.asset, &key.payer, &key.nonce)
                     .await?
                 {
-                    Some(existing) => self.known_payment(ctx, &existing, &payload_hash, false),
-                    None => Ok(Step::Again),
+                    Some(existing) => self
+                        .known_payment(ctx, &existing, &payment.payload_hash, false)
+                        .map(Some),
+                    None => Ok(Some(Step::Again)),
                 }
             }
             // Another payment won the race; this one was not stored and is never settled.
-            PayOutcome::StateMismatch { .. } => Ok(Step::Again),
+            PayOutcome::StateMismatch { .. } => Ok(Some(Step::Again)),
             PayOutcome::NotFound => Err(Reply::from(ApiError::NotFound {
                 resource: "contract",
             })),

@@ -123,7 +123,7 @@ impl HireService {
             let own_broadcast = recorded_transaction(&payment);
             match self.chain_view(ctx, &payment, own_broadcast).await {
                 ChainView::Moved(transaction) => {
-                    let decision = self.settled_on_chain(&payment, transaction);
+                    let decision = settled_on_chain(&payment, transaction, "chain");
                     return self.record_settlement(ctx, from, &payment, decision).await;
                 }
                 ChainView::Dead(reason) => {
@@ -307,7 +307,7 @@ impl HireService {
             Err(error) => (format!("unknown: {error}"), None),
         };
         match self.chain_view(ctx, payment, broadcast).await {
-            ChainView::Moved(transaction) => self.settled_on_chain(payment, transaction),
+            ChainView::Moved(transaction) => settled_on_chain(payment, transaction, "chain"),
             ChainView::Dead(reason) => Decision::Failed {
                 reason: reason.to_owned(),
                 response,
@@ -326,21 +326,6 @@ impl HireService {
                 reason: format!("facilitator: {facilitator_said}; chain: {why}"),
                 response,
             },
-        }
-    }
-
-    fn settled_on_chain(&self, payment: &PaymentRecord, transaction: TxHash) -> Decision {
-        let payer = Address::from_str(&payment.payer).unwrap_or_default();
-        let Ok(network) = Network::from_str(&payment.network) else {
-            return Decision::Unknown {
-                reason: format!("stored network {} does not parse", payment.network),
-                response: None,
-            };
-        };
-        Decision::Settled {
-            transaction,
-            response: SettleResponse::settled(&network, payer, transaction),
-            decided_by: "chain",
         }
     }
 
@@ -571,20 +556,7 @@ fn capture_decision(payment: &PaymentRecord, view: EscrowView, said: &str) -> De
         EscrowView::Captured {
             transaction: Some(transaction),
             ..
-        } => {
-            let payer = Address::from_str(&payment.payer).unwrap_or_default();
-            match Network::from_str(&payment.network) {
-                Ok(network) => Decision::Settled {
-                    transaction,
-                    response: SettleResponse::settled(&network, payer, transaction),
-                    decided_by: "escrow_events",
-                },
-                Err(_) => Decision::Unknown {
-                    reason: format!("stored network {} does not parse", payment.network),
-                    response: None,
-                },
-            }
-        }
+        } => settled_on_chain(payment, transaction, "escrow_events"),
         EscrowView::Captured {
             transaction: None, ..
         } => Decision::Unknown {
@@ -612,5 +584,25 @@ fn capture_decision(payment: &PaymentRecord, view: EscrowView, said: &str) -> De
             reason: format!("capture: {said}; the escrow still holds the money"),
             response: None,
         },
+    }
+}
+
+/// `payment` settled in `transaction`, as `decided_by` found it.
+fn settled_on_chain(
+    payment: &PaymentRecord,
+    transaction: TxHash,
+    decided_by: &'static str,
+) -> Decision {
+    let payer = Address::from_str(&payment.payer).unwrap_or_default();
+    let Ok(network) = Network::from_str(&payment.network) else {
+        return Decision::Unknown {
+            reason: format!("stored network {} does not parse", payment.network),
+            response: None,
+        };
+    };
+    Decision::Settled {
+        transaction,
+        response: SettleResponse::settled(&network, payer, transaction),
+        decided_by,
     }
 }

@@ -12,10 +12,7 @@
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
-use super::{
-    Store, StoreError, contract_cas_or_return, from_millis, from_millis_opt, insert_event,
-    on_backend, to_millis,
-};
+use super::{Store, StoreError, from_millis, from_millis_opt, insert_event, on_backend, to_millis};
 
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
@@ -321,22 +318,17 @@ impl Store {
         new_deadline_at: Option<DateTime<Utc>>,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
-        on_backend!(self, pool => {
-            let mut tx = pool.begin().await?;
-            contract_cas_or_return!(
-                tx,
-                Transition,
-                contract_id,
-                expected_state,
-                new_state,
-                new_deadline_at.map(to_millis),
-                to_millis(event.at),
-            );
-            let seq = insert_event!(tx, contract_id, event, Some(expected_state), Some(new_state));
-            tx.commit().await?;
-            self.publish_event(contract_id, seq, event, Some(expected_state), Some(new_state));
-            Ok(Transition::Applied { seq })
-        })
+        self.advance_contract(
+            contract_id,
+            &[super::ContractStep {
+                from: expected_state,
+                to: new_state,
+                deadline_at: new_deadline_at,
+                event,
+            }],
+            &[],
+        )
+        .await
     }
 
     /// Record an event that does not change the state (e.g. `worker_progress`). Returns its

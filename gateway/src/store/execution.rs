@@ -856,21 +856,15 @@ impl Store {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<PaymentRecord>, StoreError> {
-        let sql = format!(
-            "select {PAYMENT_COLUMNS} from payment where authorize_tx is not null \
-             and updated_at <= $1 and (state in ('voiding', 'refunding', 'settlement_failed') \
+        self.escrow_payments_where(
+            "updated_at <= $1 and (state in ('voiding', 'refunding', 'settlement_failed') \
              or (state = 'authorized' and contract_id in (select contract_id from contract \
              where state in ('failed', 'cancelled', 'voided', 'expired')))) \
-             order by updated_at limit $2"
-        );
-        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql)
-                .bind(to_millis(before))
-                .bind(i64::from(limit))
-                .fetch_all(pool)
-                .await?
-        });
-        rows.into_iter().map(PaymentRecord::try_from).collect()
+             order by updated_at",
+            to_millis(before),
+            limit,
+        )
+        .await
     }
 
     /// Escrowed payments still holding money past their capture deadline (`valid_before` <=
@@ -881,14 +875,30 @@ impl Store {
         deadline_passed: i64,
         limit: u32,
     ) -> Result<Vec<PaymentRecord>, StoreError> {
+        self.escrow_payments_where(
+            "state in ('authorized', 'settling', 'settlement_unknown', 'voiding') \
+             and valid_before <= $1 order by valid_before",
+            deadline_passed,
+            limit,
+        )
+        .await
+    }
+
+    /// Escrowed payments (`authorize_tx` set) matching `condition` (with its ordering), which
+    /// binds `$1` to `bound`; at most `limit`.
+    async fn escrow_payments_where(
+        &self,
+        condition: &str,
+        bound: i64,
+        limit: u32,
+    ) -> Result<Vec<PaymentRecord>, StoreError> {
         let sql = format!(
             "select {PAYMENT_COLUMNS} from payment where authorize_tx is not null \
-             and state in ('authorized', 'settling', 'settlement_unknown', 'voiding') \
-             and valid_before <= $1 order by valid_before limit $2"
+             and {condition} limit $2"
         );
         let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql)
-                .bind(deadline_passed)
+                .bind(bound)
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await?
