@@ -109,7 +109,7 @@ mod tests {
 
     use super::*;
 
-    fn with_schema(examples: Vec<Value>) -> ListingMetadata {
+    fn with_schema(examples: &[Value]) -> ListingMetadata {
         serde_json::from_value(json!({
             "input_schema": {
                 "type": "object",
@@ -123,8 +123,8 @@ mod tests {
 
     #[test]
     fn examples_must_satisfy_the_input_schema() {
-        assert!(with_schema(vec![json!({"text": "hi"})]).check().is_ok());
-        let error = with_schema(vec![json!({"text": "hi"}), json!({"text": 3})])
+        assert!(with_schema(&[json!({"text": "hi"})]).check().is_ok());
+        let error = with_schema(&[json!({"text": "hi"}), json!({"text": 3})])
             .check()
             .unwrap_err();
         assert_eq!(error.field, "examples/1");
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn inputs_report_failing_paths() {
-        let metadata = with_schema(vec![]);
+        let metadata = with_schema(&[]);
         let violations = metadata.input_violations(&json!({"text": 1})).unwrap();
         assert_eq!(violations[0].instance_path, "/text");
         assert!(
