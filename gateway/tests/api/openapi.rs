@@ -59,7 +59,10 @@ fn every_route_is_documented() {
         (axum::http::Method::GET, "/docs"),
     ] {
         assert!(
-            routes.served().iter().any(|(m, p)| *m == method && p == path),
+            routes
+                .served()
+                .iter()
+                .any(|(m, p)| *m == method && p == path),
             "{method} {path}"
         );
     }
