@@ -101,36 +101,45 @@ use crate::{
     store::{ContractRecord, NewContract, NewContractEvent, Store, StoreError},
 };
 
-/// `POST /v1/contracts` body.
-#[derive(Debug, Clone, Deserialize)]
+/// `POST /v1/contracts` body. In the OpenAPI document the `contracts` crate's types are JSON
+/// objects; their fields are defined (and checked) by that crate.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContractRequest {
     /// The listing to hire (`wk_…`).
+    #[schema(value_type = String)]
     pub worker_id: WorkerId,
     /// One of the listing's task types.
     pub task_type: String,
-    /// The task input (part of the signed terms).
+    /// The task input (part of the signed terms); must satisfy the listing's `input_schema`.
+    #[schema(value_type = Object)]
     pub input: Value,
     /// A stricter output schema, required in addition to the listing's.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub output_schema: Option<Value>,
-    /// Verification policy binding (default `vp.schema_only.v1`).
+    /// Verification policy binding (default `vp.schema_only.v1`): `contracts::policy`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub verification: Option<PolicyRequest>,
-    /// Service levels (default 60 s per attempt).
+    /// Service levels (default 60 s per attempt): `contracts::terms::Sla`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub sla: Option<Sla>,
-    /// Attempts under one payment (default 3).
+    /// Attempts under one payment (default 3): `contracts::terms::RetryPolicy`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub retry_policy: Option<RetryPolicy>,
-    /// Where lifecycle webhooks go.
+    /// Where lifecycle webhooks go (https).
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     pub webhook_url: Option<WebhookUrl>,
     /// Dispute window after acceptance, seconds (default `contracts.default_acceptance_window_s`).
     #[serde(default)]
     pub acceptance_window_s: Option<u64>,
     /// `exact` or `auth-capture` (escrowed); default: the listing's first accepted scheme.
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     pub payment_scheme: Option<PaymentScheme>,
 }
 

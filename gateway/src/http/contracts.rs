@@ -123,7 +123,7 @@ pub(crate) async fn list_contracts(
     post,
     path = "/v1/contracts",
     tag = "contracts",
-    request_body(content = Object, description = "A contract proposal: `worker_id`, `task_type`, `input` (checked against the listing's `input_schema`), and optional `output_schema`, `verification`, `sla`, `retry_policy`, `webhook_url`, `acceptance_window_s`, `payment_scheme` (`exact` or `auth-capture`); see `hire::ContractRequest`"),
+    request_body = ContractRequest,
     security(("seeker_key" = [])),
     responses(
         (status = 201, description = "The signed contract: `contract_id`, `terms`, `terms_hash`, `gateway_jws`, `payment.x402` (the offer execute asks for), `links`", body = Object,

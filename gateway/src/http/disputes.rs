@@ -32,7 +32,7 @@ pub fn router() -> Routes {
 }
 
 /// `POST /v1/contracts/{id}/refund` body.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RefundRequest {
     /// Why the arbiter refunds (recorded in the event log).
@@ -46,7 +46,7 @@ pub(crate) struct RefundRequest {
     path = "/v1/contracts/{id}/refund",
     tag = "disputes",
     params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
-    request_body(content = Object, description = "`{\"reason\": string}`"),
+    request_body = RefundRequest,
     security(("admin_key" = [])),
     responses(
         (status = 200, description = "The refund: its transaction and the contract's new state", body = Object),
@@ -109,7 +109,7 @@ fn dispute_id(raw: &str) -> ApiResult<&str> {
     path = "/v1/contracts/{id}/disputes",
     tag = "disputes",
     params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
-    request_body(content = Object, description = "The dispute: its reason and, optionally, evidence; see `hire::disputes::DisputeRequest`"),
+    request_body = DisputeRequest,
     security(("seeker_key" = []), ("operator_key" = [])),
     responses(
         (status = 201, description = "The dispute, already decided when the replay could decide it", body = Object),
@@ -182,7 +182,7 @@ pub(crate) async fn view_dispute(
     path = "/v1/disputes/{id}/decision",
     tag = "disputes",
     params(("id" = String, Path, description = "Dispute id (`dsp_…`)")),
-    request_body(content = Object, description = "The arbiter's decision; see `hire::disputes::DecisionRequest`"),
+    request_body = DecisionRequest,
     security(("admin_key" = [])),
     responses(
         (status = 200, description = "The decided dispute", body = Object),

@@ -189,7 +189,8 @@ pub struct ErrorDetail {
     details: serde_json::Value,
 }
 
-/// Security scheme names used in `security(...)` of the handlers.
+/// Security scheme names. `#[utoipa::path(security(...))]` only takes string literals, so the
+/// handlers spell these out; the OpenAPI test checks every requirement names a declared scheme.
 pub mod schemes {
     /// `Authorization: Bearer hg_sk_…`.
     pub const SEEKER: &str = "seeker_key";

@@ -3,12 +3,17 @@
 //! keep working.
 //!
 //! The input schema is admitted like an output schema (the `contracts` crate's limits and
-//! compile check), so the same rules bound what an operator can make the gateway evaluate.
-//! Examples are checked against it at registration and update; inputs at proposal.
+//! compile check) when an operator sends it, so the same rules bound what an operator can make
+//! the gateway evaluate. Read back from the store it is taken as stored (listings are read on
+//! every execute; re-admitting there would waste CPU) and admitted again, once per distinct
+//! schema, only when something is validated against it. Examples are checked against it at
+//! registration and update; inputs at proposal.
 
-use std::sync::LazyLock;
+use std::{fmt, sync::LazyLock};
 
-use hiregate_contracts::schema::{OutputSchema, SchemaCache, SchemaViolation};
+use hiregate_contracts::schema::{
+    OutputSchema, SchemaCache, SchemaError, SchemaLimits, SchemaViolation,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -21,9 +26,71 @@ pub const MAX_DESCRIPTION_CHARS: usize = 4_000;
 /// Most sample inputs per listing.
 pub const MAX_EXAMPLES: usize = 16;
 
-/// Compiled input schemas shared by registration and proposals: a listing's schema is compiled
-/// once, not on every contract proposed to it.
-static INPUT_SCHEMAS: LazyLock<SchemaCache> = LazyLock::new(|| SchemaCache::new(512));
+/// Distinct input schemas kept admitted and compiled, shared by registration and proposals: a
+/// listing's schema is admitted and compiled once, not on every contract proposed to it.
+const CACHED_SCHEMAS: usize = 512;
+
+/// Admitted schemas by their JSON text.
+static ADMITTED: LazyLock<quick_cache::sync::Cache<String, OutputSchema>> =
+    LazyLock::new(|| quick_cache::sync::Cache::new(CACHED_SCHEMAS));
+/// Compiled validators by schema digest.
+static VALIDATORS: LazyLock<SchemaCache> = LazyLock::new(|| SchemaCache::new(CACHED_SCHEMAS));
+
+/// A JSON Schema task inputs must satisfy.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "Value", try_from = "Value")]
+pub struct InputSchema(Value);
+
+impl InputSchema {
+    /// Admit `document` under the `contracts` crate's schema limits.
+    pub fn parse(document: Value) -> Result<Self, SchemaError> {
+        admit(&document)?;
+        Ok(Self(document))
+    }
+
+    /// Rebuild from the store, which only holds schemas that passed [`Self::parse`].
+    pub(crate) fn from_stored(document: Value) -> Self {
+        Self(document)
+    }
+
+    /// The schema document.
+    pub fn as_json(&self) -> &Value {
+        &self.0
+    }
+
+    /// Where `input` breaks this schema; empty when it satisfies it.
+    pub fn violations(&self, input: &Value) -> Result<Vec<SchemaViolation>, SchemaError> {
+        VALIDATORS.validate(&admit(&self.0)?, input)
+    }
+}
+
+fn admit(document: &Value) -> Result<OutputSchema, SchemaError> {
+    let key = document.to_string();
+    ADMITTED.get_or_insert_with(&key, || {
+        OutputSchema::parse(document.clone(), &SchemaLimits::default())
+    })
+}
+
+impl fmt::Debug for InputSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("InputSchema").field(&self.0).finish()
+    }
+}
+
+impl TryFrom<Value> for InputSchema {
+    type Error = String;
+
+    fn try_from(document: Value) -> Result<Self, Self::Error> {
+        Self::parse(document)
+            .map_err(|e| format!("input_schema is not an admissible JSON Schema: {e}"))
+    }
+}
+
+impl From<InputSchema> for Value {
+    fn from(schema: InputSchema) -> Self {
+        schema.0
+    }
+}
 
 /// A listing's self-description.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -37,7 +104,7 @@ pub struct ListingMetadata {
     /// JSON Schema every task input must satisfy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub input_schema: Option<OutputSchema>,
+    pub input_schema: Option<InputSchema>,
     /// Sample inputs, each valid against `input_schema`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
@@ -79,8 +146,8 @@ impl ListingMetadata {
         let Some(schema) = &self.input_schema else {
             return Ok(Vec::new());
         };
-        INPUT_SCHEMAS
-            .validate(schema, input)
+        schema
+            .violations(input)
             .map_err(|e| InvalidField::new("input_schema", format!("cannot be evaluated: {e}")))
     }
 }

@@ -78,7 +78,7 @@ pub struct NewWorker {
     /// JSON Schema task inputs must satisfy (checked at proposal).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub input_schema: Option<hiregate_contracts::schema::OutputSchema>,
+    pub input_schema: Option<metadata::InputSchema>,
     /// Sample inputs, each valid against `input_schema`.
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
@@ -119,7 +119,7 @@ pub struct WorkerPatch {
     pub description: Option<String>,
     /// New input schema (the examples are checked against it again).
     #[schema(value_type = Option<Object>)]
-    pub input_schema: Option<hiregate_contracts::schema::OutputSchema>,
+    pub input_schema: Option<metadata::InputSchema>,
     /// New sample inputs, replacing the old ones.
     #[schema(value_type = Option<Vec<Object>>)]
     pub examples: Option<Vec<serde_json::Value>>,

@@ -9,7 +9,7 @@ use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, placeho
 use crate::{
     auth::CallbackSecret,
     ids::{PrincipalId, WorkerId},
-    registry::metadata::ListingMetadata,
+    registry::metadata::{InputSchema, ListingMetadata},
     registry::model::{
         AtomicAmount, FeePolicy, HealthState, MaxParallel, OutputSchema, PaymentSchemes,
         TaskCatalog, TaskOffer, TaskType, WorkerListing,
@@ -130,12 +130,9 @@ fn assemble(row: WorkerRow, tasks: Vec<TaskRow>) -> Result<WorkerListing, StoreE
         metadata: ListingMetadata {
             name: row.name,
             description: row.description,
-            // Re-admitted with the default limits, as contract terms are when loaded.
             input_schema: row
                 .input_schema
-                .map(|schema| serde_json::from_value(schema.0))
-                .transpose()
-                .map_err(corrupt)?,
+                .map(|schema| InputSchema::from_stored(schema.0)),
             examples: row.examples.map(|e| e.0).unwrap_or_default(),
         },
     })
@@ -211,7 +208,7 @@ impl Store {
                 .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
                 .bind(listing.metadata.name.as_deref())
                 .bind(listing.metadata.description.as_deref())
-                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.document())))
+                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
                 .bind(examples_column(&listing.metadata))
                 .execute(&mut *tx)
                 .await
@@ -297,7 +294,7 @@ impl Store {
                 .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
                 .bind(listing.metadata.name.as_deref())
                 .bind(listing.metadata.description.as_deref())
-                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.document())))
+                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
                 .bind(examples_column(&listing.metadata))
                 .execute(&mut *tx)
                 .await?

@@ -135,6 +135,12 @@ fn auth_errors_and_x402_headers_are_described() {
                     );
                 }
             }
+            // Every security requirement names a declared scheme.
+            for requirement in operation["security"].as_array().into_iter().flatten() {
+                for name in requirement.as_object().unwrap().keys() {
+                    assert!(schemes.contains_key(name), "{method} {path}: {name}");
+                }
+            }
             // A route that can answer 401 names how to authenticate.
             if responses.contains_key("401") {
                 let security = operation["security"].as_array();
@@ -187,6 +193,18 @@ fn auth_errors_and_x402_headers_are_described() {
             "{path}"
         );
     }
+    // Request bodies are described by schemas, with their required fields.
+    let proposal = &doc["components"]["schemas"]["ContractRequest"];
+    let required: BTreeSet<&str> = proposal["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        required,
+        BTreeSet::from(["worker_id", "task_type", "input"])
+    );
     let list = &doc["paths"]["/v1/contracts"]["get"];
     let names: BTreeSet<&str> = list["parameters"]
         .as_array()
