@@ -314,10 +314,13 @@ impl Modify for SecuritySchemes {
 )]
 pub struct ApiDoc;
 
+/// Built once: the document only changes with the code.
 static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
-    ApiDoc::openapi()
-        .to_json()
-        .unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"))
+    // Serializing plain maps and strings cannot fail; should it ever, the answer is still JSON.
+    ApiDoc::openapi().to_json().unwrap_or_else(|error| {
+        serde_json::json!({ "error": { "code": "internal_error", "message": error.to_string() } })
+            .to_string()
+    })
 });
 
 /// `/openapi.json`.
