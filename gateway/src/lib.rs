@@ -11,7 +11,7 @@
 //! | [`startup`] | [`startup::App`]: build (store, migrations, client, router, bound listener), run |
 //! | [`state`] | [`state::AppState`] shared by handlers and loops |
 //! | [`error`] | [`error::ApiError`]: stable codes, `{"error":{code,message,details}}` |
-//! | [`http`] | routers (`ops`, `admin`, `workers`), middleware, extractors (JSON, auth) |
+//! | [`http`] | routers (`ops`, `admin`, `workers`, …, `console`: the web console's embedded assets), middleware, extractors (JSON, auth) |
 //! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, callback secrets |
 //! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
 //! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop |

@@ -22,6 +22,7 @@
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
 //! | [`deadlines`] | authorizations settled or voided before `validBefore`, stale `settling` rescued; the background runner |
 //! | [`disputes`] | disputes of accepted (seeker) and rejected (operator) contracts: replay, arbiter decisions, the silent arbiter's void |
+//! | [`listing`] | `GET /v1/contracts`: the caller's contracts, filtered, newest first, cursor pages |
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
 //! | [`receipts`] | signed receipts of terminal contracts (issued once, stored) and the JSON-lines export of the event log |
 //! | `recovery` | crash recovery: contracts left in a working state past its time bound are taken over by one instance and resumed |
@@ -44,6 +45,7 @@ pub mod evidence;
 pub mod execute;
 mod forward;
 mod judge;
+pub mod listing;
 pub mod locks;
 pub mod offer;
 pub mod offered;

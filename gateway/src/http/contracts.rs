@@ -1,4 +1,5 @@
-//! Contracts: `POST /v1/contracts` (seeker), `GET /v1/contracts/{id}` (parties), the two
+//! Contracts: `POST /v1/contracts` (seeker), `GET /v1/contracts` (parties: own contracts, or
+//! an operator's workers' contracts), `GET /v1/contracts/{id}` (parties), the two
 //! execute routes (seeker) and `GET /.well-known/jwks.json` (anyone).
 //!
 //! Handlers only authenticate and parse; [`crate::hire::HireService`] does the work.
@@ -13,18 +14,23 @@ use axum::{
 };
 use hiregate_contracts::id::ContractId;
 
-use super::extract::{AppJson, AppPath, Party, Seeker};
+use super::extract::{AppJson, AppPath, AppQuery, Party, Seeker};
 use crate::{
     adapters::secrets::{SECRETS_HEADER, SeekerSecrets},
+    auth::Role,
     error::{ApiError, ApiResult},
-    hire::{ContractRequest, execute::ExecuteRequest},
+    hire::{
+        ContractRequest,
+        execute::ExecuteRequest,
+        listing::{self, ContractPage, ListFilters, ListScope},
+    },
     state::AppState,
 };
 
 /// Contract and execute routes.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/contracts", post(create_contract))
+        .route("/v1/contracts", get(list_contracts).post(create_contract))
         .route("/v1/contracts/{id}", get(get_contract))
         .route("/v1/contracts/{id}/execute", post(execute_by_path))
         .route("/execute", post(execute_by_header))
@@ -68,6 +74,39 @@ async fn create_contract(
         Json(created.body),
     )
         .into_response())
+}
+
+/// `?state=&worker_id=&limit=&cursor=` of `GET /v1/contracts`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    worker_id: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// `GET /v1/contracts` (seeker: its contracts; operator: its workers' contracts), newest first;
+/// 422 `invalid_filter` / `invalid_cursor`.
+async fn list_contracts(
+    State(state): State<AppState>,
+    party: Party,
+    AppQuery(query): AppQuery<ListQuery>,
+) -> ApiResult<Json<ContractPage>> {
+    let scope = if party.role == Role::Operator {
+        ListScope::Operator(party.principal_id)
+    } else {
+        ListScope::Seeker(party.principal_id)
+    };
+    let filters = ListFilters {
+        state: query.state,
+        worker_id: query.worker_id,
+        limit: query.limit,
+        cursor: query.cursor,
+    };
+    Ok(Json(
+        listing::list_contracts(&state.store, scope, &filters).await?,
+    ))
 }
 
 /// `GET /v1/contracts/{id}` (its seeker or its worker's operator).

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod callbacks;
 pub mod cancel;
+pub mod console;
 pub mod contracts;
 pub mod disputes;
 pub mod events;
@@ -67,6 +68,7 @@ pub fn router(state: AppState) -> Router {
         .merge(receipts::router())
         .merge(events::router())
         .merge(webhooks::router())
+        .merge(console::router())
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(

@@ -378,3 +378,57 @@ impl Store {
         rows.into_iter().map(ContractEvent::try_from).collect()
     }
 }
+
+/// Filters of [`Store::list_contracts`]; `None` means "don't filter on this".
+#[derive(Debug, Clone, Default)]
+pub struct ContractQuery {
+    /// Only this seeker's contracts.
+    pub seeker_id: Option<String>,
+    /// Only contracts with workers of this operator.
+    pub operator_id: Option<String>,
+    /// Only contracts in this state.
+    pub state: Option<String>,
+    /// Only contracts with this worker.
+    pub worker_id: Option<String>,
+    /// Keyset page: strictly after this `(created_at, contract_id)`, newest first.
+    pub after: Option<(DateTime<Utc>, String)>,
+    /// Page size.
+    pub limit: u32,
+}
+
+impl Store {
+    /// Contracts matching `query`, newest first; ties on `created_at` are ordered by id so a
+    /// page boundary never skips or repeats a contract.
+    pub async fn list_contracts(
+        &self,
+        query: &ContractQuery,
+    ) -> Result<Vec<ContractRecord>, StoreError> {
+        let sql = format!(
+            "select {CONTRACT_COLUMNS} from contract \
+             where ($1 is null or seeker_id = $1) \
+               and ($2 is null or worker_id in \
+                    (select worker_id from worker where operator_id = $2)) \
+               and ($3 is null or state = $3) \
+               and ($4 is null or worker_id = $4) \
+               and ($5 is null or created_at < $5 or (created_at = $5 and contract_id < $6)) \
+             order by created_at desc, contract_id desc limit $7"
+        );
+        let (after_at, after_id) = query
+            .after
+            .as_ref()
+            .map_or((None, None), |(at, id)| (Some(to_millis(*at)), Some(id.as_str())));
+        let rows: Vec<ContractRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(query.seeker_id.as_deref())
+                .bind(query.operator_id.as_deref())
+                .bind(query.state.as_deref())
+                .bind(query.worker_id.as_deref())
+                .bind(after_at)
+                .bind(after_id)
+                .bind(i64::from(query.limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(ContractRecord::try_from).collect()
+    }
+}
