@@ -25,17 +25,17 @@ let leave = new AbortController();
 function routes(role) {
   const table = {
     seeker: [
-      [/^#\/contracts$/, () => seeker.contractList(main, leave.signal)],
-      [/^#\/contracts\/(ctr_[0-9A-Za-z]+)$/, (m) => seeker.contractPage(main, m[1], leave.signal)],
-      [/^#\/webhooks$/, () => seeker.webhooks(main)],
+      [/^#\/contracts$/, (m, page) => seeker.contractList(page)],
+      [/^#\/contracts\/(ctr_[0-9A-Za-z]+)$/, (m, page) => seeker.contractPage(page, m[1], leave.signal)],
+      [/^#\/webhooks$/, (m, page) => seeker.webhooks(page)],
     ],
     operator: [
-      [/^#\/workers$/, () => operator.workerList(main)],
-      [/^#\/workers\/(wk_[0-9A-Za-z]+)$/, (m) => operator.workerPage(main, m[1])],
+      [/^#\/workers$/, (m, page) => operator.workerList(page)],
+      [/^#\/workers\/(wk_[0-9A-Za-z]+)$/, (m, page) => operator.workerPage(page, m[1])],
     ],
     arbiter: [
-      [/^#\/disputes$/, () => arbiter.queue(main)],
-      [/^#\/disputes\/(dsp_[0-9A-Za-z_]+)$/, (m) => arbiter.disputePage(main, m[1])],
+      [/^#\/disputes$/, (m, page) => arbiter.queue(page)],
+      [/^#\/disputes\/(dsp_[0-9A-Za-z_]+)$/, (m, page) => arbiter.disputePage(page, m[1])],
     ],
   };
   return table[role] ?? [];
@@ -61,8 +61,9 @@ function loginPage(error) {
     event.preventDefault();
     try {
       const role = await signIn(input.value);
-      location.hash = HOME[role];
-      render();
+      // Setting a different hash renders through `hashchange`; the same one would not.
+      if (location.hash === HOME[role]) render();
+      else location.hash = HOME[role];
     } catch (err) {
       loginPage(err);
     }
@@ -78,7 +79,7 @@ function chrome(role) {
     h("span", { id: "role", "data-role": role }, `signed in as ${role}`),
     h("button", {
       id: "sign-out", class: "secondary", type: "button",
-      onclick: () => { forget(); location.hash = "#/"; render(); },
+      onclick: () => { forget(); location.hash = "#/"; loginPage(); },
     }, "Sign out"));
 }
 
@@ -96,15 +97,18 @@ async function render() {
   for (const [pattern, view] of routes(role)) {
     const match = hash.match(pattern);
     if (!match) continue;
-    fill(main, h("p", { class: "muted" }, "Loading…"));
+    // Each visit renders into its own container: a slow answer for a page already left lands in
+    // a detached node instead of over the current page.
+    const page = h("div", { class: "page" }, h("p", { class: "muted" }, "Loading…"));
+    fill(main, page);
     try {
-      await view(match);
+      await view(match, page);
     } catch (error) {
       if (error?.status === 401) {
         forget();
         return loginPage(error);
       }
-      fill(main, errorBox(error, { id: "page-error" }));
+      fill(page, errorBox(error, { id: "page-error" }));
     }
     return;
   }

@@ -76,7 +76,7 @@ export async function disputePage(main, id) {
         ]), h("details", {}, h("summary", {}, "Signed terms"), json(contract.terms)))),
         card("Deliverable", h("div", { id: "arbiter-deliverable" }, contract.deliverable ? [
           facts([["Digest", h("code", { id: "arbiter-digest" }, contract.deliverable.digest)]]),
-          json(contract.deliverable.content),
+          json(contract.deliverable.content?.output ?? contract.deliverable.content, { id: "arbiter-output" }),
         ] : h("p", { class: "muted" }, "Nothing delivered.")))),
       card("Original verification", h("div", { id: "original-verification" }, contract.verification ? [facts([
         ["Status", badge(contract.verification.verification_status)],

@@ -97,6 +97,17 @@ function verificationCard(v) {
       (d.notes ?? []).length ? h("ul", {}, d.notes.map((n) => h("li", {}, n))) : null));
 }
 
+/** A worker's result document: its output first, the whole document on request. */
+function output(document) {
+  const out = document?.output;
+  const shown = out && "content" in out ? out.content : out ?? document;
+  return [
+    out?.type ? h("p", { class: "muted" }, `Output (${out.type})`) : null,
+    json(shown, { id: "deliverable-content" }),
+    h("details", {}, h("summary", {}, "Whole result document"), json(document)),
+  ];
+}
+
 function deliverableCard(delivery) {
   if (!delivery) return card("Deliverable", h("p", { class: "muted", id: "deliverable" }, "Nothing delivered yet."));
   return card("Deliverable",
@@ -104,7 +115,7 @@ function deliverableCard(delivery) {
       facts([["Digest", h("code", { id: "deliverable-digest" }, delivery.digest)]]),
       delivery.content_withheld
         ? h("p", { class: "notice", id: "deliverable-withheld" }, delivery.content_withheld)
-        : json(delivery.content, { id: "deliverable-content" }),
+        : output(delivery.content),
       (delivery.evidence ?? []).length
         ? table(["Evidence", "Digest", "Bytes"], delivery.evidence.map((e) =>
           h("tr", {}, h("td", {}, e.url ?? "—"), h("td", {}, h("code", {}, e.digest)), h("td", {}, String(e.size_bytes)))))
@@ -215,10 +226,13 @@ export async function contractPage(main, id, signal) {
   const streamState = h("p", { class: "muted", id: "stream-state", "data-state": "connecting" }, "Connecting to the event stream…");
   const details = h("div", { id: "contract-details" });
   const seen = new Set();
-  let refreshing = null;
+  let shownState = null;
+  let latestState = null;
+  let quiet = null;
 
   async function refresh() {
     const contract = await api.get(`/v1/contracts/${id}`);
+    shownState = contract.state;
     const p = contract.payment;
     fill(details,
       h("div", { class: "grid" },
@@ -244,13 +258,19 @@ export async function contractPage(main, id, signal) {
       disputeCard(contract, refreshSoon));
   }
 
-  function refreshSoon() {
-    // Several events arrive together; one reload after them is enough.
-    refreshing ??= Promise.resolve().then(async () => {
-      refreshing = null;
-      if (!signal.aborted) await refresh().catch((e) => fill(details, errorBox(e)));
-    });
-    return refreshing;
+  async function refreshSoon() {
+    if (!signal.aborted) await refresh().catch((e) => fill(details, errorBox(e)));
+  }
+
+  // The stream first replays the whole log: reload the contract only once the events pause and
+  // only if they moved it past what is shown, so a replay of a finished contract re-renders
+  // nothing (a receipt being checked or a dispute being typed stays as it is).
+  function stateSeen(state) {
+    latestState = state;
+    clearTimeout(quiet);
+    quiet = setTimeout(() => {
+      if (latestState !== shownState) refreshSoon();
+    }, 150);
   }
 
   fill(main,
@@ -274,9 +294,10 @@ export async function contractPage(main, id, signal) {
       streamState.dataset.state = "live";
       streamState.textContent = "Live: new events appear as they happen.";
     }
-    if (event.to_state) refreshSoon();
+    if (event.to_state) stateSeen(event.to_state);
   }, signal).then(() => {
     if (signal.aborted) return;
+    if (latestState && latestState !== shownState) refreshSoon();
     streamState.dataset.state = "ended";
     streamState.textContent = "The contract is final: its event log is complete.";
   }, (error) => {

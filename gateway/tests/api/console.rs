@@ -190,6 +190,16 @@ async fn paid(env: &HireEnv, contract_id: &str) -> crate::hire_env::Answer {
     env.execute(contract_id, Some(&payment), None).await
 }
 
+/// The summary in a contract view's released deliverable (a `json` output document).
+fn summary_of(view: &Value) -> Value {
+    let summary = view
+        .pointer("/deliverable/content/output/content/summary")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(summary.is_string(), "no summary in {}", view["deliverable"]);
+    summary
+}
+
 async fn view(env: &HireEnv, contract_id: &str) -> Value {
     let response = env
         .app
@@ -324,7 +334,7 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         "settled": {
             "contractId": settled,
             "eventKinds": env.event_kinds(&settled).await,
-            "summary": settled_view["deliverable"]["content"]["summary"],
+            "summary": summary_of(&settled_view),
             "transaction": settled_view["settlement"]["transaction"],
         },
         "live": {"contractId": live},
@@ -407,4 +417,196 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         let bytes = std::fs::read(path).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"), "{}", path.display());
     }
+}
+
+async fn call(env: &HireEnv, method: Method, path: &str, key: &str, body: &Value) -> (u16, Value) {
+    let response = env.app.send_json(method, path, Some(key), body).await;
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn get(env: &HireEnv, path: &str, key: &str) -> (u16, Value) {
+    let response = env.app.get(path, Some(key)).await;
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The read APIs the console is built on, with the same answers on both backends.
+async fn the_console_read_apis(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Faulty, 3, SETTINGS).await;
+    let settled = env.contract(HireEnv::input("one"), json!({})).await;
+    assert_eq!(paid(&env, &settled).await.status, 200);
+    let rejected = env
+        .contract(json!({"text": "bad", "mode": "invalid"}), json!({}))
+        .await;
+    assert_eq!(paid(&env, &rejected).await.status, 422);
+    let offered = env.contract(HireEnv::input("three"), json!({})).await;
+
+    // GET /v1/contracts: newest first, filters, cursor pages, errors.
+    let (status, page) = get(&env, "/v1/contracts", &env.seeker_key).await;
+    assert_eq!(status, 200, "{page}");
+    let ids: Vec<&str> = page["contracts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["contract_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [offered.as_str(), rejected.as_str(), settled.as_str()]);
+    assert_eq!(page["contracts"][2]["price"]["amount"], PRICE.to_string());
+    assert!(page["next_cursor"].is_null());
+    let (_, first) = get(&env, "/v1/contracts?limit=2", &env.seeker_key).await;
+    assert_eq!(first["contracts"].as_array().unwrap().len(), 2);
+    let cursor = first["next_cursor"].as_str().expect("a second page");
+    let (_, second) = get(
+        &env,
+        &format!("/v1/contracts?limit=2&cursor={cursor}"),
+        &env.seeker_key,
+    )
+    .await;
+    assert_eq!(second["contracts"][0]["contract_id"], settled.as_str());
+    assert_eq!(second["contracts"].as_array().unwrap().len(), 1);
+    let (_, only) = get(&env, "/v1/contracts?state=rejected", &env.seeker_key).await;
+    assert_eq!(only["contracts"].as_array().unwrap().len(), 1);
+    assert_eq!(only["contracts"][0]["contract_id"], rejected.as_str());
+    let (_, by_worker) = get(
+        &env,
+        &format!("/v1/contracts?worker_id={}", env.worker_id),
+        &env.operator_key,
+    )
+    .await;
+    assert_eq!(by_worker["contracts"].as_array().unwrap().len(), 3);
+    let (stranger, _) = env.app.create_key("seeker").await;
+    let (_, none) = get(&env, "/v1/contracts", &stranger).await;
+    assert_eq!(none["contracts"], json!([]));
+    for (query, code) in [
+        ("state=paying", "invalid_filter"),
+        ("worker_id=ctr_1", "invalid_filter"),
+        ("limit=0", "invalid_filter"),
+        ("cursor=bm90LWEtY3Vyc29y", "invalid_cursor"),
+    ] {
+        let (status, body) = get(&env, &format!("/v1/contracts?{query}"), &env.seeker_key).await;
+        assert_eq!(status, 422, "{query}: {body}");
+        assert_eq!(body["error"]["code"], code, "{query}");
+    }
+
+    // The operator's workers and one worker's stats.
+    let (status, mine) = get(&env, "/v1/operator/workers", &env.operator_key).await;
+    assert_eq!(status, 200, "{mine}");
+    assert_eq!(mine["workers"][0]["id"], env.worker_id.as_str());
+    assert_eq!(get(&env, "/v1/operator/workers", &env.seeker_key).await.0, 403);
+    let stats_path = format!("/v1/workers/{}/stats", env.worker_id);
+    let stats = eventually(WAIT, "a probe in the stats", || async {
+        let (_, stats) = get(&env, &stats_path, &env.operator_key).await;
+        (!stats["health_history"].as_array()?.is_empty()).then_some(stats)
+    })
+    .await;
+    assert_eq!(stats["max_parallel"], 3);
+    assert_eq!(stats["in_flight"], 0);
+    assert_eq!(stats["contracts_by_state"]["settled"], 1);
+    assert_eq!(stats["contracts_by_state"]["rejected"], 1);
+    assert_eq!(stats["contracts_by_state"]["offered"], 1);
+    assert_eq!(
+        stats["earnings"],
+        json!([{
+            "network": env.devnet.network(),
+            "asset": env.devnet.token().to_checksum(None),
+            "amount": PRICE.to_string(),
+            "payments": 1,
+        }])
+    );
+    assert_eq!(stats["recent_rejections"][0]["contract_id"], rejected.as_str());
+    assert_eq!(
+        stats["recent_rejections"][0]["verification_status"],
+        "failed"
+    );
+    assert!(
+        !stats["recent_rejections"][0]["details"]["schema_violations"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(stats["health_history"][0]["passed"], true);
+    assert_eq!(stats["health_history"][0]["health"], "healthy");
+    let (other_operator, _) = env.app.create_key("operator").await;
+    assert_eq!(get(&env, &stats_path, &other_operator).await.0, 404);
+    assert_eq!(get(&env, &stats_path, &env.seeker_key).await.0, 403);
+
+    // The arbiter's queue and both parties' statements.
+    let (status, opened) = call(
+        &env,
+        Method::POST,
+        &format!("/v1/contracts/{rejected}/disputes"),
+        &env.operator_key,
+        &json!({"reason": "fine as it is"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    assert_eq!(opened["state"], "escalated");
+    let dispute_id = opened["dispute_id"].as_str().unwrap();
+    let (status, queue) = get(&env, "/v1/disputes?state=escalated", ADMIN_KEY).await;
+    assert_eq!(status, 200, "{queue}");
+    assert_eq!(queue["disputes"][0]["dispute"]["dispute_id"], dispute_id);
+    let contract = &queue["disputes"][0]["contract"];
+    assert_eq!(contract["contract_id"], rejected.as_str());
+    assert!(
+        contract["deliverable"]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(contract["verification"]["verification_status"], "failed");
+    assert_eq!(get(&env, "/v1/disputes", &env.seeker_key).await.0, 403);
+    let (status, body) = get(&env, "/v1/disputes?state=lost", ADMIN_KEY).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_query")));
+
+    let answer_path = format!("/v1/disputes/{dispute_id}/response");
+    let statement = json!({"statement": "the summary is not a string"});
+    let (status, body) = call(&env, Method::POST, &answer_path, &env.operator_key, &statement).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("dispute_opened_by_you")));
+    assert_eq!(call(&env, Method::POST, &answer_path, &stranger, &statement).await.0, 404);
+    let (status, body) = call(
+        &env,
+        Method::POST,
+        &answer_path,
+        &env.seeker_key,
+        &json!({"statement": " "}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let (status, answered) =
+        call(&env, Method::POST, &answer_path, &env.seeker_key, &statement).await;
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["response"]["statement"], "the summary is not a string");
+    assert!(
+        answered["response"]["by"]
+            .as_str()
+            .unwrap()
+            .starts_with("seeker:")
+    );
+    let (status, body) = call(&env, Method::POST, &answer_path, &env.seeker_key, &statement).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("dispute_already_answered")));
+    assert!(
+        env.event_kinds(&rejected)
+            .await
+            .contains(&"dispute_answered".to_owned())
+    );
+    let (_, queue) = get(&env, "/v1/disputes?state=escalated", ADMIN_KEY).await;
+    assert_eq!(
+        queue["disputes"][0]["dispute"]["response"]["statement"],
+        "the summary is not a string"
+    );
+}
+
+#[tokio::test]
+async fn the_console_read_apis_on_sqlite() {
+    the_console_read_apis(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_console_read_apis_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    the_console_read_apis(database).await;
 }
