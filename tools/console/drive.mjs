@@ -6,6 +6,7 @@
 //   { baseUrl, chromium, screenshotDir, seekerKey, operatorKey, adminKey, workerId,
 //     settled: {contractId, eventKinds, summary, transaction}, live: {contractId},
 //     accepted: {contractId}, rejected: {contractId}, escalated: {disputeId, contractId},
+//     flaky: {contractId},
 //     newestFirst: [contract ids], earnings: {asset, amount}, deadLetter: {deliveryId} }
 // Protocol on stdout, one JSON object per line:
 //   {"step":"live_page_open","contractId":…}  the test should now pay that contract;
@@ -225,6 +226,9 @@ async function operator(browser) {
   await page.waitForSelector("#health-history tr.probe");
   const probes = await attrs(page, "#health-history tr.probe", "data-passed");
   expect(probes.length > 0 && probes.every((p) => p === "true"), `health history: ${probes}`);
+  await page.waitForSelector("#failures tr.failure");
+  expectEqual(await attrs(page, "#failures tr.failure", "data-contract-id"), [input.flaky.contractId],
+    "the failed attempt of the flaky contract");
   await page.waitForSelector("#rejections tr.rejection");
   expect((await texts(page, "#rejections code.path")).length > 0,
     "the rejection lists its failing paths");

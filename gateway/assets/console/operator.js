@@ -5,6 +5,9 @@
 import { api } from "./api.js";
 import { badge, card, errorBox, facts, fill, h, json, short, table, time, units } from "./dom.js";
 
+/** Probes listed on a worker's page (the API keeps more). */
+const HISTORY_SHOWN = 20;
+
 function load(stats) {
   return h("span", { class: "load", "data-in-flight": stats.in_flight, "data-max-parallel": stats.max_parallel },
     h("meter", { min: 0, max: stats.max_parallel, value: stats.in_flight }),
@@ -72,7 +75,7 @@ export async function workerPage(main, id) {
       ]))),
     card("Health history",
       stats.health_history.length
-        ? table(["Probe", "Result", "Health after", "Error"], stats.health_history.map((p) =>
+        ? table(["Probe", "Result", "Health after", "Error"], stats.health_history.slice(0, HISTORY_SHOWN).map((p) =>
           h("tr", { class: "probe", "data-passed": String(p.passed) },
             h("td", {}, time(p.at)),
             h("td", {}, p.passed ? h("span", { class: "ok" }, "passed") : h("span", { class: "bad" }, "missed")),
@@ -82,7 +85,7 @@ export async function workerPage(main, id) {
     card("Recent failures",
       stats.recent_failures.length
         ? table(["Contract", "Attempt", "State", "HTTP", "Error", "Started"], stats.recent_failures.map((f) =>
-          h("tr", { class: "failure" },
+          h("tr", { class: "failure", "data-contract-id": f.contract_id },
             h("td", {}, h("code", {}, short(f.contract_id, 18))),
             h("td", {}, String(f.attempt_no)),
             h("td", {}, badge(f.state)),
@@ -93,7 +96,7 @@ export async function workerPage(main, id) {
     card("Verification rejections",
       stats.recent_rejections.length
         ? table(["Contract", "Status", "Reason codes", "Failing paths", "When"], stats.recent_rejections.map((r) =>
-          h("tr", { class: "rejection" },
+          h("tr", { class: "rejection", "data-contract-id": r.contract_id },
             h("td", {}, h("code", {}, short(r.contract_id, 18))),
             h("td", {}, badge(r.verification_status)),
             h("td", {}, r.reason_codes.join(", ")),

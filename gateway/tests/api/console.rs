@@ -253,6 +253,15 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
     assert_eq!(dispute["state"], "escalated");
     let dispute_id = dispute["dispute_id"].as_str().unwrap().to_owned();
 
+    // A worker failure retried under the same payment: a failed attempt for the operator.
+    let flaky_input = json!({"text": "retry me", "mode": "flaky"});
+    let flaky = env.contract(flaky_input.clone(), json!({})).await;
+    assert_eq!(paid(&env, &flaky).await.status, 502);
+    assert_eq!(
+        env.execute(&flaky, None, Some(&flaky_input)).await.status,
+        200
+    );
+
     // Accepted, inside a ten-minute acceptance window: the seeker may dispute it.
     let accepted = env
         .contract(
@@ -311,7 +320,7 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
     .await;
 
     let mut newest_first = Vec::new();
-    for id in [&settled, &rejected, &escalated, &accepted, &hooked, &live] {
+    for id in [&settled, &rejected, &escalated, &flaky, &accepted, &hooked, &live] {
         let record = env.app.store.get_contract(id).await.unwrap().unwrap();
         newest_first.push((record.created_at, record.contract_id));
     }
@@ -341,11 +350,13 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         "accepted": {"contractId": accepted},
         "rejected": {"contractId": rejected},
         "escalated": {"disputeId": dispute_id, "contractId": escalated},
-        // settled, live and the accepted one (its dispute is upheld) before the operator looks.
+        // settled, flaky, live and the accepted one (its dispute is upheld) before the
+        // operator looks.
         "earnings": {
             "asset": env.devnet.token().to_checksum(None),
-            "amount": (3 * PRICE).to_string(),
+            "amount": (4 * PRICE).to_string(),
         },
+        "flaky": {"contractId": flaky},
         "deadLetter": {"deliveryId": dead_letter},
     });
 
@@ -490,6 +501,15 @@ async fn the_console_read_apis(database: TestDatabase) {
         assert_eq!(body["error"]["code"], code, "{query}");
     }
 
+    // A worker failure, retried under the same payment: a failed attempt, then a settlement.
+    let flaky_input = json!({"text": "retry me", "mode": "flaky"});
+    let flaky = env.contract(flaky_input.clone(), json!({})).await;
+    assert_eq!(paid(&env, &flaky).await.status, 502);
+    assert_eq!(
+        env.execute(&flaky, None, Some(&flaky_input)).await.status,
+        200
+    );
+
     // The operator's workers and one worker's stats.
     let (status, mine) = get(&env, "/v1/operator/workers", &env.operator_key).await;
     assert_eq!(status, 200, "{mine}");
@@ -503,7 +523,7 @@ async fn the_console_read_apis(database: TestDatabase) {
     .await;
     assert_eq!(stats["max_parallel"], 3);
     assert_eq!(stats["in_flight"], 0);
-    assert_eq!(stats["contracts_by_state"]["settled"], 1);
+    assert_eq!(stats["contracts_by_state"]["settled"], 2);
     assert_eq!(stats["contracts_by_state"]["rejected"], 1);
     assert_eq!(stats["contracts_by_state"]["offered"], 1);
     assert_eq!(
@@ -511,10 +531,14 @@ async fn the_console_read_apis(database: TestDatabase) {
         json!([{
             "network": env.devnet.network(),
             "asset": env.devnet.token().to_checksum(None),
-            "amount": PRICE.to_string(),
-            "payments": 1,
+            "amount": (2 * PRICE).to_string(),
+            "payments": 2,
         }])
     );
+    assert_eq!(stats["recent_failures"][0]["contract_id"], flaky.as_str());
+    assert_eq!(stats["recent_failures"][0]["attempt_no"], 1);
+    assert_eq!(stats["recent_failures"][0]["state"], "failed");
+    assert_eq!(stats["recent_failures"][0]["http_status"], 200);
     assert_eq!(stats["recent_rejections"][0]["contract_id"], rejected.as_str());
     assert_eq!(
         stats["recent_rejections"][0]["verification_status"],
