@@ -767,8 +767,7 @@ impl HireService {
         if side == dispute.party {
             return Err(ApiError::Conflict {
                 code: "dispute_opened_by_you",
-                message: "the opening party stated its side when it opened the dispute"
-                    .to_owned(),
+                message: "the opening party stated its side when it opened the dispute".to_owned(),
             });
         }
         if dispute.decided_at.is_some() {

@@ -196,7 +196,12 @@ mod tests {
         let at = DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
         let raw = URL_SAFE_NO_PAD.encode(format!("{}:{id}", at.timestamp_millis()));
         assert_eq!(decode_cursor(&raw).unwrap(), (at, id));
-        for forged in ["", "%%", &URL_SAFE_NO_PAD.encode("1:wk_x"), &URL_SAFE_NO_PAD.encode("x")] {
+        for forged in [
+            "",
+            "%%",
+            &URL_SAFE_NO_PAD.encode("1:wk_x"),
+            &URL_SAFE_NO_PAD.encode("x"),
+        ] {
             assert_eq!(decode_cursor(forged).unwrap_err().code(), "invalid_cursor");
         }
     }

@@ -72,9 +72,7 @@ async fn dispute_queue(
         ),
         None => None,
     };
-    Ok(Json(
-        state.hire.dispute_queue(wanted, after, limit).await?,
-    ))
+    Ok(Json(state.hire.dispute_queue(wanted, after, limit).await?))
 }
 
 /// `POST /v1/contracts/{id}/refund` body.

@@ -413,10 +413,9 @@ impl Store {
                and ($5 is null or created_at < $5 or (created_at = $5 and contract_id < $6)) \
              order by created_at desc, contract_id desc limit $7"
         );
-        let (after_at, after_id) = query
-            .after
-            .as_ref()
-            .map_or((None, None), |(at, id)| (Some(to_millis(*at)), Some(id.as_str())));
+        let (after_at, after_id) = query.after.as_ref().map_or((None, None), |(at, id)| {
+            (Some(to_millis(*at)), Some(id.as_str()))
+        });
         let rows: Vec<ContractRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql)
                 .bind(query.seeker_id.as_deref())

@@ -100,6 +100,16 @@ pub struct WorkerStats {
     pub probes: Vec<ProbeRecord>,
 }
 
+/// The five reads of [`Store::worker_stats`], as fetched.
+struct StatsRows {
+    by_state: Vec<(String, i64)>,
+    /// `(network, asset, amount)` of each settled payment.
+    settled: Vec<(String, String, String)>,
+    failures: Vec<FailureRow>,
+    rejections: Vec<RejectionRow>,
+    probes: Vec<ProbeRow>,
+}
+
 #[derive(sqlx::FromRow)]
 struct FailureRow {
     contract_id: String,
@@ -152,33 +162,34 @@ impl Store {
         const PROBES: &str = "select at, passed, health, error from worker_probe \
             where worker_id = $1 order by probe_id desc limit $2";
         let id = worker_id.as_str();
-        let (by_state, settled, failures, rejections, probes): (
-            Vec<(String, i64)>,
-            Vec<(String, String, String)>,
-            Vec<FailureRow>,
-            Vec<RejectionRow>,
-            Vec<ProbeRow>,
-        ) = on_backend!(self, pool => {
-            (
-                sqlx::query_as(BY_STATE).bind(id).fetch_all(pool).await?,
-                sqlx::query_as(SETTLED).bind(id).fetch_all(pool).await?,
-                sqlx::query_as(FAILURES)
+        let rows: StatsRows = on_backend!(self, pool => {
+            StatsRows {
+                by_state: sqlx::query_as(BY_STATE).bind(id).fetch_all(pool).await?,
+                settled: sqlx::query_as(SETTLED).bind(id).fetch_all(pool).await?,
+                failures: sqlx::query_as(FAILURES)
                     .bind(id)
                     .bind(i64::from(limits.failures))
                     .fetch_all(pool)
                     .await?,
-                sqlx::query_as(REJECTIONS)
+                rejections: sqlx::query_as(REJECTIONS)
                     .bind(id)
                     .bind(i64::from(limits.rejections))
                     .fetch_all(pool)
                     .await?,
-                sqlx::query_as(PROBES)
+                probes: sqlx::query_as(PROBES)
                     .bind(id)
                     .bind(i64::from(limits.probes))
                     .fetch_all(pool)
                     .await?,
-            )
+            }
         });
+        let StatsRows {
+            by_state,
+            settled,
+            failures,
+            rejections,
+            probes,
+        } = rows;
         let mut totals: BTreeMap<(String, String), (U256, u64)> = BTreeMap::new();
         for (network, asset, amount) in settled {
             let amount = U256::from_str_radix(&amount, 10)

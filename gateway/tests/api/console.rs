@@ -276,10 +276,7 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
     // letter to redeliver.
     let (receiver, hook_url) = start_receiver().await;
     let hooked = env
-        .contract(
-            HireEnv::input("webhooks"),
-            json!({"webhook_url": hook_url}),
-        )
+        .contract(HireEnv::input("webhooks"), json!({"webhook_url": hook_url}))
         .await;
     let dead_letter = eventually(WAIT, "a dead letter", || async {
         let response = env
@@ -320,7 +317,9 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
     .await;
 
     let mut newest_first = Vec::new();
-    for id in [&settled, &rejected, &escalated, &flaky, &accepted, &hooked, &live] {
+    for id in [
+        &settled, &rejected, &escalated, &flaky, &accepted, &hooked, &live,
+    ] {
         let record = env.app.store.get_contract(id).await.unwrap().unwrap();
         newest_first.push((record.created_at, record.contract_id));
     }
@@ -370,10 +369,7 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         .spawn()
         .expect("node starts");
     let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(input.to_string().as_bytes())
-        .await
-        .unwrap();
+    stdin.write_all(input.to_string().as_bytes()).await.unwrap();
     drop(stdin);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut stderr = child.stderr.take().unwrap();
@@ -514,7 +510,10 @@ async fn the_console_read_apis(database: TestDatabase) {
     let (status, mine) = get(&env, "/v1/operator/workers", &env.operator_key).await;
     assert_eq!(status, 200, "{mine}");
     assert_eq!(mine["workers"][0]["id"], env.worker_id.as_str());
-    assert_eq!(get(&env, "/v1/operator/workers", &env.seeker_key).await.0, 403);
+    assert_eq!(
+        get(&env, "/v1/operator/workers", &env.seeker_key).await.0,
+        403
+    );
     let stats_path = format!("/v1/workers/{}/stats", env.worker_id);
     let stats = eventually(WAIT, "a probe in the stats", || async {
         let (_, stats) = get(&env, &stats_path, &env.operator_key).await;
@@ -539,7 +538,10 @@ async fn the_console_read_apis(database: TestDatabase) {
     assert_eq!(stats["recent_failures"][0]["attempt_no"], 1);
     assert_eq!(stats["recent_failures"][0]["state"], "failed");
     assert_eq!(stats["recent_failures"][0]["http_status"], 200);
-    assert_eq!(stats["recent_rejections"][0]["contract_id"], rejected.as_str());
+    assert_eq!(
+        stats["recent_rejections"][0]["contract_id"],
+        rejected.as_str()
+    );
     assert_eq!(
         stats["recent_rejections"][0]["verification_status"],
         "failed"
@@ -582,13 +584,31 @@ async fn the_console_read_apis(database: TestDatabase) {
     assert_eq!(contract["verification"]["verification_status"], "failed");
     assert_eq!(get(&env, "/v1/disputes", &env.seeker_key).await.0, 403);
     let (status, body) = get(&env, "/v1/disputes?state=lost", ADMIN_KEY).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_query")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_query"))
+    );
 
     let answer_path = format!("/v1/disputes/{dispute_id}/response");
     let statement = json!({"statement": "the summary is not a string"});
-    let (status, body) = call(&env, Method::POST, &answer_path, &env.operator_key, &statement).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("dispute_opened_by_you")));
-    assert_eq!(call(&env, Method::POST, &answer_path, &stranger, &statement).await.0, 404);
+    let (status, body) = call(
+        &env,
+        Method::POST,
+        &answer_path,
+        &env.operator_key,
+        &statement,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("dispute_opened_by_you"))
+    );
+    assert_eq!(
+        call(&env, Method::POST, &answer_path, &stranger, &statement)
+            .await
+            .0,
+        404
+    );
     let (status, body) = call(
         &env,
         Method::POST,
@@ -598,18 +618,37 @@ async fn the_console_read_apis(database: TestDatabase) {
     )
     .await;
     assert_eq!(status, 422, "{body}");
-    let (status, answered) =
-        call(&env, Method::POST, &answer_path, &env.seeker_key, &statement).await;
+    let (status, answered) = call(
+        &env,
+        Method::POST,
+        &answer_path,
+        &env.seeker_key,
+        &statement,
+    )
+    .await;
     assert_eq!(status, 200, "{answered}");
-    assert_eq!(answered["response"]["statement"], "the summary is not a string");
+    assert_eq!(
+        answered["response"]["statement"],
+        "the summary is not a string"
+    );
     assert!(
         answered["response"]["by"]
             .as_str()
             .unwrap()
             .starts_with("seeker:")
     );
-    let (status, body) = call(&env, Method::POST, &answer_path, &env.seeker_key, &statement).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("dispute_already_answered")));
+    let (status, body) = call(
+        &env,
+        Method::POST,
+        &answer_path,
+        &env.seeker_key,
+        &statement,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("dispute_already_answered"))
+    );
     assert!(
         env.event_kinds(&rejected)
             .await
