@@ -143,6 +143,32 @@ async function seeker(browser) {
     "the receipt binds the settlement transaction");
   await shot(page, "seeker-contract-settled");
 
+  // The page's verifier is no rubber stamp: the same code refuses a receipt whose payload was
+  // altered, one signed for another contract, and one checked against a JWKS without its key.
+  const refusals = await page.evaluate(async ({ contractId }) => {
+    const { verifyReceipt } = await import("/console/receipt.js");
+    const key = sessionStorage.getItem("hiregate.console.key");
+    const get = (path) => fetch(path, { headers: { Authorization: `Bearer ${key}` } }).then((r) => r.json());
+    const [stored, jwks, contract] = await Promise.all([
+      get(`/v1/contracts/${contractId}/receipt`), get("/.well-known/jwks.json"), get(`/v1/contracts/${contractId}`),
+    ]);
+    const [head, body, sig] = stored.receipt.split(".");
+    const claims = JSON.parse(atob(body.replace(/-/g, "+").replace(/_/g, "/")));
+    claims.outcome = "voided";
+    const forged = btoa(JSON.stringify(claims)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    const attempt = (token, keys, c) => verifyReceipt(token, keys, c).then(() => "accepted", (e) => e.message);
+    return [
+      await attempt(`${head}.${forged}.${sig}`, jwks, contract),
+      await attempt(stored.receipt, jwks, { ...contract, contract_id: "ctr_00000000000000000000000000" }),
+      await attempt(stored.receipt, { keys: [] }, contract),
+      await attempt(stored.receipt, jwks, contract),
+    ];
+  }, { contractId: input.settled.contractId });
+  expectEqual(refusals[0], "the signature does not verify", "an altered receipt is refused");
+  expect(refusals[1].startsWith("the receipt is for"), `a receipt of another contract: ${refusals[1]}`);
+  expect(refusals[2].startsWith("no key"), `a JWKS without the key: ${refusals[2]}`);
+  expectEqual(refusals[3], "accepted", "the untouched receipt");
+
   // A live contract: open its page while it is only offered, then the test pays it and the
   // timeline grows from the stream until the contract is settled.
   await page.goto(`${input.baseUrl}/console#/contracts/${input.live.contractId}`);
