@@ -1,8 +1,10 @@
-//! The web console at `/console`: its assets and headers over HTTP, and a click-through in a real
-//! headless Chromium (the distribution's package, driven by `tools/console/drive.mjs` with
-//! `playwright-core`) over real hires on anvil: a seeker's contracts, live timeline, deliverable,
-//! verification, receipt verified in the browser, dispute and webhook dead letters; an operator's
-//! workers with load, earnings, health history and rejections; an arbiter's queue and decision.
+//! The web console at `/console`: its assets and headers over HTTP, the read APIs it is built on
+//! (on SQLite and PostgreSQL), and a click-through in a real headless Chromium (the
+//! distribution's package, driven by `tools/console/drive.mjs` with `playwright-core`) over real
+//! hires on anvil: a seeker's contracts, live timeline, deliverable, verification, receipt
+//! verified in the browser (and an altered one refused), dispute, answer to an operator's dispute
+//! and webhook dead letters; an operator's workers with load, earnings, health history, failures
+//! and rejections; an arbiter's queue, both parties' statements and the decision.
 //! Screenshots of every page land in `target/console-screenshots/`.
 //!
 //! The browser test needs node, `npm ci` in `tools/` (scripts/install-tools.sh) and Chromium
