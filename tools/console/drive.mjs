@@ -124,6 +124,19 @@ async function seeker(browser) {
   expect(!settledOnly.includes(input.accepted.contractId), "the accepted contract is filtered out");
   await shot(page, "seeker-contracts-settled");
 
+  // Filter by worker (any state): every contract is with the one worker.
+  await page.selectOption("#filter-state", "");
+  await page.fill("#filter-worker", input.workerId);
+  await page.click("#apply-filters");
+  await page.waitForFunction((n) => document.querySelectorAll("#contracts tbody tr").length === n,
+    input.newestFirst.length);
+  await page.fill("#filter-worker", "wk_01HZZZZZZZZZZZZZZZZZZZZZZZ");
+  await page.click("#apply-filters");
+  await page.waitForSelector("#no-contracts");
+  await page.fill("#filter-worker", "");
+  await page.click("#apply-filters");
+  await page.waitForSelector(`#contracts tr[data-contract-id="${input.settled.contractId}"]`);
+
   // The settled contract: full timeline from the stream, deliverable, verification, receipt.
   await page.click(`a[href="#/contracts/${input.settled.contractId}"]`);
   await page.waitForSelector('#stream-state[data-state="ended"]');
@@ -252,6 +265,9 @@ async function operator(browser) {
   await page.waitForSelector("#health-history tr.probe");
   const probes = await attrs(page, "#health-history tr.probe", "data-passed");
   expect(probes.length > 0 && probes.every((p) => p === "true"), `health history: ${probes}`);
+  await page.waitForSelector("#worker-contracts tr.contract");
+  expectEqual(await attrs(page, "#worker-contracts tr.contract", "data-contract-id"), input.newestFirst,
+    "the worker's contracts, newest first");
   await page.waitForSelector("#failures tr.failure");
   expectEqual(await attrs(page, "#failures tr.failure", "data-contract-id"), [input.flaky.contractId],
     "the failed attempt of the flaky contract");

@@ -48,9 +48,10 @@ export async function workerList(main) {
 
 /** `#/workers/{id}`. */
 export async function workerPage(main, id) {
-  const [worker, stats] = await Promise.all([
+  const [worker, stats, recent] = await Promise.all([
     api.get(`/v1/workers/${id}`),
     api.get(`/v1/workers/${id}/stats`),
+    api.get(`/v1/contracts?worker_id=${encodeURIComponent(id)}&limit=20`),
   ]);
   const byState = Object.entries(stats.contracts_by_state);
   fill(main,
@@ -73,6 +74,16 @@ export async function workerPage(main, id) {
           ? h("span", { id: "contracts-by-state" }, byState.map(([s, n], i) => [i ? ", " : null, badge(s), ` ${n}`]))
           : "none yet"],
       ]))),
+    card("Recent contracts",
+      recent.contracts.length
+        ? table(["Contract", "State", "Task", "Price", "Created"], recent.contracts.map((c) =>
+          h("tr", { class: "contract", "data-contract-id": c.contract_id },
+            h("td", {}, h("code", {}, c.contract_id)),
+            h("td", {}, badge(c.state)),
+            h("td", {}, c.task_type),
+            h("td", {}, units(c.price?.amount)),
+            h("td", {}, time(c.created_at)))), { id: "worker-contracts" })
+        : h("p", { class: "muted", id: "no-worker-contracts" }, "No contracts yet.")),
     card("Health history",
       stats.health_history.length
         ? table(["Probe", "Result", "Health after", "Error"], stats.health_history.slice(0, HISTORY_SHOWN).map((p) =>
