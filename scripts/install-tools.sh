@@ -2,7 +2,9 @@
 # Installs hiregate's project-local tools, pinned by tools/package-lock.json:
 #   - anvil (npm @foundry-rs/anvil-linux-amd64), the local EVM of the devnet,
 #   - solc (npm), which compiles the devnet token,
-#   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts.
+#   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts,
+#   - playwright-core, which drives the web console's browser tests, and Chromium from the
+#     distribution's packages (Debian `chromium`) for it to drive; no browser is downloaded by npm.
 # npm packages land in tools/node_modules; the anvil binary is exposed as .tools/bin/anvil, where
 # the Rust devnet helper looks for it. Idempotent: when the lockfile has not changed since the last
 # install and anvil runs, it does nothing. Needs node >= 20 and npm (Debian: apt-get install nodejs npm).
@@ -36,13 +38,36 @@ case "$(uname -s)-$(uname -m)" in
     *) say "the pinned anvil package is for Linux x86_64; on $(uname -s)-$(uname -m) set HIREGATE_ANVIL to an anvil binary" ;;
 esac
 
+# Chromium for the console's browser tests. Only installed when missing, as root (or through sudo
+# when it does not ask for a password); otherwise the tests that need it say why they skip.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
+    && [ -z "${HIREGATE_CHROMIUM:-}" ]; then
+    if command -v apt-get >/dev/null 2>&1; then
+        as_root=""
+        if [ "$(id -u)" != "0" ]; then
+            if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+                as_root="sudo"
+            fi
+        fi
+        if [ "$(id -u)" = "0" ] || [ -n "$as_root" ]; then
+            say "chromium missing; installing Debian's chromium (console browser tests)"
+            $as_root apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq chromium >/dev/null
+        else
+            say "chromium missing and no root: 'sudo apt-get install chromium' for the console browser tests"
+        fi
+    else
+        say "chromium missing: install it (or set HIREGATE_CHROMIUM) for the console browser tests"
+    fi
+fi
+
 lock_hash="$(sha256sum "$tools_dir/package-lock.json" | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$lock_hash" ] && [ -x "$bin_dir/anvil" ] \
     && "$bin_dir/anvil" --version >/dev/null 2>&1; then
     exit 0
 fi
 
-say "npm ci in tools/ (anvil, solc, @x402/*, viem)"
+say "npm ci in tools/ (anvil, solc, @x402/*, viem, playwright-core)"
 # --ignore-scripts: none of the pinned packages needs an install script, and skipping them keeps
 # the install to what the lockfile names.
 (cd "$tools_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)

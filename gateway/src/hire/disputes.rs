@@ -51,8 +51,8 @@ use crate::{
     error::ApiError,
     ids::{PrincipalId, WorkerId},
     store::{
-        ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, NewDispute,
-        PaymentRecord, SideWrite, StoreError, Transition,
+        ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
+        NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
     },
 };
 
@@ -70,6 +70,17 @@ pub struct DisputeRequest {
     /// What the party claims (free-form JSON).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
+    pub claim: Option<Value>,
+}
+
+/// `POST /v1/disputes/{id}/response` body: the other party's side.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DisputeAnswer {
+    /// What the other party says.
+    pub statement: String,
+    /// Its claim (free-form JSON).
+    #[serde(default)]
     pub claim: Option<Value>,
 }
 
@@ -162,6 +173,12 @@ pub(crate) fn dispute_view(dispute: &DisputeRecord) -> Value {
             "decided_at": dispute.decided_at,
         })),
         "created_at": dispute.created_at,
+        "response": dispute.response.as_ref().map(|r| json!({
+            "statement": r.statement,
+            "claim": r.claim,
+            "by": r.by,
+            "at": r.at,
+        })),
     })
 }
 
@@ -700,5 +717,138 @@ impl HireService {
             DecidedVia::Timeout,
         )
         .await
+    }
+}
+
+impl HireService {
+    /// `POST /v1/disputes/{id}/response`: the party that did not open the dispute states its
+    /// side, once, before the decision; recorded as a `dispute_answered` contract event. 404 for
+    /// anyone not a party, 409 `dispute_opened_by_you` for the opening side,
+    /// `dispute_already_answered` / `dispute_already_decided` when too late.
+    pub async fn answer_dispute(
+        &self,
+        caller: &PrincipalId,
+        dispute_id: &str,
+        answer: DisputeAnswer,
+        correlation_id: &str,
+    ) -> Result<Value, ApiError> {
+        if answer.statement.trim().is_empty()
+            || answer.statement.len() > MAX_REASON_BYTES
+            || answer.statement.contains('\0')
+        {
+            return Err(ApiError::Validation {
+                field: "statement".to_owned(),
+                reason: format!("a statement of 1 to {MAX_REASON_BYTES} bytes, without U+0000"),
+            });
+        }
+        if let Some(claim) = &answer.claim
+            && claim.to_string().len() > MAX_CLAIM_BYTES
+        {
+            return Err(ApiError::Validation {
+                field: "claim".to_owned(),
+                reason: format!("the claim may be at most {MAX_CLAIM_BYTES} bytes of JSON"),
+            });
+        }
+        let store = &self.inner.store;
+        let not_found = || ApiError::NotFound {
+            resource: "dispute",
+        };
+        let dispute = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
+        let contract = store
+            .get_contract(&dispute.contract_id)
+            .await?
+            .ok_or_else(not_found)?;
+        if !self.is_party(caller, &contract).await? {
+            return Err(not_found());
+        }
+        let side = if caller.is_seeker() {
+            "seeker"
+        } else {
+            "operator"
+        };
+        if side == dispute.party {
+            return Err(ApiError::Conflict {
+                code: "dispute_opened_by_you",
+                message: "the opening party stated its side when it opened the dispute".to_owned(),
+            });
+        }
+        if dispute.decided_at.is_some() {
+            return Err(ApiError::Conflict {
+                code: "dispute_already_decided",
+                message: "this dispute is decided; decisions are final".to_owned(),
+            });
+        }
+        let by = format!("{side}:{caller}");
+        let response = DisputeResponse {
+            statement: answer.statement,
+            claim: answer.claim,
+            by: by.clone(),
+            at: Utc::now(),
+        };
+        let lock = self.inner.locks.lock_of(&dispute.contract_id);
+        let _guard = lock.lock_owned().await;
+        if !store.answer_dispute(dispute_id, &response).await? {
+            let current = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
+            return Err(if current.decided_at.is_some() {
+                ApiError::Conflict {
+                    code: "dispute_already_decided",
+                    message: "this dispute is decided; decisions are final".to_owned(),
+                }
+            } else {
+                ApiError::Conflict {
+                    code: "dispute_already_answered",
+                    message: "the other party's statement is recorded once".to_owned(),
+                }
+            });
+        }
+        store
+            .append_contract_event(
+                &dispute.contract_id,
+                &NewContractEvent {
+                    at: response.at,
+                    actor: by,
+                    correlation_id: correlation_id.to_owned(),
+                    kind: "dispute_answered".to_owned(),
+                    details: json!({"dispute_id": dispute_id, "statement": response.statement}),
+                },
+            )
+            .await?;
+        let dispute = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
+        Ok(dispute_view(&dispute))
+    }
+}
+
+/// Longest page of the arbiter's queue.
+pub const MAX_QUEUE_PAGE: u32 = 100;
+
+impl HireService {
+    /// `GET /v1/disputes?state=` (admin): disputes in `state`, oldest first, each with what the
+    /// arbiter decides on: the contract view (terms, deliverable with its digest and content,
+    /// verification result, payment) next to the dispute (the opening party's reason and
+    /// claim, the replay's result).
+    pub async fn dispute_queue(
+        &self,
+        state: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Value, ApiError> {
+        let store = &self.inner.store;
+        let disputes = store.list_disputes(state, after, limit).await?;
+        let mut items = Vec::with_capacity(disputes.len());
+        for dispute in &disputes {
+            let contract = store
+                .get_contract(&dispute.contract_id)
+                .await?
+                .ok_or_else(|| ApiError::internal(anyhow::anyhow!("dispute without contract")))?;
+            let view = self.contract_view(&contract, true).await?;
+            items.push(json!({
+                "dispute": dispute_view(dispute),
+                "contract": view,
+            }));
+        }
+        let next_after = (disputes.len() == limit as usize)
+            .then(|| disputes.last().map(|d| d.dispute_id.clone()))
+            .flatten();
+        Ok(json!({ "disputes": items, "next_after": next_after }))
     }
 }

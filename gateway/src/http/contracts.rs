@@ -156,6 +156,7 @@ pub(crate) async fn create_contract(
         .into_response())
 }
 
+/// `?state=&worker_id=&limit=&cursor=` of `GET /v1/contracts`.
 /// `GET /v1/contracts/{id}` (its seeker or its worker's operator).
 #[utoipa::path(
     get,

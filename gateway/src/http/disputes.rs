@@ -1,4 +1,6 @@
-//! `POST /v1/contracts/{id}/disputes` (parties), `GET /v1/disputes/{id}` (parties, admin) and
+//! `POST /v1/contracts/{id}/disputes` (parties), `GET /v1/disputes/{id}` (parties, admin),
+//! `GET /v1/disputes?state=escalated` (admin: the arbiter's queue),
+//! `POST /v1/disputes/{id}/response` (the party that did not open it: its side, once) and
 //! `POST /v1/disputes/{id}/decision` (admin, the arbiter); see [`crate::hire::disputes`]. And
 //! `POST /v1/contracts/{id}/refund` (admin, the arbiter): an escrowed capture refunded before
 //! the escrow's refund deadline.
@@ -11,11 +13,11 @@ use axum::{
 use hiregate_contracts::id::ContractId;
 use serde_json::Value;
 
-use super::extract::{Admin, AppJson, AppPath, Party};
+use super::extract::{Admin, AppJson, AppPath, AppQuery, Party};
 use super::openapi::{ErrorBody, Routes, get, post};
 use crate::{
     error::{ApiError, ApiResult},
-    hire::disputes::{DecisionRequest, DisputeRequest},
+    hire::disputes::{DecisionRequest, DisputeAnswer, DisputeRequest, MAX_QUEUE_PAGE},
     state::AppState,
 };
 
@@ -26,9 +28,68 @@ const MAX_DISPUTE_ID_LEN: usize = 64;
 pub fn router() -> Routes {
     Routes::new()
         .route("/v1/contracts/{id}/disputes", post(open_dispute))
+        .route("/v1/disputes", get(dispute_queue))
         .route("/v1/disputes/{id}", get(view_dispute))
+        .route("/v1/disputes/{id}/response", post(answer_dispute))
         .route("/v1/disputes/{id}/decision", post(decide_dispute))
         .route("/v1/contracts/{id}/refund", post(refund_contract))
+}
+
+/// `?state=&after=&limit=` of the arbiter's queue.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueueQuery {
+    /// `open`, `escalated` (the default) or `decided`.
+    state: Option<String>,
+    /// `next_after` of the previous page.
+    after: Option<String>,
+    limit: Option<u32>,
+}
+
+/// 200 `{disputes: [{dispute, contract}], next_after}`, oldest first; 400 `invalid_query` for
+/// an unknown state, a malformed `after` or a limit outside 1..=100.
+#[utoipa::path(
+    get,
+    path = "/v1/disputes",
+    tag = "disputes",
+    params(
+        ("state" = Option<String>, Query, description = "`open`, `escalated` (default) or `decided`"),
+        ("after" = Option<String>, Query, description = "`next_after` of the previous page"),
+        ("limit" = Option<u32>, Query, description = "1..=100, default 50"),
+    ),
+    security(("admin_key" = [])),
+    responses(
+        (status = 200, description = "The arbiter's queue, oldest first: each dispute with its contract", body = Object),
+        (status = 400, description = "`invalid_query`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not the admin key", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn dispute_queue(
+    State(state): State<AppState>,
+    _admin: Admin,
+    AppQuery(query): AppQuery<QueueQuery>,
+) -> ApiResult<Json<Value>> {
+    let wanted = query.state.as_deref().unwrap_or("escalated");
+    if !matches!(wanted, "open" | "escalated" | "decided") {
+        return Err(ApiError::InvalidQuery(
+            "state must be open, escalated or decided".to_owned(),
+        ));
+    }
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=MAX_QUEUE_PAGE).contains(&limit) {
+        return Err(ApiError::InvalidQuery(format!(
+            "limit must be between 1 and {MAX_QUEUE_PAGE}"
+        )));
+    }
+    let after = match query.after.as_deref().filter(|a| !a.is_empty()) {
+        Some(raw) => Some(
+            dispute_id(raw)
+                .map_err(|_| ApiError::InvalidQuery("after must be a dispute id".to_owned()))?,
+        ),
+        None => None,
+    };
+    Ok(Json(state.hire.dispute_queue(wanted, after, limit).await?))
 }
 
 /// `POST /v1/contracts/{id}/refund` body.
@@ -174,6 +235,39 @@ pub(crate) async fn view_dispute(
         (Err(_), Err(error)) => return Err(error),
     };
     Ok(Json(body))
+}
+
+/// 200 with the dispute, the other party's statement recorded.
+#[utoipa::path(
+    post,
+    path = "/v1/disputes/{id}/response",
+    tag = "disputes",
+    params(("id" = String, Path, description = "Dispute id (`dsp_…`)")),
+    request_body = DisputeAnswer,
+    security(("seeker_key" = []), ("operator_key" = [])),
+    responses(
+        (status = 200, description = "The dispute with the other party's statement", body = Object),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such dispute of the caller", body = ErrorBody),
+        (status = 409, description = "already answered, answered by the party that opened it, or already decided", body = ErrorBody),
+        (status = 422, description = "`validation_failed`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn answer_dispute(
+    State(state): State<AppState>,
+    party: Party,
+    AppPath(id): AppPath<String>,
+    headers: HeaderMap,
+    AppJson(answer): AppJson<DisputeAnswer>,
+) -> ApiResult<Json<Value>> {
+    let id = dispute_id(&id)?;
+    Ok(Json(
+        state
+            .hire
+            .answer_dispute(&party.principal_id, id, answer, &correlation_id(&headers))
+            .await?,
+    ))
 }
 
 /// The arbiter's final decision; 409 `dispute_already_decided` when decided before.

@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod callbacks;
 pub mod cancel;
+pub mod console;
 pub mod contracts;
 pub mod disputes;
 pub mod docs;
@@ -89,6 +90,7 @@ pub fn api_routes() -> openapi::Routes {
         .merge(ops::router())
         .merge(openapi::router())
         .merge(docs::router())
+        .merge(console::router())
         .merge(admin::router())
         .merge(keys::router())
         .merge(workers::router())

@@ -1,6 +1,11 @@
 //! `/v1/workers`: registration and management (operators, own listings only) and discovery
 //! (anyone).
 //!
+//! `GET /v1/operator/workers` lists an operator's own listings (retired included) and
+//! `GET /v1/workers/{id}/stats` reports one listing's work: in-flight load against
+//! `max_parallel`, contracts by state, settled earnings per asset, recent failed attempts and
+//! verification rejections, and the health probe history.
+//!
 //! Discovery shows what a seeker needs to choose and pay (task types, prices, output schemas,
 //! payment network/asset/payee, health) and hides the endpoint, which seekers never call
 //! directly. An operator's view of its own listing adds the endpoint and probe details.
@@ -13,6 +18,7 @@ use axum::{
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use super::{
     extract::{AppJson, AppPath, AppQuery, Operator},
@@ -30,7 +36,7 @@ use crate::{
         },
     },
     state::AppState,
-    store::WorkerQuery,
+    store::{IN_FLIGHT_STATES, PROBE_HISTORY_KEPT, StatsLimits, WorkerQuery},
 };
 
 /// Default and largest discovery page.
@@ -45,6 +51,8 @@ pub fn router() -> Routes {
             "/v1/workers/{id}",
             get(get_worker).patch(update_worker).delete(retire_worker),
         )
+        .route("/v1/workers/{id}/stats", get(worker_stats))
+        .route("/v1/operator/workers", get(own_workers))
 }
 
 /// A listing as seekers see it.
@@ -353,4 +361,137 @@ pub(crate) async fn retire_worker(
     let id = parse_worker_id(&id)?;
     let listing = state.registry.retire(&operator.principal_id, &id).await?;
     Ok(Json(OwnerWorker::from(&listing)))
+}
+
+/// `GET /v1/operator/workers?after=&limit=` (operator): its listings, retired included, oldest
+/// first, as the owner sees them.
+#[utoipa::path(
+    get,
+    path = "/v1/operator/workers",
+    tag = "workers",
+    params(
+        ("after" = Option<String>, Query, description = "Last worker id of the previous page"),
+        ("limit" = Option<u32>, Query, description = "Page size"),
+    ),
+    security(("operator_key" = [])),
+    responses(
+        (status = 200, description = "The operator's own listings, retired included, oldest first", body = Object),
+        (status = 400, description = "`invalid_query`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not an operator key", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn own_workers(
+    State(state): State<AppState>,
+    operator: Operator,
+    AppQuery(page): AppQuery<OwnPage>,
+) -> ApiResult<Json<Value>> {
+    let limit = page.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::InvalidQuery(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    let listings = state
+        .registry
+        .discover(&WorkerQuery {
+            operator_id: Some(operator.principal_id),
+            include_retired: true,
+            after: page.after,
+            limit,
+            ..WorkerQuery::default()
+        })
+        .await?;
+    let next_after = (listings.len() == limit as usize)
+        .then(|| listings.last().map(|l| l.id.clone()))
+        .flatten();
+    Ok(Json(json!({
+        "workers": listings.iter().map(OwnerWorker::from).collect::<Vec<_>>(),
+        "next_after": next_after,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OwnPage {
+    after: Option<WorkerId>,
+    limit: Option<u32>,
+}
+
+/// Newest failures and rejections a stats answer lists.
+const STATS_RECENT: u32 = 20;
+
+/// `GET /v1/workers/{id}/stats` (owning operator; 404 for anyone else's listing).
+#[utoipa::path(
+    get,
+    path = "/v1/workers/{id}/stats",
+    tag = "workers",
+    params(("id" = String, Path, description = "Worker id (`wk_…`)")),
+    security(("operator_key" = [])),
+    responses(
+        (status = 200, description = "In-flight load against `max_parallel`, contracts by state, settled earnings per asset, recent failed attempts and verification rejections, health history", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not an operator key", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such listing of this operator", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn worker_stats(
+    State(state): State<AppState>,
+    operator: Operator,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Json<Value>> {
+    let id = parse_worker_id(&id)?;
+    let listing = state
+        .registry
+        .get_owned(&operator.principal_id, &id)
+        .await?;
+    let stats = state
+        .store
+        .worker_stats(
+            &id,
+            StatsLimits {
+                failures: STATS_RECENT,
+                rejections: STATS_RECENT,
+                probes: u32::try_from(PROBE_HISTORY_KEPT).unwrap_or(u32::MAX),
+            },
+        )
+        .await?;
+    let in_flight: i64 = IN_FLIGHT_STATES
+        .iter()
+        .filter_map(|s| stats.contracts_by_state.get(*s))
+        .sum();
+    Ok(Json(json!({
+        "worker_id": listing.id,
+        "health": listing.health,
+        "max_parallel": listing.max_parallel,
+        "in_flight": in_flight,
+        "contracts_by_state": stats.contracts_by_state,
+        "earnings": stats.settled.iter().map(|t| json!({
+            "network": t.network,
+            "asset": t.asset,
+            "amount": t.amount.to_string(),
+            "payments": t.payments,
+        })).collect::<Vec<_>>(),
+        "recent_failures": stats.recent_failures.iter().map(|f| json!({
+            "contract_id": f.contract_id,
+            "attempt_no": f.attempt_no,
+            "state": f.state,
+            "http_status": f.http_status,
+            "error": f.error,
+            "started_at": f.started_at,
+        })).collect::<Vec<_>>(),
+        "recent_rejections": stats.recent_rejections.iter().map(|r| json!({
+            "contract_id": r.contract_id,
+            "verification_status": r.status,
+            "reason_codes": r.reason_codes,
+            "details": r.details,
+            "created_at": r.created_at,
+        })).collect::<Vec<_>>(),
+        "health_history": stats.probes.iter().map(|p| json!({
+            "at": p.at,
+            "passed": p.passed,
+            "health": p.health,
+            "error": p.error,
+        })).collect::<Vec<_>>(),
+    })))
 }

@@ -11,7 +11,7 @@ const ENTITY: &str = "dispute";
 
 const COLUMNS: &str = "dispute_id, contract_id, party, opened_by, reason, claim, state, replay, \
     replay_verifier_result_hash, decision, decided_by, decision_reason, decided_via, created_at, \
-    decided_at";
+    decided_at, response, response_claim, responded_by, responded_at";
 
 /// A dispute to open.
 #[derive(Debug, Clone)]
@@ -65,6 +65,21 @@ pub struct DisputeRecord {
     pub created_at: DateTime<Utc>,
     /// Decided at.
     pub decided_at: Option<DateTime<Utc>>,
+    /// The other party's answer, once given.
+    pub response: Option<DisputeResponse>,
+}
+
+/// The other party's statement on a dispute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisputeResponse {
+    /// What the other party says.
+    pub statement: String,
+    /// Its claim, free-form.
+    pub claim: Option<Value>,
+    /// Actor that answered (`seeker:<id>` / `operator:<id>`).
+    pub by: String,
+    /// When.
+    pub at: DateTime<Utc>,
 }
 
 /// A decision to record.
@@ -99,6 +114,10 @@ struct DisputeRow {
     decided_via: Option<String>,
     created_at: i64,
     decided_at: Option<i64>,
+    response: Option<String>,
+    response_claim: Option<JsonText<Value>>,
+    responded_by: Option<String>,
+    responded_at: Option<i64>,
 }
 
 impl TryFrom<DisputeRow> for DisputeRecord {
@@ -121,6 +140,15 @@ impl TryFrom<DisputeRow> for DisputeRecord {
             decided_via: row.decided_via,
             created_at: from_millis(ENTITY, row.created_at)?,
             decided_at: from_millis_opt(ENTITY, row.decided_at)?,
+            response: match (row.response, row.responded_by, row.responded_at) {
+                (Some(statement), Some(by), Some(at)) => Some(DisputeResponse {
+                    statement,
+                    claim: row.response_claim.map(|j| j.0),
+                    by,
+                    at: from_millis(ENTITY, at)?,
+                }),
+                _ => None,
+            },
         })
     }
 }
@@ -205,5 +233,55 @@ impl Store {
                 .rows_affected()
         });
         Ok(changed == 1)
+    }
+}
+
+impl Store {
+    /// Record the other party's answer on an undecided, unanswered dispute; `false` when it was
+    /// answered or decided before.
+    pub async fn answer_dispute(
+        &self,
+        dispute_id: &str,
+        response: &DisputeResponse,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "update dispute set response = $2, response_claim = $3, \
+            responded_by = $4, responded_at = $5 \
+            where dispute_id = $1 and responded_at is null and decided_at is null";
+        let changed = on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(dispute_id)
+                .bind(&response.statement)
+                .bind(response.claim.as_ref().map(JsonText))
+                .bind(&response.by)
+                .bind(to_millis(response.at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(changed == 1)
+    }
+
+    /// Disputes in `state`, oldest first (the arbiter's queue order), after the dispute id
+    /// `after` (keyset page), at most `limit`.
+    pub async fn list_disputes(
+        &self,
+        state: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<DisputeRecord>, StoreError> {
+        // Dispute ids are `dsp_` + a ULID: their byte order is creation order on both backends.
+        let sql = format!(
+            "select {COLUMNS} from dispute where state = $1 and ($2 is null or dispute_id > $2) \
+             order by dispute_id limit $3"
+        );
+        let rows: Vec<DisputeRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(state)
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(DisputeRecord::try_from).collect()
     }
 }

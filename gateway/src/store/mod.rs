@@ -17,14 +17,15 @@
 //! | module | tables |
 //! |---|---|
 //! | `api_keys` | `api_key` |
-//! | `workers` | `worker`, `worker_task` |
-//! | `contracts` | `contract`, `contract_event` |
+//! | `workers` | `worker`, `worker_task`, `worker_probe` (the newest probes per listing) |
+//! | `worker_stats` | read-only: one listing's contracts by state, settled earnings, failures, rejections, probe history |
+//! | `contracts` | `contract`, `contract_event`; the caller's contract listing |
 //! | `payments` | `payment` |
 //! | `execution` | the paid hire's transactions: `payment` + `contract`, `attempt`, `deliverable`, `verification` |
 //! | `jobs` | `job` |
 //! | `webhooks` | `webhook_secret`, `webhook_endpoint`, `webhook_delivery`, `webhook_attempt` (outbox filled by a trigger on `contract_event`) |
 //! | `receipts` | `contract_receipt` (write-once; `contract_event` is append-only by trigger, migration 0006) |
-//! | `disputes` | `dispute` (one per contract; a decision is written once) |
+//! | `disputes` | `dispute` (one per contract; the other party's answer and the decision are each written once); the arbiter's queue by state |
 //! | `json` | none: the JSON binding and diagnostic-text rule every table uses |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
@@ -47,6 +48,7 @@ mod long_running;
 mod payments;
 mod receipts;
 mod webhooks;
+mod worker_stats;
 mod workers;
 
 use std::str::FromStr;
@@ -64,7 +66,7 @@ pub use api_keys::{ApiKeyInfo, ApiKeyRecord, NewApiKey, RevokedApiKey};
 pub use contracts::{
     ContractEvent, ContractQuery, ContractRecord, NewContract, NewContractEvent, Transition,
 };
-pub use disputes::{DisputeDecisionRecord, DisputeRecord, NewDispute};
+pub use disputes::{DisputeDecisionRecord, DisputeRecord, DisputeResponse, NewDispute};
 pub use execution::{
     AttemptEnd, AttemptRecord, AuthorizationOutcome, ContractStep, DeliverableRecord,
     IN_FLIGHT_STATES, NewAttempt, NewDeliverable, NewVerification, PayOutcome, SettlementOutcome,
@@ -79,7 +81,10 @@ pub use webhooks::{
     ClaimedDelivery, DeliveryAttemptRecord, DeliveryFinish, DeliveryRecord, Redelivery,
     WebhookSecretRecord,
 };
-pub use workers::{ProbeResult, WorkerQuery};
+pub use worker_stats::{
+    FailedAttempt, ProbeRecord, Rejection, SettledTotal, StatsLimits, WorkerStats,
+};
+pub use workers::{PROBE_HISTORY_KEPT, ProbeResult, WorkerQuery};
 
 use crate::{
     config::{DatabaseKind, DatabaseSettings},

@@ -18,6 +18,9 @@ use crate::{
 
 const ENTITY: &str = "worker";
 
+/// Probes kept per listing in `worker_probe` (the operator's health history).
+pub const PROBE_HISTORY_KEPT: i64 = 50;
+
 const WORKER_COLUMNS: &str = "worker_id, operator_id, endpoint, protocol, pay_to, network, \
     asset, max_parallel, health, consecutive_misses, last_probe_at, last_probe_error, \
     created_at, updated_at, retired_at, protocol_options, payment_schemes, fee_bps, name, \
@@ -412,21 +415,50 @@ impl Store {
             last_probe_at = $2, last_probe_error = $4 \
             where worker_id = $1 and retired_at is null \
             returning health, consecutive_misses";
+        // The probe joins the listing's history in the same transaction; only the newest
+        // PROBE_HISTORY_KEPT rows stay.
+        const HISTORY: &str = "insert into worker_probe (worker_id, at, passed, health, error) \
+            values ($1, $2, $3, $4, $5)";
+        const PRUNE: &str = "delete from worker_probe where worker_id = $1 and probe_id <= \
+            (select probe_id from worker_probe where worker_id = $1 \
+             order by probe_id desc limit 1 offset $2)";
         let row: Option<(String, i32)> = on_backend!(self, pool => {
-            match result {
+            let mut tx = pool.begin().await?;
+            let row: Option<(String, i32)> = match result {
                 ProbeResult::Passed => sqlx::query_as(PASSED)
                     .bind(id.as_str())
                     .bind(to_millis(at))
-                    .fetch_optional(pool)
+                    .fetch_optional(&mut *tx)
                     .await?,
                 ProbeResult::Failed { reason } => sqlx::query_as(FAILED)
                     .bind(id.as_str())
                     .bind(to_millis(at))
                     .bind(to_i32(miss_threshold))
                     .bind(diagnostic(reason))
-                    .fetch_optional(pool)
+                    .fetch_optional(&mut *tx)
                     .await?,
+            };
+            if let Some((health, _)) = &row {
+                let error = match result {
+                    ProbeResult::Passed => None,
+                    ProbeResult::Failed { reason } => Some(diagnostic(reason)),
+                };
+                sqlx::query(HISTORY)
+                    .bind(id.as_str())
+                    .bind(to_millis(at))
+                    .bind(matches!(result, ProbeResult::Passed))
+                    .bind(health.as_str())
+                    .bind(error)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(PRUNE)
+                    .bind(id.as_str())
+                    .bind(PROBE_HISTORY_KEPT)
+                    .execute(&mut *tx)
+                    .await?;
             }
+            tx.commit().await?;
+            row
         });
         row.map(|(health, misses)| {
             Ok((

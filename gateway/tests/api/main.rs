@@ -3,6 +3,7 @@
 
 mod auth;
 mod cli;
+mod console;
 mod disputes;
 mod escrow;
 mod escrow_env;

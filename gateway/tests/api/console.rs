@@ -1,0 +1,677 @@
+//! The web console at `/console`: its assets and headers over HTTP, the read APIs it is built on
+//! (on SQLite and PostgreSQL), and a click-through in a real headless Chromium (the
+//! distribution's package, driven by `tools/console/drive.mjs` with `playwright-core`) over real
+//! hires on anvil: a seeker's contracts, live timeline, deliverable, verification, receipt
+//! verified in the browser (and an altered one refused), dispute, answer to an operator's dispute
+//! and webhook dead letters; an operator's workers with load, earnings, health history, failures
+//! and rejections; an arbiter's queue, both parties' statements and the decision.
+//! Screenshots of every page land in `target/console-screenshots/`.
+//!
+//! The browser test needs node, `npm ci` in `tools/` (scripts/install-tools.sh) and Chromium
+//! (`/usr/bin/chromium`, or `HIREGATE_CHROMIUM`); without them it is skipped with a message,
+//! except under `CI=true`, where it fails.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use axum::{Router, extract::State, http::StatusCode, routing::post};
+use hiregate_gateway::http::console::{CONTENT_SECURITY_POLICY, asset_names};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::{
+    helpers::{ADMIN_KEY, TestDatabase, eventually, spawn_app},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env},
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Webhook retries fast enough to park a dead letter in well under a second, and health probes
+/// often enough to give the worker a history while the test sets up.
+const SETTINGS: &str = r#"
+[webhooks]
+poll_interval_ms = 50
+batch_size = 8
+lease_ms = 5000
+request_timeout_ms = 2000
+max_attempts = 2
+backoff_initial_ms = 50
+backoff_max_ms = 100
+retry_after_max_s = 1
+[health]
+interval_ms = 200
+"#;
+
+#[tokio::test]
+async fn every_console_asset_is_served_with_its_type_and_a_self_only_policy() {
+    let app = spawn_app().await;
+    for path in ["/console", "/console/"] {
+        let response = app.get(path, None).await;
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/html; charset=utf-8"
+        );
+        assert_eq!(
+            response.headers()["content-security-policy"],
+            CONTENT_SECURITY_POLICY
+        );
+        let page = response.text().await.unwrap();
+        assert!(page.contains(r#"<script type="module" src="/console/app.js">"#));
+    }
+    for name in asset_names() {
+        let response = app.get(&format!("/console/{name}"), None).await;
+        assert_eq!(response.status(), 200, "{name}");
+        let expected = match name.rsplit('.').next() {
+            Some("html") => "text/html; charset=utf-8",
+            Some("css") => "text/css; charset=utf-8",
+            Some("js") => "text/javascript; charset=utf-8",
+            Some("svg") => "image/svg+xml",
+            other => panic!("unexpected asset type {other:?}"),
+        };
+        assert_eq!(response.headers()["content-type"], expected, "{name}");
+        assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+        assert_eq!(
+            response.headers()["content-security-policy"],
+            CONTENT_SECURITY_POLICY
+        );
+        // No asset names another host: everything comes from the gateway.
+        let text = response.text().await.unwrap();
+        for scheme in ["http://", "https://", "//cdn"] {
+            assert!(
+                !text.contains(scheme) || name == "favicon.svg",
+                "{name} references {scheme}"
+            );
+        }
+    }
+    let missing = app.get("/console/nope.js", None).await;
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "route_not_found");
+}
+
+/// Everything the browser run needs, or the reason it cannot run.
+struct BrowserTools {
+    node: PathBuf,
+    chromium: PathBuf,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+fn browser_tools() -> Result<BrowserTools, String> {
+    let node = std::env::var_os("HIREGATE_NODE")
+        .map(PathBuf::from)
+        .or_else(|| find_on_path("node"))
+        .ok_or("no node on PATH (apt-get install nodejs npm)")?;
+    let playwright = workspace_root().join("tools/node_modules/playwright-core/package.json");
+    if !playwright.is_file() {
+        return Err(format!(
+            "{} is missing: run scripts/install-tools.sh",
+            playwright.display()
+        ));
+    }
+    let chromium = std::env::var_os("HIREGATE_CHROMIUM")
+        .map(PathBuf::from)
+        .or_else(|| {
+            ["chromium", "chromium-browser"]
+                .into_iter()
+                .find_map(find_on_path)
+        })
+        .ok_or("no chromium on PATH: run scripts/install-tools.sh (Debian package chromium)")?;
+    Ok(BrowserTools { node, chromium })
+}
+
+fn browser_tools_or_skip(test: &str) -> Option<BrowserTools> {
+    match browser_tools() {
+        Ok(tools) => Some(tools),
+        Err(reason) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{test}: CI=true and the browser tools are missing: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("SKIPPED: {test}: {reason}");
+            None
+        }
+    }
+}
+
+/// A webhook receiver that answers 500 until told to accept.
+#[derive(Clone, Default)]
+struct Receiver {
+    accept: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
+}
+
+async fn receive(State(receiver): State<Receiver>) -> StatusCode {
+    if receiver.accept.load(Ordering::SeqCst) {
+        receiver.accepted.fetch_add(1, Ordering::SeqCst);
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+}
+
+async fn start_receiver() -> (Receiver, String) {
+    let receiver = Receiver::default();
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let router = Router::new()
+        .route("/hook", post(receive))
+        .with_state(receiver.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (receiver, url)
+}
+
+async fn paid(env: &HireEnv, contract_id: &str) -> crate::hire_env::Answer {
+    let payment = env.pay(&env.challenge(contract_id).await).await;
+    env.execute(contract_id, Some(&payment), None).await
+}
+
+/// The summary in a contract view's released deliverable (a `json` output document).
+fn summary_of(view: &Value) -> Value {
+    let summary = view
+        .pointer("/deliverable/content/output/content/summary")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(summary.is_string(), "no summary in {}", view["deliverable"]);
+    summary
+}
+
+async fn view(env: &HireEnv, contract_id: &str) -> Value {
+    let response = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}"),
+            Some(&env.seeker_key),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromium() {
+    let Some(tools) = browser_tools_or_skip(
+        "a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromium",
+    ) else {
+        return;
+    };
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, SETTINGS).await;
+
+    // Settled at once (no acceptance window).
+    let settled = env
+        .contract(HireEnv::input("the console shows this"), json!({}))
+        .await;
+    let answer = paid(&env, &settled).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    let settled_view = view(&env, &settled).await;
+    assert_eq!(settled_view["state"], "settled");
+
+    // Rejected: the worker's output breaks the schema.
+    let bad_input = json!({"text": "bad", "mode": "invalid"});
+    let rejected = env.contract(bad_input.clone(), json!({})).await;
+    assert_eq!(paid(&env, &rejected).await.status, 422);
+
+    // Rejected again, then disputed by the operator: the replay fails too → escalated.
+    let escalated = env.contract(bad_input, json!({})).await;
+    assert_eq!(paid(&env, &escalated).await.status, 422);
+    let response = env
+        .app
+        .send_json(
+            Method::POST,
+            &format!("/v1/contracts/{escalated}/disputes"),
+            Some(&env.operator_key),
+            &json!({"reason": "The output is fine; the schema is too strict.",
+                    "claim": {"note": "summary 42 is a summary"}}),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    let dispute: Value = response.json().await.unwrap();
+    assert_eq!(dispute["state"], "escalated");
+    let dispute_id = dispute["dispute_id"].as_str().unwrap().to_owned();
+
+    // A worker failure retried under the same payment: a failed attempt for the operator.
+    let flaky_input = json!({"text": "retry me", "mode": "flaky"});
+    let flaky = env.contract(flaky_input.clone(), json!({})).await;
+    assert_eq!(paid(&env, &flaky).await.status, 502);
+    assert_eq!(
+        env.execute(&flaky, None, Some(&flaky_input)).await.status,
+        200
+    );
+
+    // Accepted, inside a ten-minute acceptance window: the seeker may dispute it.
+    let accepted = env
+        .contract(
+            HireEnv::input("dispute me"),
+            json!({"acceptance_window_s": 600}),
+        )
+        .await;
+    assert_eq!(paid(&env, &accepted).await.status, 200);
+    assert_eq!(env.state(&accepted).await, "accepted");
+
+    // An offered contract whose webhook fails until the receiver is told to accept: a dead
+    // letter to redeliver.
+    let (receiver, hook_url) = start_receiver().await;
+    let hooked = env
+        .contract(HireEnv::input("webhooks"), json!({"webhook_url": hook_url}))
+        .await;
+    let dead_letter = eventually(WAIT, "a dead letter", || async {
+        let response = env
+            .app
+            .get("/v1/webhooks/dead-letters", Some(&env.seeker_key))
+            .await;
+        let body: Value = response.json().await.ok()?;
+        body["dead_letters"][0]["delivery_id"]
+            .as_str()
+            .map(str::to_owned)
+    })
+    .await;
+    receiver.accept.store(true, Ordering::SeqCst);
+
+    // Offered, paid while the browser watches its page.
+    let live = env
+        .contract(HireEnv::input("watched live"), json!({}))
+        .await;
+
+    // The health loop has probed the worker by now (every 200 ms).
+    let worker_id: hiregate_gateway::ids::WorkerId = env.worker_id.parse().unwrap();
+    eventually(WAIT, "a probe in the health history", || async {
+        let stats = env
+            .app
+            .store
+            .worker_stats(
+                &worker_id,
+                hiregate_gateway::store::StatsLimits {
+                    failures: 1,
+                    rejections: 1,
+                    probes: 1,
+                },
+            )
+            .await
+            .unwrap();
+        (!stats.probes.is_empty()).then_some(())
+    })
+    .await;
+
+    let mut newest_first = Vec::new();
+    for id in [
+        &settled, &rejected, &escalated, &flaky, &accepted, &hooked, &live,
+    ] {
+        let record = env.app.store.get_contract(id).await.unwrap().unwrap();
+        newest_first.push((record.created_at, record.contract_id));
+    }
+    newest_first.sort_by(|a, b| b.cmp(a));
+    let newest_first: Vec<String> = newest_first.into_iter().map(|(_, id)| id).collect();
+
+    let screenshot_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("console-screenshots");
+    let _ = std::fs::remove_dir_all(&screenshot_dir);
+    let input = json!({
+        "baseUrl": env.app.address,
+        "chromium": tools.chromium,
+        "screenshotDir": screenshot_dir,
+        "seekerKey": env.seeker_key,
+        "operatorKey": env.operator_key,
+        "adminKey": ADMIN_KEY,
+        "workerId": env.worker_id,
+        "newestFirst": newest_first,
+        "settled": {
+            "contractId": settled,
+            "eventKinds": env.event_kinds(&settled).await,
+            "summary": summary_of(&settled_view),
+            "transaction": settled_view["settlement"]["transaction"],
+        },
+        "live": {"contractId": live},
+        "accepted": {"contractId": accepted},
+        "rejected": {"contractId": rejected},
+        "escalated": {"disputeId": dispute_id, "contractId": escalated},
+        // settled, flaky, live and the accepted one (its dispute is upheld) before the
+        // operator looks.
+        "earnings": {
+            "asset": env.devnet.token().to_checksum(None),
+            "amount": (4 * PRICE).to_string(),
+        },
+        "flaky": {"contractId": flaky},
+        "deadLetter": {"deliveryId": dead_letter},
+    });
+
+    let mut child = tokio::process::Command::new(&tools.node)
+        .arg(workspace_root().join("tools/console/drive.mjs"))
+        .current_dir(workspace_root().join("tools"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.to_string().as_bytes()).await.unwrap();
+    drop(stdin);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr_text = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
+        text
+    });
+
+    let run = async {
+        let mut done = None;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let message: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if message["step"] == "live_page_open" {
+                // The page is open and following the stream: pay now.
+                let answer = paid(&env, &live).await;
+                assert_eq!(answer.status, 200, "{:?}", answer.body);
+            } else if message["done"] == true {
+                done = Some(message);
+            }
+        }
+        (done, child.wait().await.unwrap())
+    };
+    // A bound on a hung browser, not a timing assertion: the run takes seconds.
+    let (done, status) = tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("the browser run ends");
+    let stderr_text = stderr_text.await.unwrap();
+    assert!(
+        status.success(),
+        "drive.mjs failed ({status}):\n{stderr_text}"
+    );
+    let done = done.expect("drive.mjs reports done");
+    assert!(done["checks"].as_u64().unwrap() > 30, "{done}");
+
+    // What the clicks did, seen from the API and the chain.
+    assert_eq!(env.state(&live).await, "settled");
+    assert_eq!(env.state(&accepted).await, "settled");
+    assert_eq!(env.state(&escalated).await, "voided");
+    eventually(WAIT, "the redelivered webhook", || async {
+        (receiver.accepted.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+    let screenshots: Vec<PathBuf> = done["screenshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| PathBuf::from(p.as_str().unwrap()))
+        .collect();
+    assert!(screenshots.len() >= 12, "{screenshots:?}");
+    for path in &screenshots {
+        let bytes = std::fs::read(path).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{}", path.display());
+    }
+}
+
+async fn call(env: &HireEnv, method: Method, path: &str, key: &str, body: &Value) -> (u16, Value) {
+    let response = env.app.send_json(method, path, Some(key), body).await;
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn get(env: &HireEnv, path: &str, key: &str) -> (u16, Value) {
+    let response = env.app.get(path, Some(key)).await;
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The read APIs the console is built on, with the same answers on both backends.
+async fn the_console_read_apis(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Faulty, 3, SETTINGS).await;
+    let settled = env.contract(HireEnv::input("one"), json!({})).await;
+    assert_eq!(paid(&env, &settled).await.status, 200);
+    let rejected = env
+        .contract(json!({"text": "bad", "mode": "invalid"}), json!({}))
+        .await;
+    assert_eq!(paid(&env, &rejected).await.status, 422);
+    let offered = env.contract(HireEnv::input("three"), json!({})).await;
+
+    // GET /v1/contracts: newest first, filters, cursor pages, errors.
+    let (status, page) = get(&env, "/v1/contracts", &env.seeker_key).await;
+    assert_eq!(status, 200, "{page}");
+    let ids: Vec<&str> = page["contracts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["contract_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [offered.as_str(), rejected.as_str(), settled.as_str()]);
+    assert_eq!(page["contracts"][2]["price"]["amount"], PRICE.to_string());
+    assert!(page["next_cursor"].is_null());
+    let (_, first) = get(&env, "/v1/contracts?limit=2", &env.seeker_key).await;
+    assert_eq!(first["contracts"].as_array().unwrap().len(), 2);
+    let cursor = first["next_cursor"].as_str().expect("a second page");
+    let (_, second) = get(
+        &env,
+        &format!("/v1/contracts?limit=2&cursor={cursor}"),
+        &env.seeker_key,
+    )
+    .await;
+    assert_eq!(second["contracts"][0]["contract_id"], settled.as_str());
+    assert_eq!(second["contracts"].as_array().unwrap().len(), 1);
+    let (_, only) = get(&env, "/v1/contracts?state=rejected", &env.seeker_key).await;
+    assert_eq!(only["contracts"].as_array().unwrap().len(), 1);
+    assert_eq!(only["contracts"][0]["contract_id"], rejected.as_str());
+    let (_, by_worker) = get(
+        &env,
+        &format!("/v1/contracts?worker_id={}", env.worker_id),
+        &env.operator_key,
+    )
+    .await;
+    assert_eq!(by_worker["contracts"].as_array().unwrap().len(), 3);
+    let (stranger, _) = env.app.create_key("seeker").await;
+    let (_, none) = get(&env, "/v1/contracts", &stranger).await;
+    assert_eq!(none["contracts"], json!([]));
+    for (query, code) in [
+        ("state=paying", "invalid_filter"),
+        ("worker_id=ctr_1", "invalid_filter"),
+        ("limit=0", "invalid_filter"),
+        ("cursor=bm90LWEtY3Vyc29y", "invalid_cursor"),
+    ] {
+        let (status, body) = get(&env, &format!("/v1/contracts?{query}"), &env.seeker_key).await;
+        assert_eq!(status, 422, "{query}: {body}");
+        assert_eq!(body["error"]["code"], code, "{query}");
+    }
+
+    // A worker failure, retried under the same payment: a failed attempt, then a settlement.
+    let flaky_input = json!({"text": "retry me", "mode": "flaky"});
+    let flaky = env.contract(flaky_input.clone(), json!({})).await;
+    assert_eq!(paid(&env, &flaky).await.status, 502);
+    assert_eq!(
+        env.execute(&flaky, None, Some(&flaky_input)).await.status,
+        200
+    );
+
+    // The operator's workers and one worker's stats.
+    let (status, mine) = get(&env, "/v1/operator/workers", &env.operator_key).await;
+    assert_eq!(status, 200, "{mine}");
+    assert_eq!(mine["workers"][0]["id"], env.worker_id.as_str());
+    assert_eq!(
+        get(&env, "/v1/operator/workers", &env.seeker_key).await.0,
+        403
+    );
+    let stats_path = format!("/v1/workers/{}/stats", env.worker_id);
+    let stats = eventually(WAIT, "a probe in the stats", || async {
+        let (_, stats) = get(&env, &stats_path, &env.operator_key).await;
+        (!stats["health_history"].as_array()?.is_empty()).then_some(stats)
+    })
+    .await;
+    assert_eq!(stats["max_parallel"], 3);
+    assert_eq!(stats["in_flight"], 0);
+    assert_eq!(stats["contracts_by_state"]["settled"], 2);
+    assert_eq!(stats["contracts_by_state"]["rejected"], 1);
+    assert_eq!(stats["contracts_by_state"]["offered"], 1);
+    assert_eq!(
+        stats["earnings"],
+        json!([{
+            "network": env.devnet.network(),
+            "asset": env.devnet.token().to_checksum(None),
+            "amount": (2 * PRICE).to_string(),
+            "payments": 2,
+        }])
+    );
+    assert_eq!(stats["recent_failures"][0]["contract_id"], flaky.as_str());
+    assert_eq!(stats["recent_failures"][0]["attempt_no"], 1);
+    assert_eq!(stats["recent_failures"][0]["state"], "failed");
+    assert_eq!(stats["recent_failures"][0]["http_status"], 200);
+    assert_eq!(
+        stats["recent_rejections"][0]["contract_id"],
+        rejected.as_str()
+    );
+    assert_eq!(
+        stats["recent_rejections"][0]["verification_status"],
+        "failed"
+    );
+    assert!(
+        !stats["recent_rejections"][0]["details"]["schema_violations"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(stats["health_history"][0]["passed"], true);
+    assert_eq!(stats["health_history"][0]["health"], "healthy");
+    let (other_operator, _) = env.app.create_key("operator").await;
+    assert_eq!(get(&env, &stats_path, &other_operator).await.0, 404);
+    assert_eq!(get(&env, &stats_path, &env.seeker_key).await.0, 403);
+
+    // The arbiter's queue and both parties' statements.
+    let (status, opened) = call(
+        &env,
+        Method::POST,
+        &format!("/v1/contracts/{rejected}/disputes"),
+        &env.operator_key,
+        &json!({"reason": "fine as it is"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    assert_eq!(opened["state"], "escalated");
+    let dispute_id = opened["dispute_id"].as_str().unwrap();
+    let (status, queue) = get(&env, "/v1/disputes?state=escalated", ADMIN_KEY).await;
+    assert_eq!(status, 200, "{queue}");
+    assert_eq!(queue["disputes"][0]["dispute"]["dispute_id"], dispute_id);
+    let contract = &queue["disputes"][0]["contract"];
+    assert_eq!(contract["contract_id"], rejected.as_str());
+    assert!(
+        contract["deliverable"]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(contract["verification"]["verification_status"], "failed");
+    assert_eq!(get(&env, "/v1/disputes", &env.seeker_key).await.0, 403);
+    let (status, body) = get(&env, "/v1/disputes?state=lost", ADMIN_KEY).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_query"))
+    );
+
+    let answer_path = format!("/v1/disputes/{dispute_id}/response");
+    let statement = json!({"statement": "the summary is not a string"});
+    let (status, body) = call(
+        &env,
+        Method::POST,
+        &answer_path,
+        &env.operator_key,
+        &statement,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("dispute_opened_by_you"))
+    );
+    assert_eq!(
+        call(&env, Method::POST, &answer_path, &stranger, &statement)
+            .await
+            .0,
+        404
+    );
+    let (status, body) = call(
+        &env,
+        Method::POST,
+        &answer_path,
+        &env.seeker_key,
+        &json!({"statement": " "}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let (status, answered) = call(
+        &env,
+        Method::POST,
+        &answer_path,
+        &env.seeker_key,
+        &statement,
+    )
+    .await;
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(
+        answered["response"]["statement"],
+        "the summary is not a string"
+    );
+    assert!(
+        answered["response"]["by"]
+            .as_str()
+            .unwrap()
+            .starts_with("seeker:")
+    );
+    let (status, body) = call(
+        &env,
+        Method::POST,
+        &answer_path,
+        &env.seeker_key,
+        &statement,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("dispute_already_answered"))
+    );
+    assert!(
+        env.event_kinds(&rejected)
+            .await
+            .contains(&"dispute_answered".to_owned())
+    );
+    let (_, queue) = get(&env, "/v1/disputes?state=escalated", ADMIN_KEY).await;
+    assert_eq!(
+        queue["disputes"][0]["dispute"]["response"]["statement"],
+        "the summary is not a string"
+    );
+}
+
+#[tokio::test]
+async fn the_console_read_apis_on_sqlite() {
+    the_console_read_apis(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_console_read_apis_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    the_console_read_apis(database).await;
+}
