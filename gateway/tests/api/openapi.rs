@@ -159,6 +159,9 @@ fn auth_errors_and_x402_headers_are_described() {
         BTreeSet::from(
             [
                 "get /.well-known/jwks.json",
+                "get /console",
+                "get /console/",
+                "get /console/{file}",
                 "get /docs",
                 "get /docs/{asset}",
                 "get /healthz",
