@@ -109,17 +109,32 @@ impl MakeWriter<'_> for CapturedLogs {
     }
 }
 
+/// Keeps a [`capture`] recording; dropping it stops it.
+#[derive(Debug)]
+pub struct CaptureGuard {
+    _default: tracing::subscriber::DefaultGuard,
+    _second: tracing::Dispatch,
+}
+
 /// Record this thread's logs at `level` (our crates; dependencies at warn) in the JSON format of
 /// `log.format = "json"`, until the guard is dropped. On a current-thread runtime that is
 /// everything the gateway's tasks log.
-pub fn capture(level: &str) -> (tracing::subscriber::DefaultGuard, CapturedLogs) {
+pub fn capture(level: &str) -> (CaptureGuard, CapturedLogs) {
     let logs = CapturedLogs::default();
     let subscriber = tracing_subscriber::registry()
         .with(EnvFilter::new(directives(level)))
         .with(json_layer(logs.clone()));
-    let guard = tracing::subscriber::set_default(subscriber);
-    // Without a global subscriber the cached max level can stay "off" for callsites first seen
-    // before this one existed; recompute it so the gateway's events reach the capture.
-    tracing::callsite::rebuild_interest_cache();
-    (guard, logs)
+    let default = tracing::subscriber::set_default(subscriber);
+    // tracing caches each callsite's interest when it is first hit. With a single registered
+    // dispatcher it asks only the hitting thread's default, so a callsite first hit on another
+    // test's thread (no subscriber there) would be cached as "never" and silence this capture.
+    // A second, uninterested dispatcher makes tracing ask every registered one, this included.
+    let second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    (
+        CaptureGuard {
+            _default: default,
+            _second: second,
+        },
+        logs,
+    )
 }
