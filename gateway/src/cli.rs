@@ -106,7 +106,7 @@ pub enum Command {
     },
     /// Act as a seeker against a running gateway: discover workers, hire one (paying with a
     /// local key, under a spending guard), list contracts, open disputes.
-    Seeker(crate::seeker_cli::SeekerArgs),
+    Seeker(Box<crate::seeker_cli::SeekerArgs>),
 }
 
 /// `keys` subcommands.
@@ -301,7 +301,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Seeker(args) => crate::seeker_cli::run(args).await,
+        Command::Seeker(args) => crate::seeker_cli::run(*args).await,
     }
 }
 

@@ -35,8 +35,16 @@ pub const EXIT_REFUSED_BY_GUARD: u8 = 2;
 /// Exit code of a paid hire that ended rejected, failed or otherwise not accepted.
 pub const EXIT_NOT_ACCEPTED: u8 = 3;
 
-/// States in which the gateway is still working on a paid contract.
-const IN_PROGRESS: &[&str] = &["paid", "executing", "pending", "delivered", "verifying"];
+/// States in which the gateway is still working on a paid contract (settlement included: an
+/// `exact` contract shows its deliverable once the money has moved).
+const IN_PROGRESS: &[&str] = &[
+    "paid",
+    "executing",
+    "pending",
+    "delivered",
+    "verifying",
+    "settling",
+];
 /// States in which the seeker got what it paid for.
 const ACCEPTED: &[&str] = &["accepted", "settling", "settled"];
 
@@ -463,23 +471,16 @@ impl Hire {
                 error_text(&outcome.body)
             ),
         }
-        let state = if outcome.status == 202 {
-            match self.wait {
-                Some(interval) => self.follow(&contract_id, interval).await?,
-                None => {
-                    println!("{}", serde_json::to_string_pretty(&outcome.body)?);
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-        } else {
-            String::new()
-        };
+        if outcome.status == 202 && self.wait.is_none() {
+            println!("{}", serde_json::to_string_pretty(&outcome.body)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Pending work, and a settlement still under way after a 200, are followed to the end.
+        if let Some(interval) = self.wait {
+            self.follow(&contract_id, interval).await?;
+        }
         let view = self.client.contract(&contract_id).await?;
-        let state = if view.state.is_empty() {
-            state
-        } else {
-            view.state.clone()
-        };
+        let state = view.state.clone();
         let body = &view.body;
         let report = json!({
             "contract_id": contract_id,
@@ -502,8 +503,8 @@ impl Hire {
     }
 
     /// Polls the contract until it leaves the in-progress states, showing the state and the
-    /// time waited on stderr; returns the state it ended in.
-    async fn follow(&self, contract_id: &str, interval: Duration) -> anyhow::Result<String> {
+    /// time waited on stderr.
+    async fn follow(&self, contract_id: &str, interval: Duration) -> anyhow::Result<()> {
         let started = Instant::now();
         let live = std::io::stderr().is_terminal();
         let mut last = String::new();
@@ -516,16 +517,27 @@ impl Hire {
             } else if view.state != last {
                 eprintln!("{contract_id}: {} ({elapsed}s)", view.state);
             }
-            if !IN_PROGRESS.contains(&view.state.as_str()) {
+            if !in_progress(&view.state, &view.body) {
                 if live {
                     eprintln!();
                 }
-                return Ok(view.state);
+                return Ok(());
             }
             last = view.state;
             tokio::time::sleep(interval).await;
         }
     }
+}
+
+/// Still worth waiting for: a working state, or `accepted` with no acceptance window (settlement
+/// follows at once; with a window it waits for the window, which the CLI does not).
+fn in_progress(state: &str, view: &Value) -> bool {
+    IN_PROGRESS.contains(&state)
+        || (state == "accepted"
+            && view
+                .pointer("/terms/acceptance_window_s")
+                .and_then(Value::as_u64)
+                == Some(0))
 }
 
 fn payment_payer(client: &SeekerClient) -> String {

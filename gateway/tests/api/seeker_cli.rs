@@ -271,3 +271,55 @@ async fn the_cli_disputes_an_accepted_hire_inside_its_window() {
         text(&again.stderr)
     );
 }
+
+#[tokio::test]
+async fn the_cli_waits_for_pending_work_and_shows_its_progress() {
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        4,
+        "[contracts]\npoll_interval_ms = 100\n",
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("wallet.key");
+    write_wallet_key(&env, &key_file);
+    let before = env.balances().await;
+    let hired = seeker(
+        &[
+            "hire",
+            "--worker",
+            &env.worker_id,
+            "--task",
+            "summarize",
+            "--input",
+            r#"{"text": "later", "mode": "pending", "delay_ms": 500}"#,
+            "--wallet-key-file",
+            key_file.to_str().unwrap(),
+            "--poll-interval-ms",
+            "100",
+        ],
+        &[
+            ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
+            ("HIREGATE_API_KEY", env.seeker_key.as_str()),
+        ],
+    )
+    .await;
+    let stderr = text(&hired.stderr);
+    assert!(hired.status.success(), "{stderr}");
+    let outcome: Value = serde_json::from_slice(&hired.stdout).unwrap();
+    assert_eq!(outcome["state"], "settled", "{outcome:#}");
+    assert_eq!(
+        outcome["deliverable"]["content"]["output"]["content"]["summary"],
+        "later"
+    );
+    // Not a terminal: one progress line per state seen while waiting.
+    let contract_id = outcome["contract_id"].as_str().unwrap();
+    assert!(
+        stderr.contains(&format!("{contract_id}: pending")),
+        "{stderr}"
+    );
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE));
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+}
