@@ -323,6 +323,27 @@ async fn insufficient_balance_is_refused() {
     assert_refused(&harness, payload, Reason::InsufficientBalance).await;
 }
 
+/// Once a token has shown it speaks EIP-3009, a plain key's payment is judged by the simulation
+/// alone; a refusal must still name its reason, not just "simulation failed".
+#[tokio::test]
+async fn refusals_keep_their_reason_once_the_token_is_known() {
+    let harness = Harness::start().await;
+    let facilitator = harness.facilitator().await;
+    let good = harness.payer(AMOUNT).await;
+    let payload = harness
+        .sign(&good, &harness.requirements, &SignOptions::default())
+        .await;
+    let verdict = facilitator.verify(&harness.request(payload)).await.unwrap();
+    assert!(verdict.is_valid, "{verdict:?}");
+
+    let short = harness.payer(AMOUNT - 1).await;
+    let payload = harness
+        .sign(&short, &harness.requirements, &SignOptions::default())
+        .await;
+    let verdict = facilitator.verify(&harness.request(payload)).await.unwrap();
+    assert_eq!(verdict.invalid_reason, Some(Reason::InsufficientBalance));
+}
+
 #[tokio::test]
 async fn nonce_already_used_is_refused() {
     let harness = Harness::start().await;

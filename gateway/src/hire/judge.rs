@@ -158,19 +158,55 @@ impl HireService {
                 "votes": super::crosscheck::vote_summaries(votes.as_ref()),
             }),
         );
+        // Passed with no acceptance window: settlement begins in the verdict's own commit, so
+        // a paid hire costs one commit fewer. The payment (and, escrowed, what capturing it
+        // needs) is read first: nothing may fail between `settling` and the send.
+        let settle_now = if result.passed && window == 0 {
+            match inner.store.payment_of_contract(&ctx.contract_id).await? {
+                Some(payment) => {
+                    let escrowed = match ctx.terms.escrow() {
+                        Some(_) => Some(self.escrowed_payment(ctx, &payment).map_err(internal)?),
+                        None => None,
+                    };
+                    Some((payment, escrowed))
+                }
+                None => None,
+            }
+        } else {
+            None
+        };
+        let window_closed = settle_now.as_ref().map(|(payment, _)| {
+            self.event(
+                ctx,
+                "gateway",
+                ContractEvent::AcceptanceWindowClosed.name(),
+                json!({"payment_id": payment.payment_id}),
+            )
+        });
+        let mut steps = vec![ContractStep {
+            from: ContractState::Verifying.as_str(),
+            to: to.as_str(),
+            deadline_at: deadline,
+            event: &record,
+        }];
+        let mut writes = vec![SideWrite::Verification(&verification)];
+        if let (Some((payment, _)), Some(event)) = (&settle_now, &window_closed) {
+            steps.push(ContractStep {
+                from: to.as_str(),
+                to: ContractState::Settling.as_str(),
+                deadline_at: None,
+                event,
+            });
+            writes.push(SideWrite::SettlementBegun {
+                contract_id: &ctx.contract_id,
+                payment_id: &payment.payment_id,
+                at: event.at,
+            });
+        }
         // The verdict and the state it leads to in one commit.
         let judged = inner
             .store
-            .advance_contract(
-                &ctx.contract_id,
-                &[ContractStep {
-                    from: ContractState::Verifying.as_str(),
-                    to: to.as_str(),
-                    deadline_at: deadline,
-                    event: &record,
-                }],
-                &[SideWrite::Verification(&verification)],
-            )
+            .advance_contract(&ctx.contract_id, &steps, &writes)
             .await?;
         if !matches!(judged, Transition::Applied { .. }) {
             return Ok(Step::Again);
@@ -181,6 +217,9 @@ impl HireService {
             &result.reason_codes,
         );
         tracing::info!(contract_id = %ctx.contract_id, passed = result.passed, "deliverable verified");
+        if let Some((payment, escrowed)) = &settle_now {
+            return self.send_settlement(ctx, payment, escrowed.as_ref()).await;
+        }
         if escrowed && !result.passed && window == 0 {
             self.void_rejected(ctx).await?;
         }

@@ -178,14 +178,25 @@ impl HireService {
                 }
             }
         }
-        let decision = match &escrowed {
-            Some(escrowed) => self.capture(ctx, &payment, escrowed).await,
+        self.send_settlement(ctx, &payment, escrowed.as_ref()).await
+    }
+
+    /// With `settling` just persisted for `payment`: send the settlement (`/settle`, or the
+    /// escrow's capture) and record what the chain says came of it.
+    pub(super) async fn send_settlement(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        escrowed: Option<&EscrowedPayment<'_>>,
+    ) -> Result<Step, Reply> {
+        let decision = match escrowed {
+            Some(escrowed) => self.capture(ctx, payment, escrowed).await,
             None => {
-                let outcome = self.call_settle(ctx, &payment).await;
-                self.decide(ctx, &payment, outcome).await
+                let outcome = self.call_settle(ctx, payment).await;
+                self.decide(ctx, payment, outcome).await
             }
         };
-        self.record_settlement(ctx, ContractState::Settling, &payment, decision)
+        self.record_settlement(ctx, ContractState::Settling, payment, decision)
             .await
     }
 

@@ -366,6 +366,9 @@ pub(crate) const VERIFICATION: &str = "insert into verification (verification_id
     attempt_id, policy_id, policy_version, policy_hash, passed, score, reason_codes, \
     status, verifier_result_hash, result, created_at) \
     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+pub(crate) const SETTLEMENT_BEGUN: &str = "update payment set state = 'settling', \
+    updated_at = $2, settle_started_at = coalesce(settle_started_at, $2) \
+    where payment_id = $1 and contract_id = $3";
 
 /// Inside an `on_backend!` arm: apply one [`SideWrite`] on `$exec` (the pool, or `&mut *tx`).
 /// A macro (not a fn) because the executor's type differs per backend.
@@ -415,6 +418,19 @@ macro_rules! apply_side_write {
                     .execute($exec)
                     .await
                     .map_err($crate::store::StoreError::unique_as_duplicate("dispute"))?;
+            }
+            $crate::store::SideWrite::SettlementBegun {
+                contract_id,
+                payment_id,
+                at,
+            } => {
+                sqlx::query($crate::store::execution::SETTLEMENT_BEGUN)
+                    .bind(*payment_id)
+                    .bind($crate::store::to_millis(*at))
+                    .bind(*contract_id)
+                    .execute($exec)
+                    .await
+                    .map_err($crate::store::StoreError::unique_as_duplicate("payment"))?;
             }
             $crate::store::SideWrite::Verification(result) => {
                 sqlx::query($crate::store::execution::VERIFICATION)
@@ -669,32 +685,21 @@ impl Store {
         payment_id: &str,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
-        const MARK: &str = "update payment set state = 'settling', updated_at = $2, \
-            settle_started_at = coalesce(settle_started_at, $2) \
-            where payment_id = $1 and contract_id = $3";
-        on_backend!(self, pool => {
-            let mut tx = pool.begin().await?;
-            contract_cas_or_return!(
-                tx,
-                Transition,
+        self.advance_contract(
+            contract_id,
+            &[ContractStep {
+                from: expected_state,
+                to: "settling",
+                deadline_at: None,
+                event,
+            }],
+            &[SideWrite::SettlementBegun {
                 contract_id,
-                expected_state,
-                "settling",
-                None::<i64>,
-                to_millis(event.at),
-            );
-            sqlx::query(MARK)
-                .bind(payment_id)
-                .bind(to_millis(event.at))
-                .bind(contract_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::unique_as_duplicate("payment"))?;
-            let seq = insert_event!(tx, contract_id, event, Some(expected_state), Some("settling"));
-            tx.commit().await?;
-            self.publish_event(contract_id, seq, event, Some(expected_state), Some("settling"));
-            Ok(Transition::Applied { seq })
-        })
+                payment_id,
+                at: event.at,
+            }],
+        )
+        .await
     }
 
     /// Record a settlement outcome: the payment's state, transaction and response, and the
@@ -986,4 +991,14 @@ pub enum SideWrite<'a> {
     Verification(&'a NewVerification),
     /// A dispute opened (a second one of the contract is [`StoreError::Duplicate`]).
     Dispute(&'a super::NewDispute),
+    /// The contract's payment is being settled (`settling`, its first start kept): written
+    /// with the step to `settling`, before anything is sent.
+    SettlementBegun {
+        /// The contract.
+        contract_id: &'a str,
+        /// Its payment.
+        payment_id: &'a str,
+        /// When.
+        at: DateTime<Utc>,
+    },
 }

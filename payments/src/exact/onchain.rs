@@ -147,6 +147,29 @@ pub struct PayerFacts {
     pub has_code: bool,
 }
 
+/// Tokens of one chain seen to answer `authorizationState` like an EIP-3009 token. Whether a
+/// deployed token speaks EIP-3009 does not change between payments, so once a token has shown
+/// it, a plain key's payment is judged by the one simulation, and the nonce and balance are
+/// asked only to name why a simulation reverted.
+#[derive(Debug, Default)]
+pub struct Eip3009Tokens(std::sync::RwLock<std::collections::HashSet<Address>>);
+
+impl Eip3009Tokens {
+    fn knows(&self, token: Address) -> bool {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&token)
+    }
+
+    fn learn(&self, token: Address) {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(token);
+    }
+}
+
 /// Runs the checks that need a node, in the reference order: asset deployed, signature (ECDSA
 /// for an account without code, EIP-1271 `isValidSignature` for a contract), nonce unused,
 /// balance, and an `eth_call` simulation of the transfer from `relayer`.
@@ -156,13 +179,14 @@ pub async fn verify_onchain(
     provider: &DynProvider,
     relayer: Address,
     payment: &ExactPayment,
+    tokens: &Eip3009Tokens,
 ) -> Result<Result<PayerFacts, Refusal>, TransportError> {
     let authorization = &payment.payload.authorization;
     let payer = authorization.from;
     // The common case, a plain key's signature, is settled without asking the node anything
-    // but the three facts below, fetched at once: the verdict costs one round trip. The
-    // simulation is authoritative either way (a payer with code, e.g. a 7702 account, whose
-    // token insists on EIP-1271 fails it), so skipping the code lookup costs no correctness.
+    // but the facts below. The simulation is authoritative either way (a payer with code,
+    // e.g. a 7702 account, whose token insists on EIP-1271 fails it), so skipping the code
+    // lookup costs no correctness.
     let facts = if recovers_to_payer(payment) {
         PayerFacts { has_code: false }
     } else {
@@ -182,17 +206,62 @@ pub async fn verify_onchain(
         facts
     };
 
-    let state_call = IEip3009Token::authorizationStateCall {
-        authorizer: payer,
-        nonce: authorization.nonce,
-    };
-    let balance_call = IEip3009Token::balanceOfCall { account: payer };
     let simulation = call_request(
         payment.asset,
         Some(relayer),
         transfer_calldata(payment, facts.has_code),
     );
-    let (state, balance, simulated) = tokio::try_join!(
+    let (state, balance, simulated) = if !facts.has_code && tokens.knows(payment.asset) {
+        // A transfer that would succeed from the relayer proves the nonce unused and the
+        // balance enough: one round trip for a valid payment. The nonce and balance are asked
+        // only to name why it would not.
+        match eth_call(provider, simulation).await? {
+            CallOutcome::Returned(_) => return Ok(Ok(facts)),
+            reverted @ CallOutcome::Reverted(_) => {
+                let (state, balance) = payer_state(provider, payment).await?;
+                (state, balance, reverted)
+            }
+        }
+    } else {
+        let ((state, balance), simulated) = tokio::try_join!(
+            payer_state(provider, payment),
+            eth_call(provider, simulation)
+        )?;
+        (state, balance, simulated)
+    };
+    if let CallOutcome::Returned(bytes) = &state
+        && bytes.is_empty()
+        && provider.get_code_at(payment.asset).await?.is_empty()
+    {
+        return Ok(Err(Reason::AssetNotDeployed.into()));
+    }
+    let message = match simulated {
+        CallOutcome::Returned(_) => None,
+        CallOutcome::Reverted(message) => Some(message),
+    };
+    match judge(state, balance, payment, message) {
+        Some(refusal) => Ok(Err(refusal)),
+        None => {
+            tokens.learn(payment.asset);
+            Ok(Ok(facts))
+        }
+    }
+}
+
+/// The payer's nonce state and balance, asked at once.
+async fn payer_state(
+    provider: &DynProvider,
+    payment: &ExactPayment,
+) -> Result<(CallOutcome, CallOutcome), TransportError> {
+    let authorization = &payment.payload.authorization;
+    let state_call = IEip3009Token::authorizationStateCall {
+        authorizer: authorization.from,
+        nonce: authorization.nonce,
+    };
+    let balance_call = IEip3009Token::balanceOfCall {
+        account: authorization.from,
+    };
+    tokio::try_join!(
         eth_call(
             provider,
             call_request(payment.asset, None, state_call.abi_encode())
@@ -201,22 +270,28 @@ pub async fn verify_onchain(
             provider,
             call_request(payment.asset, None, balance_call.abi_encode())
         ),
-        eth_call(provider, simulation),
-    )?;
+    )
+}
+
+/// The refusal the answers call for, in the reference order (EIP-3009 support, nonce, balance,
+/// then the simulation's revert `message`); none for a token that would carry the payment out.
+fn judge(
+    state: CallOutcome,
+    balance: CallOutcome,
+    payment: &ExactPayment,
+    message: Option<String>,
+) -> Option<Refusal> {
     let used = match state {
         CallOutcome::Returned(bytes) => {
-            if bytes.is_empty() && provider.get_code_at(payment.asset).await?.is_empty() {
-                return Ok(Err(Reason::AssetNotDeployed.into()));
-            }
             IEip3009Token::authorizationStateCall::abi_decode_returns(&bytes).ok()
         }
         CallOutcome::Reverted(_) => None,
     };
     let Some(used) = used else {
-        return Ok(Err(Reason::Eip3009NotSupported.into()));
+        return Some(Reason::Eip3009NotSupported.into());
     };
     if used {
-        return Ok(Err(Reason::NonceAlreadyUsed.into()));
+        return Some(Reason::NonceAlreadyUsed.into());
     }
     let balance = match balance {
         CallOutcome::Returned(bytes) => {
@@ -225,18 +300,15 @@ pub async fn verify_onchain(
         CallOutcome::Reverted(_) => None,
     };
     let Some(balance) = balance else {
-        return Ok(Err(Reason::Eip3009NotSupported.into()));
+        return Some(Reason::Eip3009NotSupported.into());
     };
-    if balance < authorization.value.get() {
-        return Ok(Err(Reason::InsufficientBalance.into()));
+    if balance < payment.payload.authorization.value.get() {
+        return Some(Reason::InsufficientBalance.into());
     }
-    match simulated {
-        CallOutcome::Returned(_) => Ok(Ok(facts)),
-        CallOutcome::Reverted(message) => Ok(Err(Refusal {
-            reason: Reason::SimulationFailed,
-            message: Some(message),
-        })),
-    }
+    message.map(|message| Refusal {
+        reason: Reason::SimulationFailed,
+        message: Some(message),
+    })
 }
 
 /// Whether the signature is a canonical (low-s) ECDSA signature by the payer itself.

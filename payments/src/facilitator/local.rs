@@ -44,8 +44,8 @@ use super::relayer::{Broadcast, Call, Fate, Relayer, RelayerOptions, SendError};
 use super::{Facilitator, FacilitatorError};
 use crate::auth_capture::{AUTH_CAPTURE_SCHEME, EscrowAddresses};
 use crate::exact::onchain::{
-    AuthorizationInReceipt, Refusal, authorization_in_receipt, find_settlement, nonce_used,
-    transfer_calldata, verify_onchain,
+    AuthorizationInReceipt, Eip3009Tokens, Refusal, authorization_in_receipt, find_settlement,
+    nonce_used, transfer_calldata, verify_onchain,
 };
 use crate::exact::{ExactPayment, PaymentKey};
 use crate::reason::Reason;
@@ -112,6 +112,7 @@ struct Chain {
     receipt_timeout: Duration,
     lookback_blocks: Option<u64>,
     escrow: EscrowAddresses,
+    eip3009: Eip3009Tokens,
 }
 
 impl std::fmt::Debug for Chain {
@@ -182,6 +183,7 @@ impl LocalFacilitator {
                 receipt_timeout: chain.receipt_timeout(),
                 lookback_blocks: chain.settlement_lookback_blocks,
                 escrow: chain.escrow_addresses(),
+                eip3009: Eip3009Tokens::default(),
             };
             chains.insert(network, Arc::new(entry));
         }
@@ -246,7 +248,13 @@ impl Facilitator for LocalFacilitator {
         if let Err(reason) = payment.check_window(unix_now()) {
             return Ok(VerifyResponse::invalid(reason, Some(payer), None));
         }
-        let verdict = verify_onchain(&chain.provider, chain.relayer.address(), &payment).await?;
+        let verdict = verify_onchain(
+            &chain.provider,
+            chain.relayer.address(),
+            &payment,
+            &chain.eip3009,
+        )
+        .await?;
         Ok(match verdict {
             Ok(_) => VerifyResponse::valid(payer),
             Err(Refusal { reason, message }) => {
@@ -443,7 +451,15 @@ impl Chain {
         let announcement = self.relayer.announce();
         let verdict = match payment.check_window(unix_now()) {
             Err(reason) => Err(Refusal::from(reason)),
-            Ok(()) => verify_onchain(&self.provider, self.relayer.address(), payment).await?,
+            Ok(()) => {
+                verify_onchain(
+                    &self.provider,
+                    self.relayer.address(),
+                    payment,
+                    &self.eip3009,
+                )
+                .await?
+            }
         };
         let facts = match verdict {
             Ok(facts) => facts,
@@ -562,7 +578,15 @@ impl Chain {
         tracing::info!(network = %self.network, payer = %payment.payer(), tx = %tx_hash, "transfer failed inside a batch");
         let verdict = match payment.check_window(unix_now()) {
             Err(reason) => Err(Refusal::from(reason)),
-            Ok(()) => verify_onchain(&self.provider, self.relayer.address(), payment).await?,
+            Ok(()) => {
+                verify_onchain(
+                    &self.provider,
+                    self.relayer.address(),
+                    payment,
+                    &self.eip3009,
+                )
+                .await?
+            }
         };
         let refusal = match verdict {
             Err(refusal) => refusal,
