@@ -122,7 +122,13 @@ pub enum SeekerCommand {
         /// Only contracts with this worker.
         #[arg(long)]
         worker: Option<String>,
-        /// Page size.
+        /// Only contracts created at or after this RFC 3339 time.
+        #[arg(long)]
+        created_after: Option<String>,
+        /// Only contracts created before this RFC 3339 time.
+        #[arg(long)]
+        created_before: Option<String>,
+        /// Page size (the gateway's default when absent).
         #[arg(long)]
         limit: Option<u32>,
         /// `next_cursor` of the previous page.
@@ -305,6 +311,8 @@ pub async fn run(args: SeekerArgs) -> anyhow::Result<ExitCode> {
         SeekerCommand::Contracts {
             state,
             worker,
+            created_after,
+            created_before,
             limit,
             cursor,
             json,
@@ -314,6 +322,8 @@ pub async fn run(args: SeekerArgs) -> anyhow::Result<ExitCode> {
                 .contracts(&ContractFilter {
                     state,
                     worker_id: worker,
+                    created_after,
+                    created_before,
                     limit,
                     cursor,
                 })
@@ -612,6 +622,7 @@ fn contracts_table(contracts: &[Value]) -> String {
         "STATE".to_owned(),
         "WORKER".to_owned(),
         "TASK".to_owned(),
+        "PRICE (ATOMIC)".to_owned(),
         "CREATED".to_owned(),
     ]];
     rows.extend(contracts.iter().map(|contract| {
@@ -620,6 +631,11 @@ fn contracts_table(contracts: &[Value]) -> String {
             field(contract, "state"),
             field(contract, "worker_id"),
             field(contract, "task_type"),
+            contract
+                .pointer("/price/amount")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
             field(contract, "created_at"),
         ]
     }));

@@ -168,6 +168,12 @@ pub struct ContractFilter {
     /// Only contracts with this worker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_id: Option<String>,
+    /// Created at or after this RFC 3339 time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_after: Option<String>,
+    /// Created before this RFC 3339 time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_before: Option<String>,
     /// Page size.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
@@ -281,7 +287,8 @@ impl SeekerClient {
         ))
     }
 
-    /// `GET /v1/contracts?state=&worker_id=&limit=&cursor=`: one page of the caller's contracts.
+    /// `GET /v1/contracts?state=&worker_id=&created_after=&created_before=&limit=&cursor=`: one
+    /// page of the caller's contracts, newest first.
     pub async fn contracts(&self, filter: &ContractFilter) -> Result<ContractPage, SeekerError> {
         let response = self
             .http
