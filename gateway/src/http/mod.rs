@@ -2,8 +2,9 @@
 //!
 //! Layers, outermost first: request id (`x-request-id`, generated if absent) → trace span
 //! (method, matched route, request id) → request-id propagation to the response → CORS →
-//! metrics and the access log line → timeout (`http.request_timeout_s`, answered as 503 `request_timeout`) → body limit
-//! (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON error).
+//! metrics and the access log line → timeout (`http.request_timeout_s`, answered as 503
+//! `request_timeout`) → body limit (`http.body_limit_bytes`, enforced by the body extractors so
+//! the 413 is a JSON error).
 
 pub mod admin;
 pub mod callbacks;
