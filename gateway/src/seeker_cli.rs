@@ -56,7 +56,7 @@ pub struct SeekerArgs {
         long,
         global = true,
         env = "HIREGATE_GATEWAY_URL",
-        default_value = "http://127.0.0.1:8080/"
+        default_value = "http://127.0.0.1:8402/"
     )]
     gateway: Url,
     /// Seeker API key (`hg_sk_…`); prefer the environment variable over the command line.
