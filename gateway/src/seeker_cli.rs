@@ -692,6 +692,28 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_wallet_key_file_is_refused_without_quoting_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wallet.key");
+        std::fs::write(&path, "0xnot-a-key-but-secret-looking\n").unwrap();
+        let error = read_wallet_key(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("does not hold a hex secp256k1 private key"),
+            "{error}"
+        );
+        assert!(!error.contains("secret-looking"), "{error}");
+
+        let key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+        std::fs::write(&path, format!("{key}\n")).unwrap();
+        let signer = read_wallet_key(&path).unwrap();
+        assert_eq!(
+            signer.address().to_checksum(None),
+            "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+        );
+        assert!(read_wallet_key(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
     fn the_api_key_never_shows_in_debug() {
         let key: ApiKey = "hg_sk_secret".parse().unwrap();
         assert!(!format!("{key:?}").contains("hg_sk_secret"));
