@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     ids::{ApiKeyId, PrincipalId},
-    store::{ApiKeyRecord, NewApiKey, Store, StoreError},
+    store::{ApiKeyInfo, ApiKeyRecord, NewApiKey, Store, StoreError},
 };
 
 /// What a key holder may do.
@@ -149,6 +149,11 @@ impl ApiKeyHash {
         Self(hex::encode(Sha256::digest(secret.as_bytes())))
     }
 
+    /// A digest read back from the store.
+    pub(crate) fn from_stored(hex: String) -> Self {
+        Self(hex)
+    }
+
     /// Hex digest.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -275,27 +280,89 @@ pub async fn issue_api_key(
     if label.as_ref().is_some_and(|l| l.contains('\0')) {
         return Err(IssueKeyError::LabelHasNul);
     }
-    let new = NewApiKey {
+    let new = new_key_record(&key, role, principal_id, label);
+    store.insert_api_key(&new).await?;
+    Ok(IssuedKey {
+        key,
+        record: stored_record(new),
+    })
+}
+
+fn new_key_record(
+    key: &ApiKey,
+    role: Role,
+    principal_id: PrincipalId,
+    label: Option<String>,
+) -> NewApiKey {
+    NewApiKey {
         id: ApiKeyId::generate(),
         hash: key.hash(),
         display_prefix: key.display_prefix(),
         role,
         principal_id,
         label,
-        // Stored at millisecond precision; truncate so the returned record equals a re-read.
-        created_at: chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis())
-            .unwrap_or_else(Utc::now),
-    };
-    store.insert_api_key(&new).await?;
-    let record = ApiKeyRecord {
+        created_at: now_millis(),
+    }
+}
+
+/// Stored at millisecond precision; truncated so a returned record equals a re-read.
+fn now_millis() -> chrono::DateTime<Utc> {
+    chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now)
+}
+
+fn stored_record(new: NewApiKey) -> ApiKeyRecord {
+    ApiKeyRecord {
         id: new.id,
         role: new.role,
         principal_id: new.principal_id,
         display_prefix: new.display_prefix,
         label: new.label,
         created_at: new.created_at,
+    }
+}
+
+/// Revoke the live key `id` (only `owner`'s, when given) and drop it from this instance's
+/// cache at once. Other instances stop accepting it within their `http.api_key_cache_ttl_ms`.
+/// `None` if there is no such live key.
+pub async fn revoke_api_key(
+    store: &Store,
+    cache: &ApiKeyCache,
+    id: &ApiKeyId,
+    owner: Option<&PrincipalId>,
+) -> Result<Option<ApiKeyInfo>, StoreError> {
+    let Some(revoked) = store.revoke_api_key_by_id(id, owner, now_millis()).await? else {
+        return Ok(None);
     };
-    Ok(IssuedKey { key, record })
+    cache.forget(&revoked.hash);
+    Ok(Some(revoked.info))
+}
+
+/// Replace the live key `id` (only `owner`'s, when given) with a fresh key of the same account,
+/// role and label; the old key is revoked in the same transaction and dropped from this
+/// instance's cache. `None` if there is no such live key.
+pub async fn rotate_api_key(
+    store: &Store,
+    cache: &ApiKeyCache,
+    id: &ApiKeyId,
+    owner: Option<&PrincipalId>,
+) -> Result<Option<IssuedKey>, StoreError> {
+    let mut fresh = None;
+    let rotated = store
+        .rotate_api_key(id, owner, now_millis(), |old| {
+            let key = ApiKey::generate(old.role)?;
+            let new = new_key_record(&key, old.role, old.principal_id.clone(), old.label.clone());
+            fresh = Some(key);
+            Some(new)
+        })
+        .await?;
+    let (Some((revoked, new)), Some(key)) = (rotated, fresh) else {
+        return Ok(None);
+    };
+    cache.forget(&revoked.hash);
+    Ok(Some(IssuedKey {
+        key,
+        record: stored_record(new),
+    }))
 }
 
 /// API keys recently found valid, so that a hot route does not query the store on every
@@ -319,6 +386,12 @@ impl ApiKeyCache {
             ttl,
             entries: std::sync::Arc::new(quick_cache::sync::Cache::new(API_KEY_CACHE_CAPACITY)),
         }
+    }
+
+    /// Forget `hash` (a key just revoked here), so this instance refuses it from the next
+    /// request on.
+    pub fn forget(&self, hash: &ApiKeyHash) {
+        self.entries.remove(hash);
     }
 
     /// The record of `hash`, from memory when fresh, else from `store` (and remembered).

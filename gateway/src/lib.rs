@@ -12,10 +12,10 @@
 //! | [`startup`] | [`startup::App`]: build (store, migrations, client, router, bound listener), run |
 //! | [`state`] | [`state::AppState`] shared by handlers and loops |
 //! | [`error`] | [`error::ApiError`]: stable codes, `{"error":{code,message,details}}` |
-//! | [`http`] | routers (`ops`, `admin`, `workers`), middleware, extractors (JSON, auth) |
-//! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, callback secrets |
+//! | [`http`] | routers (`ops`, `admin`, `keys`, `workers`, `contracts`, …) registered through `openapi::Routes`, the OpenAPI document (`/openapi.json`) and its viewer (`/docs`), middleware, extractors (JSON, auth) |
+//! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, revocation and rotation (with the key cache), callback secrets |
 //! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
-//! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop |
+//! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop; listing metadata (name, description, input schema, examples) |
 //! | [`outbound`] | the one SSRF-filtering HTTP client for every outbound call |
 //! | [`readiness`] | `/readyz` check trait |
 //! | [`facilitator`] | `facilitator.mode` → embedded `LocalFacilitator` or HTTP client; its `/readyz` check |

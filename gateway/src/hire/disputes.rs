@@ -62,21 +62,23 @@ const MAX_REASON_BYTES: usize = 2_000;
 const MAX_CLAIM_BYTES: usize = 16_000;
 
 /// `POST /v1/contracts/{id}/disputes` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisputeRequest {
     /// Why the party disputes.
     pub reason: String,
     /// What the party claims (free-form JSON).
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub claim: Option<Value>,
 }
 
 /// `POST /v1/disputes/{id}/decision` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionRequest {
     /// `settle` or `void`.
+    #[schema(value_type = String, example = "void")]
     pub decision: DisputeDecision,
     /// Why.
     pub reason: String,

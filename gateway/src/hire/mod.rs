@@ -22,13 +22,15 @@
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
 //! | [`deadlines`] | authorizations settled or voided before `validBefore`, stale `settling` rescued; the background runner |
 //! | [`disputes`] | disputes of accepted (seeker) and rejected (operator) contracts: replay, arbiter decisions, the silent arbiter's void |
+//! | [`listing`] | `GET /v1/contracts`: the caller's contracts, filtered, newest first, cursor pages |
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
 //! | [`receipts`] | signed receipts of terminal contracts (issued once, stored) and the JSON-lines export of the event log |
 //! | `recovery` | crash recovery: contracts left in a working state past its time bound are taken over by one instance and resumed |
 //! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
 //!
 //! Flow of a contract: [`HireService::create_contract`] checks the worker (listed, healthy, not
-//! retired, offers the task type, speaks a protocol we have an adapter for), reads the token's
+//! retired, offers the task type, speaks a protocol we have an adapter for), checks the input
+//! against the listing's `input_schema` (422 `input_schema_violation` with the failing paths), reads the token's
 //! EIP-712 domain, builds [`ContractTerms`] with the contracts crate (schemas admitted under
 //! the hostile-schema limits, policy bound, input digested), sizes the authorization window,
 //! signs the contract token and stores contract + offer + first event. Execute is in
@@ -44,6 +46,7 @@ pub mod evidence;
 pub mod execute;
 mod forward;
 mod judge;
+pub mod listing;
 pub mod locks;
 pub mod offer;
 pub mod offered;
@@ -98,36 +101,45 @@ use crate::{
     store::{ContractRecord, NewContract, NewContractEvent, Store, StoreError},
 };
 
-/// `POST /v1/contracts` body.
-#[derive(Debug, Clone, Deserialize)]
+/// `POST /v1/contracts` body. In the OpenAPI document the `contracts` crate's types are JSON
+/// objects; their fields are defined (and checked) by that crate.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContractRequest {
     /// The listing to hire (`wk_…`).
+    #[schema(value_type = String)]
     pub worker_id: WorkerId,
     /// One of the listing's task types.
     pub task_type: String,
-    /// The task input (part of the signed terms).
+    /// The task input (part of the signed terms); must satisfy the listing's `input_schema`.
+    #[schema(value_type = Object)]
     pub input: Value,
     /// A stricter output schema, required in addition to the listing's.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub output_schema: Option<Value>,
-    /// Verification policy binding (default `vp.schema_only.v1`).
+    /// Verification policy binding (default `vp.schema_only.v1`): `contracts::policy`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub verification: Option<PolicyRequest>,
-    /// Service levels (default 60 s per attempt).
+    /// Service levels (default 60 s per attempt): `contracts::terms::Sla`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub sla: Option<Sla>,
-    /// Attempts under one payment (default 3).
+    /// Attempts under one payment (default 3): `contracts::terms::RetryPolicy`.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub retry_policy: Option<RetryPolicy>,
-    /// Where lifecycle webhooks go.
+    /// Where lifecycle webhooks go (https).
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     pub webhook_url: Option<WebhookUrl>,
     /// Dispute window after acceptance, seconds (default `contracts.default_acceptance_window_s`).
     #[serde(default)]
     pub acceptance_window_s: Option<u64>,
     /// `exact` or `auth-capture` (escrowed); default: the listing's first accepted scheme.
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     pub payment_scheme: Option<PaymentScheme>,
 }
 
@@ -271,6 +283,7 @@ impl HireService {
             .await?
             .ok_or(ApiError::NotFound { resource: "worker" })?;
         check_hireable(&listing, &request.task_type)?;
+        check_input(&listing, &request.input)?;
         if inner.adapters.get(listing.protocol).is_none() {
             return Err(ApiError::ProtocolNotSupported(format!(
                 "workers speaking `{}` cannot be hired yet",
@@ -651,6 +664,35 @@ impl HireService {
 }
 
 /// Listed, not retired, healthy, and offering the task type.
+/// The input must satisfy the listing's input schema before anything is signed, so a seeker
+/// learns of a malformed task before paying for it.
+fn check_input(listing: &WorkerListing, input: &Value) -> Result<(), ApiError> {
+    let violations = listing
+        .metadata
+        .input_violations(input)
+        .map_err(ApiError::internal)?;
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::UnprocessableWithDetails {
+        code: "input_schema_violation",
+        message: format!(
+            "the input does not satisfy the worker's input_schema (first failing path: `{}`)",
+            violations[0].instance_path
+        ),
+        details: json!({
+            "violations": violations
+                .iter()
+                .map(|v| json!({
+                    "instance_path": v.instance_path,
+                    "schema_path": v.schema_path,
+                    "message": v.message,
+                }))
+                .collect::<Vec<_>>(),
+        }),
+    })
+}
+
 fn check_hireable(listing: &WorkerListing, task_type: &str) -> Result<(), ApiError> {
     if listing.retired_at.is_some() {
         return Err(ApiError::Conflict {

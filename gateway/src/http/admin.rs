@@ -3,18 +3,20 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /v1/admin/keys` | create a seeker or operator key |
+//! | `GET /v1/admin/keys?principal_id=&include_revoked=&after=&limit=` | list keys (never a secret or a hash) |
+//! | `DELETE /v1/admin/keys/{id}` | revoke a key (at once here; other instances within `http.api_key_cache_ttl_ms`) |
+//! | `POST /v1/admin/keys/{id}/rotate` | a new secret for the key's account, role and label, shown once; the old key revoked |
 //! | `GET /v1/admin/reconcile?from_block=&to_block=&network=` | the store's settlements against the chain for a block range ([`crate::ledger::reconcile`]); 200 with the report whether or not it found mismatches (`ok`), and the mismatch metrics updated |
 
-use axum::{
-    Json, Router,
-    extract::State,
-    http::StatusCode,
-    routing::{get, post},
-};
+use axum::{Json, extract::State, http::StatusCode};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::extract::{Admin, AppJson, AppQuery};
+use super::{
+    extract::{Admin, AppJson, AppPath, AppQuery},
+    keys::{self, KeyPage, KeyView, RotatedKey},
+    openapi::{ErrorBody, Routes, delete, get, post},
+};
 use crate::{
     auth::{IssueKeyError, Role, issue_api_key},
     error::{ApiError, ApiResult},
@@ -24,24 +26,45 @@ use crate::{
 };
 
 /// `/v1/admin/*`.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/admin/keys", post(create_key))
+pub fn router() -> Routes {
+    Routes::new()
+        .route("/v1/admin/keys", post(create_key).get(list_keys))
+        .route("/v1/admin/keys/{id}", delete(revoke_key))
+        .route("/v1/admin/keys/{id}/rotate", post(rotate_key))
         .route("/v1/admin/reconcile", get(reconcile_ledger))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
-struct ReconcileQuery {
+#[into_params(parameter_in = Query)]
+pub(crate) struct ReconcileQuery {
+    /// First block (default 0).
     from_block: Option<u64>,
+    /// Last block (default: the chain head).
     to_block: Option<u64>,
+    /// One CAIP-2 network (default: every configured chain).
     network: Option<String>,
 }
 
 /// `GET /v1/admin/reconcile`: 200 with the report; 422 `validation_failed` for a reversed
 /// range, 422 `network_not_configured` for a network without `[chains]` entry, 503
 /// `chain_unavailable` when a node cannot be asked.
-async fn reconcile_ledger(
+#[utoipa::path(
+    get,
+    path = "/v1/admin/reconcile",
+    tag = "admin",
+    params(ReconcileQuery),
+    security(("admin_key" = [])),
+    responses(
+        (status = 200, description = "The reconciliation report (`ok` false when mismatches were found); see `ledger::ReconcileReport`", body = Object),
+        (status = 400, description = "`invalid_query`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 422, description = "`validation_failed` / `network_not_configured`", body = ErrorBody),
+        (status = 503, description = "`chain_unavailable`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn reconcile_ledger(
     State(state): State<AppState>,
     _admin: Admin,
     AppQuery(query): AppQuery<ReconcileQuery>,
@@ -92,29 +115,58 @@ fn reconcile_error(error: ReconcileError) -> ApiError {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// `POST /v1/admin/keys` body.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateKeyRequest {
+pub(crate) struct CreateKeyRequest {
+    /// `seeker` or `operator`.
+    #[schema(value_type = String, example = "seeker")]
     role: Role,
+    /// Add a key to this existing account (`skr_…` / `opr_…`); omitted: a new account.
+    #[schema(value_type = Option<String>)]
     principal_id: Option<PrincipalId>,
+    /// Free-form note, at most 100 characters.
     label: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct CreatedKey {
+/// A created key.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct CreatedKey {
     /// Shown once; only its hash is stored.
     api_key: String,
+    /// Key id.
+    #[schema(value_type = String)]
     key_id: ApiKeyId,
+    /// `seeker` or `operator`.
+    #[schema(value_type = String)]
     role: Role,
+    /// The owning account.
+    #[schema(value_type = String)]
     principal_id: PrincipalId,
+    /// Free-form note.
     label: Option<String>,
+    /// Creation time.
     created_at: DateTime<Utc>,
 }
 
 /// `POST /v1/admin/keys`: create a seeker or operator key (a new account, or another key for
 /// `principal_id`). 201 with the key, shown once; 422 `validation_failed` for an admin role, a
 /// principal of the other role, an over-long label or one holding U+0000.
-async fn create_key(
+#[utoipa::path(
+    post,
+    path = "/v1/admin/keys",
+    tag = "keys",
+    request_body = CreateKeyRequest,
+    security(("admin_key" = [])),
+    responses(
+        (status = 201, description = "The key, shown once", body = CreatedKey),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 422, description = "`invalid_body` / `validation_failed`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn create_key(
     State(state): State<AppState>,
     _admin: Admin,
     AppJson(request): AppJson<CreateKeyRequest>,
@@ -154,4 +206,99 @@ async fn create_key(
             created_at: record.created_at,
         }),
     ))
+}
+
+/// `GET /v1/admin/keys` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct KeysQuery {
+    /// Only this account's keys.
+    #[param(value_type = Option<String>)]
+    principal_id: Option<PrincipalId>,
+    /// Also list revoked keys (default false).
+    include_revoked: Option<bool>,
+    /// `next_after` of the previous page.
+    #[param(value_type = Option<String>)]
+    after: Option<ApiKeyId>,
+    /// Page size, 1–500 (default 100).
+    limit: Option<u32>,
+}
+
+/// Every key (or one account's), in creation order; never a secret or a hash.
+#[utoipa::path(
+    get,
+    path = "/v1/admin/keys",
+    tag = "keys",
+    params(KeysQuery),
+    security(("admin_key" = [])),
+    responses(
+        (status = 200, description = "A page of keys", body = KeyPage),
+        (status = 400, description = "`invalid_query`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn list_keys(
+    State(state): State<AppState>,
+    _admin: Admin,
+    AppQuery(query): AppQuery<KeysQuery>,
+) -> ApiResult<Json<KeyPage>> {
+    let limit = keys::check_page(query.limit)?;
+    let found = state
+        .store
+        .list_api_keys(
+            query.principal_id.as_ref(),
+            query.include_revoked.unwrap_or(false),
+            query.after.as_ref(),
+            limit,
+        )
+        .await?;
+    Ok(Json(KeyPage::new(found, limit)))
+}
+
+/// Revoke any key. Takes effect at once on this instance; other instances stop accepting it
+/// within `http.api_key_cache_ttl_ms`.
+#[utoipa::path(
+    delete,
+    path = "/v1/admin/keys/{id}",
+    tag = "keys",
+    params(("id" = String, Path, description = "Key id (`key_…`)")),
+    security(("admin_key" = [])),
+    responses(
+        (status = 200, description = "The revoked key", body = KeyView),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such live key", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn revoke_key(
+    State(state): State<AppState>,
+    _admin: Admin,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Json<KeyView>> {
+    keys::revoke(&state, &id, None).await
+}
+
+/// Replace any key with a new secret of the same account, role and label; the old key is
+/// revoked in the same transaction. The new secret is in this answer only.
+#[utoipa::path(
+    post,
+    path = "/v1/admin/keys/{id}/rotate",
+    tag = "keys",
+    params(("id" = String, Path, description = "Key id (`key_…`)")),
+    security(("admin_key" = [])),
+    responses(
+        (status = 200, description = "The new key, shown once", body = RotatedKey),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such live key", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn rotate_key(
+    State(state): State<AppState>,
+    _admin: Admin,
+    AppPath(id): AppPath<String>,
+) -> ApiResult<Json<RotatedKey>> {
+    keys::rotate(&state, &id, None).await
 }

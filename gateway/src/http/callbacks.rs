@@ -3,24 +3,40 @@
 //! API key; [`crate::hire::HireService::worker_callback`] checks it and applies the report.
 
 use axum::{
-    Router,
     body::Bytes,
     extract::{State, rejection::BytesRejection},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},
-    routing::post,
 };
 use hiregate_contracts::id::ContractId;
 
 use super::extract::AppPath;
+use super::openapi::{ErrorBody, Routes, post};
 use crate::{error::ApiError, state::AppState};
 
 /// The worker callback route.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/callbacks/{contract_id}", post(worker_callback))
+pub fn router() -> Routes {
+    Routes::new().route("/v1/callbacks/{contract_id}", post(worker_callback))
 }
 
-async fn worker_callback(
+#[utoipa::path(
+    post,
+    path = "/v1/callbacks/{contract_id}",
+    tag = "contracts",
+    params(("contract_id" = String, Path, description = "Contract id (`ctr_…`)"), ("webhook-id" = String, Header, description = "Unique message id"), ("webhook-timestamp" = String, Header, description = "Unix seconds; stale messages are refused")),
+    request_body(content = Object, description = "A HIRE task report for the pending task: progress, the deliverable, or a failure"),
+    security(("worker_callback_signature" = [])),
+    responses(
+        (status = 200, description = "A terminal report, applied", body = Object),
+        (status = 202, description = "A progress report, noted", body = Object),
+        (status = 400, description = "`invalid_callback_body`: not a report for this contract", body = ErrorBody),
+        (status = 401, description = "`callback_unsigned` / `callback_timestamp_out_of_window` / `callback_signature_invalid`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`callback_replayed` / `callback_task_mismatch` / `contract_not_pending`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn worker_callback(
     State(state): State<AppState>,
     AppPath(id): AppPath<String>,
     headers: HeaderMap,

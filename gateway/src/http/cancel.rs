@@ -2,23 +2,36 @@
 //! [`crate::hire::cancel`].
 
 use axum::{
-    Router,
     extract::State,
     http::HeaderMap,
     response::{IntoResponse, Response},
-    routing::post,
 };
 use hiregate_contracts::id::ContractId;
 
 use super::extract::{AppPath, Seeker};
+use super::openapi::{ErrorBody, Routes, post};
 use crate::{error::ApiError, state::AppState};
 
 /// The cancel route.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/contracts/{id}/cancel", post(cancel_contract))
+pub fn router() -> Routes {
+    Routes::new().route("/v1/contracts/{id}/cancel", post(cancel_contract))
 }
 
-async fn cancel_contract(
+#[utoipa::path(
+    post,
+    path = "/v1/contracts/{id}/cancel",
+    tag = "contracts",
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    security(("seeker_key" = [])),
+    responses(
+        (status = 200, description = "The contract, now `cancelled` (an escrow authorization is voided)", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`contract_already_delivered` / `contract_finished`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn cancel_contract(
     State(state): State<AppState>,
     seeker: Seeker,
     AppPath(id): AppPath<String>,

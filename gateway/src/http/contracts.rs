@@ -1,30 +1,40 @@
-//! Contracts: `POST /v1/contracts` (seeker), `GET /v1/contracts/{id}` (parties), the two
-//! execute routes (seeker) and `GET /.well-known/jwks.json` (anyone).
+//! Contracts: `GET /v1/contracts` (seeker, operator, admin), `POST /v1/contracts` (seeker),
+//! `GET /v1/contracts/{id}` (parties), the two execute routes (seeker) and
+//! `GET /.well-known/jwks.json` (anyone).
 //!
 //! Handlers only authenticate and parse; [`crate::hire::HireService`] does the work.
 
 use axum::{
-    Json, Router,
+    Json,
     body::Bytes,
     extract::{State, rejection::BytesRejection},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
-    routing::{get, post},
 };
 use hiregate_contracts::id::ContractId;
 
-use super::extract::{AppJson, AppPath, Party, Seeker};
+use serde::Deserialize;
+
+use super::{
+    extract::{AppJson, AppPath, AppQuery, Caller, Party, Seeker},
+    openapi::{ErrorBody, Routes, get, post},
+};
 use crate::{
     adapters::secrets::{SECRETS_HEADER, SeekerSecrets},
+    auth::Role,
     error::{ApiError, ApiResult},
-    hire::{ContractRequest, execute::ExecuteRequest},
+    hire::{
+        ContractRequest,
+        execute::ExecuteRequest,
+        listing::{ContractPage, ListFilters, ListScope, list_contracts as list},
+    },
     state::AppState,
 };
 
 /// Contract and execute routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/contracts", post(create_contract))
+pub fn router() -> Routes {
+    Routes::new()
+        .route("/v1/contracts", post(create_contract).get(list_contracts))
         .route("/v1/contracts/{id}", get(get_contract))
         .route("/v1/contracts/{id}/execute", post(execute_by_path))
         .route("/execute", post(execute_by_header))
@@ -49,9 +59,85 @@ fn parse_contract_id(raw: &str) -> ApiResult<String> {
         })
 }
 
+/// `GET /v1/contracts` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// Only contracts in this state (e.g. `settled`).
+    state: Option<String>,
+    /// Only contracts with this worker (`wk_…`).
+    worker_id: Option<String>,
+    /// Created at or after this RFC 3339 time.
+    created_after: Option<String>,
+    /// Created before this RFC 3339 time.
+    created_before: Option<String>,
+    /// Page size, 1–200 (default 50).
+    limit: Option<u32>,
+    /// `next_cursor` of the previous page (opaque).
+    cursor: Option<String>,
+}
+
+/// The caller's contracts, newest first: a seeker's own, an operator's workers', all for the
+/// admin. 422 `invalid_filter` (with `details.field`) for a bad filter or limit, 422
+/// `invalid_cursor` for a cursor this endpoint did not return.
+#[utoipa::path(
+    get,
+    path = "/v1/contracts",
+    tag = "contracts",
+    params(ListQuery),
+    security(("seeker_key" = []), ("operator_key" = []), ("admin_key" = [])),
+    responses(
+        (status = 200, description = "A page of contracts, newest first", body = ContractPage),
+        (status = 400, description = "`invalid_query`: an unknown parameter or a non-numeric limit", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 422, description = "`invalid_filter` / `invalid_cursor`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn list_contracts(
+    State(state): State<AppState>,
+    caller: Caller,
+    AppQuery(query): AppQuery<ListQuery>,
+) -> ApiResult<Json<ContractPage>> {
+    let scope = match caller {
+        Caller::Admin => ListScope::All,
+        Caller::Key(record) if record.role == Role::Operator => {
+            ListScope::Operator(record.principal_id)
+        }
+        Caller::Key(record) => ListScope::Seeker(record.principal_id),
+    };
+    let filters = ListFilters {
+        state: query.state,
+        worker_id: query.worker_id,
+        created_after: query.created_after,
+        created_before: query.created_before,
+        limit: query.limit,
+        cursor: query.cursor,
+    };
+    Ok(Json(list(&state.store, scope, &filters).await?))
+}
+
 /// `POST /v1/contracts` (seeker): 201 with the signed terms, `terms_hash`, the gateway's contract
 /// token (`gateway_jws`) and the x402 offer execute will ask for.
-async fn create_contract(
+#[utoipa::path(
+    post,
+    path = "/v1/contracts",
+    tag = "contracts",
+    request_body = ContractRequest,
+    security(("seeker_key" = [])),
+    responses(
+        (status = 201, description = "The signed contract: `contract_id`, `terms`, `terms_hash`, `gateway_jws`, `payment.x402` (the offer execute asks for), `links`", body = Object,
+            headers(("Location" = String, description = "`/v1/contracts/{id}`"))),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not a seeker key", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such worker", body = ErrorBody),
+        (status = 409, description = "`worker_retired`", body = ErrorBody),
+        (status = 422, description = "`invalid_body`, `input_schema_violation` (details.violations: `instance_path`, `schema_path`, `message`), `task_type_not_offered`, `payment_scheme_not_accepted`, `asset_not_supported`, `protocol_not_supported`", body = ErrorBody),
+        (status = 503, description = "`chain_unavailable`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn create_contract(
     State(state): State<AppState>,
     seeker: Seeker,
     headers: HeaderMap,
@@ -71,7 +157,20 @@ async fn create_contract(
 }
 
 /// `GET /v1/contracts/{id}` (its seeker or its worker's operator).
-async fn get_contract(
+#[utoipa::path(
+    get,
+    path = "/v1/contracts/{id}",
+    tag = "contracts",
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    security(("seeker_key" = []), ("operator_key" = [])),
+    responses(
+        (status = 200, description = "The contract: state, terms, attempts, payment, verification (with failing paths), deliverable (once released to the seeker), dispute, receipt", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such contract of the caller", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn get_contract(
     State(state): State<AppState>,
     party: Party,
     AppPath(id): AppPath<String>,
@@ -89,7 +188,35 @@ async fn get_contract(
 /// executor of this call only and are never stored, logged or sent in events or webhooks; a
 /// seeker retry must resend them. Other protocols ignore them. A malformed value → 400
 /// `invalid_secrets_header`, nothing changes.
-async fn execute_by_path(
+#[utoipa::path(
+    post,
+    path = "/v1/contracts/{id}/execute",
+    tag = "contracts",
+    params(
+        ("id" = String, Path, description = "Contract id (`ctr_…`)"),
+        ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`"),
+        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets; never stored or logged"),
+    ),
+    request_body(content = Object, description = "Empty, or the contract's input unchanged"),
+    security(("seeker_key" = [])),
+    responses(
+        (status = 200, description = "Paid, executed, verified: the deliverable and the verification result", body = Object,
+            headers(("PAYMENT-RESPONSE" = String, description = "x402 v2: base64 JSON settlement response (transaction, network, payer)"))),
+        (status = 202, description = "Paid; the worker accepted the task and works on it (`pending`): follow `GET /v1/contracts/{id}/events`", body = Object),
+        (status = 400, description = "`invalid_payment_signature`, `invalid_secrets_header`, `malformed_json`, `missing_contract_id`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 402, description = "Payment required (no or refused `PAYMENT-SIGNATURE`); the body says why in `error.code`", body = ErrorBody,
+            headers(("PAYMENT-REQUIRED" = String, description = "x402 v2: base64 JSON `PaymentRequired` (accepted schemes, amount, asset, payTo, network)"))),
+        (status = 403, description = "`forbidden` / `not_a_party`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts", body = ErrorBody),
+        (status = 410, description = "`contract_expired`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 429, description = "`too_many_requests`: the worker is at `max_parallel`", body = ErrorBody),
+        (status = 503, description = "`facilitator_unavailable` and other transient failures; retry after `Retry-After`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn execute_by_path(
     State(state): State<AppState>,
     seeker: Seeker,
     AppPath(id): AppPath<String>,
@@ -105,7 +232,35 @@ async fn execute_by_path(
 
 /// `POST /execute` with `X-Contract-ID` (seeker): the HIRE document's endpoint shape. Takes
 /// `X-Hiregate-Secrets` as [`execute_by_path`] does.
-async fn execute_by_header(
+#[utoipa::path(
+    post,
+    path = "/execute",
+    tag = "contracts",
+    params(
+        ("X-Contract-ID" = String, Header, description = "Contract id (`ctr_…`)"),
+        ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`"),
+        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets; never stored or logged"),
+    ),
+    request_body(content = Object, description = "Empty, or the contract's input unchanged"),
+    security(("seeker_key" = [])),
+    responses(
+        (status = 200, description = "Paid, executed, verified: the deliverable and the verification result", body = Object,
+            headers(("PAYMENT-RESPONSE" = String, description = "x402 v2: base64 JSON settlement response (transaction, network, payer)"))),
+        (status = 202, description = "Paid; the worker accepted the task and works on it (`pending`): follow `GET /v1/contracts/{id}/events`", body = Object),
+        (status = 400, description = "`invalid_payment_signature`, `invalid_secrets_header`, `malformed_json`, `missing_contract_id`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 402, description = "Payment required (no or refused `PAYMENT-SIGNATURE`); the body says why in `error.code`", body = ErrorBody,
+            headers(("PAYMENT-REQUIRED" = String, description = "x402 v2: base64 JSON `PaymentRequired` (accepted schemes, amount, asset, payTo, network)"))),
+        (status = 403, description = "`forbidden` / `not_a_party`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts", body = ErrorBody),
+        (status = 410, description = "`contract_expired`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 429, description = "`too_many_requests`: the worker is at `max_parallel`", body = ErrorBody),
+        (status = 503, description = "`facilitator_unavailable` and other transient failures; retry after `Retry-After`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn execute_by_header(
     State(state): State<AppState>,
     seeker: Seeker,
     headers: HeaderMap,
@@ -177,7 +332,13 @@ async fn execute(
 }
 
 /// `GET /.well-known/jwks.json`: the keys that verify contract tokens.
-async fn jwks(State(state): State<AppState>) -> Response {
+#[utoipa::path(
+    get,
+    path = "/.well-known/jwks.json",
+    tag = "contracts",
+    responses((status = 200, description = "JWKS (Ed25519 `OKP` keys) verifying `gateway_jws` contract tokens and receipts", body = Object)),
+)]
+pub(crate) async fn jwks(State(state): State<AppState>) -> Response {
     let mut response = Json(state.hire.jwks()).into_response();
     response.headers_mut().insert(
         header::CACHE_CONTROL,

@@ -4,15 +4,15 @@
 //! the escrow's refund deadline.
 
 use axum::{
-    Json, Router,
+    Json,
     extract::State,
     http::{HeaderMap, StatusCode},
-    routing::{get, post},
 };
 use hiregate_contracts::id::ContractId;
 use serde_json::Value;
 
 use super::extract::{Admin, AppJson, AppPath, Party};
+use super::openapi::{ErrorBody, Routes, get, post};
 use crate::{
     error::{ApiError, ApiResult},
     hire::disputes::{DecisionRequest, DisputeRequest},
@@ -23,8 +23,8 @@ use crate::{
 const MAX_DISPUTE_ID_LEN: usize = 64;
 
 /// The dispute routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn router() -> Routes {
+    Routes::new()
         .route("/v1/contracts/{id}/disputes", post(open_dispute))
         .route("/v1/disputes/{id}", get(view_dispute))
         .route("/v1/disputes/{id}/decision", post(decide_dispute))
@@ -32,16 +32,33 @@ pub fn router() -> Router<AppState> {
 }
 
 /// `POST /v1/contracts/{id}/refund` body.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RefundRequest {
+pub(crate) struct RefundRequest {
     /// Why the arbiter refunds (recorded in the event log).
     reason: String,
 }
 
 /// The arbiter refunds a settled escrowed contract: 200 with the refund transaction; 409
 /// `refund_not_possible` / `refund_window_closed` / `refund_not_funded`.
-async fn refund_contract(
+#[utoipa::path(
+    post,
+    path = "/v1/contracts/{id}/refund",
+    tag = "disputes",
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    request_body = RefundRequest,
+    security(("admin_key" = [])),
+    responses(
+        (status = 200, description = "The refund: its transaction and the contract's new state", body = Object),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`refund_not_possible` / `refund_window_closed` / `refund_not_funded`", body = ErrorBody),
+        (status = 422, description = "`invalid_body`: reason must be 1 to 2000 characters", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn refund_contract(
     State(state): State<AppState>,
     _admin: Admin,
     AppPath(id): AppPath<String>,
@@ -87,7 +104,24 @@ fn dispute_id(raw: &str) -> ApiResult<&str> {
 }
 
 /// 201 with the dispute, already decided when the replay could decide it.
-async fn open_dispute(
+#[utoipa::path(
+    post,
+    path = "/v1/contracts/{id}/disputes",
+    tag = "disputes",
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    request_body = DisputeRequest,
+    security(("seeker_key" = []), ("operator_key" = [])),
+    responses(
+        (status = 201, description = "The dispute, already decided when the replay could decide it", body = Object),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`dispute_window_closed` / `dispute_already_open` / `contract_not_disputable`", body = ErrorBody),
+        (status = 422, description = "`invalid_body`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn open_dispute(
     State(state): State<AppState>,
     party: Party,
     AppPath(id): AppPath<String>,
@@ -110,7 +144,19 @@ async fn open_dispute(
 }
 
 /// The dispute, for the admin or a party of its contract (404 for anyone else).
-async fn view_dispute(
+#[utoipa::path(
+    get,
+    path = "/v1/disputes/{id}",
+    tag = "disputes",
+    params(("id" = String, Path, description = "Dispute id (`dsp_…`)")),
+    security(("admin_key" = []), ("seeker_key" = []), ("operator_key" = [])),
+    responses(
+        (status = 200, description = "The dispute with the replay result and the decision, once made", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such dispute of the caller", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn view_dispute(
     State(state): State<AppState>,
     admin: Result<Admin, ApiError>,
     party: Result<Party, ApiError>,
@@ -131,7 +177,24 @@ async fn view_dispute(
 }
 
 /// The arbiter's final decision; 409 `dispute_already_decided` when decided before.
-async fn decide_dispute(
+#[utoipa::path(
+    post,
+    path = "/v1/disputes/{id}/decision",
+    tag = "disputes",
+    params(("id" = String, Path, description = "Dispute id (`dsp_…`)")),
+    request_body = DecisionRequest,
+    security(("admin_key" = [])),
+    responses(
+        (status = 200, description = "The decided dispute", body = Object),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`dispute_already_decided`", body = ErrorBody),
+        (status = 422, description = "`invalid_body`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn decide_dispute(
     State(state): State<AppState>,
     _admin: Admin,
     AppPath(id): AppPath<String>,

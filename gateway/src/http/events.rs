@@ -9,19 +9,18 @@
 use std::str::FromStr;
 
 use axum::{
-    Router,
     extract::State,
     http::{HeaderMap, HeaderValue, header},
     response::{
         IntoResponse, Response,
         sse::{KeepAlive, Sse},
     },
-    routing::get,
 };
 use hiregate_contracts::id::ContractId;
 use serde::Deserialize;
 
 use super::extract::{AppPath, AppQuery, Party};
+use super::openapi::{ErrorBody, Routes, get};
 use crate::{
     error::{ApiError, ApiResult},
     events::{StreamTiming, event_stream},
@@ -31,14 +30,14 @@ use crate::{
 };
 
 /// The event stream route.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/contracts/{id}/events", get(contract_events))
+pub fn router() -> Routes {
+    Routes::new().route("/v1/contracts/{id}/events", get(contract_events))
 }
 
 /// `?after=<seq>`: start after this event.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct EventsQuery {
+pub(crate) struct EventsQuery {
     after: Option<i64>,
 }
 
@@ -96,7 +95,21 @@ fn start_after(headers: &HeaderMap, query: &EventsQuery) -> ApiResult<i64> {
     }
 }
 
-async fn contract_events(
+#[utoipa::path(
+    get,
+    path = "/v1/contracts/{id}/events",
+    tag = "contracts",
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("after" = Option<i64>, Query, description = "Start after this seq (first connection)"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq (what a reconnecting EventSource sends); wins over `after`")),
+    security(("seeker_key" = []), ("operator_key" = [])),
+    responses(
+        (status = 200, description = "Server-Sent Events: one event per contract event (`id` = its seq), `: heartbeat` comments; ends after a terminal contract's log", content_type = "text/event-stream", body = String),
+        (status = 400, description = "`invalid_event_id`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn contract_events(
     State(state): State<AppState>,
     party: Party,
     AppPath(id): AppPath<String>,

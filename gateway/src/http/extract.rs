@@ -1,5 +1,5 @@
 //! Extractors: JSON/query/path with rejections turned into [`ApiError`]s, and the
-//! authentication extractors [`Seeker`], [`Operator`] and [`Admin`].
+//! authentication extractors [`Seeker`], [`Operator`], [`Admin`], [`Party`] and [`Caller`].
 //!
 //! Authentication reads `Authorization: Bearer <key>`. The admin key (from configuration) is
 //! compared by hash in constant time; other keys are looked up by SHA-256. A key of the wrong
@@ -65,11 +65,24 @@ impl From<PathRejection> for ApiError {
     }
 }
 
-/// Who is calling, after authentication.
+/// Anyone with a valid key: the admin or a seeker/operator key (its record).
 #[derive(Debug, Clone)]
-enum Caller {
+pub enum Caller {
+    /// The configured admin key.
     Admin,
+    /// A stored seeker or operator key.
     Key(ApiKeyRecord),
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        authenticate(parts, state).await
+    }
 }
 
 async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {

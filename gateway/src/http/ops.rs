@@ -2,32 +2,49 @@
 //! orchestrators call them); they reveal no data.
 
 use axum::{
-    Json, Router,
+    Json,
     extract::State,
     http::{StatusCode, header},
     response::{IntoResponse, Response},
-    routing::get,
 };
 use serde_json::{Map, Value, json};
 
+use super::openapi::{Routes, get};
 use crate::{error::ApiError, metrics, state::AppState};
 
 /// `/healthz`, `/readyz`, `/metrics`.
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn router() -> Routes {
+    Routes::new()
         .route("/healthz", get(get_healthz))
         .route("/readyz", get(get_readyz))
         .route("/metrics", get(get_metrics))
 }
 
 /// `GET /healthz`: 200 while the process serves requests.
-async fn get_healthz() -> Json<Value> {
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "ops",
+    responses(
+        (status = 200, description = "`{\"status\":\"ok\"}` while the process serves requests", body = Object),
+    ),
+)]
+pub(crate) async fn get_healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
 /// `GET /readyz`: 200 when the database and every registered dependency answer, else 503 with
 /// the failing checks named.
-async fn get_readyz(State(state): State<AppState>) -> Response {
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "ops",
+    responses(
+        (status = 200, description = "Ready: `status` and each check (`database`, facilitator, chains)", body = Object),
+        (status = 503, description = "Not ready: the failing checks named", body = Object),
+    ),
+)]
+pub(crate) async fn get_readyz(State(state): State<AppState>) -> Response {
     let mut checks = Map::new();
     let mut ready = true;
     match state.store.ping().await {
@@ -66,7 +83,15 @@ async fn get_readyz(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /metrics`: Prometheus (OpenMetrics text) exposition.
-async fn get_metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "ops",
+    responses(
+        (status = 200, description = "Prometheus / OpenMetrics text exposition", content_type = "application/openmetrics-text", body = String),
+    ),
+)]
+pub(crate) async fn get_metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let text = state.metrics.render().map_err(ApiError::internal)?;
     Ok(([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response())
 }

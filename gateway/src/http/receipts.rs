@@ -2,24 +2,24 @@
 //! [`crate::hire::receipts`].
 
 use axum::{
-    Json, Router,
+    Json,
     extract::State,
     http::{HeaderValue, header},
     response::{IntoResponse, Response},
-    routing::get,
 };
 use hiregate_contracts::id::ContractId;
 use serde_json::json;
 
 use super::extract::{AppPath, Party};
+use super::openapi::{ErrorBody, Routes, get};
 use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
 };
 
 /// The receipt and audit-export routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn router() -> Routes {
+    Routes::new()
         .route("/v1/contracts/{id}/receipt", get(receipt))
         .route("/v1/contracts/{id}/events.jsonl", get(events_jsonl))
 }
@@ -32,7 +32,21 @@ fn parse_contract_id(raw: &str) -> ApiResult<ContractId> {
 
 /// 200 `{contract_id, kid, issued_at, receipt}` where `receipt` is the compact JWS; 409
 /// `contract_not_terminal` while the contract can still change.
-async fn receipt(
+#[utoipa::path(
+    get,
+    path = "/v1/contracts/{id}/receipt",
+    tag = "receipts",
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    security(("seeker_key" = []), ("operator_key" = [])),
+    responses(
+        (status = 200, description = "`{contract_id, kid, issued_at, receipt}`: `receipt` is a compact JWS verifiable offline with `/.well-known/jwks.json`", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`contract_not_terminal`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn receipt(
     State(state): State<AppState>,
     party: Party,
     AppPath(id): AppPath<String>,
@@ -51,7 +65,20 @@ async fn receipt(
 }
 
 /// The event log as `application/jsonl`, oldest first.
-async fn events_jsonl(
+#[utoipa::path(
+    get,
+    path = "/v1/contracts/{id}/events.jsonl",
+    tag = "receipts",
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    security(("seeker_key" = []), ("operator_key" = [])),
+    responses(
+        (status = 200, description = "The event log, one JSON event per line, oldest first", content_type = "application/jsonl", body = String),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn events_jsonl(
     State(state): State<AppState>,
     party: Party,
     AppPath(id): AppPath<String>,

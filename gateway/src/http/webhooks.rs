@@ -9,16 +9,16 @@
 //! | `GET /v1/contracts/{id}/webhook-deliveries` | the contract's seeker | every delivery of the contract's events with each try |
 
 use axum::{
-    Json, Router,
+    Json,
     extract::State,
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{get, post},
 };
 use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openapi::{ErrorBody, Routes, get, post};
 use super::{
     events::contract_for_party,
     extract::{AppPath, AppQuery, Seeker},
@@ -33,8 +33,8 @@ use crate::{
 const MAX_PAGE: u32 = 500;
 
 /// Webhook routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn router() -> Routes {
+    Routes::new()
         .route(
             "/v1/webhooks/secret",
             get(secret_status).post(create_secret),
@@ -47,7 +47,21 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-async fn create_secret(State(state): State<AppState>, seeker: Seeker) -> ApiResult<Response> {
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/secret",
+    tag = "webhooks",
+    security(("seeker_key" = [])),
+    responses(
+        (status = 201, description = "The new signing secret (`whsec_…`), shown once; deliveries are signed with it from now on", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn create_secret(
+    State(state): State<AppState>,
+    seeker: Seeker,
+) -> ApiResult<Response> {
     let record = rotate_secret(&state.store, seeker.principal_id.as_str(), Utc::now()).await?;
     tracing::info!(seeker_id = %seeker.principal_id, "webhook secret rotated");
     Ok((
@@ -62,7 +76,21 @@ async fn create_secret(State(state): State<AppState>, seeker: Seeker) -> ApiResu
         .into_response())
 }
 
-async fn secret_status(State(state): State<AppState>, seeker: Seeker) -> ApiResult<Json<Value>> {
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/secret",
+    tag = "webhooks",
+    security(("seeker_key" = [])),
+    responses(
+        (status = 200, description = "`{configured, created_at}`; never the secret", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn secret_status(
+    State(state): State<AppState>,
+    seeker: Seeker,
+) -> ApiResult<Json<Value>> {
     let record = state
         .store
         .webhook_secret(seeker.principal_id.as_str())
@@ -76,7 +104,7 @@ async fn secret_status(State(state): State<AppState>, seeker: Seeker) -> ApiResu
 /// `?after=&limit=` for dead letters.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Page {
+pub(crate) struct Page {
     after: Option<String>,
     limit: Option<u32>,
 }
@@ -100,7 +128,20 @@ fn delivery_json(delivery: &DeliveryRecord) -> Value {
     })
 }
 
-async fn dead_letters(
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/dead-letters",
+    tag = "webhooks",
+    params(("after" = Option<String>, Query, description = "`next_after` of the previous page (`whd_<n>`)"), ("limit" = Option<u32>, Query, description = "Page size, 1–500 (default 100)")),
+    security(("seeker_key" = [])),
+    responses(
+        (status = 200, description = "`{dead_letters: [...], next_after}`", body = Object),
+        (status = 400, description = "`invalid_query`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn dead_letters(
     State(state): State<AppState>,
     seeker: Seeker,
     AppQuery(page): AppQuery<Page>,
@@ -125,7 +166,21 @@ async fn dead_letters(
     })))
 }
 
-async fn redeliver(
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/dead-letters/{id}/redeliver",
+    tag = "webhooks",
+    params(("id" = String, Path, description = "Delivery id (`whd_<n>`)")),
+    security(("seeker_key" = [])),
+    responses(
+        (status = 202, description = "Queued again; the delivery as it now stands", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`not_a_dead_letter`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn redeliver(
     State(state): State<AppState>,
     seeker: Seeker,
     AppPath(id): AppPath<String>,
@@ -162,7 +217,20 @@ async fn redeliver(
     Ok((StatusCode::ACCEPTED, Json(delivery_json(&delivery))).into_response())
 }
 
-async fn contract_deliveries(
+#[utoipa::path(
+    get,
+    path = "/v1/contracts/{id}/webhook-deliveries",
+    tag = "webhooks",
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    security(("seeker_key" = [])),
+    responses(
+        (status = 200, description = "The contract's webhook deliveries with their attempt logs", body = Object),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn contract_deliveries(
     State(state): State<AppState>,
     seeker: Seeker,
     AppPath(id): AppPath<String>,

@@ -6,24 +6,27 @@
 //! directly. An operator's view of its own listing adds the endpoint and probe details.
 
 use axum::{
-    Json, Router,
+    Json,
     extract::State,
     http::{StatusCode, header},
     response::IntoResponse,
-    routing::get,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::extract::{AppJson, AppPath, AppQuery, Operator};
+use super::{
+    extract::{AppJson, AppPath, AppQuery, Operator},
+    openapi::{ErrorBody, Routes, get},
+};
 use crate::{
     error::{ApiError, ApiResult},
     ids::{PrincipalId, WorkerId},
     registry::{
         NewWorker, WorkerPatch,
+        metadata::ListingMetadata,
         model::{
             AtomicAmount, EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes,
-            Protocol, TaskCatalog, TaskType, WorkerEndpoint, WorkerListing,
+            Protocol, TaskCatalog, TaskOffer, TaskType, WorkerEndpoint, WorkerListing,
         },
     },
     state::AppState,
@@ -35,8 +38,8 @@ const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 200;
 
 /// `/v1/workers` and `/v1/workers/{id}`.
-pub fn router() -> Router<AppState> {
-    Router::new()
+pub fn router() -> Routes {
+    Routes::new()
         .route("/v1/workers", get(list_workers).post(create_worker))
         .route(
             "/v1/workers/{id}",
@@ -45,19 +48,40 @@ pub fn router() -> Router<AppState> {
 }
 
 /// A listing as seekers see it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PublicWorker {
+    /// Listing id (`wk_…`).
+    #[schema(value_type = String)]
     id: WorkerId,
+    /// Name, description, input schema, examples (each absent when not set).
+    #[serde(flatten)]
+    metadata: ListingMetadata,
+    /// Protocol the gateway speaks to the worker.
     protocol: Protocol,
+    /// Payout address.
+    #[schema(value_type = String)]
     pay_to: EvmAddress,
+    /// Payment chain (CAIP-2).
+    #[schema(value_type = String)]
     network: Network,
+    /// Payment token.
+    #[schema(value_type = String)]
     asset: EvmAddress,
+    /// Task types offered, with price and output schema.
+    #[schema(value_type = std::collections::BTreeMap<String, TaskOffer>)]
     tasks: TaskCatalog,
+    /// Concurrent contracts accepted.
+    #[schema(value_type = u32)]
     max_parallel: MaxParallel,
+    /// Accepted x402 schemes, preferred first.
+    #[schema(value_type = Vec<String>)]
     payment_schemes: PaymentSchemes,
+    /// Marketplace fee of escrowed contracts, when set.
     #[serde(skip_serializing_if = "Option::is_none")]
     fee_policy: Option<FeePolicy>,
+    /// Current health.
     health: HealthState,
+    /// Creation time.
     created_at: DateTime<Utc>,
 }
 
@@ -65,6 +89,7 @@ impl From<&WorkerListing> for PublicWorker {
     fn from(listing: &WorkerListing) -> Self {
         Self {
             id: listing.id.clone(),
+            metadata: listing.metadata.clone(),
             protocol: listing.protocol,
             pay_to: listing.pay_to,
             network: listing.network,
@@ -80,18 +105,28 @@ impl From<&WorkerListing> for PublicWorker {
 }
 
 /// A listing as its operator sees it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct OwnerWorker {
+    /// What seekers see.
     #[serde(flatten)]
     public: PublicWorker,
+    /// The owning operator account.
+    #[schema(value_type = String)]
     operator_id: PrincipalId,
+    /// Where the worker is reached.
+    #[schema(value_type = String)]
     endpoint: WorkerEndpoint,
+    /// Failed probes in a row.
     consecutive_misses: u32,
+    /// When the last probe ran.
     last_probe_at: Option<DateTime<Utc>>,
+    /// Why the last probe failed.
     last_probe_error: Option<String>,
+    /// Last change.
     updated_at: DateTime<Utc>,
+    /// Retirement time.
     retired_at: Option<DateTime<Utc>>,
-    /// Present only in the registration response.
+    /// The worker's callback secret (`whsec_…`). Present only in the registration response.
     #[serde(skip_serializing_if = "Option::is_none")]
     callback_secret: Option<String>,
 }
@@ -112,27 +147,50 @@ impl From<&WorkerListing> for OwnerWorker {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// `GET /v1/workers` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
-struct DiscoveryQuery {
+#[into_params(parameter_in = Query)]
+pub(crate) struct DiscoveryQuery {
+    /// Only workers offering this task type.
+    #[param(value_type = Option<String>)]
     task_type: Option<TaskType>,
+    /// Only workers charging at most this (atomic units; for `task_type` when given).
+    #[param(value_type = Option<String>)]
     max_price: Option<AtomicAmount>,
+    /// Only healthy (true) or unhealthy (false) workers.
     healthy: Option<bool>,
+    /// `next_after` of the previous page.
+    #[param(value_type = Option<String>)]
     after: Option<WorkerId>,
+    /// Page size, 1–200 (default 50).
     limit: Option<u32>,
 }
 
-#[derive(Debug, Serialize)]
-struct DiscoveryPage {
+/// A page of listings.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct DiscoveryPage {
+    /// Oldest first.
     workers: Vec<PublicWorker>,
     /// Pass as `after` for the next page; `null` on the last page.
+    #[schema(value_type = Option<String>)]
     next_after: Option<WorkerId>,
 }
 
 /// `GET /v1/workers?task_type=&max_price=&healthy=&after=&limit=`: live listings, oldest first.
 /// `max_price` applies to `task_type` when given, else to any task type. 400 `invalid_query`
 /// for malformed filters.
-async fn list_workers(
+#[utoipa::path(
+    get,
+    path = "/v1/workers",
+    tag = "workers",
+    params(DiscoveryQuery),
+    responses(
+        (status = 200, description = "Live listings, oldest first", body = DiscoveryPage),
+        (status = 400, description = "`invalid_query`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn list_workers(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<DiscoveryQuery>,
 ) -> ApiResult<Json<DiscoveryPage>> {
@@ -172,8 +230,25 @@ async fn list_workers(
 /// `POST /v1/workers` (operator): probe the endpoint, then list it. 201 with the listing and
 /// its `callback_secret` (shown once). 422 `worker_probe_failed` /
 /// `worker_capabilities_mismatch` / `endpoint_not_allowed` / `protocol_not_supported` when the
-/// endpoint cannot be listed; 422 `invalid_body` for malformed fields.
-async fn create_worker(
+/// endpoint cannot be listed; 422 `invalid_body` for malformed fields (an `input_schema` that
+/// is not a JSON Schema among them), 422 `validation_failed` for an example that does not
+/// satisfy `input_schema` or an over-long name or description.
+#[utoipa::path(
+    post,
+    path = "/v1/workers",
+    tag = "workers",
+    request_body = NewWorker,
+    security(("operator_key" = [])),
+    responses(
+        (status = 201, description = "The listing with its `callback_secret`, shown once", body = OwnerWorker,
+            headers(("Location" = String, description = "`/v1/workers/{id}`"))),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`: not an operator key", body = ErrorBody),
+        (status = 422, description = "`invalid_body`, `validation_failed`, `worker_probe_failed`, `worker_capabilities_mismatch`, `endpoint_not_allowed`, `protocol_not_supported`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn create_worker(
     State(state): State<AppState>,
     operator: Operator,
     AppJson(new): AppJson<NewWorker>,
@@ -195,7 +270,20 @@ fn parse_worker_id(raw: &str) -> ApiResult<WorkerId> {
 }
 
 /// `GET /v1/workers/{id}` (owning operator): the listing, retired or not. 404 for anyone else's.
-async fn get_worker(
+#[utoipa::path(
+    get,
+    path = "/v1/workers/{id}",
+    tag = "workers",
+    params(("id" = String, Path, description = "Listing id (`wk_…`)")),
+    security(("operator_key" = [])),
+    responses(
+        (status = 200, description = "The listing", body = OwnerWorker),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn get_worker(
     State(state): State<AppState>,
     operator: Operator,
     AppPath(id): AppPath<String>,
@@ -211,7 +299,24 @@ async fn get_worker(
 /// `PATCH /v1/workers/{id}` (owning operator): change fields; a new endpoint or catalog is
 /// probed first. 409 `worker_retired` on a retired listing, 409 `concurrent_update` if it
 /// changed meanwhile.
-async fn update_worker(
+#[utoipa::path(
+    patch,
+    path = "/v1/workers/{id}",
+    tag = "workers",
+    params(("id" = String, Path, description = "Listing id (`wk_…`)")),
+    request_body = WorkerPatch,
+    security(("operator_key" = [])),
+    responses(
+        (status = 200, description = "The updated listing", body = OwnerWorker),
+        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 409, description = "`worker_retired` / `concurrent_update`", body = ErrorBody),
+        (status = 422, description = "`invalid_body`, `validation_failed`, probe failures as at registration", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn update_worker(
     State(state): State<AppState>,
     operator: Operator,
     AppPath(id): AppPath<String>,
@@ -227,7 +332,20 @@ async fn update_worker(
 
 /// `DELETE /v1/workers/{id}` (owning operator): retire the listing (never a hard delete;
 /// idempotent). 200 with the retired listing.
-async fn retire_worker(
+#[utoipa::path(
+    delete,
+    path = "/v1/workers/{id}",
+    tag = "workers",
+    params(("id" = String, Path, description = "Listing id (`wk_…`)")),
+    security(("operator_key" = [])),
+    responses(
+        (status = 200, description = "The retired listing", body = OwnerWorker),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 403, description = "`forbidden`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn retire_worker(
     State(state): State<AppState>,
     operator: Operator,
     AppPath(id): AppPath<String>,

@@ -9,6 +9,7 @@
 //! healthy again after one pass; missed probes never delete anything.
 
 pub mod health;
+pub mod metadata;
 pub mod model;
 pub mod probe;
 
@@ -18,6 +19,7 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use self::{
+    metadata::ListingMetadata,
     model::{
         EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes, Protocol,
         ProtocolOptions, TaskCatalog, WorkerEndpoint, WorkerListing,
@@ -34,55 +36,93 @@ use crate::{
 };
 
 /// A registration request, parsed.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewWorker {
     /// Base URL of the worker.
+    #[schema(value_type = String)]
     pub endpoint: WorkerEndpoint,
     /// Protocol spoken there.
     pub protocol: Protocol,
-    /// Payout address.
+    /// Payout address (EIP-55 or lowercase hex).
+    #[schema(value_type = String)]
     pub pay_to: EvmAddress,
-    /// Payment chain.
+    /// Payment chain (CAIP-2, e.g. `eip155:84532`).
+    #[schema(value_type = String)]
     pub network: Network,
     /// Payment token.
+    #[schema(value_type = String)]
     pub asset: EvmAddress,
-    /// Offered task types with price and output schema.
+    /// Offered task types with price and output schema (at least one).
+    #[schema(value_type = std::collections::BTreeMap<String, model::TaskOffer>)]
     pub tasks: TaskCatalog,
     /// Concurrent contracts allowed.
+    #[schema(value_type = u32, minimum = 1)]
     pub max_parallel: MaxParallel,
     /// Protocol-specific settings (Superwire: `workflow_source_base64`).
     #[serde(default)]
     pub protocol_options: ProtocolOptions,
     /// Accepted x402 schemes, preferred first (default `["exact"]`).
     #[serde(default)]
+    #[schema(value_type = Option<Vec<String>>)]
     pub payment_schemes: PaymentSchemes,
     /// Marketplace fee for escrowed contracts (default: `escrow.default_fee_bps`).
     #[serde(default)]
     pub fee_policy: Option<FeePolicy>,
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What the worker does.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema task inputs must satisfy (checked at proposal).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub input_schema: Option<metadata::InputSchema>,
+    /// Sample inputs, each valid against `input_schema`.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub examples: Option<Vec<serde_json::Value>>,
 }
 
 /// A partial update; absent fields stay as they are. The protocol cannot change (a different
 /// protocol is a different worker).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerPatch {
     /// New base URL (re-probed).
+    #[schema(value_type = Option<String>)]
     pub endpoint: Option<WorkerEndpoint>,
     /// New payout address (applies to new contracts).
+    #[schema(value_type = Option<String>)]
     pub pay_to: Option<EvmAddress>,
     /// New payment chain.
+    #[schema(value_type = Option<String>)]
     pub network: Option<Network>,
     /// New payment token.
+    #[schema(value_type = Option<String>)]
     pub asset: Option<EvmAddress>,
     /// New catalog, replacing the old one (re-probed).
+    #[schema(value_type = Option<std::collections::BTreeMap<String, model::TaskOffer>>)]
     pub tasks: Option<TaskCatalog>,
     /// New concurrency bound.
+    #[schema(value_type = Option<u32>, minimum = 1)]
     pub max_parallel: Option<MaxParallel>,
     /// New accepted schemes (apply to new contracts).
+    #[schema(value_type = Option<Vec<String>>)]
     pub payment_schemes: Option<PaymentSchemes>,
     /// New marketplace fee (applies to new contracts).
     pub fee_policy: Option<FeePolicy>,
+    /// New display name.
+    pub name: Option<String>,
+    /// New description.
+    pub description: Option<String>,
+    /// New input schema (the examples are checked against it again).
+    #[schema(value_type = Option<Object>)]
+    pub input_schema: Option<metadata::InputSchema>,
+    /// New sample inputs, replacing the old ones.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub examples: Option<Vec<serde_json::Value>>,
 }
 
 /// A registry operation failed.
@@ -171,6 +211,13 @@ impl WorkerRegistry {
         new: NewWorker,
     ) -> Result<(WorkerListing, CallbackSecret), RegistryError> {
         self.check_fee(new.fee_policy.as_ref())?;
+        let metadata = ListingMetadata {
+            name: new.name,
+            description: new.description,
+            input_schema: new.input_schema,
+            examples: new.examples.unwrap_or_default(),
+        };
+        metadata.check()?;
         self.probe(
             new.protocol,
             &new.endpoint,
@@ -192,6 +239,7 @@ impl WorkerRegistry {
             protocol_options: new.protocol_options,
             payment_schemes: new.payment_schemes,
             fee_policy: new.fee_policy,
+            metadata,
             health: HealthState::Healthy,
             consecutive_misses: 0,
             last_probe_at: Some(now),
@@ -259,6 +307,19 @@ impl WorkerRegistry {
             self.check_fee(patch.fee_policy.as_ref())?;
             next.fee_policy = patch.fee_policy;
         }
+        if let Some(name) = patch.name {
+            next.metadata.name = Some(name);
+        }
+        if let Some(description) = patch.description {
+            next.metadata.description = Some(description);
+        }
+        if let Some(schema) = patch.input_schema {
+            next.metadata.input_schema = Some(schema);
+        }
+        if let Some(examples) = patch.examples {
+            next.metadata.examples = examples;
+        }
+        next.metadata.check()?;
         // Never equal to the previous value, so the optimistic check below cannot pass twice.
         let now = Utc::now().max(current.updated_at + chrono::Duration::milliseconds(1));
         if reprobe {

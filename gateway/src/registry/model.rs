@@ -38,7 +38,7 @@ impl InvalidField {
 }
 
 /// How the gateway talks to a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// The native HIRE execution protocol (worker-sdk).
@@ -303,12 +303,14 @@ impl From<OutputSchema> for serde_json::Value {
 }
 
 /// What a worker charges for a task type and what its output must look like.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskOffer {
-    /// Price per contract, atomic units of the listing's asset.
+    /// Price per contract, atomic units of the listing's asset (decimal string).
+    #[schema(value_type = String, example = "1000000")]
     pub price: AtomicAmount,
     /// Schema every deliverable for this task type must satisfy.
+    #[schema(value_type = Object)]
     pub output_schema: OutputSchema,
 }
 
@@ -372,7 +374,7 @@ impl From<TaskCatalog> for BTreeMap<TaskType, TaskOffer> {
 }
 
 /// Whether a worker currently gets new contracts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HealthState {
     /// Probes pass (or fewer than the threshold failed in a row).
@@ -583,7 +585,7 @@ impl From<PaymentSchemes> for Vec<PaymentScheme> {
 /// A listing's marketplace fee for escrowed (`auth-capture`) contracts: the share of the price
 /// captured to the gateway's treasury instead of the worker. `exact` payments go to the worker
 /// in full (they have no fee split). The gateway bounds it with `escrow.max_fee_bps`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeePolicy {
     /// Basis points of the price, `0..=10000`.
@@ -630,6 +632,8 @@ pub struct WorkerListing {
     pub payment_schemes: PaymentSchemes,
     /// Marketplace fee for escrowed contracts; `None` takes `escrow.default_fee_bps`.
     pub fee_policy: Option<FeePolicy>,
+    /// Name, description, input schema and examples shown to seekers.
+    pub metadata: super::metadata::ListingMetadata,
     /// Current health.
     pub health: HealthState,
     /// Failed probes in a row.
@@ -793,10 +797,11 @@ impl From<WorkflowSource> for String {
 
 /// Protocol-specific settings of a listing (`protocol_options` in the API). Only Superwire
 /// has any: the workflow every hire of the listing runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProtocolOptions {
     /// Superwire: the workflow source sent with every `/execute` and probed with `/validate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub workflow_source_base64: Option<WorkflowSource>,
 }

@@ -128,3 +128,156 @@ impl Store {
         Ok(result == 1)
     }
 }
+
+/// A key as listed to admins and owners: never the secret, never its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyInfo {
+    /// The key's record.
+    pub record: ApiKeyRecord,
+    /// When it was revoked (rotation revokes the old key).
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ApiKeyInfoRow {
+    #[sqlx(flatten)]
+    key: ApiKeyRow,
+    revoked_at: Option<i64>,
+}
+
+impl TryFrom<ApiKeyInfoRow> for ApiKeyInfo {
+    type Error = StoreError;
+
+    fn try_from(row: ApiKeyInfoRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            record: ApiKeyRecord::try_from(row.key)?,
+            revoked_at: super::from_millis_opt(ENTITY, row.revoked_at)?,
+        })
+    }
+}
+
+/// A key revoked by id: what the caller's cache must forget.
+#[derive(Debug, Clone)]
+pub struct RevokedApiKey {
+    /// Its lookup hash (for the in-memory cache only; never shown).
+    pub hash: ApiKeyHash,
+    /// The key as it now stands.
+    pub info: ApiKeyInfo,
+}
+
+#[derive(sqlx::FromRow)]
+struct RevokedRow {
+    key_hash: String,
+    #[sqlx(flatten)]
+    info: ApiKeyInfoRow,
+}
+
+impl TryFrom<RevokedRow> for RevokedApiKey {
+    type Error = StoreError;
+
+    fn try_from(row: RevokedRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            hash: ApiKeyHash::from_stored(row.key_hash),
+            info: ApiKeyInfo::try_from(row.info)?,
+        })
+    }
+}
+
+/// Revokes a live key `$1`, of owner `$2` unless null, at `$3`.
+const REVOKE_RETURNING: &str = "update api_key set revoked_at = $3 \
+    where api_key_id = $1 and ($2 is null or principal_id = $2) and revoked_at is null \
+    returning key_hash, api_key_id, role, principal_id, key_prefix, label, created_at, revoked_at";
+
+impl Store {
+    /// Keys ordered by id (creation order), after `after`, at most `limit`: all of them, or
+    /// those of `principal_id`; revoked ones only with `include_revoked`.
+    pub async fn list_api_keys(
+        &self,
+        principal_id: Option<&PrincipalId>,
+        include_revoked: bool,
+        after: Option<&ApiKeyId>,
+        limit: u32,
+    ) -> Result<Vec<ApiKeyInfo>, StoreError> {
+        // Key ids are fixed-length prefixed ULIDs (digits and capitals), which every collation
+        // orders like bytes, so both backends page identically.
+        const SQL: &str = "select api_key_id, role, principal_id, key_prefix, label, created_at, \
+            revoked_at from api_key \
+            where ($1 is null or principal_id = $1) and ($2 or revoked_at is null) \
+              and ($3 is null or api_key_id > $3) \
+            order by api_key_id limit $4";
+        let rows: Vec<ApiKeyInfoRow> = on_backend!(self, pool => {
+            sqlx::query_as(SQL)
+                .bind(principal_id.map(PrincipalId::as_str))
+                .bind(include_revoked)
+                .bind(after.map(ApiKeyId::as_str))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(ApiKeyInfo::try_from).collect()
+    }
+
+    /// Revoke the live key `id` (only if it belongs to `owner`, when given). `None` if there is
+    /// no such live key.
+    pub async fn revoke_api_key_by_id(
+        &self,
+        id: &ApiKeyId,
+        owner: Option<&PrincipalId>,
+        at: DateTime<Utc>,
+    ) -> Result<Option<RevokedApiKey>, StoreError> {
+        let row: Option<RevokedRow> = on_backend!(self, pool => {
+            sqlx::query_as(REVOKE_RETURNING)
+                .bind(id.as_str())
+                .bind(owner.map(PrincipalId::as_str))
+                .bind(to_millis(at))
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(RevokedApiKey::try_from).transpose()
+    }
+
+    /// Replace the live key `id` (of `owner`, when given) with `replacement`, in one
+    /// transaction: the old key is revoked and the new one, built by `replacement` from the old
+    /// key's record (same account, role and label), stored. `None` if there is no such live key
+    /// or `replacement` declines (nothing changes then).
+    pub async fn rotate_api_key(
+        &self,
+        id: &ApiKeyId,
+        owner: Option<&PrincipalId>,
+        at: DateTime<Utc>,
+        replacement: impl FnOnce(&ApiKeyRecord) -> Option<NewApiKey>,
+    ) -> Result<Option<(RevokedApiKey, NewApiKey)>, StoreError> {
+        const INSERT: &str = "insert into api_key \
+            (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
+            values ($1, $2, $3, $4, $5, $6, $7)";
+        on_backend!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
+                .bind(id.as_str())
+                .bind(owner.map(PrincipalId::as_str))
+                .bind(to_millis(at))
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let revoked = RevokedApiKey::try_from(row)?;
+            let Some(new) = replacement(&revoked.info.record) else {
+                return Ok(None);
+            };
+            sqlx::query(INSERT)
+                .bind(new.id.as_str())
+                .bind(new.hash.as_str())
+                .bind(&new.display_prefix)
+                .bind(new.role.as_str())
+                .bind(new.principal_id.as_str())
+                .bind(new.label.as_deref())
+                .bind(to_millis(new.created_at))
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            tx.commit().await?;
+            Ok(Some((revoked, new)))
+        })
+    }
+}

@@ -378,3 +378,67 @@ impl Store {
         rows.into_iter().map(ContractEvent::try_from).collect()
     }
 }
+
+/// Which contracts a listing may show: the caller's scope plus the optional filters of
+/// `GET /v1/contracts`.
+#[derive(Debug, Clone, Default)]
+pub struct ContractQuery {
+    /// Only this seeker's contracts.
+    pub seeker_id: Option<String>,
+    /// Only contracts with workers of this operator.
+    pub operator_id: Option<String>,
+    /// Only contracts in this state.
+    pub state: Option<String>,
+    /// Only contracts with this worker.
+    pub worker_id: Option<String>,
+    /// Created at or after this time.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Created strictly before this time.
+    pub created_before: Option<DateTime<Utc>>,
+    /// Resume strictly after this `(created_at, contract_id)` position (newest first).
+    pub after: Option<(DateTime<Utc>, String)>,
+    /// Page size.
+    pub limit: u32,
+}
+
+impl Store {
+    /// Contracts matching `query`, newest first (`created_at`, then `contract_id`, both
+    /// descending, so rows created in the same millisecond keep a total order and a cursor never
+    /// skips or repeats one). Contract ids are fixed-length prefixed ULIDs (digits and capitals),
+    /// which every collation orders like bytes, so both backends page identically.
+    pub async fn list_contracts(
+        &self,
+        query: &ContractQuery,
+    ) -> Result<Vec<ContractRecord>, StoreError> {
+        let sql = format!(
+            "select {CONTRACT_COLUMNS} from contract \
+             where ($1 is null or seeker_id = $1) \
+               and ($2 is null or worker_id in (select worker_id from worker where operator_id = $2)) \
+               and ($3 is null or state = $3) \
+               and ($4 is null or worker_id = $4) \
+               and ($5 is null or created_at >= $5) \
+               and ($6 is null or created_at < $6) \
+               and ($7 is null or created_at < $7 or (created_at = $7 and contract_id < $8)) \
+             order by created_at desc, contract_id desc limit $9"
+        );
+        let (after_at, after_id) = match &query.after {
+            Some((at, id)) => (Some(to_millis(*at)), Some(id.as_str())),
+            None => (None, None),
+        };
+        let rows: Vec<ContractRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(query.seeker_id.as_deref())
+                .bind(query.operator_id.as_deref())
+                .bind(query.state.as_deref())
+                .bind(query.worker_id.as_deref())
+                .bind(query.created_after.map(to_millis))
+                .bind(query.created_before.map(to_millis))
+                .bind(after_at)
+                .bind(after_id)
+                .bind(i64::from(query.limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(ContractRecord::try_from).collect()
+    }
+}

@@ -60,8 +60,10 @@ use sqlx::{
     },
 };
 
-pub use api_keys::{ApiKeyRecord, NewApiKey};
-pub use contracts::{ContractEvent, ContractRecord, NewContract, NewContractEvent, Transition};
+pub use api_keys::{ApiKeyInfo, ApiKeyRecord, NewApiKey, RevokedApiKey};
+pub use contracts::{
+    ContractEvent, ContractQuery, ContractRecord, NewContract, NewContractEvent, Transition,
+};
 pub use disputes::{DisputeDecisionRecord, DisputeRecord, NewDispute};
 pub use execution::{
     AttemptEnd, AttemptRecord, AuthorizationOutcome, ContractStep, DeliverableRecord,

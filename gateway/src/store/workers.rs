@@ -9,6 +9,7 @@ use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, placeho
 use crate::{
     auth::CallbackSecret,
     ids::{PrincipalId, WorkerId},
+    registry::metadata::{InputSchema, ListingMetadata},
     registry::model::{
         AtomicAmount, FeePolicy, HealthState, MaxParallel, OutputSchema, PaymentSchemes,
         TaskCatalog, TaskOffer, TaskType, WorkerListing,
@@ -19,7 +20,8 @@ const ENTITY: &str = "worker";
 
 const WORKER_COLUMNS: &str = "worker_id, operator_id, endpoint, protocol, pay_to, network, \
     asset, max_parallel, health, consecutive_misses, last_probe_at, last_probe_error, \
-    created_at, updated_at, retired_at, protocol_options, payment_schemes, fee_bps";
+    created_at, updated_at, retired_at, protocol_options, payment_schemes, fee_bps, name, \
+    description, input_schema, examples";
 
 /// Discovery and listing filters. `None` means "don't filter on this".
 #[derive(Debug, Clone, Default)]
@@ -72,6 +74,10 @@ struct WorkerRow {
     protocol_options: JsonText<serde_json::Value>,
     payment_schemes: String,
     fee_bps: Option<i32>,
+    name: Option<String>,
+    description: Option<String>,
+    input_schema: Option<JsonText<serde_json::Value>>,
+    examples: Option<JsonText<Vec<serde_json::Value>>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -121,7 +127,21 @@ fn assemble(row: WorkerRow, tasks: Vec<TaskRow>) -> Result<WorkerListing, StoreE
             .map(|bps| u16::try_from(bps).map(|fee_bps| FeePolicy { fee_bps }))
             .transpose()
             .map_err(corrupt)?,
+        metadata: ListingMetadata {
+            name: row.name,
+            description: row.description,
+            input_schema: row
+                .input_schema
+                .map(|schema| InputSchema::from_stored(schema.0)),
+            examples: row.examples.map(|e| e.0).unwrap_or_default(),
+        },
     })
+}
+
+/// `null` rather than `[]` when there are none, so listings without examples look like the
+/// ones stored before the column existed.
+fn examples_column(metadata: &ListingMetadata) -> Option<JsonText<&Vec<serde_json::Value>>> {
+    (!metadata.examples.is_empty()).then_some(JsonText(&metadata.examples))
 }
 
 fn to_i32(value: u32) -> i32 {
@@ -160,9 +180,9 @@ impl Store {
         const SQL: &str = "insert into worker (worker_id, operator_id, endpoint, protocol, \
             pay_to, network, asset, max_parallel, health, consecutive_misses, last_probe_at, \
             last_probe_error, next_probe_at, callback_secret, created_at, updated_at, retired_at, \
-            protocol_options, payment_schemes, fee_bps) \
+            protocol_options, payment_schemes, fee_bps, name, description, input_schema, examples) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-            $19, $20)";
+            $19, $20, $21, $22, $23, $24)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(SQL)
@@ -186,6 +206,10 @@ impl Store {
                 .bind(JsonText(&listing.protocol_options))
                 .bind(listing.payment_schemes.to_stored())
                 .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
+                .bind(listing.metadata.name.as_deref())
+                .bind(listing.metadata.description.as_deref())
+                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
+                .bind(examples_column(&listing.metadata))
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
@@ -248,7 +272,8 @@ impl Store {
         const SQL: &str = "update worker set endpoint = $2, pay_to = $3, network = $4, \
             asset = $5, max_parallel = $6, health = $7, consecutive_misses = $8, \
             last_probe_at = $9, last_probe_error = $10, updated_at = $11, \
-            payment_schemes = $13, fee_bps = $14 \
+            payment_schemes = $13, fee_bps = $14, name = $15, description = $16, \
+            input_schema = $17, examples = $18 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
         let written = on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
@@ -267,6 +292,10 @@ impl Store {
                 .bind(to_millis(expected_updated_at))
                 .bind(listing.payment_schemes.to_stored())
                 .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
+                .bind(listing.metadata.name.as_deref())
+                .bind(listing.metadata.description.as_deref())
+                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
+                .bind(examples_column(&listing.metadata))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();

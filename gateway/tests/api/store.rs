@@ -11,8 +11,8 @@ use hiregate_gateway::{
     ids::{ApiKeyId, JobId, PrincipalId, WorkerId},
     registry::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
     store::{
-        Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment, ProbeResult, Store,
-        StoreError, Transition, WorkerQuery,
+        ContractQuery, Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment,
+        ProbeResult, Store, StoreError, Transition, WorkerQuery,
     },
 };
 use serde_json::json;
@@ -72,6 +72,9 @@ on_both_backends!(
     disputes_are_one_per_contract_and_decided_once,
     edge_characters_round_trip_through_every_json_column,
     diagnostic_texts_with_nul_are_stored,
+    contracts_are_listed_newest_first_in_pages,
+    api_keys_are_listed_revoked_and_rotated,
+    listing_metadata_round_trips,
 );
 
 /// Millisecond precision, as stored.
@@ -143,6 +146,7 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
         .collect();
     let at = now();
     WorkerListing {
+        metadata: Default::default(),
         id: WorkerId::generate(),
         operator_id: operator.clone(),
         endpoint: "https://worker.example/agent".parse().unwrap(),
@@ -1288,4 +1292,277 @@ async fn diagnostic_texts_with_nul_are_stored(store: Store) {
             .await
             .unwrap()
     );
+}
+
+/// Stores a contract of `seeker` with `worker` created at `created_at`, in `state`.
+async fn contract_at(
+    store: &Store,
+    seeker: &PrincipalId,
+    worker: &WorkerListing,
+    created_at: DateTime<Utc>,
+    state: &str,
+) -> String {
+    let contract_id = format!("ctr_{}", ulid::Ulid::new());
+    let contract = NewContract {
+        contract_id: contract_id.clone(),
+        seeker_id: seeker.to_string(),
+        worker_id: worker.id.to_string(),
+        task_type: "summarize".into(),
+        terms: json!({ "price": { "amount": "1" } }),
+        terms_hash: format!("sha256:{}", ulid::Ulid::new()),
+        gateway_jws: "eyJ.payload.sig".into(),
+        state: state.into(),
+        payment_offer: None,
+        deadline_at: None,
+        created_at,
+    };
+    store
+        .insert_contract(&contract, &event("contract_offered"))
+        .await
+        .unwrap();
+    contract_id
+}
+
+async fn contracts_are_listed_newest_first_in_pages(store: Store) {
+    let (seeker, other_seeker) = (
+        PrincipalId::generate_seeker(),
+        PrincipalId::generate_seeker(),
+    );
+    let (operator, other_operator) = (
+        PrincipalId::generate_operator(),
+        PrincipalId::generate_operator(),
+    );
+    let worker = listing(&operator, &[("summarize", "1")]);
+    let other_worker = listing(&other_operator, &[("summarize", "1")]);
+    insert(&store, &worker).await;
+    insert(&store, &other_worker).await;
+    let base = now() - chrono::Duration::hours(1);
+    // Five contracts share one millisecond: only the id orders them, and pages must neither
+    // skip nor repeat one.
+    let mut mine = Vec::new();
+    for i in 0..8_i64 {
+        let at = base + chrono::Duration::milliseconds(i.min(4));
+        let state = if i % 2 == 0 { "offered" } else { "settled" };
+        mine.push((at, contract_at(&store, &seeker, &worker, at, state).await));
+    }
+    let theirs = contract_at(&store, &other_seeker, &other_worker, base, "offered").await;
+    mine.sort_by(|a, b| b.cmp(a));
+    let expected: Vec<String> = mine.iter().map(|(_, id)| id.clone()).collect();
+
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_contracts(&ContractQuery {
+                seeker_id: Some(seeker.to_string()),
+                after: after.clone(),
+                limit: 3,
+                ..ContractQuery::default()
+            })
+            .await
+            .unwrap();
+        seen.extend(page.iter().map(|c| c.contract_id.clone()));
+        match page.last() {
+            Some(last) if page.len() == 3 => {
+                after = Some((last.created_at, last.contract_id.clone()));
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(
+        seen, expected,
+        "newest first, ties by id, no gaps or repeats"
+    );
+
+    let all = |query: ContractQuery| {
+        let store = store.clone();
+        async move {
+            store
+                .list_contracts(&ContractQuery {
+                    limit: 100,
+                    ..query
+                })
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|c| c.contract_id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let everything = all(ContractQuery::default()).await;
+    assert_eq!(everything.len(), 9);
+    assert!(everything.contains(&theirs));
+    assert_eq!(
+        all(ContractQuery {
+            operator_id: Some(other_operator.to_string()),
+            ..ContractQuery::default()
+        })
+        .await,
+        vec![theirs.clone()]
+    );
+    assert_eq!(
+        all(ContractQuery {
+            operator_id: Some(operator.to_string()),
+            ..ContractQuery::default()
+        })
+        .await,
+        expected
+    );
+    let settled = all(ContractQuery {
+        seeker_id: Some(seeker.to_string()),
+        state: Some("settled".into()),
+        ..ContractQuery::default()
+    })
+    .await;
+    assert_eq!(settled.len(), 4);
+    assert_eq!(
+        all(ContractQuery {
+            worker_id: Some(other_worker.id.to_string()),
+            ..ContractQuery::default()
+        })
+        .await,
+        vec![theirs]
+    );
+    // created_after is inclusive, created_before exclusive.
+    let window = all(ContractQuery {
+        seeker_id: Some(seeker.to_string()),
+        created_after: Some(base + chrono::Duration::milliseconds(1)),
+        created_before: Some(base + chrono::Duration::milliseconds(3)),
+        ..ContractQuery::default()
+    })
+    .await;
+    let in_window: Vec<String> = mine
+        .iter()
+        .filter(|(at, _)| {
+            *at >= base + chrono::Duration::milliseconds(1)
+                && *at < base + chrono::Duration::milliseconds(3)
+        })
+        .map(|(_, id)| id.clone())
+        .collect();
+    assert_eq!(in_window.len(), 2);
+    assert_eq!(window, in_window);
+}
+
+async fn api_keys_are_listed_revoked_and_rotated(store: Store) {
+    let owner = PrincipalId::generate_seeker();
+    let other = PrincipalId::generate_seeker();
+    let mut keys = Vec::new();
+    for principal in [&owner, &owner, &other] {
+        let key = NewApiKey {
+            id: ApiKeyId::generate(),
+            hash: ApiKeyHash::of(&format!("secret-{}", ulid::Ulid::new())),
+            display_prefix: "hg_sk_abcd".into(),
+            role: Role::Seeker,
+            principal_id: principal.clone(),
+            label: Some("ci".into()),
+            created_at: now(),
+        };
+        store.insert_api_key(&key).await.unwrap();
+        keys.push(key);
+    }
+    let listed = store
+        .list_api_keys(Some(&owner), false, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(
+        store
+            .list_api_keys(None, false, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    let first_page = store.list_api_keys(None, false, None, 2).await.unwrap();
+    let rest = store
+        .list_api_keys(None, false, Some(&first_page[1].record.id), 2)
+        .await
+        .unwrap();
+    assert_eq!(first_page.len() + rest.len(), 3);
+
+    // Another owner's key is not revoked; the owner's is, once.
+    assert!(
+        store
+            .revoke_api_key_by_id(&keys[0].id, Some(&other), now())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let revoked = store
+        .revoke_api_key_by_id(&keys[0].id, Some(&owner), now())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(revoked.hash, keys[0].hash);
+    assert!(revoked.info.revoked_at.is_some());
+    assert!(store.find_api_key(&keys[0].hash).await.unwrap().is_none());
+    assert!(
+        store
+            .revoke_api_key_by_id(&keys[0].id, None, now())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        store
+            .list_api_keys(Some(&owner), true, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Rotation: the old key revoked and the new one stored in one step, or nothing at all.
+    let replacement = NewApiKey {
+        id: ApiKeyId::generate(),
+        hash: ApiKeyHash::of("rotated"),
+        display_prefix: "hg_sk_ef01".into(),
+        role: Role::Seeker,
+        principal_id: owner.clone(),
+        label: Some("ci".into()),
+        created_at: now(),
+    };
+    let declined = store
+        .rotate_api_key(&keys[1].id, None, now(), |_| None)
+        .await
+        .unwrap();
+    assert!(declined.is_none());
+    assert!(store.find_api_key(&keys[1].hash).await.unwrap().is_some());
+    let (old, new) = store
+        .rotate_api_key(&keys[1].id, Some(&owner), now(), |old| {
+            assert_eq!(old.principal_id, owner);
+            Some(replacement.clone())
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.hash, keys[1].hash);
+    assert_eq!(new.id, replacement.id);
+    assert!(store.find_api_key(&keys[1].hash).await.unwrap().is_none());
+    assert!(
+        store
+            .find_api_key(&replacement.hash)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+async fn listing_metadata_round_trips(store: Store) {
+    let operator = PrincipalId::generate_operator();
+    let mut worker = listing(&operator, &[("summarize", "1")]);
+    worker.metadata = serde_json::from_value(json!({
+        "name": "Summarizer \u{1F600}",
+        "description": "Summarizes text.",
+        "input_schema": {"type": "object", "required": ["text"]},
+        "examples": [{"text": "hello"}],
+    }))
+    .unwrap();
+    insert(&store, &worker).await;
+    let stored = store.get_worker(&worker.id).await.unwrap().unwrap();
+    assert_eq!(stored.metadata, worker.metadata);
+    let bare = listing(&operator, &[("summarize", "1")]);
+    insert(&store, &bare).await;
+    let stored = store.get_worker(&bare.id).await.unwrap().unwrap();
+    assert_eq!(stored.metadata, Default::default());
 }

@@ -1,0 +1,352 @@
+//! The OpenAPI 3.1 document of the API, generated from the handlers' `#[utoipa::path]`
+//! attributes and the types' `ToSchema` derives, served at `GET /openapi.json`.
+//!
+//! Every route is registered through [`Routes`], which records the method and path it hands to
+//! axum. [`undocumented_routes`] compares that record with the document, so a route added
+//! without documentation fails the coverage test (`tests/api/openapi.rs`) instead of silently
+//! missing from the document.
+//!
+//! Types from other crates (contract terms, x402 payloads, receipts) are described as JSON
+//! objects (`value_type = Object`) with a pointer to where their shape is defined, rather than
+//! re-declared here where they could drift from the crate that owns them.
+
+use std::sync::LazyLock;
+
+use axum::{
+    Router,
+    handler::Handler,
+    http::{HeaderValue, Method, header},
+    response::{IntoResponse, Response},
+    routing::{self, MethodRouter},
+};
+use utoipa::{
+    Modify, OpenApi,
+    openapi::{
+        HttpMethod, OpenApi as Document,
+        security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme},
+    },
+};
+
+use crate::state::AppState;
+
+/// Routes and the `(method, path)` pairs they serve, recorded as they are registered.
+#[derive(Debug, Default)]
+pub struct Routes {
+    router: Router<AppState>,
+    served: Vec<(Method, String)>,
+}
+
+impl Routes {
+    /// No routes yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serve `endpoint` at `path` (axum syntax, `{param}`, which is also OpenAPI's).
+    #[must_use]
+    pub fn route(mut self, path: &str, endpoint: Endpoint) -> Self {
+        self.served.extend(
+            endpoint
+                .methods
+                .into_iter()
+                .map(|method| (method, path.to_owned())),
+        );
+        self.router = self.router.route(path, endpoint.router);
+        self
+    }
+
+    /// Both sets of routes.
+    #[must_use]
+    pub fn merge(mut self, other: Routes) -> Self {
+        self.served.extend(other.served);
+        self.router = self.router.merge(other.router);
+        self
+    }
+
+    /// What is served, in registration order.
+    pub fn served(&self) -> &[(Method, String)] {
+        &self.served
+    }
+
+    /// The axum router.
+    pub fn into_router(self) -> Router<AppState> {
+        self.router
+    }
+}
+
+/// Handlers for one path, by method; built with [`get`], [`post`], … and chained.
+#[derive(Debug)]
+pub struct Endpoint {
+    methods: Vec<Method>,
+    router: MethodRouter<AppState>,
+}
+
+macro_rules! endpoint_methods {
+    ($($name:ident => $method:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("An endpoint answering `", stringify!($method), "` with `handler`.")]
+            pub fn $name<H, T>(handler: H) -> Endpoint
+            where
+                H: Handler<T, AppState>,
+                T: 'static,
+            {
+                Endpoint {
+                    methods: vec![Method::$method],
+                    router: routing::$name(handler),
+                }
+            }
+        )*
+
+        impl Endpoint {
+            $(
+                #[doc = concat!("Also answer `", stringify!($method), "` with `handler`.")]
+                #[must_use]
+                pub fn $name<H, T>(mut self, handler: H) -> Self
+                where
+                    H: Handler<T, AppState>,
+                    T: 'static,
+                {
+                    self.methods.push(Method::$method);
+                    self.router = self.router.$name(handler);
+                    self
+                }
+            )*
+        }
+    };
+}
+
+endpoint_methods!(get => GET, post => POST, patch => PATCH, delete => DELETE);
+
+/// Served `(method, path)` pairs that the document does not describe.
+pub fn undocumented_routes(routes: &Routes, doc: &Document) -> Vec<(Method, String)> {
+    routes
+        .served()
+        .iter()
+        .filter(|(method, path)| {
+            let Some(method) = http_method(method) else {
+                return true;
+            };
+            doc.paths.get_path_operation(path, method).is_none()
+        })
+        .cloned()
+        .collect()
+}
+
+/// Documented `(method, path)` pairs that nothing serves.
+pub fn unserved_operations(routes: &Routes, doc: &Document) -> Vec<(Method, String)> {
+    let mut missing = Vec::new();
+    for (path, item) in &doc.paths.paths {
+        let operations = [
+            (Method::GET, item.get.is_some()),
+            (Method::POST, item.post.is_some()),
+            (Method::PATCH, item.patch.is_some()),
+            (Method::DELETE, item.delete.is_some()),
+            (Method::PUT, item.put.is_some()),
+        ];
+        for (method, documented) in operations {
+            if documented
+                && !routes
+                    .served()
+                    .iter()
+                    .any(|(m, p)| *m == method && p == path)
+            {
+                missing.push((method, path.clone()));
+            }
+        }
+    }
+    missing
+}
+
+fn http_method(method: &Method) -> Option<HttpMethod> {
+    Some(match *method {
+        Method::GET => HttpMethod::Get,
+        Method::POST => HttpMethod::Post,
+        Method::PATCH => HttpMethod::Patch,
+        Method::DELETE => HttpMethod::Delete,
+        Method::PUT => HttpMethod::Put,
+        _ => return None,
+    })
+}
+
+/// The error body every failure answers with.
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// `error` of [`ErrorBody`].
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorDetail {
+    /// Stable snake_case code, e.g. `not_found`, `validation_failed`, `invalid_filter`.
+    #[schema(example = "not_found")]
+    code: String,
+    /// Human-readable explanation; may change between versions.
+    message: String,
+    /// Structured details (e.g. `field`, `violations`, `retry_after_s`); `{}` when none.
+    #[schema(value_type = Object)]
+    details: serde_json::Value,
+}
+
+/// Security scheme names. `#[utoipa::path(security(...))]` only takes string literals, so the
+/// handlers spell these out; the OpenAPI test checks every requirement names a declared scheme.
+pub mod schemes {
+    /// `Authorization: Bearer hg_sk_…`.
+    pub const SEEKER: &str = "seeker_key";
+    /// `Authorization: Bearer hg_op_…`.
+    pub const OPERATOR: &str = "operator_key";
+    /// `Authorization: Bearer <admin.api_key>`.
+    pub const ADMIN: &str = "admin_key";
+    /// The worker callback's Standard Webhooks signature (`webhook-signature`).
+    pub const CALLBACK: &str = "worker_callback_signature";
+}
+
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, doc: &mut Document) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        let bearer = |description: &str| {
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("API key")
+                    .description(Some(description))
+                    .build(),
+            )
+        };
+        components.add_security_scheme(
+            schemes::SEEKER,
+            bearer(
+                "A seeker API key, `hg_sk_` followed by 64 hex digits (created by an admin with \
+                 `POST /v1/admin/keys` or `hiregate keys create`).",
+            ),
+        );
+        components.add_security_scheme(
+            schemes::OPERATOR,
+            bearer("An operator API key, `hg_op_` followed by 64 hex digits."),
+        );
+        components.add_security_scheme(
+            schemes::ADMIN,
+            bearer("The admin key from configuration (`admin.api_key`)."),
+        );
+        components.add_security_scheme(
+            schemes::CALLBACK,
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "webhook-signature",
+                "Standard Webhooks signature (`v1,<base64 HMAC-SHA256>` over \
+                 `webhook-id.webhook-timestamp.body`) under the worker's callback secret \
+                 (`whsec_…`, shown once at registration); `webhook-id` and \
+                 `webhook-timestamp` headers are required too.",
+            ))),
+        );
+    }
+}
+
+/// The API description.
+#[derive(Debug, OpenApi)]
+#[openapi(
+    info(
+        title = "hiregate",
+        description = "A gateway for hiring AI agents: signed contracts, x402 payments, verified \
+            deliverables, on-chain settlement.\n\nEvery error answers \
+            `{\"error\":{\"code\",\"message\",\"details\"}}` with a stable `code`.\n\nx402 v2 \
+            headers: a 402 answer carries `PAYMENT-REQUIRED` (base64 JSON `PaymentRequired`); \
+            the paid retry sends `PAYMENT-SIGNATURE` (base64 JSON `PaymentPayload`); a paid \
+            answer carries `PAYMENT-RESPONSE` (base64 JSON settlement response).",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    modifiers(&SecuritySchemes),
+    paths(
+        super::ops::get_healthz,
+        super::ops::get_readyz,
+        super::ops::get_metrics,
+        openapi_json,
+        super::docs::docs_page,
+        super::docs::docs_asset,
+        super::admin::create_key,
+        super::admin::list_keys,
+        super::admin::revoke_key,
+        super::admin::rotate_key,
+        super::admin::reconcile_ledger,
+        super::keys::list_own_keys,
+        super::keys::revoke_own_key,
+        super::keys::rotate_own_key,
+        super::workers::list_workers,
+        super::workers::create_worker,
+        super::workers::get_worker,
+        super::workers::update_worker,
+        super::workers::retire_worker,
+        super::contracts::list_contracts,
+        super::contracts::create_contract,
+        super::contracts::get_contract,
+        super::contracts::execute_by_path,
+        super::contracts::execute_by_header,
+        super::contracts::jwks,
+        super::callbacks::worker_callback,
+        super::cancel::cancel_contract,
+        super::disputes::open_dispute,
+        super::disputes::view_dispute,
+        super::disputes::decide_dispute,
+        super::disputes::refund_contract,
+        super::receipts::receipt,
+        super::receipts::events_jsonl,
+        super::events::contract_events,
+        super::webhooks::secret_status,
+        super::webhooks::create_secret,
+        super::webhooks::dead_letters,
+        super::webhooks::redeliver,
+        super::webhooks::contract_deliveries,
+    ),
+    components(schemas(ErrorBody, ErrorDetail)),
+    tags(
+        (name = "ops", description = "Liveness, readiness, metrics"),
+        (name = "docs", description = "This document and its viewer"),
+        (name = "keys", description = "API keys: admins manage all, owners their own"),
+        (name = "workers", description = "Worker listings: registration and discovery"),
+        (name = "contracts", description = "Proposal, payment (x402), execution, the contract view"),
+        (name = "disputes", description = "Disputes, arbiter decisions, refunds"),
+        (name = "receipts", description = "Signed receipts and the event log export"),
+        (name = "webhooks", description = "Seeker webhooks: secrets and dead letters"),
+        (name = "admin", description = "Admin-only operations"),
+    ),
+)]
+pub struct ApiDoc;
+
+/// Built once: the document only changes with the code.
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    // Serializing plain maps and strings cannot fail; should it ever, the answer is still JSON.
+    ApiDoc::openapi().to_json().unwrap_or_else(|error| {
+        serde_json::json!({ "error": { "code": "internal_error", "message": error.to_string() } })
+            .to_string()
+    })
+});
+
+/// `/openapi.json`.
+pub fn router() -> Routes {
+    Routes::new().route("/openapi.json", get(openapi_json))
+}
+
+/// `GET /openapi.json`: this API's OpenAPI 3.1 document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "docs",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = Object)),
+)]
+pub(crate) async fn openapi_json() -> Response {
+    let mut response = (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        DOCUMENT.as_str(),
+    )
+        .into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    response
+}
