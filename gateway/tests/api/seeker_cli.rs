@@ -323,3 +323,77 @@ async fn the_cli_waits_for_pending_work_and_shows_its_progress() {
     assert_eq!(after.0, before.0 - U256::from(PRICE));
     assert_eq!(after.1, before.1 + U256::from(PRICE));
 }
+
+#[tokio::test]
+async fn the_cli_lists_own_contracts_newest_first_with_filters() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let first = env
+        .contract(HireEnv::input("one"), serde_json::json!({}))
+        .await;
+    let second = env
+        .contract(HireEnv::input("two"), serde_json::json!({}))
+        .await;
+    let (stranger, _) = env.app.create_key("seeker").await;
+    env.app
+        .send_json(
+            reqwest::Method::POST,
+            "/v1/contracts",
+            Some(&stranger),
+            &serde_json::json!({
+                "worker_id": env.worker_id,
+                "task_type": "summarize",
+                "input": {"text": "not yours"},
+            }),
+        )
+        .await;
+    let connection = [
+        ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
+        ("HIREGATE_API_KEY", env.seeker_key.as_str()),
+    ];
+
+    let listed = seeker(&["contracts", "--json"], &connection).await;
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let page: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let ids: Vec<&str> = page["contracts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["contract_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [second.as_str(), first.as_str()], "own, newest first");
+    assert!(page["next_cursor"].is_null());
+
+    // Pages: one contract per page, the cursor leads to the next.
+    let paged = seeker(&["contracts", "--json", "--limit", "1"], &connection).await;
+    let page: Value = serde_json::from_slice(&paged.stdout).unwrap();
+    assert_eq!(page["contracts"][0]["contract_id"], second.as_str());
+    let cursor = page["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    let next = seeker(
+        &["contracts", "--json", "--limit", "1", "--cursor", &cursor],
+        &connection,
+    )
+    .await;
+    let page: Value = serde_json::from_slice(&next.stdout).unwrap();
+    assert_eq!(page["contracts"][0]["contract_id"], first.as_str());
+
+    // The table, and a state filter that matches nothing.
+    let table = seeker(&["contracts", "--worker", &env.worker_id], &connection).await;
+    let table = text(&table.stdout);
+    assert!(table.starts_with("CONTRACT"), "{table}");
+    assert!(table.contains(&first) && table.contains(&second), "{table}");
+    assert!(table.contains(&PRICE.to_string()), "{table}");
+    let none = seeker(&["contracts", "--json", "--state", "settled"], &connection).await;
+    let page: Value = serde_json::from_slice(&none.stdout).unwrap();
+    assert_eq!(page["contracts"], serde_json::json!([]));
+    // A bad filter is the gateway's 422, reported with a non-zero exit.
+    let bad = seeker(&["contracts", "--created-after", "yesterday"], &connection).await;
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("invalid_filter"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
