@@ -1,7 +1,8 @@
 //! The `hiregate` command line: `serve`, `migrate`, `keys create`, `check-config`,
 //! `facilitator` (the bundled x402 facilitator on its own), `receipt verify` (offline, with the
 //! JWKS), `reconcile` (the store's settlements against the chain; exit 0 agree, 1 mismatch,
-//! 2 could not run), and `demo`.
+//! 2 could not run), `demo`, `healthcheck` (for container images), and `seeker …` (a seeker's hire from the shell, see
+//! [`crate::seeker_cli`]).
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
@@ -37,6 +38,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the gateway.
+    ///
+    /// A production configuration example (HTTPS public URL, PostgreSQL, a signing key file,
+    /// an external facilitator) is `deploy/hiregate.production.toml`:
+    /// `HIREGATE_CONFIG=deploy/hiregate.production.toml hiregate check-config` validates it;
+    /// README "Deploying" covers the Docker image and the two-instance compose file.
     Serve {
         /// Apply pending migrations before serving (default: database.migrate_on_start).
         #[arg(long, conflicts_with = "no_migrate")]
@@ -91,6 +97,16 @@ pub enum Command {
     /// Start a local chain (anvil + devnet token), the gateway with its bundled facilitator,
     /// and two example workers, then walk a seeker through a paid hire and a rejected one.
     Demo,
+    /// Exit 0 when a gateway's `/healthz` answers 200 (the container image's HEALTHCHECK,
+    /// which has no curl), 1 otherwise.
+    Healthcheck {
+        /// The liveness URL to ask.
+        #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
+        url: String,
+    },
+    /// Act as a seeker against a running gateway: discover workers, hire one (paying with a
+    /// local key, under a spending guard), list contracts, open disputes.
+    Seeker(Box<crate::seeker_cli::SeekerArgs>),
 }
 
 /// `keys` subcommands.
@@ -269,6 +285,23 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             // The demo already said what went wrong.
             Err(_) => Ok(ExitCode::FAILURE),
         },
+        Command::Healthcheck { url } => {
+            let client = reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(5))
+                .build()?;
+            match client.get(&url).send().await {
+                Ok(response) if response.status().is_success() => Ok(ExitCode::SUCCESS),
+                Ok(response) => {
+                    eprintln!("{url} answered {}", response.status());
+                    Ok(ExitCode::FAILURE)
+                }
+                Err(error) => {
+                    eprintln!("{url}: {error}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        Command::Seeker(args) => crate::seeker_cli::run(*args).await,
     }
 }
 

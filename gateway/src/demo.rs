@@ -525,7 +525,10 @@ impl EscrowDemo<'_> {
 
     async fn balances(&self, worker: Address) -> anyhow::Result<EscrowBalances> {
         Ok(EscrowBalances {
-            payer: self.devnet.balance_of(self.seeker.payer()).await?,
+            payer: self
+                .devnet
+                .balance_of(self.seeker.payer().expect("the demo seeker has a wallet"))
+                .await?,
             store: self.devnet.balance_of(self.store).await?,
             worker: self.devnet.balance_of(worker).await?,
             treasury: self.devnet.balance_of(self.escrow.treasury).await?,

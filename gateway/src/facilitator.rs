@@ -30,8 +30,8 @@ use crate::{
     assets::AssetDirectory,
     config::{FacilitatorMode, Settings},
     metrics::{
-        FacilitatorErrorKind, FacilitatorErrorLabels, FacilitatorLabels, FacilitatorOperation,
-        Metrics,
+        FacilitatorCallLabels, FacilitatorCallOutcome, FacilitatorErrorKind,
+        FacilitatorErrorLabels, FacilitatorLabels, FacilitatorOperation, Metrics,
     },
     readiness::ReadinessCheck,
 };
@@ -168,6 +168,15 @@ impl MeteredFacilitator {
             .facilitator_duration
             .get_or_create(&FacilitatorLabels { operation })
             .observe(started.elapsed().as_secs_f64());
+        let outcome = match error {
+            None => FacilitatorCallOutcome::Ok,
+            Some(FacilitatorErrorKind::Refused) => FacilitatorCallOutcome::Refused,
+            Some(FacilitatorErrorKind::Unknown) => FacilitatorCallOutcome::Unknown,
+        };
+        self.metrics
+            .facilitator_calls
+            .get_or_create(&FacilitatorCallLabels { operation, outcome })
+            .inc();
         if let Some(kind) = error {
             self.metrics
                 .facilitator_errors

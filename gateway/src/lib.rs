@@ -3,7 +3,8 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator / reconcile / demo` |
+//! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator / reconcile / demo / seeker` |
+//! | [`seeker_cli`] | `hiregate seeker workers / hire / contracts / contract / dispute` over the SDK's seeker client, with the spending guard |
 //! | [`config`] | layered settings (`config.default.toml` → file → `HIREGATE_*`), validation |
 //! | [`demo`] | `hiregate demo`: anvil + gateway + example workers, a paid hire and a rejected one |
 //! | [`telemetry`] | tracing subscriber (pretty/JSON, env filter), test subscriber |
@@ -60,6 +61,7 @@ pub mod metrics;
 pub mod outbound;
 pub mod readiness;
 pub mod registry;
+pub mod seeker_cli;
 pub mod shutdown;
 pub mod signing;
 pub mod startup;

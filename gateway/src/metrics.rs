@@ -10,6 +10,10 @@
 //! | `hiregate_escrow_fees_atomic_total` | network, asset | the same: the treasury's fee of each capture |
 //! | `hiregate_facilitator_request_duration_seconds` | operation (`verify`, `settle`) | [`crate::facilitator::MeteredFacilitator`] |
 //! | `hiregate_facilitator_errors_total` | operation, kind (`unknown`, `refused`) | the same |
+//! | `hiregate_facilitator_calls_total` | operation, outcome (`ok`, `refused`, `unknown`) | the same: every call, by verdict |
+//! | `hiregate_contract_transitions_total` | from, to (contract states) | [`crate::ledger::run_settlement_metrics`] (event bus): every stored transition |
+//! | `hiregate_verifications_total` | policy, outcome (`passed`, `failed`, `inconclusive`), reason_code (the verdict's codes comma-joined, `none` without any) | the judgement of a deliverable ([`Metrics::record_verification`]) |
+//! | `hiregate_worker_request_duration_seconds` | worker_id | each forwarded attempt: the worker's answer to the execute call (a pending worker's 202, not the whole work) |
 //! | `hiregate_reconciliation_mismatches` | kind | each reconciliation run ([`Metrics::record_reconciliation`]) |
 //! | `hiregate_reconciliations_total` | result (`ok`, `mismatch`, `error`) | the same |
 //!
@@ -229,6 +233,65 @@ pub struct FacilitatorErrorLabels {
     pub kind: FacilitatorErrorKind,
 }
 
+/// How a facilitator call ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum FacilitatorCallOutcome {
+    /// A positive verdict (`isValid` / `success`).
+    Ok,
+    /// A verdict against the payment.
+    Refused,
+    /// No verdict.
+    Unknown,
+}
+
+impl FacilitatorCallOutcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Refused => "refused",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+snake_case_label!(FacilitatorCallOutcome);
+
+/// Labels of facilitator calls.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FacilitatorCallLabels {
+    /// The call.
+    pub operation: FacilitatorOperation,
+    /// Its verdict.
+    pub outcome: FacilitatorCallOutcome,
+}
+
+/// Labels of contract state transitions.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransitionLabels {
+    /// State before.
+    pub from: String,
+    /// State after.
+    pub to: String,
+}
+
+/// Labels of verification outcomes.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerificationLabels {
+    /// Policy id (`vp.schema_only.v1`, …).
+    pub policy: String,
+    /// `passed`, `failed` or `inconclusive`.
+    pub outcome: String,
+    /// The verdict's reason codes, ascending and comma-joined, or `none`.
+    pub reason_code: String,
+}
+
+/// Labels of worker latency.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorkerLabels {
+    /// Worker listing id.
+    pub worker_id: String,
+}
+
 snake_case_label!(MismatchKind);
 
 /// Labels of reconciliation mismatches.
@@ -297,6 +360,14 @@ pub struct Metrics {
     pub facilitator_duration: Family<FacilitatorLabels, Histogram>,
     /// Facilitator calls without a positive verdict.
     pub facilitator_errors: Family<FacilitatorErrorLabels, Counter>,
+    /// Every facilitator call, by verdict.
+    pub facilitator_calls: Family<FacilitatorCallLabels, Counter>,
+    /// Contract state transitions stored (seen on this instance's event bus).
+    pub contract_transitions: Family<TransitionLabels, Counter>,
+    /// Verification verdicts.
+    pub verifications: Family<VerificationLabels, Counter>,
+    /// Latency of the worker's answer to a forwarded attempt, seconds.
+    pub worker_request_duration: Family<WorkerLabels, Histogram>,
     /// Mismatches found by the latest reconciliation run, by kind.
     pub reconciliation_mismatches: Family<MismatchLabels, Gauge>,
     /// Reconciliation runs.
@@ -392,6 +463,34 @@ impl Metrics {
             "Facilitator calls that gave no verdict (unknown) or a negative one (refused)",
             facilitator_errors.clone(),
         );
+        let facilitator_calls = Family::<FacilitatorCallLabels, Counter>::default();
+        registry.register(
+            "facilitator_calls",
+            "Facilitator verify/settle calls by verdict: ok, refused, unknown (no verdict)",
+            facilitator_calls.clone(),
+        );
+        let contract_transitions = Family::<TransitionLabels, Counter>::default();
+        registry.register(
+            "contract_transitions",
+            "Contract state transitions, by state before and after",
+            contract_transitions.clone(),
+        );
+        let verifications = Family::<VerificationLabels, Counter>::default();
+        registry.register(
+            "verifications",
+            "Deliverable verifications by policy, outcome and reason code",
+            verifications.clone(),
+        );
+        let worker_request_duration =
+            Family::<WorkerLabels, Histogram>::new_with_constructor(|| {
+                // 5 ms … ~160 s: SLAs range from sub-second to minutes.
+                Histogram::new(exponential_buckets(0.005, 2.0, 16))
+            });
+        registry.register(
+            "worker_request_duration_seconds",
+            "Latency of workers' answers to forwarded attempts",
+            worker_request_duration.clone(),
+        );
         let reconciliation_mismatches = Family::<MismatchLabels, Gauge>::default();
         registry.register(
             "reconciliation_mismatches",
@@ -418,6 +517,10 @@ impl Metrics {
             escrow_fees,
             facilitator_duration,
             facilitator_errors,
+            facilitator_calls,
+            contract_transitions,
+            verifications,
+            worker_request_duration,
             reconciliation_mismatches,
             reconciliations,
         }
@@ -439,6 +542,40 @@ impl Metrics {
         };
         self.reconciliations
             .get_or_create(&ReconcileLabels { result })
+            .inc();
+    }
+
+    /// Count a verdict on a deliverable, once: its reason codes, ascending and comma-joined,
+    /// form one label value (`none` without any), so sums over labels count verdicts.
+    pub fn record_verification(&self, policy: &str, outcome: &str, reason_codes: &[u16]) {
+        let mut codes = reason_codes.to_vec();
+        codes.sort_unstable();
+        codes.dedup();
+        let reason_code = if codes.is_empty() {
+            "none".to_owned()
+        } else {
+            codes
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        self.verifications
+            .get_or_create(&VerificationLabels {
+                policy: policy.to_owned(),
+                outcome: outcome.to_owned(),
+                reason_code,
+            })
+            .inc();
+    }
+
+    /// Count a contract moving from `from` to `to`.
+    pub fn record_transition(&self, from: &str, to: &str) {
+        self.contract_transitions
+            .get_or_create(&TransitionLabels {
+                from: from.to_owned(),
+                to: to.to_owned(),
+            })
             .inc();
     }
 

@@ -181,6 +181,7 @@ impl App {
             assets,
             escrow: crate::hire::escrow::EscrowOperators::from_settings(&config)?,
             base_url: base_url.clone(),
+            metrics: metrics.clone(),
         });
         let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl());
         let state = AppState {

@@ -1,10 +1,13 @@
 //! Tracing setup: an env filter (`RUST_LOG` wins over `log.level`) and a pretty or JSON fmt
 //! layer. Tests call [`init_for_tests`], which installs a test-writer subscriber once per process
-//! and prints only when `TEST_LOG` is set.
+//! and prints only when `TEST_LOG` is set, or [`capture`], which records the current thread's
+//! log lines in the production JSON format to check what is (and is not) logged.
 
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once, PoisonError};
 
-use tracing_subscriber::{EnvFilter, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{
+    EnvFilter, fmt, fmt::MakeWriter, layer::SubscriberExt, util::SubscriberInitExt,
+};
 
 use crate::config::{LogFormat, LogSettings};
 
@@ -14,13 +17,27 @@ use crate::config::{LogFormat, LogSettings};
 pub struct TelemetryError(#[from] tracing_subscriber::util::TryInitError);
 
 fn filter_for(level: &str) -> EnvFilter {
-    EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        // Our crates and the HTTP layer at the configured level; dependencies only when noisy.
-        EnvFilter::new(format!(
-            "warn,hiregate={level},hiregate_gateway={level},hiregate_payments={level},\
-             hiregate_contracts={level},tower_http={level}"
-        ))
-    })
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives(level)))
+}
+
+/// Our crates and the HTTP layer at `level`; dependencies only when noisy.
+fn directives(level: &str) -> String {
+    format!(
+        "warn,hiregate={level},hiregate_gateway={level},hiregate_payments={level},\
+         hiregate_contracts={level},tower_http={level}"
+    )
+}
+
+fn json_layer<S, W>(writer: W) -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    W: for<'writer> MakeWriter<'writer> + 'static,
+{
+    fmt::layer()
+        .json()
+        .flatten_event(true)
+        .with_current_span(true)
+        .with_writer(writer)
 }
 
 /// Install the process-wide subscriber described by `[log]`.
@@ -29,14 +46,7 @@ pub fn init(settings: &LogSettings) -> Result<(), TelemetryError> {
     let registry = tracing_subscriber::registry().with(filter);
     match settings.format {
         LogFormat::Pretty => registry.with(fmt::layer().with_target(true)).try_init()?,
-        LogFormat::Json => registry
-            .with(
-                fmt::layer()
-                    .json()
-                    .flatten_event(true)
-                    .with_current_span(true),
-            )
-            .try_init()?,
+        LogFormat::Json => registry.with(json_layer(std::io::stdout)).try_init()?,
     }
     Ok(())
 }
@@ -55,4 +65,76 @@ pub fn init_for_tests() {
             .with(fmt::layer().with_test_writer())
             .try_init();
     });
+}
+
+/// Log lines recorded by [`capture`].
+#[derive(Debug, Clone, Default)]
+pub struct CapturedLogs(Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLogs {
+    /// Everything logged so far, one JSON object per line.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The lines, parsed (lines that are not JSON are skipped).
+    pub fn lines(&self) -> Vec<serde_json::Value> {
+        self.text()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+}
+
+impl std::io::Write for CapturedLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl MakeWriter<'_> for CapturedLogs {
+    type Writer = Self;
+
+    fn make_writer(&self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// Keeps a [`capture`] recording; dropping it stops it.
+#[derive(Debug)]
+pub struct CaptureGuard {
+    _default: tracing::subscriber::DefaultGuard,
+    _second: tracing::Dispatch,
+}
+
+/// Record this thread's logs at `level` (our crates; dependencies at warn) in the JSON format of
+/// `log.format = "json"`, until the guard is dropped. On a current-thread runtime that is
+/// everything the gateway's tasks log.
+pub fn capture(level: &str) -> (CaptureGuard, CapturedLogs) {
+    let logs = CapturedLogs::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(EnvFilter::new(directives(level)))
+        .with(json_layer(logs.clone()));
+    let default = tracing::subscriber::set_default(subscriber);
+    // tracing caches each callsite's interest when it is first hit. With a single registered
+    // dispatcher it asks only the hitting thread's default, so a callsite first hit on another
+    // test's thread (no subscriber there) would be cached as "never" and silence this capture.
+    // A second, uninterested dispatcher makes tracing ask every registered one, this included.
+    let second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    (
+        CaptureGuard {
+            _default: default,
+            _second: second,
+        },
+        logs,
+    )
 }

@@ -255,7 +255,7 @@ async fn a_paid_hire_through_a_wattswarm_executor_is_verified_and_settled_on_cha
     assert!(settlement.success, "{settlement:?}");
     assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
     assert_eq!(
-        env.balance(seeker.payer()).await,
+        env.balance(seeker.payer().unwrap()).await,
         U256::from(SEEKER_FUNDS - PRICE)
     );
 
@@ -300,7 +300,10 @@ async fn an_evidence_digest_mismatch_is_rejected_and_nothing_is_settled() {
     let view = env.contract(&contract_id).await;
     assert_eq!(view["state"], "rejected", "{view}");
     assert_eq!(env.balance(pay_to).await, U256::ZERO);
-    assert_eq!(env.balance(seeker.payer()).await, U256::from(SEEKER_FUNDS));
+    assert_eq!(
+        env.balance(seeker.payer().unwrap()).await,
+        U256::from(SEEKER_FUNDS)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -470,7 +473,7 @@ async fn crosscheck_with_three_verifier_workers_passes_fails_and_fails_closed() 
         "nothing more settled"
     );
     assert_eq!(
-        env.balance(seeker.payer()).await,
+        env.balance(seeker.payer().unwrap()).await,
         U256::from(SEEKER_FUNDS - PRICE)
     );
 }
@@ -654,7 +657,10 @@ async fn seeker_cancel_reaches_the_superwire_executor_and_nothing_is_settled() {
     assert_eq!(executor.runs()[0].status, superwire::RunStatus::Cancelled);
     assert_eq!(env.contract(&contract_id).await["state"], "cancelled");
     assert_eq!(env.balance(pay_to).await, U256::ZERO);
-    assert_eq!(env.balance(seeker.payer()).await, U256::from(SEEKER_FUNDS));
+    assert_eq!(
+        env.balance(seeker.payer().unwrap()).await,
+        U256::from(SEEKER_FUNDS)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -944,7 +950,7 @@ async fn secrets_scenario_in_a_logging_process() {
     assert!(refused.payment_response.is_none(), "{}", refused.body);
     assert_eq!(env.balance(bare_pay_to).await, U256::ZERO);
     assert_eq!(
-        env.balance(bare_seeker.payer()).await,
+        env.balance(bare_seeker.payer().unwrap()).await,
         U256::from(SEEKER_FUNDS)
     );
     let bare_state = env.contract(&bare_contract_id).await["state"].clone();

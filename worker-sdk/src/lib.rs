@@ -16,7 +16,7 @@
 //! | [`example_workers`] | the echo and faulty example workers as library code |
 //! | [`receipt`] | offline verification of the gateway's signed contract receipts |
 //! | [`testing`] | a local contract-token issuer for tests |
-//! | [`seeker`] (feature `seeker`) | typed seeker client: discover, propose, execute and pay the 402 with an alloy signer |
+//! | [`seeker`] (feature `seeker`) | typed seeker client: discover, propose, list and view contracts, execute and pay the 402 with an alloy signer, open disputes (without a wallet: everything but paying) |
 //!
 //! # Main flow of `POST /execute`
 //!

@@ -64,6 +64,9 @@ pub enum SeekerError {
     /// A URL could not be built from the gateway base URL.
     #[error("bad URL: {0}")]
     Url(#[from] url::ParseError),
+    /// The client was built without a wallet and was asked to pay.
+    #[error("no wallet to pay with")]
+    NoWallet,
 }
 
 /// Discovery filters of `GET /v1/workers`.
@@ -156,13 +159,46 @@ pub struct ExecuteOutcome {
     pub challenge: Option<PaymentRequired>,
 }
 
-/// A seeker's view of one gateway: its API key and the wallet it pays with.
+/// Filters of `GET /v1/contracts` (the caller's own contracts, newest first).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ContractFilter {
+    /// Only contracts in this state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Only contracts with this worker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// Created at or after this RFC 3339 time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_after: Option<String>,
+    /// Created before this RFC 3339 time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_before: Option<String>,
+    /// Page size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// One page of `GET /v1/contracts`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContractPage {
+    /// Contract views, newest first.
+    pub contracts: Vec<Value>,
+    /// Pass as `cursor` for the next page; `None` on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+/// A seeker's view of one gateway: its API key and, when it pays, the wallet it pays with.
 #[derive(Clone)]
 pub struct SeekerClient {
     http: reqwest::Client,
     base: Url,
     api_key: String,
-    signer: SeekerSigner,
+    signer: Option<SeekerSigner>,
 }
 
 impl std::fmt::Debug for SeekerClient {
@@ -170,7 +206,7 @@ impl std::fmt::Debug for SeekerClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SeekerClient")
             .field("base", &self.base.as_str())
-            .field("payer", &self.signer.address())
+            .field("payer", &self.payer())
             .finish_non_exhaustive()
     }
 }
@@ -182,7 +218,17 @@ impl SeekerClient {
             http: reqwest::Client::new(),
             base,
             api_key: api_key.into(),
-            signer,
+            signer: Some(signer),
+        }
+    }
+
+    /// A client that reads and proposes but cannot pay (discovery, contract views, disputes).
+    pub fn without_wallet(base: Url, api_key: impl Into<String>) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            base,
+            api_key: api_key.into(),
+            signer: None,
         }
     }
 
@@ -193,9 +239,9 @@ impl SeekerClient {
         self
     }
 
-    /// The address this client pays from.
-    pub fn payer(&self) -> Address {
-        self.signer.address()
+    /// The address this client pays from (`None` without a wallet).
+    pub fn payer(&self) -> Option<Address> {
+        self.signer.as_ref().map(|signer| signer.address())
     }
 
     /// `GET /v1/workers`: listed workers matching `filter` (first page).
@@ -241,6 +287,40 @@ impl SeekerClient {
         ))
     }
 
+    /// `GET /v1/contracts?state=&worker_id=&created_after=&created_before=&limit=&cursor=`: one
+    /// page of the caller's contracts, newest first.
+    pub async fn contracts(&self, filter: &ContractFilter) -> Result<ContractPage, SeekerError> {
+        let response = self
+            .http
+            .get(self.base.join("v1/contracts")?)
+            .query(filter)
+            .bearer_auth(&self.api_key)
+            .send()
+            .await?;
+        Self::json_or_error(response).await
+    }
+
+    /// `POST /v1/contracts/{id}/disputes`: opens a dispute; the gateway's dispute JSON.
+    pub async fn open_dispute(
+        &self,
+        contract_id: &str,
+        reason: &str,
+        claim: Option<&Value>,
+    ) -> Result<Value, SeekerError> {
+        let mut body = serde_json::json!({ "reason": reason });
+        if let Some(claim) = claim {
+            body["claim"] = claim.clone();
+        }
+        let response = self
+            .http
+            .post(self.contract_url(contract_id, "/disputes")?)
+            .bearer_auth(&self.api_key)
+            .json(&body)
+            .send()
+            .await?;
+        Self::json_or_error(response).await
+    }
+
     /// `POST /v1/contracts/{id}/execute`, paying the challenge if one comes: the first call
     /// goes without payment; a 402 is answered with a freshly signed payment of the scheme the
     /// contract's offer names (`exact`, or `auth-capture` for an escrowed contract).
@@ -279,6 +359,7 @@ impl SeekerClient {
                     && offer.network.as_str().starts_with("eip155:")
             })
             .ok_or(SeekerError::NoPayableOffer)?;
+        let signer = self.signer.as_deref().ok_or(SeekerError::NoWallet)?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|elapsed| elapsed.as_secs())
@@ -286,7 +367,7 @@ impl SeekerClient {
         let resource = Some(challenge.resource.clone());
         let mut payment = if offer.scheme == AUTH_CAPTURE_SCHEME {
             sign_auth_capture_payment(
-                self.signer.as_ref(),
+                signer,
                 offer,
                 resource,
                 now,
@@ -294,7 +375,7 @@ impl SeekerClient {
             )
             .await?
         } else {
-            sign_exact_payment(self.signer.as_ref(), offer, resource, now).await?
+            sign_exact_payment(signer, offer, resource, now).await?
         };
         payment.extensions = challenge.extensions.clone();
         Ok(payment)

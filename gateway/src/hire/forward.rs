@@ -22,6 +22,7 @@ use super::{
 use crate::{
     adapters::{ForwardRequest, WorkerAnswer},
     error::ApiError,
+    metrics::WorkerLabels,
     registry::model::WorkerListing,
     store::{
         AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite,
@@ -130,6 +131,7 @@ impl HireService {
             &ctx.correlation_id,
             format!("worker:{}", listing.id),
         );
+        let asked = std::time::Instant::now();
         let answer = adapter
             .execute(
                 &inner.outbound,
@@ -148,6 +150,13 @@ impl HireService {
                 },
             )
             .await;
+        inner
+            .metrics
+            .worker_request_duration
+            .get_or_create(&WorkerLabels {
+                worker_id: listing.id.to_string(),
+            })
+            .observe(asked.elapsed().as_secs_f64());
         let worker_actor = format!("worker:{}", listing.id);
         match answer {
             WorkerAnswer::Delivered {

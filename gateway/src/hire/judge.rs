@@ -211,6 +211,11 @@ impl HireService {
         if !matches!(judged, Transition::Applied { .. }) {
             return Ok(Step::Again);
         }
+        inner.metrics.record_verification(
+            policy.policy_id().as_str(),
+            status_name(result.verification_status),
+            &result.reason_codes,
+        );
         tracing::info!(contract_id = %ctx.contract_id, passed = result.passed, "deliverable verified");
         if let Some((payment, escrowed)) = &settle_now {
             return self.send_settlement(ctx, payment, escrowed.as_ref()).await;

@@ -162,6 +162,7 @@ struct Inner {
     offers: OfferCache,
     escrow: escrow::EscrowOperators,
     base_url: Url,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for HireService {
@@ -195,6 +196,8 @@ pub struct HireParts {
     pub escrow: escrow::EscrowOperators,
     /// Public URL of this gateway.
     pub base_url: Url,
+    /// The app's metrics (worker latency, verification outcomes).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for HireParts {
@@ -231,6 +234,7 @@ impl HireService {
                 offers: OfferCache::default(),
                 escrow: parts.escrow,
                 base_url: parts.base_url,
+                metrics: parts.metrics,
             }),
         }
     }

@@ -125,7 +125,9 @@ impl HireService {
             };
             let service = self.clone();
             let owner = owner.to_owned();
-            running.spawn(async move { service.run_poll_job(job, &owner).await });
+            // Boxed: a poll job runs a whole attempt (forward, judge, settle), a future past
+            // 16 KiB; one allocation per job keeps it off the spawning task's stack.
+            running.spawn(async move { Box::pin(service.run_poll_job(job, &owner)).await });
         }
         let ran = running.len();
         while running.join_next().await.is_some() {}

@@ -4,8 +4,9 @@
 //!
 //! Layers, outermost first: request id (`x-request-id`, generated if absent) → trace span
 //! (method, matched route, request id) → request-id propagation to the response → CORS →
-//! metrics → timeout (`http.request_timeout_s`, answered as 503 `request_timeout`) → body limit
-//! (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON error).
+//! metrics and the access log line → timeout (`http.request_timeout_s`, answered as 503
+//! `request_timeout`) → body limit (`http.body_limit_bytes`, enforced by the body extractors so
+//! the 413 is a JSON error).
 
 pub mod admin;
 pub mod callbacks;
@@ -72,10 +73,7 @@ pub fn router(state: AppState) -> Router {
                 .layer(TraceLayer::new_for_http().make_span_with(make_span))
                 .layer(PropagateRequestIdLayer::new(X_REQUEST_ID))
                 .layer(cors)
-                .layer(middleware::from_fn_with_state(
-                    state.clone(),
-                    record_metrics,
-                ))
+                .layer(middleware::from_fn_with_state(state.clone(), observe))
                 .layer(HandleErrorLayer::new(timeout_to_error))
                 .layer(TimeoutLayer::new(timeout))
                 .layer(DefaultBodyLimit::max(body_limit)),
@@ -157,14 +155,38 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
         .max_age(Duration::from_secs(600))
 }
 
-async fn record_metrics(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Request metrics, and one access log line per request at info (target
+/// `hiregate_gateway::access`): method, matched route (never the raw path or query, which may
+/// carry ids and tokens), status, latency and request id. Headers and bodies are never logged:
+/// they carry API keys and payment signatures.
+async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let method = request.method().to_string();
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    // Set by `SetRequestIdLayer` (outer), so always present; a client's own id is kept.
+    let request_id = request
+        .headers()
+        .get(&X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .chars()
+        .take(128)
+        .collect::<String>();
     let started = Instant::now();
     let response = next.run(request).await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    tracing::info!(
+        target: "hiregate_gateway::access",
+        method = %method,
+        route = %route,
+        status,
+        latency_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        request_id = %request_id,
+        "request served"
+    );
     state
         .metrics
         .http_request_duration
@@ -172,14 +194,14 @@ async fn record_metrics(State(state): State<AppState>, request: Request, next: N
             method: method.clone(),
             route: route.clone(),
         })
-        .observe(started.elapsed().as_secs_f64());
+        .observe(elapsed.as_secs_f64());
     state
         .metrics
         .http_requests
         .get_or_create(&HttpLabels {
             method,
             route,
-            status: response.status().as_u16(),
+            status,
         })
         .inc();
     response

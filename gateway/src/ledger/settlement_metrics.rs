@@ -1,4 +1,5 @@
-//! Settlement metrics from the store's event bus, so every path that ends a settlement (execute,
+//! Contract state transitions (`from` → `to`, every one the store published) and settlement
+//! metrics from the store's event bus, so every path that ends a settlement (execute,
 //! the sweep, dispute decisions, recovery) is counted without each one calling the metrics.
 //!
 //! The outcome is the state the contract moved into (`settled`, `settlement_failed`,
@@ -53,6 +54,9 @@ pub async fn run_settlement_metrics(
 }
 
 async fn record(store: &Store, metrics: &Metrics, event: &LiveEvent) {
+    if let (Some(from), Some(to)) = (&event.from_state, &event.to_state) {
+        metrics.record_transition(from, to);
+    }
     record_settlement(store, metrics, event).await;
     record_escrow(store, metrics, event).await;
 }

@@ -153,3 +153,68 @@ fn facilitator_without_chains_names_the_problem() {
     assert!(!output.status.success());
     assert!(stderr(&output).contains("[chains]"), "{}", stderr(&output));
 }
+
+#[test]
+fn the_production_example_config_is_accepted() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/hiregate.production.toml"
+    );
+    let admin_key = "production-admin-key-0123456789abcdefghij";
+    let output = hiregate(
+        &["check-config", "--config", example],
+        &[
+            (
+                "HIREGATE_DATABASE__URL",
+                "postgres://hiregate:db-secret-pw@db.internal:5432/hiregate",
+            ),
+            ("HIREGATE_ADMIN__API_KEY", admin_key),
+            (
+                "HIREGATE_FACILITATOR__AUTH_HEADER_VALUE",
+                "Bearer fac-token-123",
+            ),
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    for expected in [
+        "gateway.example.com",
+        "facilitator.example.com",
+        "Http",
+        "eip155:8453",
+        "/var/lib/hiregate/keys/signing-key.json",
+    ] {
+        assert!(printed.contains(expected), "{expected} in {printed}");
+    }
+    for secret in [admin_key, "db-secret-pw", "fac-token-123"] {
+        assert!(!printed.contains(secret), "{secret} printed");
+    }
+}
+
+#[test]
+fn serve_help_names_the_production_example() {
+    let output = hiregate(&["serve", "--help"], &[]);
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("deploy/hiregate.production.toml"), "{help}");
+}
+
+#[tokio::test]
+async fn healthcheck_follows_healthz() {
+    let app = crate::helpers::spawn_app().await;
+    let run = |url: String| async move {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_hiregate"))
+            .args(["healthcheck", "--url", &url])
+            .output()
+            .await
+            .expect("run hiregate healthcheck")
+    };
+    let up = run(format!("{}/healthz", app.address)).await;
+    assert!(up.status.success(), "{}", stderr(&up));
+    let port = crate::helpers::closed_port().await;
+    let down = run(format!("http://127.0.0.1:{port}/healthz")).await;
+    assert!(!down.status.success());
+    let missing = run(format!("{}/no-such-route", app.address)).await;
+    assert!(!missing.status.success());
+    assert!(stderr(&missing).contains("404"), "{}", stderr(&missing));
+}
