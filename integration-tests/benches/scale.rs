@@ -42,6 +42,9 @@ const PRICE: u64 = 1_000;
 const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
 /// Requests in flight while filling the gateway.
 const FILL_CONCURRENCY: usize = 32;
+/// How long the gateway is left alone before its RSS is read: what it holds at rest once the
+/// fill's burst is over, not a snapshot inside it. The peak (`VmHWM`) is reported next to it.
+const SETTLE: Duration = Duration::from_secs(15);
 /// Paid hires in flight in the throughput runs.
 const HIRE_CONCURRENCY: usize = 16;
 
@@ -283,7 +286,7 @@ async fn memory(devnet: &Devnet, pending: usize, streams: usize) -> BenchResult<
         contracts.push(id);
     }
     let fill = started.elapsed();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(SETTLE).await;
     let (with_pending, peak_pending) = rss_mib(pid)?;
 
     let mut followers = Vec::with_capacity(streams);
@@ -305,7 +308,7 @@ async fn memory(devnet: &Devnet, pending: usize, streams: usize) -> BenchResult<
         }
         followers.push(response);
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(SETTLE).await;
     let (with_streams, peak_streams) = rss_mib(pid)?;
     println!(
         "memory (SQLite, one instance): idle {idle:.1} MiB | {pending} pending contracts \
