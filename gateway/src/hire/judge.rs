@@ -161,28 +161,24 @@ impl HireService {
         // Passed with no acceptance window: settlement begins in the verdict's own commit, so
         // a paid hire costs one commit fewer. The payment (and, escrowed, what capturing it
         // needs) is read first: nothing may fail between `settling` and the send.
-        let settle_now = if result.passed && window == 0 {
-            match inner.store.payment_of_contract(&ctx.contract_id).await? {
-                Some(payment) => {
-                    let escrowed = match ctx.terms.escrow() {
-                        Some(_) => Some(self.escrowed_payment(ctx, &payment).map_err(internal)?),
-                        None => None,
-                    };
-                    Some((payment, escrowed))
-                }
-                None => None,
-            }
+        let payment = if result.passed && window == 0 {
+            inner.store.payment_of_contract(&ctx.contract_id).await?
         } else {
             None
         };
-        let window_closed = settle_now.as_ref().map(|(payment, _)| {
-            self.event(
-                ctx,
-                "gateway",
-                ContractEvent::AcceptanceWindowClosed.name(),
-                json!({"payment_id": payment.payment_id}),
-            )
-        });
+        let settle_now = match payment {
+            Some(payment) => {
+                let escrowed = self.escrow_of(ctx, &payment)?;
+                let window_closed = self.event(
+                    ctx,
+                    "gateway",
+                    ContractEvent::AcceptanceWindowClosed.name(),
+                    json!({"payment_id": payment.payment_id}),
+                );
+                Some((payment, escrowed, window_closed))
+            }
+            None => None,
+        };
         let mut steps = vec![ContractStep {
             from: ContractState::Verifying.as_str(),
             to: to.as_str(),
@@ -190,7 +186,7 @@ impl HireService {
             event: &record,
         }];
         let mut writes = vec![SideWrite::Verification(&verification)];
-        if let (Some((payment, _)), Some(event)) = (&settle_now, &window_closed) {
+        if let Some((payment, _, event)) = &settle_now {
             steps.push(ContractStep {
                 from: to.as_str(),
                 to: ContractState::Settling.as_str(),
@@ -217,8 +213,9 @@ impl HireService {
             &result.reason_codes,
         );
         tracing::info!(contract_id = %ctx.contract_id, passed = result.passed, "deliverable verified");
-        if let Some((payment, escrowed)) = &settle_now {
-            return self.send_settlement(ctx, payment, escrowed.as_ref()).await;
+        if let Some((payment, escrowed, _)) = &settle_now {
+            // Boxed: the settlement's future would otherwise sit inside every caller's.
+            return Box::pin(self.send_settlement(ctx, payment, escrowed.as_ref())).await;
         }
         if escrowed && !result.passed && window == 0 {
             self.void_rejected(ctx).await?;

@@ -91,10 +91,7 @@ impl HireService {
             .payment_of_contract(&ctx.contract_id)
             .await?
             .ok_or_else(|| internal("a contract to settle has no payment"))?;
-        let escrowed = match ctx.terms.escrow() {
-            Some(_) => Some(self.escrowed_payment(ctx, &payment).map_err(internal)?),
-            None => None,
-        };
+        let escrowed = self.escrow_of(ctx, &payment)?;
         // A settlement that may already have happened: the chain first, so nothing is sent
         // again for a payment that moved or can no longer move.
         if let Some(escrowed) = &escrowed
@@ -179,6 +176,21 @@ impl HireService {
             }
         }
         self.send_settlement(ctx, &payment, escrowed.as_ref()).await
+    }
+
+    /// What capturing `payment` needs, for an escrowed contract; `None` for an `exact` one.
+    pub(super) fn escrow_of<'a>(
+        &'a self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+    ) -> Result<Option<EscrowedPayment<'a>>, Reply> {
+        match ctx.terms.escrow() {
+            Some(_) => self
+                .escrowed_payment(ctx, payment)
+                .map(Some)
+                .map_err(internal),
+            None => Ok(None),
+        }
     }
 
     /// With `settling` just persisted for `payment`: send the settlement (`/settle`, or the
