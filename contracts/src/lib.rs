@@ -23,6 +23,7 @@
 //! | [`wire`] | HIRE, WattSwarm and Superwire shapes and their conversion into deliverables |
 //! | [`verify`] | the deterministic [`Verifier`](verify::Verifier): evidence checks, schemas, thresholds, cross-check quorum |
 //! | [`receipt`] | the gateway-signed [`Receipt`](receipt::Receipt) of a terminal contract and offline [`verify_receipt`](receipt::verify_receipt) |
+//! | [`reputation`] | a worker listing's figures from its verified, paid outcomes only (self-dealing excluded, 7 d / 30 d / all), the signed [`ReputationSnapshot`](reputation::ReputationSnapshot) and offline [`verify_reputation_snapshot`](reputation::verify_reputation_snapshot) |
 //! | [`reason`] | WattSwarm-numbered `u16` reason codes |
 //!
 //! ## Main flow (as the gateway uses it)
@@ -48,6 +49,7 @@ pub mod money;
 pub mod policy;
 pub mod reason;
 pub mod receipt;
+pub mod reputation;
 pub mod schema;
 pub mod state;
 pub mod terms;

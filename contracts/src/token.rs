@@ -36,6 +36,8 @@ use crate::time::Timestamp;
 pub const CONTRACT_TOKEN_TYPE: &str = "hiregate-contract+jwt";
 /// JWS `typ` for signed receipts (issue 7), so a receipt can never pass as a contract token.
 pub const RECEIPT_TOKEN_TYPE: &str = "hiregate-receipt+jwt";
+/// JWS `typ` of signed reputation snapshots, so a snapshot never passes as a receipt.
+pub const REPUTATION_TOKEN_TYPE: &str = "hiregate-reputation+jwt";
 /// `iss` of every gateway token.
 pub const ISSUER: &str = "hiregate";
 /// Clock skew tolerated when checking `exp` and `iat`, seconds.

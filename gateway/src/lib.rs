@@ -16,6 +16,7 @@
 //! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, revocation and rotation (with the key cache), callback secrets |
 //! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
 //! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop; listing metadata (name, description, input schema, examples) |
+//! | [`reputation`] | signed reputation snapshots of worker listings from verified, paid outcomes (cached briefly); discovery's reputation sort and filters |
 //! | [`outbound`] | the one SSRF-filtering HTTP client for every outbound call |
 //! | [`readiness`] | `/readyz` check trait |
 //! | [`facilitator`] | `facilitator.mode` → embedded `LocalFacilitator` or HTTP client; its `/readyz` check |
@@ -61,6 +62,7 @@ pub mod metrics;
 pub mod outbound;
 pub mod readiness;
 pub mod registry;
+pub mod reputation;
 pub mod seeker_cli;
 pub mod shutdown;
 pub mod signing;

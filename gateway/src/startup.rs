@@ -30,6 +30,7 @@ use crate::{
     outbound::{OutboundClient, OutboundError},
     readiness::ReadinessCheck,
     registry::{WorkerRegistry, health::run_health_checks, probe::ProbeRegistry},
+    reputation::ReputationBook,
     signing::{SigningKeyError, load_key_ring},
     state::AppState,
     store::{Store, StoreError},
@@ -171,6 +172,7 @@ impl App {
             .as_ref()
             .map(|key| ApiKeyHash::of(secrecy::ExposeSecret::expose_secret(key)));
         let config = Arc::new(settings);
+        let reputation = ReputationBook::new(store.clone(), keys.clone());
         let hire = HireService::new(HireParts {
             config: config.clone(),
             store: store.clone(),
@@ -191,6 +193,7 @@ impl App {
             outbound,
             registry,
             hire,
+            reputation,
             metrics,
             readiness_checks: readiness_checks.into(),
             admin_key_hash,

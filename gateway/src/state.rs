@@ -13,6 +13,7 @@ use crate::{
     outbound::OutboundClient,
     readiness::ReadinessCheck,
     registry::WorkerRegistry,
+    reputation::ReputationBook,
     store::Store,
 };
 
@@ -31,6 +32,8 @@ pub struct AppState {
     pub registry: WorkerRegistry,
     /// Contracts, payments, forwarding, verification, settlement.
     pub hire: HireService,
+    /// Signed reputation snapshots of worker listings.
+    pub reputation: ReputationBook,
     /// Prometheus registry of this app.
     pub metrics: Arc<Metrics>,
     /// Extra `/readyz` checks (the facilitator's).

@@ -21,6 +21,7 @@ pub mod keys;
 pub mod openapi;
 pub mod ops;
 pub mod receipts;
+pub mod reputation;
 pub mod webhooks;
 pub mod workers;
 
@@ -92,6 +93,7 @@ pub fn api_routes() -> openapi::Routes {
         .merge(admin::router())
         .merge(keys::router())
         .merge(workers::router())
+        .merge(reputation::router())
         .merge(contracts::router())
         .merge(callbacks::router())
         .merge(cancel::router())

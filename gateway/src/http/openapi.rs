@@ -283,6 +283,7 @@ impl Modify for SecuritySchemes {
         super::workers::get_worker,
         super::workers::update_worker,
         super::workers::retire_worker,
+        super::reputation::worker_reputation,
         super::contracts::list_contracts,
         super::contracts::create_contract,
         super::contracts::get_contract,

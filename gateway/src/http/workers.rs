@@ -24,6 +24,8 @@ use super::{
     extract::{AppJson, AppPath, AppQuery, Operator},
     openapi::{ErrorBody, Routes, get},
 };
+use hiregate_contracts::reputation::{ReputationSnapshot, Window};
+
 use crate::{
     error::{ApiError, ApiResult},
     ids::{PrincipalId, WorkerId},
@@ -91,6 +93,16 @@ pub struct PublicWorker {
     health: HealthState,
     /// Creation time.
     created_at: DateTime<Utc>,
+    /// Reputation in the window discovery was asked for (discovery only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reputation: Option<ReputationSummary>,
+}
+
+impl PublicWorker {
+    fn with_reputation(mut self, summary: ReputationSummary) -> Self {
+        self.reputation = Some(summary);
+        self
+    }
 }
 
 impl From<&WorkerListing> for PublicWorker {
@@ -108,6 +120,7 @@ impl From<&WorkerListing> for PublicWorker {
             fee_policy: listing.fee_policy,
             health: listing.health,
             created_at: listing.created_at,
+            reputation: None,
         }
     }
 }
@@ -173,7 +186,83 @@ pub(crate) struct DiscoveryQuery {
     after: Option<WorkerId>,
     /// Page size, 1–200 (default 50).
     limit: Option<u32>,
+    /// `created` (default: oldest first) or `reputation` (best first: the lower bound of the
+    /// 95 % Wilson interval of the pass rate in `window`, so a rate backed by more hires ranks
+    /// higher; ties by settled hires, then oldest).
+    sort: Option<DiscoverySort>,
+    /// Window of the reputation figures shown, sorted and filtered by: `7d`, `30d` (default) or
+    /// `all`.
+    #[param(value_type = Option<String>)]
+    window: Option<Window>,
+    /// Only workers whose verification pass rate in `window` is at least this (0–1); workers
+    /// with no judged hire in the window are left out.
+    min_pass_rate: Option<f64>,
+    /// Only workers whose p95 latency from payment to verdict in `window` is at most this many
+    /// milliseconds; workers with no judged hire in the window are left out.
+    max_p95_latency_ms: Option<u64>,
 }
+
+/// Discovery order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DiscoverySort {
+    /// Oldest listing first.
+    Created,
+    /// Best reputation first.
+    Reputation,
+}
+
+/// A listing's reputation in one window, as discovery shows it (for the `task_type` asked, else
+/// over every task type). The full, signed figures are at `/v1/workers/{id}/reputation`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub(crate) struct ReputationSummary {
+    /// `7d`, `30d` or `all`.
+    #[schema(value_type = String)]
+    window: Window,
+    /// Paid hires that ended (self-dealt ones excluded).
+    hires: u64,
+    /// Of which settled.
+    hires_settled: u64,
+    /// First verdicts passed over hires judged; `null` when none was judged.
+    pass_rate: Option<f64>,
+    /// Hires judged.
+    judged: u64,
+    /// p95 latency from payment to verdict, milliseconds.
+    p95_latency_ms: Option<u64>,
+    /// Distinct seekers behind `hires`.
+    distinct_seekers: u64,
+    /// What `sort=reputation` orders by.
+    score: f64,
+}
+
+impl ReputationSummary {
+    fn of(snapshot: &ReputationSnapshot, window: Window, task_type: Option<&TaskType>) -> Self {
+        let figures = snapshot.figures(window, task_type.map(TaskType::as_str));
+        Self {
+            window,
+            hires: figures.map_or(0, |f| f.hires.value),
+            hires_settled: figures.map_or(0, |f| f.hires_settled.value),
+            pass_rate: figures.and_then(|f| f.pass_rate.value),
+            judged: figures.map_or(0, |f| f.pass_rate.sample),
+            p95_latency_ms: figures.and_then(|f| f.latency.p95_ms),
+            distinct_seekers: figures.map_or(0, |f| f.hires.distinct_seekers),
+            score: figures.map_or(0.0, |f| f.pass_rate.wilson_lower_bound()),
+        }
+    }
+
+    fn passes(&self, query: &DiscoveryQuery) -> bool {
+        let rate_ok = query
+            .min_pass_rate
+            .is_none_or(|min| self.pass_rate.is_some_and(|rate| rate >= min));
+        let latency_ok = query
+            .max_p95_latency_ms
+            .is_none_or(|max| self.p95_latency_ms.is_some_and(|p95| p95 <= max));
+        rate_ok && latency_ok
+    }
+}
+
+/// Most listings a reputation-ordered or -filtered discovery ranks.
+const MAX_RANKED: usize = 2_000;
 
 /// A page of listings.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -185,9 +274,10 @@ pub(crate) struct DiscoveryPage {
     next_after: Option<WorkerId>,
 }
 
-/// `GET /v1/workers?task_type=&max_price=&healthy=&after=&limit=`: live listings, oldest first.
-/// `max_price` applies to `task_type` when given, else to any task type. 400 `invalid_query`
-/// for malformed filters.
+/// `GET /v1/workers?task_type=&max_price=&healthy=&after=&limit=&sort=&window=&min_pass_rate=&max_p95_latency_ms=`:
+/// live listings, oldest first or best reputation first, each with its reputation in `window`.
+/// `max_price` applies to `task_type` when given, else to any task type; so do the reputation
+/// figures. 400 `invalid_query` for malformed filters.
 #[utoipa::path(
     get,
     path = "/v1/workers",
@@ -208,29 +298,100 @@ pub(crate) async fn list_workers(
             "limit must be between 1 and {MAX_PAGE}"
         )));
     }
-    let listings = state
-        .registry
-        .discover(&WorkerQuery {
-            task_type: query.task_type,
-            max_price: query.max_price,
-            health: query.healthy.map(|healthy| {
-                if healthy {
-                    HealthState::Healthy
-                } else {
-                    HealthState::Unhealthy
-                }
-            }),
-            operator_id: None,
-            include_retired: false,
-            after: query.after,
-            limit,
-        })
-        .await?;
-    let next_after = (listings.len() == limit as usize)
-        .then(|| listings.last().map(|l| l.id.clone()))
-        .flatten();
+    if query
+        .min_pass_rate
+        .is_some_and(|rate| !(0.0..=1.0).contains(&rate))
+    {
+        return Err(ApiError::InvalidQuery(
+            "min_pass_rate must be between 0 and 1".to_owned(),
+        ));
+    }
+    let window = query.window.unwrap_or(Window::Month);
+    let ranked = query.sort == Some(DiscoverySort::Reputation)
+        || query.min_pass_rate.is_some()
+        || query.max_p95_latency_ms.is_some();
+    let mut filter = WorkerQuery {
+        task_type: query.task_type.clone(),
+        max_price: query.max_price,
+        health: query.healthy.map(|healthy| {
+            if healthy {
+                HealthState::Healthy
+            } else {
+                HealthState::Unhealthy
+            }
+        }),
+        operator_id: None,
+        include_retired: false,
+        after: query.after.clone(),
+        limit,
+    };
+    if !ranked {
+        let listings = state.registry.discover(&filter).await?;
+        let next_after = (listings.len() == limit as usize)
+            .then(|| listings.last().map(|l| l.id.clone()))
+            .flatten();
+        let mut workers = Vec::with_capacity(listings.len());
+        for listing in &listings {
+            let reputation = state.reputation.of(&listing.id).await?;
+            let summary =
+                ReputationSummary::of(&reputation.snapshot, window, query.task_type.as_ref());
+            workers.push(PublicWorker::from(listing).with_reputation(summary));
+        }
+        return Ok(Json(DiscoveryPage {
+            workers,
+            next_after,
+        }));
+    }
+
+    // Reputation changes what comes first, so every candidate is ranked before a page is cut;
+    // `after` is then a position in that order.
+    filter.after = None;
+    filter.limit = MAX_PAGE;
+    let mut ranked_workers: Vec<(PublicWorker, ReputationSummary)> = Vec::new();
+    loop {
+        let listings = state.registry.discover(&filter).await?;
+        for listing in &listings {
+            let reputation = state.reputation.of(&listing.id).await?;
+            let summary =
+                ReputationSummary::of(&reputation.snapshot, window, query.task_type.as_ref());
+            if summary.passes(&query) {
+                ranked_workers.push((PublicWorker::from(listing), summary));
+            }
+        }
+        if listings.len() < MAX_PAGE as usize || ranked_workers.len() >= MAX_RANKED {
+            break;
+        }
+        filter.after = listings.last().map(|l| l.id.clone());
+    }
+    if query.sort == Some(DiscoverySort::Reputation) {
+        ranked_workers.sort_by(|(a, ra), (b, rb)| {
+            rb.score
+                .total_cmp(&ra.score)
+                .then(rb.hires_settled.cmp(&ra.hires_settled))
+                .then(a.id.cmp(&b.id))
+        });
+    }
+    let start = query.after.as_ref().map_or(0, |after| {
+        ranked_workers
+            .iter()
+            .position(|(worker, _)| &worker.id == after)
+            .map_or(ranked_workers.len(), |at| at + 1)
+    });
+    let page: Vec<PublicWorker> = ranked_workers
+        .into_iter()
+        .skip(start)
+        .take(limit as usize + 1)
+        .map(|(worker, summary)| worker.with_reputation(summary))
+        .collect();
+    let mut workers = page;
+    let next_after = if workers.len() > limit as usize {
+        workers.truncate(limit as usize);
+        workers.last().map(|w| w.id.clone())
+    } else {
+        None
+    };
     Ok(Json(DiscoveryPage {
-        workers: listings.iter().map(PublicWorker::from).collect(),
+        workers,
         next_after,
     }))
 }

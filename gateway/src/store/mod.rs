@@ -24,6 +24,7 @@
 //! | `execution` | the paid hire's transactions: `payment` + `contract`, `attempt`, `deliverable`, `verification` |
 //! | `jobs` | `job` |
 //! | `webhooks` | `webhook_secret`, `webhook_endpoint`, `webhook_delivery`, `webhook_attempt` (outbox filled by a trigger on `contract_event`) |
+//! | `reputation` | read-only: one listing's ended paid contracts as reputation facts (payment, first verdict, last attempt, dispute, self-dealing) |
 //! | `receipts` | `contract_receipt` (write-once; `contract_event` is append-only by trigger, migration 0006) |
 //! | `disputes` | `dispute` (one per contract; the other party's answer and the decision are each written once); the arbiter's queue by state |
 //! | `json` | none: the JSON binding and diagnostic-text rule every table uses |
@@ -47,6 +48,7 @@ mod ledger;
 mod long_running;
 mod payments;
 mod receipts;
+mod reputation;
 mod webhooks;
 mod worker_stats;
 mod workers;

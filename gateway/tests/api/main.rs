@@ -21,6 +21,7 @@ mod openapi;
 mod ops;
 mod outbound;
 mod receipts;
+mod reputation;
 mod seeker_cli;
 mod store;
 mod surface;

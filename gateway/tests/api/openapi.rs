@@ -169,6 +169,7 @@ fn auth_errors_and_x402_headers_are_described() {
                 "get /openapi.json",
                 "get /readyz",
                 "get /v1/workers",
+                "get /v1/workers/{id}/reputation",
             ]
             .map(str::to_owned)
         )
