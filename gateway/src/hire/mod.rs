@@ -12,6 +12,7 @@
 //! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain (escrowed: the escrow's capture, decided by its events) |
 //! | `release` | escrowed money back to the payer: void, the payer's reclaim, the arbiter's refund after capture; their sweep |
 //! | [`escrow`] | the gateway as escrow operator of `auth-capture` contracts: one operator per chain, `PaymentInfo` from the stored offer, the capture order of the terms |
+//! | [`bazaar`] | x402 discovery metadata of an offer: the `bazaar` extension and `resource.serviceName`/`tags` from the listing |
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
 //! | [`offered`] | the unpaid execute's hot path: offered contracts' 402s served from memory |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
@@ -37,6 +38,7 @@
 //! [`execute`].
 
 mod authorize;
+pub mod bazaar;
 pub mod cancel;
 pub mod crosscheck;
 pub mod deadlines;
@@ -86,6 +88,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use self::{
+    bazaar::ListingDiscovery,
     locks::ContractLocks,
     offer::{AuthorizationWindow, StoredOffer},
     offered::OfferCache,
@@ -373,6 +376,11 @@ impl HireService {
             listing.pay_to.address(),
             &self.execute_url(contract_id.as_str()),
             max_timeout_s,
+            &ListingDiscovery {
+                name: listing.metadata.name.as_deref(),
+                description: listing.metadata.description.as_deref(),
+                input_schema: listing.metadata.input_schema.as_ref().map(|s| s.as_json()),
+            },
         );
         let token = inner
             .keys

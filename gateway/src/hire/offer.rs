@@ -22,6 +22,7 @@ use hiregate_payments::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::bazaar::{self, ListingDiscovery};
 use crate::{assets::AssetInfo, config::ContractSettings};
 
 /// Seconds of tolerance when checking a payment's `validBefore` against the offer's
@@ -120,13 +121,15 @@ pub struct StoredOffer {
 
 impl StoredOffer {
     /// The offer of `terms` paid in `asset`, for the resource at `execute_url`. `max_timeout_s`
-    /// is the authorization window (`exact`) or the payment window (`auth-capture`).
+    /// is the authorization window (`exact`) or the payment window (`auth-capture`). The
+    /// listing's `discovery` fields go where x402 catalogues read them ([`super::bazaar`]).
     pub fn build(
         terms: &ContractTerms,
         asset: &AssetInfo,
         pay_to: Address,
         execute_url: &str,
         max_timeout_s: u64,
+        discovery: &ListingDiscovery<'_>,
     ) -> Self {
         let price = terms.price();
         let domain = TokenDomain {
@@ -145,17 +148,34 @@ impl StoredOffer {
             requirements.scheme = terms.scheme().as_str().to_owned();
             requirements.extra = auth_capture_extra(escrow, &domain);
         }
+        let task = terms.task();
         let mut resource = ResourceInfo::new(execute_url);
-        resource.description = Some(format!(
-            "hiregate contract {}: {}",
-            terms.contract_id(),
-            terms.task().task_type()
-        ));
+        resource.description = Some(match discovery.description {
+            Some(description) => description.to_owned(),
+            None => format!(
+                "hiregate contract {}: {}",
+                terms.contract_id(),
+                task.task_type()
+            ),
+        });
         resource.mime_type = Some("application/json".to_owned());
+        resource
+            .unknown
+            .extend(bazaar::service_fields(discovery, task.task_type().as_str()));
         let mut extensions = Extensions::new();
         extensions.insert(
             PAYMENT_IDENTIFIER.to_owned(),
             declare_payment_identifier(false),
+        );
+        extensions.insert(
+            bazaar::BAZAAR.to_owned(),
+            bazaar::extension(
+                discovery,
+                task.input(),
+                task.output_schemas()
+                    .first()
+                    .map(|schema| schema.document()),
+            ),
         );
         Self {
             payment_required: PaymentRequired {

@@ -27,3 +27,4 @@ mod store;
 mod surface;
 mod webhooks;
 mod workers;
+mod x402_discovery;
