@@ -73,15 +73,16 @@ pub fn extension(
     let output_schema = output_schema
         .and_then(standalone)
         .unwrap_or_else(|| json!({}));
-    let full = declare(input.clone(), body_schema, output_schema);
+    let full = declare(input, &body_schema, &output_schema);
     if full.to_string().len() <= MAX_EXTENSION_BYTES {
         return full;
     }
     // An empty object body is what a catalogue can always show; the schema then accepts any body.
-    declare(json!({}), json!({}), json!({}))
+    let empty = json!({});
+    declare(&empty, &empty, &empty)
 }
 
-fn declare(body: Value, body_schema: Value, output_schema: Value) -> Value {
+fn declare(body: &Value, body_schema: &Value, output_schema: &Value) -> Value {
     json!({
         "info": {
             "input": {"type": "http", "method": "POST", "bodyType": "json", "body": body},
