@@ -24,7 +24,6 @@ use hiregate_worker_sdk::{
     CallbackConfig, CallbackShape, GatewayKeys, TaskContext, TaskOutcome, WebhookSecret,
     WorkerBuilder,
     example_workers::{FaultyBehaviour, FaultyMode, faulty_builder, faulty_handler},
-    serve,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -225,18 +224,37 @@ async fn seed_poll(State(state): State<Arc<SeedWorkerState>>) -> impl IntoRespon
     ([(header::CONTENT_TYPE, "application/json")], body)
 }
 
-async fn seed_file(Path(name): Path<String>) -> impl IntoResponse {
-    let n = match name.as_str() {
-        "logo_v1.svg" => 1,
-        "logo_v2.svg" => 2,
-        "logo_v3.svg" => 3,
-        _ => return StatusCode::NOT_FOUND.into_response(),
-    };
-    ([(header::CONTENT_TYPE, "image/svg+xml")], logo(n)).into_response()
+fn logo_number(name: &str) -> Option<u8> {
+    match name {
+        "logo_v1.svg" => Some(1),
+        "logo_v2.svg" => Some(2),
+        "logo_v3.svg" => Some(3),
+        _ => None,
+    }
 }
 
-/// Start a seed worker answering `answer`; `files` overrides where its deliverables point.
-async fn start_seed_worker(answer: SeedAnswer, gateway: &str, files: Option<&str>) -> SeedWorker {
+async fn seed_file(Path(name): Path<String>) -> impl IntoResponse {
+    match logo_number(&name) {
+        Some(n) => ([(header::CONTENT_TYPE, "image/svg+xml")], logo(n)).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// The same names with other bytes: what the answer's checksums do not describe.
+async fn altered_file(Path(name): Path<String>) -> impl IntoResponse {
+    match logo_number(&name) {
+        Some(n) => ([(header::CONTENT_TYPE, "image/svg+xml")], logo(n + 10)).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// Start a seed worker answering `answer`; its deliverables point at its `/files` unless
+/// `files_path` names another of its routes (`altered-files`).
+async fn start_seed_worker(
+    answer: SeedAnswer,
+    gateway: &str,
+    files_path: Option<&str>,
+) -> SeedWorker {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address: SocketAddr = listener.local_addr().unwrap();
     let base = format!("http://{address}");
@@ -250,13 +268,14 @@ async fn start_seed_worker(answer: SeedAnswer, gateway: &str, files: Option<&str
         .unwrap();
     let state = Arc::new(SeedWorkerState {
         answer,
-        files: files.map_or_else(|| format!("{base}/files"), str::to_owned),
+        files: format!("{base}/{}", files_path.unwrap_or("files")),
         base: base.clone(),
     });
     let router = Router::new()
         .route("/execute", post(seed_execute))
         .route("/tasks/task_abc123", get(seed_poll))
         .route("/files/{name}", get(seed_file))
+        .route("/altered-files/{name}", get(altered_file))
         .with_state(state)
         .fallback_service(sdk.router());
     let shutdown = CancellationToken::new();
@@ -431,14 +450,9 @@ async fn the_seed_success_answer_is_verified_settled_and_read_back_as_hire_on_po
 #[tokio::test]
 async fn a_deliverable_whose_checksum_does_not_match_its_file_is_rejected_and_nothing_moves() {
     let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
-    // The files the worker names are another worker's: same names, other bytes.
-    let decoy = start_seed_worker(SeedAnswer::Success, &env.app.address, None).await;
-    let worker = start_seed_worker(
-        SeedAnswer::Success,
-        &env.app.address,
-        Some(&format!("{}/files-elsewhere", decoy.endpoint)),
-    )
-    .await;
+    // The files the worker names hold other bytes than its checksums say.
+    let worker =
+        start_seed_worker(SeedAnswer::Success, &env.app.address, Some("altered-files")).await;
     let (worker_id, _) = list_seed_worker(&env, &worker).await;
     env.worker_id = worker_id.clone();
     let contract_id = contract(&env, &worker_id, json!({})).await;
@@ -726,7 +740,8 @@ async fn an_http_endpoint_is_refused_at_registration_when_https_is_required() {
         .expect("anvil devnet starts");
     let app = spawn_app_on(
         TestDatabase::sqlite(),
-        &chain_settings(&devnet, "[outbound]\nrequire_https = true\n"),
+        // Lands in chain_settings' [outbound] table.
+        &chain_settings(&devnet, "require_https = true\n"),
     )
     .await;
     let (operator_key, _) = app.create_key("operator").await;
@@ -805,7 +820,8 @@ async fn pending_when_https_becomes_required(
         TestDatabase::Shared(url),
         &chain_settings(
             &devnet,
-            &format!("{key}{after}[outbound]\nrequire_https = true\n"),
+            // Lands in chain_settings' [outbound] table.
+            &format!("require_https = true\n{key}{after}"),
         ),
     )
     .await;
