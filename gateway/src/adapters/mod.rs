@@ -372,9 +372,12 @@ mod tests {
         });
         WorkerAnswer::Delivered {
             deliverable: Deliverable::completed(Output::Multiple {
-                items: vec![Output::Text {
-                    content: "notes".into(),
-                }, file],
+                items: vec![
+                    Output::Text {
+                        content: "notes".into(),
+                    },
+                    file,
+                ],
             })
             .unwrap(),
             http_status: 200,

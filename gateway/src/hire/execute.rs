@@ -554,7 +554,10 @@ impl HireService {
 /// HIRE's `status` of a delivered contract: `partial` when the worker said so, else
 /// `completed`.
 fn hire_status(content: Option<&Value>) -> &'static str {
-    match content.and_then(|c| c.get("status")).and_then(Value::as_str) {
+    match content
+        .and_then(|c| c.get("status"))
+        .and_then(Value::as_str)
+    {
         Some("partial") => "partial",
         _ => "completed",
     }

@@ -49,7 +49,9 @@ use super::{
     reply::Reply,
 };
 use crate::{
-    adapters::{FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http},
+    adapters::{
+        FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
+    },
     error::ApiError,
     ids::JobId,
     store::{AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError},

@@ -417,7 +417,11 @@ macro_rules! apply_side_write {
                     .bind(end.worker_task_id.as_deref())
                     .bind(end.poll_url.as_deref())
                     .bind(end.finished_at.map(to_millis))
-                    .bind(end.worker_metadata.as_ref().map($crate::store::json::JsonText))
+                    .bind(
+                        end.worker_metadata
+                            .as_ref()
+                            .map($crate::store::json::JsonText),
+                    )
                     .bind(end.estimated_completion.as_deref())
                     .execute($exec)
                     .await?;

@@ -157,7 +157,11 @@ fn seed_body(template: &str, contract_id: &str, files: &str, poll_base: &str) ->
         .replace("ctr_xyz789", contract_id)
         .replace("https://storage.example.com", files)
         .replace("https://worker.example.com", poll_base);
-    for (n, placeholder) in [(1, "sha256:abc..."), (2, "sha256:def..."), (3, "sha256:ghi...")] {
+    for (n, placeholder) in [
+        (1, "sha256:abc..."),
+        (2, "sha256:def..."),
+        (3, "sha256:ghi..."),
+    ] {
         body = body.replace(
             placeholder,
             &Digest::of_bytes(logo(n).as_bytes()).to_string(),
@@ -368,10 +372,7 @@ async fn call_back(
         .unwrap();
     env.app
         .client
-        .post(format!(
-            "{}/v1/callbacks/{contract_id}",
-            env.app.address
-        ))
+        .post(format!("{}/v1/callbacks/{contract_id}", env.app.address))
         .headers(headers)
         .header("content-type", "application/json")
         .body(body.to_owned())
@@ -412,10 +413,7 @@ async fn completed_answer_settles(database: TestDatabase) {
     assert_eq!(answer.body["output"]["type"], "multiple");
     // ...beside hiregate's own fields.
     assert_eq!(answer.body["state"], "settled");
-    assert_eq!(
-        answer.body["verification"]["verification_status"],
-        "passed"
-    );
+    assert_eq!(answer.body["verification"]["verification_status"], "passed");
     // Every file was fetched and its checksum checked before settling.
     assert_eq!(
         answer.body["deliverable"]["output"]["items"]
@@ -430,7 +428,11 @@ async fn completed_answer_settles(database: TestDatabase) {
     assert_eq!(view["attempts"][0]["metadata"]["execution_time_ms"], 4500);
 
     let after = env.balances().await;
-    assert_eq!(after.0, before.0 - U256::from(PRICE), "the seeker paid once");
+    assert_eq!(
+        after.0,
+        before.0 - U256::from(PRICE),
+        "the seeker paid once"
+    );
     assert_eq!(after.1, before.1 + U256::from(PRICE), "the worker was paid");
 }
 
@@ -473,7 +475,12 @@ async fn failure_answer_moves_nothing(database: TestDatabase) {
     let worker = start_seed_worker(SeedAnswer::Failure, &env.app.address, None).await;
     let (worker_id, _) = list_seed_worker(&env, &worker).await;
     env.worker_id = worker_id.clone();
-    let contract_id = contract(&env, &worker_id, json!({"retry_policy": {"max_attempts": 1}})).await;
+    let contract_id = contract(
+        &env,
+        &worker_id,
+        json!({"retry_policy": {"max_attempts": 1}}),
+    )
+    .await;
     let before = env.balances().await;
     let challenge = env.challenge(&contract_id).await;
     let answer = env
