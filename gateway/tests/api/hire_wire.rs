@@ -856,6 +856,17 @@ async fn an_http_poll_url_is_refused_at_runtime_when_https_is_required() {
     let view = view(&env, &contract_id).await;
     assert_eq!(view["attempts"][0]["error"]["code"], "insecure_url");
     assert_eq!(env.balances().await, before, "nothing moved");
+
+    // Nor is a plain http seeker webhook accepted in a new proposal.
+    let response = propose(
+        &env,
+        &env.worker_id,
+        json!({"webhook_url": "http://hooks.example.com/hiregate"}),
+    )
+    .await;
+    assert_eq!(response.status(), 422);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "webhook_url_not_https");
 }
 
 /// With https required, a callback naming plain http files is refused before anything is
