@@ -224,6 +224,15 @@ impl Output {
         }
     }
 
+    fn collect_urls<'a>(&'a self, out: &mut Vec<&'a Url>) {
+        match self {
+            Self::File(file) => out.push(&file.url),
+            Self::Stream { url, .. } => out.push(url),
+            Self::Multiple { items } => items.iter().for_each(|item| item.collect_urls(out)),
+            Self::Text { .. } | Self::Json { .. } => {}
+        }
+    }
+
     fn collect_files<'a>(&'a self, out: &mut Vec<&'a FileOutput>) {
         match self {
             Self::File(file) => out.push(file),
@@ -367,6 +376,16 @@ impl Deliverable {
     /// THE deliverable digest: `sha256` of the RFC 8785 form of this deliverable.
     pub fn digest(&self) -> Result<Digest, CanonicalError> {
         Digest::of_canonical(self)
+    }
+
+    /// Every URL the deliverable names (files, streams, evidence artifacts), in order of
+    /// appearance: what a seeker or the gateway would have to call.
+    #[must_use]
+    pub fn urls(&self) -> Vec<&Url> {
+        let mut urls = Vec::new();
+        self.output.collect_urls(&mut urls);
+        urls.extend(self.evidence_refs.iter().map(|artifact| &artifact.uri));
+        urls
     }
 
     /// Every file and evidence artifact to fetch before verification, once per URL, in order

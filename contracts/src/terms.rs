@@ -451,8 +451,10 @@ impl Sla {
     pub const MAX_LATENCY_MS: u64 = 3_600_000;
     /// Longest poll window: HIRE's long-running default, 24 hours.
     pub const MAX_POLL_WINDOW_S: u64 = 86_400;
-    /// Default poll window when the seeker gives none: one hour.
-    pub const DEFAULT_POLL_WINDOW_S: u64 = 3_600;
+    /// Default poll window when the seeker gives none: none, pending work must end within
+    /// `max_latency_ms`. Long-running work asks for one (and pays with a scheme that can hold
+    /// the money that long).
+    pub const DEFAULT_POLL_WINDOW_S: u64 = 0;
 
     /// Service levels within bounds.
     pub fn new(max_latency_ms: u64, poll_window_s: u64) -> Result<Self, TermsError> {
@@ -475,7 +477,8 @@ impl Sla {
     pub const fn max_latency_ms(&self) -> u64 {
         self.max_latency_ms
     }
-    /// How long the gateway waits for pending work (polling or callback).
+    /// How long the gateway waits for pending work (polling or callback) beyond
+    /// `max_latency_ms`.
     #[must_use]
     pub const fn poll_window_s(&self) -> u64 {
         self.poll_window_s

@@ -74,6 +74,7 @@ async fn setup(contract_count: usize) -> Bench {
         api_key = "{ADMIN_KEY}"
         [outbound]
         allow_private_targets = true
+        require_https = false
         [chains.devnet]
         network = "{network}"
         rpc_url = "{rpc}"

@@ -468,6 +468,9 @@ pub struct OutboundSettings {
     pub max_response_bytes: usize,
     /// Allow private/loopback/link-local targets (dev and tests only).
     pub allow_private_targets: bool,
+    /// Refuse plain `http` for worker endpoints, poll URLs, deliverable files and webhooks
+    /// (HIRE: all communication over HTTPS). Off only for local development and tests.
+    pub require_https: bool,
 }
 
 impl OutboundSettings {
@@ -1142,6 +1145,7 @@ mod tests {
         assert_eq!(settings.database.url.kind(), DatabaseKind::Sqlite);
         assert_eq!(settings.database.url.expose(), "sqlite://hiregate.db");
         assert!(!settings.outbound.allow_private_targets);
+        assert!(settings.outbound.require_https);
         assert_eq!(settings.facilitator.mode, FacilitatorMode::Embedded);
         assert!(settings.admin.api_key.is_none());
     }

@@ -648,8 +648,9 @@ level = "warn"
 [admin]
 api_key = "{admin_key}"
 [outbound]
-# The demo's workers run on this machine.
+# The demo's workers run on this machine, on plain http.
 allow_private_targets = true
+require_https = false
 [health]
 interval_ms = 2000
 [contracts]

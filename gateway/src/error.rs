@@ -332,6 +332,16 @@ impl From<RegistryError> for ApiError {
                 field: invalid.field,
                 reason: invalid.reason,
             },
+            RegistryError::InsecureEndpoint { ref endpoint } => Self::UnprocessableWithDetails {
+                code: "endpoint_not_https",
+                message: error.to_string(),
+                details: serde_json::json!({
+                    "field": "endpoint",
+                    "endpoint": endpoint,
+                    "required_scheme": "https",
+                    "setting": "outbound.require_https",
+                }),
+            },
             RegistryError::Store(store) => Self::Store(store),
         }
     }

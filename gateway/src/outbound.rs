@@ -8,6 +8,11 @@
 //! and system proxies are ignored (a proxy would resolve names where we cannot check them).
 //! `outbound.allow_private_targets = true` lifts the address filter for local development
 //! and tests.
+//!
+//! HIRE's Security section asks for HTTPS everywhere: with `outbound.require_https` (on by
+//! default) a plain `http` URL is refused before anything is sent ([`OutboundError::InsecureScheme`]),
+//! whichever caller built it (worker endpoint, poll URL, deliverable file, webhook). Local
+//! development and the tests turn it off next to `allow_private_targets`.
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -41,6 +46,12 @@ pub enum OutboundError {
     UnsupportedScheme {
         /// The scheme found.
         scheme: String,
+    },
+    /// Plain `http` while `outbound.require_https` is on.
+    #[error("`{url}` is plain http; this gateway only calls https URLs (outbound.require_https)")]
+    InsecureScheme {
+        /// The refused URL (scheme, host and path; never a query, which may carry a token).
+        url: String,
     },
     /// No response within the time limit.
     #[error("request timed out")]
@@ -100,6 +111,7 @@ fn blocked_host_in_chain(error: &reqwest::Error) -> Option<String> {
 pub struct OutboundClient {
     client: reqwest::Client,
     allow_private_targets: bool,
+    require_https: bool,
     max_response_bytes: usize,
 }
 
@@ -118,6 +130,7 @@ impl OutboundClient {
         Ok(Self {
             client: builder.build().map_err(OutboundError::Build)?,
             allow_private_targets: settings.allow_private_targets,
+            require_https: settings.require_https,
             max_response_bytes: settings.max_response_bytes,
         })
     }
@@ -127,12 +140,25 @@ impl OutboundClient {
         self.allow_private_targets
     }
 
+    /// Whether plain `http` URLs are refused (`outbound.require_https`).
+    pub fn requires_https(&self) -> bool {
+        self.require_https
+    }
+
     /// Start a request to `url` after checking its scheme and, for IP literals, its address.
     /// Host names are checked when they resolve, inside the client.
     pub fn request(&self, method: Method, url: &Url) -> Result<RequestBuilder, OutboundError> {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(OutboundError::UnsupportedScheme {
                 scheme: url.scheme().to_owned(),
+            });
+        }
+        if self.require_https && url.scheme() == "http" {
+            let mut shown = url.clone();
+            shown.set_query(None);
+            shown.set_fragment(None);
+            return Err(OutboundError::InsecureScheme {
+                url: shown.to_string(),
             });
         }
         if !self.allow_private_targets {

@@ -201,6 +201,7 @@ max_connections = 16
 api_key = "{ADMIN_KEY}"
 [outbound]
 allow_private_targets = true
+require_https = false
 [chains.devnet]
 network = "{network}"
 rpc_url = "{rpc}"

@@ -138,6 +138,7 @@ url = "{database_url}"
 api_key = "{ADMIN_KEY}"
 [outbound]
 allow_private_targets = true
+require_https = false
 [chains.devnet]
 network = "{network}"
 rpc_url = "{rpc}"

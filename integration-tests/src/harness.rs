@@ -486,6 +486,7 @@ api_key = "{admin}"
 [outbound]
 # The workers run on this machine.
 allow_private_targets = true
+require_https = false
 request_timeout_ms = 15000
 [health]
 interval_ms = 2000

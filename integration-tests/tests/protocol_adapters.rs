@@ -74,6 +74,7 @@ impl Env {
             api_key = "{ADMIN_KEY}"
             [outbound]
             allow_private_targets = true
+            require_https = false
             connect_timeout_ms = 2000
             request_timeout_ms = 10000
             [health]

@@ -46,6 +46,31 @@ impl CompletionCallback {
     }
 }
 
+/// How a completion callback body is shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CallbackShape {
+    /// The report with its `status` plus `event` ([`CompletionCallback`]); the default.
+    #[default]
+    ReportWithEvent,
+    /// HIRE's webhook exactly as its document shows it: `event`, `contract_id`, `task_id` and
+    /// the report's payload (`output`/`metadata`, or `error`), no `status`. A gateway that only
+    /// reads task reports will not understand it; hiregate reads both.
+    HireWebhook,
+}
+
+impl CallbackShape {
+    /// The body of the callback announcing `report` in this shape.
+    pub fn body(self, report: TaskReport) -> Result<Vec<u8>, serde_json::Error> {
+        let mut value = serde_json::to_value(CompletionCallback::new(report))?;
+        if self == Self::HireWebhook
+            && let Some(object) = value.as_object_mut()
+        {
+            object.remove("status");
+        }
+        serde_json::to_vec(&value)
+    }
+}
+
 /// The `event` of a completion callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,6 +88,7 @@ pub enum CallbackEvent {
 pub struct CallbackConfig {
     gateway_url: Url,
     secret: WebhookSecret,
+    shape: CallbackShape,
     max_attempts: u32,
     first_retry_delay: Duration,
     client: Option<reqwest::Client>,
@@ -76,10 +102,18 @@ impl CallbackConfig {
         Self {
             gateway_url,
             secret,
+            shape: CallbackShape::default(),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             first_retry_delay: DEFAULT_FIRST_RETRY_DELAY,
             client: None,
         }
+    }
+
+    /// Shapes the callback bodies (default [`CallbackShape::ReportWithEvent`]).
+    #[must_use]
+    pub fn shape(mut self, shape: CallbackShape) -> Self {
+        self.shape = shape;
+        self
     }
 
     /// Delivery attempts before giving up (at least 1; default 5).
@@ -113,6 +147,7 @@ impl CallbackConfig {
         Ok(CallbackSender {
             gateway_url: self.gateway_url,
             secret: self.secret,
+            shape: self.shape,
             max_attempts: self.max_attempts,
             first_retry_delay: self.first_retry_delay,
             client,
@@ -125,6 +160,7 @@ impl fmt::Debug for CallbackConfig {
         f.debug_struct("CallbackConfig")
             .field("gateway_url", &self.gateway_url.as_str())
             .field("secret", &self.secret)
+            .field("shape", &self.shape)
             .field("max_attempts", &self.max_attempts)
             .field("first_retry_delay", &self.first_retry_delay)
             .finish_non_exhaustive()
@@ -146,6 +182,7 @@ pub fn callback_url(gateway_url: &Url, contract_id: &ContractId) -> Url {
 pub(crate) struct CallbackSender {
     gateway_url: Url,
     secret: WebhookSecret,
+    shape: CallbackShape,
     max_attempts: u32,
     first_retry_delay: Duration,
     client: reqwest::Client,
@@ -180,7 +217,7 @@ impl CallbackSender {
             Some(task_id) => format!("cb_{task_id}"),
             None => format!("cb_{contract_id}"),
         };
-        let body = match serde_json::to_vec(&CompletionCallback::new(report)) {
+        let body = match self.shape.body(report) {
             Ok(body) => body,
             Err(error) => {
                 tracing::error!(%error, %contract_id, "cannot serialise completion callback");
@@ -280,6 +317,29 @@ mod tests {
         let parsed: CompletionCallback = serde_json::from_value(body).unwrap();
         assert_eq!(parsed.report, report);
         assert_eq!(parsed.event, CallbackEvent::TaskCompleted);
+    }
+
+    #[test]
+    fn the_hire_webhook_shape_has_no_status() {
+        let contract_id = ContractId::generate();
+        let report: TaskReport = serde_json::from_value(json!({
+            "status": "failed",
+            "contract_id": contract_id,
+            "task_id": "task_abc123",
+            "error": {"code": "INVALID_INPUT", "message": "Color format not recognized"}
+        }))
+        .unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&CallbackShape::HireWebhook.body(report).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "event": "task_failed",
+                "contract_id": contract_id,
+                "task_id": "task_abc123",
+                "error": {"code": "INVALID_INPUT", "message": "Color format not recognized"}
+            })
+        );
     }
 
     #[test]

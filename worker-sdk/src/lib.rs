@@ -101,7 +101,7 @@ pub mod testing;
 pub mod webhook;
 pub mod worker;
 
-pub use callback::{CallbackConfig, CompletionCallback};
+pub use callback::{CallbackConfig, CallbackShape, CompletionCallback};
 pub use gateway_auth::{GatewayKeys, Jwks};
 pub use handler::{TaskContext, TaskHandler, TaskOutcome};
 pub use ids::{Attempt, ContractId, TaskId, TaskType, WorkerId};

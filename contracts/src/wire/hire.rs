@@ -1,5 +1,7 @@
 //! HIRE `/execute` responses (seeds/hire-execution.txt): `completed`, `failed`, `pending`,
-//! `partial`.
+//! `partial`; and the worker's completion webhook, which the document tags by `event`
+//! (`task_completed`, `task_failed`) instead of `status` ([`TaskCallback`], read by
+//! [`parse_report`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,6 +33,69 @@ impl ExecuteResponse {
             Self::Partial(delivery) => Some(delivery.to_deliverable(DeliveryStatus::Partial)),
             Self::Failed(_) | Self::Pending(_) => None,
         }
+    }
+}
+
+/// A worker's completion webhook in the document's own shape: tagged by `event`, with no
+/// `status` (`{"event":"task_completed","contract_id":…,"task_id":…,"deliverables":[…]}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum TaskCallback {
+    /// The task completed: its deliverables (or `output`).
+    TaskCompleted(Delivery),
+    /// The task failed: its `error`.
+    TaskFailed(Failure),
+}
+
+impl From<TaskCallback> for ExecuteResponse {
+    fn from(callback: TaskCallback) -> Self {
+        match callback {
+            TaskCallback::TaskCompleted(delivery) => Self::Completed(delivery),
+            TaskCallback::TaskFailed(failure) => Self::Failed(failure),
+        }
+    }
+}
+
+/// Why a worker's report does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// Not JSON, or not one of the HIRE shapes.
+    #[error(transparent)]
+    Shape(#[from] serde_json::Error),
+    /// `status` and `event` both present and naming different ends.
+    #[error("`event` {event:?} contradicts `status` {status:?}")]
+    Contradiction {
+        /// The `event` given.
+        event: String,
+        /// The `status` given.
+        status: String,
+    },
+}
+
+/// A worker's report in any HIRE shape: an execute/poll response tagged by `status`, or a
+/// completion webhook tagged by `event` (worker-sdk sends both tags; they must then agree).
+pub fn parse_report(body: &[u8]) -> Result<ExecuteResponse, ReportError> {
+    let value: Value = serde_json::from_slice(body)?;
+    let status = value.get("status").and_then(Value::as_str);
+    let event = value.get("event").and_then(Value::as_str);
+    match (status, event) {
+        (None, Some(_)) => Ok(serde_json::from_value::<TaskCallback>(value)?.into()),
+        (Some(status), Some(event)) => {
+            let agrees = matches!(
+                (status, event),
+                ("completed", "task_completed")
+                    | ("failed", "task_failed")
+                    | ("partial", "task_partial")
+            );
+            if !agrees {
+                return Err(ReportError::Contradiction {
+                    event: event.to_owned(),
+                    status: status.to_owned(),
+                });
+            }
+            Ok(serde_json::from_value(value)?)
+        }
+        _ => Ok(serde_json::from_value(value)?),
     }
 }
 
@@ -199,6 +264,55 @@ mod tests {
             partial.deliverable().unwrap().unwrap().status(),
             DeliveryStatus::Partial
         );
+    }
+
+    #[test]
+    fn the_seed_webhook_shapes_parse_as_reports() {
+        let completed = json!({
+            "event": "task_completed",
+            "contract_id": "ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4K",
+            "task_id": "task_abc123",
+            "deliverables": [{"name": "logo_v1.svg", "url": "https://storage.example.com/logo_v1.svg",
+                              "checksum": format!("sha256:{}", "ab".repeat(32))}]
+        });
+        let report = parse_report(completed.to_string().as_bytes()).unwrap();
+        let ExecuteResponse::Completed(delivery) = &report else {
+            panic!("{report:?}")
+        };
+        assert_eq!(delivery.task_id.as_deref(), Some("task_abc123"));
+        assert!(matches!(
+            report.deliverable().unwrap().unwrap().output(),
+            Output::File(file) if file.name.as_deref() == Some("logo_v1.svg")
+        ));
+        let failed = json!({
+            "event": "task_failed",
+            "contract_id": "ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4K",
+            "task_id": "task_abc123",
+            "error": {"code": "INVALID_INPUT", "message": "Color format not recognized",
+                      "details": {"field": "colors[0]"}}
+        });
+        assert!(matches!(
+            parse_report(failed.to_string().as_bytes()).unwrap(),
+            ExecuteResponse::Failed(failure) if failure.error.code == "INVALID_INPUT"
+        ));
+        // worker-sdk's shape: both tags, agreeing.
+        let both = json!({"event": "task_completed", "status": "completed",
+                          "output": {"type": "text", "content": "done"}});
+        assert!(matches!(
+            parse_report(both.to_string().as_bytes()).unwrap(),
+            ExecuteResponse::Completed(_)
+        ));
+        for refused in [
+            json!({"event": "task_failed", "status": "completed",
+                   "output": {"type": "text", "content": "done"}}),
+            json!({"event": "task_exploded", "output": {"type": "text", "content": "x"}}),
+            json!({"event": "task_completed"}),
+        ] {
+            let parsed = parse_report(refused.to_string().as_bytes());
+            let refused_outright = parsed.is_err();
+            let empty = parsed.is_ok_and(|r| matches!(r.deliverable(), Some(Err(_))));
+            assert!(refused_outright || empty, "{refused}");
+        }
     }
 
     #[test]

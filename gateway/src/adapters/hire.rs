@@ -15,7 +15,7 @@
 //! U+0000 is a malformed answer: the task id is kept as plain text (see the `store` docs).
 
 use async_trait::async_trait;
-use hiregate_contracts::wire::hire::ExecuteResponse;
+use hiregate_contracts::wire::hire::{ExecuteResponse, parse_report};
 use reqwest::{Method, StatusCode, header};
 use serde_json::Value;
 use url::Url;
@@ -56,6 +56,14 @@ fn transport_failure(error: &OutboundError) -> WorkerAnswer {
             "answer_too_large",
             error.to_string(),
         ),
+        // Nothing was sent: a plain http poll URL (or endpoint) while https is required.
+        OutboundError::InsecureScheme { url } => WorkerAnswer::Failed {
+            kind: FailureKind::InsecureUrl,
+            http_status: None,
+            code: "insecure_url".to_owned(),
+            message: error.to_string(),
+            details: Some(serde_json::json!({"url": url, "required_scheme": "https"})),
+        },
         OutboundError::BlockedTarget { .. } | OutboundError::UnsupportedScheme { .. } => failed(
             FailureKind::Unreachable,
             None,
@@ -133,6 +141,34 @@ pub fn classify_poll(status: StatusCode, body: &[u8], contract_id: &str) -> Work
         return classify(StatusCode::ACCEPTED, body, contract_id);
     }
     classify(status, body, contract_id)
+}
+
+/// Reads a worker's completion callback for `contract_id`: HIRE's webhook shape (`event`:
+/// `task_completed` / `task_failed`, no `status`) or a task report (`status`, with or without
+/// worker-sdk's `event`). A body that is neither is a `BadResponse` failure.
+pub fn classify_callback(body: &[u8], contract_id: &str) -> WorkerAnswer {
+    let report = match parse_report(body) {
+        Ok(report) => report,
+        Err(error) => {
+            return failed(
+                FailureKind::BadResponse,
+                None,
+                "malformed_answer",
+                format!("the callback is not a HIRE task report: {error}"),
+            );
+        }
+    };
+    // The event shape was read into a status-tagged report; what it did not name (a partial's
+    // poll_url) stays out, as a callback has nothing to poll.
+    match serde_json::to_vec(&report) {
+        Ok(normalized) => classify(StatusCode::OK, &normalized, contract_id),
+        Err(error) => failed(
+            FailureKind::BadResponse,
+            None,
+            "malformed_answer",
+            error.to_string(),
+        ),
+    }
 }
 
 /// The `contract_id` an answer echoes, if it does.
@@ -221,6 +257,7 @@ pub fn classify(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAns
                 WorkerAnswer::Pending {
                     task_id: Some(pending.task_id),
                     poll_url: Some(pending.poll_url),
+                    estimated_completion: pending.estimated_completion,
                     http_status: status.as_u16(),
                 }
             })
@@ -235,6 +272,10 @@ pub fn classify(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAns
                     .get("poll_url")
                     .and_then(Value::as_str)
                     .and_then(|u| Url::parse(u).ok()),
+                estimated_completion: raw
+                    .get("estimated_completion")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
                 http_status: status.as_u16(),
             })
         }
@@ -246,10 +287,17 @@ pub fn classify(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAns
             details: failure.error.details,
         },
         answer @ (ExecuteResponse::Completed(_) | ExecuteResponse::Partial(_)) => {
+            let metadata = match &answer {
+                ExecuteResponse::Completed(delivery) | ExecuteResponse::Partial(delivery) => {
+                    delivery.metadata.clone()
+                }
+                _ => None,
+            };
             match answer.deliverable() {
                 Some(Ok(deliverable)) => WorkerAnswer::Delivered {
                     deliverable,
                     http_status: status.as_u16(),
+                    metadata,
                 },
                 Some(Err(error)) => failed(
                     FailureKind::BadResponse,

@@ -82,6 +82,9 @@ pub enum FailureKind {
     /// The answer names another contract (HIRE `contract_id`, WattSwarm `task_id` /
     /// `execution_id`, another Superwire run): whatever it carries is not this contract's work.
     ContractMismatch,
+    /// The answer names a plain `http` URL (poll URL, file, stream) while
+    /// `outbound.require_https` is on: nothing it names may be fetched.
+    InsecureUrl,
 }
 
 impl FailureKind {
@@ -93,6 +96,7 @@ impl FailureKind {
             Self::Unreachable => "worker_unreachable",
             Self::BadResponse => "worker_bad_response",
             Self::ContractMismatch => "worker_contract_mismatch",
+            Self::InsecureUrl => "worker_insecure_url",
         }
     }
 }
@@ -136,6 +140,9 @@ pub enum WorkerAnswer {
         deliverable: Deliverable,
         /// HTTP status of the answer.
         http_status: u16,
+        /// The worker's free-form `metadata` (HIRE: execution time, model), kept with the
+        /// attempt and shown to the parties; not part of the deliverable digest.
+        metadata: Option<Value>,
     },
     /// The attempt failed.
     Failed {
@@ -158,9 +165,53 @@ pub enum WorkerAnswer {
         task_id: Option<String>,
         /// Where the worker can be polled.
         poll_url: Option<Url>,
+        /// HIRE `estimated_completion` as the worker wrote it (informational).
+        estimated_completion: Option<String>,
         /// HTTP status of the answer.
         http_status: u16,
     },
+}
+
+/// `answer` unless it names a plain `http` URL the gateway would have to call (a poll URL, a
+/// file or stream of the deliverable) while `require_https` is on: then a failed attempt with
+/// code `insecure_url`, so nothing is polled or fetched over plain http (HIRE Security: all
+/// communication over HTTPS).
+pub fn refuse_plain_http(answer: WorkerAnswer, require_https: bool) -> WorkerAnswer {
+    if !require_https {
+        return answer;
+    }
+    let plain = match &answer {
+        WorkerAnswer::Pending {
+            poll_url: Some(url),
+            ..
+        } if url.scheme() == "http" => Some(url.clone()),
+        WorkerAnswer::Delivered { deliverable, .. } => deliverable
+            .urls()
+            .into_iter()
+            .find(|url| url.scheme() == "http")
+            .cloned(),
+        _ => None,
+    };
+    let Some(mut url) = plain else {
+        return answer;
+    };
+    url.set_query(None);
+    let http_status = match &answer {
+        WorkerAnswer::Pending { http_status, .. } | WorkerAnswer::Delivered { http_status, .. } => {
+            Some(*http_status)
+        }
+        _ => None,
+    };
+    WorkerAnswer::Failed {
+        kind: FailureKind::InsecureUrl,
+        http_status,
+        code: "insecure_url".to_owned(),
+        message: format!(
+            "the worker's answer names the plain http URL {url}; this gateway only calls https \
+             URLs (outbound.require_https)"
+        ),
+        details: Some(serde_json::json!({"url": url.as_str(), "required_scheme": "https"})),
+    }
 }
 
 /// One poll of work a worker took asynchronously.
@@ -214,6 +265,7 @@ pub trait WorkerProtocol: Send + Sync + 'static {
         WorkerAnswer::Pending {
             task_id: None,
             poll_url: None,
+            estimated_completion: None,
             http_status: 0,
         }
     }
@@ -292,5 +344,80 @@ impl ProtocolAdapters {
     /// The adapter for `protocol`, if any.
     pub fn get(&self, protocol: Protocol) -> Option<&Arc<dyn WorkerProtocol>> {
         self.adapters.get(&protocol)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hiregate_contracts::deliverable::{FileOutput, Output};
+
+    use super::*;
+
+    fn pending(poll_url: &str) -> WorkerAnswer {
+        WorkerAnswer::Pending {
+            task_id: Some("task_abc123".into()),
+            poll_url: Some(poll_url.parse().unwrap()),
+            estimated_completion: None,
+            http_status: 202,
+        }
+    }
+
+    fn delivered(file_url: &str) -> WorkerAnswer {
+        let file = Output::File(FileOutput {
+            url: file_url.parse().unwrap(),
+            mime: None,
+            size: None,
+            checksum: None,
+            name: Some("logo_v1.svg".into()),
+        });
+        WorkerAnswer::Delivered {
+            deliverable: Deliverable::completed(Output::Multiple {
+                items: vec![
+                    Output::Text {
+                        content: "notes".into(),
+                    },
+                    file,
+                ],
+            })
+            .unwrap(),
+            http_status: 200,
+            metadata: None,
+        }
+    }
+
+    fn refused_url(answer: &WorkerAnswer) -> Option<String> {
+        match answer {
+            WorkerAnswer::Failed {
+                kind: FailureKind::InsecureUrl,
+                code,
+                details: Some(details),
+                ..
+            } if code == "insecure_url" => details["url"].as_str().map(str::to_owned),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn plain_http_poll_and_file_urls_are_refused_only_when_https_is_required() {
+        let answer = refuse_plain_http(pending("http://w.example/tasks/t?token=secret"), true);
+        // The query may carry a credential: it is not quoted back.
+        assert_eq!(
+            refused_url(&answer).as_deref(),
+            Some("http://w.example/tasks/t")
+        );
+        let answer = refuse_plain_http(delivered("http://files.example/logo_v1.svg"), true);
+        assert_eq!(
+            refused_url(&answer).as_deref(),
+            Some("http://files.example/logo_v1.svg")
+        );
+        for answer in [
+            refuse_plain_http(pending("https://w.example/tasks/t"), true),
+            refuse_plain_http(delivered("https://files.example/logo_v1.svg"), true),
+            refuse_plain_http(pending("http://w.example/tasks/t"), false),
+            refuse_plain_http(delivered("http://files.example/logo_v1.svg"), false),
+        ] {
+            assert!(refused_url(&answer).is_none(), "{answer:?}");
+            assert!(!matches!(answer, WorkerAnswer::Failed { .. }));
+        }
     }
 }

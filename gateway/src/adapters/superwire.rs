@@ -184,6 +184,7 @@ fn classify_plain(status: StatusCode, body: &[u8]) -> WorkerAnswer {
                 Ok(deliverable) => WorkerAnswer::Delivered {
                     deliverable,
                     http_status: status.as_u16(),
+                    metadata: None,
                 },
                 Err(error) => failed(
                     FailureKind::BadResponse,
@@ -309,6 +310,7 @@ impl Relay<'_> {
                     Ok(deliverable) => WorkerAnswer::Delivered {
                         deliverable,
                         http_status: self.http_status,
+                        metadata: None,
                     },
                     Err(error) => failed(
                         FailureKind::BadResponse,

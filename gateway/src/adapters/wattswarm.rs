@@ -279,6 +279,7 @@ pub fn classify(status: StatusCode, body: &[u8], sent: &ExecuteRequest) -> Worke
         Ok(deliverable) => WorkerAnswer::Delivered {
             deliverable,
             http_status: status.as_u16(),
+            metadata: None,
         },
         Err(error) => failed(
             FailureKind::BadResponse,

@@ -24,6 +24,12 @@
 //! original `PAYMENT-RESPONSE`, or answers 202 with the current state. A payment header sent to a
 //! contract that is no longer `offered` is never looked at.
 //!
+//! Answers read as HIRE's (seeds/hire-execution.txt) besides hiregate's own fields: 200 carries
+//! `status` (`completed`/`partial`), `contract_id`, `output` (and `deliverables` with name, url,
+//! checksum when the output is files) once the money allows showing it, and the worker's
+//! `metadata`; 202 pending carries `status`, `task_id`, `poll_url` (the gateway's contract view)
+//! and `estimated_completion`; 422/502/504 carry `status: failed`, `contract_id` and `error`.
+//!
 //! The flow runs on its own task: a client that hangs up, or the request timeout, cannot stop
 //! it between "worker called" and "outcome recorded".
 
@@ -45,7 +51,10 @@ use crate::{
     adapters::secrets::SeekerSecrets,
     error::ApiError,
     ids::{PrincipalId, WorkerId},
-    store::{ContractRecord, NewContractEvent, PaymentRecord, Store, StoreError, Transition},
+    store::{
+        AttemptRecord, ContractRecord, NewContractEvent, PaymentRecord, Store, StoreError,
+        Transition,
+    },
 };
 
 /// Steps one execute may take (pay, forward, settle, answer) before it must have answered.
@@ -207,7 +216,7 @@ impl HireService {
                 .get_contract(&ctx.contract_id)
                 .await?
                 .ok_or_else(not_found)?;
-            return Ok(self.in_progress(&ctx, &current.state));
+            return self.in_progress_now(&ctx, &current.state).await;
         };
 
         self.drive(&ctx, request.payment_signature.as_deref()).await
@@ -315,8 +324,9 @@ impl HireService {
             }
             ContractState::Rejected | ContractState::Voided => {
                 let verification = store.latest_verification(id).await?;
-                Reply::error(
+                hire_failure(
                     StatusCode::UNPROCESSABLE_ENTITY,
+                    id,
                     "verification_failed",
                     "the deliverable did not pass the contract's verification policy; nothing \
                      was settled",
@@ -351,8 +361,9 @@ impl HireService {
             ContractState::Failed => {
                 let attempts = store.list_attempts(id).await?;
                 let last = attempts.last();
-                Reply::error(
+                hire_failure(
                     StatusCode::BAD_GATEWAY,
+                    id,
                     "worker_failed",
                     "the worker failed every attempt the contract allows; the payment was voided \
                      and nothing was settled",
@@ -380,24 +391,55 @@ impl HireService {
                 message: "the contract was settled, then refunded to the payer by an arbiter"
                     .to_owned(),
             }),
-            _ => self.in_progress(ctx, &contract.state),
+            _ => self.in_progress_now(ctx, &contract.state).await?,
         })
     }
 
     pub(super) fn in_progress(&self, ctx: &Ctx, state: &str) -> Reply {
+        self.pending_work(ctx, state, None)
+    }
+
+    /// 202 for work under way. HIRE's pending answer (`status`, `task_id`, `poll_url`,
+    /// `estimated_completion`) when the worker took the task asynchronously: `poll_url` is the
+    /// gateway's contract view (the seeker never talks to the worker), `task_id` and
+    /// `estimated_completion` are the worker's.
+    pub(super) fn pending_work(
+        &self,
+        ctx: &Ctx,
+        state: &str,
+        attempt: Option<&AttemptRecord>,
+    ) -> Reply {
         let id = ctx.contract_id.as_str();
-        Reply::json(
-            StatusCode::ACCEPTED,
-            json!({
-                "contract_id": id,
-                "state": state,
-                "status": if state == "pending" { "pending" } else { "in_progress" },
-                "message": "the contract is being worked on; poll it or follow its events",
-                "poll_url": self.contract_url(id),
-                "events_url": self.events_url(id),
-            }),
-        )
-        .retry_after(1)
+        let mut body = json!({
+            "contract_id": id,
+            "state": state,
+            "status": if state == "pending" { "pending" } else { "in_progress" },
+            "message": "the contract is being worked on; poll it or follow its events",
+            "poll_url": self.contract_url(id),
+            "events_url": self.events_url(id),
+        });
+        if let Some(attempt) = attempt {
+            body["task_id"] = json!(attempt.worker_task_id);
+            body["estimated_completion"] = json!(attempt.estimated_completion);
+        }
+        Reply::json(StatusCode::ACCEPTED, body).retry_after(1)
+    }
+
+    /// [`Self::pending_work`] for a contract in `state` now: a pending one names its worker's
+    /// task.
+    async fn in_progress_now(&self, ctx: &Ctx, state: &str) -> Result<Reply, Reply> {
+        let attempt = if state == ContractState::Pending.as_str() {
+            self.inner
+                .store
+                .list_attempts(&ctx.contract_id)
+                .await?
+                .into_iter()
+                .rev()
+                .find(|a| a.state == "pending")
+        } else {
+            None
+        };
+        Ok(self.pending_work(ctx, state, attempt.as_ref()))
     }
 
     /// The 200 body: the deliverable, its verification and the settlement; and the payment it
@@ -435,15 +477,25 @@ impl HireService {
                 "message": "settlement waits until the acceptance window ends",
             }),
         };
-        let body = json!({
+        let metadata = worker_metadata(&store.list_attempts(id).await?);
+        let content = delivery.as_ref().map(|d| &d["content"]);
+        let mut body = json!({
+            "status": hire_status(content),
             "contract_id": id,
             "state": contract.state,
-            "deliverable": delivery.as_ref().map(|d| d["content"].clone()),
+            "deliverable": content,
             "deliverable_digest": delivery.as_ref().map(|d| d["digest"].clone()),
             "deliverable_withheld": delivery.as_ref().and_then(|d| d.get("content_withheld").cloned()),
             "verification": verification.map(|v| v.result),
             "settlement": settlement,
+            "metadata": metadata,
         });
+        if let Some(output) = content.map(|c| &c["output"]).filter(|o| !o.is_null()) {
+            body["output"] = output.clone();
+            if let Some(files) = hire_deliverables(output) {
+                body["deliverables"] = files;
+            }
+        }
         Ok((body, payment))
     }
 
@@ -497,6 +549,76 @@ impl HireService {
             })),
         }
     }
+}
+
+/// HIRE's `status` of a delivered contract: `partial` when the worker said so, else
+/// `completed`.
+fn hire_status(content: Option<&Value>) -> &'static str {
+    match content
+        .and_then(|c| c.get("status"))
+        .and_then(Value::as_str)
+    {
+        Some("partial") => "partial",
+        _ => "completed",
+    }
+}
+
+/// HIRE's `deliverables` list (`name`, `url`, `checksum`, and `mime`/`size` when known) for an
+/// output made only of files; `None` for inline outputs, which HIRE shows as `output` alone.
+fn hire_deliverables(output: &Value) -> Option<Value> {
+    let files: Vec<&Value> = match output.get("type").and_then(Value::as_str) {
+        Some("file") => vec![output],
+        Some("multiple") => output.get("items")?.as_array()?.iter().collect(),
+        _ => return None,
+    };
+    if files.is_empty()
+        || files
+            .iter()
+            .any(|f| f.get("type").and_then(Value::as_str) != Some("file"))
+    {
+        return None;
+    }
+    Some(Value::Array(
+        files
+            .into_iter()
+            .map(|file| {
+                let mut entry = file.clone();
+                if let Some(object) = entry.as_object_mut() {
+                    object.remove("type");
+                }
+                entry
+            })
+            .collect(),
+    ))
+}
+
+/// The worker `metadata` of the contract's delivery (its latest completed attempt).
+pub fn worker_metadata(attempts: &[AttemptRecord]) -> Option<Value> {
+    attempts
+        .iter()
+        .rev()
+        .find(|a| a.state == "completed")
+        .and_then(|a| a.worker_metadata.clone())
+}
+
+/// An error reply that is also HIRE's failure answer: `{"status":"failed","contract_id",
+/// "error":{code,message,details}}`.
+#[allow(clippy::needless_pass_by_value)] // callers build `details` inline with json!
+pub(super) fn hire_failure(
+    status: StatusCode,
+    contract_id: &str,
+    code: &str,
+    message: impl Into<String>,
+    details: Value,
+) -> Reply {
+    Reply::json(
+        status,
+        json!({
+            "status": "failed",
+            "contract_id": contract_id,
+            "error": {"code": code, "message": message.into(), "details": details},
+        }),
+    )
 }
 
 /// An execute body must be empty or the contract's input (in any JSON spelling).

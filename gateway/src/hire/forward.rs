@@ -14,13 +14,13 @@ use serde_json::{Value, json};
 
 use super::{
     HireService,
-    execute::{Ctx, Step, internal},
+    execute::{Ctx, Step, hire_failure, internal},
     offer::AuthorizationWindow,
     payment::worker_busy,
     reply::Reply,
 };
 use crate::{
-    adapters::{ForwardRequest, WorkerAnswer},
+    adapters::{ForwardRequest, WorkerAnswer, refuse_plain_http},
     error::ApiError,
     metrics::WorkerLabels,
     registry::model::WorkerListing,
@@ -150,6 +150,7 @@ impl HireService {
                 },
             )
             .await;
+        let answer = refuse_plain_http(answer, inner.outbound.requires_https());
         inner
             .metrics
             .worker_request_duration
@@ -162,6 +163,7 @@ impl HireService {
             WorkerAnswer::Delivered {
                 deliverable,
                 http_status,
+                metadata,
             } => {
                 self.delivered(
                     ctx,
@@ -171,12 +173,14 @@ impl HireService {
                     &worker_actor,
                     deliverable,
                     http_status,
+                    metadata,
                 )
                 .await
             }
             WorkerAnswer::Pending {
                 task_id,
                 poll_url,
+                estimated_completion,
                 http_status,
             } => {
                 inner
@@ -189,6 +193,8 @@ impl HireService {
                             error: None,
                             worker_task_id: task_id.clone(),
                             poll_url: poll_url.as_ref().map(|u| u.to_string()),
+                            worker_metadata: None,
+                            estimated_completion: estimated_completion.clone(),
                             finished_at: None,
                         },
                     )
@@ -203,14 +209,25 @@ impl HireService {
                         &ContractEvent::WorkerPending,
                         &worker_actor,
                         json!({"attempt_no": attempt_no, "worker_task_id": task_id,
-                               "poll_url": poll_url.as_ref().map(url::Url::as_str)}),
+                               "poll_url": poll_url.as_ref().map(url::Url::as_str),
+                               "estimated_completion": estimated_completion}),
                         None,
                     )
                     .await?
                 {
                     self.watch_pending(ctx, attempt_id).await?;
                 }
-                Ok(Step::Done(self.in_progress(ctx, "pending")))
+                let attempt = inner
+                    .store
+                    .list_attempts(&ctx.contract_id)
+                    .await?
+                    .into_iter()
+                    .find(|a| a.attempt_id == attempt_id);
+                Ok(Step::Done(self.pending_work(
+                    ctx,
+                    ContractState::Pending.as_str(),
+                    attempt.as_ref(),
+                )))
             }
             WorkerAnswer::TimedOut => {
                 self.attempt_failed(
@@ -277,6 +294,8 @@ impl HireService {
                     error: Some(error.clone()),
                     worker_task_id: None,
                     poll_url: None,
+                    worker_metadata: None,
+                    estimated_completion: None,
                     finished_at: Some(Utc::now()),
                 },
             )
@@ -313,8 +332,9 @@ impl HireService {
             )
         };
         let max_attempts = retry_policy.max_attempts();
-        Ok(Step::Done(Reply::error(
+        Ok(Step::Done(hire_failure(
             status,
+            &ctx.contract_id,
             code,
             if retry_allowed {
                 format!("{message}; execute again to retry under the same payment")
@@ -378,6 +398,7 @@ impl HireService {
         worker_actor: &str,
         deliverable: Deliverable,
         http_status: u16,
+        metadata: Option<Value>,
     ) -> Result<Step, Reply> {
         let inner = &self.inner;
         let store = &inner.store;
@@ -406,6 +427,8 @@ impl HireService {
             error: None,
             worker_task_id: None,
             poll_url: None,
+            worker_metadata: metadata,
+            estimated_completion: None,
             finished_at: Some(now),
         };
         let policy = ctx.terms.verification();
@@ -463,11 +486,17 @@ impl HireService {
     }
 }
 
-/// The error recorded for an attempt that outlived the contract's `sla.max_latency_ms`.
+/// The error recorded for an attempt that outlived the contract's `sla.max_latency_ms` (and,
+/// pending, its `sla.poll_window_s`).
 pub(super) fn sla_exceeded_error(ctx: &Ctx) -> Value {
+    let sla = ctx.terms.sla();
     json!({
         "kind": "timeout",
         "code": "sla_exceeded",
-        "message": format!("no result within the SLA of {} ms", ctx.terms.sla().max_latency_ms()),
+        "message": format!(
+            "no result within the SLA of {} ms and the poll window of {} s",
+            sla.max_latency_ms(),
+            sla.poll_window_s()
+        ),
     })
 }

@@ -287,6 +287,23 @@ impl HireService {
             .ok_or(ApiError::NotFound { resource: "worker" })?;
         check_hireable(&listing, &request.task_type)?;
         check_input(&listing, &request.input)?;
+        if let Some(webhook) = &request.webhook_url
+            && inner.outbound.requires_https()
+            && webhook.as_url().scheme() != "https"
+        {
+            // Refused now rather than every delivery failing later.
+            return Err(ApiError::UnprocessableWithDetails {
+                code: "webhook_url_not_https",
+                message: "webhook_url must be an https URL on this gateway \
+                          (outbound.require_https)"
+                    .to_owned(),
+                details: json!({
+                    "field": "webhook_url",
+                    "required_scheme": "https",
+                    "setting": "outbound.require_https",
+                }),
+            });
+        }
         if inner.adapters.get(listing.protocol).is_none() {
             return Err(ApiError::ProtocolNotSupported(format!(
                 "workers speaking `{}` cannot be hired yet",
@@ -635,6 +652,8 @@ impl HireService {
                 "http_status": a.http_status,
                 "error": a.error,
                 "worker_task_id": a.worker_task_id,
+                "estimated_completion": a.estimated_completion,
+                "metadata": a.worker_metadata,
                 "started_at": a.started_at,
                 "finished_at": a.finished_at,
             })).collect::<Vec<_>>(),
@@ -652,6 +671,9 @@ impl HireService {
                 "release_transaction": p.release_tx,
             })),
             "deliverable": delivery,
+            // The worker's free-form facts about the run (HIRE `metadata`), not its work:
+            // shown whether or not the content is released.
+            "metadata": execute::worker_metadata(&attempts),
             "verification": verification.as_ref().map(|v| v.result.clone()),
             "settlement": payment.as_ref().and_then(|p| p.settle_started_at.map(|started| json!({
                 "state": p.state,
@@ -727,15 +749,38 @@ fn check_hireable(listing: &WorkerListing, task_type: &str) -> Result<(), ApiErr
     Ok(())
 }
 
-/// An `exact` contract must fit in one EIP-3009 authorization: its window (and a pending
-/// worker's poll window the seeker asked for) within `contracts.max_authorization_window_s`.
-/// Longer work is what `auth-capture` is for, which the messages say.
+/// An `exact` contract must fit in one EIP-3009 authorization: its window (every attempt's
+/// SLA and poll window, verification, acceptance window, settlement margin) within
+/// `contracts.max_authorization_window_s`. A poll window that alone is longer than that gets its
+/// own code, `poll_window_too_long`, naming the limit. Longer work is what `auth-capture` is for
+/// (held up to `escrow.max_pending_s`, by default HIRE's 24 hours), which the messages say.
 fn check_exact_bounds(
     terms: &ContractTerms,
     window: &AuthorizationWindow,
     settings: &crate::config::ContractSettings,
 ) -> Result<(), ApiError> {
     let max_s = settings.max_authorization_window_s;
+    let poll_window_s = terms.sla().poll_window_s();
+    let without_polling_s = window.total_s.saturating_sub(window.poll_window_s);
+    if window.poll_window_s > 0 && window.total_s > max_s && without_polling_s <= max_s {
+        return Err(ApiError::UnprocessableWithDetails {
+            code: "poll_window_too_long",
+            message: format!(
+                "sla.poll_window_s {poll_window_s} needs a payment authorization valid for {} s, \
+                 longer than an exact payment authorization may live ({max_s} s, \
+                 contracts.max_authorization_window_s): ask for payment_scheme \
+                 \"auth-capture\" for long-running work, or a shorter poll window",
+                window.total_s
+            ),
+            details: json!({
+                "limit": "contracts.max_authorization_window_s",
+                "requested_s": poll_window_s,
+                "required_s": window.total_s,
+                "max_s": max_s,
+                "breakdown": window,
+            }),
+        });
+    }
     if window.total_s > max_s {
         return Err(ApiError::UnprocessableWithDetails {
             code: "authorization_window_too_long",
@@ -752,25 +797,6 @@ fn check_exact_bounds(
                 "required_s": window.total_s,
                 "max_s": max_s,
                 "breakdown": window,
-            }),
-        });
-    }
-    // The default poll window is only a default; a seeker asking for a longer one than an
-    // exact authorization can live is refused instead of silently cut short.
-    let poll_window_s = terms.sla().poll_window_s();
-    if poll_window_s != Sla::DEFAULT_POLL_WINDOW_S && poll_window_s > max_s {
-        return Err(ApiError::UnprocessableWithDetails {
-            code: "poll_window_too_long",
-            message: format!(
-                "sla.poll_window_s {} is longer than an exact payment authorization may live \
-                 ({max_s} s, contracts.max_authorization_window_s): ask for payment_scheme \
-                 \"auth-capture\" for long-running work",
-                terms.sla().poll_window_s()
-            ),
-            details: json!({
-                "limit": "contracts.max_authorization_window_s",
-                "requested_s": terms.sla().poll_window_s(),
-                "max_s": max_s,
             }),
         });
     }

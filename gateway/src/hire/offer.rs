@@ -1,8 +1,9 @@
 //! The x402 offer of a contract: what it asks for (fixed when the contract is signed) and how
 //! long the payment authorization must stay valid.
 //!
-//! `maxTimeoutSeconds` = SLA max latency × max attempts + verification budget + acceptance
-//! window + settlement margin. Clients set `validBefore = now + maxTimeoutSeconds`, so the
+//! `maxTimeoutSeconds` = (SLA max latency + poll window) × max attempts + verification budget +
+//! acceptance window + settlement margin: pending HIRE work may run `sla.poll_window_s` past
+//! its answer, and the authorization must outlive that wait. Clients set `validBefore = now + maxTimeoutSeconds`, so the
 //! authorization outlives every attempt, the verdict, the dispute window and the settlement
 //! transaction. A contract that would need more than `contracts.max_authorization_window_s` is
 //! refused when it is proposed.
@@ -35,6 +36,8 @@ pub const SIGNING_SLACK_S: u64 = 30;
 pub struct AuthorizationWindow {
     /// Every attempt's SLA, back to back.
     pub work_s: u64,
+    /// Every attempt's poll window (pending work), back to back.
+    pub poll_window_s: u64,
     /// Verification of the deliverable.
     pub verification_s: u64,
     /// The seeker's dispute window before settlement.
@@ -48,15 +51,22 @@ pub struct AuthorizationWindow {
 impl AuthorizationWindow {
     /// The window for `terms` under `settings`.
     pub fn for_terms(terms: &ContractTerms, settings: &ContractSettings) -> Self {
-        let per_attempt_s = terms.sla().max_latency_ms().div_ceil(1000);
-        let work_s = per_attempt_s.saturating_mul(u64::from(terms.retry_policy().max_attempts()));
+        let attempts = u64::from(terms.retry_policy().max_attempts());
+        let work_s = terms
+            .sla()
+            .max_latency_ms()
+            .div_ceil(1000)
+            .saturating_mul(attempts);
+        let poll_window_s = terms.sla().poll_window_s().saturating_mul(attempts);
         let acceptance_window_s = terms.acceptance_window_s();
         let total_s = work_s
+            .saturating_add(poll_window_s)
             .saturating_add(settings.verification_budget_s)
             .saturating_add(acceptance_window_s)
             .saturating_add(settings.settlement_margin_s);
         Self {
             work_s,
+            poll_window_s,
             verification_s: settings.verification_budget_s,
             acceptance_window_s,
             settlement_margin_s: settings.settlement_margin_s,
@@ -64,13 +74,14 @@ impl AuthorizationWindow {
         }
     }
 
-    /// Seconds of authorization validity one more attempt needs from now: its SLA,
-    /// verification, the acceptance window and the settlement reserve.
+    /// Seconds of authorization validity one more attempt needs from now: its SLA and poll
+    /// window, verification, the acceptance window and the settlement reserve.
     pub fn needed_for_one_attempt(terms: &ContractTerms, settings: &ContractSettings) -> u64 {
         terms
             .sla()
             .max_latency_ms()
             .div_ceil(1000)
+            .saturating_add(terms.sla().poll_window_s())
             .saturating_add(settings.verification_budget_s)
             .saturating_add(terms.acceptance_window_s())
             .saturating_add(settings.settlement_margin_s.saturating_sub(SIGNING_SLACK_S))

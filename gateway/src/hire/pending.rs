@@ -11,8 +11,14 @@
 //!        finish_pending (contract lock + compare-and-set from `pending`): the first report wins
 //!          completed → `delivered` path of execute (store, verify) → drive → settle
 //!          failed    → attempt failed → `paid` (retries left) → drive → forward again │ `failed` (void)
-//!        SLA deadline (attempt start + sla.max_latency_ms) passed → attempt failed `sla_exceeded`
+//!        SLA deadline (attempt start + sla.max_latency_ms + sla.poll_window_s) passed
+//!          → attempt failed `sla_exceeded`
 //! ```
+//!
+//! `sla.poll_window_s` is HIRE's long-running poll (up to 24 hours): how long pending work may
+//! run past the time to answer. Its default is 0 (pending work ends within `max_latency_ms`);
+//! the payment must hold for it, so an `exact` contract's authorization window includes it and
+//! one that cannot is refused at proposal (`poll_window_too_long`, see `offer`).
 //!
 //! Retries of pending work are automatic: nobody waits on an HTTP request for it, so the job
 //! (or the callback) drives the contract on — forward again under the same authorization,
@@ -43,7 +49,9 @@ use super::{
     reply::Reply,
 };
 use crate::{
-    adapters::{FailureKind, PollRequest, WorkerAnswer, hire::classify},
+    adapters::{
+        FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
+    },
     error::ApiError,
     ids::JobId,
     store::{AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError},
@@ -219,12 +227,14 @@ impl HireService {
                 },
             )
             .await;
+        let answer = refuse_plain_http(answer, self.inner.outbound.requires_https());
         let why = match &answer {
             // A report naming another contract ends the attempt: polling again would only
             // read the other contract's work again.
             WorkerAnswer::Delivered { .. }
             | WorkerAnswer::Failed {
-                kind: FailureKind::Reported | FailureKind::ContractMismatch,
+                kind:
+                    FailureKind::Reported | FailureKind::ContractMismatch | FailureKind::InsecureUrl,
                 ..
             } => {
                 let actor = format!("worker:{}", listing.id);
@@ -293,6 +303,7 @@ impl HireService {
             WorkerAnswer::Delivered {
                 deliverable,
                 http_status,
+                metadata,
             } => {
                 self.delivered(
                     ctx,
@@ -302,6 +313,7 @@ impl HireService {
                     actor,
                     deliverable,
                     http_status,
+                    metadata,
                 )
                 .await?;
             }
@@ -467,13 +479,13 @@ impl HireService {
                 "contract_id must be the contract of the callback URL",
             ));
         }
-        let answer = match classify(StatusCode::OK, body, contract_id) {
+        let answer = match classify_callback(body, contract_id) {
             WorkerAnswer::Failed {
                 kind: FailureKind::BadResponse,
                 message,
                 ..
             } => return Err(bad_body(&message)),
-            answer => answer,
+            answer => refuse_plain_http(answer, self.inner.outbound.requires_https()),
         };
         let attempt = store
             .list_attempts(contract_id)
@@ -537,10 +549,14 @@ impl HireService {
     }
 }
 
-/// When `attempt` must have ended: its start plus the contract's `sla.max_latency_ms`.
+/// When pending `attempt` must have ended: its start plus the contract's `sla.max_latency_ms`
+/// (the time to answer) plus `sla.poll_window_s` (HIRE's long-running wait).
 pub(super) fn sla_deadline(ctx: &Ctx, attempt: &AttemptRecord) -> DateTime<Utc> {
-    let sla_ms = i64::try_from(ctx.terms.sla().max_latency_ms()).unwrap_or(i64::MAX);
-    attempt.started_at + chrono::Duration::milliseconds(sla_ms)
+    let sla = ctx.terms.sla();
+    let window_ms = sla
+        .max_latency_ms()
+        .saturating_add(sla.poll_window_s().saturating_mul(1000));
+    attempt.started_at + millis(window_ms)
 }
 
 fn millis(ms: u64) -> chrono::Duration {

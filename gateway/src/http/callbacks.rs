@@ -24,7 +24,7 @@ pub fn router() -> Routes {
     path = "/v1/callbacks/{contract_id}",
     tag = "contracts",
     params(("contract_id" = String, Path, description = "Contract id (`ctr_…`)"), ("webhook-id" = String, Header, description = "Unique message id"), ("webhook-timestamp" = String, Header, description = "Unix seconds; stale messages are refused")),
-    request_body(content = Object, description = "A HIRE task report for the pending task: progress, the deliverable, or a failure"),
+    request_body(content = Object, description = "A HIRE report for the pending task: the document's webhook (`{\"event\":\"task_completed\",\"contract_id\",\"task_id\",\"deliverables\":[…]}` or `output`; `task_failed` with `error`), or a status-tagged task report (progress, the deliverable, or a failure)"),
     security(("worker_callback_signature" = [])),
     responses(
         (status = 200, description = "A terminal report, applied", body = Object),

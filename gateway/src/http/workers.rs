@@ -414,7 +414,7 @@ pub(crate) async fn list_workers(
         (status = 400, description = "`malformed_json`", body = ErrorBody),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
         (status = 403, description = "`forbidden`: not an operator key", body = ErrorBody),
-        (status = 422, description = "`invalid_body`, `validation_failed`, `worker_probe_failed`, `worker_capabilities_mismatch`, `endpoint_not_allowed`, `protocol_not_supported`", body = ErrorBody),
+        (status = 422, description = "`invalid_body`, `validation_failed`, `worker_probe_failed`, `worker_capabilities_mismatch`, `endpoint_not_allowed`, `endpoint_not_https` (plain http while `outbound.require_https`), `protocol_not_supported`", body = ErrorBody),
     ),
 )]
 pub(crate) async fn create_worker(
@@ -482,7 +482,7 @@ pub(crate) async fn get_worker(
         (status = 403, description = "`forbidden`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 409, description = "`worker_retired` / `concurrent_update`", body = ErrorBody),
-        (status = 422, description = "`invalid_body`, `validation_failed`, probe failures as at registration", body = ErrorBody),
+        (status = 422, description = "`invalid_body`, `validation_failed`, `endpoint_not_https`, probe failures as at registration", body = ErrorBody),
     ),
 )]
 pub(crate) async fn update_worker(

@@ -143,6 +143,12 @@ pub enum RegistryError {
     /// The endpoint failed its probe.
     #[error(transparent)]
     Probe(#[from] ProbeFailure),
+    /// A plain `http` endpoint while `outbound.require_https` is on.
+    #[error("the endpoint must be an https URL on this gateway (outbound.require_https)")]
+    InsecureEndpoint {
+        /// The endpoint given.
+        endpoint: String,
+    },
     /// A field breaks a rule of this gateway (e.g. a fee above `escrow.max_fee_bps`).
     #[error(transparent)]
     Invalid(#[from] model::InvalidField),
@@ -188,6 +194,17 @@ impl WorkerRegistry {
         self
     }
 
+    /// HIRE: all communication over HTTPS. Checked before any probe, so nothing is sent to a
+    /// plain http endpoint.
+    fn check_https(&self, endpoint: &WorkerEndpoint) -> Result<(), RegistryError> {
+        if self.outbound.requires_https() && endpoint.url().scheme() != "https" {
+            return Err(RegistryError::InsecureEndpoint {
+                endpoint: endpoint.url().to_string(),
+            });
+        }
+        Ok(())
+    }
+
     fn check_fee(&self, fee: Option<&FeePolicy>) -> Result<(), model::InvalidField> {
         let Some(fee) = fee else { return Ok(()) };
         fee.check()?;
@@ -210,6 +227,7 @@ impl WorkerRegistry {
         operator: &PrincipalId,
         new: NewWorker,
     ) -> Result<(WorkerListing, CallbackSecret), RegistryError> {
+        self.check_https(&new.endpoint)?;
         self.check_fee(new.fee_policy.as_ref())?;
         let metadata = ListingMetadata {
             name: new.name,
@@ -283,6 +301,7 @@ impl WorkerRegistry {
         let reprobe = patch.endpoint.is_some() || patch.tasks.is_some();
         let mut next = current.clone();
         if let Some(endpoint) = patch.endpoint {
+            self.check_https(&endpoint)?;
             next.endpoint = endpoint;
         }
         if let Some(pay_to) = patch.pay_to {

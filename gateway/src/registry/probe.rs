@@ -77,9 +77,9 @@ impl ProbeFailure {
 
     fn from_outbound(check: ProbeCheck, error: &OutboundError) -> Self {
         let kind = match error {
-            OutboundError::BlockedTarget { .. } | OutboundError::UnsupportedScheme { .. } => {
-                ProbeFailureKind::TargetNotAllowed
-            }
+            OutboundError::BlockedTarget { .. }
+            | OutboundError::UnsupportedScheme { .. }
+            | OutboundError::InsecureScheme { .. } => ProbeFailureKind::TargetNotAllowed,
             OutboundError::ResponseTooLarge { .. } => ProbeFailureKind::BadBody,
             _ => ProbeFailureKind::Unreachable,
         };

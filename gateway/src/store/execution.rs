@@ -101,6 +101,10 @@ pub struct AttemptRecord {
     pub http_status: Option<u16>,
     /// What went wrong, for failed attempts.
     pub error: Option<serde_json::Value>,
+    /// The worker's free-form `metadata` beside its deliverable (HIRE).
+    pub worker_metadata: Option<serde_json::Value>,
+    /// When pending work expects to finish, as the worker wrote it (HIRE).
+    pub estimated_completion: Option<String>,
     /// Start.
     pub started_at: DateTime<Utc>,
     /// End.
@@ -120,6 +124,10 @@ pub struct AttemptEnd {
     pub worker_task_id: Option<String>,
     /// The worker's poll URL (pending work).
     pub poll_url: Option<String>,
+    /// The worker's free-form `metadata` (a delivery).
+    pub worker_metadata: Option<serde_json::Value>,
+    /// When pending work expects to finish, as the worker wrote it.
+    pub estimated_completion: Option<String>,
     /// End time; `None` while the work is pending.
     pub finished_at: Option<DateTime<Utc>>,
 }
@@ -227,6 +235,8 @@ struct AttemptRow {
     poll_url: Option<String>,
     http_status: Option<i32>,
     error: Option<JsonText<serde_json::Value>>,
+    worker_metadata: Option<JsonText<serde_json::Value>>,
+    estimated_completion: Option<String>,
     started_at: i64,
     finished_at: Option<i64>,
 }
@@ -250,6 +260,8 @@ impl TryFrom<AttemptRow> for AttemptRecord {
                 .transpose()
                 .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
             error: row.error.map(|json| json.0),
+            worker_metadata: row.worker_metadata.map(|json| json.0),
+            estimated_completion: row.estimated_completion,
             started_at: from_millis(ATTEMPT_ENTITY, row.started_at)?,
             finished_at: from_millis_opt(ATTEMPT_ENTITY, row.finished_at)?,
         })
@@ -332,7 +344,8 @@ impl TryFrom<VerificationRow> for VerificationRecord {
 }
 
 const ATTEMPT_COLUMNS: &str = "attempt_id, contract_id, attempt_no, payment_id, state, \
-    worker_task_id, poll_url, http_status, error, started_at, finished_at";
+    worker_task_id, poll_url, http_status, error, worker_metadata, estimated_completion, \
+    started_at, finished_at";
 
 const DELIVERABLE_COLUMNS: &str = "deliverable_id, contract_id, attempt_id, position, name, kind, \
     media_type, digest, content, source_url, created_at";
@@ -361,7 +374,8 @@ pub(crate) const DELIVERABLE: &str = "insert into deliverable (deliverable_id, c
     source_url, created_at) \
     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) on conflict do nothing";
 pub(crate) const ATTEMPT: &str = "update attempt set state = $2, http_status = $3, error = $4, \
-    worker_task_id = $5, poll_url = $6, finished_at = $7 where attempt_id = $1";
+    worker_task_id = $5, poll_url = $6, finished_at = $7, worker_metadata = $8, \
+    estimated_completion = $9 where attempt_id = $1";
 pub(crate) const VERIFICATION: &str = "insert into verification (verification_id, contract_id, \
     attempt_id, policy_id, policy_version, policy_hash, passed, score, reason_codes, \
     status, verifier_result_hash, result, created_at) \
@@ -403,6 +417,12 @@ macro_rules! apply_side_write {
                     .bind(end.worker_task_id.as_deref())
                     .bind(end.poll_url.as_deref())
                     .bind(end.finished_at.map(to_millis))
+                    .bind(
+                        end.worker_metadata
+                            .as_ref()
+                            .map($crate::store::json::JsonText),
+                    )
+                    .bind(end.estimated_completion.as_deref())
                     .execute($exec)
                     .await?;
             }

@@ -196,7 +196,8 @@ impl WebhookDelivery {
             .body(body);
         let response = self.outbound.send(request).await.map_err(|e| match e {
             crate::outbound::OutboundError::BlockedTarget { .. }
-            | crate::outbound::OutboundError::UnsupportedScheme { .. } => {
+            | crate::outbound::OutboundError::UnsupportedScheme { .. }
+            | crate::outbound::OutboundError::InsecureScheme { .. } => {
                 Unsendable::Permanent(e.to_string())
             }
             other => Unsendable::Transient(other.to_string()),

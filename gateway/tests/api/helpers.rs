@@ -145,6 +145,7 @@ pub fn test_settings(database_url: &str, overrides: &str) -> Settings {
         api_key = "{ADMIN_KEY}"
         [outbound]
         allow_private_targets = true
+        require_https = false
         connect_timeout_ms = 2000
         request_timeout_ms = 5000
         [health]

@@ -11,6 +11,7 @@ mod events;
 mod helpers;
 mod hire;
 mod hire_env;
+mod hire_wire;
 mod hostile_answers;
 mod ledger;
 mod long_running;

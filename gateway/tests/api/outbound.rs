@@ -18,6 +18,7 @@ fn client(allow_private_targets: bool) -> OutboundClient {
         request_timeout_ms: 5000,
         max_response_bytes: 1024 * 1024,
         allow_private_targets,
+        require_https: false,
     })
     .unwrap()
 }

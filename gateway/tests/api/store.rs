@@ -1042,6 +1042,8 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
                 error: Some(error.clone()),
                 worker_task_id: Some("task-\u{1F600}\u{2028}".into()),
                 poll_url: None,
+                worker_metadata: Some(json!({"model_used": "designbot-\u{1F600}"})),
+                estimated_completion: Some("2025-01-30T12:00:00Z".into()),
                 finished_at: Some(now()),
             },
         )
@@ -1052,6 +1054,14 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     assert_eq!(
         attempts[0].worker_task_id.as_deref(),
         Some("task-\u{1F600}\u{2028}")
+    );
+    assert_eq!(
+        attempts[0].worker_metadata,
+        Some(json!({"model_used": "designbot-\u{1F600}"}))
+    );
+    assert_eq!(
+        attempts[0].estimated_completion.as_deref(),
+        Some("2025-01-30T12:00:00Z")
     );
     let bytes = serde_json::to_vec(&corpus).unwrap();
     let piece = NewDeliverable {
