@@ -38,6 +38,8 @@ pub const CONTRACT_TOKEN_TYPE: &str = "hiregate-contract+jwt";
 pub const RECEIPT_TOKEN_TYPE: &str = "hiregate-receipt+jwt";
 /// JWS `typ` of signed reputation snapshots, so a snapshot never passes as a receipt.
 pub const REPUTATION_TOKEN_TYPE: &str = "hiregate-reputation+jwt";
+/// JWS `typ` of A2A Agent Card signatures.
+pub const AGENT_CARD_TOKEN_TYPE: &str = "hiregate-agent-card+jws";
 /// `iss` of every gateway token.
 pub const ISSUER: &str = "hiregate";
 /// Clock skew tolerated when checking `exp` and `iat`, seconds.
@@ -353,6 +355,29 @@ impl KeyRing {
             .map_err(|e| TokenError::Signing(e.to_string()))
     }
 
+    /// Signs the RFC 8785 canonical form of `document` as a JWS with a detached payload (RFC 7515
+    /// appendix F; EdDSA, `kid`, `typ` = `token_type`): the form A2A Agent Card signatures take,
+    /// so the signed document can be served as plain JSON next to its signature.
+    pub fn sign_detached(
+        &self,
+        token_type: &str,
+        document: &serde_json::Value,
+    ) -> Result<DetachedSignature, TokenError> {
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.typ = Some(token_type.to_owned());
+        header.kid = Some(self.active.kid.0.clone());
+        let header = serde_json::to_vec(&header).map_err(|e| TokenError::Signing(e.to_string()))?;
+        let protected = URL_SAFE_NO_PAD.encode(header);
+        let message = detached_signing_input(&protected, document)?;
+        let signature =
+            jsonwebtoken::crypto::sign(message.as_bytes(), &self.active.encoding, Algorithm::EdDSA)
+                .map_err(|e| TokenError::Signing(e.to_string()))?;
+        Ok(DetachedSignature {
+            protected,
+            signature,
+        })
+    }
+
     /// Issues the contract token for `terms`, valid from `issued_at` until `expires_at`.
     pub fn issue_contract_token(
         &self,
@@ -406,6 +431,79 @@ impl ContractTokenClaims {
     pub fn is_for(&self, contract_id: &ContractId, worker: &WorkerId) -> bool {
         self.contract_id == *contract_id && self.worker == *worker
     }
+}
+
+/// A JWS over a document that travels separately: its base64url protected header and signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DetachedSignature {
+    /// The base64url-encoded protected header (`alg`, `kid`, `typ`).
+    pub protected: String,
+    /// The base64url-encoded signature.
+    pub signature: String,
+}
+
+/// `protected || '.' || base64url(JCS(document))`.
+fn detached_signing_input(
+    protected: &str,
+    document: &serde_json::Value,
+) -> Result<String, TokenError> {
+    let canonical = serde_jcs::to_vec(document).map_err(|e| TokenError::Signing(e.to_string()))?;
+    Ok(format!("{protected}.{}", URL_SAFE_NO_PAD.encode(canonical)))
+}
+
+/// Checks a detached-payload JWS made by [`KeyRing::sign_detached`] over `document`: EdDSA,
+/// `typ`, and the signature by the key `kid` names in `jwks`.
+pub fn verify_detached(
+    document: &serde_json::Value,
+    signature: &DetachedSignature,
+    jwks: &Jwks,
+    token_type: &str,
+) -> Result<(), TokenError> {
+    let header = URL_SAFE_NO_PAD
+        .decode(&signature.protected)
+        .map_err(|e| TokenError::Malformed(e.to_string()))?;
+    let header: Header =
+        serde_json::from_slice(&header).map_err(|e| TokenError::Malformed(e.to_string()))?;
+    if header.alg != Algorithm::EdDSA {
+        return Err(TokenError::WrongAlgorithm);
+    }
+    if header.typ.as_deref() != Some(token_type) {
+        return Err(TokenError::WrongType {
+            found: header.typ,
+            expected: token_type.to_owned(),
+        });
+    }
+    let kid = header.kid.ok_or(TokenError::MissingKeyId)?;
+    let key = jwks.decoding_key(&kid)?;
+    let message = detached_signing_input(&signature.protected, document)?;
+    match jsonwebtoken::crypto::verify(
+        &signature.signature,
+        message.as_bytes(),
+        &key,
+        Algorithm::EdDSA,
+    ) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(TokenError::InvalidSignature),
+        Err(e) => Err(TokenError::Malformed(e.to_string())),
+    }
+}
+
+/// Checks an A2A Agent Card signed by the gateway: `signatures[0]` must be a detached JWS
+/// (`typ` = [`AGENT_CARD_TOKEN_TYPE`]) over the card without its `signatures`.
+pub fn verify_agent_card(card: &serde_json::Value, jwks: &Jwks) -> Result<(), TokenError> {
+    let signature: DetachedSignature = card
+        .get("signatures")
+        .and_then(|signatures| signatures.get(0))
+        .cloned()
+        .ok_or_else(|| TokenError::Malformed("the card has no signature".to_owned()))
+        .and_then(|first| {
+            serde_json::from_value(first).map_err(|e| TokenError::Malformed(e.to_string()))
+        })?;
+    let mut unsigned = card.clone();
+    if let Some(fields) = unsigned.as_object_mut() {
+        fields.remove("signatures");
+    }
+    verify_detached(&unsigned, &signature, jwks, AGENT_CARD_TOKEN_TYPE)
 }
 
 /// Checks the signature, key and `typ` of a compact JWS and returns its payload.

@@ -16,6 +16,7 @@
 //! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, revocation and rotation (with the key cache), callback secrets |
 //! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
 //! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop; listing metadata (name, description, input schema, examples) |
+//! | [`agent_cards`] | A2A v1.0 Agent Cards of healthy listings and of the marketplace, signed by the gateway (detached JWS) |
 //! | [`reputation`] | signed reputation snapshots of worker listings from verified, paid outcomes (cached briefly); discovery's reputation sort and filters |
 //! | [`outbound`] | the one SSRF-filtering HTTP client for every outbound call |
 //! | [`readiness`] | `/readyz` check trait |
@@ -46,6 +47,7 @@
 //! with `PAYMENT-RESPONSE` (see [`hire::execute`]).
 
 pub mod adapters;
+pub mod agent_cards;
 pub mod assets;
 pub mod auth;
 pub mod cli;

@@ -18,6 +18,7 @@ use hiregate_payments::Facilitator;
 
 use crate::{
     adapters::ProtocolAdapters,
+    agent_cards::AgentCards,
     assets::AssetDirectory,
     auth::{ApiKeyCache, ApiKeyHash},
     config::{FacilitatorMode, Settings},
@@ -173,6 +174,7 @@ impl App {
             .map(|key| ApiKeyHash::of(secrecy::ExposeSecret::expose_secret(key)));
         let config = Arc::new(settings);
         let reputation = ReputationBook::new(store.clone(), keys.clone());
+        let agent_cards = AgentCards::new(keys.clone(), &base_url);
         let hire = HireService::new(HireParts {
             config: config.clone(),
             store: store.clone(),
@@ -194,6 +196,7 @@ impl App {
             registry,
             hire,
             reputation,
+            agent_cards,
             metrics,
             readiness_checks: readiness_checks.into(),
             admin_key_hash,

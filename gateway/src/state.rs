@@ -6,6 +6,7 @@ use std::{fmt, sync::Arc};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    agent_cards::AgentCards,
     auth::{ApiKeyCache, ApiKeyHash},
     config::Config,
     hire::HireService,
@@ -34,6 +35,8 @@ pub struct AppState {
     pub hire: HireService,
     /// Signed reputation snapshots of worker listings.
     pub reputation: ReputationBook,
+    /// Signed A2A Agent Cards.
+    pub agent_cards: AgentCards,
     /// Prometheus registry of this app.
     pub metrics: Arc<Metrics>,
     /// Extra `/readyz` checks (the facilitator's).

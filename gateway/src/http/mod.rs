@@ -9,6 +9,7 @@
 //! the 413 is a JSON error).
 
 pub mod admin;
+pub mod agent_cards;
 pub mod callbacks;
 pub mod cancel;
 pub mod console;
@@ -94,6 +95,7 @@ pub fn api_routes() -> openapi::Routes {
         .merge(keys::router())
         .merge(workers::router())
         .merge(reputation::router())
+        .merge(agent_cards::router())
         .merge(contracts::router())
         .merge(callbacks::router())
         .merge(cancel::router())

@@ -284,6 +284,8 @@ impl Modify for SecuritySchemes {
         super::workers::update_worker,
         super::workers::retire_worker,
         super::reputation::worker_reputation,
+        super::agent_cards::gateway_card,
+        super::agent_cards::listing_card,
         super::contracts::list_contracts,
         super::contracts::create_contract,
         super::contracts::get_contract,

@@ -158,6 +158,7 @@ fn auth_errors_and_x402_headers_are_described() {
         unauthenticated,
         BTreeSet::from(
             [
+                "get /.well-known/agent-card.json",
                 "get /.well-known/jwks.json",
                 "get /console",
                 "get /console/",
@@ -169,6 +170,7 @@ fn auth_errors_and_x402_headers_are_described() {
                 "get /openapi.json",
                 "get /readyz",
                 "get /v1/workers",
+                "get /v1/workers/{id}/agent-card.json",
                 "get /v1/workers/{id}/reputation",
             ]
             .map(str::to_owned)
