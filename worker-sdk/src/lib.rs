@@ -14,6 +14,7 @@
 //! | [`ids`] | [`ContractId`], [`TaskId`], [`TaskType`], [`Attempt`] — valid by construction |
 //! | [`serve`](mod@serve) | bind + serve with graceful shutdown (port 0 friendly) |
 //! | [`example_workers`] | the echo and faulty example workers as library code |
+//! | [`verify`] | `POST /verify`: the worker as a cross-check verifier — [`verify::VerifyHandler`], [`verify::Verdict`], the seed's VerifyRequest/VerifyResponse |
 //! | [`receipt`] | offline verification of the gateway's signed contract receipts |
 //! | [`testing`] | a local contract-token issuer for tests |
 //! | [`seeker`] (feature `seeker`) | typed seeker client: discover, propose, list and view contracts, execute and pay the 402 with an alloy signer, open disputes (without a wallet: everything but paying) |
@@ -98,6 +99,7 @@ mod routes;
 pub mod seeker;
 pub mod serve;
 pub mod testing;
+pub mod verify;
 pub mod webhook;
 pub mod worker;
 

@@ -769,6 +769,17 @@ impl WorkflowSource {
     pub fn as_base64(&self) -> &str {
         &self.0
     }
+
+    /// `sha256:` of the decoded source, as pinned in contract terms.
+    pub fn digest(&self) -> hiregate_contracts::canonical::Digest {
+        use base64::Engine as _;
+        // Decodable by construction; an undecodable text would hash as empty and never
+        // match a pinned digest.
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&self.0)
+            .unwrap_or_default();
+        hiregate_contracts::canonical::Digest::of_bytes(&bytes)
+    }
 }
 
 impl TryFrom<String> for WorkflowSource {

@@ -3,8 +3,7 @@
 //! A probe answers "is this endpoint alive, and does it offer these task types?". The gateway
 //! runs it before listing a worker, when an endpoint or catalog changes, and periodically.
 //! `hire` and `wattswarm` share the same contract (`GET /health` → 2xx, `GET /capabilities`
-//! → `{"task_types": [...]}`), so both use [`CapabilitiesProbe`] (for WattSwarm a declared
-//! `profiles` list must also hold the profile the adapter sends). Superwire executors have
+//! → `{"task_types": [...]}`), so both use [`CapabilitiesProbe`]. Superwire executors have
 //! neither endpoint: [`SuperwireProbe`] sends the listing's workflow source to
 //! `POST /validate`, which runs nothing and needs no secrets, and shows in one call that the
 //! executor is reachable, speaks the protocol and accepts the exact workflow every hire sends.
@@ -127,9 +126,9 @@ impl Default for ProbeRegistry {
                 ),
                 (
                     Protocol::Wattswarm,
-                    Arc::new(CapabilitiesProbe {
-                        required_profile: Some(crate::adapters::wattswarm::DEFAULT_PROFILE),
-                    }) as Arc<dyn WorkerProbe>,
+                    // The profile is chosen per contract among the declared ones
+                    // (`hire::protocol_terms`), so no particular one is required here.
+                    Arc::new(CapabilitiesProbe::default()) as Arc<dyn WorkerProbe>,
                 ),
                 (
                     Protocol::Superwire,
