@@ -798,17 +798,71 @@ async fn a_superwire_listing_needs_a_workflow_the_executor_accepts() {
             .send()
             .await
             .expect("gateway answers");
-        assert!(
-            response.status().is_client_error(),
-            "{options}: {}",
-            response.status()
-        );
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert!(status.is_client_error(), "{options}: {status} {body}");
+        if options == json!({"workflow_source_base64": "ICAK"}) {
+            // The executor's validation issues reach the operator.
+            assert_eq!(body["error"]["details"]["check"], "validate", "{body}");
+            assert!(
+                body["error"]["details"]["diagnostics"]["issues"]
+                    .as_array()
+                    .is_some_and(|issues| !issues.is_empty()),
+                "{body}"
+            );
+        }
     }
     assert_eq!(
         executor.counters().validations,
         1,
         "only the decodable source was probed"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn superwire_validate_diagnostics_are_shown_at_registration_and_in_the_listing() {
+    let env = Env::start().await;
+    let note = superwire::wire::Issue {
+        path: "agent.reply.instruction".to_owned(),
+        message: "instruction never mentions the output".to_owned(),
+    };
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
+        validation_notes: vec![note.clone()],
+        ..superwire::ExecutorConfig::default()
+    })
+    .await
+    .expect("superwire executor");
+    use base64::Engine as _;
+    let registered = env
+        .send(
+            Method::POST,
+            "/v1/workers",
+            &env.operator_key,
+            Some(&json!({
+                "endpoint": executor.base_url().as_str(),
+                "protocol": "superwire",
+                "pay_to": PrivateKeySigner::random().address().to_checksum(None),
+                "network": env.devnet.network(),
+                "asset": env.devnet.token().to_checksum(None),
+                "tasks": {"welcome": {"price": PRICE.to_string(), "output_schema": welcome_schema()}},
+                "max_parallel": 1,
+                "protocol_options": {"workflow_source_base64":
+                    base64::engine::general_purpose::STANDARD.encode(WORKFLOW_SOURCE)},
+            })),
+        )
+        .await;
+    let expected = json!({"issues": [{"path": note.path, "message": note.message}]});
+    assert_eq!(registered["probe_diagnostics"], expected, "{registered}");
+    let worker_id = registered["id"].as_str().expect("worker id");
+    let listing = env
+        .send(
+            Method::GET,
+            &format!("/v1/workers/{worker_id}"),
+            &env.operator_key,
+            None,
+        )
+        .await;
+    assert_eq!(listing["probe_diagnostics"], expected, "{listing}");
 }
 
 /// A seeker's webhook endpoint that records every body it receives.
@@ -1397,7 +1451,7 @@ async fn the_wattswarm_profile_is_chosen_at_proposal_among_the_declared_ones() {
     assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
     let request = &executor.requests()[0];
     assert_eq!(request.profile, "careful");
-    assert_eq!(request.stage, "explore");
+    assert_eq!(request.stage, hiregate_integration_tests::reference::wattswarm::wire::Stage::Explore);
     let contract = &request.task_contract;
     assert_eq!(contract.output_schema, answer_schema());
     assert_eq!(contract.other["policy"]["policy_id"], "vp.schema_only.v1");

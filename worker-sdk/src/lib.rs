@@ -61,6 +61,17 @@
 //! `wrong_worker`; 404 `task_not_found`; 413 `input_too_large`; 429 `too_many_tasks`
 //! (`Retry-After: 1`); 503 `gateway_keys_unavailable` (`Retry-After: 5`).
 //!
+//! `POST /tasks/{id}/cancel` (same headers; `{id}` is the task id or the contract id):
+//! the run's [`TaskContext::cancellation`] fires, the handler is aborted if it has not
+//! stopped shortly after, and the answer is the final report — `failed` with
+//! `TASK_CANCELLED` — again on every repeat; 409 `task_already_finished` for a task that
+//! ended otherwise. `/capabilities` declares `"cancel": true`, which is how the gateway
+//! knows to forward a seeker's cancel.
+//!
+//! `POST /verify` (only with [`WorkerBuilder::verifier`]): the WattSwarm VerifyRequest →
+//! VerifyResponse of [`verify`], unauthenticated; 400 `invalid_verify_request` /
+//! `invalid_policy` before the handler runs.
+//!
 //! Callbacks: `POST <gateway>/v1/callbacks/{contract_id}` with `Content-Type:
 //! application/json`, `X-Contract-ID`, `webhook-id: cb_<task_id>` (stable across retries),
 //! `webhook-timestamp`, `webhook-signature: v1,<base64>`; body = the final report plus

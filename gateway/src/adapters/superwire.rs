@@ -81,7 +81,7 @@ struct HeldRun {
 }
 
 impl SuperwireProtocol {
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, HeldRun>> {
         // Entries are written in one statement each, so a poisoned map is still consistent.
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -218,13 +218,14 @@ impl WorkerRegistry {
             examples: new.examples.unwrap_or_default(),
         };
         metadata.check()?;
-        self.probe(
-            new.protocol,
-            &new.endpoint,
-            &new.tasks,
-            &new.protocol_options,
-        )
-        .await?;
+        let report = self
+            .probe(
+                new.protocol,
+                &new.endpoint,
+                &new.tasks,
+                &new.protocol_options,
+            )
+            .await?;
         let now = Utc::now();
         let listing = WorkerListing {
             id: WorkerId::generate(),
@@ -247,6 +248,7 @@ impl WorkerRegistry {
             created_at: now,
             updated_at: now,
             retired_at: None,
+            probe_diagnostics: report.diagnostics,
         };
         let secret = CallbackSecret::generate();
         self.store
@@ -323,13 +325,15 @@ impl WorkerRegistry {
         // Never equal to the previous value, so the optimistic check below cannot pass twice.
         let now = Utc::now().max(current.updated_at + chrono::Duration::milliseconds(1));
         if reprobe {
-            self.probe(
-                next.protocol,
-                &next.endpoint,
-                &next.tasks,
-                &next.protocol_options,
-            )
-            .await?;
+            let report = self
+                .probe(
+                    next.protocol,
+                    &next.endpoint,
+                    &next.tasks,
+                    &next.protocol_options,
+                )
+                .await?;
+            next.probe_diagnostics = report.diagnostics;
             next.health = HealthState::Healthy;
             next.consecutive_misses = 0;
             next.last_probe_at = Some(now);
@@ -392,7 +396,7 @@ impl WorkerRegistry {
             )
             .await
         {
-            Ok(()) => crate::store::ProbeResult::Passed,
+            Ok(_) => crate::store::ProbeResult::Passed,
             Err(error) => crate::store::ProbeResult::Failed {
                 reason: error.to_string(),
             },
@@ -432,12 +436,12 @@ impl WorkerRegistry {
         endpoint: &WorkerEndpoint,
         tasks: &TaskCatalog,
         options: &ProtocolOptions,
-    ) -> Result<(), RegistryError> {
+    ) -> Result<probe::ProbeReport, RegistryError> {
         let probe = self
             .probes
             .get(protocol)
             .ok_or(RegistryError::ProtocolNotSupported(protocol))?;
-        probe
+        Ok(probe
             .probe(
                 &self.outbound,
                 endpoint,
@@ -445,8 +449,7 @@ impl WorkerRegistry {
                 options,
                 self.health.probe_timeout(),
             )
-            .await?;
-        Ok(())
+            .await?)
     }
 
     fn health_interval(&self) -> chrono::Duration {

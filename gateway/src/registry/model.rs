@@ -648,6 +648,9 @@ pub struct WorkerListing {
     pub updated_at: DateTime<Utc>,
     /// Set when the operator retired the listing; never cleared.
     pub retired_at: Option<DateTime<Utc>>,
+    /// What the worker said about the listing at its last registration or update probe
+    /// (Superwire `/validate` diagnostics), for the operator.
+    pub probe_diagnostics: Option<serde_json::Value>,
 }
 
 #[cfg(test)]
