@@ -1240,7 +1240,8 @@ async fn an_sdk_worker_votes_as_a_crosscheck_verifier_in_a_paid_hire() {
     }
     let seeker = env.seeker().await;
     let quorum = |verifier: &str| {
-        json!({"min_verifiers": 1, "min_pass_ratio": 1.0, "min_score": 0.5, "verifiers": [verifier]})
+        json!({"min_verifiers": 1, "min_pass_ratio": 1.0, "min_score": 0.5,
+               "aggregation": "count", "verifiers": [verifier]})
     };
 
     // The approving SDK verifier's vote passes the candidate: settled on chain.
