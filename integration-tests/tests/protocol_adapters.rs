@@ -1223,7 +1223,8 @@ async fn an_sdk_worker_votes_as_a_crosscheck_verifier_in_a_paid_hire() {
     let (worker_id, pay_to) = env.register(executor.base_url(), "wattswarm").await;
     let verifier_operator = env.create_key("operator").await;
     let approving = SdkWorker::spawn(&env, Some(Verdict::pass(0.9)), unused_handler).await;
-    let dissenting = SdkWorker::spawn(&env, Some(Verdict::fail(1.0, vec![152])), unused_handler).await;
+    let dissenting =
+        SdkWorker::spawn(&env, Some(Verdict::fail(1.0, vec![152])), unused_handler).await;
     let mut ids = Vec::new();
     for worker in [&approving, &dissenting] {
         let (id, _) = env
@@ -1298,7 +1299,13 @@ async fn verifiers_that_cannot_vote_independently_are_refused_before_signing() {
         )
         .await;
     let (_, before) = env
-        .call(&env.base, Method::GET, "/v1/contracts", &env.seeker_key, None)
+        .call(
+            &env.base,
+            Method::GET,
+            "/v1/contracts",
+            &env.seeker_key,
+            None,
+        )
         .await;
     for (verifier, code) in [
         (worker_id.as_str(), "verifier_is_worker"),
@@ -1327,7 +1334,13 @@ async fn verifiers_that_cannot_vote_independently_are_refused_before_signing() {
         assert_eq!(body["error"]["details"]["verifier"], verifier, "{body}");
     }
     let (_, after) = env
-        .call(&env.base, Method::GET, "/v1/contracts", &env.seeker_key, None)
+        .call(
+            &env.base,
+            Method::GET,
+            "/v1/contracts",
+            &env.seeker_key,
+            None,
+        )
         .await;
     assert_eq!(before, after, "no contract was stored");
     assert_eq!(sibling.counters().verify_calls, 0);
@@ -1368,7 +1381,10 @@ async fn seeker_cancel_reaches_an_sdk_worker_that_declares_cancel_and_nothing_is
     };
     let waiting = tokio::time::Instant::now();
     while !started.load(Ordering::SeqCst) {
-        assert!(waiting.elapsed() < std::time::Duration::from_secs(10), "the task never started");
+        assert!(
+            waiting.elapsed() < std::time::Duration::from_secs(10),
+            "the task never started"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let cancelled = env
@@ -1380,8 +1396,13 @@ async fn seeker_cancel_reaches_an_sdk_worker_that_declares_cancel_and_nothing_is
         )
         .await;
     assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
-    assert!(saw_cancel.load(Ordering::SeqCst), "the handler's token fired");
-    let told = env.events_of_kind(&contract_id, "worker_cancel_requested").await;
+    assert!(
+        saw_cancel.load(Ordering::SeqCst),
+        "the handler's token fired"
+    );
+    let told = env
+        .events_of_kind(&contract_id, "worker_cancel_requested")
+        .await;
     assert_eq!(told.len(), 1, "{told:?}");
     assert_eq!(told[0]["outcome"], "acknowledged", "{told:?}");
     assert_eq!(told[0]["protocol"], "hire");
@@ -1452,7 +1473,10 @@ async fn the_wattswarm_profile_is_chosen_at_proposal_among_the_declared_ones() {
     assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
     let request = &executor.requests()[0];
     assert_eq!(request.profile, "careful");
-    assert_eq!(request.stage, hiregate_integration_tests::reference::wattswarm::wire::Stage::Explore);
+    assert_eq!(
+        request.stage,
+        hiregate_integration_tests::reference::wattswarm::wire::Stage::Explore
+    );
     let contract = &request.task_contract;
     assert_eq!(contract.output_schema, answer_schema());
     assert_eq!(contract.other["policy"]["policy_id"], "vp.schema_only.v1");
@@ -1467,7 +1491,10 @@ async fn the_wattswarm_profile_is_chosen_at_proposal_among_the_declared_ones() {
     let stored = executor
         .stored_response(&request.execution_id)
         .expect("stored execution");
-    assert_eq!(stored.candidate_output["answer"], "careful::Summarize the key risks.");
+    assert_eq!(
+        stored.candidate_output["answer"],
+        "careful::Summarize the key risks."
+    );
 
     // Without a choice, the executor's first declared profile.
     let (_, outcome) = hire(&env, &seeker, &worker_id, "Again.").await;
@@ -1497,7 +1524,10 @@ async fn a_cancel_taken_by_another_instance_stops_the_superwire_stream_held_by_t
     };
     let waiting = tokio::time::Instant::now();
     while executor.runs().is_empty() {
-        assert!(waiting.elapsed() < std::time::Duration::from_secs(10), "the run never started");
+        assert!(
+            waiting.elapsed() < std::time::Duration::from_secs(10),
+            "the run never started"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     // The cancel reaches instance 2, which holds no stream.
@@ -1518,7 +1548,9 @@ async fn a_cancel_taken_by_another_instance_stops_the_superwire_stream_held_by_t
     let counters = executor.counters();
     assert_eq!(counters.cancellations, 1, "{counters:?}");
     assert_eq!(executor.runs()[0].status, superwire::RunStatus::Cancelled);
-    let told = env.events_of_kind(&contract_id, "worker_cancel_requested").await;
+    let told = env
+        .events_of_kind(&contract_id, "worker_cancel_requested")
+        .await;
     assert!(
         told.iter().any(|t| t["outcome"] == "delegated"),
         "instance 2 delegated: {told:?}"

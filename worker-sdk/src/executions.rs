@@ -264,7 +264,11 @@ impl Executions {
 
     /// Tells a running task of `contract_id` to stop. `None` for an unknown task or one of
     /// another contract (reported as absent, like [`Executions::answer`]).
-    pub(crate) fn cancel(&self, task_id: &TaskId, contract_id: &ContractId) -> Option<CancelRequest> {
+    pub(crate) fn cancel(
+        &self,
+        task_id: &TaskId,
+        contract_id: &ContractId,
+    ) -> Option<CancelRequest> {
         let mut registry = self.lock();
         let record = registry.tasks.get_mut(task_id)?;
         if record.contract_id != *contract_id {

@@ -196,8 +196,8 @@ async fn verify_candidate(
     let Some(setup) = &shared.verifier_setup else {
         return Err(ApiError::RouteNotFound);
     };
-    let request: VerifyRequest = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::InvalidVerifyRequest(e.to_string()))?;
+    let request: VerifyRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidVerifyRequest(e.to_string()))?;
     verify::check_binding(&request).map_err(|e| ApiError::InvalidPolicy(e.to_string()))?;
     let verdict = setup.handler.verify(request.clone()).await;
     let response = verify::response(setup, &request, verdict)

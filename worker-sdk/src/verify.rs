@@ -22,8 +22,8 @@ use std::pin::Pin;
 
 use hiregate_contracts::canonical::CanonicalError;
 use hiregate_contracts::policy::{PolicyBinding, PolicyError};
-use hiregate_contracts::verify::{ResultHashInput, verifier_result_hash};
 pub use hiregate_contracts::verify::VerificationStatus;
+use hiregate_contracts::verify::{ResultHashInput, verifier_result_hash};
 pub use hiregate_contracts::wire::wattswarm::{Candidate, VerifyRequest, VerifyResponse};
 
 /// The future a verify handler returns.

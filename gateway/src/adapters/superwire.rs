@@ -141,7 +141,10 @@ impl SuperwireProtocol {
             {
                 fields.insert("error".to_owned(), Value::String(why.clone()));
             }
-            request.events.relay("worker_cancel_requested", details).await;
+            request
+                .events
+                .relay("worker_cancel_requested", details)
+                .await;
         }
         failed(
             FailureKind::Reported,

@@ -264,9 +264,16 @@ fn answered_runtime(body: &[u8]) -> Option<Runtime> {
 
 /// The first runtime field the answer names differently from what the terms pinned, as
 /// `(field, pinned, answered)`. A field either side leaves out is not compared.
-fn runtime_mismatch(pinned: &Runtime, answered: &Runtime) -> Option<(&'static str, String, String)> {
+fn runtime_mismatch(
+    pinned: &Runtime,
+    answered: &Runtime,
+) -> Option<(&'static str, String, String)> {
     [
-        ("provider_family", &pinned.provider_family, &answered.provider_family),
+        (
+            "provider_family",
+            &pinned.provider_family,
+            &answered.provider_family,
+        ),
         ("model_id", &pinned.model_id, &answered.model_id),
     ]
     .into_iter()
@@ -391,8 +398,8 @@ pub fn classify(
     if let Some((field, expected, answered)) = mismatched_echo(&raw, sent) {
         return contract_mismatch(http_status, field, expected, &answered);
     }
-    if let Some((field, pinned, answered)) = answered_runtime_of(&raw)
-        .and_then(|answered| runtime_mismatch(pinned, &answered))
+    if let Some((field, pinned, answered)) =
+        answered_runtime_of(&raw).and_then(|answered| runtime_mismatch(pinned, &answered))
     {
         return WorkerAnswer::Failed {
             kind: FailureKind::ContractMismatch,
@@ -457,7 +464,12 @@ mod tests {
             if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
                 body.extend(extra.clone());
             }
-            classify(StatusCode::OK, &serde_json::to_vec(&body).unwrap(), &sent(), &Runtime::default())
+            classify(
+                StatusCode::OK,
+                &serde_json::to_vec(&body).unwrap(),
+                &sent(),
+                &Runtime::default(),
+            )
         };
         for (extra, field) in [
             (json!({"task_id": "ctr_2"}), "task_id"),
@@ -550,14 +562,20 @@ mod tests {
             if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
                 body.extend(extra.clone());
             }
-            classify(StatusCode::OK, &serde_json::to_vec(&body).unwrap(), &sent(), &pinned)
+            classify(
+                StatusCode::OK,
+                &serde_json::to_vec(&body).unwrap(),
+                &sent(),
+                &pinned,
+            )
         };
-        let refs = |producer: &str| {
-            json!({"evidence_refs": [{"uri": "https://rt.example/e", "digest": digest, "producer": producer}]})
-        };
+        let refs = |producer: &str| json!({"evidence_refs": [{"uri": "https://rt.example/e", "digest": digest, "producer": producer}]});
         for (extra, field) in [
             (json!({"provider_family": "other"}), "provider_family"),
-            (json!({"provider_family": "rt", "model_id": "m2"}), "model_id"),
+            (
+                json!({"provider_family": "rt", "model_id": "m2"}),
+                "model_id",
+            ),
             (refs("rt/m2"), "model_id"),
             (refs("imposter/m1"), "provider_family"),
         ] {
@@ -570,8 +588,16 @@ mod tests {
                 "{extra}"
             );
         }
-        for extra in [json!({}), json!({"model_id": "m1"}), refs("rt/m1"), refs("no-slash")] {
-            assert!(matches!(answer(extra.clone()), WorkerAnswer::Delivered { .. }), "{extra}");
+        for extra in [
+            json!({}),
+            json!({"model_id": "m1"}),
+            refs("rt/m1"),
+            refs("no-slash"),
+        ] {
+            assert!(
+                matches!(answer(extra.clone()), WorkerAnswer::Delivered { .. }),
+                "{extra}"
+            );
         }
     }
 
@@ -582,7 +608,12 @@ mod tests {
                 "candidate_output": {"answer": "x"},
                 "evidence_inline": [{"mime": "text/plain", "content": content}],
             });
-            classify(StatusCode::OK, &serde_json::to_vec(&body).unwrap(), &sent(), &Runtime::default())
+            classify(
+                StatusCode::OK,
+                &serde_json::to_vec(&body).unwrap(),
+                &sent(),
+                &Runtime::default(),
+            )
         };
         match with_evidence("trace:attempt-1".to_owned()) {
             WorkerAnswer::Delivered { deliverable, .. } => {

@@ -369,8 +369,13 @@ impl HireService {
             ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
                 .map_err(|e| terms_error(&e))?
                 .with_execution(execution);
-        crosscheck::check_verifiers(&inner.store, &inner.outbound, &listing, terms.verification())
-            .await?;
+        crosscheck::check_verifiers(
+            &inner.store,
+            &inner.outbound,
+            &listing,
+            terms.verification(),
+        )
+        .await?;
         let window = AuthorizationWindow::for_terms(&terms, settings);
         match terms.escrow() {
             Some(_) => self.check_escrow_bounds(&terms)?,

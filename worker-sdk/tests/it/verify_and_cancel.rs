@@ -96,7 +96,12 @@ async fn the_seed_verify_request_gets_the_seed_verify_response() {
     .await;
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     // Exactly the seed's seven fields, with the seed's example values where it gives them.
-    let mut keys: Vec<&str> = response.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = response
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort_unstable();
     assert_eq!(
         keys,
@@ -137,7 +142,12 @@ async fn the_seed_verify_request_gets_the_seed_verify_response() {
 
     // The capabilities declare the verifier and the cancel route.
     let capabilities = json_of(
-        worker.client.get(worker.url("/capabilities")).send().await.unwrap(),
+        worker
+            .client
+            .get(worker.url("/capabilities"))
+            .send()
+            .await
+            .unwrap(),
         StatusCode::OK,
     )
     .await;
@@ -150,7 +160,12 @@ async fn the_seed_verify_request_gets_the_seed_verify_response() {
 async fn failing_and_inconclusive_verdicts_keep_the_seed_semantics() {
     for (verdict, passed, status, codes) in [
         (Verdict::fail(0.8, vec![101]), false, "failed", json!([101])),
-        (Verdict::inconclusive(vec![200]), false, "inconclusive", json!([200])),
+        (
+            Verdict::inconclusive(vec![200]),
+            false,
+            "inconclusive",
+            json!([200]),
+        ),
         // A score outside [0, 1] is clamped, never sent as is.
         (Verdict::pass(7.0), true, "passed", json!([])),
     ] {
@@ -249,7 +264,11 @@ async fn patient_worker(saw_cancel: Arc<AtomicUsize>) -> TestWorker {
 }
 
 impl TestWorker {
-    fn cancel(&self, id: &str, contract_id: &hiregate_worker_sdk::ContractId) -> reqwest::RequestBuilder {
+    fn cancel(
+        &self,
+        id: &str,
+        contract_id: &hiregate_worker_sdk::ContractId,
+    ) -> reqwest::RequestBuilder {
         self.client
             .post(self.url(&format!("/tasks/{id}/cancel")))
             .bearer_auth(self.issuer.token_for(contract_id).unwrap())
@@ -260,7 +279,10 @@ impl TestWorker {
 async fn wait_for_run(worker: &TestWorker) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while worker.runs.get() == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the task never started");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the task never started"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -284,13 +306,21 @@ async fn cancel_stops_the_running_handler_and_reports_failed_cancelled_idempoten
     wait_for_run(&worker).await;
     // By contract id (the gateway knows no task id for a sync run).
     let cancelled = json_of(
-        worker.cancel(contract.as_str(), &contract).send().await.unwrap(),
+        worker
+            .cancel(contract.as_str(), &contract)
+            .send()
+            .await
+            .unwrap(),
         StatusCode::OK,
     )
     .await;
     assert_eq!(cancelled["status"], "failed", "{cancelled}");
     assert_eq!(cancelled["error"]["code"], TASK_CANCELLED);
-    assert_eq!(saw_cancel.load(Ordering::SeqCst), 1, "the handler saw its token");
+    assert_eq!(
+        saw_cancel.load(Ordering::SeqCst),
+        1,
+        "the handler saw its token"
+    );
     // The waiting execute gets the same end.
     let executed = executing.await.unwrap();
     assert_eq!(executed, cancelled);
@@ -305,7 +335,11 @@ async fn cancel_stops_the_running_handler_and_reports_failed_cancelled_idempoten
     assert_eq!(worker.runs.get(), 1);
     // Another contract's token cannot see or cancel it.
     expect_error(
-        worker.cancel(task_id, &fresh_contract()).send().await.unwrap(),
+        worker
+            .cancel(task_id, &fresh_contract())
+            .send()
+            .await
+            .unwrap(),
         StatusCode::NOT_FOUND,
         "task_not_found",
     )
@@ -347,15 +381,23 @@ async fn a_handler_ignoring_its_token_is_aborted_and_a_finished_task_cannot_be_c
     )
     .await;
     assert_eq!(cancelled["error"]["code"], TASK_CANCELLED, "{cancelled}");
-    assert!(started.elapsed() < Duration::from_secs(5), "aborted after the grace");
-    let polled = worker.poll_until_done(pending["poll_url"].as_str().unwrap(), &contract).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "aborted after the grace"
+    );
+    let polled = worker
+        .poll_until_done(pending["poll_url"].as_str().unwrap(), &contract)
+        .await;
     assert_eq!(polled["error"]["code"], TASK_CANCELLED);
 
     // A completed task is not cancelled after the fact.
     let done = TestWorker::faulty().await;
     let contract = fresh_contract();
     let report = json_of(
-        done.execute(&contract, &json!({"text": "x"})).send().await.unwrap(),
+        done.execute(&contract, &json!({"text": "x"}))
+            .send()
+            .await
+            .unwrap(),
         StatusCode::OK,
     )
     .await;
