@@ -1298,6 +1298,32 @@ async fn verifiers_that_cannot_vote_independently_are_refused_before_signing() {
             json!({}),
         )
         .await;
+    // Another operator's WattSwarm verifier that failed its health probe (recorded the way
+    // the health loop records it; the loop itself runs hourly in this gateway's settings).
+    let failing = Verifier::spawn(VerifierConfig::named("failing", VerifierBehaviour::Honest))
+        .await
+        .expect("verifier");
+    let (failing_id, _) = env
+        .register_as(
+            &other_operator,
+            failing.base_url(),
+            "wattswarm",
+            "swarm",
+            answer_schema(),
+            json!({}),
+        )
+        .await;
+    env.store
+        .record_probe(
+            &failing_id.parse().expect("worker id"),
+            &hiregate_gateway::store::ProbeResult::Failed {
+                reason: "health check failed: connection refused".to_owned(),
+            },
+            1,
+            chrono::Utc::now(),
+        )
+        .await
+        .expect("probe recorded");
     let (_, before) = env
         .call(
             &env.base,
@@ -1308,6 +1334,7 @@ async fn verifiers_that_cannot_vote_independently_are_refused_before_signing() {
         )
         .await;
     for (verifier, code) in [
+        (failing_id.as_str(), "verifier_unhealthy"),
         (worker_id.as_str(), "verifier_is_worker"),
         (sibling_id.as_str(), "verifier_same_operator"),
         (no_verify_id.as_str(), "verifier_cannot_verify"),
@@ -1344,6 +1371,7 @@ async fn verifiers_that_cannot_vote_independently_are_refused_before_signing() {
         .await;
     assert_eq!(before, after, "no contract was stored");
     assert_eq!(sibling.counters().verify_calls, 0);
+    assert_eq!(failing.counters().verify_calls, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1487,7 +1515,13 @@ async fn the_wattswarm_profile_is_chosen_at_proposal_among_the_declared_ones() {
     let runtime = env.events_of_kind(&contract_id, "worker_runtime").await;
     assert_eq!(runtime.len(), 1, "{runtime:?}");
     assert_eq!(runtime[0]["model_id"], "reference-model-v1");
-    // The seed's example answer, its inline evidence kept with the deliverable.
+    // The seed's example answer, its inline evidence kept with the attempt's deliverable.
+    let settled = env.contract(&contract_id).await;
+    assert_eq!(settled["state"], "settled", "{settled}");
+    assert!(
+        settled.to_string().contains("trace:attempt-1"),
+        "inline evidence kept: {settled}"
+    );
     let stored = executor
         .stored_response(&request.execution_id)
         .expect("stored execution");
@@ -1571,4 +1605,62 @@ async fn a_cancel_taken_by_another_instance_stops_the_superwire_stream_held_by_t
         env.balance(seeker.payer().unwrap()).await,
         U256::from(SEEKER_FUNDS)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superwire_workflow_changed_after_signing_is_not_run_for_the_contract() {
+    use base64::Engine as _;
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig::default())
+        .await
+        .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+    let seeker = env.seeker().await;
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let view = env.contract(&contract_id).await;
+    let pinned = view["terms"]["execution"]["workflow_digest"].clone();
+    assert!(
+        pinned.as_str().is_some_and(|d| d.starts_with("sha256:")),
+        "{view}"
+    );
+    // The operator lists another workflow after the contract was signed.
+    let other = WORKFLOW_SOURCE.replace("Reply to", "Answer");
+    let patched = env
+        .send(
+            Method::PATCH,
+            &format!("/v1/workers/{worker_id}"),
+            &env.operator_key,
+            Some(&json!({"protocol_options": {"workflow_source_base64":
+                base64::engine::general_purpose::STANDARD.encode(&other)}})),
+        )
+        .await;
+    assert_eq!(
+        executor.counters().validations,
+        2,
+        "the new workflow was validated"
+    );
+    assert!(patched["id"].is_string(), "{patched}");
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 502, "{}", outcome.body);
+    assert!(
+        outcome.body.to_string().contains("workflow_changed"),
+        "{}",
+        outcome.body
+    );
+    assert!(outcome.payment_response.is_none());
+    assert!(
+        executor.runs().is_empty(),
+        "the changed workflow never ran for it"
+    );
+    assert_eq!(env.balance(pay_to).await, U256::ZERO);
+    assert_eq!(
+        env.balance(seeker.payer().unwrap()).await,
+        U256::from(SEEKER_FUNDS)
+    );
+    // A contract proposed now pins the new workflow and runs it.
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    assert_eq!(executor.runs()[0].workflow_source, other);
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
 }

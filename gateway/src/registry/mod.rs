@@ -123,6 +123,10 @@ pub struct WorkerPatch {
     /// New sample inputs, replacing the old ones.
     #[schema(value_type = Option<Vec<Object>>)]
     pub examples: Option<Vec<serde_json::Value>>,
+    /// New protocol settings, replacing the old ones (re-probed: a Superwire workflow is
+    /// validated again). Contracts signed before keep the workflow they pinned by digest and
+    /// refuse to run another one (`workflow_changed`).
+    pub protocol_options: Option<ProtocolOptions>,
 }
 
 /// A registry operation failed.
@@ -282,7 +286,8 @@ impl WorkerRegistry {
         if current.retired_at.is_some() {
             return Err(RegistryError::Retired);
         }
-        let reprobe = patch.endpoint.is_some() || patch.tasks.is_some();
+        let reprobe =
+            patch.endpoint.is_some() || patch.tasks.is_some() || patch.protocol_options.is_some();
         let mut next = current.clone();
         if let Some(endpoint) = patch.endpoint {
             next.endpoint = endpoint;
@@ -298,6 +303,9 @@ impl WorkerRegistry {
         }
         if let Some(tasks) = patch.tasks {
             next.tasks = tasks;
+        }
+        if let Some(options) = patch.protocol_options {
+            next.protocol_options = options;
         }
         if let Some(max_parallel) = patch.max_parallel {
             next.max_parallel = max_parallel;

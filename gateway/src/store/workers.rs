@@ -280,7 +280,7 @@ impl Store {
             asset = $5, max_parallel = $6, health = $7, consecutive_misses = $8, \
             last_probe_at = $9, last_probe_error = $10, updated_at = $11, \
             payment_schemes = $13, fee_bps = $14, name = $15, description = $16, \
-            input_schema = $17, examples = $18, probe_diagnostics = $19 \
+            input_schema = $17, examples = $18, probe_diagnostics = $19, protocol_options = $20 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
         let written = on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
@@ -304,6 +304,7 @@ impl Store {
                 .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
                 .bind(examples_column(&listing.metadata))
                 .bind(listing.probe_diagnostics.as_ref().map(JsonText))
+                .bind(JsonText(&listing.protocol_options))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
