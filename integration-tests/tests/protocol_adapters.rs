@@ -10,6 +10,7 @@ use alloy::{
     signers::local::PrivateKeySigner,
 };
 use hiregate_gateway::{config::Settings, startup::App, store::Store, telemetry};
+use hiregate_integration_tests::postgres::PostgresDatabase;
 use hiregate_integration_tests::reference::superwire::{self, StreamCut};
 use hiregate_integration_tests::reference::wattswarm::{
     Executor, ExecutorBehaviour, ExecutorConfig, TransportFault, Verifier, VerifierBehaviour,
@@ -53,6 +54,8 @@ struct Env {
     /// The gateway's settings, for a second instance on the same database.
     settings_toml: String,
     _db_dir: tempfile::TempDir,
+    /// Dropped after the gateways stop (`Drop` below cancels them first).
+    _postgres: Option<PostgresDatabase>,
 }
 
 impl Drop for Env {
@@ -62,16 +65,31 @@ impl Drop for Env {
 }
 
 impl Env {
+    /// A gateway on a temp SQLite database.
     async fn start() -> Self {
+        Self::start_on(None).await
+    }
+
+    /// A gateway on a fresh PostgreSQL database, or `None` (skipped) without a server.
+    async fn start_on_postgres(test: &str) -> Option<Self> {
+        let database = PostgresDatabase::create(test).await?;
+        Some(Self::start_on(Some(database)).await)
+    }
+
+    async fn start_on(postgres: Option<PostgresDatabase>) -> Self {
         telemetry::init_for_tests();
         let devnet = Devnet::start().await.expect("anvil devnet starts");
         let db_dir = tempfile::tempdir().expect("temp dir");
+        let db_url = match &postgres {
+            Some(database) => database.url.clone(),
+            None => format!("sqlite://{}/hiregate.db", db_dir.path().display()),
+        };
         let settings_toml = format!(
             r#"
             [http]
             listen_address = "127.0.0.1:0"
             [database]
-            url = "sqlite://{db}/hiregate.db"
+            url = "{db_url}"
             [admin]
             api_key = "{ADMIN_KEY}"
             [outbound]
@@ -86,7 +104,6 @@ impl Env {
             rpc_url = "{rpc}"
             relayer_private_key = "{key}"
             "#,
-            db = db_dir.path().display(),
             network = devnet.network(),
             rpc = devnet.rpc_url(),
             key = devnet.relayer().to_bytes(),
@@ -112,6 +129,7 @@ impl Env {
             shutdown,
             settings_toml,
             _db_dir: db_dir,
+            _postgres: postgres,
         };
         env.operator_key = env.create_key("operator").await;
         env.seeker_key = env.create_key("seeker").await;
@@ -1538,7 +1556,21 @@ async fn the_wattswarm_profile_is_chosen_at_proposal_among_the_declared_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_taken_by_another_instance_stops_the_superwire_stream_held_by_the_first() {
-    let env = Env::start().await;
+    cancel_from_another_instance(Env::start().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_cancel_taken_by_another_instance_stops_the_superwire_stream_held_by_the_first()
+{
+    let test = "postgres_a_cancel_taken_by_another_instance_stops_the_superwire_stream";
+    if let Some(env) = Env::start_on_postgres(test).await {
+        cancel_from_another_instance(env).await;
+    }
+}
+
+/// Two gateway instances on `env`'s database: the seeker pays on instance 1, which streams
+/// the Superwire run; the cancel reaches instance 2.
+async fn cancel_from_another_instance(env: Env) {
     let second = env.second_instance().await;
     let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
         agents: (0..20).map(|i| format!("step{i}")).collect(),
