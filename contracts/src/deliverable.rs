@@ -17,6 +17,11 @@ use crate::canonical::{CanonicalError, Digest};
 
 /// Most items in a `multiple` output and most evidence entries of each kind.
 pub const MAX_ITEMS: usize = 64;
+/// Largest inline evidence payload, bytes of `content` (WattSwarm keeps inline evidence
+/// "under payload size caps"; larger evidence belongs in `evidence_refs`).
+pub const MAX_INLINE_EVIDENCE_BYTES: usize = 16 * 1024;
+/// Largest sum of all inline evidence payloads of one deliverable, bytes.
+pub const MAX_INLINE_EVIDENCE_TOTAL_BYTES: usize = 64 * 1024;
 
 /// Whether the worker says it finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -38,6 +43,12 @@ pub enum DeliverableError {
     /// Too many items or evidence entries.
     #[error("at most {MAX_ITEMS} items per list")]
     TooManyItems,
+    /// Inline evidence over the size caps.
+    #[error(
+        "inline evidence must be at most {MAX_INLINE_EVIDENCE_BYTES} bytes per item and \
+         {MAX_INLINE_EVIDENCE_TOTAL_BYTES} bytes in all (larger evidence goes in evidence_refs)"
+    )]
+    InlineEvidenceTooLarge,
     /// A `multiple` output with no items, or a completion with no output at all.
     #[error("the deliverable is empty")]
     Empty,
@@ -338,6 +349,12 @@ impl Deliverable {
         output.check()?;
         if evidence_inline.len() > MAX_ITEMS || evidence_refs.len() > MAX_ITEMS {
             return Err(DeliverableError::TooManyItems);
+        }
+        let sizes = evidence_inline.iter().map(|item| item.content.len());
+        if sizes.clone().any(|size| size > MAX_INLINE_EVIDENCE_BYTES)
+            || sizes.sum::<usize>() > MAX_INLINE_EVIDENCE_TOTAL_BYTES
+        {
+            return Err(DeliverableError::InlineEvidenceTooLarge);
         }
         Ok(Self {
             status,

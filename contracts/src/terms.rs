@@ -578,6 +578,36 @@ pub struct ContractTerms {
     // Absent for `exact`, so the terms (and terms_hash) of exact contracts are as before.
     #[serde(skip_serializing_if = "Option::is_none")]
     escrow: Option<EscrowTerms>,
+    // Absent when no protocol-specific choice applies, so other contracts' terms (and
+    // terms_hash) are as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    execution: Option<ExecutionTerms>,
+}
+
+/// Protocol-specific choices about how the worker is asked, pinned at proposal so every
+/// attempt (and a dispute replay) sees the same ones.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionTerms {
+    /// WattSwarm: the execution profile every `ExecuteRequest` carries, one the executor
+    /// declared in `/capabilities`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// WattSwarm: the runtime family the executor declared; answers from another are not
+    /// this contract's work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_family: Option<String>,
+    /// WattSwarm: the model the executor declared, checked like `provider_family`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    /// Superwire: `sha256:` of the decoded workflow source; an attempt whose listing holds
+    /// another source is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_digest: Option<Digest>,
+    /// Superwire: a retry may reuse the agent outputs an earlier attempt cached (one
+    /// `cache_key` per contract instead of one per attempt).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reuse_cached_outputs: bool,
 }
 
 /// The parts of [`ContractTerms`], for [`ContractTerms::new`].
@@ -630,6 +660,8 @@ struct TermsWire {
     offer_expires_at: Timestamp,
     #[serde(default)]
     escrow: Option<EscrowTerms>,
+    #[serde(default)]
+    execution: Option<ExecutionTerms>,
 }
 
 impl TryFrom<TermsWire> for ContractTerms {
@@ -656,6 +688,7 @@ impl TryFrom<TermsWire> for ContractTerms {
             },
             &TermsLimits::default(),
         )
+        .map(|terms| terms.with_execution(wire.execution.unwrap_or_default()))
     }
 }
 
@@ -749,7 +782,22 @@ impl ContractTerms {
             created_at: parts.created_at,
             offer_expires_at: parts.offer_expires_at,
             escrow: parts.escrow,
+            execution: None,
         })
+    }
+
+    /// These terms with the protocol-specific `execution` choices (none: the field stays
+    /// absent). Set before the terms are hashed and signed.
+    #[must_use]
+    pub fn with_execution(mut self, execution: ExecutionTerms) -> Self {
+        self.execution = (execution != ExecutionTerms::default()).then_some(execution);
+        self
+    }
+
+    /// Protocol-specific execution choices, when any were pinned.
+    #[must_use]
+    pub fn execution(&self) -> Option<&ExecutionTerms> {
+        self.execution.as_ref()
     }
 
     /// Terms from a seeker's proposal and the worker's offer for that task type.

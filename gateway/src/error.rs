@@ -250,6 +250,9 @@ impl ApiError {
                     }
                     _ => {}
                 }
+                if let Some(diagnostics) = &failure.diagnostics {
+                    details["diagnostics"] = diagnostics.clone();
+                }
                 details
             }
             Self::TooManyRequests { retry_after_s, .. }

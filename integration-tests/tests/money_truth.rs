@@ -49,6 +49,7 @@ use hiregate_integration_tests::{
         Database, EscrowOptions, FacilitatorChoice, MoneyStack, MoneyStackOptions,
         deliverable_content, deliverable_marker,
     },
+    postgres::PostgresDatabase,
 };
 use hiregate_payments::{
     AuthCapturePayment, EscrowAddresses, EscrowEvent, EscrowEventKind, PaymentPayload,
@@ -58,14 +59,12 @@ use hiregate_payments::{
 use hiregate_worker_sdk::seeker::{ExecuteOutcome, SeekerClient, SeekerError};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
-use sqlx::{Connection as _, Executor as _, PgConnection};
 
 /// What each seeker wallet starts with: 10 tokens.
 const SEEKER_FUNDS: u64 = 10_000_000;
 /// Upper bound for a contract to end once nothing blocks it any more (worker done, fault over,
 /// gateway back): several sweeps, jobs, leases and facilitator time limits of `FAST`.
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
-const DEFAULT_TEST_POSTGRES: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 fn binaries() -> Binaries {
     Binaries {
@@ -735,78 +734,6 @@ async fn a_payer_who_drains_the_wallet_mid_run_gets_settlement_failed_and_never_
         .collect();
     assert!(leaks.is_empty(), "{}", leaks.join("\n\n"));
     assert_reconciled(&stack).await;
-}
-
-/// A fresh database on the test PostgreSQL server, dropped (forcibly) at the end.
-struct PostgresDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl PostgresDatabase {
-    /// `None` (after printing SKIPPED) without a server; under `CI=true` a missing server fails.
-    async fn create(test: &str) -> Option<Self> {
-        let admin_url = std::env::var("HIREGATE_TEST_DATABASE_URL")
-            .unwrap_or_else(|_| DEFAULT_TEST_POSTGRES.to_owned());
-        let connect =
-            tokio::time::timeout(Duration::from_secs(5), PgConnection::connect(&admin_url));
-        let mut admin = match connect.await {
-            Ok(Ok(connection)) => connection,
-            outcome => {
-                let reason = match outcome {
-                    Ok(Err(error)) => error.to_string(),
-                    _ => "connection timed out".to_owned(),
-                };
-                assert!(
-                    !std::env::var("CI").is_ok_and(|v| v == "true"),
-                    "{test}: PostgreSQL is required under CI=true but unreachable: {reason}"
-                );
-                eprintln!(
-                    "SKIPPED: {test}: PostgreSQL unreachable ({reason}); set \
-                     HIREGATE_TEST_DATABASE_URL or start PostgreSQL to run it"
-                );
-                return None;
-            }
-        };
-        let name = format!("hiregate_money_{}", uuid::Uuid::new_v4().simple());
-        admin
-            .execute(format!("create database {name}").as_str())
-            .await
-            .expect("create test database");
-        let mut url = url::Url::parse(&admin_url).expect("test database URL");
-        url.set_path(&format!("/{name}"));
-        Some(Self {
-            admin_url,
-            name,
-            url: url.to_string(),
-        })
-    }
-}
-
-impl Drop for PostgresDatabase {
-    fn drop(&mut self) {
-        // Drop may run during a panic and outside async context: a private runtime on its own
-        // thread cleans up either way.
-        let admin_url = self.admin_url.clone();
-        let name = self.name.clone();
-        let cleanup = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(async move {
-                if let Ok(mut admin) = PgConnection::connect(&admin_url).await {
-                    let _ = admin
-                        .execute(format!("drop database if exists {name} with (force)").as_str())
-                        .await;
-                }
-            });
-        });
-        let _ = cleanup.join();
-    }
 }
 
 async fn start_on_postgres(test: &str) -> Option<(MoneyStack, PostgresDatabase)> {

@@ -10,6 +10,7 @@ use alloy::{
     signers::local::PrivateKeySigner,
 };
 use hiregate_gateway::{config::Settings, startup::App, store::Store, telemetry};
+use hiregate_integration_tests::postgres::PostgresDatabase;
 use hiregate_integration_tests::reference::superwire::{self, StreamCut};
 use hiregate_integration_tests::reference::wattswarm::{
     Executor, ExecutorBehaviour, ExecutorConfig, TransportFault, Verifier, VerifierBehaviour,
@@ -50,7 +51,11 @@ struct Env {
     operator_key: String,
     seeker_key: String,
     shutdown: CancellationToken,
+    /// The gateway's settings, for a second instance on the same database.
+    settings_toml: String,
     _db_dir: tempfile::TempDir,
+    /// Dropped after the gateways stop (`Drop` below cancels them first).
+    _postgres: Option<PostgresDatabase>,
 }
 
 impl Drop for Env {
@@ -60,16 +65,31 @@ impl Drop for Env {
 }
 
 impl Env {
+    /// A gateway on a temp SQLite database.
     async fn start() -> Self {
+        Self::start_on(None).await
+    }
+
+    /// A gateway on a fresh PostgreSQL database, or `None` (skipped) without a server.
+    async fn start_on_postgres(test: &str) -> Option<Self> {
+        let database = PostgresDatabase::create(test).await?;
+        Some(Self::start_on(Some(database)).await)
+    }
+
+    async fn start_on(postgres: Option<PostgresDatabase>) -> Self {
         telemetry::init_for_tests();
         let devnet = Devnet::start().await.expect("anvil devnet starts");
         let db_dir = tempfile::tempdir().expect("temp dir");
-        let settings = Settings::from_defaults_and(&format!(
+        let db_url = match &postgres {
+            Some(database) => database.url.clone(),
+            None => format!("sqlite://{}/hiregate.db", db_dir.path().display()),
+        };
+        let settings_toml = format!(
             r#"
             [http]
             listen_address = "127.0.0.1:0"
             [database]
-            url = "sqlite://{db}/hiregate.db"
+            url = "{db_url}"
             [admin]
             api_key = "{ADMIN_KEY}"
             [outbound]
@@ -85,12 +105,11 @@ impl Env {
             rpc_url = "{rpc}"
             relayer_private_key = "{key}"
             "#,
-            db = db_dir.path().display(),
             network = devnet.network(),
             rpc = devnet.rpc_url(),
             key = devnet.relayer().to_bytes(),
-        ))
-        .expect("valid test settings");
+        );
+        let settings = Settings::from_defaults_and(&settings_toml).expect("valid test settings");
         let app = App::build(settings).await.expect("gateway builds");
         let base = app.base_url().clone();
         let store = app.state().store.clone();
@@ -109,7 +128,9 @@ impl Env {
             operator_key: String::new(),
             seeker_key: String::new(),
             shutdown,
+            settings_toml,
             _db_dir: db_dir,
+            _postgres: postgres,
         };
         env.operator_key = env.create_key("operator").await;
         env.seeker_key = env.create_key("seeker").await;
@@ -118,6 +139,54 @@ impl Env {
 
     fn url(&self, path: &str) -> Url {
         self.base.join(path).expect("gateway URL")
+    }
+
+    /// A second gateway instance on the same database (stopped with the first); its base URL.
+    async fn second_instance(&self) -> Url {
+        let settings = Settings::from_defaults_and(&self.settings_toml).expect("valid settings");
+        let app = App::build(settings).await.expect("second gateway builds");
+        let base = app.base_url().clone();
+        let token = self.shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(error) = app.run_until_stopped(token).await {
+                eprintln!("second gateway stopped: {error}");
+            }
+        });
+        base
+    }
+
+    /// `method path` as `key` on the gateway at `base`: `(status, JSON body)`, whatever the
+    /// status.
+    async fn call(
+        &self,
+        base: &Url,
+        method: Method,
+        path: &str,
+        key: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .http
+            .request(method, base.join(path).expect("gateway URL"))
+            .bearer_auth(key);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.expect("gateway answers");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The contract's event log entries of `kind`, oldest first, as their details.
+    async fn events_of_kind(&self, contract_id: &str, kind: &str) -> Vec<Value> {
+        self.store
+            .list_contract_events(contract_id, 0, 1000)
+            .await
+            .expect("contract events")
+            .into_iter()
+            .filter(|event| event.kind == kind)
+            .map(|event| event.details)
+            .collect()
     }
 
     async fn send(&self, method: Method, path: &str, key: &str, body: Option<&Value>) -> Value {
@@ -159,12 +228,33 @@ impl Env {
         schema: Value,
         protocol_options: Value,
     ) -> (String, Address) {
+        self.register_as(
+            &self.operator_key,
+            endpoint,
+            protocol,
+            task_type,
+            schema,
+            protocol_options,
+        )
+        .await
+    }
+
+    /// Like [`Env::register_with`], for the operator of `operator_key`.
+    async fn register_as(
+        &self,
+        operator_key: &str,
+        endpoint: &Url,
+        protocol: &str,
+        task_type: &str,
+        schema: Value,
+        protocol_options: Value,
+    ) -> (String, Address) {
         let pay_to = PrivateKeySigner::random().address();
         let body = self
             .send(
                 Method::POST,
                 "/v1/workers",
-                &self.operator_key,
+                operator_key,
                 Some(&json!({
                     "endpoint": endpoint.as_str(),
                     "protocol": protocol,
@@ -361,11 +451,22 @@ async fn crosscheck_with_three_verifier_workers_passes_fails_and_fails_closed() 
     let (worker_id, pay_to) = env.register(executor.base_url(), "wattswarm").await;
     let mut verifiers = Vec::new();
     let mut verifier_ids = Vec::new();
+    // Verifiers must be independent of the hired worker: another operator's listings.
+    let verifier_operator = env.create_key("operator").await;
     for name in ["verifier-a", "verifier-b", "verifier-c"] {
         let verifier = Verifier::spawn(VerifierConfig::named(name, VerifierBehaviour::Honest))
             .await
             .expect("verifier");
-        let (id, _) = env.register(verifier.base_url(), "wattswarm").await;
+        let (id, _) = env
+            .register_as(
+                &verifier_operator,
+                verifier.base_url(),
+                "wattswarm",
+                "swarm",
+                answer_schema(),
+                json!({}),
+            )
+            .await;
         verifier_ids.push(id);
         verifiers.push(verifier);
     }
@@ -716,17 +817,71 @@ async fn a_superwire_listing_needs_a_workflow_the_executor_accepts() {
             .send()
             .await
             .expect("gateway answers");
-        assert!(
-            response.status().is_client_error(),
-            "{options}: {}",
-            response.status()
-        );
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert!(status.is_client_error(), "{options}: {status} {body}");
+        if options == json!({"workflow_source_base64": "ICAK"}) {
+            // The executor's validation issues reach the operator.
+            assert_eq!(body["error"]["details"]["check"], "validate", "{body}");
+            assert!(
+                body["error"]["details"]["diagnostics"]["issues"]
+                    .as_array()
+                    .is_some_and(|issues| !issues.is_empty()),
+                "{body}"
+            );
+        }
     }
     assert_eq!(
         executor.counters().validations,
         1,
         "only the decodable source was probed"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn superwire_validate_diagnostics_are_shown_at_registration_and_in_the_listing() {
+    let env = Env::start().await;
+    let note = superwire::wire::Issue {
+        path: "agent.reply.instruction".to_owned(),
+        message: "instruction never mentions the output".to_owned(),
+    };
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
+        validation_notes: vec![note.clone()],
+        ..superwire::ExecutorConfig::default()
+    })
+    .await
+    .expect("superwire executor");
+    use base64::Engine as _;
+    let registered = env
+        .send(
+            Method::POST,
+            "/v1/workers",
+            &env.operator_key,
+            Some(&json!({
+                "endpoint": executor.base_url().as_str(),
+                "protocol": "superwire",
+                "pay_to": PrivateKeySigner::random().address().to_checksum(None),
+                "network": env.devnet.network(),
+                "asset": env.devnet.token().to_checksum(None),
+                "tasks": {"welcome": {"price": PRICE.to_string(), "output_schema": welcome_schema()}},
+                "max_parallel": 1,
+                "protocol_options": {"workflow_source_base64":
+                    base64::engine::general_purpose::STANDARD.encode(WORKFLOW_SOURCE)},
+            })),
+        )
+        .await;
+    let expected = json!({"issues": [{"path": note.path, "message": note.message}]});
+    assert_eq!(registered["probe_diagnostics"], expected, "{registered}");
+    let worker_id = registered["id"].as_str().expect("worker id");
+    let listing = env
+        .send(
+            Method::GET,
+            &format!("/v1/workers/{worker_id}"),
+            &env.operator_key,
+            None,
+        )
+        .await;
+    assert_eq!(listing["probe_diagnostics"], expected, "{listing}");
 }
 
 /// A seeker's webhook endpoint that records every body it receives.
@@ -1006,4 +1161,539 @@ async fn secrets_scenario_in_a_logging_process() {
     );
     assert!(!delivered.contains(&header_value));
     // The logs are checked by the parent test.
+}
+
+// ---------------------------------------------------------------------------------------------
+// worker-sdk workers as verifiers and as cancellable hire workers
+
+/// A worker-sdk worker offering `swarm`, served on a free port until the test ends; with
+/// `verdict`, it also serves `/verify` and counts the votes it casts.
+struct SdkWorker {
+    server: hiregate_worker_sdk::RunningServer,
+    votes: Arc<std::sync::atomic::AtomicUsize>,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+impl SdkWorker {
+    async fn spawn(
+        env: &Env,
+        verdict: Option<hiregate_worker_sdk::verify::Verdict>,
+        handler: impl hiregate_worker_sdk::TaskHandler,
+    ) -> Self {
+        let votes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut builder = hiregate_worker_sdk::WorkerBuilder::new("sdk-worker", "1.0.0")
+            .task_type("swarm")
+            .gateway_keys(hiregate_worker_sdk::GatewayKeys::remote(
+                env.url("/.well-known/jwks.json"),
+            ))
+            .wait_for_handler_indefinitely();
+        if let Some(verdict) = verdict {
+            let counted = Arc::clone(&votes);
+            builder = builder.verifier(
+                "sdk-runtime",
+                "sdk-judge-v1",
+                move |_request: hiregate_worker_sdk::verify::VerifyRequest| {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let verdict = verdict.clone();
+                    async move { verdict }
+                },
+            );
+        }
+        let worker = builder.build(handler).expect("sdk worker builds");
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let server = hiregate_worker_sdk::serve(
+            worker.router(),
+            "127.0.0.1:0".parse().expect("address"),
+            async move { stopped.cancelled().await },
+        )
+        .await
+        .expect("sdk worker serves");
+        Self {
+            server,
+            votes,
+            _stop: stop.drop_guard(),
+        }
+    }
+
+    fn base_url(&self) -> Url {
+        self.server.base_url()
+    }
+
+    fn votes(&self) -> usize {
+        self.votes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+async fn unused_handler(
+    _ctx: hiregate_worker_sdk::TaskContext,
+    _input: Value,
+) -> hiregate_worker_sdk::TaskOutcome {
+    hiregate_worker_sdk::TaskOutcome::failed("NOT_HIRED", "this worker only verifies")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sdk_worker_votes_as_a_crosscheck_verifier_in_a_paid_hire() {
+    use hiregate_worker_sdk::verify::Verdict;
+    let env = Env::start().await;
+    let executor = Executor::spawn(ExecutorConfig::default())
+        .await
+        .expect("executor");
+    let (worker_id, pay_to) = env.register(executor.base_url(), "wattswarm").await;
+    let verifier_operator = env.create_key("operator").await;
+    let approving = SdkWorker::spawn(&env, Some(Verdict::pass(0.9)), unused_handler).await;
+    let dissenting =
+        SdkWorker::spawn(&env, Some(Verdict::fail(1.0, vec![152])), unused_handler).await;
+    let mut ids = Vec::new();
+    for worker in [&approving, &dissenting] {
+        let (id, _) = env
+            .register_as(
+                &verifier_operator,
+                &worker.base_url(),
+                "hire",
+                "swarm",
+                answer_schema(),
+                json!({}),
+            )
+            .await;
+        ids.push(id);
+    }
+    let seeker = env.seeker().await;
+    let quorum = |verifier: &str| {
+        json!({"min_verifiers": 1, "min_pass_ratio": 1.0, "min_score": 0.5,
+               "aggregation": "count", "verifiers": [verifier]})
+    };
+
+    // The approving SDK verifier's vote passes the candidate: settled on chain.
+    let contract_id = propose_crosscheck(&seeker, &worker_id, quorum(&ids[0])).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    assert!(outcome.payment_response.is_some_and(|p| p.success));
+    assert_eq!(approving.votes(), 1);
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["state"], "settled", "{view}");
+    assert_eq!(
+        view["verification"]["details"]["quorum"]["hash_verified"], 1,
+        "the SDK's verifier_result_hash binds the policy the gateway sent: {view}"
+    );
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+
+    // The dissenting SDK verifier's vote fails it: rejected, nothing more settled.
+    let contract_id = propose_crosscheck(&seeker, &worker_id, quorum(&ids[1])).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 422, "{}", outcome.body);
+    assert!(outcome.payment_response.is_none());
+    assert_eq!(dissenting.votes(), 1);
+    assert_eq!(env.contract(&contract_id).await["state"], "rejected");
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+    assert_eq!(
+        env.balance(seeker.payer().unwrap()).await,
+        U256::from(SEEKER_FUNDS - PRICE)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verifiers_that_cannot_vote_independently_are_refused_before_signing() {
+    let env = Env::start().await;
+    let executor = Executor::spawn(ExecutorConfig::default())
+        .await
+        .expect("executor");
+    let (worker_id, _) = env.register(executor.base_url(), "wattswarm").await;
+    // Another listing of the same operator.
+    let sibling = Verifier::spawn(VerifierConfig::named("sibling", VerifierBehaviour::Honest))
+        .await
+        .expect("verifier");
+    let (sibling_id, _) = env.register(sibling.base_url(), "wattswarm").await;
+    // Another operator's hire worker that does not serve /verify.
+    let other_operator = env.create_key("operator").await;
+    let no_verify = SdkWorker::spawn(&env, None, unused_handler).await;
+    let (no_verify_id, _) = env
+        .register_as(
+            &other_operator,
+            &no_verify.base_url(),
+            "hire",
+            "swarm",
+            answer_schema(),
+            json!({}),
+        )
+        .await;
+    // Another operator's WattSwarm verifier that failed its health probe (recorded the way
+    // the health loop records it; the loop itself runs hourly in this gateway's settings).
+    let failing = Verifier::spawn(VerifierConfig::named("failing", VerifierBehaviour::Honest))
+        .await
+        .expect("verifier");
+    let (failing_id, _) = env
+        .register_as(
+            &other_operator,
+            failing.base_url(),
+            "wattswarm",
+            "swarm",
+            answer_schema(),
+            json!({}),
+        )
+        .await;
+    env.store
+        .record_probe(
+            &failing_id.parse().expect("worker id"),
+            &hiregate_gateway::store::ProbeResult::Failed {
+                reason: "health check failed: connection refused".to_owned(),
+            },
+            1,
+            chrono::Utc::now(),
+        )
+        .await
+        .expect("probe recorded");
+    let (_, before) = env
+        .call(
+            &env.base,
+            Method::GET,
+            "/v1/contracts",
+            &env.seeker_key,
+            None,
+        )
+        .await;
+    for (verifier, code) in [
+        (failing_id.as_str(), "verifier_unhealthy"),
+        (worker_id.as_str(), "verifier_is_worker"),
+        (sibling_id.as_str(), "verifier_same_operator"),
+        (no_verify_id.as_str(), "verifier_cannot_verify"),
+        ("wk_01jz0000000000000000000000", "verifier_not_found"),
+        ("not-a-listing", "verifier_not_found"),
+    ] {
+        let (status, body) = env
+            .call(
+                &env.base,
+                Method::POST,
+                "/v1/contracts",
+                &env.seeker_key,
+                Some(&json!({
+                    "worker_id": worker_id,
+                    "task_type": "swarm",
+                    "input": {"prompt": "Cross-check me."},
+                    "verification": {"policy_id": "vp.crosscheck.v1", "policy_params": {"quorum": {
+                        "min_verifiers": 1, "min_pass_ratio": 1.0, "verifiers": [verifier]}}},
+                })),
+            )
+            .await;
+        assert_eq!(status, 422, "{verifier}: {body}");
+        assert_eq!(body["error"]["code"], code, "{verifier}: {body}");
+        assert_eq!(body["error"]["details"]["verifier"], verifier, "{body}");
+    }
+    let (_, after) = env
+        .call(
+            &env.base,
+            Method::GET,
+            "/v1/contracts",
+            &env.seeker_key,
+            None,
+        )
+        .await;
+    assert_eq!(before, after, "no contract was stored");
+    assert_eq!(sibling.counters().verify_calls, 0);
+    assert_eq!(failing.counters().verify_calls, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeker_cancel_reaches_an_sdk_worker_that_declares_cancel_and_nothing_is_settled() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = Env::start().await;
+    let started = Arc::new(AtomicBool::new(false));
+    let saw_cancel = Arc::new(AtomicBool::new(false));
+    let handler = {
+        let (started, saw_cancel) = (Arc::clone(&started), Arc::clone(&saw_cancel));
+        move |ctx: hiregate_worker_sdk::TaskContext, _input: Value| {
+            let (started, saw_cancel) = (Arc::clone(&started), Arc::clone(&saw_cancel));
+            async move {
+                started.store(true, Ordering::SeqCst);
+                tokio::select! {
+                    () = ctx.cancellation().cancelled() => {
+                        saw_cancel.store(true, Ordering::SeqCst);
+                        hiregate_worker_sdk::TaskOutcome::failed("STOPPED", "stopped on cancel")
+                    }
+                    () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {
+                        hiregate_worker_sdk::TaskOutcome::json(json!({"answer": "late", "confidence": 1.0}))
+                    }
+                }
+            }
+        }
+    };
+    let worker = SdkWorker::spawn(&env, None, handler).await;
+    let (worker_id, pay_to) = env.register(&worker.base_url(), "hire").await;
+    let seeker = env.seeker().await;
+    let contract_id = env.propose(&seeker, &worker_id, "Take your time.").await;
+    let paying = {
+        let seeker = seeker.clone();
+        let contract_id = contract_id.clone();
+        tokio::spawn(async move { seeker.execute(&contract_id).await })
+    };
+    let waiting = tokio::time::Instant::now();
+    while !started.load(Ordering::SeqCst) {
+        assert!(
+            waiting.elapsed() < std::time::Duration::from_secs(10),
+            "the task never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let cancelled = env
+        .send(
+            Method::POST,
+            &format!("/v1/contracts/{contract_id}/cancel"),
+            &env.seeker_key,
+            Some(&json!({})),
+        )
+        .await;
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert!(
+        saw_cancel.load(Ordering::SeqCst),
+        "the handler's token fired"
+    );
+    let told = env
+        .events_of_kind(&contract_id, "worker_cancel_requested")
+        .await;
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["outcome"], "acknowledged", "{told:?}");
+    assert_eq!(told[0]["protocol"], "hire");
+    let outcome = paying.await.expect("execute task").expect("execute");
+    assert!(outcome.payment_response.is_none(), "{}", outcome.body);
+    assert_eq!(env.contract(&contract_id).await["state"], "cancelled");
+    assert_eq!(env.balance(pay_to).await, U256::ZERO);
+    assert_eq!(
+        env.balance(seeker.payer().unwrap()).await,
+        U256::from(SEEKER_FUNDS)
+    );
+    // Cancelling again changes nothing.
+    let again = env
+        .send(
+            Method::POST,
+            &format!("/v1/contracts/{contract_id}/cancel"),
+            &env.seeker_key,
+            Some(&json!({})),
+        )
+        .await;
+    assert_eq!(again["state"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wattswarm_profile_is_chosen_at_proposal_among_the_declared_ones() {
+    let env = Env::start().await;
+    let executor = Executor::spawn(ExecutorConfig::default())
+        .await
+        .expect("executor");
+    let (worker_id, pay_to) = env.register(executor.base_url(), "wattswarm").await;
+    let seeker = env.seeker().await;
+
+    // An undeclared profile is refused before anything is signed.
+    let (status, body) = env
+        .call(
+            &env.base,
+            Method::POST,
+            "/v1/contracts",
+            &env.seeker_key,
+            Some(&json!({"worker_id": worker_id, "task_type": "swarm",
+                         "input": {"prompt": "x"}, "profile": "reckless"})),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "profile_not_declared", "{body}");
+
+    // A declared one is pinned in the terms and sent with every attempt.
+    let contract_id = seeker
+        .propose(&json!({
+            "worker_id": worker_id,
+            "task_type": "swarm",
+            "input": {"prompt": "Summarize the key risks."},
+            "sla": {"max_latency_ms": 8000},
+            "acceptance_window_s": 0,
+            "profile": "careful",
+        }))
+        .await
+        .expect("contract proposed")
+        .id;
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["terms"]["execution"]["profile"], "careful", "{view}");
+    assert_eq!(
+        view["terms"]["execution"]["provider_family"], "reference-wattswarm",
+        "{view}"
+    );
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+    let request = &executor.requests()[0];
+    assert_eq!(request.profile, "careful");
+    assert_eq!(
+        request.stage,
+        hiregate_integration_tests::reference::wattswarm::wire::Stage::Explore
+    );
+    let contract = &request.task_contract;
+    assert_eq!(contract.output_schema, answer_schema());
+    assert_eq!(contract.other["policy"]["policy_id"], "vp.schema_only.v1");
+    let budget = contract.budget.as_ref().expect("budget");
+    assert_eq!(budget["max_latency_ms"], 8000);
+    assert_eq!(budget["price"]["amount"], PRICE.to_string());
+    // The runtime that answered is recorded with the attempt.
+    let runtime = env.events_of_kind(&contract_id, "worker_runtime").await;
+    assert_eq!(runtime.len(), 1, "{runtime:?}");
+    assert_eq!(runtime[0]["model_id"], "reference-model-v1");
+    // The seed's example answer, its inline evidence kept with the attempt's deliverable.
+    let settled = env.contract(&contract_id).await;
+    assert_eq!(settled["state"], "settled", "{settled}");
+    assert!(
+        settled.to_string().contains("trace:attempt-1"),
+        "inline evidence kept: {settled}"
+    );
+    let stored = executor
+        .stored_response(&request.execution_id)
+        .expect("stored execution");
+    assert_eq!(
+        stored.candidate_output["answer"],
+        "careful::Summarize the key risks."
+    );
+
+    // Without a choice, the executor's first declared profile.
+    let (_, outcome) = hire(&env, &seeker, &worker_id, "Again.").await;
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    assert_eq!(executor.requests()[1].profile, "default");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_taken_by_another_instance_stops_the_superwire_stream_held_by_the_first() {
+    cancel_from_another_instance(Env::start().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_cancel_taken_by_another_instance_stops_the_superwire_stream_held_by_the_first()
+{
+    let test = "postgres_a_cancel_taken_by_another_instance_stops_the_superwire_stream";
+    if let Some(env) = Env::start_on_postgres(test).await {
+        cancel_from_another_instance(env).await;
+    }
+}
+
+/// Two gateway instances on `env`'s database: the seeker pays on instance 1, which streams
+/// the Superwire run; the cancel reaches instance 2.
+async fn cancel_from_another_instance(env: Env) {
+    let second = env.second_instance().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
+        agents: (0..20).map(|i| format!("step{i}")).collect(),
+        step_delay: std::time::Duration::from_millis(200),
+        ..superwire::ExecutorConfig::default()
+    })
+    .await
+    .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+    let seeker = env.seeker().await;
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    // The seeker pays on instance 1, which streams the run.
+    let paying = {
+        let seeker = seeker.clone();
+        let contract_id = contract_id.clone();
+        tokio::spawn(async move { seeker.execute(&contract_id).await })
+    };
+    let waiting = tokio::time::Instant::now();
+    while executor.runs().is_empty() {
+        assert!(
+            waiting.elapsed() < std::time::Duration::from_secs(10),
+            "the run never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The cancel reaches instance 2, which holds no stream.
+    let (status, cancelled) = env
+        .call(
+            &second,
+            Method::POST,
+            &format!("/v1/contracts/{contract_id}/cancel"),
+            &env.seeker_key,
+            Some(&json!({})),
+        )
+        .await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    let outcome = paying.await.expect("execute task").expect("execute");
+    assert!(outcome.payment_response.is_none(), "{}", outcome.body);
+    // Instance 1 saw the cancel in the store and told the executor, once.
+    let counters = executor.counters();
+    assert_eq!(counters.cancellations, 1, "{counters:?}");
+    assert_eq!(executor.runs()[0].status, superwire::RunStatus::Cancelled);
+    let told = env
+        .events_of_kind(&contract_id, "worker_cancel_requested")
+        .await;
+    assert!(
+        told.iter().any(|t| t["outcome"] == "delegated"),
+        "instance 2 delegated: {told:?}"
+    );
+    assert!(
+        told.iter()
+            .any(|t| t["outcome"] == "acknowledged" && t["by"] == "streaming_instance"),
+        "instance 1 told the executor: {told:?}"
+    );
+    // This attempt's own cache key: a retry would not replay its cached agent outputs.
+    assert_eq!(
+        executor.runs()[0].options.cache_key.as_deref(),
+        Some(format!("{contract_id}-attempt-1").as_str())
+    );
+    assert_eq!(env.contract(&contract_id).await["state"], "cancelled");
+    assert_eq!(env.balance(pay_to).await, U256::ZERO);
+    assert_eq!(
+        env.balance(seeker.payer().unwrap()).await,
+        U256::from(SEEKER_FUNDS)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superwire_workflow_changed_after_signing_is_not_run_for_the_contract() {
+    use base64::Engine as _;
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig::default())
+        .await
+        .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+    let seeker = env.seeker().await;
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let view = env.contract(&contract_id).await;
+    let pinned = view["terms"]["execution"]["workflow_digest"].clone();
+    assert!(
+        pinned.as_str().is_some_and(|d| d.starts_with("sha256:")),
+        "{view}"
+    );
+    // The operator lists another workflow after the contract was signed.
+    let other = WORKFLOW_SOURCE.replace("Reply to", "Answer");
+    let patched = env
+        .send(
+            Method::PATCH,
+            &format!("/v1/workers/{worker_id}"),
+            &env.operator_key,
+            Some(&json!({"protocol_options": {"workflow_source_base64":
+                base64::engine::general_purpose::STANDARD.encode(&other)}})),
+        )
+        .await;
+    assert_eq!(
+        executor.counters().validations,
+        2,
+        "the new workflow was validated"
+    );
+    assert!(patched["id"].is_string(), "{patched}");
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 502, "{}", outcome.body);
+    assert!(
+        outcome.body.to_string().contains("workflow_changed"),
+        "{}",
+        outcome.body
+    );
+    assert!(outcome.payment_response.is_none());
+    assert!(
+        executor.runs().is_empty(),
+        "the changed workflow never ran for it"
+    );
+    assert_eq!(env.balance(pay_to).await, U256::ZERO);
+    assert_eq!(
+        env.balance(seeker.payer().unwrap()).await,
+        U256::from(SEEKER_FUNDS)
+    );
+    // A contract proposed now pins the new workflow and runs it.
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    assert_eq!(executor.runs()[0].workflow_source, other);
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use crate::ids::{Attempt, ContractId, TaskId};
@@ -46,6 +47,8 @@ pub(crate) struct StartedRun {
     pub(crate) task_id: TaskId,
     pub(crate) poll_url: Url,
     pub(crate) phase: watch::Receiver<Phase>,
+    /// Cancelled by `POST /tasks/{id}/cancel`; the handler sees it in its context.
+    pub(crate) cancel: CancellationToken,
     /// Held until the run ends, so `max_concurrent_tasks` counts background work too.
     pub(crate) permit: Option<OwnedSemaphorePermit>,
 }
@@ -70,6 +73,16 @@ struct TaskRecord {
     /// Someone was told `pending`/`partial`, so the end must be announced by callback.
     answered_running: bool,
     phase: watch::Sender<Phase>,
+    cancel: CancellationToken,
+}
+
+/// What a cancel request found.
+#[derive(Debug)]
+pub(crate) enum CancelRequest {
+    /// The run was still going and is now told to stop; its end arrives on this channel.
+    Signalled(watch::Receiver<Phase>),
+    /// The run had already ended with this report.
+    Ended(Box<TaskReport>),
 }
 
 impl TaskRecord {
@@ -200,6 +213,7 @@ impl Executions {
         let task_id = TaskId::generate();
         let poll_url = poll_url_for(poll_base, &task_id);
         let (phase_tx, phase_rx) = watch::channel(Phase::Running);
+        let cancel = CancellationToken::new();
         tasks.insert(
             task_id.clone(),
             TaskRecord {
@@ -211,6 +225,7 @@ impl Executions {
                 },
                 answered_running: false,
                 phase: phase_tx,
+                cancel: cancel.clone(),
             },
         );
         latest_by_contract.insert(
@@ -224,6 +239,7 @@ impl Executions {
             task_id,
             poll_url,
             phase: phase_rx,
+            cancel,
             permit,
         })
     }
@@ -236,6 +252,35 @@ impl Executions {
         // A task of another contract is reported as absent, not as forbidden, so task ids
         // cannot be probed across contracts.
         (record.contract_id == *contract_id).then(|| record.answer(task_id))
+    }
+
+    /// The task of the latest run of `contract_id`, if it is still known.
+    pub(crate) fn latest_task(&self, contract_id: &ContractId) -> Option<TaskId> {
+        self.lock()
+            .latest_by_contract
+            .get(contract_id)
+            .map(|latest| latest.task_id.clone())
+    }
+
+    /// Tells a running task of `contract_id` to stop. `None` for an unknown task or one of
+    /// another contract (reported as absent, like [`Executions::answer`]).
+    pub(crate) fn cancel(
+        &self,
+        task_id: &TaskId,
+        contract_id: &ContractId,
+    ) -> Option<CancelRequest> {
+        let mut registry = self.lock();
+        let record = registry.tasks.get_mut(task_id)?;
+        if record.contract_id != *contract_id {
+            return None;
+        }
+        match &record.state {
+            TaskState::Finished { report, .. } => Some(CancelRequest::Ended(report.clone())),
+            TaskState::Running { .. } => {
+                record.cancel.cancel();
+                Some(CancelRequest::Signalled(record.phase.subscribe()))
+            }
+        }
     }
 
     pub(crate) fn set_progress(&self, task_id: &TaskId, progress: Progress) {

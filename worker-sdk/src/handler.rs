@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::executions::Executions;
 use crate::ids::{Attempt, ContractId, TaskId, TaskType};
@@ -21,6 +22,8 @@ pub const HANDLER_PANICKED: &str = "WORKER_PANICKED";
 /// The code of the `failed` report the SDK writes when a handler returns an output the
 /// protocol does not allow (nested `multiple`, non-http file URL, too many items…).
 pub const INVALID_OUTPUT: &str = "WORKER_INVALID_OUTPUT";
+/// The code of the `failed` report of a run stopped by `POST /tasks/{id}/cancel`.
+pub const TASK_CANCELLED: &str = "TASK_CANCELLED";
 
 /// Performs tasks. Implemented for every
 /// `Fn(TaskContext, serde_json::Value) -> impl Future<Output = TaskOutcome>` that is
@@ -57,6 +60,7 @@ pub struct TaskContext {
     pub(crate) task_id: TaskId,
     pub(crate) task_type: Option<TaskType>,
     pub(crate) executions: Arc<Executions>,
+    pub(crate) cancel: CancellationToken,
 }
 
 impl TaskContext {
@@ -83,6 +87,21 @@ impl TaskContext {
     #[must_use]
     pub fn task_type(&self) -> Option<&TaskType> {
         self.task_type.as_ref()
+    }
+
+    /// Fires when the gateway cancels the task (`POST /tasks/{id}/cancel`). A handler doing
+    /// long work should watch it (`ctx.cancellation().cancelled().await` in a `select!`, or
+    /// [`TaskContext::is_cancelled`] between steps) and stop: the SDK reports the run
+    /// `failed` with [`TASK_CANCELLED`] and aborts a handler still running shortly after.
+    #[must_use]
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the task was cancelled.
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
     }
 
     /// Publishes progress: until the task ends, `GET /tasks/{id}` and duplicate executes

@@ -14,6 +14,7 @@
 //! | [`ids`] | [`ContractId`], [`TaskId`], [`TaskType`], [`Attempt`] — valid by construction |
 //! | [`serve`](mod@serve) | bind + serve with graceful shutdown (port 0 friendly) |
 //! | [`example_workers`] | the echo and faulty example workers as library code |
+//! | [`verify`] | `POST /verify`: the worker as a cross-check verifier — [`verify::VerifyHandler`], [`verify::Verdict`], the seed's VerifyRequest/VerifyResponse |
 //! | [`receipt`] | offline verification of the gateway's signed contract receipts |
 //! | [`testing`] | a local contract-token issuer for tests |
 //! | [`seeker`] (feature `seeker`) | typed seeker client: discover, propose, list and view contracts, execute and pay the 402 with an alloy signer, open disputes (without a wallet: everything but paying) |
@@ -60,6 +61,17 @@
 //! `wrong_worker`; 404 `task_not_found`; 413 `input_too_large`; 429 `too_many_tasks`
 //! (`Retry-After: 1`); 503 `gateway_keys_unavailable` (`Retry-After: 5`).
 //!
+//! `POST /tasks/{id}/cancel` (same headers; `{id}` is the task id or the contract id):
+//! the run's [`TaskContext::cancellation`] fires, the handler is aborted if it has not
+//! stopped shortly after, and the answer is the final report — `failed` with
+//! `TASK_CANCELLED` — again on every repeat; 409 `task_already_finished` for a task that
+//! ended otherwise. `/capabilities` declares `"cancel": true`, which is how the gateway
+//! knows to forward a seeker's cancel.
+//!
+//! `POST /verify` (only with [`WorkerBuilder::verifier`]): the WattSwarm VerifyRequest →
+//! VerifyResponse of [`verify`], unauthenticated; 400 `invalid_verify_request` /
+//! `invalid_policy` before the handler runs.
+//!
 //! Callbacks: `POST <gateway>/v1/callbacks/{contract_id}` with `Content-Type:
 //! application/json`, `X-Contract-ID`, `webhook-id: cb_<task_id>` (stable across retries),
 //! `webhook-timestamp`, `webhook-signature: v1,<base64>`; body = the final report plus
@@ -98,6 +110,7 @@ mod routes;
 pub mod seeker;
 pub mod serve;
 pub mod testing;
+pub mod verify;
 pub mod webhook;
 pub mod worker;
 

@@ -270,6 +270,20 @@ pub struct Capabilities {
     pub max_concurrent_tasks: Option<usize>,
     /// Whether the worker calls the gateway back when pending work finishes.
     pub completion_callbacks: bool,
+    /// Whether `POST /tasks/{id}/cancel` stops a running task (always, for this SDK); the
+    /// gateway forwards a seeker's cancel only to workers that declare it.
+    #[serde(default)]
+    pub cancel: bool,
+    /// Whether `POST /verify` judges candidates (WattSwarm VerifyRequest), so the worker
+    /// can be named as a verifier in `vp.crosscheck.v1` quorums.
+    #[serde(default)]
+    pub verify: bool,
+    /// The verifier's runtime family, as bound in its votes' `verifier_result_hash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_family: Option<String>,
+    /// The verifier's model, as bound in its votes' `verifier_result_hash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
 }
 
 /// An informational price for one task type.

@@ -1,7 +1,9 @@
 //! The worker's HTTP surface: `GET /health`, `GET /capabilities`, `POST /execute`,
-//! `GET /tasks/{id}`, and the mapping of every refusal to a JSON error.
+//! `GET /tasks/{id}`, `POST /tasks/{id}/cancel`, `POST /verify` (when a verifier is
+//! configured), and the mapping of every refusal to a JSON error.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -13,23 +15,38 @@ use axum::routing::{get, post};
 use serde_json::Value;
 use url::Url;
 
-use crate::executions::{Admission, Phase, StartedRun};
+use tokio_util::sync::CancellationToken;
+
+use crate::executions::{Admission, CancelRequest, Phase, StartedRun};
 use crate::gateway_auth::AuthError;
-use crate::handler::{HANDLER_PANICKED, INVALID_OUTPUT, TaskContext, TaskFuture, TaskOutcome};
+use crate::handler::{
+    HANDLER_PANICKED, INVALID_OUTPUT, TASK_CANCELLED, TaskContext, TaskFuture, TaskOutcome,
+};
 use crate::ids::{Attempt, ContractId, TaskId, TaskType};
 use crate::protocol::{
     CompletedReport, ErrorBody, ErrorDetail, FailedReport, Health, Output, PartialReport,
     TaskError, TaskReport, headers,
 };
+use crate::verify::{self, VerifyRequest};
 use crate::worker::WorkerShared;
+
+/// How long a handler that saw its cancellation may take to stop before it is aborted.
+const CANCEL_GRACE: Duration = Duration::from_millis(500);
+/// How long `POST /tasks/{id}/cancel` waits for the run's final report.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 pub(crate) fn router(shared: Arc<WorkerShared>) -> Router {
     let body_limit = shared.max_input_bytes;
-    Router::new()
+    let mut router = Router::new()
         .route("/health", get(health))
         .route("/capabilities", get(capabilities))
         .route("/execute", post(execute))
         .route("/tasks/{id}", get(task_status))
+        .route("/tasks/{id}/cancel", post(cancel_task));
+    if shared.verifier_setup.is_some() {
+        router = router.route("/verify", post(verify_candidate));
+    }
+    router
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(shared)
@@ -117,6 +134,77 @@ async fn task_status(
     Ok(report_response(report, false))
 }
 
+/// `POST /tasks/{id}/cancel`: stops a running task (`{id}` is the task id of its poll URL,
+/// or the contract id for the contract's latest run). Same token and `X-Contract-ID` rules
+/// as `/execute`. Idempotent: a running task is told to stop and the answer is its final
+/// report (`failed` with `TASK_CANCELLED`), 200; a task already cancelled answers the same
+/// report again; a task that ended otherwise answers 409 `task_already_finished`; 404
+/// `task_not_found` for an unknown task or one of another contract.
+async fn cancel_task(
+    State(shared): State<Arc<WorkerShared>>,
+    Path(raw_id): Path<String>,
+    request_headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let contract_id = authenticate(&shared, &request_headers).await?;
+    let task_id = if raw_id == contract_id.as_str() {
+        shared.executions.latest_task(&contract_id)
+    } else {
+        TaskId::parse(&raw_id).ok()
+    }
+    .ok_or(ApiError::TaskNotFound)?;
+    let report = match shared
+        .executions
+        .cancel(&task_id, &contract_id)
+        .ok_or(ApiError::TaskNotFound)?
+    {
+        CancelRequest::Ended(report) => *report,
+        CancelRequest::Signalled(mut phase) => {
+            let ended = async {
+                loop {
+                    if let Phase::Finished(report) = &*phase.borrow_and_update() {
+                        return Some((**report).clone());
+                    }
+                    if phase.changed().await.is_err() {
+                        return None;
+                    }
+                }
+            };
+            match tokio::time::timeout(CANCEL_WAIT, ended).await {
+                Ok(Some(report)) => report,
+                // Still stopping: the run is cancelled, its report follows on the task.
+                _ => shared
+                    .executions
+                    .answer(&task_id, &contract_id)
+                    .ok_or(ApiError::TaskNotFound)?,
+            }
+        }
+    };
+    match &report {
+        TaskReport::Failed(failed) if failed.error.code == TASK_CANCELLED => {}
+        TaskReport::Pending(_) | TaskReport::Partial(_) => {}
+        other => return Err(ApiError::TaskFinished(other.status())),
+    }
+    tracing::info!(%contract_id, %task_id, "task cancelled");
+    Ok(report_response(report, false))
+}
+
+/// `POST /verify`: the seed's VerifyRequest judged by the worker's verify handler.
+async fn verify_candidate(
+    State(shared): State<Arc<WorkerShared>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Some(setup) = &shared.verifier_setup else {
+        return Err(ApiError::RouteNotFound);
+    };
+    let request: VerifyRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidVerifyRequest(e.to_string()))?;
+    verify::check_binding(&request).map_err(|e| ApiError::InvalidPolicy(e.to_string()))?;
+    let verdict = setup.handler.verify(request.clone()).await;
+    let response = verify::response(setup, &request, verdict)
+        .map_err(|e| ApiError::InvalidVerifyRequest(e.to_string()))?;
+    Ok(axum::Json(response).into_response())
+}
+
 async fn not_found() -> ApiError {
     ApiError::RouteNotFound
 }
@@ -200,6 +288,7 @@ async fn start_and_wait(
         task_id,
         poll_url,
         mut phase,
+        cancel,
         permit,
     } = run;
     let ctx = TaskContext {
@@ -208,6 +297,7 @@ async fn start_and_wait(
         task_id: task_id.clone(),
         task_type: caller.task_type,
         executions: Arc::clone(&shared.executions),
+        cancel,
     };
     tracing::info!(contract_id = %ctx.contract_id, %task_id, attempt = attempt.get(), "task started");
     // The run lives on its own task: a caller hanging up must not cancel paid work, and
@@ -261,14 +351,19 @@ async fn run_task(
 ) -> Option<TaskReport> {
     let contract_id = ctx.contract_id.clone();
     let task_id = ctx.task_id.clone();
+    let cancel = ctx.cancel.clone();
     shared.handler_runs.increment();
     let handler = Arc::clone(&shared.handler);
-    let mut outcome = run_guarded(Box::pin(async move { handler.handle(ctx, input).await })).await;
+    let mut outcome = run_guarded(
+        Box::pin(async move { handler.handle(ctx, input).await }),
+        &cancel,
+    )
+    .await;
     while let TaskOutcome::Pending(pending) = outcome {
         shared
             .executions
             .move_to_background(&task_id, pending.estimated_completion);
-        outcome = run_guarded(pending.work).await;
+        outcome = run_guarded(pending.work, &cancel).await;
     }
     let report = final_report(outcome, contract_id.clone(), task_id.clone(), poll_url);
     tracing::info!(%contract_id, %task_id, status = report.status(), "task finished");
@@ -279,13 +374,29 @@ async fn run_task(
 }
 
 /// Runs handler code on its own task so a panic becomes a `failed` report instead of a
-/// run stuck in `pending` forever.
-async fn run_guarded(work: TaskFuture) -> TaskOutcome {
-    match tokio::spawn(work).await {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            tracing::error!(%error, "task handler panicked");
-            TaskOutcome::failed(HANDLER_PANICKED, "the worker's task handler crashed")
+/// run stuck in `pending` forever. A cancelled run ends `failed` with `TASK_CANCELLED`
+/// whatever the handler does: it gets [`CANCEL_GRACE`] to stop on its own token, then it is
+/// aborted.
+async fn run_guarded(work: TaskFuture, cancel: &CancellationToken) -> TaskOutcome {
+    let cancelled = || TaskOutcome::failed(TASK_CANCELLED, "the task was cancelled");
+    if cancel.is_cancelled() {
+        return cancelled();
+    }
+    let mut handle = tokio::spawn(work);
+    tokio::select! {
+        joined = &mut handle => match joined {
+            Ok(_) if cancel.is_cancelled() => cancelled(),
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::error!(%error, "task handler panicked");
+                TaskOutcome::failed(HANDLER_PANICKED, "the worker's task handler crashed")
+            }
+        },
+        () = cancel.cancelled() => {
+            if tokio::time::timeout(CANCEL_GRACE, &mut handle).await.is_err() {
+                handle.abort();
+            }
+            cancelled()
         }
     }
 }
@@ -388,6 +499,12 @@ enum ApiError {
     RouteNotFound,
     #[error("task state was lost")]
     TaskStateLost,
+    #[error("the task already ended ({0}); there is nothing to cancel")]
+    TaskFinished(&'static str),
+    #[error("the body is not a WattSwarm VerifyRequest: {0}")]
+    InvalidVerifyRequest(String),
+    #[error("the policy binding cannot be applied: {0}")]
+    InvalidPolicy(String),
 }
 
 /// Seconds a caller should wait after a 429 / 503.
@@ -421,6 +538,9 @@ impl ApiError {
             Self::TaskNotFound => (StatusCode::NOT_FOUND, "task_not_found"),
             Self::RouteNotFound => (StatusCode::NOT_FOUND, "not_found"),
             Self::TaskStateLost => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+            Self::TaskFinished(_) => (StatusCode::CONFLICT, "task_already_finished"),
+            Self::InvalidVerifyRequest(_) => (StatusCode::BAD_REQUEST, "invalid_verify_request"),
+            Self::InvalidPolicy(_) => (StatusCode::BAD_REQUEST, "invalid_policy"),
         }
     }
 }

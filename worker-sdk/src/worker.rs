@@ -16,6 +16,7 @@ use crate::handler::TaskHandler;
 use crate::ids::{IdError, TaskType, WorkerId};
 use crate::protocol::{Capabilities, PROTOCOL_NAME, PriceInfo};
 use crate::routes;
+use crate::verify::{VerifierSetup, VerifyHandler};
 
 /// How long `/execute` waits for a handler before answering `pending` by default; below
 /// the HIRE document's 30-second connection timeout.
@@ -57,6 +58,7 @@ pub struct WorkerBuilder {
     retention: Duration,
     max_concurrent_tasks: Option<usize>,
     max_input_bytes: usize,
+    verifier_setup: Option<VerifierSetup>,
 }
 
 #[derive(Debug)]
@@ -119,6 +121,7 @@ impl WorkerBuilder {
             retention: DEFAULT_RETENTION,
             max_concurrent_tasks: None,
             max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
+            verifier_setup: None,
         }
     }
 
@@ -218,6 +221,25 @@ impl WorkerBuilder {
     ///
     /// # Errors
     /// [`BuildError`] naming the first invalid setting.
+    /// Serves `POST /verify` with `handler`, so this worker can vote as a verifier in
+    /// `vp.crosscheck.v1` quorums (`seeds/wattswarm-verify-endpoint.txt`). `provider_family`
+    /// and `model_id` are declared in `/capabilities` and bound in every vote's
+    /// `verifier_result_hash`. See [`crate::verify`].
+    #[must_use]
+    pub fn verifier(
+        mut self,
+        provider_family: impl Into<String>,
+        model_id: impl Into<String>,
+        handler: impl VerifyHandler,
+    ) -> Self {
+        self.verifier_setup = Some(VerifierSetup {
+            provider_family: provider_family.into(),
+            model_id: model_id.into(),
+            handler: Box::new(handler),
+        });
+        self
+    }
+
     pub fn build(self, handler: impl TaskHandler) -> Result<Worker, BuildError> {
         if self.name.trim().is_empty() {
             return Err(BuildError::Empty("name"));
@@ -275,6 +297,16 @@ impl WorkerBuilder {
             pricing,
             max_concurrent_tasks: self.max_concurrent_tasks,
             completion_callbacks: callback.is_some(),
+            cancel: true,
+            verify: self.verifier_setup.is_some(),
+            provider_family: self
+                .verifier_setup
+                .as_ref()
+                .map(|setup| setup.provider_family.clone()),
+            model_id: self
+                .verifier_setup
+                .as_ref()
+                .map(|setup| setup.model_id.clone()),
         };
         Ok(Worker {
             shared: Arc::new(WorkerShared {
@@ -287,6 +319,7 @@ impl WorkerBuilder {
                 sync_wait: self.sync_wait,
                 max_input_bytes: self.max_input_bytes,
                 handler_runs: ExecutionCounter::default(),
+                verifier_setup: self.verifier_setup,
             }),
         })
     }
@@ -346,6 +379,7 @@ pub(crate) struct WorkerShared {
     pub(crate) sync_wait: Option<Duration>,
     pub(crate) max_input_bytes: usize,
     pub(crate) handler_runs: ExecutionCounter,
+    pub(crate) verifier_setup: Option<VerifierSetup>,
 }
 
 impl fmt::Debug for WorkerShared {

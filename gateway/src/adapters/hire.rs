@@ -21,9 +21,13 @@ use serde_json::Value;
 use url::Url;
 
 use super::{
-    FailureKind, ForwardRequest, PollRequest, WorkerAnswer, WorkerProtocol, contract_mismatch,
+    CancelOutcome, FailureKind, ForwardRequest, PollRequest, WorkerAnswer, WorkerProtocol,
+    cancel_where_declared, contract_mismatch,
 };
-use crate::outbound::{OutboundClient, OutboundError};
+use crate::{
+    outbound::{OutboundClient, OutboundError},
+    registry::model::WorkerEndpoint,
+};
 
 /// Largest worker answer read, bytes (the outbound client's own limit may be lower).
 const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
@@ -128,6 +132,16 @@ impl WorkerProtocol for HireProtocol {
             Err(error) => return transport_failure(&error),
         };
         classify_poll(status, &body, request.contract_id)
+    }
+
+    async fn cancel(
+        &self,
+        client: &OutboundClient,
+        endpoint: &WorkerEndpoint,
+        contract_id: &str,
+        contract_token: &str,
+    ) -> CancelOutcome {
+        cancel_where_declared(client, endpoint, contract_id, contract_token).await
     }
 }
 

@@ -13,8 +13,9 @@ pub mod wattswarm;
 use std::{collections::HashMap, fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use hiregate_contracts::{deliverable::Deliverable, schema::OutputSchema};
+use hiregate_contracts::{deliverable::Deliverable, schema::OutputSchema, terms::ContractTerms};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use crate::{
@@ -66,6 +67,12 @@ pub struct ForwardRequest<'a> {
     /// The seeker's secrets sent with this execute, held in memory for this forward only.
     /// Only the Superwire adapter sends them (its body's `secrets`); others ignore them.
     pub secrets: Option<&'a secrets::SeekerSecrets>,
+    /// The signed terms (policy, price, retry policy, pinned protocol choices).
+    pub terms: &'a ContractTerms,
+    /// Fires when the contract is cancelled, on whichever instance took the cancel (the
+    /// forward step watches the contract's state in the store). Adapters holding a run open
+    /// across the call (Superwire streams) stop it and tell the worker.
+    pub cancelled: &'a CancellationToken,
 }
 
 /// Why an attempt failed, as the contract's event log and the seeker see it.
@@ -231,12 +238,15 @@ pub struct PollRequest<'a> {
 /// What a cancel request to the worker achieved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CancelOutcome {
-    /// The protocol has no way to tell the worker (the hire protocol has no cancel route).
+    /// The worker has no cancel route (none in its protocol, none declared in `/capabilities`).
     NotSupported,
     /// The worker acknowledged the cancel.
     Acknowledged,
     /// The worker could not be told; the contract is cancelled anyway.
     Failed(String),
+    /// Another gateway instance holds the worker's run and tells it (it watches the
+    /// contract's state in the store).
+    Delegated,
 }
 
 impl CancelOutcome {
@@ -246,7 +256,67 @@ impl CancelOutcome {
             Self::NotSupported => "not_supported",
             Self::Acknowledged => "acknowledged",
             Self::Failed(_) => "failed",
+            Self::Delegated => "delegated",
         }
+    }
+}
+
+/// How long each of the two calls of [`cancel_where_declared`] may take.
+const CANCEL_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest `/capabilities` body read when looking for the `cancel` declaration.
+const CANCEL_CAPABILITIES_MAX_BYTES: usize = 256 * 1024;
+
+/// The cancel of protocols whose seed has no cancel route (hire, WattSwarm), for workers
+/// that declare one: `GET /capabilities` must say `"cancel": true` (the worker-sdk does),
+/// then `POST /tasks/{contract_id}/cancel` with the contract token and `X-Contract-ID`
+/// (the id path segment is the contract id, which names the contract's latest run). Best
+/// effort: a worker that does not declare it is `NotSupported`, one that cannot be told is
+/// `Failed`; the contract is cancelled either way.
+pub async fn cancel_where_declared(
+    client: &OutboundClient,
+    endpoint: &WorkerEndpoint,
+    contract_id: &str,
+    contract_token: &str,
+) -> CancelOutcome {
+    #[derive(serde::Deserialize)]
+    struct CancelDeclaration {
+        #[serde(default)]
+        cancel: bool,
+    }
+    let declared = async {
+        let response = client
+            .get(&endpoint.join("capabilities"), CANCEL_CALL_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("/capabilities answered {}", response.status()));
+        }
+        let body = client
+            .read_body(response, CANCEL_CAPABILITIES_MAX_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(serde_json::from_slice::<CancelDeclaration>(&body).is_ok_and(|d| d.cancel))
+    };
+    match declared.await {
+        Ok(true) => {}
+        Ok(false) => return CancelOutcome::NotSupported,
+        Err(why) => return CancelOutcome::Failed(why),
+    }
+    let url = endpoint.join(&format!("tasks/{contract_id}/cancel"));
+    let told = async {
+        let builder = client
+            .request(reqwest::Method::POST, &url)
+            .map_err(|e| e.to_string())?
+            .timeout(CANCEL_CALL_TIMEOUT)
+            .bearer_auth(contract_token)
+            .header("X-Contract-ID", contract_id)
+            .header(reqwest::header::ACCEPT, "application/json");
+        client.send(builder).await.map_err(|e| e.to_string())
+    };
+    match told.await {
+        Ok(response) if response.status().is_success() => CancelOutcome::Acknowledged,
+        Ok(response) => CancelOutcome::Failed(format!("cancel answered {}", response.status())),
+        Err(why) => CancelOutcome::Failed(why),
     }
 }
 
@@ -271,7 +341,8 @@ pub trait WorkerProtocol: Send + Sync + 'static {
     }
 
     /// Tell the worker the seeker cancelled `contract_id`. Default: the protocol cannot
-    /// (superwire's `POST /execute/{run_id}/cancel` plugs in here).
+    /// (superwire's `POST /execute/{run_id}/cancel` plugs in here; hire and WattSwarm use
+    /// [`cancel_where_declared`]).
     async fn cancel(
         &self,
         _client: &OutboundClient,

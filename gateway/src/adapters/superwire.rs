@@ -1,8 +1,10 @@
 //! The Superwire adapter (`seeds/superwire-executor-api.txt`).
 //!
 //! Forward: `POST <endpoint>/execute` with `Accept: text/event-stream` and
-//! `{"input", "options": {"cache_key": <contract id>}, "workflow_source_base64"}` (the
-//! listing's workflow). Every upstream SSE event is relayed to the contract's event log as a
+//! `{"input", "options": {"cache_key"}, "workflow_source_base64"}` (the listing's workflow,
+//! which must still have the digest the terms pinned, else `workflow_changed`). The
+//! `cache_key` is per attempt ([`cache_key`]) unless the seeker let retries reuse cached
+//! agent outputs. Every upstream SSE event is relayed to the contract's event log as a
 //! `worker_event` (`{run_id, upstream_event, upstream_id, data}`); `workflow_completed`'s
 //! `output` is the deliverable, `workflow_failed` a reported failure.
 //!
@@ -12,9 +14,13 @@
 //! so the contract's log gets every upstream event exactly once even if an executor replays.
 //! A resumed stream announcing another run id is a failed attempt (`contract_mismatch`).
 //!
-//! Cancel: the adapter remembers the run id of each contract it is streaming (in this gateway
-//! process), and [`WorkerProtocol::cancel`] sends `POST /execute/{run_id}/cancel`; the run then
-//! ends with `workflow_failed` (`kind: cancelled`) and the stream with it.
+//! Cancel, from any instance: the adapter remembers the run id of each contract it is
+//! streaming (in this gateway process). A cancel taken by this instance sends
+//! `POST /execute/{run_id}/cancel` at once; a cancel taken by another instance is
+//! [`CancelOutcome::Delegated`]: the streaming instance sees the contract `cancelled` in the
+//! store ([`ForwardRequest::cancelled`], watched by the forward step) and tells the executor
+//! itself, recording `worker_cancel_requested` (`by: streaming_instance`). Either way the
+//! executor is told once and the attempt ends.
 //!
 //! Secrets: the seeker's [`SeekerSecrets`](super::secrets::SeekerSecrets) of this execute go
 //! into the body's `secrets` object and nowhere else (no event, log line or error carries
@@ -43,13 +49,15 @@ use super::{
 };
 use crate::{
     outbound::{OutboundClient, OutboundError},
-    registry::model::WorkerEndpoint,
+    registry::model::{WorkerEndpoint, WorkflowSource},
 };
 
 /// Response header naming the run of a streaming `/execute`.
 pub const RUN_ID_HEADER: &str = "x-superwire-run-id";
 /// Kind of the contract events that carry upstream events.
 pub const RELAYED_EVENT_KIND: &str = "worker_event";
+/// Code of an attempt refused because the listing's workflow is not the pinned one.
+pub const WORKFLOW_CHANGED: &str = "workflow_changed";
 /// Largest non-streaming answer or single stream read, bytes.
 const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
 /// Reconnects after a dropped stream, at most, per forward.
@@ -60,12 +68,20 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 /// The Superwire executor protocol. Cheap to clone; clones share the run table.
 #[derive(Debug, Clone, Default)]
 pub struct SuperwireProtocol {
-    /// Contract id → run id of the streams this process is reading (for cancel).
-    runs: Arc<Mutex<HashMap<String, String>>>,
+    /// Contract id → the run this process is streaming (for cancel).
+    runs: Arc<Mutex<HashMap<String, HeldRun>>>,
+}
+
+/// A run whose stream this process reads.
+#[derive(Debug, Clone)]
+struct HeldRun {
+    run_id: String,
+    /// The executor was already told to cancel it (once is enough, from whichever path).
+    cancel_sent: bool,
 }
 
 impl SuperwireProtocol {
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<String, HeldRun>> {
         // Entries are written in one statement each, so a poisoned map is still consistent.
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -73,7 +89,69 @@ impl SuperwireProtocol {
     /// The run id of `contract_id`'s stream being read, if any.
     #[must_use]
     pub fn run_of(&self, contract_id: &str) -> Option<String> {
-        self.runs().get(contract_id).cloned()
+        self.runs().get(contract_id).map(|run| run.run_id.clone())
+    }
+
+    /// The run of `contract_id` held here, if the executor has not been told to cancel it
+    /// yet; marks it told. Both cancel paths (the cancel call on this instance, and the
+    /// stream noticing the contract cancelled in the store) go through this, so the executor
+    /// is told once.
+    fn claim_cancel(&self, contract_id: &str) -> Option<String> {
+        let mut runs = self.runs();
+        let run = runs.get_mut(contract_id)?;
+        (!std::mem::replace(&mut run.cancel_sent, true)).then(|| run.run_id.clone())
+    }
+
+    /// `POST /execute/{run_id}/cancel`.
+    async fn cancel_run(
+        client: &OutboundClient,
+        endpoint: &WorkerEndpoint,
+        run_id: &str,
+    ) -> CancelOutcome {
+        let url = endpoint.join(&format!("execute/{}/cancel", urlencoding(run_id)));
+        let builder = match client.request(Method::POST, &url) {
+            Ok(builder) => builder.header(header::ACCEPT, "application/json"),
+            Err(error) => return CancelOutcome::Failed(error.to_string()),
+        };
+        match client.send(builder).await {
+            Ok(response) if response.status().is_success() => CancelOutcome::Acknowledged,
+            Ok(response) => CancelOutcome::Failed(format!("cancel answered {}", response.status())),
+            Err(error) => CancelOutcome::Failed(error.to_string()),
+        }
+    }
+
+    /// The contract was cancelled (seen in the store, possibly by another instance) while
+    /// this process streams its run: tell the executor (unless already told), record it,
+    /// and end the attempt.
+    async fn stop_cancelled(
+        &self,
+        client: &OutboundClient,
+        request: &ForwardRequest<'_>,
+        run_id: &str,
+    ) -> WorkerAnswer {
+        if let Some(run_id) = self.claim_cancel(request.contract_id) {
+            let outcome = Self::cancel_run(client, request.endpoint, &run_id).await;
+            let mut details = json!({
+                "outcome": outcome.as_str(),
+                "protocol": "superwire",
+                "run_id": run_id,
+                "by": "streaming_instance",
+            });
+            if let (CancelOutcome::Failed(why), Some(fields)) = (&outcome, details.as_object_mut())
+            {
+                fields.insert("error".to_owned(), Value::String(why.clone()));
+            }
+            request
+                .events
+                .relay("worker_cancel_requested", details)
+                .await;
+        }
+        failed(
+            FailureKind::Reported,
+            None,
+            "cancelled",
+            format!("the contract was cancelled while run {run_id} was streaming"),
+        )
     }
 }
 
@@ -134,9 +212,7 @@ pub fn execute_body(request: &ForwardRequest<'_>) -> Option<Value> {
     };
     let mut body = json!({
         "input": input,
-        // Same contract, same cache key: a retry can reuse the agents' outputs of the
-        // previous attempt instead of paying for them again.
-        "options": {"cache_key": request.contract_id},
+        "options": {"cache_key": cache_key(request)},
         "workflow_source_base64": source.as_base64(),
     });
     if let (Some(secrets), Some(fields)) = (request.secrets, body.as_object_mut()) {
@@ -146,6 +222,48 @@ pub fn execute_body(request: &ForwardRequest<'_>) -> Option<Value> {
         );
     }
     Some(body)
+}
+
+/// The `cache_key` of this attempt: its own (`<contract>-attempt-<n>`), so a retry does not
+/// replay the agent outputs of the attempt that failed, unless the terms let retries reuse
+/// them (`reuse_cached_outputs`): then one key per contract.
+#[must_use]
+pub fn cache_key(request: &ForwardRequest<'_>) -> String {
+    let reuse = request
+        .terms
+        .execution()
+        .is_some_and(|execution| execution.reuse_cached_outputs);
+    if reuse {
+        request.contract_id.to_owned()
+    } else {
+        format!("{}-attempt-{}", request.contract_id, request.attempt)
+    }
+}
+
+/// Refuses to run a workflow other than the one the terms pinned by digest: the listing's
+/// source may have changed since the contract was signed.
+fn workflow_changed(request: &ForwardRequest<'_>) -> Option<WorkerAnswer> {
+    let pinned = request.terms.execution()?.workflow_digest.as_ref()?;
+    let current = request
+        .protocol_options
+        .workflow_source_base64
+        .as_ref()
+        .map(WorkflowSource::digest);
+    if current.as_ref() == Some(pinned) {
+        return None;
+    }
+    Some(WorkerAnswer::Failed {
+        kind: FailureKind::ContractMismatch,
+        http_status: None,
+        code: WORKFLOW_CHANGED.to_owned(),
+        message: "the listing's workflow source is not the one the contract pinned; the \
+                  signed contract cannot run another workflow"
+            .to_owned(),
+        details: Some(json!({
+            "pinned_digest": pinned.to_string(),
+            "current_digest": current.map(|d| d.to_string()),
+        })),
+    })
 }
 
 /// The seed's error body `{"error": {kind, message, issues}}`, read leniently.
@@ -338,6 +456,9 @@ impl Relay<'_> {
 
 impl SuperwireProtocol {
     async fn forward(&self, client: &OutboundClient, request: &ForwardRequest<'_>) -> WorkerAnswer {
+        if let Some(refused) = workflow_changed(request) {
+            return refused;
+        }
         let Some(body) = execute_body(request) else {
             return failed(
                 FailureKind::BadResponse,
@@ -382,8 +503,13 @@ impl SuperwireProtocol {
                 format!("the executor's stream has no {RUN_ID_HEADER} header"),
             );
         };
-        self.runs()
-            .insert(request.contract_id.to_owned(), run_id.clone());
+        self.runs().insert(
+            request.contract_id.to_owned(),
+            HeldRun {
+                run_id: run_id.clone(),
+                cancel_sent: false,
+            },
+        );
         let _forget = RunGuard {
             protocol: self,
             contract_id: request.contract_id.to_owned(),
@@ -398,7 +524,13 @@ impl SuperwireProtocol {
             last_id: None,
             http_status: status.as_u16(),
         };
-        let mut end = relay.read(response).await;
+        let held_run = relay.run_id.clone();
+        let mut end = tokio::select! {
+            end = relay.read(response) => end,
+            () = request.cancelled.cancelled() => {
+                return self.stop_cancelled(client, request, &held_run).await;
+            }
+        };
         let mut reconnects = 0;
         loop {
             let reason = match end {
@@ -434,7 +566,12 @@ impl SuperwireProtocol {
                             &answered,
                         );
                     }
-                    None => relay.read(response).await,
+                    None => tokio::select! {
+                        end = relay.read(response) => end,
+                        () = request.cancelled.cancelled() => {
+                            return self.stop_cancelled(client, request, &held_run).await;
+                        }
+                    },
                 },
                 Err(reason) => StreamEnd::Dropped(reason),
             };
@@ -499,18 +636,15 @@ impl WorkerProtocol for SuperwireProtocol {
         contract_id: &str,
         _contract_token: &str,
     ) -> CancelOutcome {
-        let Some(run_id) = self.run_of(contract_id) else {
-            return CancelOutcome::Failed("no run of this contract is streaming here".to_owned());
-        };
-        let url = endpoint.join(&format!("execute/{}/cancel", urlencoding(&run_id)));
-        let builder = match client.request(Method::POST, &url) {
-            Ok(builder) => builder.header(header::ACCEPT, "application/json"),
-            Err(error) => return CancelOutcome::Failed(error.to_string()),
-        };
-        match client.send(builder).await {
-            Ok(response) if response.status().is_success() => CancelOutcome::Acknowledged,
-            Ok(response) => CancelOutcome::Failed(format!("cancel answered {}", response.status())),
-            Err(error) => CancelOutcome::Failed(error.to_string()),
+        match self.run_of(contract_id) {
+            Some(_) => match self.claim_cancel(contract_id) {
+                Some(run_id) => Self::cancel_run(client, endpoint, &run_id).await,
+                // The stream already noticed the cancel and told the executor.
+                None => CancelOutcome::Acknowledged,
+            },
+            // Another instance (or none) streams the run: it watches the contract's state
+            // in the store and tells the executor itself.
+            None => CancelOutcome::Delegated,
         }
     }
 }

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hiregate_contracts::{
+    deliverable::DeliverableError,
     schema::OutputSchema,
     wire::wattswarm::{ExecuteRequest, ExecuteResponse},
 };
@@ -29,8 +30,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch};
-use crate::outbound::{OutboundClient, OutboundError};
+use super::{
+    CancelOutcome, FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol,
+    cancel_where_declared, contract_mismatch,
+};
+use crate::{
+    outbound::{OutboundClient, OutboundError},
+    registry::model::WorkerEndpoint,
+};
 
 /// Largest executor answer read, bytes (the outbound client's own limit may be lower).
 const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
@@ -38,13 +45,16 @@ const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
 const MAX_SENDS: u32 = 3;
 /// Pause before the first transport retry; doubled for each further one.
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
-/// Profile sent to executors: the seed's default profile name. Every runtime is expected to
-/// declare it; a listing-chosen profile would need a listing field.
+/// Profile sent when the terms pin none (contracts signed before profiles were pinned).
 pub const DEFAULT_PROFILE: &str = "default";
-/// Lifecycle stage sent: a hire's answer is a candidate that the gateway's policy then
-/// verifies, which is WattSwarm's `explore` step (`verify`/`finalize` belong to the kernel's
-/// own rounds).
+/// Lifecycle stage of work: a hire's answer is a candidate that the gateway's policy then
+/// verifies, which is WattSwarm's `explore` step. Cross-check votes are the `verify` stage,
+/// asked on `/verify` (`hire::crosscheck`), not here.
 pub const STAGE: &str = "explore";
+/// Code of an answer produced by another runtime than the one the contract pinned.
+pub const RUNTIME_MISMATCH: &str = "runtime_mismatch";
+/// Kind of the contract event recording which runtime answered an attempt.
+pub const RUNTIME_EVENT_KIND: &str = "worker_runtime";
 
 /// The WattSwarm executor protocol.
 #[derive(Debug, Clone, Copy, Default)]
@@ -77,18 +87,28 @@ pub fn execute_request(request: &ForwardRequest<'_>) -> ExecuteRequest {
     } else {
         json!({"input": request.input})
     };
+    let terms = request.terms;
+    let profile = terms
+        .execution()
+        .and_then(|execution| execution.profile.clone())
+        .unwrap_or_else(|| DEFAULT_PROFILE.to_owned());
     ExecuteRequest {
         task_id: request.contract_id.to_owned(),
         execution_id: execution_id(request.contract_id, request.attempt),
         task_type: request.task_type.to_owned(),
         inputs: inputs.clone(),
-        profile: DEFAULT_PROFILE.to_owned(),
+        profile,
         task_contract: json!({
             "task_id": request.contract_id,
             "task_type": request.task_type,
             "inputs": inputs,
             "output_schema": output_schema,
-            "budget": {"max_latency_ms": u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX)},
+            "policy": terms.verification().to_wire(),
+            "budget": {
+                "max_latency_ms": u64::try_from(request.timeout.as_millis()).unwrap_or(u64::MAX),
+                "max_attempts": terms.retry_policy().max_attempts(),
+                "price": terms.price(),
+            },
         }),
         stage: STAGE.to_owned(),
         attempt_id: format!("attempt-{}", request.attempt),
@@ -177,7 +197,92 @@ async fn send_once(
             format!("the executor answered {status}"),
         ));
     }
-    SendOutcome::Final(classify(status, &bytes, body))
+    let answer = classify(status, &bytes, body, &pinned_runtime(request));
+    if let Some(runtime) = answered_runtime(&bytes) {
+        request
+            .events
+            .relay(
+                RUNTIME_EVENT_KIND,
+                json!({
+                    "execution_id": body.execution_id,
+                    "attempt_id": body.attempt_id,
+                    "provider_family": runtime.provider_family,
+                    "model_id": runtime.model_id,
+                }),
+            )
+            .await;
+    }
+    SendOutcome::Final(answer)
+}
+
+/// The runtime that produced an answer, or the one a contract pinned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Runtime {
+    /// WattSwarm `provider_family`.
+    pub provider_family: Option<String>,
+    /// WattSwarm `model_id`.
+    pub model_id: Option<String>,
+}
+
+fn pinned_runtime(request: &ForwardRequest<'_>) -> Runtime {
+    request
+        .terms
+        .execution()
+        .map(|execution| Runtime {
+            provider_family: execution.provider_family.clone(),
+            model_id: execution.model_id.clone(),
+        })
+        .unwrap_or_default()
+}
+
+/// Who produced the answer: `provider_family` / `model_id` when the executor echoes them,
+/// else the seed's evidence `producer` (`"<provider_family>/<model_id>"`) of the first
+/// evidence ref that names one.
+fn answered_runtime_of(raw: &Value) -> Option<Runtime> {
+    let text = |field: &str| raw.get(field).and_then(Value::as_str).map(str::to_owned);
+    let echoed = Runtime {
+        provider_family: text("provider_family"),
+        model_id: text("model_id"),
+    };
+    if echoed != Runtime::default() {
+        return Some(echoed);
+    }
+    raw.get("evidence_refs")?
+        .as_array()?
+        .iter()
+        .filter_map(|item| item.get("producer")?.as_str())
+        .find_map(|producer| producer.split_once('/'))
+        .map(|(family, model)| Runtime {
+            provider_family: Some(family.to_owned()),
+            model_id: Some(model.to_owned()),
+        })
+}
+
+fn answered_runtime(body: &[u8]) -> Option<Runtime> {
+    answered_runtime_of(&serde_json::from_slice(body).ok()?)
+}
+
+/// The first runtime field the answer names differently from what the terms pinned, as
+/// `(field, pinned, answered)`. A field either side leaves out is not compared.
+fn runtime_mismatch(
+    pinned: &Runtime,
+    answered: &Runtime,
+) -> Option<(&'static str, String, String)> {
+    [
+        (
+            "provider_family",
+            &pinned.provider_family,
+            &answered.provider_family,
+        ),
+        ("model_id", &pinned.model_id, &answered.model_id),
+    ]
+    .into_iter()
+    .find_map(|(field, pinned, answered)| match (pinned, answered) {
+        (Some(pinned), Some(answered)) if pinned != answered => {
+            Some((field, pinned.clone(), answered.chars().take(128).collect()))
+        }
+        _ => None,
+    })
 }
 
 #[async_trait]
@@ -213,6 +318,18 @@ impl WorkerProtocol for WattswarmProtocol {
             }
         }
     }
+
+    /// The seed has no cancel route; runtimes that declare `"cancel": true` in
+    /// `/capabilities` get `POST /tasks/{task_id}/cancel` (the task id is the contract id).
+    async fn cancel(
+        &self,
+        client: &OutboundClient,
+        endpoint: &WorkerEndpoint,
+        contract_id: &str,
+        contract_token: &str,
+    ) -> CancelOutcome {
+        cancel_where_declared(client, endpoint, contract_id, contract_token).await
+    }
 }
 
 /// The first id the answer echoes differently from `sent`, as `(field, expected, answered)`.
@@ -235,8 +352,14 @@ fn mismatched_echo<'a>(
     })
 }
 
-/// Reads an executor's non-5xx answer to `sent`. Public for unit tests of hostile answers.
-pub fn classify(status: StatusCode, body: &[u8], sent: &ExecuteRequest) -> WorkerAnswer {
+/// Reads an executor's non-5xx answer to `sent`, from a contract that pinned `pinned`.
+/// Public for unit tests of hostile answers.
+pub fn classify(
+    status: StatusCode,
+    body: &[u8],
+    sent: &ExecuteRequest,
+    pinned: &Runtime,
+) -> WorkerAnswer {
     let http_status = Some(status.as_u16());
     if status.is_client_error() {
         // The seed's runtimes answer `(StatusCode, String)`: keep a bounded prefix of the
@@ -275,12 +398,32 @@ pub fn classify(status: StatusCode, body: &[u8], sent: &ExecuteRequest) -> Worke
     if let Some((field, expected, answered)) = mismatched_echo(&raw, sent) {
         return contract_mismatch(http_status, field, expected, &answered);
     }
+    if let Some((field, pinned, answered)) =
+        answered_runtime_of(&raw).and_then(|answered| runtime_mismatch(pinned, &answered))
+    {
+        return WorkerAnswer::Failed {
+            kind: FailureKind::ContractMismatch,
+            http_status,
+            code: RUNTIME_MISMATCH.to_owned(),
+            message: format!(
+                "the answer was produced by {field} `{answered}`, not the `{pinned}` the \
+                 executor declared in /capabilities when the contract was signed"
+            ),
+            details: Some(json!({"field": field, "pinned": pinned, "answered": answered})),
+        };
+    }
     match parsed.to_deliverable() {
         Ok(deliverable) => WorkerAnswer::Delivered {
             deliverable,
             http_status: status.as_u16(),
             metadata: None,
         },
+        Err(error @ DeliverableError::InlineEvidenceTooLarge) => failed(
+            FailureKind::BadResponse,
+            http_status,
+            "evidence_inline_too_large",
+            error.to_string(),
+        ),
         Err(error) => failed(
             FailureKind::BadResponse,
             http_status,
@@ -322,7 +465,12 @@ mod tests {
             if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
                 body.extend(extra.clone());
             }
-            classify(StatusCode::OK, &serde_json::to_vec(&body).unwrap(), &sent())
+            classify(
+                StatusCode::OK,
+                &serde_json::to_vec(&body).unwrap(),
+                &sent(),
+                &Runtime::default(),
+            )
         };
         for (extra, field) in [
             (json!({"task_id": "ctr_2"}), "task_id"),
@@ -366,7 +514,7 @@ mod tests {
             }]
         });
         let bytes = serde_json::to_vec(&body).unwrap();
-        match classify(StatusCode::OK, &bytes, &sent()) {
+        match classify(StatusCode::OK, &bytes, &sent(), &Runtime::default()) {
             WorkerAnswer::Delivered { deliverable, .. } => {
                 assert_eq!(deliverable.evidence_refs().len(), 1);
             }
@@ -376,7 +524,8 @@ mod tests {
             classify(
                 StatusCode::BAD_REQUEST,
                 b"task_type `x` is not declared",
-                &sent()
+                &sent(),
+                &Runtime::default()
             ),
             WorkerAnswer::Failed {
                 kind: FailureKind::Refused,
@@ -390,7 +539,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    classify(status, body, &sent()),
+                    classify(status, body, &sent(), &Runtime::default()),
                     WorkerAnswer::Failed {
                         kind: FailureKind::BadResponse,
                         ..
@@ -400,5 +549,83 @@ mod tests {
                 String::from_utf8_lossy(body)
             );
         }
+    }
+
+    #[test]
+    fn an_answer_from_another_runtime_than_the_pinned_one_is_a_failed_attempt() {
+        let pinned = Runtime {
+            provider_family: Some("rt".to_owned()),
+            model_id: Some("m1".to_owned()),
+        };
+        let digest = format!("sha256:{}", "0a".repeat(32));
+        let answer = |extra: Value| {
+            let mut body = json!({"candidate_output": {"answer": "x"}});
+            if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+                body.extend(extra.clone());
+            }
+            classify(
+                StatusCode::OK,
+                &serde_json::to_vec(&body).unwrap(),
+                &sent(),
+                &pinned,
+            )
+        };
+        let refs = |producer: &str| json!({"evidence_refs": [{"uri": "https://rt.example/e", "digest": digest, "producer": producer}]});
+        for (extra, field) in [
+            (json!({"provider_family": "other"}), "provider_family"),
+            (
+                json!({"provider_family": "rt", "model_id": "m2"}),
+                "model_id",
+            ),
+            (refs("rt/m2"), "model_id"),
+            (refs("imposter/m1"), "provider_family"),
+        ] {
+            assert!(
+                matches!(
+                    answer(extra.clone()),
+                    WorkerAnswer::Failed { kind: FailureKind::ContractMismatch, ref code, details: Some(ref details), .. }
+                        if code == RUNTIME_MISMATCH && details["field"] == field
+                ),
+                "{extra}"
+            );
+        }
+        for extra in [
+            json!({}),
+            json!({"model_id": "m1"}),
+            refs("rt/m1"),
+            refs("no-slash"),
+        ] {
+            assert!(
+                matches!(answer(extra.clone()), WorkerAnswer::Delivered { .. }),
+                "{extra}"
+            );
+        }
+    }
+
+    #[test]
+    fn oversized_inline_evidence_is_refused_and_small_evidence_is_kept() {
+        let with_evidence = |content: String| {
+            let body = json!({
+                "candidate_output": {"answer": "x"},
+                "evidence_inline": [{"mime": "text/plain", "content": content}],
+            });
+            classify(
+                StatusCode::OK,
+                &serde_json::to_vec(&body).unwrap(),
+                &sent(),
+                &Runtime::default(),
+            )
+        };
+        match with_evidence("trace:attempt-1".to_owned()) {
+            WorkerAnswer::Delivered { deliverable, .. } => {
+                assert_eq!(deliverable.evidence_inline()[0].content, "trace:attempt-1");
+            }
+            other => panic!("expected a delivery, got {other:?}"),
+        }
+        let oversized = "x".repeat(hiregate_contracts::deliverable::MAX_INLINE_EVIDENCE_BYTES + 1);
+        assert!(matches!(
+            with_evidence(oversized),
+            WorkerAnswer::Failed { kind: FailureKind::BadResponse, ref code, .. } if code == "evidence_inline_too_large"
+        ));
     }
 }

@@ -3,9 +3,12 @@
 //! `offered` / `paid` / `executing` / `pending` → `cancelled` with a compare-and-set (an execute,
 //! a poll or a callback racing it either lands first — then the cancel meets the new state —
 //! or finds `cancelled` and stops). A held authorization is marked `voided` and never settled.
-//! The worker is told through its protocol adapter's `cancel`; the hire protocol has no cancel
-//! route (`seeds/hire-execution.txt`), so for hire workers the event log records
-//! `not_supported` and a late result is simply refused (`contract_not_pending`).
+//! The worker is told through its protocol adapter's `cancel`, best effort, and the outcome is
+//! the `worker_cancel_requested` event. Superwire has `POST /execute/{run_id}/cancel`; the
+//! hire and WattSwarm seeds have no cancel route, so workers of those protocols are told only
+//! when their `/capabilities` declare `"cancel": true` (the worker-sdk does), with
+//! `POST /tasks/{contract_id}/cancel`. Otherwise the event records `not_supported` and a late
+//! result is simply refused (`contract_not_pending`).
 //!
 //! Already `cancelled` → 200 again (idempotent). Delivered or later → 409
 //! `contract_already_delivered`; `failed` / `expired` → 409 `contract_finished`.

@@ -7,6 +7,14 @@
 //! is a [`VerifierVote::Missing`], which the contracts crate's quorum counts against the
 //! candidate: fail-closed. The echoed policy is checked there too, by recomputing each
 //! vote's `verifier_result_hash` with the policy hash the gateway sent.
+//!
+//! Before a contract naming verifiers is signed, [`check_verifiers`] makes sure each named
+//! listing can cast an independent vote: it exists and is not retired, is not the hired
+//! worker, belongs to another operator (an operator must not verify its own work), is
+//! healthy, and serves `/verify` — every WattSwarm runtime does (the seed requires it), a
+//! hire worker must declare `"verify": true` in `/capabilities` (the worker-sdk's
+//! `WorkerBuilder::verifier`), Superwire executors cannot. Each refusal is a 422 with a
+//! stable code and the verifier's id in the details.
 
 use std::{str::FromStr, time::Duration};
 
@@ -20,7 +28,105 @@ use hiregate_contracts::{
 use reqwest::{Method, header};
 use serde_json::{Value, json};
 
-use crate::{ids::WorkerId, outbound::OutboundClient, store::Store};
+use crate::{
+    error::ApiError,
+    ids::WorkerId,
+    outbound::OutboundClient,
+    registry::model::{HealthState, Protocol, WorkerListing},
+    store::Store,
+};
+
+/// How long the `/capabilities` read of a hire verifier may take at proposal.
+const CAPABILITIES_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest `/capabilities` body read for the `verify` declaration.
+const MAX_CAPABILITIES_BYTES: usize = 256 * 1024;
+
+/// Refuses a contract whose quorum names a verifier that cannot cast an independent vote
+/// on `worker`'s work (see the module docs for the rules and codes).
+pub async fn check_verifiers(
+    store: &Store,
+    client: &OutboundClient,
+    worker: &WorkerListing,
+    policy: &PolicyBinding,
+) -> Result<(), ApiError> {
+    let Some(quorum) = policy.quorum() else {
+        return Ok(());
+    };
+    for verifier in &quorum.verifiers {
+        let refuse = |code: &'static str, message: String| ApiError::UnprocessableWithDetails {
+            code,
+            message,
+            details: json!({"verifier": verifier}),
+        };
+        let listing = match WorkerId::from_str(verifier) {
+            Ok(id) => store.get_worker(&id).await?,
+            Err(_) => None,
+        };
+        let Some(listing) = listing.filter(|l| l.retired_at.is_none()) else {
+            return Err(refuse(
+                "verifier_not_found",
+                format!("verifier `{verifier}` is not a listed worker"),
+            ));
+        };
+        if listing.id == worker.id {
+            return Err(refuse(
+                "verifier_is_worker",
+                "the hired worker cannot verify its own work".to_owned(),
+            ));
+        }
+        if listing.operator_id == worker.operator_id {
+            return Err(refuse(
+                "verifier_same_operator",
+                format!(
+                    "verifier `{verifier}` belongs to the hired worker's operator; its vote                      would not be independent"
+                ),
+            ));
+        }
+        if listing.health != HealthState::Healthy {
+            return Err(refuse(
+                "verifier_unhealthy",
+                format!("verifier `{verifier}` is failing its health checks"),
+            ));
+        }
+        if let Err(why) = serves_verify(client, &listing).await {
+            return Err(refuse(
+                "verifier_cannot_verify",
+                format!("verifier `{verifier}` does not serve /verify: {why}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `listing` answers WattSwarm `/verify` requests.
+async fn serves_verify(client: &OutboundClient, listing: &WorkerListing) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct VerifyDeclaration {
+        #[serde(default)]
+        verify: bool,
+    }
+    match listing.protocol {
+        Protocol::Wattswarm => Ok(()),
+        Protocol::Superwire => Err("Superwire executors have no /verify".to_owned()),
+        Protocol::Hire => {
+            let response = client
+                .get(&listing.endpoint.join("capabilities"), CAPABILITIES_TIMEOUT)
+                .await
+                .map_err(|e| format!("/capabilities unreachable: {e}"))?;
+            if !response.status().is_success() {
+                return Err(format!("/capabilities answered {}", response.status()));
+            }
+            let body = client
+                .read_body(response, MAX_CAPABILITIES_BYTES)
+                .await
+                .map_err(|e| e.to_string())?;
+            match serde_json::from_slice::<VerifyDeclaration>(&body) {
+                Ok(VerifyDeclaration { verify: true }) => Ok(()),
+                _ => Err("its /capabilities do not declare \"verify\": true".to_owned()),
+            }
+        }
+    }
+}
 
 /// Largest `/verify` answer read.
 const MAX_VOTE_BYTES: usize = 64 * 1024;

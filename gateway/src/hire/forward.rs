@@ -11,6 +11,7 @@ use hiregate_contracts::{
     state::{ContractEvent, ContractState},
 };
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::{
     HireService,
@@ -23,12 +24,40 @@ use crate::{
     adapters::{ForwardRequest, WorkerAnswer, refuse_plain_http},
     error::ApiError,
     metrics::WorkerLabels,
-    registry::model::WorkerListing,
+    registry::model::{Protocol, WorkerListing},
     store::{
         AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite,
-        StartAttempt, StoreError, Transition,
+        StartAttempt, Store, StoreError, Transition,
     },
 };
+
+/// How often a streaming attempt looks in the store for a cancel (taken by any instance).
+const CANCEL_WATCH_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Fires `cancelled` once the store shows `contract_id` cancelled; stops when `attempt_over`
+/// fires. This is how a cancel taken by one gateway instance reaches the stream another
+/// instance holds.
+async fn watch_cancel(
+    store: Store,
+    contract_id: String,
+    cancelled: CancellationToken,
+    attempt_over: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = attempt_over.cancelled() => return,
+            () = tokio::time::sleep(CANCEL_WATCH_INTERVAL) => {}
+        }
+        match store.get_contract(&contract_id).await {
+            Ok(Some(contract)) if contract.state == ContractState::Cancelled.as_str() => {
+                cancelled.cancel();
+                return;
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(contract_id, %error, "cancel watch: store read failed"),
+        }
+    }
+}
 
 impl HireService {
     pub(super) async fn forward(&self, ctx: &Ctx) -> Result<Step, Reply> {
@@ -131,6 +160,19 @@ impl HireService {
             &ctx.correlation_id,
             format!("worker:{}", listing.id),
         );
+        let cancelled = CancellationToken::new();
+        let attempt_over = CancellationToken::new();
+        let _stop_watching = attempt_over.clone().drop_guard();
+        // Only Superwire holds a run open across the call (its stream); the other protocols
+        // are told of a cancel by the cancel step itself.
+        if listing.protocol == Protocol::Superwire {
+            tokio::spawn(watch_cancel(
+                inner.store.clone(),
+                ctx.contract_id.clone(),
+                cancelled.clone(),
+                attempt_over,
+            ));
+        }
         let asked = std::time::Instant::now();
         let answer = adapter
             .execute(
@@ -147,6 +189,8 @@ impl HireService {
                     events: &relay,
                     timeout,
                     secrets: ctx.secrets.as_ref(),
+                    terms: &ctx.terms,
+                    cancelled: &cancelled,
                 },
             )
             .await;

@@ -16,13 +16,14 @@
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
 //! | [`offered`] | the unpaid execute's hot path: offered contracts' 402s served from memory |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
-//! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifier workers' `/verify` votes, fail-closed |
+//! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifiers' eligibility at proposal (independent, healthy, serving `/verify`), their `/verify` votes, fail-closed |
 //! | [`relay`] | worker progress events (Superwire SSE) appended to the contract's event log |
 //! | [`locks`] | one in-process lock per contract |
 //! | [`reply`] | execute answers with x402 and HIRE headers |
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
 //! | [`deadlines`] | authorizations settled or voided before `validBefore`, stale `settling` rescued; the background runner |
 //! | [`disputes`] | disputes of accepted (seeker) and rejected (operator) contracts: replay, arbiter decisions, the silent arbiter's void |
+//! | [`protocol_terms`] | protocol choices pinned in the terms at proposal: WattSwarm profile and runtime, Superwire workflow digest and cache reuse |
 //! | [`listing`] | `GET /v1/contracts`: the caller's contracts, filtered, newest first, cursor pages |
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
 //! | [`receipts`] | signed receipts of terminal contracts (issued once, stored) and the JSON-lines export of the event log |
@@ -54,6 +55,7 @@ pub mod offer;
 pub mod offered;
 mod payment;
 pub mod pending;
+pub mod protocol_terms;
 pub mod receipts;
 mod recovery;
 pub mod relay;
@@ -144,6 +146,14 @@ pub struct ContractRequest {
     #[serde(default)]
     #[schema(value_type = Option<String>)]
     pub payment_scheme: Option<PaymentScheme>,
+    /// WattSwarm workers: the execution profile, one the executor declares in
+    /// `/capabilities` (default: its first declared profile).
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Superwire workers: a retry may reuse the agent outputs earlier attempts cached
+    /// (default false: each attempt runs with its own `cache_key`).
+    #[serde(default)]
+    pub reuse_cached_outputs: Option<bool>,
 }
 
 /// Everything the hire needs. Cheap to clone.
@@ -341,6 +351,15 @@ impl HireService {
             PaymentScheme::AuthCapture => Some(self.escrow_policy(&listing)?),
         };
         let offer = worker_offer(&listing, &request.task_type, scheme)?;
+        let execution = protocol_terms::pin(
+            &inner.outbound,
+            &listing,
+            protocol_terms::ExecutionChoices {
+                profile: request.profile.as_deref(),
+                reuse_cached_outputs: request.reuse_cached_outputs,
+            },
+        )
+        .await?;
         let now = Timestamp::from(Utc::now());
         let settings = &inner.config.contracts;
         let proposal = ContractProposal {
@@ -368,7 +387,15 @@ impl HireService {
         };
         let terms =
             ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
-                .map_err(|e| terms_error(&e))?;
+                .map_err(|e| terms_error(&e))?
+                .with_execution(execution);
+        crosscheck::check_verifiers(
+            &inner.store,
+            &inner.outbound,
+            &listing,
+            terms.verification(),
+        )
+        .await?;
         let window = AuthorizationWindow::for_terms(&terms, settings);
         match terms.escrow() {
             Some(_) => self.check_escrow_bounds(&terms)?,

@@ -145,7 +145,7 @@ impl HireService {
     async fn run_poll_job(&self, job: JobRecord, owner: &str) {
         let store = &self.inner.store;
         let now = Utc::now();
-        let recorded = match self.poll_once(&job).await {
+        let recorded = match Box::pin(self.poll_once(&job)).await {
             Ok(PollNext::Done) => store.complete_job(&job.id, owner, now).await,
             Ok(PollNext::At(at, why)) => store.reschedule_job(&job.id, owner, now, at, &why).await,
             Err(reply) => {

@@ -133,8 +133,8 @@ pub(crate) async fn list_contracts(
         (status = 403, description = "`forbidden`: not a seeker key", body = ErrorBody),
         (status = 404, description = "`not_found`: no such worker", body = ErrorBody),
         (status = 409, description = "`worker_retired`", body = ErrorBody),
-        (status = 422, description = "`invalid_body`, `input_schema_violation` (details.violations: `instance_path`, `schema_path`, `message`), `task_type_not_offered`, `payment_scheme_not_accepted`, `asset_not_supported`, `protocol_not_supported`, `authorization_window_too_long` / `poll_window_too_long` (details: `limit`, `requested_s`, `max_s`), `webhook_url_not_https`", body = ErrorBody),
-        (status = 503, description = "`chain_unavailable`", body = ErrorBody),
+        (status = 422, description = "`invalid_body`, `input_schema_violation` (details.violations: `instance_path`, `schema_path`, `message`), `task_type_not_offered`, `payment_scheme_not_accepted`, `asset_not_supported`, `protocol_not_supported`, `authorization_window_too_long` / `poll_window_too_long` (details: `limit`, `requested_s`, `max_s`), `webhook_url_not_https`; WattSwarm `profile_not_declared` (details: `profile`, `declared`); `option_not_supported` (`profile` or `reuse_cached_outputs` for a worker of another protocol); a `vp.crosscheck.v1` verifier that cannot vote independently (details.verifier): `verifier_not_found`, `verifier_is_worker`, `verifier_same_operator`, `verifier_unhealthy`, `verifier_cannot_verify`", body = ErrorBody),
+        (status = 503, description = "`chain_unavailable`, `worker_capabilities_unavailable` (a WattSwarm executor's `/capabilities` could not be read to pin the profile)", body = ErrorBody),
     ),
 )]
 pub(crate) async fn create_contract(

@@ -143,6 +143,11 @@ pub struct OwnerWorker {
     last_probe_at: Option<DateTime<Utc>>,
     /// Why the last probe failed.
     last_probe_error: Option<String>,
+    /// What the worker said about the listing at registration or its last update (Superwire
+    /// `/validate` diagnostics: `issues`, `warnings`, `diagnostics`); absent when nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    probe_diagnostics: Option<Value>,
     /// Last change.
     updated_at: DateTime<Utc>,
     /// Retirement time.
@@ -161,6 +166,7 @@ impl From<&WorkerListing> for OwnerWorker {
             consecutive_misses: listing.consecutive_misses,
             last_probe_at: listing.last_probe_at,
             last_probe_error: listing.last_probe_error.clone(),
+            probe_diagnostics: listing.probe_diagnostics.clone(),
             updated_at: listing.updated_at,
             retired_at: listing.retired_at,
             callback_secret: None,

@@ -123,6 +123,10 @@ pub struct WorkerPatch {
     /// New sample inputs, replacing the old ones.
     #[schema(value_type = Option<Vec<Object>>)]
     pub examples: Option<Vec<serde_json::Value>>,
+    /// New protocol settings, replacing the old ones (re-probed: a Superwire workflow is
+    /// validated again). Contracts signed before keep the workflow they pinned by digest and
+    /// refuse to run another one (`workflow_changed`).
+    pub protocol_options: Option<ProtocolOptions>,
 }
 
 /// A registry operation failed.
@@ -236,13 +240,14 @@ impl WorkerRegistry {
             examples: new.examples.unwrap_or_default(),
         };
         metadata.check()?;
-        self.probe(
-            new.protocol,
-            &new.endpoint,
-            &new.tasks,
-            &new.protocol_options,
-        )
-        .await?;
+        let report = self
+            .probe(
+                new.protocol,
+                &new.endpoint,
+                &new.tasks,
+                &new.protocol_options,
+            )
+            .await?;
         let now = Utc::now();
         let listing = WorkerListing {
             id: WorkerId::generate(),
@@ -265,6 +270,7 @@ impl WorkerRegistry {
             created_at: now,
             updated_at: now,
             retired_at: None,
+            probe_diagnostics: report.diagnostics,
         };
         let secret = CallbackSecret::generate();
         self.store
@@ -298,7 +304,8 @@ impl WorkerRegistry {
         if current.retired_at.is_some() {
             return Err(RegistryError::Retired);
         }
-        let reprobe = patch.endpoint.is_some() || patch.tasks.is_some();
+        let reprobe =
+            patch.endpoint.is_some() || patch.tasks.is_some() || patch.protocol_options.is_some();
         let mut next = current.clone();
         if let Some(endpoint) = patch.endpoint {
             self.check_https(&endpoint)?;
@@ -315,6 +322,9 @@ impl WorkerRegistry {
         }
         if let Some(tasks) = patch.tasks {
             next.tasks = tasks;
+        }
+        if let Some(options) = patch.protocol_options {
+            next.protocol_options = options;
         }
         if let Some(max_parallel) = patch.max_parallel {
             next.max_parallel = max_parallel;
@@ -342,13 +352,15 @@ impl WorkerRegistry {
         // Never equal to the previous value, so the optimistic check below cannot pass twice.
         let now = Utc::now().max(current.updated_at + chrono::Duration::milliseconds(1));
         if reprobe {
-            self.probe(
-                next.protocol,
-                &next.endpoint,
-                &next.tasks,
-                &next.protocol_options,
-            )
-            .await?;
+            let report = self
+                .probe(
+                    next.protocol,
+                    &next.endpoint,
+                    &next.tasks,
+                    &next.protocol_options,
+                )
+                .await?;
+            next.probe_diagnostics = report.diagnostics;
             next.health = HealthState::Healthy;
             next.consecutive_misses = 0;
             next.last_probe_at = Some(now);
@@ -411,7 +423,7 @@ impl WorkerRegistry {
             )
             .await
         {
-            Ok(()) => crate::store::ProbeResult::Passed,
+            Ok(_) => crate::store::ProbeResult::Passed,
             Err(error) => crate::store::ProbeResult::Failed {
                 reason: error.to_string(),
             },
@@ -451,12 +463,12 @@ impl WorkerRegistry {
         endpoint: &WorkerEndpoint,
         tasks: &TaskCatalog,
         options: &ProtocolOptions,
-    ) -> Result<(), RegistryError> {
+    ) -> Result<probe::ProbeReport, RegistryError> {
         let probe = self
             .probes
             .get(protocol)
             .ok_or(RegistryError::ProtocolNotSupported(protocol))?;
-        probe
+        Ok(probe
             .probe(
                 &self.outbound,
                 endpoint,
@@ -464,8 +476,7 @@ impl WorkerRegistry {
                 options,
                 self.health.probe_timeout(),
             )
-            .await?;
-        Ok(())
+            .await?)
     }
 
     fn health_interval(&self) -> chrono::Duration {

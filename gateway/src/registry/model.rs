@@ -648,6 +648,9 @@ pub struct WorkerListing {
     pub updated_at: DateTime<Utc>,
     /// Set when the operator retired the listing; never cleared.
     pub retired_at: Option<DateTime<Utc>>,
+    /// What the worker said about the listing at its last registration or update probe
+    /// (Superwire `/validate` diagnostics), for the operator.
+    pub probe_diagnostics: Option<serde_json::Value>,
 }
 
 #[cfg(test)]
@@ -768,6 +771,17 @@ impl WorkflowSource {
     /// The base64 text sent to the executor.
     pub fn as_base64(&self) -> &str {
         &self.0
+    }
+
+    /// `sha256:` of the decoded source, as pinned in contract terms.
+    pub fn digest(&self) -> hiregate_contracts::canonical::Digest {
+        use base64::Engine as _;
+        // Decodable by construction; an undecodable text would hash as empty and never
+        // match a pinned digest.
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&self.0)
+            .unwrap_or_default();
+        hiregate_contracts::canonical::Digest::of_bytes(&bytes)
     }
 }
 

@@ -3,8 +3,7 @@
 //! A probe answers "is this endpoint alive, and does it offer these task types?". The gateway
 //! runs it before listing a worker, when an endpoint or catalog changes, and periodically.
 //! `hire` and `wattswarm` share the same contract (`GET /health` → 2xx, `GET /capabilities`
-//! → `{"task_types": [...]}`), so both use [`CapabilitiesProbe`] (for WattSwarm a declared
-//! `profiles` list must also hold the profile the adapter sends). Superwire executors have
+//! → `{"task_types": [...]}`), so both use [`CapabilitiesProbe`]. Superwire executors have
 //! neither endpoint: [`SuperwireProbe`] sends the listing's workflow source to
 //! `POST /validate`, which runs nothing and needs no secrets, and shows in one call that the
 //! executor is reachable, speaks the protocol and accepts the exact workflow every hire sends.
@@ -64,6 +63,8 @@ pub struct ProbeFailure {
     pub kind: ProbeFailureKind,
     /// Human-readable detail.
     pub detail: String,
+    /// What the worker said about the refusal (Superwire `/validate` issues), bounded.
+    pub diagnostics: Option<serde_json::Value>,
 }
 
 impl ProbeFailure {
@@ -72,6 +73,7 @@ impl ProbeFailure {
             check,
             kind,
             detail: detail.into(),
+            diagnostics: None,
         }
     }
 
@@ -87,6 +89,14 @@ impl ProbeFailure {
     }
 }
 
+/// What a passed probe learned beyond "alive".
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbeReport {
+    /// What the worker said about the listing (Superwire `/validate` diagnostics: warnings,
+    /// issues), shown to the operator; `None` when it said nothing.
+    pub diagnostics: Option<serde_json::Value>,
+}
+
 /// Checks one protocol's liveness and capability endpoints.
 #[async_trait]
 pub trait WorkerProbe: Send + Sync + 'static {
@@ -99,7 +109,7 @@ pub trait WorkerProbe: Send + Sync + 'static {
         task_types: &[&TaskType],
         options: &ProtocolOptions,
         timeout: Duration,
-    ) -> Result<(), ProbeFailure>;
+    ) -> Result<ProbeReport, ProbeFailure>;
 }
 
 /// Probes by protocol.
@@ -127,9 +137,9 @@ impl Default for ProbeRegistry {
                 ),
                 (
                     Protocol::Wattswarm,
-                    Arc::new(CapabilitiesProbe {
-                        required_profile: Some(crate::adapters::wattswarm::DEFAULT_PROFILE),
-                    }) as Arc<dyn WorkerProbe>,
+                    // The profile is chosen per contract among the declared ones
+                    // (`hire::protocol_terms`), so no particular one is required here.
+                    Arc::new(CapabilitiesProbe::default()) as Arc<dyn WorkerProbe>,
                 ),
                 (
                     Protocol::Superwire,
@@ -203,7 +213,7 @@ impl WorkerProbe for CapabilitiesProbe {
         task_types: &[&TaskType],
         _options: &ProtocolOptions,
         timeout: Duration,
-    ) -> Result<(), ProbeFailure> {
+    ) -> Result<ProbeReport, ProbeFailure> {
         let health = client
             .get(&endpoint.join("health"), timeout)
             .await
@@ -267,20 +277,40 @@ impl WorkerProbe for CapabilitiesProbe {
                 format!("/capabilities does not list the profile `{profile}` the gateway sends"),
             ));
         }
-        Ok(())
+        Ok(ProbeReport::default())
     }
 }
 
 /// Superwire: `POST /validate` with `{"workflow_source_base64": …}` (the listing's
-/// `protocol_options.workflow_source_base64`, required). 2xx lists the worker; 4xx refuses it
-/// (the executor's validation issues go back to the operator); no connection, a timeout or a
+/// `protocol_options.workflow_source_base64`, required). 2xx lists the worker, with any
+/// diagnostics it returned kept for the operator; 4xx refuses it (the executor's validation
+/// issues go back to the operator in the error details); no connection, a timeout or a
 /// 5xx means unreachable. Task types are the listing's own names for the workflow, so there
 /// is nothing to compare them with.
 #[derive(Debug, Clone, Copy)]
 pub struct SuperwireProbe;
 
-/// Largest `/validate` body read (for the operator's error message).
+/// Largest `/validate` body read (its diagnostics go back to the operator).
 const VALIDATE_MAX_BYTES: usize = 64 * 1024;
+/// Most diagnostics entries kept per list.
+const MAX_DIAGNOSTICS: usize = 50;
+
+/// The diagnostics in a `/validate` answer (or its `error` object): the lists the seed's
+/// shapes use (`issues`, and `diagnostics`/`warnings` should an executor send them), each
+/// bounded to [`MAX_DIAGNOSTICS`] entries; `None` when there are none. The seed gives
+/// `/validate`'s purpose, not its body, so anything else is ignored.
+fn validate_diagnostics(answer: &serde_json::Value) -> Option<serde_json::Value> {
+    let mut kept = serde_json::Map::new();
+    for field in ["diagnostics", "warnings", "issues"] {
+        if let Some(list) = answer.get(field).and_then(|v| v.as_array())
+            && !list.is_empty()
+        {
+            let bounded = list.iter().take(MAX_DIAGNOSTICS).cloned().collect();
+            kept.insert(field.to_owned(), serde_json::Value::Array(bounded));
+        }
+    }
+    (!kept.is_empty()).then_some(serde_json::Value::Object(kept))
+}
 
 #[async_trait]
 impl WorkerProbe for SuperwireProbe {
@@ -291,7 +321,7 @@ impl WorkerProbe for SuperwireProbe {
         _task_types: &[&TaskType],
         options: &ProtocolOptions,
         timeout: Duration,
-    ) -> Result<(), ProbeFailure> {
+    ) -> Result<ProbeReport, ProbeFailure> {
         let check = ProbeCheck::Validate;
         let Some(source) = &options.workflow_source_base64 else {
             return Err(ProbeFailure::new(
@@ -310,21 +340,20 @@ impl WorkerProbe for SuperwireProbe {
             .await
             .map_err(|e| ProbeFailure::from_outbound(check, &e))?;
         let status = response.status();
-        if status.is_success() {
-            return Ok(());
-        }
         let body = client
             .read_body(response, VALIDATE_MAX_BYTES)
             .await
             .unwrap_or_default();
+        let answer = serde_json::from_slice::<serde_json::Value>(&body).ok();
+        if status.is_success() {
+            return Ok(ProbeReport {
+                diagnostics: answer.and_then(|answer| validate_diagnostics(&answer)),
+            });
+        }
         // The seed's error body is {"error": {kind, message, issues}}; read it leniently.
-        let message = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| {
-                v.pointer("/error/message")
-                    .and_then(|m| m.as_str())
-                    .map(str::to_owned)
-            })
+        let message = answer
+            .as_ref()
+            .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()))
             .map(|m| m.chars().take(300).collect::<String>())
             .unwrap_or_default();
         let kind = if status.is_client_error() {
@@ -332,10 +361,15 @@ impl WorkerProbe for SuperwireProbe {
         } else {
             ProbeFailureKind::BadStatus(status.as_u16())
         };
-        Err(ProbeFailure::new(
+        let mut failure = ProbeFailure::new(
             check,
             kind,
             format!("POST /validate answered {status}: {message}"),
-        ))
+        );
+        failure.diagnostics = answer
+            .as_ref()
+            .and_then(|v| v.get("error"))
+            .and_then(validate_diagnostics);
+        Err(failure)
     }
 }

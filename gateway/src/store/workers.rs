@@ -24,7 +24,7 @@ pub const PROBE_HISTORY_KEPT: i64 = 50;
 const WORKER_COLUMNS: &str = "worker_id, operator_id, endpoint, protocol, pay_to, network, \
     asset, max_parallel, health, consecutive_misses, last_probe_at, last_probe_error, \
     created_at, updated_at, retired_at, protocol_options, payment_schemes, fee_bps, name, \
-    description, input_schema, examples";
+    description, input_schema, examples, probe_diagnostics";
 
 /// Discovery and listing filters. `None` means "don't filter on this".
 #[derive(Debug, Clone, Default)]
@@ -81,6 +81,7 @@ struct WorkerRow {
     description: Option<String>,
     input_schema: Option<JsonText<serde_json::Value>>,
     examples: Option<JsonText<Vec<serde_json::Value>>>,
+    probe_diagnostics: Option<JsonText<serde_json::Value>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -138,6 +139,7 @@ fn assemble(row: WorkerRow, tasks: Vec<TaskRow>) -> Result<WorkerListing, StoreE
                 .map(|schema| InputSchema::from_stored(schema.0)),
             examples: row.examples.map(|e| e.0).unwrap_or_default(),
         },
+        probe_diagnostics: row.probe_diagnostics.map(|d| d.0),
     })
 }
 
@@ -183,9 +185,10 @@ impl Store {
         const SQL: &str = "insert into worker (worker_id, operator_id, endpoint, protocol, \
             pay_to, network, asset, max_parallel, health, consecutive_misses, last_probe_at, \
             last_probe_error, next_probe_at, callback_secret, created_at, updated_at, retired_at, \
-            protocol_options, payment_schemes, fee_bps, name, description, input_schema, examples) \
+            protocol_options, payment_schemes, fee_bps, name, description, input_schema, examples, \
+            probe_diagnostics) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-            $19, $20, $21, $22, $23, $24)";
+            $19, $20, $21, $22, $23, $24, $25)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(SQL)
@@ -213,6 +216,7 @@ impl Store {
                 .bind(listing.metadata.description.as_deref())
                 .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
                 .bind(examples_column(&listing.metadata))
+                .bind(listing.probe_diagnostics.as_ref().map(JsonText))
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
@@ -276,7 +280,7 @@ impl Store {
             asset = $5, max_parallel = $6, health = $7, consecutive_misses = $8, \
             last_probe_at = $9, last_probe_error = $10, updated_at = $11, \
             payment_schemes = $13, fee_bps = $14, name = $15, description = $16, \
-            input_schema = $17, examples = $18 \
+            input_schema = $17, examples = $18, probe_diagnostics = $19, protocol_options = $20 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
         let written = on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
@@ -299,6 +303,8 @@ impl Store {
                 .bind(listing.metadata.description.as_deref())
                 .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
                 .bind(examples_column(&listing.metadata))
+                .bind(listing.probe_diagnostics.as_ref().map(JsonText))
+                .bind(JsonText(&listing.protocol_options))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();

@@ -1270,3 +1270,51 @@ async fn a_stale_402_on_another_instance_is_harmless() {
     assert_eq!(now_known.status, 200, "{:?}", now_known.body);
     assert_eq!(env.worker.executions(), 1);
 }
+
+/// Protocol options a hire worker cannot honour, an ill-typed one, and a verifier quorum
+/// naming the hired worker itself: refused with stable codes before anything is signed.
+async fn proposals_the_worker_cannot_honour_are_refused(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let input = HireEnv::input("the quick brown fox");
+    let contracts = || async {
+        let response = env.app.get("/v1/contracts", Some(&env.seeker_key)).await;
+        assert_eq!(response.status(), 200);
+        response.json::<Value>().await.unwrap()
+    };
+    let before = contracts().await;
+    for (extra, status, code) in [
+        (json!({"profile": "careful"}), 422, "option_not_supported"),
+        (
+            json!({"reuse_cached_outputs": true}),
+            422,
+            "option_not_supported",
+        ),
+        (json!({"reuse_cached_outputs": "yes"}), 422, "invalid_body"),
+        (
+            json!({"verification": {"policy_id": "vp.crosscheck.v1", "policy_params": {"quorum": {
+                "min_verifiers": 1, "min_pass_ratio": 1.0, "verifiers": [env.worker_id]}}}}),
+            422,
+            "verifier_is_worker",
+        ),
+    ] {
+        let response = env.propose(input.clone(), extra.clone()).await;
+        assert_eq!(response.status(), status, "{extra}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{extra}: {body}");
+        assert!(body["error"]["message"].is_string(), "{body}");
+    }
+    assert_eq!(contracts().await, before, "nothing was stored");
+}
+
+#[tokio::test]
+async fn proposals_the_worker_cannot_honour_are_refused_on_sqlite() {
+    proposals_the_worker_cannot_honour_are_refused(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn proposals_the_worker_cannot_honour_are_refused_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    proposals_the_worker_cannot_honour_are_refused(database).await;
+}

@@ -147,6 +147,7 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
     let at = now();
     WorkerListing {
         metadata: Default::default(),
+        probe_diagnostics: None,
         id: WorkerId::generate(),
         operator_id: operator.clone(),
         endpoint: "https://worker.example/agent".parse().unwrap(),

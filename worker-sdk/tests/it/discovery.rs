@@ -61,7 +61,9 @@ async fn health_and_capabilities_have_the_documented_shape() {
             "task_types": ["summarize", "echo"],
             "pricing": {"summarize": {"amount": "0.05", "currency": "USDC", "network": "eip155:31337"}},
             "max_concurrent_tasks": 4,
-            "completion_callbacks": false
+            "completion_callbacks": false,
+            "cancel": true,
+            "verify": false
         })
     );
 }

@@ -8,3 +8,4 @@ mod execute;
 mod helpers;
 mod idempotency;
 mod jwks;
+mod verify_and_cancel;

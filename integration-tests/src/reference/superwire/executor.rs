@@ -67,6 +67,9 @@ pub struct ExecutorConfig {
     /// Keys the workflow's `secrets` block declares: a request missing one is refused with a
     /// `validation_error`, as the seed says secrets "must match the workflow secrets block".
     pub required_secrets: Vec<String>,
+    /// Issues `/validate` reports on a source it accepts (lint-like notes; the seed says it
+    /// "returns validation diagnostics" without fixing their shape).
+    pub validation_notes: Vec<Issue>,
 }
 
 impl Default for ExecutorConfig {
@@ -78,6 +81,7 @@ impl Default for ExecutorConfig {
             outcome: RunOutcome::Complete,
             stream_cut: None,
             required_secrets: Vec::new(),
+            validation_notes: Vec::new(),
         }
     }
 }
@@ -749,7 +753,7 @@ async fn validate(State(state): State<Arc<ExecutorState>>, body: Bytes) -> Respo
     match decode_workflow_source(&request.workflow_source_base64) {
         Ok(_) => Json(ValidateResponse {
             valid: true,
-            issues: Vec::new(),
+            issues: lock(&state.config).validation_notes.clone(),
         })
         .into_response(),
         Err(issue) => validation_error("invalid workflow source", vec![issue]),
