@@ -351,11 +351,11 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         "accepted": {"contractId": accepted},
         "rejected": {"contractId": rejected},
         "escalated": {"disputeId": dispute_id, "contractId": escalated},
-        // settled, flaky, live and the accepted one (its dispute is upheld) before the
-        // operator looks.
+        // settled, flaky and live before the operator looks (the accepted one's dispute
+        // waits for the arbiter).
         "earnings": {
             "asset": env.devnet.token().to_checksum(None),
-            "amount": (4 * PRICE).to_string(),
+            "amount": (3 * PRICE).to_string(),
         },
         "flaky": {"contractId": flaky},
         "deadLetter": {"deliveryId": dead_letter},

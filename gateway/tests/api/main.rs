@@ -24,5 +24,6 @@ mod receipts;
 mod seeker_cli;
 mod store;
 mod surface;
+mod sw4rm;
 mod webhooks;
 mod workers;
