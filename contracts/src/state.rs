@@ -721,11 +721,10 @@ mod tests {
                     Ok(next) => {
                         // Terminal for the work; only a refund, or an operator's dispute of a failure
                         // (decided only while the money is held), leads on.
-                        prop_assert!(
-                            !state.is_terminal()
-                                || (state, event) == (S::Settled, E::RefundIssued)
-                                || (state, event) == (S::Failed, E::DisputeOpened { by: Party::Operator })
-                        );
+                        let operator_dispute = E::DisputeOpened { by: Party::Operator };
+                        let leads_on = (state, event) == (S::Settled, E::RefundIssued)
+                            || (state, event) == (S::Failed, operator_dispute);
+                        prop_assert!(!state.is_terminal() || leads_on);
                         prop_assert!(legal.contains(&(state, event, next)));
                         state = next;
                     }

@@ -255,9 +255,7 @@ impl CorrelationId {
 /// `A-Z a-z 0-9 . _ : -`: it travels in headers and logs, so nothing that could split a header
 /// or a log line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "a correlation id is 1 to {MAX_CORRELATION_ID_LEN} characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'"
-)]
+#[error("a correlation id is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'")]
 pub struct CorrelationIdError;
 
 impl FromStr for CorrelationId {
@@ -275,5 +273,26 @@ impl FromStr for CorrelationId {
 impl fmt::Display for CorrelationId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod correlation_id_tests {
+    use super::*;
+
+    #[test]
+    fn a_chosen_correlation_id_is_header_and_log_safe() {
+        for good in ["a", "seeker-trace:42", "cor_01J", "x.y_z", &"a".repeat(128)] {
+            assert_eq!(good.parse::<CorrelationId>().unwrap().as_str(), good);
+        }
+        for bad in ["", "with space", "line\nbreak", "ü", &"a".repeat(129), "semi;colon"] {
+            assert!(bad.parse::<CorrelationId>().is_err(), "{bad:?}");
+        }
+        let generated = CorrelationId::generate();
+        assert!(generated.as_str().starts_with("cor_"));
+        assert_eq!(
+            generated.as_str().parse::<CorrelationId>().unwrap(),
+            generated
+        );
     }
 }

@@ -175,7 +175,7 @@ impl HireService {
                     Err(error) => Reply::from(error),
                 };
                 if reply.status().is_server_error() {
-                    tracing::warn!(contract_id, status = %reply.status(), "queued contract could not be forwarded");
+                    tracing::warn!(contract_id = %contract_id, status = %reply.status(), "queued contract could not be forwarded");
                 }
             });
         }

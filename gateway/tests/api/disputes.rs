@@ -576,7 +576,9 @@ async fn failed_contract(env: &HireEnv, text: &str) -> String {
     let contract_id = env
         .contract(
             json!({"text": text, "mode": "pending", "delay_ms": 60_000}),
-            json!({"sla": {"max_latency_ms": 1000}, "retry_policy": {"max_attempts": 1}}),
+            // The acceptance window keeps the authorization valid well after the failure.
+            json!({"sla": {"max_latency_ms": 1000}, "retry_policy": {"max_attempts": 1},
+                   "acceptance_window_s": 600}),
         )
         .await;
     let answer = paid(env, &contract_id).await;

@@ -444,7 +444,7 @@ pub async fn tamper(database_url: &str, sql: &str) {
         let mut conn = sqlx::SqliteConnection::connect(database_url).await.unwrap();
         conn.execute(sql).await.unwrap();
     } else {
-        let mut conn = sqlx::PgConnection::connect(database_url).await.unwrap();
+        let mut conn = PgConnection::connect(database_url).await.unwrap();
         conn.execute(sql).await.unwrap();
     }
 }

@@ -747,7 +747,14 @@ fn base64_json(value: &Value) -> String {
 
 #[tokio::test]
 async fn a_busy_worker_answers_429_before_anyone_pays() {
-    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 1, "").await;
+    // No queue: a worker at max_parallel refuses outright (the queue is in `sw4rm`).
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        1,
+        "[contracts]\nworker_queue_depth = 0\n",
+    )
+    .await;
     let slow_input = json!({"text": "slow", "mode": "slow", "delay_ms": 1500});
     let slow = env.contract(slow_input, json!({})).await;
     let other = env.contract(HireEnv::input("next"), json!({})).await;

@@ -330,13 +330,12 @@ async fn one_correlation_id_follows_the_hire_to_the_worker_and_the_webhook() {
 
 #[tokio::test]
 async fn a_late_callback_is_recorded_and_changes_nothing() {
-    // Job runner every 50 ms; polls so rare that only the SLA deadline ends the attempt.
+    // Job runner every 50 ms, polls every 100-400 ms: the worker stays pending past the SLA.
     let env = hire_env(
         TestDatabase::sqlite(),
         WorkerKind::Faulty,
         4,
-        "[contracts]\npoll_interval_ms = 600000\npoll_max_interval_ms = 600000\n\
-         jobs_interval_ms = 50\n",
+        "[contracts]\npoll_interval_ms = 100\npoll_max_interval_ms = 400\njobs_interval_ms = 50\n",
     )
     .await;
     // A listing of its own, to know its callback secret.
