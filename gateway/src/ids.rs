@@ -285,7 +285,14 @@ mod correlation_id_tests {
         for good in ["a", "seeker-trace:42", "cor_01J", "x.y_z", &"a".repeat(128)] {
             assert_eq!(good.parse::<CorrelationId>().unwrap().as_str(), good);
         }
-        for bad in ["", "with space", "line\nbreak", "ü", &"a".repeat(129), "semi;colon"] {
+        for bad in [
+            "",
+            "with space",
+            "line\nbreak",
+            "ü",
+            &"a".repeat(129),
+            "semi;colon",
+        ] {
             assert!(bad.parse::<CorrelationId>().is_err(), "{bad:?}");
         }
         let generated = CorrelationId::generate();

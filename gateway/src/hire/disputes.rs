@@ -454,9 +454,7 @@ impl HireService {
                 code: "contract_not_disputable",
                 message: match party {
                     Party::Seeker => "a seeker may dispute an accepted contract only",
-                    Party::Operator => {
-                        "an operator may dispute a rejected or failed contract only"
-                    }
+                    Party::Operator => "an operator may dispute a rejected or failed contract only",
                 }
                 .to_owned(),
                 details: json!({"state": state.as_str()}),

@@ -231,10 +231,7 @@ impl HireService {
             .get_contract(&ctx.contract_id)
             .await?
             .ok_or_else(not_found)?;
-        let reply = match self
-            .drive(&ctx, request.payment_signature.as_deref())
-            .await
-        {
+        let reply = match self.drive(&ctx, request.payment_signature.as_deref()).await {
             Ok(reply) | Err(reply) => reply,
         };
         let reply = if is_repeat(&current) {

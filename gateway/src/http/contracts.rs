@@ -23,12 +23,12 @@ use crate::{
     adapters::secrets::{SECRETS_HEADER, SeekerSecrets},
     auth::Role,
     error::{ApiError, ApiResult},
-    ids::{CorrelationId, CorrelationIdError},
     hire::{
         ContractRequest,
         execute::ExecuteRequest,
         listing::{ContractPage, ListFilters, ListScope, list_contracts as list},
     },
+    ids::{CorrelationId, CorrelationIdError},
     state::AppState,
 };
 

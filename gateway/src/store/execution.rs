@@ -601,7 +601,9 @@ impl Store {
                 .fetch_one(pool)
                 .await?
         });
-        Ok(Some(u32::try_from(ahead).unwrap_or(u32::MAX).saturating_add(1)))
+        Ok(Some(
+            u32::try_from(ahead).unwrap_or(u32::MAX).saturating_add(1),
+        ))
     }
 
     /// Queued paid contracts of every worker, longest waiting first: what the dispatcher

@@ -123,7 +123,14 @@ async fn accepted_contract(env: &HireEnv, text: &str) -> String {
 
 /// The arbiter's queue: `GET /v1/disputes?state=escalated`.
 async fn escalated_queue(env: &HireEnv) -> Vec<Value> {
-    let (status, body) = send(env, Method::GET, "/v1/disputes?state=escalated", ADMIN_KEY, &json!({})).await;
+    let (status, body) = send(
+        env,
+        Method::GET,
+        "/v1/disputes?state=escalated",
+        ADMIN_KEY,
+        &json!({}),
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     body["disputes"].as_array().unwrap().clone()
 }
@@ -134,12 +141,20 @@ async fn a_seekers_dispute_the_replay_does_not_uphold_goes_to_the_arbiter_who_de
     let before = env.balances().await;
     let to_settle = accepted_contract(&env, "disputed, then paid").await;
     let to_void = accepted_contract(&env, "disputed, then voided").await;
-    assert_eq!(env.balances().await, before, "settlement waits for the window");
+    assert_eq!(
+        env.balances().await,
+        before,
+        "settlement waits for the window"
+    );
     let original = view(&env, &to_settle).await["verification"]["verifier_result_hash"].clone();
 
     // A seeker's dispute needs a claim with its text; refused ones change nothing.
-    for claim in [json!(null), json!({"note": "no text"}), json!({"text": " "}),
-                  json!({"text": "x", "failing_paths": ["no-slash"]})] {
+    for claim in [
+        json!(null),
+        json!({"note": "no text"}),
+        json!({"text": " "}),
+        json!({"text": "x", "failing_paths": ["no-slash"]}),
+    ] {
         let (status, body) = send(
             &env,
             Method::POST,
@@ -154,7 +169,8 @@ async fn a_seekers_dispute_the_replay_does_not_uphold_goes_to_the_arbiter_who_de
     }
     assert_eq!(env.state(&to_settle).await, "accepted");
 
-    let (status, settle_dispute) = dispute(&env, &to_settle, &env.seeker_key, "summary is wrong").await;
+    let (status, settle_dispute) =
+        dispute(&env, &to_settle, &env.seeker_key, "summary is wrong").await;
     assert_eq!(status, 201, "{settle_dispute}");
     assert_eq!(settle_dispute["party"], "seeker");
     // The replay agrees with the acceptance: not an answer to the claim, so a person decides.
@@ -162,7 +178,10 @@ async fn a_seekers_dispute_the_replay_does_not_uphold_goes_to_the_arbiter_who_de
     assert!(settle_dispute["decision"].is_null());
     assert_eq!(settle_dispute["replay"]["verification_status"], "passed");
     assert_eq!(settle_dispute["replay_verifier_result_hash"], original);
-    assert_eq!(settle_dispute["claim"]["text"], "the summary misses the point");
+    assert_eq!(
+        settle_dispute["claim"]["text"],
+        "the summary misses the point"
+    );
     assert_eq!(settle_dispute["claim"]["failing_paths"][0], "/summary");
     assert_eq!(env.state(&to_settle).await, "disputed");
     let (status, void_dispute) = dispute(&env, &to_void, &env.seeker_key, "also wrong").await;
@@ -171,30 +190,59 @@ async fn a_seekers_dispute_the_replay_does_not_uphold_goes_to_the_arbiter_who_de
 
     // The arbiter's queue: oldest first, each with the silent arbiter's deadline.
     let queue = escalated_queue(&env).await;
-    let ids: Vec<&Value> = queue.iter().map(|item| &item["dispute"]["dispute_id"]).collect();
-    assert_eq!(ids, [&settle_dispute["dispute_id"], &void_dispute["dispute_id"]]);
+    let ids: Vec<&Value> = queue
+        .iter()
+        .map(|item| &item["dispute"]["dispute_id"])
+        .collect();
+    assert_eq!(
+        ids,
+        [&settle_dispute["dispute_id"], &void_dispute["dispute_id"]]
+    );
     for item in &queue {
-        assert_eq!(item["dispute"]["claim"]["text"], "the summary misses the point");
+        assert_eq!(
+            item["dispute"]["claim"]["text"],
+            "the summary misses the point"
+        );
         assert_eq!(item["deadline_action"], "void");
         let deadline: chrono::DateTime<chrono::Utc> =
             serde_json::from_value(item["deadline_at"].clone()).expect("a deadline");
-        let valid_before = item["contract"]["payment"]["valid_before"].as_i64().unwrap();
-        assert_eq!(deadline.timestamp(), valid_before - 120, "validBefore - settlement margin");
+        let valid_before = item["contract"]["payment"]["valid_before"]
+            .as_i64()
+            .unwrap();
+        assert_eq!(
+            deadline.timestamp(),
+            valid_before - 120,
+            "validBefore - settlement margin"
+        );
         assert!(deadline > chrono::Utc::now());
     }
 
-    let (status, decided) = decide(&env, settle_dispute["dispute_id"].as_str().unwrap(), "settle").await;
+    let (status, decided) = decide(
+        &env,
+        settle_dispute["dispute_id"].as_str().unwrap(),
+        "settle",
+    )
+    .await;
     assert_eq!(status, 200, "{decided}");
     assert_eq!(decided["decision"]["via"], "arbiter");
     assert_eq!(env.state(&to_settle).await, "settled");
     let after_settle = env.balances().await;
-    assert_eq!(after_settle.0, before.0 - price(), "the worker is paid on chain");
+    assert_eq!(
+        after_settle.0,
+        before.0 - price(),
+        "the worker is paid on chain"
+    );
     assert_eq!(after_settle.1, before.1 + price());
 
-    let (status, decided) = decide(&env, void_dispute["dispute_id"].as_str().unwrap(), "void").await;
+    let (status, decided) =
+        decide(&env, void_dispute["dispute_id"].as_str().unwrap(), "void").await;
     assert_eq!(status, 200, "{decided}");
     assert_eq!(env.state(&to_void).await, "voided");
-    assert_eq!(env.balances().await, after_settle, "the payer is made whole: nothing moved");
+    assert_eq!(
+        env.balances().await,
+        after_settle,
+        "the payer is made whole: nothing moved"
+    );
     assert!(escalated_queue(&env).await.is_empty());
 
     let kinds = env.event_kinds(&to_settle).await;
@@ -204,21 +252,33 @@ async fn a_seekers_dispute_the_replay_does_not_uphold_goes_to_the_arbiter_who_de
         .filter(|k| {
             matches!(
                 *k,
-                "dispute_opened" | "dispute_replayed" | "dispute_decided" | "dispute_resolved"
+                "dispute_opened"
+                    | "dispute_replayed"
+                    | "dispute_decided"
+                    | "dispute_resolved"
                     | "settlement_succeeded"
             )
         })
         .collect();
     assert_eq!(
         order,
-        ["dispute_opened", "dispute_replayed", "dispute_decided", "dispute_resolved", "settlement_succeeded"]
+        [
+            "dispute_opened",
+            "dispute_replayed",
+            "dispute_decided",
+            "dispute_resolved",
+            "settlement_succeeded"
+        ]
     );
     let receipt = receipt_dispute(&env, &to_settle).await;
     assert_eq!(receipt.outcome, ContractState::Settled);
     let decided = receipt.dispute.expect("the receipt binds the dispute");
     assert_eq!(decided.decision, DisputeDecision::Settle);
     assert_eq!(decided.decided_by, "admin");
-    assert_eq!(receipt_dispute(&env, &to_void).await.outcome, ContractState::Voided);
+    assert_eq!(
+        receipt_dispute(&env, &to_void).await.outcome,
+        ContractState::Voided
+    );
 
     // One dispute per contract.
     let (status, again) = dispute(&env, &to_settle, &env.seeker_key, "again").await;
@@ -246,14 +306,24 @@ async fn a_replay_on_stored_bytes_that_fail_their_digest_is_refused_never_a_verd
     let (status, body) = dispute(&env, &contract_id, &env.seeker_key, "prove it").await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["state"], "escalated");
-    assert!(body["decision"].is_null(), "no verdict from bytes that are not what was judged");
+    assert!(
+        body["decision"].is_null(),
+        "no verdict from bytes that are not what was judged"
+    );
     assert_eq!(body["replay"]["error"]["code"], "stored_digest_mismatch");
     assert!(
-        body["replay"]["error"]["message"].as_str().unwrap().contains("differs from the recorded"),
+        body["replay"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("differs from the recorded"),
         "{body}"
     );
     assert_eq!(body["replay_verifier_result_hash"], "");
-    assert!(env.event_kinds(&contract_id).await.contains(&"dispute_escalated".to_owned()));
+    assert!(
+        env.event_kinds(&contract_id)
+            .await
+            .contains(&"dispute_escalated".to_owned())
+    );
     assert_eq!(env.state(&contract_id).await, "disputed");
     assert_eq!(env.balances().await, before, "no money moved");
 }
@@ -605,10 +675,19 @@ async fn an_operators_dispute_of_a_failure_is_decided_while_the_money_is_held_re
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "contract_not_disputable");
 
-    let (status, body) = dispute(&env, &held, &env.operator_key, "the SLA breach was the gateway's outage").await;
+    let (status, body) = dispute(
+        &env,
+        &held,
+        &env.operator_key,
+        "the SLA breach was the gateway's outage",
+    )
+    .await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["party"], "operator");
-    assert_eq!(body["state"], "escalated", "no verdict to replay: the arbiter decides");
+    assert_eq!(
+        body["state"], "escalated",
+        "no verdict to replay: the arbiter decides"
+    );
     assert!(body["replay"]["skipped"].is_string(), "{body}");
     assert_eq!(env.state(&held).await, "disputed");
     let queue = escalated_queue(&env).await;
@@ -620,7 +699,11 @@ async fn an_operators_dispute_of_a_failure_is_decided_while_the_money_is_held_re
     assert_eq!(status, 200, "{decided}");
     assert_eq!(env.state(&held).await, "settled");
     let after = env.balances().await;
-    assert_eq!(after.0, before.0 - price(), "the held authorization settled on chain");
+    assert_eq!(
+        after.0,
+        before.0 - price(),
+        "the held authorization settled on chain"
+    );
     assert_eq!(after.1, before.1 + price());
 
     // The other one's authorization is about to lapse (its validBefore moved close, standing

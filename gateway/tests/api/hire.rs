@@ -136,7 +136,10 @@ async fn happy_path(database: TestDatabase) {
     let mut replayed = again.body.clone();
     let marker = replayed.as_object_mut().unwrap();
     assert_eq!(marker.remove("duplicate"), Some(json!(true)));
-    assert_eq!(marker.remove("original").unwrap()["original_status"], "settled");
+    assert_eq!(
+        marker.remove("original").unwrap()["original_status"],
+        "settled"
+    );
     assert_eq!(replayed, paid.body);
     assert_eq!(env.worker.executions(), 1);
     assert_eq!(env.balances().await, after);

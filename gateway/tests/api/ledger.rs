@@ -8,17 +8,17 @@
 
 use std::{str::FromStr, time::Duration};
 
+use crate::{
+    escrow_env::{EscrowEnv, escrow_env_with, escrowed_offer_and_payment, escrowed_payment, price},
+    helpers::{ADMIN_KEY, TestDatabase, eventually, tamper},
+    hire_env::{HireEnv, PRICE, WorkerKind, chain_settings, hire_env, now},
+};
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use hiregate_payments::{
     ChainConfig, Facilitator, FacilitatorConfig, LocalFacilitator, Network, PaymentPayload,
     PaymentRequirements, RelayerKey, SettleRequest, encode_header, sign_exact_payment,
 };
 use serde_json::{Value, json};
-use crate::{
-    escrow_env::{EscrowEnv, escrow_env_with, escrowed_offer_and_payment, escrowed_payment, price},
-    helpers::{ADMIN_KEY, TestDatabase, eventually, tamper},
-    hire_env::{HireEnv, PRICE, WorkerKind, chain_settings, hire_env, now},
-};
 
 /// `GET /v1/admin/reconcile?<query>` as the admin: (status, body).
 async fn reconcile(env: &HireEnv, query: &str) -> (u16, Value) {

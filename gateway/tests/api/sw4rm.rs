@@ -112,9 +112,11 @@ async fn a_full_worker_queues_then_refuses_and_the_queue_drains(database: TestDa
 
     let running = env.execute(&slow, Some(&payments[0]), None);
     let beyond = async {
-        eventually(Duration::from_secs(5), "the slow contract executing", || async {
-            (env.state(&slow).await == "executing").then_some(())
-        })
+        eventually(
+            Duration::from_secs(5),
+            "the slow contract executing",
+            || async { (env.state(&slow).await == "executing").then_some(()) },
+        )
         .await;
         let first = env.execute(&queued, Some(&payments[1]), None).await;
         let second = env.execute(&cancelled, Some(&payments[2]), None).await;
@@ -140,13 +142,20 @@ async fn a_full_worker_queues_then_refuses_and_the_queue_drains(database: TestDa
     assert_eq!(third.code(), "too_many_requests");
     assert_eq!(third.body["error"]["details"]["queue_depth"], 2);
     assert_eq!(third.body["error"]["details"]["queued"], 2);
-    assert_eq!(env.state(&refused).await, "offered", "not paid past the queue");
+    assert_eq!(
+        env.state(&refused).await,
+        "offered",
+        "not paid past the queue"
+    );
 
     // A queued hire cancelled in the queue is not charged.
     let cancel = env
         .app
         .client
-        .post(format!("{}/v1/contracts/{cancelled}/cancel", env.app.address))
+        .post(format!(
+            "{}/v1/contracts/{cancelled}/cancel",
+            env.app.address
+        ))
         .bearer_auth(&env.seeker_key)
         .send()
         .await
@@ -157,16 +166,28 @@ async fn a_full_worker_queues_then_refuses_and_the_queue_drains(database: TestDa
     // The slot freed: the dispatcher forwards the queued hire, which settles.
     wait_for_state(&env, &queued, "settled").await;
     let kinds = env.event_kinds(&queued).await;
-    assert_eq!(kinds.iter().filter(|k| *k == "queued").count(), 1, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "queued").count(),
+        1,
+        "{kinds:?}"
+    );
     assert!(view(&env, &queued).await["queued_at"].is_null());
     let result = env.execute(&queued, None, None).await;
     assert_eq!(result.status, 200, "{:?}", result.body);
     assert_eq!(result.body["duplicate"], true);
-    assert_eq!(env.worker.executions(), 2, "slow and queued ran, nothing else");
+    assert_eq!(
+        env.worker.executions(),
+        2,
+        "slow and queued ran, nothing else"
+    );
 
     let after = env.balances().await;
     let two = price() * U256::from(2);
-    assert_eq!(after.0, before.0 - two, "slow and queued charged, nothing else");
+    assert_eq!(
+        after.0,
+        before.0 - two,
+        "slow and queued charged, nothing else"
+    );
     assert_eq!(after.1, before.1 + two);
 }
 
@@ -298,7 +319,10 @@ async fn one_correlation_id_follows_the_hire_to_the_worker_and_the_webhook() {
             .map(|e| (&e.kind, &e.correlation_id))
             .collect::<Vec<_>>()
     );
-    assert_eq!(view(&env, &contract_id).await["correlation_id"], "seeker-trace:42");
+    assert_eq!(
+        view(&env, &contract_id).await["correlation_id"],
+        "seeker-trace:42"
+    );
     let hooks = eventually(WAIT, "the settlement webhook", || async {
         let hooks = received.lock().unwrap().clone();
         hooks
@@ -410,7 +434,11 @@ async fn a_late_callback_is_recorded_and_changes_nothing() {
         .list_contract_events(&contract_id, 0, 1000)
         .await
         .unwrap();
-    assert_eq!(events.len(), failed_events.len() + 1, "one event: the record");
+    assert_eq!(
+        events.len(),
+        failed_events.len() + 1,
+        "one event: the record"
+    );
     let recorded = events.last().unwrap();
     assert_eq!(recorded.kind, "late_result");
     assert_eq!(recorded.details["reported_status"], "completed");
