@@ -337,7 +337,7 @@ async fn an_operators_dispute_of_an_inconclusive_rejection_settles_once_the_file
     let url: url::Url = format!("http://127.0.0.1:{port}/summary.json")
         .parse()
         .unwrap();
-    let file = file_output(url, "application/json", &file_bytes);
+    let file = file_output(url.clone(), "application/json", &file_bytes);
     let jwks_url = format!("{}/.well-known/jwks.json", env.app.address)
         .parse()
         .unwrap();
@@ -393,6 +393,9 @@ async fn an_operators_dispute_of_an_inconclusive_rejection_settles_once_the_file
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["party"], "operator");
     assert_eq!(body["replay"]["verification_status"], "passed");
+    // Unreachable at the original verdict: the one piece of evidence fetched again.
+    assert_eq!(body["replay"]["evidence"]["refetched"][0], url.as_str());
+    assert_eq!(body["replay"]["evidence"]["from_store"], json!([]));
     assert_eq!(body["decision"]["decision"], "settle");
     assert_eq!(body["decision"]["via"], "replay");
     assert_eq!(env.state(&contract_id).await, "settled");
@@ -721,4 +724,77 @@ async fn an_operators_dispute_of_a_failure_is_decided_while_the_money_is_held_re
     assert_eq!(env.state(&released).await, "failed", "nothing changed");
     assert!(view(&env, &released).await["dispute"].is_null());
     assert_eq!(env.balances().await, after);
+}
+
+#[tokio::test]
+async fn a_replay_judges_evidence_fetched_at_the_verdict_from_the_stored_bytes() {
+    let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, FAST_JOBS).await;
+    // The worker hands back a JSON file served while the verdict is taken, gone afterwards.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let file_bytes = serde_json::to_vec(&json!({"summary": "kept", "confidence": 0.9})).unwrap();
+    let served = file_bytes.clone();
+    let files = axum::Router::new().route(
+        "/summary.json",
+        axum::routing::get(move || {
+            let served = served.clone();
+            async move { ([("content-type", "application/json")], served) }
+        }),
+    );
+    let server = tokio::spawn(async move { axum::serve(listener, files).await });
+    let url: url::Url = format!("http://127.0.0.1:{port}/summary.json")
+        .parse()
+        .unwrap();
+    let file = file_output(url.clone(), "application/json", &file_bytes);
+    let jwks_url = format!("{}/.well-known/jwks.json", env.app.address)
+        .parse()
+        .unwrap();
+    let worker = echo_builder()
+        .gateway_keys(GatewayKeys::remote(jwks_url))
+        .build(move |_ctx: TaskContext, _input: Value| {
+            let file = file.clone();
+            async move {
+                TaskOutcome::Completed {
+                    output: Output::File(file),
+                    metadata: None,
+                }
+            }
+        })
+        .unwrap();
+    let file_worker = serve_worker(worker, SocketAddr::from(([127, 0, 0, 1], 0))).await;
+    let response = env
+        .app
+        .register_worker(
+            &env.operator_key,
+            &hire_listing(&file_worker.endpoint, env.pay_to, &env.devnet, 4),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    env.worker_id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let contract_id = accepted_contract(&env, "file kept").await;
+    server.abort();
+    let _ = server.await;
+
+    let (status, body) = dispute(
+        &env,
+        &contract_id,
+        &env.seeker_key,
+        "the file says otherwise",
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // Judged on the bytes stored at the verdict, not fetched again (the server is gone).
+    assert_eq!(body["replay"]["evidence"]["from_store"][0], url.as_str());
+    assert_eq!(body["replay"]["evidence"]["refetched"], json!([]));
+    assert_eq!(body["replay"]["verification_status"], "passed");
+    assert_eq!(
+        body["replay_verifier_result_hash"],
+        view(&env, &contract_id).await["verification"]["verifier_result_hash"]
+    );
+    assert_eq!(body["state"], "escalated");
 }
