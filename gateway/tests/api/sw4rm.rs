@@ -456,3 +456,92 @@ async fn a_late_callback_is_recorded_and_changes_nothing() {
     assert_eq!(env.balances().await, before, "no money moved");
     assert!(view(&env, &contract_id).await["deliverable"].is_null());
 }
+
+#[tokio::test]
+async fn a_queued_hire_survives_a_gateway_restart_and_runs_when_the_slot_frees() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/hiregate.db", dir.path().display());
+    // The signing key outlives the instance (the worker keeps trusting its tokens); should the
+    // slow attempt die with it, the next instance takes it over 300 ms after its SLA.
+    let settings = format!(
+        "[signing_key]\npath = \"{}\"\n[contracts]\nworker_queue_depth = 2\n\
+         jobs_interval_ms = 50\nrecovery_grace_ms = 300\n",
+        dir.path().join("gateway-key.json").display()
+    );
+    let devnet = hiregate_payments::devnet::Devnet::start()
+        .await
+        .expect("anvil devnet starts");
+    let env = crate::hire_env::hire_env_on(
+        devnet,
+        TestDatabase::Shared(url.clone()),
+        WorkerKind::Faulty,
+        1,
+        &settings,
+    )
+    .await;
+    let slow = env
+        .contract(
+            json!({"text": "slow", "mode": "slow", "delay_ms": 1500}),
+            json!({"sla": {"max_latency_ms": 3000}}),
+        )
+        .await;
+    let queued = env.contract(HireEnv::input("queued"), json!({})).await;
+    let slow_payment = env.pay(&env.challenge(&slow).await).await;
+    let queued_payment = env.pay(&env.challenge(&queued).await).await;
+    let before = env.balances().await;
+    // The slow hire's caller may lose its answer when the instance goes away.
+    let request = env
+        .app
+        .client
+        .post(format!("{}/v1/contracts/{slow}/execute", env.app.address))
+        .bearer_auth(&env.seeker_key)
+        .header("PAYMENT-SIGNATURE", slow_payment);
+    let lost = tokio::spawn(async move { request.send().await });
+    eventually(
+        Duration::from_secs(5),
+        "the slow contract executing",
+        || async { (env.state(&slow).await == "executing").then_some(()) },
+    )
+    .await;
+    let waiting = env.execute(&queued, Some(&queued_payment), None).await;
+    assert_eq!(waiting.status, 202, "{:?}", waiting.body);
+    assert_eq!(waiting.body["status"], "queued");
+
+    // The instance that queued the hire stops (its job runner with it); another one starts on
+    // the same database and knows the queue from there alone.
+    let HireEnv {
+        devnet,
+        app,
+        operator_key,
+        seeker_key,
+        worker,
+        worker_id,
+        pay_to,
+        wallet,
+    } = env;
+    drop(app);
+    let _ = lost.await;
+    let app = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(url),
+        &crate::hire_env::chain_settings(&devnet, &settings),
+    )
+    .await;
+    let env = HireEnv {
+        devnet,
+        app,
+        operator_key,
+        seeker_key,
+        worker,
+        worker_id,
+        pay_to,
+        wallet,
+    };
+    // Once the slow hire is done, the freed slot goes to the queued hire.
+    wait_for_state(&env, &slow, "settled").await;
+    wait_for_state(&env, &queued, "settled").await;
+    assert_eq!(env.worker.executions(), 2, "each hire ran once");
+    let after = env.balances().await;
+    let two = price() * U256::from(2);
+    assert_eq!(after.0, before.0 - two);
+    assert_eq!(after.1, before.1 + two);
+}
