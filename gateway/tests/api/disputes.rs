@@ -798,3 +798,49 @@ async fn a_replay_judges_evidence_fetched_at_the_verdict_from_the_stored_bytes()
     );
     assert_eq!(body["state"], "escalated");
 }
+
+#[tokio::test]
+async fn an_operators_dispute_of_an_escrowed_failure_is_refused_once_the_escrow_was_voided() {
+    use hiregate_payments::encode_header;
+    let crate::escrow_env::EscrowEnv { env, .. } = crate::escrow_env::escrow_env_with(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        json!(["auth-capture"]),
+        json!({"fee_bps": 250}),
+    )
+    .await;
+    let payer = env.wallet.address();
+    let payer_before = env.balance(payer).await;
+    let contract_id = env
+        .contract(
+            json!({"text": "x", "mode": "fail"}),
+            json!({"retry_policy": {"max_attempts": 1}}),
+        )
+        .await;
+    let payload = crate::escrow_env::escrowed_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 502, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "failed");
+    assert_eq!(
+        env.balance(payer).await,
+        payer_before,
+        "the escrow was voided"
+    );
+
+    let (status, body) = dispute(
+        &env,
+        &contract_id,
+        &env.operator_key,
+        "our fault? no, yours",
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "money_released");
+    assert_eq!(body["error"]["details"]["reason"], "escrow_released");
+    assert_eq!(body["error"]["details"]["payment_state"], "voided");
+    assert_eq!(env.state(&contract_id).await, "failed", "nothing changed");
+    assert!(view(&env, &contract_id).await["dispute"].is_null());
+    assert_eq!(env.balance(payer).await, payer_before);
+}
