@@ -140,7 +140,8 @@ impl ContractState {
         }
     }
 
-    /// True when no event can move the contract any more.
+    /// True when the contract's work is over: no event moves it any more, except an arbiter's
+    /// refund of a settled (escrowed) contract and an operator's dispute of a failure.
     #[must_use]
     pub const fn is_terminal(&self) -> bool {
         matches!(
@@ -207,9 +208,12 @@ impl ContractState {
             (S::Verifying, E::VerificationPassed) => S::Accepted,
             (S::Verifying, E::VerificationFailed | E::VerificationInconclusive) => S::Rejected,
             (S::Accepted, E::AcceptanceWindowClosed) => S::Settling,
+            // An operator may also dispute a failure it blames on the gateway (e.g. an SLA
+            // breach during the gateway's own outage); the gateway lets it only while the
+            // money is still held.
             (S::Accepted, E::DisputeOpened { by: Party::Seeker })
             | (
-                S::Rejected,
+                S::Rejected | S::Failed,
                 E::DisputeOpened {
                     by: Party::Operator,
                 },
@@ -489,6 +493,13 @@ mod tests {
                 },
                 S::Disputed,
             ),
+            (
+                S::Failed,
+                E::DisputeOpened {
+                    by: Party::Operator,
+                },
+                S::Disputed,
+            ),
             (S::Rejected, E::VoidRecorded, S::Voided),
             (
                 S::Disputed,
@@ -591,7 +602,14 @@ mod tests {
         {
             assert!(!state.holds_authorization());
             for event in sample_events() {
-                if state == S::Settled && event == E::RefundIssued {
+                // The two ways on: an arbiter's refund after a capture, and an operator's
+                // dispute of a failure while the money is still held.
+                let operator_dispute = E::DisputeOpened {
+                    by: Party::Operator,
+                };
+                if (state == S::Settled && event == E::RefundIssued)
+                    || (state == S::Failed && event == operator_dispute)
+                {
                     continue;
                 }
                 assert!(
@@ -708,7 +726,12 @@ mod tests {
                 let event = events[index % events.len()];
                 match state.transition(&event) {
                     Ok(next) => {
-                        prop_assert!(!state.is_terminal() || (state, event) == (S::Settled, E::RefundIssued));
+                        // Terminal for the work; only a refund, or an operator's dispute of a failure
+                        // (decided only while the money is held), leads on.
+                        let operator_dispute = E::DisputeOpened { by: Party::Operator };
+                        let leads_on = (state, event) == (S::Settled, E::RefundIssued)
+                            || (state, event) == (S::Failed, operator_dispute);
+                        prop_assert!(!state.is_terminal() || leads_on);
                         prop_assert!(legal.contains(&(state, event, next)));
                         state = next;
                     }

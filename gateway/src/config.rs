@@ -525,6 +525,9 @@ pub struct ContractSettings {
     pub settlement_margin_s: u64,
     /// Wait of a duplicate execute for the one in flight, ms.
     pub duplicate_wait_ms: u64,
+    /// Paid contracts that may wait for a free slot of one worker beyond its `max_parallel`;
+    /// past it execute answers 429 before anyone pays. 0: no queue.
+    pub worker_queue_depth: u32,
     /// Period of the settlement sweep, ms.
     pub sweep_interval_ms: u64,
     /// First poll of pending work, ms after the worker answered `pending`; the delay doubles

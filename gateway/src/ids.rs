@@ -227,3 +227,79 @@ mod tests {
         assert!("admin".parse::<PrincipalId>().is_err());
     }
 }
+
+/// The id that follows one hire from proposal to receipt (SW4RM's correlation id): chosen by the
+/// seeker at proposal (`X-Correlation-ID`) or generated (`cor_<ULID>`), then carried by every
+/// event, job, worker call and webhook of the contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorrelationId(String);
+
+/// Longest correlation id a seeker may choose.
+pub const MAX_CORRELATION_ID_LEN: usize = 128;
+
+impl CorrelationId {
+    /// A fresh id.
+    #[must_use]
+    pub fn generate() -> Self {
+        Self(format!("cor_{}", next_ulid()))
+    }
+
+    /// The id as sent on the wire.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A chosen correlation id must be 1 to [`MAX_CORRELATION_ID_LEN`] characters of
+/// `A-Z a-z 0-9 . _ : -`: it travels in headers and logs, so nothing that could split a header
+/// or a log line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a correlation id is 1 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' and '-'")]
+pub struct CorrelationIdError;
+
+impl FromStr for CorrelationId {
+    type Err = CorrelationIdError;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+        if raw.is_empty() || raw.len() > MAX_CORRELATION_ID_LEN || !raw.chars().all(allowed) {
+            return Err(CorrelationIdError);
+        }
+        Ok(Self(raw.to_owned()))
+    }
+}
+
+impl fmt::Display for CorrelationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod correlation_id_tests {
+    use super::*;
+
+    #[test]
+    fn a_chosen_correlation_id_is_header_and_log_safe() {
+        for good in ["a", "seeker-trace:42", "cor_01J", "x.y_z", &"a".repeat(128)] {
+            assert_eq!(good.parse::<CorrelationId>().unwrap().as_str(), good);
+        }
+        for bad in [
+            "",
+            "with space",
+            "line\nbreak",
+            "ü",
+            &"a".repeat(129),
+            "semi;colon",
+        ] {
+            assert!(bad.parse::<CorrelationId>().is_err(), "{bad:?}");
+        }
+        let generated = CorrelationId::generate();
+        assert!(generated.as_str().starts_with("cor_"));
+        assert_eq!(
+            generated.as_str().parse::<CorrelationId>().unwrap(),
+            generated
+        );
+    }
+}

@@ -1514,7 +1514,10 @@ async fn seeker_dispute(stack: &MoneyStack, gateway: &url::Url, contract_id: &st
                 .unwrap(),
         )
         .bearer_auth(&stack.seeker_key)
-        .json(&json!({"reason": "disputed as the acceptance window closes"}))
+        .json(&json!({
+            "reason": "disputed as the acceptance window closes",
+            "claim": {"text": "the summary misses the point"},
+        }))
         .send()
         .await
         .expect("the gateway answers");
@@ -1545,8 +1548,9 @@ async fn acceptance_deadline(
 /// acceptance window, while the gateways' settlement sweeps (every 10 ms) capture whatever is
 /// due. Whoever wins, there is one outcome and the store and the chain agree on it: either the
 /// capture won (the dispute is refused with 409 and no dispute is recorded), or the dispute
-/// won (the contract went `disputed`; the replay upholds the verified work, so the capture
-/// happens from the dispute's decision). Never two captures, never a void of captured money,
+/// won (the contract went `disputed`; the replay upholds the verified work, which is no answer
+/// to the claim, so the arbiter decides, for the worker, and the capture happens from that
+/// decision). Never two captures, never a void of captured money,
 /// never an open dispute on a captured contract.
 async fn escrow_capture_racing_a_dispute(database: Database, two_instances: bool) {
     const WINDOW_S: u64 = 15;
@@ -1605,7 +1609,29 @@ async fn escrow_capture_racing_a_dispute(database: Database, two_instances: bool
     let mut outcomes = Vec::new();
     for ((escrowed, _, _), (status, body)) in raced.iter().zip(answers) {
         let contract_id = &escrowed.contract_id;
-        // Either way the money is captured exactly once (the replay upholds verified work).
+        if status == 201 {
+            // The replay upholds verified work, which is no answer to the seeker's claim: the
+            // arbiter decides, here for the worker.
+            assert_eq!(body["state"], "escalated", "{body}");
+            assert_eq!(body["decision"], Value::Null, "{body}");
+            let decided = stack
+                .http()
+                .post(
+                    first
+                        .join(&format!(
+                            "v1/disputes/{}/decision",
+                            body["dispute_id"].as_str().unwrap()
+                        ))
+                        .unwrap(),
+                )
+                .bearer_auth(&stack.admin_key)
+                .json(&json!({"decision": "settle", "reason": "the work matches the terms"}))
+                .send()
+                .await
+                .expect("the gateway answers");
+            assert_eq!(decided.status().as_u16(), 200);
+        }
+        // Either way the money is captured exactly once.
         assert_captured_once(stack, contract_id, escrowed.payer.address(), escrowed.hash).await;
         let record = stack.contract(contract_id).await.unwrap();
         let kinds: Vec<String> = recorded_events(stack, contract_id)
@@ -1620,8 +1646,14 @@ async fn escrow_capture_racing_a_dispute(database: Database, two_instances: bool
                     opened,
                     "{contract_id}: a 201 dispute is in the log: {kinds:?}"
                 );
-                assert_eq!(body["decision"]["decision"], "settle", "{body}");
-                assert_eq!(body["decision"]["via"], "replay", "{body}");
+                assert_eq!(
+                    record["dispute"]["decision"]["decision"], "settle",
+                    "{record:#}"
+                );
+                assert_eq!(
+                    record["dispute"]["decision"]["via"], "arbiter",
+                    "{record:#}"
+                );
                 assert_eq!(
                     record["dispute"]["dispute_id"], body["dispute_id"],
                     "{record:#}"

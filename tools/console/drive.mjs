@@ -226,7 +226,8 @@ async function seeker(browser) {
   await page.click("#open-dispute");
   await page.waitForSelector("#dispute[data-state]");
   const disputeState = await page.getAttribute("#dispute", "data-state");
-  expectEqual(disputeState, "decided", "the replay decides the seeker's dispute at once");
+  expectEqual(disputeState, "escalated",
+    "a replay that only repeats the acceptance leaves the seeker's claim to the arbiter");
   expect((await page.textContent("#dispute")).includes("The summary misses the main point."),
     "the dispute shows its reason");
   await shot(page, "seeker-dispute-opened");
@@ -311,7 +312,10 @@ async function arbiter(browser) {
   await shot(page, "arbiter-decided");
 
   await page.goto(`${input.baseUrl}/console#/disputes`);
-  await page.waitForSelector("#queue-empty");
+  // The seeker's dispute of the accepted contract still waits for the arbiter, with its deadline.
+  await page.waitForSelector("#dispute-queue tr[data-dispute-id] td.deadline");
+  expectEqual((await page.$$("#dispute-queue tr[data-dispute-id]")).length, 1, "one dispute left");
+  expect(!(await page.$(row)), "the decided dispute left the queue");
   await context.close();
 }
 

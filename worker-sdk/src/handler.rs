@@ -59,6 +59,7 @@ pub struct TaskContext {
     pub(crate) attempt: Attempt,
     pub(crate) task_id: TaskId,
     pub(crate) task_type: Option<TaskType>,
+    pub(crate) correlation_id: Option<String>,
     pub(crate) executions: Arc<Executions>,
     pub(crate) cancel: CancellationToken,
 }
@@ -102,6 +103,13 @@ impl TaskContext {
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// The hire's correlation id, when the gateway sent one (`X-Correlation-ID`): the same id
+    /// the seeker, the gateway's events and its webhooks carry.
+    #[must_use]
+    pub fn correlation_id(&self) -> Option<&str> {
+        self.correlation_id.as_deref()
     }
 
     /// Publishes progress: until the task ends, `GET /tasks/{id}` and duplicate executes

@@ -29,6 +29,9 @@ pub mod headers {
     pub const TASK_TYPE: &str = "x-task-type";
     /// The gateway's attempt number (1-based); a new number after a failure reruns the task.
     pub const ATTEMPT: &str = "x-attempt";
+    /// The id that follows the hire from proposal to receipt (SW4RM's `correlation_id`): put
+    /// it in your logs to line them up with the gateway's and the seeker's.
+    pub const CORRELATION_ID: &str = "x-correlation-id";
 }
 
 /// The hire protocol's name, as listed in `/capabilities` and `/health`.

@@ -83,6 +83,11 @@ async fn execute(
     let caller = Caller {
         contract_id: authenticate(&shared, &parts.headers).await?,
         task_type: task_type_header(&shared, &parts.headers)?,
+        correlation_id: parts
+            .headers
+            .get(headers::CORRELATION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
     };
     if let Some(key) = parts.headers.get(headers::IDEMPOTENCY_KEY)
         && key.as_bytes() != caller.contract_id.as_str().as_bytes()
@@ -212,6 +217,7 @@ async fn not_found() -> ApiError {
 struct Caller {
     contract_id: ContractId,
     task_type: Option<TaskType>,
+    correlation_id: Option<String>,
 }
 
 /// Checks the contract token (unless the local-dev opt-out is on) and returns the
@@ -296,6 +302,7 @@ async fn start_and_wait(
         attempt,
         task_id: task_id.clone(),
         task_type: caller.task_type,
+        correlation_id: caller.correlation_id,
         executions: Arc::clone(&shared.executions),
         cancel,
     };

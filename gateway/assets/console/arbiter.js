@@ -10,15 +10,16 @@ export async function queue(main) {
   const page = await api.get("/v1/disputes?state=escalated&limit=100");
   fill(main, h("h1", {}, "Escalated disputes"),
     card(null, page.disputes.length
-      ? table(["Dispute", "Contract", "Opened by", "Reason", "Original", "Replay", "Opened"],
-        page.disputes.map(({ dispute: d, contract: c }) => h("tr", { "data-dispute-id": d.dispute_id },
+      ? table(["Dispute", "Contract", "Opened by", "Reason", "Original", "Replay", "Opened", "Voided unless decided by"],
+        page.disputes.map(({ dispute: d, contract: c, deadline_at: deadline }) => h("tr", { "data-dispute-id": d.dispute_id },
           h("td", {}, h("a", { href: `#/disputes/${d.dispute_id}` }, d.dispute_id)),
           h("td", {}, h("code", {}, short(c.contract_id, 18)), " ", badge(c.state)),
           h("td", {}, d.party),
           h("td", {}, d.reason),
           h("td", {}, badge(c.verification?.verification_status)),
           h("td", {}, badge(d.replay?.verification_status)),
-          h("td", {}, time(d.created_at)))), { id: "dispute-queue" })
+          h("td", {}, time(d.created_at)),
+          h("td", { class: "deadline" }, deadline ? time(deadline) : "—"))), { id: "dispute-queue" })
       : h("p", { class: "muted", id: "queue-empty" }, "No dispute waits for a decision.")));
 }
 

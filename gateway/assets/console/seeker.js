@@ -198,11 +198,14 @@ function disputeCard(contract, onChange) {
       "A seeker may dispute an accepted contract while its acceptance window is open."));
   }
   const reason = h("textarea", { id: "dispute-reason", required: true, maxlength: 2000 });
-  const claim = h("textarea", { id: "dispute-claim", placeholder: "optional: what you expected" });
+  const claim = h("textarea", { id: "dispute-claim", required: true, maxlength: 4000,
+    placeholder: "what the deliverable gets wrong, for the arbiter" });
+  const paths = h("input", { id: "dispute-failing-paths", placeholder: "optional: /summary, /items/0" });
   const status = h("div");
   const form = h("form", { id: "dispute-form" },
     h("label", {}, "Why do you dispute this delivery?", reason),
     h("label", {}, "Claim", claim),
+    h("label", {}, "Failing paths (JSON Pointers, comma separated)", paths),
     h("p", {}, h("button", { type: "submit", id: "open-dispute" }, "Open dispute")),
     status);
   form.addEventListener("submit", async (event) => {
@@ -210,7 +213,10 @@ function disputeCard(contract, onChange) {
     try {
       await api.post(`/v1/contracts/${contract.contract_id}/disputes`, {
         reason: reason.value,
-        claim: claim.value.trim() ? { note: claim.value.trim() } : undefined,
+        claim: {
+          text: claim.value.trim(),
+          failing_paths: paths.value.split(",").map((p) => p.trim()).filter((p) => p),
+        },
       });
       await onChange();
     } catch (error) {

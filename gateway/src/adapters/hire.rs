@@ -98,6 +98,7 @@ impl WorkerProtocol for HireProtocol {
             .header("Idempotency-Key", request.contract_id)
             .header("X-Attempt", request.attempt.to_string())
             .header("X-Task-Type", request.task_type)
+            .header(super::CORRELATION_HEADER, request.correlation_id)
             .header(header::ACCEPT, "application/json")
             .json(request.input);
         let response = match client.send(builder).await {
@@ -121,6 +122,7 @@ impl WorkerProtocol for HireProtocol {
             .timeout(request.timeout)
             .bearer_auth(request.contract_token)
             .header("X-Contract-ID", request.contract_id)
+            .header(super::CORRELATION_HEADER, request.correlation_id)
             .header(header::ACCEPT, "application/json");
         let response = match client.send(builder).await {
             Ok(response) => response,

@@ -41,6 +41,9 @@ impl UpstreamEvents for DiscardEvents {
     async fn relay(&self, _kind: &str, _details: Value) {}
 }
 
+/// The header naming the hire's correlation id on every call to a worker.
+pub const CORRELATION_HEADER: &str = "X-Correlation-ID";
+
 /// One forward of a paid contract to its worker.
 #[derive(Clone, Copy)]
 pub struct ForwardRequest<'a> {
@@ -64,6 +67,8 @@ pub struct ForwardRequest<'a> {
     pub events: &'a dyn UpstreamEvents,
     /// How long the worker may take to answer (the contract's SLA).
     pub timeout: Duration,
+    /// The hire's correlation id, sent as `X-Correlation-ID` by every adapter.
+    pub correlation_id: &'a str,
     /// The seeker's secrets sent with this execute, held in memory for this forward only.
     /// Only the Superwire adapter sends them (its body's `secrets`); others ignore them.
     pub secrets: Option<&'a secrets::SeekerSecrets>,
@@ -231,6 +236,8 @@ pub struct PollRequest<'a> {
     pub contract_id: &'a str,
     /// The gateway's signed contract token for this contract.
     pub contract_token: &'a str,
+    /// The hire's correlation id (`X-Correlation-ID`).
+    pub correlation_id: &'a str,
     /// How long this one poll may take.
     pub timeout: Duration,
 }

@@ -472,6 +472,7 @@ impl SuperwireProtocol {
             Err(error) => return transport_failure(&error),
         };
         let builder = builder
+            .header(super::CORRELATION_HEADER, request.correlation_id)
             .header(header::ACCEPT, "text/event-stream")
             .json(&body);
         let response = match client.send(builder).await {

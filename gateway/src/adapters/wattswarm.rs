@@ -178,6 +178,7 @@ async fn send_once(
     };
     let builder = builder
         .timeout(timeout)
+        .header(super::CORRELATION_HEADER, request.correlation_id)
         .header(header::ACCEPT, "application/json")
         .json(body);
     let response = match client.send(builder).await {

@@ -15,8 +15,9 @@
 //! For an escrowed payment `validBefore` is the escrow's capture deadline: the same actions
 //! then capture or void on chain before the escrow stops allowing a capture.
 //!
-//! [`run_long_running_work`] runs poll jobs, this sweep, crash recovery (see `recovery`) and the
-//! escrow sweep (see `release`) every `contracts.jobs_interval_ms`.
+//! [`run_long_running_work`] runs poll jobs, this sweep, crash recovery (see `recovery`), the
+//! escrow sweep (see `release`) and the queue dispatcher (see [`super::queue`]) every
+//! `contracts.jobs_interval_ms`.
 
 use std::time::Duration;
 
@@ -156,5 +157,8 @@ async fn one_round(hire: &HireService, owner: &str) {
     }
     if let Err(error) = hire.sweep_escrow().await {
         tracing::warn!(error = %error, "escrow sweep failed");
+    }
+    if let Err(error) = hire.dispatch_queued().await {
+        tracing::warn!(error = %error, "queue dispatch failed");
     }
 }

@@ -5,24 +5,33 @@
 //!
 //! | party | contract state | while |
 //! |---|---|---|
-//! | seeker | `accepted` | its acceptance window is open (settlement waits: `disputed` is never swept for settlement) |
+//! | seeker | `accepted` | its acceptance window is open (settlement waits: `disputed` is never swept for settlement); the dispute carries a claim `{text, failing_paths?}` |
 //! | worker operator | `rejected` | the authorization is valid: `validBefore - settlement_margin_s` is in the future |
+//! | worker operator | `failed` (e.g. an SLA breach the gateway's own outage caused) | the money is still held: an `exact` authorization before `validBefore - settlement_margin_s`, an escrowed one neither voided nor reclaimed; else 409 `money_released` |
 //!
 //! Anyone else authenticated as a seeker or operator gets 403 `not_a_party`; the wrong state
 //! 409 `contract_not_disputable`, a closed window 409 `dispute_window_closed`. A contract has at
 //! most one dispute (unique in the database).
 //!
 //! Resolution, right when the dispute opens: the pinned policy is replayed on the stored
-//! deliverable bytes (their digest checked first) with the evidence fetched again through the
-//! outbound client (a file unreachable at delivery may be reachable now). The replay's
-//! `verifier_result_hash` is recorded; the same evidence and policy give the same hash.
+//! deliverable bytes (their digest checked first) and on the evidence stored at the original
+//! verdict (digest-checked too); only evidence that was unreachable then is fetched again
+//! through the outbound client. Stored bytes that fail their digest check are never judged:
+//! the replay records the error (`stored_digest_mismatch`) and the dispute goes to the arbiter.
+//! The replay's `verifier_result_hash` is recorded; the same evidence and policy give the same
+//! hash.
 //!
-//! | replay | original | decision |
+//! | dispute of | replay | decision |
 //! |---|---|---|
-//! | passed | any | `settle` by `replay`: the contract settles with the stored payment. A seeker's dispute of an acceptance that passes again is *upheld acceptance*: the replay confirms it, the dispute closes, and the contract settles right after. |
-//! | failed | passed or inconclusive | `void` by `replay` |
-//! | failed | failed | escalated to the arbiter (nothing new for a machine to decide) |
-//! | inconclusive | any | escalated to the arbiter |
+//! | `accepted` (seeker) | passed | escalated to the arbiter with the seeker's claim: the machine agrees with itself, which is not an answer to the claim |
+//! | `accepted` (seeker) | failed | `void` by `replay` |
+//! | `rejected` (operator) | passed | `settle` by `replay` |
+//! | `rejected` (operator) | failed again | escalated (nothing new for a machine to decide) |
+//! | any | inconclusive, or stored bytes unusable | escalated |
+//! | `failed` (operator) | — (no verdict to replay) | escalated |
+//!
+//! The arbiter's queue is `GET /v1/disputes?state=escalated`, oldest first, each with its
+//! `deadline_at`: when the silent arbiter's default applies.
 //!
 //! The arbiter (admin key) decides an escalated dispute once, with a reason; the decision is
 //! final and audited as a `dispute_decided` contract event (who, why, when).
@@ -36,8 +45,9 @@ use std::{str::FromStr, time::Duration};
 
 use chrono::Utc;
 use hiregate_contracts::{
+    canonical::Digest,
     state::{ContractEvent, ContractState, DisputeDecision, Party},
-    verify::{VerificationRequest, VerificationStatus},
+    verify::{EvidenceFetch, VerificationRequest, VerificationStatus},
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -45,6 +55,7 @@ use serde_json::{Value, json};
 use super::{
     HireService, evidence,
     execute::{Ctx, internal},
+    judge::StoredBytesError,
     reply::Reply,
 };
 use crate::{
@@ -67,10 +78,66 @@ const MAX_CLAIM_BYTES: usize = 16_000;
 pub struct DisputeRequest {
     /// Why the party disputes.
     pub reason: String,
-    /// What the party claims (free-form JSON).
+    /// What the party claims. A seeker's dispute requires `{"text": "…" (1 to 4000 bytes),
+    /// "failing_paths": ["/json/pointer", …] (optional, at most 32)}` (other members are kept);
+    /// an operator's is free-form JSON.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub claim: Option<Value>,
+}
+
+/// Longest claim text of a seeker's dispute, in bytes.
+const MAX_CLAIM_TEXT_BYTES: usize = 4_000;
+/// Most failing paths a claim may name.
+const MAX_FAILING_PATHS: usize = 32;
+/// Longest failing path, in bytes.
+const MAX_FAILING_PATH_BYTES: usize = 512;
+
+/// A seeker's claim: the text the arbiter reads and, optionally, where the deliverable fails
+/// (JSON Pointers into it).
+fn check_seeker_claim(claim: Option<&Value>) -> Result<(), ApiError> {
+    let invalid = |reason: String| ApiError::Validation {
+        field: "claim".to_owned(),
+        reason,
+    };
+    let Some(claim) = claim.and_then(Value::as_object) else {
+        return Err(invalid(
+            "a seeker's dispute needs a claim {\"text\": …, \"failing_paths\": [...]}".to_owned(),
+        ));
+    };
+    match claim.get("text").and_then(Value::as_str) {
+        Some(text)
+            if !text.trim().is_empty()
+                && text.len() <= MAX_CLAIM_TEXT_BYTES
+                && !text.contains('\0') => {}
+        _ => {
+            return Err(invalid(format!(
+                "claim.text must be 1 to {MAX_CLAIM_TEXT_BYTES} bytes of text, without U+0000"
+            )));
+        }
+    }
+    if let Some(paths) = claim.get("failing_paths") {
+        let paths = paths
+            .as_array()
+            .filter(|paths| paths.len() <= MAX_FAILING_PATHS)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "claim.failing_paths must be an array of at most {MAX_FAILING_PATHS} JSON Pointers"
+                ))
+            })?;
+        for path in paths {
+            let pointer = path.as_str().filter(|p| {
+                (p.is_empty() || p.starts_with('/')) && p.len() <= MAX_FAILING_PATH_BYTES
+            });
+            if pointer.is_none() {
+                return Err(invalid(format!(
+                    "claim.failing_paths holds JSON Pointers (\"\" or starting with '/', at most \
+                     {MAX_FAILING_PATH_BYTES} bytes): {path}"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `POST /v1/disputes/{id}/response` body: the other party's side.
@@ -93,6 +160,15 @@ pub struct DecisionRequest {
     pub decision: DisputeDecision,
     /// Why.
     pub reason: String,
+}
+
+/// A replay's verdict and where its evidence came from.
+struct Replay {
+    result: hiregate_contracts::verify::VerificationResult,
+    /// Evidence judged from the bytes stored at the original verdict.
+    from_store: Vec<String>,
+    /// Evidence unreachable then, fetched again.
+    refetched: Vec<String>,
 }
 
 /// Who takes a decision, and how.
@@ -219,6 +295,9 @@ impl HireService {
                 reason: format!("the claim may be at most {MAX_CLAIM_BYTES} bytes of JSON"),
             });
         }
+        if caller.is_seeker() {
+            check_seeker_claim(request.claim.as_ref())?;
+        }
         let store = &self.inner.store;
         let contract = store
             .get_contract(contract_id)
@@ -303,7 +382,7 @@ impl HireService {
             party = party_name,
             "dispute opened"
         );
-        self.resolve_by_replay(&ctx, &dispute_id)
+        self.resolve_by_replay(&ctx, &dispute_id, state)
             .await
             .map_err(|r| reply_error(&r))?;
         let dispute = store
@@ -370,11 +449,12 @@ impl HireService {
                     })
                 }
             }
+            (Party::Operator, ContractState::Failed) => self.check_money_held(contract).await,
             (party, state) => Err(ApiError::ConflictWithDetails {
                 code: "contract_not_disputable",
                 message: match party {
                     Party::Seeker => "a seeker may dispute an accepted contract only",
-                    Party::Operator => "an operator may dispute a rejected contract only",
+                    Party::Operator => "an operator may dispute a rejected or failed contract only",
                 }
                 .to_owned(),
                 details: json!({"state": state.as_str()}),
@@ -382,34 +462,116 @@ impl HireService {
         }
     }
 
+    /// A failed contract may be disputed only while its money is still held: the arbiter
+    /// could not settle money that went back to the payer. 409 `money_released` otherwise.
+    async fn check_money_held(&self, contract: &ContractRecord) -> Result<(), ApiError> {
+        let payment = self
+            .inner
+            .store
+            .payment_of_contract(&contract.contract_id)
+            .await?
+            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("failed, no payment")))?;
+        let margin =
+            i64::try_from(self.inner.config.contracts.settlement_margin_s).unwrap_or(i64::MAX);
+        let closes_at = payment.valid_before.saturating_sub(margin);
+        let released = |why: &str, message: &str| ApiError::ConflictWithDetails {
+            code: "money_released",
+            message: message.to_owned(),
+            details: json!({
+                "reason": why,
+                "payment_state": payment.state,
+                "valid_before": payment.valid_before,
+                "settlement_margin_s": margin,
+            }),
+        };
+        if payment.authorize_tx.is_some() {
+            // Escrowed: a failure voids the escrow at once; once voided (or reclaimed by the
+            // payer) nothing is left to capture.
+            if matches!(
+                payment.state.as_str(),
+                "voiding" | "voided" | "reclaimed" | "refunded"
+            ) {
+                return Err(released(
+                    "escrow_released",
+                    "the escrowed payment of this failed contract was returned to the payer: \
+                     there is nothing left to settle",
+                ));
+            }
+        }
+        if closes_at <= Utc::now().timestamp() {
+            return Err(released(
+                "authorization_expired",
+                "the payment authorization of this failed contract is (about to be) expired: \
+                 there is nothing left to settle",
+            ));
+        }
+        Ok(())
+    }
+
     /// Replay the pinned policy on the stored deliverable and decide where the replay can
-    /// (see the module table); otherwise escalate.
-    async fn resolve_by_replay(&self, ctx: &Ctx, dispute_id: &str) -> Result<(), Reply> {
+    /// (see the module table); otherwise escalate. `disputed` is the state the dispute opened
+    /// from.
+    async fn resolve_by_replay(
+        &self,
+        ctx: &Ctx,
+        dispute_id: &str,
+        disputed: ContractState,
+    ) -> Result<(), Reply> {
         let store = &self.inner.store;
+        if disputed == ContractState::Failed {
+            let skipped = json!({
+                "skipped": "the contract failed before a verdict: there is nothing to replay",
+            });
+            store
+                .record_dispute_replay(dispute_id, &skipped, "", "escalated")
+                .await?;
+            self.escalated_event(ctx, dispute_id, &skipped).await?;
+            return Ok(());
+        }
         let original = store
             .latest_verification(&ctx.contract_id)
             .await?
             .ok_or_else(|| internal("a disputed contract has no verification"))?;
-        let replay = match self.replay(ctx).await? {
+        let replay = match Box::pin(self.replay(ctx)).await? {
             Ok(replay) => replay,
             Err(why) => {
-                // The stored bytes no longer match their digest: nothing a machine may judge.
+                // Stored bytes that are not what was judged: nothing a machine may judge.
+                let refused = json!({
+                    "error": {"code": why.code(), "message": why.to_string()},
+                    "original_verification_status": original.status,
+                });
                 store
-                    .record_dispute_replay(dispute_id, &json!({"error": why}), "", "escalated")
+                    .record_dispute_replay(dispute_id, &refused, "", "escalated")
                     .await?;
+                self.escalated_event(ctx, dispute_id, &refused).await?;
+                tracing::warn!(contract_id = %ctx.contract_id, dispute_id, error = %why, "replay refused: stored bytes fail their digest");
                 return Ok(());
             }
         };
-        let status = status_name(replay.verification_status);
-        let decision = match (replay.verification_status, original.status.as_str()) {
-            (VerificationStatus::Passed, _) => Some(DisputeDecision::Settle),
-            (VerificationStatus::Failed, "passed" | "inconclusive") => Some(DisputeDecision::Void),
+        let status = status_name(replay.result.verification_status);
+        let decision = match (disputed, replay.result.verification_status) {
+            // The seeker disputes an acceptance: a failing replay upholds the seeker; a passing
+            // one only repeats the verdict the claim disputes, so a person decides.
+            (ContractState::Accepted, VerificationStatus::Failed) => Some(DisputeDecision::Void),
+            (ContractState::Rejected, VerificationStatus::Passed) => Some(DisputeDecision::Settle),
+            // The rejection was for want of evidence; with the evidence it fails outright.
+            (ContractState::Rejected, VerificationStatus::Failed)
+                if original.status == "inconclusive" =>
+            {
+                Some(DisputeDecision::Void)
+            }
             _ => None,
         };
+        let replay_evidence = json!({
+            "from_store": replay.from_store,
+            "refetched": replay.refetched,
+        });
+        let replay = replay.result;
         let mut replay_json =
             serde_json::to_value(&replay).map_err(|e| internal(format!("replay: {e}")))?;
         replay_json["original_verification_status"] = json!(original.status);
         replay_json["original_verifier_result_hash"] = json!(original.verifier_result_hash);
+        replay_json["evidence"] = replay_evidence;
         store
             .record_dispute_replay(
                 dispute_id,
@@ -457,27 +619,58 @@ impl HireService {
         Ok(())
     }
 
-    /// The pinned policy run again on the stored deliverable, with evidence fetched again.
-    /// `Ok(Err(why))` when the stored bytes fail their digest check.
-    async fn replay(
-        &self,
-        ctx: &Ctx,
-    ) -> Result<Result<hiregate_contracts::verify::VerificationResult, String>, Reply> {
+    /// The pinned policy run again on the stored deliverable and the evidence stored at the
+    /// original verdict; only evidence that was unreachable then is fetched again.
+    /// `Ok(Err(why))` when stored bytes fail their digest check.
+    async fn replay(&self, ctx: &Ctx) -> Result<Result<Replay, StoredBytesError>, Reply> {
         let inner = &self.inner;
         let (attempt_id, deliverable, digest) =
             match super::judge::stored_deliverable(&inner.store, &ctx.contract_id).await? {
                 Ok(stored) => stored,
                 Err(why) => return Ok(Err(why)),
             };
+        let stored_evidence: Vec<_> = inner
+            .store
+            .latest_deliverables(&ctx.contract_id)
+            .await?
+            .into_iter()
+            .filter(|piece| piece.kind == "evidence" && piece.attempt_id == attempt_id)
+            .collect();
+        let requests = deliverable.evidence_requests();
+        let mut kept = Vec::new();
+        let mut missing = Vec::new();
+        for request in &requests {
+            let stored = stored_evidence
+                .iter()
+                .find(|piece| piece.source_url.as_deref() == Some(request.uri.as_str()));
+            match stored {
+                Some(piece) => {
+                    let computed = Digest::of_bytes(&piece.content).to_string();
+                    if computed != piece.digest {
+                        return Ok(Err(StoredBytesError::DigestMismatch {
+                            what: format!("evidence {}", request.uri),
+                            recorded: piece.digest.clone(),
+                            computed,
+                        }));
+                    }
+                    kept.push((request.uri.clone(), piece.content.clone()));
+                }
+                None => missing.push(request.clone()),
+            }
+        }
         let policy = ctx.terms.verification();
         let budget = Duration::from_secs(inner.config.contracts.verification_budget_s.max(1));
-        let (evidence, _) = evidence::fetch_all(
+        let (mut evidence, _) = evidence::fetch_all(
             &inner.outbound,
-            &deliverable.evidence_requests(),
+            &missing,
             budget,
             inner.config.outbound.max_response_bytes,
         )
         .await;
+        let from_store: Vec<String> = kept.iter().map(|(uri, _)| uri.to_string()).collect();
+        for (uri, bytes) in kept {
+            evidence.insert(&uri, EvidenceFetch::Fetched(bytes));
+        }
         let candidate_id = digest.to_string();
         let votes = super::crosscheck::collect_votes(
             &inner.store,
@@ -504,7 +697,33 @@ impl HireService {
                 votes: votes.as_ref(),
             })
             .map_err(|e| internal(format!("replay could not run: {e}")))?;
-        Ok(Ok(result))
+        Ok(Ok(Replay {
+            result,
+            from_store,
+            refetched: missing.iter().map(|r| r.uri.to_string()).collect(),
+        }))
+    }
+
+    /// The `dispute_escalated` event: the dispute waits for the arbiter.
+    async fn escalated_event(
+        &self,
+        ctx: &Ctx,
+        dispute_id: &str,
+        replay: &Value,
+    ) -> Result<(), Reply> {
+        self.inner
+            .store
+            .append_contract_event(
+                &ctx.contract_id,
+                &self.event(
+                    ctx,
+                    "gateway",
+                    "dispute_escalated",
+                    json!({"dispute_id": dispute_id, "replay": replay}),
+                ),
+            )
+            .await?;
+        Ok(())
     }
 
     /// Record `decision` once and carry it out: settle with the stored payment, or void.
@@ -818,6 +1037,26 @@ impl HireService {
     }
 }
 
+impl HireService {
+    /// When the deadline sweep voids a still-undecided dispute of `contract_id` (the silent
+    /// arbiter's default): `validBefore - settlement_margin_s` of its payment.
+    async fn silent_arbiter_deadline(
+        &self,
+        contract_id: &str,
+    ) -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
+        let margin =
+            i64::try_from(self.inner.config.contracts.settlement_margin_s).unwrap_or(i64::MAX);
+        Ok(self
+            .inner
+            .store
+            .payment_of_contract(contract_id)
+            .await?
+            .and_then(|payment| {
+                chrono::DateTime::from_timestamp(payment.valid_before.saturating_sub(margin), 0)
+            }))
+    }
+}
+
 /// Longest page of the arbiter's queue.
 pub const MAX_QUEUE_PAGE: u32 = 100;
 
@@ -825,7 +1064,7 @@ impl HireService {
     /// `GET /v1/disputes?state=` (admin): disputes in `state`, oldest first, each with what the
     /// arbiter decides on: the contract view (terms, deliverable with its digest and content,
     /// verification result, payment) next to the dispute (the opening party's reason and
-    /// claim, the replay's result).
+    /// claim, the replay's result), and `deadline_at`: when the silent arbiter's `void` applies.
     pub async fn dispute_queue(
         &self,
         state: &str,
@@ -841,9 +1080,12 @@ impl HireService {
                 .await?
                 .ok_or_else(|| ApiError::internal(anyhow::anyhow!("dispute without contract")))?;
             let view = self.contract_view(&contract, true).await?;
+            let deadline_at = self.silent_arbiter_deadline(&contract.contract_id).await?;
             items.push(json!({
                 "dispute": dispute_view(dispute),
                 "contract": view,
+                "deadline_at": deadline_at,
+                "deadline_action": "void",
             }));
         }
         let next_after = (disputes.len() == limit as usize)

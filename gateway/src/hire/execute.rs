@@ -29,6 +29,10 @@
 //! checksum when the output is files) once the money allows showing it, and the worker's
 //! `metadata`; 202 pending carries `status`, `task_id`, `poll_url` (the gateway's contract view)
 //! and `estimated_completion`; 422/502/504 carry `status: failed`, `contract_id` and `error`.
+//! A repeated execute (the contract was past `offered` when it came in, other than a paid
+//! contract waiting for its retry) is answered with `duplicate: true`, the original attempt's
+//! id and status (`original`), and `X-Duplicate: true`: SW4RM's `DUPLICATE_DETECTED`, never a
+//! silent replay. Every answer carries the hire's `X-Correlation-ID`.
 //!
 //! The flow runs on its own task: a client that hangs up, or the request timeout, cannot stop
 //! it between "worker called" and "outcome recorded".
@@ -116,11 +120,20 @@ pub(super) struct Ctx {
 }
 
 impl Ctx {
+    /// The context of `contract`'s next step. Its correlation id is the contract's own (fixed
+    /// at proposal) so one id follows the hire across requests, jobs, worker calls and
+    /// webhooks; `correlation_id` (the request's or job's) stands in only for contracts
+    /// proposed before the contract kept one.
     pub(super) fn of(
         contract: &ContractRecord,
         correlation_id: String,
         actor: String,
     ) -> Result<Self, Reply> {
+        let correlation_id = match (&contract.correlation_id, correlation_id.is_empty()) {
+            (Some(own), _) => own.clone(),
+            (None, false) => correlation_id,
+            (None, true) => format!("job_{}", ulid::Ulid::new()),
+        };
         let terms: ContractTerms = serde_json::from_value(contract.terms.clone())
             .map_err(|e| internal(format!("stored terms do not parse: {e}")))?;
         let offer: StoredOffer = contract
@@ -216,10 +229,44 @@ impl HireService {
                 .get_contract(&ctx.contract_id)
                 .await?
                 .ok_or_else(not_found)?;
-            return self.in_progress_now(&ctx, &current.state).await;
+            let reply = self.in_progress_now(&ctx, &current.state).await?;
+            return Ok(self
+                .mark_duplicate(&current, reply)
+                .await?
+                .correlated(&ctx.correlation_id));
         };
+        let current = store
+            .get_contract(&ctx.contract_id)
+            .await?
+            .ok_or_else(not_found)?;
+        let reply = match self.drive(&ctx, request.payment_signature.as_deref()).await {
+            Ok(reply) | Err(reply) => reply,
+        };
+        let reply = if is_repeat(&current) {
+            self.mark_duplicate(&current, reply).await?
+        } else {
+            reply
+        };
+        Ok(reply.correlated(&ctx.correlation_id))
+    }
 
-        self.drive(&ctx, request.payment_signature.as_deref()).await
+    /// The answer to a repeated execute, marked as such and linked to the original attempt
+    /// (SW4RM's `DUPLICATE_DETECTED`): what was stored when this call came in.
+    async fn mark_duplicate(&self, found: &ContractRecord, reply: Reply) -> Result<Reply, Reply> {
+        let attempts = self.inner.store.list_attempts(&found.contract_id).await?;
+        let original = attempts.last();
+        tracing::info!(
+            contract_id = %found.contract_id,
+            state = %found.state,
+            original_attempt_id = original.map(|a| a.attempt_id.as_str()),
+            "duplicate execute: answered from the stored state, nothing run again"
+        );
+        Ok(reply.duplicate(json!({
+            "status": "DUPLICATE_DETECTED",
+            "original_attempt_id": original.map(|a| a.attempt_id.clone()),
+            "original_status": found.state,
+            "cached_at": found.updated_at,
+        })))
     }
 
     /// Take the contract through every step it can take now (pay, forward, settle) until one
@@ -619,6 +666,17 @@ pub(super) fn hire_failure(
             "error": {"code": code, "message": message.into(), "details": details},
         }),
     )
+}
+
+/// Whether an execute finding `contract` repeats one that was answered before: anything past
+/// `offered`, except a paid contract that is not queued (its attempt failed with retries left,
+/// or nothing forwarded it yet), which this execute takes on.
+fn is_repeat(contract: &ContractRecord) -> bool {
+    match contract.state.as_str() {
+        "offered" => false,
+        "paid" => contract.queued_at.is_some(),
+        _ => true,
+    }
 }
 
 /// An execute body must be empty or the contract's input (in any JSON spelling).

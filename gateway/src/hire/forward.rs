@@ -17,7 +17,6 @@ use super::{
     HireService,
     execute::{Ctx, Step, hire_failure, internal},
     offer::AuthorizationWindow,
-    payment::worker_busy,
     reply::Reply,
 };
 use crate::{
@@ -120,8 +119,11 @@ impl HireService {
             .await?;
         let attempt_no = match started {
             StartAttempt::Started { attempt_no } => attempt_no,
-            StartAttempt::WorkerBusy { in_flight } => {
-                return Ok(Step::Done(worker_busy(in_flight)));
+            StartAttempt::WorkerBusy { in_flight, ahead } => {
+                let reply = self
+                    .queue_for_slot(ctx, in_flight, ahead, listing.max_parallel.get())
+                    .await?;
+                return Ok(Step::Done(reply));
             }
             StartAttempt::StateMismatch { .. } => return Ok(Step::Again),
             StartAttempt::NotFound => {
@@ -188,6 +190,7 @@ impl HireService {
                     protocol_options: &listing.protocol_options,
                     events: &relay,
                     timeout,
+                    correlation_id: &ctx.correlation_id,
                     secrets: ctx.secrets.as_ref(),
                     terms: &ctx.terms,
                     cancelled: &cancelled,

@@ -256,28 +256,61 @@ pub(super) fn evidence_pieces(
         .collect()
 }
 
+/// Why stored bytes cannot be judged again. Never a verdict: the bytes are not what was judged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum StoredBytesError {
+    /// Nothing was delivered.
+    #[error("no stored deliverable")]
+    Missing,
+    /// The stored deliverable is not a deliverable any more.
+    #[error("the stored deliverable does not parse")]
+    Unreadable,
+    /// The stored bytes hash to another digest than the one recorded when they were judged.
+    #[error("the stored {what}'s digest {computed} differs from the recorded {recorded}")]
+    DigestMismatch {
+        /// `deliverable`, or `evidence <url>`.
+        what: String,
+        /// Recorded at delivery.
+        recorded: String,
+        /// Of the bytes stored now.
+        computed: String,
+    },
+}
+
+impl StoredBytesError {
+    /// Stable code.
+    pub(super) fn code(&self) -> &'static str {
+        match self {
+            Self::Missing => "no_stored_deliverable",
+            Self::Unreadable => "stored_deliverable_unreadable",
+            Self::DigestMismatch { .. } => "stored_digest_mismatch",
+        }
+    }
+}
+
 /// The contract's latest deliverable as stored, digest-checked: `(attempt_id, deliverable,
 /// digest)`, or why it cannot be judged again (`Ok(Err(why))`). What disputes replay and what a
 /// takeover judges after a crash.
 pub(super) async fn stored_deliverable(
     store: &Store,
     contract_id: &str,
-) -> Result<Result<(String, Deliverable, Digest), String>, Reply> {
+) -> Result<Result<(String, Deliverable, Digest), StoredBytesError>, Reply> {
     let stored = store.latest_deliverables(contract_id).await?;
     let Some(record) = stored.iter().find(|d| d.kind == "deliverable") else {
-        return Ok(Err("no stored deliverable".to_owned()));
+        return Ok(Err(StoredBytesError::Missing));
     };
     let Ok(deliverable) = serde_json::from_slice::<Deliverable>(&record.content) else {
-        return Ok(Err("the stored deliverable does not parse".to_owned()));
+        return Ok(Err(StoredBytesError::Unreadable));
     };
     let digest = deliverable
         .digest()
         .map_err(|e| internal(format!("deliverable digest: {e}")))?;
     if digest.to_string() != record.digest {
-        return Ok(Err(format!(
-            "the stored deliverable's digest {digest} differs from the recorded {}",
-            record.digest
-        )));
+        return Ok(Err(StoredBytesError::DigestMismatch {
+            what: "deliverable".to_owned(),
+            recorded: record.digest.clone(),
+            computed: digest.to_string(),
+        }));
     }
     Ok(Ok((record.attempt_id.clone(), deliverable, digest)))
 }

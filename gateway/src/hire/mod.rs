@@ -19,6 +19,7 @@
 //! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifiers' eligibility at proposal (independent, healthy, serving `/verify`), their `/verify` votes, fail-closed |
 //! | [`relay`] | worker progress events (Superwire SSE) appended to the contract's event log |
 //! | [`locks`] | one in-process lock per contract |
+//! | [`queue`] | a worker's queue beyond `max_parallel`: 202 with the position, forwarded in order when a slot frees; 429 past it |
 //! | [`reply`] | execute answers with x402 and HIRE headers |
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
 //! | [`deadlines`] | authorizations settled or voided before `validBefore`, stale `settling` rescued; the background runner |
@@ -56,6 +57,7 @@ pub mod offered;
 mod payment;
 pub mod pending;
 pub mod protocol_terms;
+pub mod queue;
 pub mod receipts;
 mod recovery;
 pub mod relay;
@@ -468,6 +470,7 @@ impl HireService {
         tracing::info!(contract_id = %contract_id, worker_id = %listing.id, seeker_id = %seeker, "contract offered");
         let body = json!({
             "contract_id": contract_id,
+            "correlation_id": correlation_id,
             "state": "offered",
             "terms": terms_json,
             "terms_hash": terms_hash,
@@ -663,6 +666,8 @@ impl HireService {
             .and_then(|v| serde_json::from_value::<StoredOffer>(v).ok());
         Ok(json!({
             "contract_id": contract.contract_id,
+            "correlation_id": contract.correlation_id,
+            "queued_at": contract.queued_at.filter(|_| contract.state == "paid"),
             "state": contract.state,
             "seeker_id": contract.seeker_id,
             "worker_id": contract.worker_id,

@@ -326,17 +326,6 @@ impl HireService {
         }
     }
 
-    /// `Some(429)` when the contract's worker is at its `max_parallel` limit.
-    pub(super) async fn worker_at_capacity(&self, ctx: &Ctx) -> Result<Option<Reply>, Reply> {
-        let (in_flight, max_parallel) = self
-            .inner
-            .store
-            .worker_load(ctx.worker_id.as_str())
-            .await?
-            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
-        Ok((in_flight >= max_parallel).then(|| worker_busy(in_flight)))
-    }
-
     /// A payment that is already stored: this contract's own (answer by state), another
     /// contract's (refused), or a payment identifier reused for another payload (409).
     pub(super) fn known_payment(
@@ -371,16 +360,6 @@ impl HireService {
         }
         Ok(Step::Again)
     }
-}
-
-pub(super) fn worker_busy(in_flight: u32) -> Reply {
-    Reply::from(ApiError::TooManyRequests {
-        message: format!(
-            "the worker is at its max_parallel limit ({in_flight} contracts in flight); retry \
-             shortly"
-        ),
-        retry_after_s: 1,
-    })
 }
 
 pub(super) fn facilitator_unavailable(why: &str) -> Reply {

@@ -35,7 +35,7 @@ use std::{str::FromStr, time::Duration};
 
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{canonical::Digest, state::ContractState};
 use hiregate_worker_sdk::webhook::{WebhookError, WebhookSecret};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -223,6 +223,7 @@ impl HireService {
                     poll_url: &poll_url,
                     contract_id: &ctx.contract_id,
                     contract_token: &ctx.contract_token,
+                    correlation_id: &ctx.correlation_id,
                     timeout,
                 },
             )
@@ -423,7 +424,8 @@ impl HireService {
     /// `callback_replayed`); the body is a report for this contract and its pending task (400
     /// `invalid_callback_body`, 409 `callback_task_mismatch`). A progress report is noted (202);
     /// a terminal one is applied if the contract still waits on it (200), else 409
-    /// `contract_not_pending` and nothing changes.
+    /// `contract_not_pending`: the late report is recorded as a `late_result` event and
+    /// nothing else changes.
     pub async fn worker_callback(
         &self,
         contract_id: &str,
@@ -504,6 +506,8 @@ impl HireService {
         };
         let Some(attempt) = attempt.filter(|_| contract.state == ContractState::Pending.as_str())
         else {
+            self.record_late_result(&ctx, &contract.state, &verified.id, &report, body)
+                .await?;
             return Err(not_pending(&contract.state));
         };
         let task_id = report.get("task_id").and_then(Value::as_str);
@@ -525,7 +529,11 @@ impl HireService {
         }
         let actor = format!("worker:{worker_id}");
         match self.finish_pending(&ctx, &attempt, answer, &actor).await? {
-            Finished::NotPending { state } => return Err(not_pending(&state)),
+            Finished::NotPending { state } => {
+                self.record_late_result(&ctx, &state, &verified.id, &report, body)
+                    .await?;
+                return Err(not_pending(&state));
+            }
             Finished::Applied => {}
         }
         store
@@ -546,6 +554,55 @@ impl HireService {
             StatusCode::OK,
             json!({"contract_id": contract_id, "status": "accepted", "state": state}),
         ))
+    }
+}
+
+impl HireService {
+    /// A signed report that came after its attempt ended (timed out, failed, cancelled, or
+    /// already reported): SW4RM's late acknowledgment. It is recorded as a `late_result` event
+    /// (what came, for which attempt, in which contract state) and its `webhook-id` is
+    /// remembered, but it changes neither the outcome nor the money.
+    async fn record_late_result(
+        &self,
+        ctx: &Ctx,
+        state: &str,
+        webhook_id: &str,
+        report: &Value,
+        body: &[u8],
+    ) -> Result<(), Reply> {
+        let store = &self.inner.store;
+        let worker_id = ctx.worker_id.as_str();
+        if store.callback_seen(worker_id, webhook_id).await? {
+            return Ok(());
+        }
+        let last = store.list_attempts(&ctx.contract_id).await?.pop();
+        store
+            .append_contract_event(
+                &ctx.contract_id,
+                &self.event(
+                    ctx,
+                    &format!("worker:{worker_id}"),
+                    "late_result",
+                    json!({
+                        "webhook_id": webhook_id,
+                        "reported_status": report.get("status"),
+                        "task_id": report.get("task_id"),
+                        "report_digest": Digest::of_bytes(body).to_string(),
+                        "report_bytes": body.len(),
+                        "contract_state": state,
+                        "attempt_id": last.as_ref().map(|a| a.attempt_id.clone()),
+                        "attempt_state": last.as_ref().map(|a| a.state.clone()),
+                        "attempt_finished_at": last.and_then(|a| a.finished_at),
+                        "applied": false,
+                    }),
+                ),
+            )
+            .await?;
+        store
+            .record_callback(worker_id, webhook_id, &ctx.contract_id, Utc::now())
+            .await?;
+        tracing::info!(contract_id = %ctx.contract_id, state, "late worker report recorded; outcome unchanged");
+        Ok(())
     }
 }
 

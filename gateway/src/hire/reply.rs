@@ -29,6 +29,14 @@ pub const INFORMATIONAL_HEADERS: [HeaderName; 4] = [
     X_PAYMENT_NETWORK,
 ];
 
+/// The hire's correlation id on every execute answer (see [`crate::ids::CorrelationId`]).
+pub const X_CORRELATION_ID: HeaderName = HeaderName::from_static("x-correlation-id");
+/// `true` on the answer to a repeated execute (see [`Reply::duplicate`]).
+pub const X_DUPLICATE: HeaderName = HeaderName::from_static("x-duplicate");
+
+/// Headers of the hire's tracking, exposed to browsers.
+pub const HIRE_TRACKING_HEADERS: [HeaderName; 2] = [X_CORRELATION_ID, X_DUPLICATE];
+
 /// An execute answer: a plain API error, or a status, JSON body and headers. Boxed: replies
 /// travel as `Err` values through the execute flow.
 #[derive(Debug)]
@@ -196,6 +204,30 @@ impl Reply {
     #[must_use]
     pub fn no_store(self) -> Self {
         self.header(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))
+    }
+
+    /// Marks the answer to a repeated execute (SW4RM's `DUPLICATE_DETECTED`): header
+    /// `X-Duplicate: true`, and in a JSON object body `duplicate: true` with `original`
+    /// (the original attempt, its status and when it was recorded). Nothing ran again.
+    #[must_use]
+    pub fn duplicate(mut self, original: Value) -> Self {
+        if self.0.api_error.is_none()
+            && self.0.serialized.is_none()
+            && let Some(body) = self.0.body.as_object_mut()
+        {
+            body.insert("duplicate".to_owned(), Value::Bool(true));
+            body.insert("original".to_owned(), original);
+        }
+        self.header(X_DUPLICATE, HeaderValue::from_static("true"))
+    }
+
+    /// Adds `X-Correlation-ID` (skipped for an id no header can carry).
+    #[must_use]
+    pub fn correlated(self, correlation_id: &str) -> Self {
+        match HeaderValue::from_str(correlation_id) {
+            Ok(value) => self.header(X_CORRELATION_ID, value),
+            Err(_) => self,
+        }
     }
 
     /// Adds `Retry-After: seconds`.

@@ -28,6 +28,7 @@ use crate::{
         execute::ExecuteRequest,
         listing::{ContractPage, ListFilters, ListScope, list_contracts as list},
     },
+    ids::{CorrelationId, CorrelationIdError},
     state::AppState,
 };
 
@@ -47,6 +48,24 @@ fn correlation_id(headers: &HeaderMap) -> String {
         .and_then(|v| v.to_str().ok())
         .map(|v| v.chars().take(128).collect())
         .unwrap_or_else(|| format!("req_{}", ulid::Ulid::new()))
+}
+
+/// The name of the header carrying a hire's correlation id, both ways.
+pub(crate) const CORRELATION_HEADER: &str = "x-correlation-id";
+
+/// The correlation id a proposal starts the hire with: the seeker's `X-Correlation-ID` when it
+/// is well formed (400 `invalid_correlation_id` when not), else a fresh one.
+fn proposal_correlation_id(headers: &HeaderMap) -> ApiResult<CorrelationId> {
+    let Some(raw) = headers.get(CORRELATION_HEADER) else {
+        return Ok(CorrelationId::generate());
+    };
+    raw.to_str()
+        .ok()
+        .and_then(|raw| raw.parse::<CorrelationId>().ok())
+        .ok_or_else(|| ApiError::BadRequest {
+            code: "invalid_correlation_id",
+            message: CorrelationIdError.to_string(),
+        })
 }
 
 /// A contract id from a path or header; anything malformed names no contract (404).
@@ -126,9 +145,10 @@ pub(crate) async fn list_contracts(
     request_body = ContractRequest,
     security(("seeker_key" = [])),
     responses(
-        (status = 201, description = "The signed contract: `contract_id`, `terms`, `terms_hash`, `gateway_jws`, `payment.x402` (the offer execute asks for), `links`", body = Object,
-            headers(("Location" = String, description = "`/v1/contracts/{id}`"))),
-        (status = 400, description = "`malformed_json`", body = ErrorBody),
+        (status = 201, description = "The signed contract: `contract_id`, `correlation_id`, `terms`, `terms_hash`, `gateway_jws`, `payment.x402` (the offer execute asks for), `links`", body = Object,
+            headers(("Location" = String, description = "`/v1/contracts/{id}`"),
+                    ("X-Correlation-ID" = String, description = "The hire's correlation id: the one sent, or a generated `cor_…`; every later answer, event, worker call and webhook of the contract carries it"))),
+        (status = 400, description = "`malformed_json`; `invalid_correlation_id`: an `X-Correlation-ID` that is not 1 to 128 of `A-Za-z0-9._:-`", body = ErrorBody),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
         (status = 403, description = "`forbidden`: not a seeker key", body = ErrorBody),
         (status = 404, description = "`not_found`: no such worker", body = ErrorBody),
@@ -143,14 +163,21 @@ pub(crate) async fn create_contract(
     headers: HeaderMap,
     AppJson(request): AppJson<ContractRequest>,
 ) -> ApiResult<Response> {
+    let correlation = proposal_correlation_id(&headers)?;
     let created = state
         .hire
-        .create_contract(&seeker.principal_id, request, &correlation_id(&headers))
+        .create_contract(&seeker.principal_id, request, correlation.as_str())
         .await?;
     let location = format!("/v1/contracts/{}", created.contract_id);
     Ok((
         StatusCode::CREATED,
-        [(header::LOCATION, location)],
+        [
+            (header::LOCATION, location),
+            (
+                header::HeaderName::from_static(CORRELATION_HEADER),
+                correlation.to_string(),
+            ),
+        ],
         Json(created.body),
     )
         .into_response())
@@ -201,9 +228,11 @@ pub(crate) async fn get_contract(
     request_body(content = Object, description = "Empty, or the contract's input unchanged"),
     security(("seeker_key" = [])),
     responses(
-        (status = 200, description = "Paid, executed, verified: the deliverable and the verification result", body = Object,
-            headers(("PAYMENT-RESPONSE" = String, description = "x402 v2: base64 JSON settlement response (transaction, network, payer)"))),
-        (status = 202, description = "Paid; the worker accepted the task and works on it (`pending`): follow `GET /v1/contracts/{id}/events`", body = Object),
+        (status = 200, description = "Paid, executed, verified: the deliverable and the verification result. A repeated execute gets the stored answer with `duplicate: true` and `original` (`status: DUPLICATE_DETECTED`, `original_attempt_id`, `original_status`, `cached_at`)", body = Object,
+            headers(("PAYMENT-RESPONSE" = String, description = "x402 v2: base64 JSON settlement response (transaction, network, payer)"),
+                    ("X-Correlation-ID" = String, description = "The hire's correlation id, fixed at proposal"),
+                    ("X-Duplicate" = String, description = "`true` on the answer to a repeated execute: nothing ran again"))),
+        (status = 202, description = "Paid; the worker accepted the task and works on it (`pending`): follow `GET /v1/contracts/{id}/events`. Or `status: queued`: the worker is at `max_parallel`, the paid contract waits in its queue (`queued.position`, `queued.eta_s`) and is forwarded when a slot frees", body = Object),
         (status = 400, description = "`invalid_payment_signature`, `invalid_secrets_header`, `malformed_json`, `missing_contract_id`", body = ErrorBody),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
         (status = 402, description = "Payment required (no or refused `PAYMENT-SIGNATURE`); the body says why in `error.code`", body = ErrorBody,
@@ -213,7 +242,7 @@ pub(crate) async fn get_contract(
         (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts", body = ErrorBody),
         (status = 410, description = "`contract_expired`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
-        (status = 429, description = "`too_many_requests`: the worker is at `max_parallel`", body = ErrorBody),
+        (status = 429, description = "`too_many_requests`: the worker is at `max_parallel` and its queue (`contracts.worker_queue_depth`) is full; nothing was paid", body = ErrorBody),
         (status = 503, description = "`facilitator_unavailable` and other transient failures; retry after `Retry-After`", body = ErrorBody),
     ),
 )]
@@ -245,9 +274,11 @@ pub(crate) async fn execute_by_path(
     request_body(content = Object, description = "Empty, or the contract's input unchanged"),
     security(("seeker_key" = [])),
     responses(
-        (status = 200, description = "Paid, executed, verified: the deliverable and the verification result", body = Object,
-            headers(("PAYMENT-RESPONSE" = String, description = "x402 v2: base64 JSON settlement response (transaction, network, payer)"))),
-        (status = 202, description = "Paid; the worker accepted the task and works on it (`pending`): follow `GET /v1/contracts/{id}/events`", body = Object),
+        (status = 200, description = "Paid, executed, verified: the deliverable and the verification result. A repeated execute gets the stored answer with `duplicate: true` and `original` (`status: DUPLICATE_DETECTED`, `original_attempt_id`, `original_status`, `cached_at`)", body = Object,
+            headers(("PAYMENT-RESPONSE" = String, description = "x402 v2: base64 JSON settlement response (transaction, network, payer)"),
+                    ("X-Correlation-ID" = String, description = "The hire's correlation id, fixed at proposal"),
+                    ("X-Duplicate" = String, description = "`true` on the answer to a repeated execute: nothing ran again"))),
+        (status = 202, description = "Paid; the worker accepted the task and works on it (`pending`): follow `GET /v1/contracts/{id}/events`. Or `status: queued`: the worker is at `max_parallel`, the paid contract waits in its queue (`queued.position`, `queued.eta_s`) and is forwarded when a slot frees", body = Object),
         (status = 400, description = "`invalid_payment_signature`, `invalid_secrets_header`, `malformed_json`, `missing_contract_id`", body = ErrorBody),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
         (status = 402, description = "Payment required (no or refused `PAYMENT-SIGNATURE`); the body says why in `error.code`", body = ErrorBody,
@@ -257,7 +288,7 @@ pub(crate) async fn execute_by_path(
         (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts", body = ErrorBody),
         (status = 410, description = "`contract_expired`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
-        (status = 429, description = "`too_many_requests`: the worker is at `max_parallel`", body = ErrorBody),
+        (status = 429, description = "`too_many_requests`: the worker is at `max_parallel` and its queue (`contracts.worker_queue_depth`) is full; nothing was paid", body = ErrorBody),
         (status = 503, description = "`facilitator_unavailable` and other transient failures; retry after `Retry-After`", body = ErrorBody),
     ),
 )]

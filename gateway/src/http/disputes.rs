@@ -173,13 +173,13 @@ fn dispute_id(raw: &str) -> ApiResult<&str> {
     request_body = DisputeRequest,
     security(("seeker_key" = []), ("operator_key" = [])),
     responses(
-        (status = 201, description = "The dispute, already decided when the replay could decide it", body = Object),
+        (status = 201, description = "The dispute: decided when the replay could decide it, else `escalated` to the arbiter (a seeker's dispute the replay does not uphold, an operator's dispute of a failure, stored bytes failing their digest: `replay.error.code` `stored_digest_mismatch`)", body = Object),
         (status = 400, description = "`malformed_json`", body = ErrorBody),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
         (status = 403, description = "`forbidden`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 409, description = "`dispute_window_closed` / `dispute_already_open` / `contract_not_disputable`", body = ErrorBody),
-        (status = 422, description = "`invalid_body`", body = ErrorBody),
+        (status = 409, description = "`dispute_window_closed` / `dispute_already_open` / `contract_not_disputable` / `money_released` (an operator's dispute of a failure whose money went back to the payer: `details.reason` `escrow_released` or `authorization_expired`)", body = ErrorBody),
+        (status = 422, description = "`invalid_body`; `validation_failed` (`details.field`: `reason`, `claim`: a seeker's claim needs `text` and may name `failing_paths`)", body = ErrorBody),
     ),
 )]
 pub(crate) async fn open_dispute(

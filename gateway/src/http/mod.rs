@@ -154,6 +154,7 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
             ]
             .into_iter()
             .chain(crate::hire::reply::INFORMATIONAL_HEADERS)
+            .chain(crate::hire::reply::HIRE_TRACKING_HEADERS)
             .collect::<Vec<_>>(),
         )
         .max_age(Duration::from_secs(600))

@@ -73,6 +73,11 @@ pub struct ContractRecord {
     pub created_at: DateTime<Utc>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
+    /// The id that follows this hire from proposal to receipt (`None`: proposed before it was
+    /// kept).
+    pub correlation_id: Option<String>,
+    /// Since when a paid contract waits in its worker's queue (`None`: not queued).
+    pub queued_at: Option<DateTime<Utc>>,
 }
 
 /// An event to append.
@@ -147,6 +152,8 @@ pub(crate) struct ContractRow {
     deadline_at: Option<i64>,
     created_at: i64,
     updated_at: i64,
+    correlation_id: Option<String>,
+    queued_at: Option<i64>,
 }
 
 impl TryFrom<ContractRow> for ContractRecord {
@@ -168,6 +175,8 @@ impl TryFrom<ContractRow> for ContractRecord {
             deadline_at: from_millis_opt(ENTITY, row.deadline_at)?,
             created_at: from_millis(ENTITY, row.created_at)?,
             updated_at: from_millis(ENTITY, row.updated_at)?,
+            correlation_id: row.correlation_id,
+            queued_at: from_millis_opt(ENTITY, row.queued_at)?,
         })
     }
 }
@@ -207,7 +216,7 @@ impl TryFrom<EventRow> for ContractEvent {
 
 pub(crate) const CONTRACT_COLUMNS: &str = "contract_id, seeker_id, worker_id, task_type, terms, \
     terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, created_at, \
-    updated_at";
+    updated_at, correlation_id, queued_at";
 
 /// Appends an event with the next per-contract `seq`; the caller must already hold the contract
 /// row (see the module docs). Shared by all three writers.
@@ -223,7 +232,8 @@ pub(crate) const CONTRACT_CAS: &str = "update contract set state = $3, deadline_
 
 impl Store {
     /// Create a contract and record its first event (seq 1) atomically. A second contract with
-    /// the same id or terms hash is [`StoreError::Duplicate`].
+    /// the same id or terms hash is [`StoreError::Duplicate`]. The first event's correlation id
+    /// becomes the contract's: every later step of the hire carries it.
     pub async fn insert_contract(
         &self,
         contract: &NewContract,
@@ -231,8 +241,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into contract (contract_id, seeker_id, worker_id, task_type, \
             terms, terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, \
-            created_at, updated_at, webhook_url) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, $11, $12)";
+            created_at, updated_at, webhook_url, correlation_id) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, $11, $12, $13)";
         // The webhook outbox trigger reads this column (migration 0008), not the terms.
         let webhook_url = contract
             .terms
@@ -253,6 +263,7 @@ impl Store {
                 .bind(contract.deadline_at.map(to_millis))
                 .bind(to_millis(contract.created_at))
                 .bind(webhook_url)
+                .bind(&event.correlation_id)
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;

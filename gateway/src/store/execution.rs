@@ -7,7 +7,8 @@
 //! - [`Store::pay_contract`]: the payment row and `offered → paid` commit together, and the
 //!   payment's unique keys decide which of two concurrent payments wins;
 //! - [`Store::start_attempt`]: `paid → executing` happens only while the worker has fewer than
-//!   `max_parallel` contracts in flight, counted under the worker row's lock;
+//!   `max_parallel` contracts in flight, counted under the worker row's lock, and only in queue
+//!   order: contracts queued before it (`queued_at`) take the free slots first;
 //! - [`Store::begin_settlement`]: the contract enters `settling` and its payment is marked in the
 //!   same transaction, before anyone calls the facilitator's `/settle`.
 
@@ -66,10 +67,13 @@ pub enum StartAttempt {
         /// Attempt number.
         attempt_no: u32,
     },
-    /// The worker already has `in_flight >= max_parallel` contracts in flight.
+    /// The worker has no free slot for this contract: `in_flight` contracts are in flight
+    /// and `ahead` paid contracts queued before this one wait for the free ones.
     WorkerBusy {
         /// Contracts in flight at the worker.
         in_flight: u32,
+        /// Queued contracts ahead of this one.
+        ahead: u32,
     },
     /// The contract was not `paid`.
     StateMismatch {
@@ -367,6 +371,26 @@ fn in_flight_sql() -> String {
     format!("select count(*) from contract where worker_id = $1 and state in ({states})")
 }
 
+/// Paid contracts of worker `$1` queued before contract `$2` (all queued ones when `$2` is not
+/// queued): they take free slots first. Ties on `queued_at` go by contract id.
+const QUEUED_AHEAD: &str = "select count(*) from contract q where q.worker_id = $1 \
+    and q.state = 'paid' and q.queued_at is not null and q.contract_id <> $2 \
+    and not exists (select 1 from contract me where me.contract_id = $2 \
+        and me.queued_at is not null \
+        and (me.queued_at < q.queued_at \
+             or (me.queued_at = q.queued_at and me.contract_id < q.contract_id)))";
+
+/// A worker's load as the paid path sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerLoad {
+    /// Contracts the worker holds (`executing`, `pending`).
+    pub in_flight: u32,
+    /// The listing's `max_parallel`.
+    pub max_parallel: u32,
+    /// Paid contracts waiting in its queue.
+    pub queued: u32,
+}
+
 /// The statements of [`SideWrite`]s. A deliverable stored before (same attempt and position)
 /// is left as it is: reports of one attempt can arrive twice (poll and callback, a takeover).
 pub(crate) const DELIVERABLE: &str = "insert into deliverable (deliverable_id, contract_id, \
@@ -548,27 +572,73 @@ impl Store {
         row.map(PaymentRecord::try_from).transpose()
     }
 
-    /// `(in flight, max_parallel)` of `worker_id` in one query; `None` when the listing is
-    /// gone. The paid path's capacity check, before a payment is verified.
-    pub async fn worker_load(&self, worker_id: &str) -> Result<Option<(u32, u32)>, StoreError> {
+    /// The load of `worker_id` in one query; `None` when the listing is gone. The paid path's
+    /// capacity check, before a payment is verified.
+    pub async fn worker_load(&self, worker_id: &str) -> Result<Option<WorkerLoad>, StoreError> {
         let sql = format!(
-            "select ({}) as in_flight, cast(max_parallel as bigint) as max_parallel \
+            "select ({}) as in_flight, cast(max_parallel as bigint) as max_parallel, \
+             (select count(*) from contract where worker_id = $1 and state = 'paid' \
+              and queued_at is not null) as queued \
              from worker where worker_id = $1",
             in_flight_sql()
         );
-        let row: Option<(i64, i64)> = on_backend!(self, pool => {
+        let row: Option<(i64, i64, i64)> = on_backend!(self, pool => {
             sqlx::query_as(&sql).bind(worker_id).fetch_optional(pool).await?
         });
-        Ok(row.map(|(in_flight, max)| {
-            (
-                u32::try_from(in_flight).unwrap_or(u32::MAX),
-                u32::try_from(max).unwrap_or(0),
-            )
+        let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(row.map(|(in_flight, max, queued)| WorkerLoad {
+            in_flight: count(in_flight),
+            max_parallel: u32::try_from(max).unwrap_or(0),
+            queued: count(queued),
         }))
     }
 
-    /// Forward a paid contract: if its worker has fewer than `max_parallel` contracts in flight,
-    /// move it `paid → executing`, count the attempt and store it, all in one transaction.
+    /// Put a paid contract in its worker's queue (keeping its place if it is queued already);
+    /// returns its 1-based position, `None` when the contract is not `paid`.
+    pub async fn queue_contract(
+        &self,
+        contract_id: &str,
+        worker_id: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Option<u32>, StoreError> {
+        const SQL: &str = "update contract set queued_at = coalesce(queued_at, $2) \
+            where contract_id = $1 and state = 'paid'";
+        let updated = on_backend!(self, pool => {
+            sqlx::query(SQL)
+                .bind(contract_id)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if updated == 0 {
+            return Ok(None);
+        }
+        let ahead: i64 = on_backend!(self, pool => {
+            sqlx::query_scalar(QUEUED_AHEAD)
+                .bind(worker_id)
+                .bind(contract_id)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(Some(
+            u32::try_from(ahead).unwrap_or(u32::MAX).saturating_add(1),
+        ))
+    }
+
+    /// Queued paid contracts of every worker, longest waiting first: what the dispatcher
+    /// offers the free slots to.
+    pub async fn queued_contracts(&self, limit: u32) -> Result<Vec<String>, StoreError> {
+        const SQL: &str = "select contract_id from contract where state = 'paid' \
+            and queued_at is not null order by queued_at, contract_id limit $1";
+        Ok(on_backend!(self, pool => {
+            sqlx::query_scalar(SQL).bind(i64::from(limit)).fetch_all(pool).await?
+        }))
+    }
+
+    /// Forward a paid contract: if its worker has a free slot that no contract queued before it
+    /// is waiting for, move it `paid → executing` (out of the queue), count the attempt and
+    /// store it, all in one transaction.
     pub async fn start_attempt(
         &self,
         contract_id: &str,
@@ -578,7 +648,7 @@ impl Store {
         event: &NewContractEvent,
     ) -> Result<StartAttempt, StoreError> {
         const BUMP: &str = "update contract set state = 'executing', \
-            attempts_used = attempts_used + 1, updated_at = $2 \
+            attempts_used = attempts_used + 1, updated_at = $2, queued_at = null \
             where contract_id = $1 and state = 'paid' returning attempts_used";
         const INSERT: &str = "insert into attempt (attempt_id, contract_id, attempt_no, \
             payment_id, state, started_at) values ($1, $2, $3, $4, 'running', $5)";
@@ -591,8 +661,14 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
             let busy = u32::try_from(busy).unwrap_or(u32::MAX);
-            if busy >= max_parallel {
-                return Ok(StartAttempt::WorkerBusy { in_flight: busy });
+            let ahead: i64 = sqlx::query_scalar(QUEUED_AHEAD)
+                .bind(worker_id)
+                .bind(contract_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
+            if busy.saturating_add(ahead) >= max_parallel {
+                return Ok(StartAttempt::WorkerBusy { in_flight: busy, ahead });
             }
             let attempts: Option<i32> = sqlx::query_scalar(BUMP)
                 .bind(contract_id)

@@ -72,7 +72,7 @@ pub use disputes::{DisputeDecisionRecord, DisputeRecord, DisputeResponse, NewDis
 pub use execution::{
     AttemptEnd, AttemptRecord, AuthorizationOutcome, ContractStep, DeliverableRecord,
     IN_FLIGHT_STATES, NewAttempt, NewDeliverable, NewVerification, PayOutcome, SettlementOutcome,
-    SideWrite, StartAttempt, VerificationRecord,
+    SideWrite, StartAttempt, VerificationRecord, WorkerLoad,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
 pub use ledger::{LedgerEscrowPayment, LedgerPayment};

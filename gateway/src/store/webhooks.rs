@@ -70,6 +70,8 @@ pub struct ClaimedDelivery {
     pub to_state: Option<String>,
     /// Event details.
     pub details: serde_json::Value,
+    /// The hire's correlation id, as the event recorded it.
+    pub correlation_id: String,
 }
 
 /// How a try ended, as the lease holder records it.
@@ -177,6 +179,7 @@ struct ClaimedRow {
     from_state: Option<String>,
     to_state: Option<String>,
     details: JsonText<serde_json::Value>,
+    correlation_id: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -237,6 +240,7 @@ impl TryFrom<ClaimedRow> for ClaimedDelivery {
             from_state: row.from_state,
             to_state: row.to_state,
             details: row.details.0,
+            correlation_id: row.correlation_id,
         })
     }
 }
@@ -405,7 +409,8 @@ impl Store {
         let sql = format!(
             "select d.event_id, d.contract_id, d.seeker_id, d.url, d.attempts, d.total_attempts, \
              {ENDPOINT_DISABLED}, e.seq, e.at, e.actor, e.kind, e.from_state, e.to_state, \
-             e.details from webhook_delivery d join contract_event e on e.event_id = d.event_id \
+             e.details, e.correlation_id \
+             from webhook_delivery d join contract_event e on e.event_id = d.event_id \
              where d.lease_owner = $1 and d.event_id in ({}) order by d.event_id",
             placeholders(2, ids.len())
         );

@@ -180,7 +180,7 @@ impl WebhookDelivery {
             to_state: delivery.to_state.clone(),
             details: delivery.details.clone(),
         };
-        let body = serde_json::to_vec(&message_body(&event))
+        let body = serde_json::to_vec(&message_body(&event, &delivery.correlation_id))
             .map_err(|e| Unsendable::Permanent(format!("cannot encode the event: {e}")))?;
         let headers = secret
             .sign_headers(&message_id(delivery.event_id), Utc::now(), &body)
@@ -192,6 +192,10 @@ impl WebhookDelivery {
             .map_err(|e| Unsendable::Permanent(e.to_string()))?
             .headers(headers)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(
+                crate::adapters::CORRELATION_HEADER,
+                delivery.correlation_id.as_str(),
+            )
             .timeout(self.settings.request_timeout())
             .body(body);
         let response = self.outbound.send(request).await.map_err(|e| match e {

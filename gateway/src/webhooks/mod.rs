@@ -88,11 +88,13 @@ pub fn parse_message_id(raw: &str) -> Option<i64> {
 }
 
 /// The JSON body of a webhook: Standard Webhooks' `{type, timestamp, data}` with the public
-/// event as `data` (no correlation ids, no secrets, no payment payloads).
-pub fn message_body(event: &LiveEvent) -> Value {
+/// event as `data` (no secrets, no payment payloads), and the hire's `correlation_id` (also
+/// sent as the `X-Correlation-ID` header) so a receiver can tie it to its own proposal.
+pub fn message_body(event: &LiveEvent, correlation_id: &str) -> Value {
     json!({
         "type": format!("contract.{}", event.kind),
         "timestamp": event.at,
+        "correlation_id": correlation_id,
         "data": event,
     })
 }

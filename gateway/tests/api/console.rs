@@ -351,11 +351,11 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         "accepted": {"contractId": accepted},
         "rejected": {"contractId": rejected},
         "escalated": {"disputeId": dispute_id, "contractId": escalated},
-        // settled, flaky, live and the accepted one (its dispute is upheld) before the
-        // operator looks.
+        // settled, flaky and live before the operator looks (the accepted one's dispute
+        // waits for the arbiter).
         "earnings": {
             "asset": env.devnet.token().to_checksum(None),
-            "amount": (4 * PRICE).to_string(),
+            "amount": (3 * PRICE).to_string(),
         },
         "flaky": {"contractId": flaky},
         "deadLetter": {"deliveryId": dead_letter},
@@ -409,7 +409,14 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
 
     // What the clicks did, seen from the API and the chain.
     assert_eq!(env.state(&live).await, "settled");
-    assert_eq!(env.state(&accepted).await, "settled");
+    // The seeker's claim waits for the arbiter, as the form sent it.
+    assert_eq!(env.state(&accepted).await, "disputed");
+    let (_, contract) = get(&env, &format!("/v1/contracts/{accepted}"), &env.seeker_key).await;
+    assert_eq!(contract["dispute"]["state"], "escalated");
+    assert_eq!(
+        contract["dispute"]["claim"]["text"],
+        "a summary naming the main point"
+    );
     assert_eq!(env.state(&escalated).await, "voided");
     eventually(WAIT, "the redelivered webhook", || async {
         (receiver.accepted.load(Ordering::SeqCst) > 0).then_some(())

@@ -18,7 +18,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{ADMIN_KEY, TestDatabase, closed_port, eventually, spawn_app_on},
+    helpers::{ADMIN_KEY, TestDatabase, closed_port, eventually, spawn_app_on, tamper},
     hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_env_on, hire_listing, serve_worker},
 };
 
@@ -43,7 +43,8 @@ async fn dispute(env: &HireEnv, contract_id: &str, key: &str, reason: &str) -> (
         Method::POST,
         &format!("/v1/contracts/{contract_id}/disputes"),
         key,
-        &json!({"reason": reason, "claim": {"note": "see the deliverable"}}),
+        &json!({"reason": reason,
+                "claim": {"text": "the summary misses the point", "failing_paths": ["/summary"]}}),
     )
     .await
 }
@@ -109,43 +110,153 @@ async fn rejected_contract(env: &HireEnv) -> String {
     contract_id
 }
 
-#[tokio::test]
-async fn a_seekers_dispute_inside_the_window_upheld_by_replay_settles_after_it_closes() {
-    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+/// An accepted contract of `env` with a 600 s acceptance window.
+async fn accepted_contract(env: &HireEnv, text: &str) -> String {
     let contract_id = env
-        .contract(
-            HireEnv::input("disputed"),
-            json!({"acceptance_window_s": 600}),
-        )
+        .contract(HireEnv::input(text), json!({"acceptance_window_s": 600}))
         .await;
-    let before = env.balances().await;
-    let answer = paid(&env, &contract_id).await;
+    let answer = paid(env, &contract_id).await;
     assert_eq!(answer.status, 200, "{:?}", answer.body);
     assert_eq!(env.state(&contract_id).await, "accepted");
-    let original = view(&env, &contract_id).await["verification"]["verifier_result_hash"].clone();
+    contract_id
+}
 
-    let (status, body) = dispute(&env, &contract_id, &env.seeker_key, "summary is wrong").await;
-    assert_eq!(status, 201, "{body}");
-    assert_eq!(body["party"], "seeker");
-    assert_eq!(body["state"], "decided");
-    assert_eq!(body["decision"]["decision"], "settle");
-    assert_eq!(body["decision"]["decided_by"], "replay");
-    assert_eq!(body["decision"]["via"], "replay");
-    // Same evidence and policy: the replay's hash is the original's.
-    assert_eq!(body["replay_verifier_result_hash"], original);
-    assert_eq!(env.state(&contract_id).await, "settled");
-    let after = env.balances().await;
-    assert_eq!(after.0, before.0 - price());
-    assert_eq!(after.1, before.1 + price());
+/// The arbiter's queue: `GET /v1/disputes?state=escalated`.
+async fn escalated_queue(env: &HireEnv) -> Vec<Value> {
+    let (status, body) = send(
+        env,
+        Method::GET,
+        "/v1/disputes?state=escalated",
+        ADMIN_KEY,
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["disputes"].as_array().unwrap().clone()
+}
 
-    let kinds = env.event_kinds(&contract_id).await;
+#[tokio::test]
+async fn a_seekers_dispute_the_replay_does_not_uphold_goes_to_the_arbiter_who_decides_both_ways() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let before = env.balances().await;
+    let to_settle = accepted_contract(&env, "disputed, then paid").await;
+    let to_void = accepted_contract(&env, "disputed, then voided").await;
+    assert_eq!(
+        env.balances().await,
+        before,
+        "settlement waits for the window"
+    );
+    let original = view(&env, &to_settle).await["verification"]["verifier_result_hash"].clone();
+
+    // A seeker's dispute needs a claim with its text; refused ones change nothing.
+    for claim in [
+        json!(null),
+        json!({"note": "no text"}),
+        json!({"text": " "}),
+        json!({"text": "x", "failing_paths": ["no-slash"]}),
+    ] {
+        let (status, body) = send(
+            &env,
+            Method::POST,
+            &format!("/v1/contracts/{to_settle}/disputes"),
+            &env.seeker_key,
+            &json!({"reason": "wrong", "claim": claim}),
+        )
+        .await;
+        assert_eq!(status, 422, "{claim}: {body}");
+        assert_eq!(body["error"]["code"], "validation_failed");
+        assert_eq!(body["error"]["details"]["field"], "claim");
+    }
+    assert_eq!(env.state(&to_settle).await, "accepted");
+
+    let (status, settle_dispute) =
+        dispute(&env, &to_settle, &env.seeker_key, "summary is wrong").await;
+    assert_eq!(status, 201, "{settle_dispute}");
+    assert_eq!(settle_dispute["party"], "seeker");
+    // The replay agrees with the acceptance: not an answer to the claim, so a person decides.
+    assert_eq!(settle_dispute["state"], "escalated");
+    assert!(settle_dispute["decision"].is_null());
+    assert_eq!(settle_dispute["replay"]["verification_status"], "passed");
+    assert_eq!(settle_dispute["replay_verifier_result_hash"], original);
+    assert_eq!(
+        settle_dispute["claim"]["text"],
+        "the summary misses the point"
+    );
+    assert_eq!(settle_dispute["claim"]["failing_paths"][0], "/summary");
+    assert_eq!(env.state(&to_settle).await, "disputed");
+    let (status, void_dispute) = dispute(&env, &to_void, &env.seeker_key, "also wrong").await;
+    assert_eq!(status, 201, "{void_dispute}");
+    assert_eq!(void_dispute["state"], "escalated");
+
+    // The arbiter's queue: oldest first, each with the silent arbiter's deadline.
+    let queue = escalated_queue(&env).await;
+    let ids: Vec<&Value> = queue
+        .iter()
+        .map(|item| &item["dispute"]["dispute_id"])
+        .collect();
+    assert_eq!(
+        ids,
+        [&settle_dispute["dispute_id"], &void_dispute["dispute_id"]]
+    );
+    for item in &queue {
+        assert_eq!(
+            item["dispute"]["claim"]["text"],
+            "the summary misses the point"
+        );
+        assert_eq!(item["deadline_action"], "void");
+        let deadline: chrono::DateTime<chrono::Utc> =
+            serde_json::from_value(item["deadline_at"].clone()).expect("a deadline");
+        let valid_before = item["contract"]["payment"]["valid_before"]
+            .as_i64()
+            .unwrap();
+        assert_eq!(
+            deadline.timestamp(),
+            valid_before - 120,
+            "validBefore - settlement margin"
+        );
+        assert!(deadline > chrono::Utc::now());
+    }
+
+    let (status, decided) = decide(
+        &env,
+        settle_dispute["dispute_id"].as_str().unwrap(),
+        "settle",
+    )
+    .await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["decision"]["via"], "arbiter");
+    assert_eq!(env.state(&to_settle).await, "settled");
+    let after_settle = env.balances().await;
+    assert_eq!(
+        after_settle.0,
+        before.0 - price(),
+        "the worker is paid on chain"
+    );
+    assert_eq!(after_settle.1, before.1 + price());
+
+    let (status, decided) =
+        decide(&env, void_dispute["dispute_id"].as_str().unwrap(), "void").await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(env.state(&to_void).await, "voided");
+    assert_eq!(
+        env.balances().await,
+        after_settle,
+        "the payer is made whole: nothing moved"
+    );
+    assert!(escalated_queue(&env).await.is_empty());
+
+    let kinds = env.event_kinds(&to_settle).await;
     let order: Vec<&str> = kinds
         .iter()
         .map(String::as_str)
         .filter(|k| {
             matches!(
                 *k,
-                "dispute_opened" | "dispute_decided" | "dispute_resolved" | "settlement_succeeded"
+                "dispute_opened"
+                    | "dispute_replayed"
+                    | "dispute_decided"
+                    | "dispute_resolved"
+                    | "settlement_succeeded"
             )
         })
         .collect();
@@ -153,24 +264,68 @@ async fn a_seekers_dispute_inside_the_window_upheld_by_replay_settles_after_it_c
         order,
         [
             "dispute_opened",
+            "dispute_replayed",
             "dispute_decided",
             "dispute_resolved",
             "settlement_succeeded"
         ]
     );
-    let contract = view(&env, &contract_id).await;
-    assert_eq!(contract["dispute"]["dispute_id"], body["dispute_id"]);
-
-    let receipt = receipt_dispute(&env, &contract_id).await;
+    let receipt = receipt_dispute(&env, &to_settle).await;
     assert_eq!(receipt.outcome, ContractState::Settled);
     let decided = receipt.dispute.expect("the receipt binds the dispute");
     assert_eq!(decided.decision, DisputeDecision::Settle);
-    assert_eq!(decided.decided_by, "replay");
+    assert_eq!(decided.decided_by, "admin");
+    assert_eq!(
+        receipt_dispute(&env, &to_void).await.outcome,
+        ContractState::Voided
+    );
 
     // One dispute per contract.
-    let (status, again) = dispute(&env, &contract_id, &env.seeker_key, "again").await;
+    let (status, again) = dispute(&env, &to_settle, &env.seeker_key, "again").await;
     assert_eq!(status, 409, "{again}");
     assert_eq!(again["error"]["code"], "contract_not_disputable");
+}
+
+#[tokio::test]
+async fn a_replay_on_stored_bytes_that_fail_their_digest_is_refused_never_a_verdict() {
+    let database = TestDatabase::sqlite();
+    let database_url = database.url();
+    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let contract_id = accepted_contract(&env, "tampered later").await;
+    let before = env.balances().await;
+    // Someone with database access rewrites the stored deliverable.
+    tamper(
+        &database_url,
+        &format!(
+            "update deliverable set digest = 'sha256:{}' \
+             where contract_id = '{contract_id}' and kind = 'deliverable'",
+            "0".repeat(64)
+        ),
+    )
+    .await;
+    let (status, body) = dispute(&env, &contract_id, &env.seeker_key, "prove it").await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["state"], "escalated");
+    assert!(
+        body["decision"].is_null(),
+        "no verdict from bytes that are not what was judged"
+    );
+    assert_eq!(body["replay"]["error"]["code"], "stored_digest_mismatch");
+    assert!(
+        body["replay"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("differs from the recorded"),
+        "{body}"
+    );
+    assert_eq!(body["replay_verifier_result_hash"], "");
+    assert!(
+        env.event_kinds(&contract_id)
+            .await
+            .contains(&"dispute_escalated".to_owned())
+    );
+    assert_eq!(env.state(&contract_id).await, "disputed");
+    assert_eq!(env.balances().await, before, "no money moved");
 }
 
 #[tokio::test]
@@ -182,7 +337,7 @@ async fn an_operators_dispute_of_an_inconclusive_rejection_settles_once_the_file
     let url: url::Url = format!("http://127.0.0.1:{port}/summary.json")
         .parse()
         .unwrap();
-    let file = file_output(url, "application/json", &file_bytes);
+    let file = file_output(url.clone(), "application/json", &file_bytes);
     let jwks_url = format!("{}/.well-known/jwks.json", env.app.address)
         .parse()
         .unwrap();
@@ -238,6 +393,9 @@ async fn an_operators_dispute_of_an_inconclusive_rejection_settles_once_the_file
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["party"], "operator");
     assert_eq!(body["replay"]["verification_status"], "passed");
+    // Unreachable at the original verdict: the one piece of evidence fetched again.
+    assert_eq!(body["replay"]["evidence"]["refetched"][0], url.as_str());
+    assert_eq!(body["replay"]["evidence"]["from_store"], json!([]));
     assert_eq!(body["decision"]["decision"], "settle");
     assert_eq!(body["decision"]["via"], "replay");
     assert_eq!(env.state(&contract_id).await, "settled");
@@ -483,4 +641,206 @@ async fn strangers_get_403_and_a_late_dispute_a_clear_409() {
             .unwrap()
             .is_none()
     );
+}
+
+/// A contract that failed on an SLA breach: a pending worker slower than the 1 s SLA, one
+/// attempt allowed.
+async fn failed_contract(env: &HireEnv, text: &str) -> String {
+    let contract_id = env
+        .contract(
+            json!({"text": text, "mode": "pending", "delay_ms": 60_000}),
+            // The acceptance window keeps the authorization valid well after the failure.
+            json!({"sla": {"max_latency_ms": 1000}, "retry_policy": {"max_attempts": 1},
+                   "acceptance_window_s": 600}),
+        )
+        .await;
+    let answer = paid(env, &contract_id).await;
+    assert_eq!(answer.status, 202, "{:?}", answer.body);
+    eventually(WAIT, "the SLA breach", || async {
+        (env.state(&contract_id).await == "failed").then_some(())
+    })
+    .await;
+    contract_id
+}
+
+#[tokio::test]
+async fn an_operators_dispute_of_a_failure_is_decided_while_the_money_is_held_refused_after() {
+    let database = TestDatabase::sqlite();
+    let database_url = database.url();
+    let env = hire_env(database, WorkerKind::Faulty, 4, FAST_JOBS).await;
+    let before = env.balances().await;
+    let held = failed_contract(&env, "the gateway was down").await;
+    let released = failed_contract(&env, "too late to argue").await;
+    assert_eq!(env.balances().await, before, "a failure moves no money");
+
+    // Only the operator may dispute a failure.
+    let (status, body) = dispute(&env, &held, &env.seeker_key, "mine").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "contract_not_disputable");
+
+    let (status, body) = dispute(
+        &env,
+        &held,
+        &env.operator_key,
+        "the SLA breach was the gateway's outage",
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["party"], "operator");
+    assert_eq!(
+        body["state"], "escalated",
+        "no verdict to replay: the arbiter decides"
+    );
+    assert!(body["replay"]["skipped"].is_string(), "{body}");
+    assert_eq!(env.state(&held).await, "disputed");
+    let queue = escalated_queue(&env).await;
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0]["dispute"]["dispute_id"], body["dispute_id"]);
+    assert!(queue[0]["deadline_at"].is_string());
+
+    let (status, decided) = decide(&env, body["dispute_id"].as_str().unwrap(), "settle").await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(env.state(&held).await, "settled");
+    let after = env.balances().await;
+    assert_eq!(
+        after.0,
+        before.0 - price(),
+        "the held authorization settled on chain"
+    );
+    assert_eq!(after.1, before.1 + price());
+
+    // The other one's authorization is about to lapse (its validBefore moved close, standing
+    // in for the time that would pass): the money is as good as back with the payer.
+    let soon = chrono::Utc::now().timestamp() + 60;
+    tamper(
+        &database_url,
+        &format!("update payment set valid_before = {soon} where contract_id = '{released}'"),
+    )
+    .await;
+    let (status, body) = dispute(&env, &released, &env.operator_key, "also the gateway").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "money_released");
+    assert_eq!(body["error"]["details"]["reason"], "authorization_expired");
+    assert_eq!(env.state(&released).await, "failed", "nothing changed");
+    assert!(view(&env, &released).await["dispute"].is_null());
+    assert_eq!(env.balances().await, after);
+}
+
+#[tokio::test]
+async fn a_replay_judges_evidence_fetched_at_the_verdict_from_the_stored_bytes() {
+    let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, FAST_JOBS).await;
+    // The worker hands back a JSON file served while the verdict is taken, gone afterwards.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let file_bytes = serde_json::to_vec(&json!({"summary": "kept", "confidence": 0.9})).unwrap();
+    let served = file_bytes.clone();
+    let files = axum::Router::new().route(
+        "/summary.json",
+        axum::routing::get(move || {
+            let served = served.clone();
+            async move { ([("content-type", "application/json")], served) }
+        }),
+    );
+    let server = tokio::spawn(async move { axum::serve(listener, files).await });
+    let url: url::Url = format!("http://127.0.0.1:{port}/summary.json")
+        .parse()
+        .unwrap();
+    let file = file_output(url.clone(), "application/json", &file_bytes);
+    let jwks_url = format!("{}/.well-known/jwks.json", env.app.address)
+        .parse()
+        .unwrap();
+    let worker = echo_builder()
+        .gateway_keys(GatewayKeys::remote(jwks_url))
+        .build(move |_ctx: TaskContext, _input: Value| {
+            let file = file.clone();
+            async move {
+                TaskOutcome::Completed {
+                    output: Output::File(file),
+                    metadata: None,
+                }
+            }
+        })
+        .unwrap();
+    let file_worker = serve_worker(worker, SocketAddr::from(([127, 0, 0, 1], 0))).await;
+    let response = env
+        .app
+        .register_worker(
+            &env.operator_key,
+            &hire_listing(&file_worker.endpoint, env.pay_to, &env.devnet, 4),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    env.worker_id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let contract_id = accepted_contract(&env, "file kept").await;
+    server.abort();
+    let _ = server.await;
+
+    let (status, body) = dispute(
+        &env,
+        &contract_id,
+        &env.seeker_key,
+        "the file says otherwise",
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // Judged on the bytes stored at the verdict, not fetched again (the server is gone).
+    assert_eq!(body["replay"]["evidence"]["from_store"][0], url.as_str());
+    assert_eq!(body["replay"]["evidence"]["refetched"], json!([]));
+    assert_eq!(body["replay"]["verification_status"], "passed");
+    assert_eq!(
+        body["replay_verifier_result_hash"],
+        view(&env, &contract_id).await["verification"]["verifier_result_hash"]
+    );
+    assert_eq!(body["state"], "escalated");
+}
+
+#[tokio::test]
+async fn an_operators_dispute_of_an_escrowed_failure_is_refused_once_the_escrow_was_voided() {
+    use hiregate_payments::encode_header;
+    let crate::escrow_env::EscrowEnv { env, .. } = crate::escrow_env::escrow_env_with(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        json!(["auth-capture"]),
+        json!({"fee_bps": 250}),
+    )
+    .await;
+    let payer = env.wallet.address();
+    let payer_before = env.balance(payer).await;
+    let contract_id = env
+        .contract(
+            json!({"text": "x", "mode": "fail"}),
+            json!({"retry_policy": {"max_attempts": 1}}),
+        )
+        .await;
+    let payload = crate::escrow_env::escrowed_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 502, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "failed");
+    assert_eq!(
+        env.balance(payer).await,
+        payer_before,
+        "the escrow was voided"
+    );
+
+    let (status, body) = dispute(
+        &env,
+        &contract_id,
+        &env.operator_key,
+        "our fault? no, yours",
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "money_released");
+    assert_eq!(body["error"]["details"]["reason"], "escrow_released");
+    assert_eq!(body["error"]["details"]["payment_state"], "voided");
+    assert_eq!(env.state(&contract_id).await, "failed", "nothing changed");
+    assert!(view(&env, &contract_id).await["dispute"].is_null());
+    assert_eq!(env.balance(payer).await, payer_before);
 }

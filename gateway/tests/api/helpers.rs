@@ -438,3 +438,14 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// Run one SQL statement on the test database behind the gateway's back (to plant a bug).
+pub async fn tamper(database_url: &str, sql: &str) {
+    if database_url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(database_url).await.unwrap();
+        conn.execute(sql).await.unwrap();
+    } else {
+        let mut conn = PgConnection::connect(database_url).await.unwrap();
+        conn.execute(sql).await.unwrap();
+    }
+}

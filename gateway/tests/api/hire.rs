@@ -125,13 +125,22 @@ async fn happy_path(database: TestDatabase) {
     assert_eq!(after.1, before.1 + price(), "worker received the price");
     assert_eq!(env.worker.executions(), 1);
 
-    // The same request again: the stored result and the original PAYMENT-RESPONSE.
+    // The same request again: the stored result and the original PAYMENT-RESPONSE, marked as
+    // the answer to a duplicate.
     let again = env
         .execute(&contract_id, Some(&payment), Some(&input))
         .await;
     assert_eq!(again.status, 200);
     assert_eq!(again.payment_response(), settlement);
-    assert_eq!(again.body, paid.body);
+    assert_eq!(again.header("x-duplicate"), Some("true"));
+    let mut replayed = again.body.clone();
+    let marker = replayed.as_object_mut().unwrap();
+    assert_eq!(marker.remove("duplicate"), Some(json!(true)));
+    assert_eq!(
+        marker.remove("original").unwrap()["original_status"],
+        "settled"
+    );
+    assert_eq!(replayed, paid.body);
     assert_eq!(env.worker.executions(), 1);
     assert_eq!(env.balances().await, after);
 
@@ -747,7 +756,14 @@ fn base64_json(value: &Value) -> String {
 
 #[tokio::test]
 async fn a_busy_worker_answers_429_before_anyone_pays() {
-    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 1, "").await;
+    // No queue: a worker at max_parallel refuses outright (the queue is in `sw4rm`).
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        1,
+        "[contracts]\nworker_queue_depth = 0\n",
+    )
+    .await;
     let slow_input = json!({"text": "slow", "mode": "slow", "delay_ms": 1500});
     let slow = env.contract(slow_input, json!({})).await;
     let other = env.contract(HireEnv::input("next"), json!({})).await;

@@ -8,19 +8,17 @@
 
 use std::{str::FromStr, time::Duration};
 
+use crate::{
+    escrow_env::{EscrowEnv, escrow_env_with, escrowed_offer_and_payment, escrowed_payment, price},
+    helpers::{ADMIN_KEY, TestDatabase, eventually, tamper},
+    hire_env::{HireEnv, PRICE, WorkerKind, chain_settings, hire_env, now},
+};
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use hiregate_payments::{
     ChainConfig, Facilitator, FacilitatorConfig, LocalFacilitator, Network, PaymentPayload,
     PaymentRequirements, RelayerKey, SettleRequest, encode_header, sign_exact_payment,
 };
 use serde_json::{Value, json};
-use sqlx::{Connection, Executor};
-
-use crate::{
-    escrow_env::{EscrowEnv, escrow_env_with, escrowed_offer_and_payment, escrowed_payment, price},
-    helpers::{ADMIN_KEY, TestDatabase, eventually},
-    hire_env::{HireEnv, PRICE, WorkerKind, chain_settings, hire_env, now},
-};
 
 /// `GET /v1/admin/reconcile?<query>` as the admin: (status, body).
 async fn reconcile(env: &HireEnv, query: &str) -> (u16, Value) {
@@ -42,17 +40,6 @@ async fn settled_hire(env: &HireEnv, text: &str) -> (String, String) {
     assert_eq!(answer.status, 200, "{:?}", answer.body);
     assert_eq!(answer.body["state"], "settled");
     (contract_id, answer.payment_response().transaction)
-}
-
-/// Run one SQL statement on the test database behind the gateway's back (to plant a bug).
-async fn tamper(database_url: &str, sql: &str) {
-    if database_url.starts_with("sqlite:") {
-        let mut conn = sqlx::SqliteConnection::connect(database_url).await.unwrap();
-        conn.execute(sql).await.unwrap();
-    } else {
-        let mut conn = sqlx::PgConnection::connect(database_url).await.unwrap();
-        conn.execute(sql).await.unwrap();
-    }
 }
 
 fn mismatches_of_kind<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {

@@ -27,6 +27,7 @@ mod reputation;
 mod seeker_cli;
 mod store;
 mod surface;
+mod sw4rm;
 mod webhooks;
 mod workers;
 mod x402_discovery;

@@ -252,7 +252,7 @@ async fn the_cli_disputes_an_accepted_hire_inside_its_window() {
             "--reason",
             "the summary is wrong",
             "--claim",
-            r#"{"expected": "a shorter summary"}"#,
+            r#"{"text": "too long", "expected": "a shorter summary"}"#,
         ],
         &connection,
     )
