@@ -464,17 +464,7 @@ pub fn verify_detached(
         .map_err(|e| TokenError::Malformed(e.to_string()))?;
     let header: Header =
         serde_json::from_slice(&header).map_err(|e| TokenError::Malformed(e.to_string()))?;
-    if header.alg != Algorithm::EdDSA {
-        return Err(TokenError::WrongAlgorithm);
-    }
-    if header.typ.as_deref() != Some(token_type) {
-        return Err(TokenError::WrongType {
-            found: header.typ,
-            expected: token_type.to_owned(),
-        });
-    }
-    let kid = header.kid.ok_or(TokenError::MissingKeyId)?;
-    let key = jwks.decoding_key(&kid)?;
+    let key = signing_key_of(header, jwks, token_type)?;
     let message = detached_signing_input(&signature.protected, document)?;
     match jsonwebtoken::crypto::verify(
         &signature.signature,
@@ -506,14 +496,13 @@ pub fn verify_agent_card(card: &serde_json::Value, jwks: &Jwks) -> Result<(), To
     verify_detached(&unsigned, &signature, jwks, AGENT_CARD_TOKEN_TYPE)
 }
 
-/// Checks the signature, key and `typ` of a compact JWS and returns its payload.
-pub fn verify_signed_json<T: DeserializeOwned>(
-    token: &str,
+/// The key in `jwks` that a gateway JWS header names, once the header is one the gateway writes:
+/// EdDSA, `typ` = `token_type`, a `kid`.
+fn signing_key_of(
+    header: Header,
     jwks: &Jwks,
     token_type: &str,
-) -> Result<T, TokenError> {
-    let header =
-        jsonwebtoken::decode_header(token).map_err(|e| TokenError::Malformed(e.to_string()))?;
+) -> Result<DecodingKey, TokenError> {
     if header.alg != Algorithm::EdDSA {
         return Err(TokenError::WrongAlgorithm);
     }
@@ -524,7 +513,18 @@ pub fn verify_signed_json<T: DeserializeOwned>(
         });
     }
     let kid = header.kid.ok_or(TokenError::MissingKeyId)?;
-    let key = jwks.decoding_key(&kid)?;
+    jwks.decoding_key(&kid)
+}
+
+/// Checks the signature, key and `typ` of a compact JWS and returns its payload.
+pub fn verify_signed_json<T: DeserializeOwned>(
+    token: &str,
+    jwks: &Jwks,
+    token_type: &str,
+) -> Result<T, TokenError> {
+    let header =
+        jsonwebtoken::decode_header(token).map_err(|e| TokenError::Malformed(e.to_string()))?;
+    let key = signing_key_of(header, jwks, token_type)?;
     let mut validation = Validation::new(Algorithm::EdDSA);
     // Time claims are checked by the caller against the time it passes in.
     validation.validate_exp = false;

@@ -64,7 +64,12 @@ fn shows_work(value: &Value) -> bool {
     match value {
         Value::Object(map) => map
             .iter()
-            .any(|(key, inner)| key == "summary" || (key != "terms" && shows_work(inner))),
+            // The terms and the offer (its x402 discovery metadata) carry the output schema,
+            // whose property names are not work.
+            .any(|(key, inner)| {
+                key == "summary"
+                    || (key != "terms" && key != "payment_required" && shows_work(inner))
+            }),
         Value::Array(items) => items.iter().any(shows_work),
         Value::String(text) => text.contains("\"summary\""),
         _ => false,
