@@ -25,7 +25,8 @@ pub enum DeliveryStatus {
     /// The worker reports the work done.
     Completed,
     /// The worker stopped with only part of the work (HIRE `partial`). Judged on what it
-    /// delivered; the built-in policies fail it (reason 350).
+    /// delivered; the built-in policies fail it (reason 350) unless the pinned parameters
+    /// accept partial deliveries of enough items (`policy::PartialAcceptance`).
     Partial,
 }
 
@@ -221,6 +222,16 @@ impl Output {
                 }
                 Subject::Ready(Value::Array(values))
             }
+        }
+    }
+
+    /// How many items this output holds: a `multiple` output's items, else one. What
+    /// partial acceptance counts.
+    #[must_use]
+    pub fn item_count(&self) -> usize {
+        match self {
+            Self::Multiple { items } => items.len(),
+            _ => 1,
         }
     }
 

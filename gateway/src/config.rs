@@ -468,9 +468,18 @@ pub struct OutboundSettings {
     pub max_response_bytes: usize,
     /// Allow private/loopback/link-local targets (dev and tests only).
     pub allow_private_targets: bool,
+    /// Largest HIRE `stream` output read, bytes over all its connections.
+    pub stream_max_bytes: usize,
+    /// Longest a HIRE `stream` output is read, ms (the contract's SLA may end it sooner).
+    pub stream_max_duration_ms: u64,
 }
 
 impl OutboundSettings {
+    /// Longest a stream output is read.
+    pub fn stream_max_duration(&self) -> Duration {
+        Duration::from_millis(self.stream_max_duration_ms)
+    }
+
     /// Connect time limit.
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.connect_timeout_ms)
@@ -969,6 +978,12 @@ impl Settings {
             "outbound.max_response_bytes",
             out.max_response_bytes as u64,
             1024,
+        )?;
+        at_least("outbound.stream_max_bytes", out.stream_max_bytes as u64, 1024)?;
+        at_least(
+            "outbound.stream_max_duration_ms",
+            out.stream_max_duration_ms,
+            100,
         )?;
         let health = &self.health;
         at_least("health.interval_ms", health.interval_ms, 10)?;

@@ -15,7 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use url::Url;
 
 use crate::ids::{Attempt, ContractId, TaskId};
-use crate::protocol::{PartialReport, PendingReport, Progress, TaskReport};
+use crate::protocol::{Output, PartialReport, PendingReport, Progress, TaskReport};
 
 /// Where a run is, as seen by the request that started it.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +55,8 @@ enum TaskState {
     Running {
         progress: Option<Progress>,
         estimated_completion: Option<DateTime<Utc>>,
+        /// Items already done, reported with the progress.
+        partial_output: Option<Output>,
     },
     Finished {
         report: Box<TaskReport>,
@@ -79,6 +81,7 @@ impl TaskRecord {
             TaskState::Running {
                 progress: None,
                 estimated_completion,
+                ..
             } => TaskReport::Pending(PendingReport {
                 contract_id: self.contract_id.clone(),
                 task_id: task_id.clone(),
@@ -88,12 +91,13 @@ impl TaskRecord {
             TaskState::Running {
                 progress: Some(progress),
                 estimated_completion,
+                partial_output,
             } => TaskReport::Partial(PartialReport {
                 contract_id: self.contract_id.clone(),
                 task_id: task_id.clone(),
                 poll_url: Some(self.poll_url.clone()),
                 progress: Some(progress.clone()),
-                output: None,
+                output: partial_output.clone(),
                 estimated_completion: *estimated_completion,
             }),
         }
@@ -208,6 +212,7 @@ impl Executions {
                 state: TaskState::Running {
                     progress: None,
                     estimated_completion: None,
+                    partial_output: None,
                 },
                 answered_running: false,
                 phase: phase_tx,
@@ -246,6 +251,23 @@ impl Executions {
         }) = registry.tasks.get_mut(task_id)
         {
             *slot = Some(progress);
+        }
+    }
+
+    pub(crate) fn set_partial(&self, task_id: &TaskId, progress: Progress, output: Output) {
+        let mut registry = self.lock();
+        if let Some(TaskRecord {
+            state:
+                TaskState::Running {
+                    progress: slot,
+                    partial_output,
+                    ..
+                },
+            ..
+        }) = registry.tasks.get_mut(task_id)
+        {
+            *slot = Some(progress);
+            *partial_output = Some(output);
         }
     }
 

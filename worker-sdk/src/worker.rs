@@ -11,6 +11,7 @@ use url::Url;
 
 use crate::callback::{CallbackConfig, CallbackSender};
 use crate::executions::Executions;
+use crate::hosted::HostedOutputs;
 use crate::gateway_auth::{GatewayKeys, TokenVerifier};
 use crate::handler::TaskHandler;
 use crate::ids::{IdError, TaskType, WorkerId};
@@ -281,6 +282,7 @@ impl WorkerBuilder {
                 capabilities,
                 verifier,
                 executions: Arc::new(Executions::new(self.retention, self.max_concurrent_tasks)),
+                hosted: Arc::new(HostedOutputs::new(self.retention)),
                 handler: Arc::new(handler),
                 public_url: self.public_url,
                 callback,
@@ -340,6 +342,7 @@ pub(crate) struct WorkerShared {
     /// `None` only with the explicit local-dev opt-out.
     pub(crate) verifier: Option<TokenVerifier>,
     pub(crate) executions: Arc<Executions>,
+    pub(crate) hosted: Arc<HostedOutputs>,
     pub(crate) handler: Arc<dyn TaskHandler>,
     pub(crate) public_url: Option<Url>,
     pub(crate) callback: Option<CallbackSender>,

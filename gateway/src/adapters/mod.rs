@@ -7,6 +7,7 @@
 
 pub mod hire;
 pub mod secrets;
+pub mod sse;
 pub mod superwire;
 pub mod wattswarm;
 
@@ -160,6 +161,9 @@ pub enum WorkerAnswer {
         poll_url: Option<Url>,
         /// HTTP status of the answer.
         http_status: u16,
+        /// What a progress report (HIRE `partial` while the work goes on) says, for the
+        /// contract's event log: `{"progress", "items_ready"}`, never the items themselves.
+        progress: Option<Value>,
     },
 }
 
@@ -215,6 +219,7 @@ pub trait WorkerProtocol: Send + Sync + 'static {
             task_id: None,
             poll_url: None,
             http_status: 0,
+            progress: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! | `payment` | `offered`: the 402 and the payment (prechecks, facilitator /verify, `paid`) |
 //! | `authorize` | escrowed payments: `offered` → `authorizing` → `paid` once the escrow's `authorize` is mined |
 //! | `forward` | `paid` → `executing`: an attempt at the worker, and its answer (delivered, pending, failed) |
+//! | `stream` | stream outputs: the worker's SSE read to its end (relayed, resumed with `Last-Event-ID`, bounded) and assembled into the deliverable before `delivered` |
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
 //! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain (escrowed: the escrow's capture, decided by its events) |
 //! | `release` | escrowed money back to the payer: void, the payer's reclaim, the arbiter's refund after capture; their sweep |
@@ -16,7 +17,7 @@
 //! | [`offered`] | the unpaid execute's hot path: offered contracts' 402s served from memory |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
 //! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifier workers' `/verify` votes, fail-closed |
-//! | [`relay`] | worker progress events (Superwire SSE) appended to the contract's event log |
+//! | [`relay`] | worker events (Superwire SSE, stream output events, HIRE progress reports) appended to the contract's event log |
 //! | [`locks`] | one in-process lock per contract |
 //! | [`reply`] | execute answers with x402 and HIRE headers |
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
@@ -58,6 +59,7 @@ pub mod relay;
 mod release;
 pub mod reply;
 mod settle;
+mod stream;
 pub mod sweep;
 
 use std::{str::FromStr, sync::Arc};

@@ -20,6 +20,7 @@ mod observability;
 mod openapi;
 mod ops;
 mod outbound;
+mod outputs;
 mod receipts;
 mod seeker_cli;
 mod store;

@@ -18,6 +18,8 @@ fn client(allow_private_targets: bool) -> OutboundClient {
         request_timeout_ms: 5000,
         max_response_bytes: 1024 * 1024,
         allow_private_targets,
+        stream_max_bytes: 1024 * 1024,
+        stream_max_duration_ms: 5000,
     })
     .unwrap()
 }
