@@ -1259,7 +1259,10 @@ mod tests {
                 "{nonsense}"
             );
         }
-        assert_ne!(one.policy_hash(), PolicyBinding::schema_only().policy_hash());
+        assert_ne!(
+            one.policy_hash(),
+            PolicyBinding::schema_only().policy_hash()
+        );
     }
 
     #[test]

@@ -979,7 +979,11 @@ impl Settings {
             out.max_response_bytes as u64,
             1024,
         )?;
-        at_least("outbound.stream_max_bytes", out.stream_max_bytes as u64, 1024)?;
+        at_least(
+            "outbound.stream_max_bytes",
+            out.stream_max_bytes as u64,
+            1024,
+        )?;
         at_least(
             "outbound.stream_max_duration_ms",
             out.stream_max_duration_ms,

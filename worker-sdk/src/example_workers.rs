@@ -88,12 +88,10 @@ pub const OUTPUT_TASK_TYPES: [&str; 6] = [
 /// The outputs worker's builder; add keys and build with [`outputs_handler`].
 #[must_use]
 pub fn outputs_builder() -> WorkerBuilder {
-    OUTPUT_TASK_TYPES
-        .iter()
-        .fold(
-            WorkerBuilder::new("outputs-worker", env!("CARGO_PKG_VERSION")),
-            |builder, task_type| builder.task_type(*task_type),
-        )
+    OUTPUT_TASK_TYPES.iter().fold(
+        WorkerBuilder::new("outputs-worker", env!("CARGO_PKG_VERSION")),
+        |builder, task_type| builder.task_type(*task_type),
+    )
 }
 
 /// The output schema a listing of the outputs worker gives `task_type` (what its answers
@@ -144,10 +142,7 @@ pub fn outputs_handler() -> impl TaskHandler {
                 ],
             }),
             Some("output_stream") => {
-                let words: Vec<String> = text
-                    .split_inclusive(' ')
-                    .map(str::to_owned)
-                    .collect();
+                let words: Vec<String> = text.split_inclusive(' ').map(str::to_owned).collect();
                 TaskOutcome::stream(futures::stream::unfold(
                     words.into_iter(),
                     move |mut words| async move {

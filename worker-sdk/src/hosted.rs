@@ -156,7 +156,12 @@ impl HostedOutputs {
 
     /// Starts hosting `source` for `task_id`: a background task appends its events as they
     /// come and closes the stream with `done` (unless it closed with an error event).
-    pub(crate) fn start_stream(&self, task_id: &TaskId, contract_id: &str, mut source: EventSource) {
+    pub(crate) fn start_stream(
+        &self,
+        task_id: &TaskId,
+        contract_id: &str,
+        mut source: EventSource,
+    ) {
         self.forget_expired();
         let (changed, _) = watch::channel(0);
         let stream = Arc::new(HostedStream {

@@ -11,9 +11,9 @@ use url::Url;
 
 use crate::callback::{CallbackConfig, CallbackSender};
 use crate::executions::Executions;
-use crate::hosted::HostedOutputs;
 use crate::gateway_auth::{GatewayKeys, TokenVerifier};
 use crate::handler::TaskHandler;
+use crate::hosted::HostedOutputs;
 use crate::ids::{IdError, TaskType, WorkerId};
 use crate::protocol::{Capabilities, PROTOCOL_NAME, PriceInfo};
 use crate::routes;

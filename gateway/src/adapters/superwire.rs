@@ -396,7 +396,14 @@ impl SuperwireProtocol {
                 "Superwire stream dropped; resuming"
             );
             tokio::time::sleep(RECONNECT_PAUSE).await;
-            end = match resume(client, request.endpoint, &relay.run_id, relay.cursor.last_id()).await {
+            end = match resume(
+                client,
+                request.endpoint,
+                &relay.run_id,
+                relay.cursor.last_id(),
+            )
+            .await
+            {
                 Ok(response) => match other_run(&response, &relay.run_id) {
                     // The resumed stream is another run's: its events are not this contract's.
                     Some(answered) => {

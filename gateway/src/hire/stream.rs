@@ -162,7 +162,11 @@ impl StreamRead<'_> {
                 deliverable,
                 http_status: self.http_status,
             },
-            Err(error) => failed(FailureKind::BadResponse, "invalid_deliverable", error.to_string()),
+            Err(error) => failed(
+                FailureKind::BadResponse,
+                "invalid_deliverable",
+                error.to_string(),
+            ),
         }
     }
 }
@@ -235,7 +239,12 @@ impl HireService {
         }
     }
 
-    async fn read_stream(&self, read: &mut StreamRead<'_>, url: &Url, deadline: Instant) -> WorkerAnswer {
+    async fn read_stream(
+        &self,
+        read: &mut StreamRead<'_>,
+        url: &Url,
+        deadline: Instant,
+    ) -> WorkerAnswer {
         let client = &self.inner.outbound;
         let remaining = || deadline.saturating_duration_since(Instant::now());
         // The worker checks these as it does on `/execute` and polls.
@@ -245,16 +254,17 @@ impl HireService {
             ("X-Contract-ID", read.ctx.contract_id.as_str()),
         ];
         let mut reconnects = 0_u32;
-        let mut connection = match sse::reconnect(client, url, None, Some(remaining()), &headers).await {
-            Ok(response) => read.read(response).await,
-            Err(reason) => {
-                return failed(
-                    FailureKind::Unreachable,
-                    "stream_unreachable",
-                    format!("the worker's stream could not be opened: {reason}"),
-                );
-            }
-        };
+        let mut connection =
+            match sse::reconnect(client, url, None, Some(remaining()), &headers).await {
+                Ok(response) => read.read(response).await,
+                Err(reason) => {
+                    return failed(
+                        FailureKind::Unreachable,
+                        "stream_unreachable",
+                        format!("the worker's stream could not be opened: {reason}"),
+                    );
+                }
+            };
         loop {
             let reason = match connection {
                 Connection::Ended(answer) => return answer,
@@ -264,7 +274,9 @@ impl HireService {
                 return failed(
                     FailureKind::Unreachable,
                     "stream_broken",
-                    format!("the worker's stream broke and sent no event ids to resume from: {reason}"),
+                    format!(
+                        "the worker's stream broke and sent no event ids to resume from: {reason}"
+                    ),
                 );
             };
             if reconnects >= MAX_RECONNECTS {
@@ -283,7 +295,15 @@ impl HireService {
                 )
                 .await;
             tokio::time::sleep(RECONNECT_PAUSE).await;
-            connection = match sse::reconnect(client, url, Some(&last_id), Some(remaining()), &headers).await {
+            connection = match sse::reconnect(
+                client,
+                url,
+                Some(&last_id),
+                Some(remaining()),
+                &headers,
+            )
+            .await
+            {
                 Ok(response) => read.read(response).await,
                 Err(reason) => Connection::Broken(reason),
             };

@@ -30,9 +30,7 @@ use futures::{Stream, StreamExt, channel::mpsc};
 use hiregate_payments::devnet::Devnet;
 use hiregate_worker_sdk::{
     GatewayKeys, StreamEvent, TaskContext, TaskOutcome, WorkerBuilder,
-    example_workers::{
-        OUTPUT_TASK_TYPES, outputs_builder, outputs_handler, outputs_output_schema,
-    },
+    example_workers::{OUTPUT_TASK_TYPES, outputs_builder, outputs_handler, outputs_output_schema},
 };
 use serde_json::{Value, json};
 
@@ -213,7 +211,10 @@ async fn next_of_kind(events: &mut Events, kind: &str) -> Value {
 async fn driven_stream_worker(
     env: &mut HireEnv,
     schema: Value,
-) -> (RunningWorker, Arc<Mutex<VecDeque<mpsc::UnboundedReceiver<StreamEvent>>>>) {
+) -> (
+    RunningWorker,
+    Arc<Mutex<VecDeque<mpsc::UnboundedReceiver<StreamEvent>>>>,
+) {
     let feeds: Arc<Mutex<VecDeque<mpsc::UnboundedReceiver<StreamEvent>>>> = Arc::default();
     let handler_feeds = Arc::clone(&feeds);
     let handler = move |_ctx: TaskContext, _input: Value| {
@@ -251,10 +252,17 @@ async fn a_stream_is_relayed_live_and_settled_after_its_verdict(database: TestDa
         tx.unbounded_send(StreamEvent::data(word)).unwrap();
         let relayed = next_of_kind(&mut events, "worker_stream_event").await;
         assert_eq!(relayed["details"]["upstream_id"], (k + 1).to_string());
-        assert_eq!(relayed["details"]["data"]["withheld"], true, "nothing unpaid is shown");
+        assert_eq!(
+            relayed["details"]["data"]["withheld"], true,
+            "nothing unpaid is shown"
+        );
         assert_eq!(relayed["details"]["data"]["bytes"], word.len());
         assert_eq!(env.state(&contract_id).await, "executing");
-        assert_eq!(env.balances().await, before, "no settlement before the stream ended");
+        assert_eq!(
+            env.balances().await,
+            before,
+            "no settlement before the stream ended"
+        );
     }
     drop(tx);
     let closing = next_of_kind(&mut events, "worker_stream_event").await;
@@ -264,7 +272,10 @@ async fn a_stream_is_relayed_live_and_settled_after_its_verdict(database: TestDa
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "settled");
     assert_eq!(body["deliverable"]["output"]["type"], "text");
-    assert_eq!(body["deliverable"]["output"]["content"], "three small risks");
+    assert_eq!(
+        body["deliverable"]["output"]["content"],
+        "three small risks"
+    );
     assert_eq!(body["verification"]["verification_status"], "passed");
     let after = env.balances().await;
     assert_eq!(after.0, before.0 - price());
@@ -308,7 +319,8 @@ async fn a_stream_whose_assembled_output_fails_the_schema_is_rejected_and_nothin
     .await;
     let (tx, rx) = mpsc::unbounded();
     feeds.lock().unwrap().push_back(rx);
-    tx.unbounded_send(StreamEvent::data("{\"summary\": ")).unwrap();
+    tx.unbounded_send(StreamEvent::data("{\"summary\": "))
+        .unwrap();
     tx.unbounded_send(StreamEvent::data("42}")).unwrap();
     drop(tx);
     let before = env.balances().await;
@@ -410,7 +422,10 @@ async fn a_broken_stream_is_resumed_with_last_event_id() {
         pay_in_background(&env, "summarize", HireEnv::input("x"), json!({})).await;
     let (status, body) = execute.await.unwrap();
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["deliverable"]["output"]["content"], "three small risks");
+    assert_eq!(
+        body["deliverable"]["output"]["content"],
+        "three small risks"
+    );
     assert_eq!(body["state"], "settled");
     assert_eq!(stub.opened.load(Ordering::SeqCst), 2);
     assert_eq!(
@@ -475,7 +490,10 @@ async fn partial_acceptance_settles_and_progress_is_relayed(database: TestDataba
     let (status, body) = execute.await.unwrap();
     assert_eq!(status, 202, "{body}");
     let progress = next_of_kind(&mut events, "worker_progress").await;
-    assert!(progress["details"]["progress"]["percent"].is_number(), "{progress}");
+    assert!(
+        progress["details"]["progress"]["percent"].is_number(),
+        "{progress}"
+    );
     assert!(progress["details"]["items_ready"].as_u64().unwrap() >= 1);
     assert!(
         !progress.to_string().contains("\"summary\""),
@@ -485,7 +503,11 @@ async fn partial_acceptance_settles_and_progress_is_relayed(database: TestDataba
     let stored = view(&env, &contract_id).await;
     assert_eq!(stored["verification"]["verification_status"], "passed");
     let after = env.balances().await;
-    assert_eq!(after.0, before.0 - price(), "the full price, as the terms say");
+    assert_eq!(
+        after.0,
+        before.0 - price(),
+        "the full price, as the terms say"
+    );
     assert_eq!(after.1, before.1 + price());
 }
 
@@ -558,8 +580,7 @@ async fn nonsense_partial_acceptance_is_refused_at_proposal() {
         .unwrap();
     assert_ne!(with["terms_hash"], without["terms_hash"]);
     assert_eq!(
-        with["terms"]["verification"]["policy_params"]["accept_partial"]["min_items"],
-        2,
+        with["terms"]["verification"]["policy_params"]["accept_partial"]["min_items"], 2,
         "{with}"
     );
 }
