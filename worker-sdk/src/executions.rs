@@ -55,8 +55,8 @@ enum TaskState {
     Running {
         progress: Option<Progress>,
         estimated_completion: Option<DateTime<Utc>>,
-        /// Items already done, reported with the progress.
-        partial_output: Option<Output>,
+        /// Items already done, reported with the progress (boxed: most runs have none).
+        partial_output: Option<Box<Output>>,
     },
     Finished {
         report: Box<TaskReport>,
@@ -97,7 +97,7 @@ impl TaskRecord {
                 task_id: task_id.clone(),
                 poll_url: Some(self.poll_url.clone()),
                 progress: Some(progress.clone()),
-                output: partial_output.clone(),
+                output: partial_output.as_deref().cloned(),
                 estimated_completion: *estimated_completion,
             }),
         }
@@ -267,7 +267,7 @@ impl Executions {
         }) = registry.tasks.get_mut(task_id)
         {
             *slot = Some(progress);
-            *partial_output = Some(output);
+            *partial_output = Some(Box::new(output));
         }
     }
 

@@ -57,7 +57,7 @@ fn failed(kind: FailureKind, code: &str, message: impl Into<String>) -> WorkerAn
 /// How reading one connection ended.
 enum Connection {
     /// `done` or `error` came (or a limit was hit): the read's answer.
-    Ended(WorkerAnswer),
+    Ended(Box<WorkerAnswer>),
     /// The connection closed or broke before the end.
     Broken(String),
 }
@@ -81,11 +81,11 @@ struct StreamRead<'a> {
 impl StreamRead<'_> {
     async fn read(&mut self, response: reqwest::Response) -> Connection {
         if !sse::is_event_stream(&response) {
-            return Connection::Ended(failed(
+            return Connection::Ended(Box::new(failed(
                 FailureKind::BadResponse,
                 "stream_not_sse",
                 "the worker's stream URL did not answer text/event-stream",
-            ));
+            )));
         }
         let mut events = sse::bounded_events(response, self.max_bytes);
         while let Some(next) = events.next().await {
@@ -99,21 +99,19 @@ impl StreamRead<'_> {
             let name = sse::event_name(&event);
             self.events += 1;
             if self.events > self.already_relayed {
-                self.relay
-                .relay(
-                    STREAM_EVENT_KIND,
-                    json!({
-                        "attempt_no": self.attempt_no,
-                        "seq": self.events,
-                        "upstream_event": name,
-                        "upstream_id": (!event.id.is_empty()).then(|| event.id.chars().take(256).collect::<String>()),
-                        "data": sse::withheld(&event.data),
-                    }),
-                )
-                .await;
+                let upstream_id: Option<String> =
+                    (!event.id.is_empty()).then(|| event.id.chars().take(256).collect());
+                let details = json!({
+                    "attempt_no": self.attempt_no,
+                    "seq": self.events,
+                    "upstream_event": name,
+                    "upstream_id": upstream_id,
+                    "data": sse::withheld(&event.data),
+                });
+                self.relay.relay(STREAM_EVENT_KIND, details).await;
             }
             match name.as_str() {
-                STREAM_END_EVENT => return Connection::Ended(self.assembled()),
+                STREAM_END_EVENT => return Connection::Ended(Box::new(self.assembled())),
                 STREAM_ERROR_EVENT => {
                     let error = serde_json::from_str::<Value>(&event.data).unwrap_or(Value::Null);
                     let text = |field: &str, fallback: &str, max: usize| -> String {
@@ -125,22 +123,22 @@ impl StreamRead<'_> {
                             .take(max)
                             .collect()
                     };
-                    return Connection::Ended(WorkerAnswer::Failed {
+                    return Connection::Ended(Box::new(WorkerAnswer::Failed {
                         kind: FailureKind::Reported,
                         http_status: Some(self.http_status),
                         code: text("code", "stream_error", 64),
                         message: text("message", "the worker's stream ended with an error", 500),
                         details: error.get("details").cloned(),
-                    });
+                    }));
                 }
                 _ => {
                     self.data_bytes = self.data_bytes.saturating_add(event.data.len());
                     if self.data_bytes > self.max_bytes {
-                        return Connection::Ended(failed(
+                        return Connection::Ended(Box::new(failed(
                             FailureKind::BadResponse,
                             "stream_too_large",
                             format!("the stream carried more than {} bytes", self.max_bytes),
-                        ));
+                        )));
                     }
                     self.data.push(event.data);
                 }
@@ -267,7 +265,7 @@ impl HireService {
             };
         loop {
             let reason = match connection {
-                Connection::Ended(answer) => return answer,
+                Connection::Ended(answer) => return *answer,
                 Connection::Broken(reason) => reason,
             };
             let Some(last_id) = read.cursor.last_id().map(str::to_owned) else {
