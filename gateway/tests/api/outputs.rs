@@ -35,8 +35,11 @@ use hiregate_worker_sdk::{
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{TestDatabase, eventually},
-    hire_env::{HireEnv, PRICE, RunningWorker, WorkerKind, hire_env, serve_worker},
+    helpers::{TestDatabase, eventually, spawn_app_on},
+    hire_env::{
+        HireEnv, PRICE, RunningWorker, WorkerKind, answer, chain_settings, hire_env, hire_env_on,
+        serve_worker,
+    },
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -621,4 +624,120 @@ async fn every_output_type_of_the_example_worker_is_hired_end_to_end() {
         assert_eq!(after.1, before.1 + price(), "{task_type} settled on chain");
         assert_eq!(env.state(&contract_id).await, "settled");
     }
+}
+
+#[tokio::test]
+async fn an_instance_killed_mid_stream_is_taken_over_and_the_stream_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/hiregate.db", dir.path().display());
+    let settings = format!(
+        "[signing_key]\npath = \"{}\"\n{}",
+        dir.path().join("gateway-key.json").display(),
+        FAST.replace(
+            "job_lease_ms = 5000",
+            "job_lease_ms = 5000\nrecovery_grace_ms = 300"
+        )
+    );
+    let devnet = Devnet::start().await.expect("anvil devnet starts");
+    let chain = chain_settings(&devnet, &settings);
+    // Instance B (the env's gateway) and the worker; the contract will be paid on A.
+    let mut env = hire_env_on(
+        devnet,
+        TestDatabase::Shared(url.clone()),
+        WorkerKind::Echo,
+        4,
+        &settings,
+    )
+    .await;
+    let (worker, feeds) = driven_stream_worker(&mut env, json!({"type": "string"})).await;
+    let (tx, rx) = mpsc::unbounded();
+    feeds.lock().unwrap().push_back(rx);
+
+    // Instance A on its own runtime and thread: shutting that runtime down ends everything A
+    // was doing, as a killed process would.
+    let (address_tx, address_rx) = std::sync::mpsc::channel();
+    let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
+    let instance_a = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let app = runtime.block_on(spawn_app_on(TestDatabase::Shared(url), &chain));
+        address_tx.send(app.address.clone()).unwrap();
+        let _ = kill_rx.recv();
+        runtime.block_on(async move { drop(app) });
+        runtime.shutdown_background();
+    });
+    let instance_a_address = address_rx.recv().unwrap();
+
+    let before = env.balances().await;
+    let contract_id = env
+        .contract(
+            HireEnv::input("x"),
+            json!({"sla": {"max_latency_ms": 3000}}),
+        )
+        .await;
+    let execute_url = format!("{instance_a_address}/v1/contracts/{contract_id}/execute");
+    let challenge = answer(
+        env.app
+            .client
+            .post(&execute_url)
+            .bearer_auth(&env.seeker_key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .payment_required();
+    let payment = env.pay(&challenge).await;
+    let paid = env
+        .app
+        .client
+        .post(&execute_url)
+        .bearer_auth(&env.seeker_key)
+        .header("PAYMENT-SIGNATURE", payment)
+        .timeout(Duration::from_secs(60))
+        .send();
+    // Its answer never comes: A dies first.
+    tokio::spawn(async move {
+        let _ = paid.await;
+    });
+    let mut events = seeker_events(&env, &contract_id).await;
+    for word in ["three ", "small "] {
+        tx.unbounded_send(StreamEvent::data(word)).unwrap();
+        next_of_kind(&mut events, "worker_stream_event").await;
+    }
+    kill_tx.send(()).unwrap();
+    instance_a.join().unwrap();
+    assert_eq!(
+        env.state(&contract_id).await,
+        "executing",
+        "A died mid-stream"
+    );
+
+    // B takes the contract over once the SLA and the grace passed, and reads the stream again.
+    next_of_kind(&mut events, "recovery_takeover").await;
+    tx.unbounded_send(StreamEvent::data("risks")).unwrap();
+    drop(tx);
+    wait_for_state(&env, &contract_id, "settled").await;
+    let stored = view(&env, &contract_id).await;
+    assert_eq!(
+        stored["deliverable"]["content"]["output"]["content"], "three small risks",
+        "{stored}"
+    );
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price(), "one transfer");
+    assert_eq!(after.1, before.1 + price());
+    assert_eq!(worker.executions(), 1, "the worker ran the task once");
+    let kinds = env.event_kinds(&contract_id).await;
+    let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(
+        count("worker_stream_event"),
+        4,
+        "each event relayed once: {kinds:?}"
+    );
+    assert_eq!(count("recovery_takeover"), 1);
+    assert_eq!(count("deliverable_received"), 1);
+    assert_eq!(count("settlement_succeeded"), 1);
 }
