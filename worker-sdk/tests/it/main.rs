@@ -6,5 +6,6 @@ mod discovery;
 mod example_processes;
 mod execute;
 mod helpers;
+mod hosted;
 mod idempotency;
 mod jwks;
