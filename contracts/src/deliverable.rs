@@ -30,7 +30,8 @@ pub enum DeliveryStatus {
     /// The worker reports the work done.
     Completed,
     /// The worker stopped with only part of the work (HIRE `partial`). Judged on what it
-    /// delivered; the built-in policies fail it (reason 350).
+    /// delivered; the built-in policies fail it (reason 350) unless the pinned parameters
+    /// accept partial deliveries of enough items (`policy::PartialAcceptance`).
     Partial,
 }
 
@@ -241,6 +242,16 @@ impl Output {
             Self::Stream { url, .. } => out.push(url),
             Self::Multiple { items } => items.iter().for_each(|item| item.collect_urls(out)),
             Self::Text { .. } | Self::Json { .. } => {}
+        }
+    }
+
+    /// How many items this output holds: a `multiple` output's items, else one. What
+    /// partial acceptance counts.
+    #[must_use]
+    pub fn item_count(&self) -> usize {
+        match self {
+            Self::Multiple { items } => items.len(),
+            _ => 1,
         }
     }
 

@@ -240,6 +240,43 @@ pub struct Threshold {
     pub value: Value,
 }
 
+/// Partial acceptance, a parameter every built-in policy takes as `accept_partial`: a worker
+/// that ends with HIRE status `partial` is judged like a completed one (schemas, thresholds,
+/// references, evidence digests: everything it delivered must pass) when its output holds at
+/// least `min_items` items (the items of a `multiple` output, which is also the form of a
+/// `deliverables[]` list; any other output is one item). Fewer items, or no `accept_partial`
+/// in the pinned parameters, and a final `partial` fails (reason 350). It is part of the
+/// parameters, hence of `policy_hash` and of the signed terms. An accepted partial delivery
+/// settles the contract's full price: the seeker agreed to that minimum when it signed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartialAcceptance {
+    /// Fewest output items a final `partial` delivery must hold, `1..=64`.
+    pub min_items: u32,
+}
+
+impl PartialAcceptance {
+    fn check(self, policy: PolicyId) -> Result<Self, PolicyError> {
+        let most = u32::try_from(crate::deliverable::MAX_ITEMS).unwrap_or(u32::MAX);
+        if self.min_items == 0 || self.min_items > most {
+            return Err(invalid(
+                policy,
+                format!("accept_partial.min_items must be 1..={most}"),
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// Parameters of `vp.schema_only.v1`: none but the optional partial acceptance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaOnlyParams {
+    /// Partial acceptance, when the contract allows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_partial: Option<PartialAcceptance>,
+}
+
 /// Parameters of `vp.schema_thresholds.v1`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -253,6 +290,9 @@ pub struct ThresholdParams {
     /// WattSwarm's `max_len`: canonical output at most this many bytes (reason 103).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_len: Option<u64>,
+    /// Partial acceptance, when the contract allows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_partial: Option<PartialAcceptance>,
 }
 
 /// A fixed expected value of `vp.crosscheck.v1`.
@@ -310,13 +350,16 @@ pub struct CrosscheckParams {
     /// Verifier votes to collect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quorum: Option<Quorum>,
+    /// Partial acceptance, when the contract allows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_partial: Option<PartialAcceptance>,
 }
 
 /// Typed parameters of a binding.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PolicyParams {
-    /// `vp.schema_only.v1` takes no parameters.
-    SchemaOnly,
+    /// `vp.schema_only.v1`: only the optional partial acceptance.
+    SchemaOnly(SchemaOnlyParams),
     /// `vp.schema_thresholds.v1`.
     Thresholds(ThresholdParams),
     /// `vp.crosscheck.v1`.
@@ -373,10 +416,14 @@ impl PolicyParams {
         let params = &normalized;
         match policy {
             PolicyId::SchemaOnlyV1 => {
-                if params.as_object().is_some_and(|map| !map.is_empty()) {
-                    return Err(invalid(policy, "this policy takes no parameters"));
+                let parsed: SchemaOnlyParams =
+                    serde_json::from_value(params.clone()).map_err(|_| {
+                        invalid(policy, "this policy takes no parameters but accept_partial")
+                    })?;
+                if let Some(partial) = parsed.accept_partial {
+                    partial.check(policy)?;
                 }
-                Ok(Self::SchemaOnly)
+                Ok(Self::SchemaOnly(parsed))
             }
             PolicyId::SchemaThresholdsV1 => {
                 let parsed: ThresholdParams = serde_json::from_value(params.clone())
@@ -395,6 +442,9 @@ impl PolicyParams {
                         policy,
                         "give at least one of thresholds, min_confidence, max_len",
                     ));
+                }
+                if let Some(partial) = parsed.accept_partial {
+                    partial.check(policy)?;
                 }
                 for threshold in &parsed.thresholds {
                     let operand_ok = if threshold.op.is_numeric() {
@@ -426,6 +476,9 @@ impl PolicyParams {
                     .map_err(|e| invalid(policy, e.to_string()))?;
                 if parsed.references.is_empty() && parsed.quorum.is_none() {
                     return Err(invalid(policy, "give references and/or a quorum"));
+                }
+                if let Some(partial) = parsed.accept_partial {
+                    partial.check(policy)?;
                 }
                 if parsed.references.len() > MAX_POLICY_RULES {
                     return Err(invalid(
@@ -547,7 +600,7 @@ impl PolicyBinding {
             policy_hash: policy_hash(PolicyId::SchemaOnlyV1, &params)
                 .unwrap_or_else(|_| Digest::of_bytes(PolicyId::SchemaOnlyV1.as_str().as_bytes())),
             policy_params: params,
-            parsed: PolicyParams::SchemaOnly,
+            parsed: PolicyParams::SchemaOnly(SchemaOnlyParams::default()),
         }
     }
 
@@ -582,6 +635,15 @@ impl PolicyBinding {
         match &self.parsed {
             PolicyParams::Crosscheck(params) => params.quorum.as_ref(),
             _ => None,
+        }
+    }
+    /// Partial acceptance, when the pinned parameters allow it.
+    #[must_use]
+    pub fn accept_partial(&self) -> Option<PartialAcceptance> {
+        match &self.parsed {
+            PolicyParams::SchemaOnly(params) => params.accept_partial,
+            PolicyParams::Thresholds(params) => params.accept_partial,
+            PolicyParams::Crosscheck(params) => params.accept_partial,
         }
     }
     /// The wire form.

@@ -48,7 +48,8 @@ pub const INVALID_OUTPUT: u16 = 301;
 pub const TASK_EXPIRED: u16 = 302;
 /// Runtime crashed or failed unexpectedly.
 pub const RUNTIME_CRASH: u16 = 303;
-/// hiregate: the worker ended with status `partial`; partial work is not accepted.
+/// hiregate: the worker ended with status `partial` and the contract does not accept it (no
+/// `accept_partial` in the policy parameters, or fewer items than its `min_items`).
 pub const PARTIAL_DELIVERY: u16 = 350;
 
 /// Runtime-specific custom error.

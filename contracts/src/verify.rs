@@ -446,11 +446,29 @@ impl Verifier {
 
         let content = check_evidence(request, &mut findings);
         if request.deliverable.status() == DeliveryStatus::Partial {
-            findings.codes.push(reason::PARTIAL_DELIVERY);
-            findings
-                .details
-                .notes
-                .push("the worker ended with status partial".to_owned());
+            let items = request.deliverable.output().item_count();
+            match request.policy.accept_partial() {
+                Some(allowed) if items >= allowed.min_items as usize => {
+                    findings.details.notes.push(format!(
+                        "the worker ended with status partial: {items} item(s), at least the {} the contract accepts",
+                        allowed.min_items
+                    ));
+                }
+                Some(allowed) => {
+                    findings.codes.push(reason::PARTIAL_DELIVERY);
+                    findings.details.notes.push(format!(
+                        "the worker ended with status partial: {items} item(s), fewer than the {} the contract accepts",
+                        allowed.min_items
+                    ));
+                }
+                None => {
+                    findings.codes.push(reason::PARTIAL_DELIVERY);
+                    findings
+                        .details
+                        .notes
+                        .push("the worker ended with status partial".to_owned());
+                }
+            }
         }
 
         match request.deliverable.output().subject(&content) {
@@ -538,7 +556,7 @@ impl Verifier {
             }
         }
         match request.policy.params() {
-            PolicyParams::SchemaOnly => {}
+            PolicyParams::SchemaOnly(_) => {}
             PolicyParams::Thresholds(params) => check_thresholds(params, subject, findings)?,
             PolicyParams::Crosscheck(params) => {
                 check_references(params, subject, findings)?;
@@ -1190,6 +1208,61 @@ mod tests {
         );
         assert_eq!(result.verification_status, VerificationStatus::Failed);
         assert_eq!(result.reason_codes, vec![reason::PARTIAL_DELIVERY]);
+    }
+
+    #[test]
+    fn a_partial_delivery_passes_only_when_the_contract_accepts_that_many_items() {
+        let partial = Deliverable::new(
+            DeliveryStatus::Partial,
+            Output::Json {
+                content: json!({"answer": "half", "confidence": 0.9}),
+            },
+            vec![],
+            vec![],
+        )
+        .unwrap();
+        let one = binding(
+            PolicyId::SchemaOnlyV1,
+            json!({"accept_partial": {"min_items": 1}}),
+        );
+        let result = run(&partial, &one, &EvidenceSet::new(), None);
+        assert_eq!(result.verification_status, VerificationStatus::Passed);
+        let two = binding(
+            PolicyId::SchemaThresholdsV1,
+            json!({"min_confidence": 0.5, "accept_partial": {"min_items": 2}}),
+        );
+        let result = run(&partial, &two, &EvidenceSet::new(), None);
+        assert_eq!(result.verification_status, VerificationStatus::Failed);
+        assert_eq!(result.reason_codes, vec![reason::PARTIAL_DELIVERY]);
+        // What it delivered must still pass: partial acceptance lowers no other bar.
+        let bad = Deliverable::new(
+            DeliveryStatus::Partial,
+            Output::Json {
+                content: json!({"answer": ""}),
+            },
+            vec![],
+            vec![],
+        )
+        .unwrap();
+        let result = run(&bad, &one, &EvidenceSet::new(), None);
+        assert_eq!(result.reason_codes, vec![reason::SCHEMA_INVALID]);
+        for nonsense in [
+            json!({"accept_partial": {"min_items": 0}}),
+            json!({"accept_partial": {"min_items": 65}}),
+            json!({"accept_partial": {"min_items": -1}}),
+            json!({"accept_partial": {"min_items": 1, "max": 2}}),
+            json!({"accept_partial": true}),
+            json!({"other": 1}),
+        ] {
+            assert!(
+                PolicyBinding::new(PolicyId::SchemaOnlyV1, nonsense.clone()).is_err(),
+                "{nonsense}"
+            );
+        }
+        assert_ne!(
+            one.policy_hash(),
+            PolicyBinding::schema_only().policy_hash()
+        );
     }
 
     #[test]

@@ -471,9 +471,18 @@ pub struct OutboundSettings {
     /// Refuse plain `http` for worker endpoints, poll URLs, deliverable files and webhooks
     /// (HIRE: all communication over HTTPS). Off only for local development and tests.
     pub require_https: bool,
+    /// Largest HIRE `stream` output read, bytes over all its connections.
+    pub stream_max_bytes: usize,
+    /// Longest a HIRE `stream` output is read, ms (the contract's SLA may end it sooner).
+    pub stream_max_duration_ms: u64,
 }
 
 impl OutboundSettings {
+    /// Longest a stream output is read.
+    pub fn stream_max_duration(&self) -> Duration {
+        Duration::from_millis(self.stream_max_duration_ms)
+    }
+
     /// Connect time limit.
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.connect_timeout_ms)
@@ -975,6 +984,16 @@ impl Settings {
             "outbound.max_response_bytes",
             out.max_response_bytes as u64,
             1024,
+        )?;
+        at_least(
+            "outbound.stream_max_bytes",
+            out.stream_max_bytes as u64,
+            1024,
+        )?;
+        at_least(
+            "outbound.stream_max_duration_ms",
+            out.stream_max_duration_ms,
+            100,
         )?;
         let health = &self.health;
         at_least("health.interval_ms", health.interval_ms, 10)?;

@@ -1,5 +1,5 @@
-//! The two example workers, as library code so tests can run them in-process (the
-//! `examples/` programs are thin wrappers):
+//! The example workers, as library code so tests can run them in-process (the `examples/`
+//! programs are thin wrappers for echo and faulty):
 //!
 //! - **echo**: task types `summarize` and `echo`; always answers JSON valid against
 //!   [`summary_output_schema`]: `{"summary": …, "confidence": 0.9}`.
@@ -9,7 +9,15 @@
 //!   finishes after `delay_ms`), `flaky` (fails attempt 1, succeeds from attempt 2 on —
 //!   relies on the gateway's `X-Attempt`).
 //!
-//! [`configure_from_env`] applies the environment variables both programs share.
+//! - **outputs**: one task type per HIRE output type, each answering the summary of the input
+//!   in that form ([`outputs_builder`], [`outputs_handler`], the schemas a listing gives them in
+//!   [`outputs_output_schema`]): `output_text` (`text`), `output_json` (`json`), `output_file`
+//!   (a `file` the worker hosts, with its `sha256:` checksum), `output_multiple` (`multiple`:
+//!   json, text and file), `output_stream` (`stream`: the summary's words as SSE events,
+//!   `delay_ms` apart), and `output_partial` (reports progress with the items done so far, then
+//!   ends `partial` with `items_done` of `items` summaries).
+//!
+//! [`configure_from_env`] applies the environment variables the programs share.
 
 use std::env;
 use std::str::FromStr;
@@ -22,7 +30,8 @@ use url::Url;
 use crate::callback::CallbackConfig;
 use crate::gateway_auth::GatewayKeys;
 use crate::handler::{TaskContext, TaskHandler, TaskOutcome};
-use crate::protocol::TaskError;
+use crate::hosted::StreamEvent;
+use crate::protocol::{Output, Percent, Progress, TaskError};
 use crate::webhook::WebhookSecret;
 use crate::worker::WorkerBuilder;
 
@@ -64,6 +73,137 @@ pub fn echo_builder() -> WorkerBuilder {
 #[must_use]
 pub fn echo_handler() -> impl TaskHandler {
     |ctx: TaskContext, input: Value| async move { summary_outcome(&ctx, &input) }
+}
+
+/// Task types of the outputs worker, one per HIRE output type (and a partial one).
+pub const OUTPUT_TASK_TYPES: [&str; 6] = [
+    "output_text",
+    "output_json",
+    "output_file",
+    "output_multiple",
+    "output_stream",
+    "output_partial",
+];
+
+/// The outputs worker's builder; add keys and build with [`outputs_handler`].
+#[must_use]
+pub fn outputs_builder() -> WorkerBuilder {
+    OUTPUT_TASK_TYPES.iter().fold(
+        WorkerBuilder::new("outputs-worker", env!("CARGO_PKG_VERSION")),
+        |builder, task_type| builder.task_type(*task_type),
+    )
+}
+
+/// The output schema a listing of the outputs worker gives `task_type` (what its answers
+/// satisfy; a stream is judged on its assembled text).
+#[must_use]
+pub fn outputs_output_schema(task_type: &str) -> Value {
+    match task_type {
+        "output_text" | "output_stream" => json!({"type": "string", "minLength": 1}),
+        "output_multiple" => json!({
+            "type": "array",
+            "prefixItems": [summary_output_schema(), {"type": "string"}, summary_output_schema()],
+            "minItems": 3
+        }),
+        "output_partial" => json!({"type": "array", "items": summary_output_schema()}),
+        _ => summary_output_schema(),
+    }
+}
+
+/// The outputs worker's handler (see the module docs).
+#[must_use]
+pub fn outputs_handler() -> impl TaskHandler {
+    |ctx: TaskContext, input: Value| async move {
+        let text = input_text(&input);
+        let summary = json!({"summary": text, "confidence": CONFIDENCE});
+        let delay = input
+            .get("delay_ms")
+            .and_then(Value::as_u64)
+            .map_or(Duration::ZERO, Duration::from_millis);
+        let hosted_summary = |ctx: &TaskContext| {
+            Output::File(ctx.host_file(
+                "summary.json",
+                "application/json",
+                summary.to_string().into_bytes(),
+            ))
+        };
+        match ctx.task_type().map(|t| t.as_str().to_owned()).as_deref() {
+            Some("output_text") => TaskOutcome::text(text),
+            Some("output_file") => TaskOutcome::output(hosted_summary(&ctx)),
+            Some("output_multiple") => TaskOutcome::output(Output::Multiple {
+                items: vec![
+                    Output::Json {
+                        content: summary.clone(),
+                    },
+                    Output::Text {
+                        content: text.clone(),
+                    },
+                    hosted_summary(&ctx),
+                ],
+            }),
+            Some("output_stream") => {
+                let words: Vec<String> = text.split_inclusive(' ').map(str::to_owned).collect();
+                TaskOutcome::stream(futures::stream::unfold(
+                    words.into_iter(),
+                    move |mut words| async move {
+                        let word = words.next()?;
+                        tokio::time::sleep(delay).await;
+                        Some((StreamEvent::data(word), words))
+                    },
+                ))
+            }
+            Some("output_partial") => partial_outcome(&ctx, &input, &summary, delay).await,
+            _ => TaskOutcome::json(summary),
+        }
+    }
+}
+
+/// `output_partial`: `items_done` of `items` summaries, progress reported after each.
+async fn partial_outcome(
+    ctx: &TaskContext,
+    input: &Value,
+    summary: &Value,
+    delay: Duration,
+) -> TaskOutcome {
+    let wanted = input.get("items").and_then(Value::as_u64).unwrap_or(3);
+    let done = input
+        .get("items_done")
+        .and_then(Value::as_u64)
+        .unwrap_or(wanted)
+        .min(wanted);
+    let mut items = Vec::new();
+    for _ in 0..done {
+        tokio::time::sleep(delay).await;
+        items.push(Output::Json {
+            content: summary.clone(),
+        });
+        ctx.report_partial(progress_of(items.len(), wanted), items.clone());
+    }
+    let progress = progress_of(items.len(), wanted);
+    if done == wanted {
+        TaskOutcome::output(Output::Multiple { items })
+    } else {
+        TaskOutcome::partial(Some(progress), items)
+    }
+}
+
+/// `done` of `wanted` items as progress.
+fn progress_of(done: usize, wanted: u64) -> Progress {
+    // Item counts are small: the float conversions are exact.
+    #[allow(clippy::cast_precision_loss)]
+    let percent = Percent::new(done as f64 * 100.0 / wanted.max(1) as f64).ok();
+    Progress {
+        percent,
+        message: Some(format!("{done} of {wanted} items")),
+    }
+}
+
+/// The input's `"text"` field if it has one, else the input's JSON.
+fn input_text(input: &Value) -> String {
+    match input.get("text") {
+        Some(Value::String(text)) => text.clone(),
+        _ => input.to_string(),
+    }
 }
 
 /// The faulty worker's builder; add keys and build with [`faulty_handler`].

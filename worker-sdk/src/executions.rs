@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use crate::ids::{Attempt, ContractId, TaskId};
-use crate::protocol::{PartialReport, PendingReport, Progress, TaskReport};
+use crate::protocol::{Output, PartialReport, PendingReport, Progress, TaskReport};
 
 /// Where a run is, as seen by the request that started it.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +58,8 @@ enum TaskState {
     Running {
         progress: Option<Progress>,
         estimated_completion: Option<DateTime<Utc>>,
+        /// Items already done, reported with the progress (boxed: most runs have none).
+        partial_output: Option<Box<Output>>,
     },
     Finished {
         report: Box<TaskReport>,
@@ -92,6 +94,7 @@ impl TaskRecord {
             TaskState::Running {
                 progress: None,
                 estimated_completion,
+                ..
             } => TaskReport::Pending(PendingReport {
                 contract_id: self.contract_id.clone(),
                 task_id: task_id.clone(),
@@ -101,12 +104,13 @@ impl TaskRecord {
             TaskState::Running {
                 progress: Some(progress),
                 estimated_completion,
+                partial_output,
             } => TaskReport::Partial(PartialReport {
                 contract_id: self.contract_id.clone(),
                 task_id: task_id.clone(),
                 poll_url: Some(self.poll_url.clone()),
                 progress: Some(progress.clone()),
-                output: None,
+                output: partial_output.as_deref().cloned(),
                 estimated_completion: *estimated_completion,
             }),
         }
@@ -222,6 +226,7 @@ impl Executions {
                 state: TaskState::Running {
                     progress: None,
                     estimated_completion: None,
+                    partial_output: None,
                 },
                 answered_running: false,
                 phase: phase_tx,
@@ -291,6 +296,23 @@ impl Executions {
         }) = registry.tasks.get_mut(task_id)
         {
             *slot = Some(progress);
+        }
+    }
+
+    pub(crate) fn set_partial(&self, task_id: &TaskId, progress: Progress, output: Output) {
+        let mut registry = self.lock();
+        if let Some(TaskRecord {
+            state:
+                TaskState::Running {
+                    progress: slot,
+                    partial_output,
+                    ..
+                },
+            ..
+        }) = registry.tasks.get_mut(task_id)
+        {
+            *slot = Some(progress);
+            *partial_output = Some(Box::new(output));
         }
     }
 

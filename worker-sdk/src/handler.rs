@@ -10,9 +10,13 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use futures::Stream;
+use url::Url;
+
 use crate::executions::Executions;
+use crate::hosted::{EventSource, HostedFile, HostedOutputs, StreamEvent};
 use crate::ids::{Attempt, ContractId, TaskId, TaskType};
-use crate::protocol::{Output, Progress, TaskError};
+use crate::protocol::{FileOutput, Output, Progress, TaskError, file_output};
 
 /// The future a handler returns.
 pub type TaskFuture = Pin<Box<dyn Future<Output = TaskOutcome> + Send + 'static>>;
@@ -62,6 +66,9 @@ pub struct TaskContext {
     pub(crate) correlation_id: Option<String>,
     pub(crate) executions: Arc<Executions>,
     pub(crate) cancel: CancellationToken,
+    pub(crate) hosted: Arc<HostedOutputs>,
+    /// Where this worker is reached (the base of `poll_url`).
+    pub(crate) base_url: Url,
 }
 
 impl TaskContext {
@@ -117,6 +124,52 @@ impl TaskContext {
     pub fn report_progress(&self, progress: Progress) {
         self.executions.set_progress(&self.task_id, progress);
     }
+
+    /// Publishes progress together with the items already done: until the task ends, polls
+    /// answer `partial` with this progress and `items` as a `multiple` output (the gateway
+    /// relays the progress and the number of items to the seeker, not the items).
+    pub fn report_partial(&self, progress: Progress, items: Vec<Output>) {
+        self.executions
+            .set_partial(&self.task_id, progress, Output::Multiple { items });
+    }
+
+    /// Hosts `bytes` as file `name` of this task (served at `GET /files/{task_id}/{name}`)
+    /// and returns the `file` output naming it, with its size and `sha256:` checksum.
+    /// Characters other than ASCII letters, digits, `.`, `-` and `_` in `name` become `_`.
+    #[must_use]
+    pub fn host_file(&self, name: &str, mime: &str, bytes: impl Into<Vec<u8>>) -> FileOutput {
+        let bytes = bytes.into();
+        let name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let name = if name.is_empty() || name.chars().all(|c| c == '.') {
+            "file".to_owned()
+        } else {
+            name
+        };
+        let url = self
+            .base_url
+            .join(&format!("files/{}/{name}", self.task_id.as_str()))
+            .unwrap_or_else(|_| self.base_url.clone());
+        let mut output = file_output(url, mime, &bytes);
+        output.name = Some(name.clone());
+        self.hosted.add_file(
+            &self.task_id,
+            &name,
+            HostedFile {
+                mime: mime.to_owned(),
+                bytes: Arc::new(bytes),
+            },
+        );
+        output
+    }
 }
 
 impl fmt::Debug for TaskContext {
@@ -144,8 +197,12 @@ pub enum TaskOutcome {
     /// The work continues in the background: the SDK answers `pending` (task id, poll URL,
     /// estimated completion) and runs [`PendingWork`] to its end.
     Pending(PendingWork),
+    /// The output is a stream of events the SDK serves as SSE (see [`crate::hosted`]); the
+    /// task is `completed` with a `stream` output at once.
+    Stream(EventSource),
     /// The run ended with only part of the deliverable (the gateway judges it on what it
-    /// delivered; by default that is a failure).
+    /// delivered; by default that is a failure, unless the contract accepts partial
+    /// deliveries of enough items).
     Partial {
         /// How far the work came.
         progress: Option<Progress>,
@@ -175,6 +232,22 @@ impl TaskOutcome {
         Self::Completed {
             output,
             metadata: None,
+        }
+    }
+
+    /// Completed with a `stream` output: the SDK serves `events` as SSE while they come.
+    #[must_use]
+    pub fn stream(events: impl Stream<Item = StreamEvent> + Send + 'static) -> Self {
+        Self::Stream(Box::pin(events))
+    }
+
+    /// Ended with only part of the work: `items` as a `multiple` output (the gateway accepts
+    /// it only when the contract's policy allows partial deliveries of that many items).
+    #[must_use]
+    pub fn partial(progress: Option<Progress>, items: Vec<Output>) -> Self {
+        Self::Partial {
+            progress,
+            output: (!items.is_empty()).then_some(Output::Multiple { items }),
         }
     }
 
@@ -219,6 +292,7 @@ impl fmt::Debug for TaskOutcome {
                 .finish(),
             Self::Failed(error) => f.debug_tuple("Failed").field(error).finish(),
             Self::Pending(work) => f.debug_tuple("Pending").field(work).finish(),
+            Self::Stream(_) => f.write_str("Stream"),
             Self::Partial { progress, output } => f
                 .debug_struct("Partial")
                 .field("progress", progress)

@@ -10,10 +10,11 @@
 //! | [`protocol`] | wire types: [`TaskReport`] (`completed`/`failed`/`pending`/`partial`), [`Output`], capabilities, health, errors, header names |
 //! | [`gateway_auth`] | contract-token check against the gateway JWKS (fixed or fetched + cached) |
 //! | [`webhook`] | Standard Webhooks signing and verification (`whsec_` secrets) |
+//! | [`hosted`] | outputs the worker hosts: files (`GET /files/{task_id}/{name}`, with their checksum) and SSE streams (`GET /streams/{task_id}`, numbered events, `Last-Event-ID` resume, closing `done`) |
 //! | [`callback`] | signed completion callbacks to the gateway for work that went `pending` |
 //! | [`ids`] | [`ContractId`], [`TaskId`], [`TaskType`], [`Attempt`] — valid by construction |
 //! | [`serve`](mod@serve) | bind + serve with graceful shutdown (port 0 friendly) |
-//! | [`example_workers`] | the echo and faulty example workers as library code |
+//! | [`example_workers`] | the echo, faulty and outputs (one task type per HIRE output type, and a partial one) example workers as library code |
 //! | [`verify`] | `POST /verify`: the worker as a cross-check verifier — [`verify::VerifyHandler`], [`verify::Verdict`], the seed's VerifyRequest/VerifyResponse |
 //! | [`receipt`] | offline verification of the gateway's signed contract receipts |
 //! | [`testing`] | a local contract-token issuer for tests |
@@ -53,8 +54,11 @@
 //! [`TaskReport`] — `200` `{"status":"completed","contract_id","task_id","output":{…},"metadata"?}`
 //! or `{"status":"failed","contract_id","task_id","error":{"code","message","details"?}}`;
 //! `202` `{"status":"pending","contract_id","task_id","poll_url","estimated_completion"?}` or
-//! `{"status":"partial",…,"progress":{"percent"?,"message"?}}`. `GET /tasks/{id}` answers the
-//! same bodies, always with `200`. Refusals are `{"error":{"code","message"}}`: 400
+//! `{"status":"partial",…,"poll_url","progress":{"percent"?,"message"?}}` while running; a run
+//! that ended with only part of its output answers `200` `partial` without `poll_url`. `GET /tasks/{id}` answers the
+//! same bodies, always with `200`. A handler's stream output is served at
+//! `GET /streams/{task_id}` (same token rules, SSE, `Last-Event-ID` honoured) and its hosted
+//! files at `GET /files/{task_id}/{name}` (see [`hosted`]). Refusals are `{"error":{"code","message"}}`: 400
 //! `missing_contract_id` / `invalid_contract_id` / `idempotency_key_mismatch` /
 //! `invalid_attempt` / `unsupported_task_type` / `invalid_input` / `missing_host`; 401 (with
 //! `WWW-Authenticate: Bearer`) `missing_token` / `invalid_token` / `contract_mismatch` /
@@ -102,6 +106,7 @@ pub mod example_workers;
 mod executions;
 pub mod gateway_auth;
 pub mod handler;
+pub mod hosted;
 pub mod ids;
 pub mod protocol;
 pub mod receipt;
@@ -117,6 +122,7 @@ pub mod worker;
 pub use callback::{CallbackConfig, CallbackShape, CompletionCallback};
 pub use gateway_auth::{GatewayKeys, Jwks};
 pub use handler::{TaskContext, TaskHandler, TaskOutcome};
+pub use hosted::StreamEvent;
 pub use ids::{Attempt, ContractId, TaskId, TaskType, WorkerId};
 pub use protocol::{Output, TaskReport};
 pub use serve::{RunningServer, serve};

@@ -1,6 +1,7 @@
 //! The worker's HTTP surface: `GET /health`, `GET /capabilities`, `POST /execute`,
 //! `GET /tasks/{id}`, `POST /tasks/{id}/cancel`, `POST /verify` (when a verifier is
-//! configured), and the mapping of every refusal to a JSON error.
+//! configured), the hosted outputs `GET /streams/{id}` and `GET /files/{id}/{name}`
+//! ([`crate::hosted`]), and the mapping of every refusal to a JSON error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +26,7 @@ use crate::handler::{
 use crate::ids::{Attempt, ContractId, TaskId, TaskType};
 use crate::protocol::{
     CompletedReport, ErrorBody, ErrorDetail, FailedReport, Health, Output, PartialReport,
-    TaskError, TaskReport, headers,
+    StreamFormat, TaskError, TaskReport, headers,
 };
 use crate::verify::{self, VerifyRequest};
 use crate::worker::WorkerShared;
@@ -42,7 +43,9 @@ pub(crate) fn router(shared: Arc<WorkerShared>) -> Router {
         .route("/capabilities", get(capabilities))
         .route("/execute", post(execute))
         .route("/tasks/{id}", get(task_status))
-        .route("/tasks/{id}/cancel", post(cancel_task));
+        .route("/tasks/{id}/cancel", post(cancel_task))
+        .route("/streams/{id}", get(stream_events))
+        .route("/files/{id}/{name}", get(hosted_file));
     if shared.verifier_setup.is_some() {
         router = router.route("/verify", post(verify_candidate));
     }
@@ -210,6 +213,45 @@ async fn verify_candidate(
     Ok(axum::Json(response).into_response())
 }
 
+/// `GET /streams/{id}`: the task's streamed output as SSE (see [`crate::hosted`]), after the
+/// `Last-Event-ID` event when one is sent. Same token and `X-Contract-ID` rules as
+/// `/tasks/{id}`; 404 for an unknown stream or one of another contract.
+async fn stream_events(
+    State(shared): State<Arc<WorkerShared>>,
+    Path(raw_task_id): Path<String>,
+    request_headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let contract_id = authenticate(&shared, &request_headers).await?;
+    let after = request_headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    shared
+        .hosted
+        .serve_stream(&raw_task_id, contract_id.as_str(), after)
+        .map(IntoResponse::into_response)
+        .ok_or(ApiError::TaskNotFound)
+}
+
+/// `GET /files/{id}/{name}`: a file the task hosts (see [`crate::hosted`]). Unauthenticated.
+async fn hosted_file(
+    State(shared): State<Arc<WorkerShared>>,
+    Path((task_id, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let file = shared
+        .hosted
+        .file(&task_id, &name)
+        .ok_or(ApiError::TaskNotFound)?;
+    let mime = HeaderValue::from_str(&file.mime)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    Ok((
+        [(header::CONTENT_TYPE, mime)],
+        Bytes::from((*file.bytes).clone()),
+    )
+        .into_response())
+}
+
 async fn not_found() -> ApiError {
     ApiError::RouteNotFound
 }
@@ -305,6 +347,8 @@ async fn start_and_wait(
         correlation_id: caller.correlation_id,
         executions: Arc::clone(&shared.executions),
         cancel,
+        hosted: Arc::clone(&shared.hosted),
+        base_url: poll_base_of(&poll_url),
     };
     tracing::info!(contract_id = %ctx.contract_id, %task_id, attempt = attempt.get(), "task started");
     // The run lives on its own task: a caller hanging up must not cancel paid work, and
@@ -372,7 +416,19 @@ async fn run_task(
             .move_to_background(&task_id, pending.estimated_completion);
         outcome = run_guarded(pending.work, &cancel).await;
     }
-    let report = final_report(outcome, contract_id.clone(), task_id.clone(), poll_url);
+    if let TaskOutcome::Stream(events) = outcome {
+        shared
+            .hosted
+            .start_stream(&task_id, contract_id.as_str(), events);
+        let url = poll_base_of(&poll_url)
+            .join(&format!("streams/{}", task_id.as_str()))
+            .unwrap_or_else(|_| poll_url.clone());
+        outcome = TaskOutcome::output(Output::Stream {
+            url,
+            format: StreamFormat::Sse,
+        });
+    }
+    let report = final_report(outcome, contract_id.clone(), task_id.clone());
     tracing::info!(%contract_id, %task_id, status = report.status(), "task finished");
     shared
         .executions
@@ -423,12 +479,7 @@ fn admissible(output: &Output) -> Result<(), TaskError> {
         })
 }
 
-fn final_report(
-    outcome: TaskOutcome,
-    contract_id: ContractId,
-    task_id: TaskId,
-    poll_url: Url,
-) -> TaskReport {
+fn final_report(outcome: TaskOutcome, contract_id: ContractId, task_id: TaskId) -> TaskReport {
     let outcome = match &outcome {
         TaskOutcome::Completed { output, .. }
         | TaskOutcome::Partial {
@@ -452,16 +503,18 @@ fn final_report(
             task_id: Some(task_id),
             error,
         }),
+        // A final partial names no `poll_url`: there is nothing left to check back for, which
+        // is how a poller tells it from a progress report.
         TaskOutcome::Partial { progress, output } => TaskReport::Partial(PartialReport {
             contract_id,
             task_id,
-            poll_url: Some(poll_url),
+            poll_url: None,
             progress,
             output,
             estimated_completion: None,
         }),
-        // `run_task` drains every `Pending` before calling this.
-        TaskOutcome::Pending(_) => TaskReport::Failed(FailedReport {
+        // `run_task` drains every `Pending` and starts every `Stream` before calling this.
+        TaskOutcome::Pending(_) | TaskOutcome::Stream(_) => TaskReport::Failed(FailedReport {
             contract_id,
             task_id: Some(task_id),
             error: TaskError::new("WORKER_ERROR", "task ended while still pending"),
@@ -469,9 +522,15 @@ fn final_report(
     }
 }
 
+/// The worker's base URL, from a task's `poll_url` (`<base>/tasks/{id}`).
+fn poll_base_of(poll_url: &Url) -> Url {
+    poll_url.join("../").unwrap_or_else(|_| poll_url.clone())
+}
+
 fn report_response(report: TaskReport, from_execute: bool) -> Response {
     let status = match (&report, from_execute) {
-        (TaskReport::Pending(_) | TaskReport::Partial(_), true) => StatusCode::ACCEPTED,
+        (TaskReport::Pending(_), true) => StatusCode::ACCEPTED,
+        (TaskReport::Partial(partial), true) if partial.poll_url.is_some() => StatusCode::ACCEPTED,
         _ => StatusCode::OK,
     };
     (status, axum::Json(report)).into_response()

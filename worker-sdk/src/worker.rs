@@ -13,6 +13,7 @@ use crate::callback::{CallbackConfig, CallbackSender};
 use crate::executions::Executions;
 use crate::gateway_auth::{GatewayKeys, TokenVerifier};
 use crate::handler::TaskHandler;
+use crate::hosted::HostedOutputs;
 use crate::ids::{IdError, TaskType, WorkerId};
 use crate::protocol::{Capabilities, PROTOCOL_NAME, PriceInfo};
 use crate::routes;
@@ -313,6 +314,7 @@ impl WorkerBuilder {
                 capabilities,
                 verifier,
                 executions: Arc::new(Executions::new(self.retention, self.max_concurrent_tasks)),
+                hosted: Arc::new(HostedOutputs::new(self.retention)),
                 handler: Arc::new(handler),
                 public_url: self.public_url,
                 callback,
@@ -373,6 +375,7 @@ pub(crate) struct WorkerShared {
     /// `None` only with the explicit local-dev opt-out.
     pub(crate) verifier: Option<TokenVerifier>,
     pub(crate) executions: Arc<Executions>,
+    pub(crate) hosted: Arc<HostedOutputs>,
     pub(crate) handler: Arc<dyn TaskHandler>,
     pub(crate) public_url: Option<Url>,
     pub(crate) callback: Option<CallbackSender>,

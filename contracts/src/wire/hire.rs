@@ -1,7 +1,15 @@
 //! HIRE `/execute` responses (seeds/hire-execution.txt): `completed`, `failed`, `pending`,
 //! `partial`; and the worker's completion webhook, which the document tags by `event`
 //! (`task_completed`, `task_failed`) instead of `status` ([`TaskCallback`], read by
-//! [`parse_report`]).
+//! [`parse_report`]); and how a `stream` output's events become a deliverable
+//! ([`assemble_stream`]).
+//!
+//! A `stream` output (`{"type":"stream","url","format":"sse"}`) is read by the gateway as
+//! Server-Sent Events. The seed leaves the end of a stream open; hiregate's convention (the
+//! worker SDK follows it): an event named [`STREAM_END_EVENT`] ends it normally, one named
+//! [`STREAM_ERROR_EVENT`] (data `{"code","message"}`) ends it as a failed attempt, every other
+//! event is output, in order. A connection that closes before either is a broken stream: it is
+//! resumed with `Last-Event-ID` when the worker sent event ids, else the attempt fails.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -10,6 +18,53 @@ use url::Url;
 use crate::canonical::Digest;
 use crate::deliverable::{Deliverable, DeliverableError, DeliveryStatus, FileOutput, Output};
 use crate::id::ContractId;
+use crate::schema::OutputSchema;
+
+/// Name of the event that ends a HIRE stream output normally (its data is not output).
+pub const STREAM_END_EVENT: &str = "done";
+/// Name of the event that ends a HIRE stream output as a failure (data: `{"code","message"}`).
+pub const STREAM_ERROR_EVENT: &str = "error";
+
+/// The output a finished stream delivers, from its output events' `data` in order, shaped by
+/// what the contract's output schemas ask for (the first schema with a top-level `type`
+/// decides):
+///
+/// - `"array"`: a `json` output, the array of the events' data, each parsed as JSON when it
+///   parses and kept as a JSON string when it does not (the schema then judges it);
+/// - `"object"`, `"number"`, `"integer"`, `"boolean"`, `"null"`: the concatenated data parsed
+///   as one JSON document (a worker streaming a JSON document in pieces); when it does not
+///   parse, a `text` output, which such a schema then fails;
+/// - `"string"`, no `type`, or no schema: a `text` output, the concatenated data.
+///
+/// The stored deliverable is this output (its digest is the deliverable digest); the stream's
+/// URL is kept in the event log only, since the URL says nothing about what was delivered.
+#[must_use]
+pub fn assemble_stream(data: &[String], schemas: &[OutputSchema]) -> Output {
+    let wanted = schemas
+        .iter()
+        .find_map(|schema| schema.document().get("type").and_then(Value::as_str));
+    match wanted {
+        Some("array") => Output::Json {
+            content: Value::Array(
+                data.iter()
+                    .map(|item| {
+                        serde_json::from_str(item).unwrap_or_else(|_| Value::String(item.clone()))
+                    })
+                    .collect(),
+            ),
+        },
+        Some("object" | "number" | "integer" | "boolean" | "null") => {
+            let joined = data.concat();
+            match serde_json::from_str(&joined) {
+                Ok(content) => Output::Json { content },
+                Err(_) => Output::Text { content: joined },
+            }
+        }
+        _ => Output::Text {
+            content: data.concat(),
+        },
+    }
+}
 
 /// A HIRE `/execute` (or poll, or callback) response, tagged by `status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -209,7 +264,37 @@ pub struct Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::SchemaLimits;
     use serde_json::json;
+
+    #[test]
+    fn streams_assemble_as_the_schema_asks() {
+        let schema = |doc: Value| OutputSchema::parse(doc, &SchemaLimits::default()).unwrap();
+        let data = ["{\"n\":1}".to_owned(), "plain".to_owned()];
+        assert_eq!(
+            assemble_stream(&data, &[]),
+            Output::Text {
+                content: "{\"n\":1}plain".to_owned()
+            }
+        );
+        assert_eq!(
+            assemble_stream(&data, &[schema(json!({"type": "array"}))]),
+            Output::Json {
+                content: json!([{"n": 1}, "plain"])
+            }
+        );
+        let pieces = ["{\"score\":".to_owned(), "8}".to_owned()];
+        assert_eq!(
+            assemble_stream(&pieces, &[schema(json!({"type": "object"}))]),
+            Output::Json {
+                content: json!({"score": 8})
+            }
+        );
+        assert!(matches!(
+            assemble_stream(&data, &[schema(json!({"type": "object"}))]),
+            Output::Text { .. }
+        ));
+    }
 
     #[test]
     fn the_seed_examples_parse() {

@@ -5,9 +5,11 @@
 //! task input as the JSON body.
 //!
 //! Answers: 200 `completed` (or a final `partial`) → [`WorkerAnswer::Delivered`]; 200 `failed`
-//! → [`WorkerAnswer::Failed`]; 202 `pending`/`partial` → [`WorkerAnswer::Pending`]; no answer
-//! within the SLA → [`WorkerAnswer::TimedOut`]; anything else → `Failed` with a kind that says
-//! why.
+//! → [`WorkerAnswer::Failed`]; 202 `pending`/`partial` → [`WorkerAnswer::Pending`] (a `partial`
+//! carries its progress for the event log: the worker's `progress` and how many items are
+//! ready); no answer within the SLA → [`WorkerAnswer::TimedOut`]; anything else → `Failed`
+//! with a kind that says why. A delivered `stream` output is read by the hire flow's `stream`
+//! step, not here.
 //!
 //! An answer (execute, poll or callback) whose `contract_id` names another contract is a failed
 //! attempt with code `contract_mismatch` ([`super::contract_mismatch`]), whatever it delivers;
@@ -15,9 +17,9 @@
 //! U+0000 is a malformed answer: the task id is kept as plain text (see the `store` docs).
 
 use async_trait::async_trait;
-use hiregate_contracts::wire::hire::{ExecuteResponse, parse_report};
+use hiregate_contracts::wire::hire::{Delivery, ExecuteResponse, parse_report};
 use reqwest::{Method, StatusCode, header};
-use serde_json::Value;
+use serde_json::{Value, json};
 use url::Url;
 
 use super::{
@@ -147,12 +149,15 @@ impl WorkerProtocol for HireProtocol {
     }
 }
 
-/// `GET <poll_url>` answers the task's current report, always with 200: `pending` and
-/// `partial` mean the work goes on (a partial report while polling is progress, not a
-/// delivery); `completed`/`failed` are its end.
+/// `GET <poll_url>` answers the task's current report, always with 200: `pending` means the
+/// work goes on, and so does a `partial` that names a `poll_url` (progress, not a delivery);
+/// a `partial` without one is the work's final, partial result; `completed`/`failed` are its
+/// end.
 pub fn classify_poll(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAnswer {
     if status == StatusCode::OK
         && let Ok(ExecuteResponse::Partial(_)) = serde_json::from_slice::<ExecuteResponse>(body)
+        && serde_json::from_slice::<Value>(body)
+            .is_ok_and(|raw| raw.get("poll_url").is_some_and(|url| !url.is_null()))
     {
         return classify(StatusCode::ACCEPTED, body, contract_id);
     }
@@ -185,6 +190,29 @@ pub fn classify_callback(body: &[u8], contract_id: &str) -> WorkerAnswer {
             error.to_string(),
         ),
     }
+}
+
+/// Largest worker `progress` object relayed as is, canonical bytes; a larger one is summarised.
+const MAX_PROGRESS_BYTES: usize = 2048;
+
+/// What the contract's event log shows of a progress report: the worker's `progress` (percent,
+/// message), and how many output items are ready, not the items (nothing unpaid is shown).
+fn progress_of(raw: &Value, delivery: &Delivery) -> Value {
+    let progress = raw.get("progress").cloned().unwrap_or(Value::Null);
+    let size = hiregate_contracts::canonical::to_canonical_vec(&progress)
+        .map_or(usize::MAX, |bytes| bytes.len());
+    let progress = if size <= MAX_PROGRESS_BYTES {
+        progress
+    } else {
+        json!({"withheld": true, "bytes": size})
+    };
+    let items_ready = delivery
+        .output
+        .as_ref()
+        .map(hiregate_contracts::deliverable::Output::item_count)
+        .or_else(|| delivery.deliverables.as_ref().map(Vec::len))
+        .unwrap_or(0);
+    json!({"progress": progress, "items_ready": items_ready})
 }
 
 /// The `contract_id` an answer echoes, if it does.
@@ -275,11 +303,12 @@ pub fn classify(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAns
                     poll_url: Some(pending.poll_url),
                     estimated_completion: pending.estimated_completion,
                     http_status: status.as_u16(),
+                    progress: None,
                 }
             })
         }
         // 202 partial is progress, not a delivery: the work goes on.
-        ExecuteResponse::Partial(_) if in_progress => {
+        ExecuteResponse::Partial(delivery) if in_progress => {
             let raw = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
             let task_id = raw.get("task_id").and_then(Value::as_str);
             refuse_nul_task_id(task_id, http_status).unwrap_or_else(|| WorkerAnswer::Pending {
@@ -293,6 +322,7 @@ pub fn classify(status: StatusCode, body: &[u8], contract_id: &str) -> WorkerAns
                     .and_then(Value::as_str)
                     .map(str::to_owned),
                 http_status: status.as_u16(),
+                progress: Some(progress_of(&raw, &delivery)),
             })
         }
         ExecuteResponse::Failed(failure) => WorkerAnswer::Failed {

@@ -7,6 +7,7 @@
 
 pub mod hire;
 pub mod secrets;
+pub mod sse;
 pub mod superwire;
 pub mod wattswarm;
 
@@ -181,6 +182,9 @@ pub enum WorkerAnswer {
         estimated_completion: Option<String>,
         /// HTTP status of the answer.
         http_status: u16,
+        /// What a progress report (HIRE `partial` while the work goes on) says, for the
+        /// contract's event log: `{"progress", "items_ready"}`, never the items themselves.
+        progress: Option<Value>,
     },
 }
 
@@ -344,6 +348,7 @@ pub trait WorkerProtocol: Send + Sync + 'static {
             poll_url: None,
             estimated_completion: None,
             http_status: 0,
+            progress: None,
         }
     }
 
@@ -437,6 +442,7 @@ mod tests {
             poll_url: Some(poll_url.parse().unwrap()),
             estimated_completion: None,
             http_status: 202,
+            progress: None,
         }
     }
 

@@ -35,7 +35,7 @@ use std::{
 };
 
 use async_trait::async_trait;
-use eventsource_stream::{Event, Eventsource as _};
+use eventsource_stream::Event;
 use futures::StreamExt as _;
 use hiregate_contracts::wire::superwire::{
     WORKFLOW_COMPLETED, WORKFLOW_FAILED, WorkflowCompleted, deliverable_from_output,
@@ -46,6 +46,7 @@ use tokio::time::Instant;
 
 use super::{
     CancelOutcome, FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch,
+    sse,
 };
 use crate::{
     outbound::{OutboundClient, OutboundError},
@@ -353,27 +354,18 @@ enum StreamEnd {
 struct Relay<'a> {
     request: &'a ForwardRequest<'a>,
     run_id: String,
-    last_id: Option<u64>,
+    cursor: sse::EventCursor,
     http_status: u16,
 }
 
 impl Relay<'_> {
     /// Reads `response`'s SSE events until a terminal one or the end of the stream.
     async fn read(&mut self, response: Response) -> StreamEnd {
-        let mut read_bytes = 0_usize;
-        let bytes = response.bytes_stream().map(move |chunk| {
-            let chunk = chunk.map_err(|e| e.to_string())?;
-            read_bytes = read_bytes.saturating_add(chunk.len());
-            if read_bytes > MAX_ANSWER_BYTES {
-                return Err(format!("stream exceeds {MAX_ANSWER_BYTES} bytes"));
-            }
-            Ok(chunk)
-        });
-        let mut events = bytes.eventsource();
+        let mut events = sse::bounded_events(response, MAX_ANSWER_BYTES);
         while let Some(next) = events.next().await {
             let event = match next {
                 Ok(event) => event,
-                Err(error) => return StreamEnd::Dropped(error.to_string()),
+                Err(error) => return StreamEnd::Dropped(error),
             };
             if let Some(end) = self.accept(event).await {
                 return StreamEnd::Terminal(Box::new(end));
@@ -384,28 +376,15 @@ impl Relay<'_> {
 
     /// Relays one event (unless already seen) and says whether it ends the run.
     async fn accept(&mut self, event: Event) -> Option<WorkerAnswer> {
-        let id = event.id.trim().parse::<u64>().ok();
-        if let (Some(id), Some(last)) = (id, self.last_id)
-            && id <= last
-        {
+        if !self.cursor.admit(&event.id) {
             return None;
         }
-        if id.is_some() {
-            self.last_id = id;
-        }
-        let name = if event.event.is_empty() {
-            "message".to_owned()
-        } else {
-            event.event.chars().take(64).collect()
-        };
+        let id = event.id.trim().parse::<u64>().ok();
+        let name = sse::event_name(&event);
         // Upstream events carry the work itself (node outputs, tokens, the final output), and
         // nothing unpaid is shown: the seeker's stream learns that the run progressed, and how
         // much, not what it produced. The deliverable is released once settled.
-        let data = json!({
-            "withheld": true,
-            "bytes": event.data.len(),
-            "digest": hiregate_contracts::canonical::Digest::of_bytes(event.data.as_bytes()).to_string(),
-        });
+        let data = sse::withheld(&event.data);
         self.request
             .events
             .relay(
@@ -480,11 +459,7 @@ impl SuperwireProtocol {
             Err(error) => return transport_failure(&error),
         };
         let status = response.status();
-        let streaming = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let streaming = sse::is_event_stream(&response);
         if !status.is_success() || !streaming {
             return match client.read_body(response, MAX_ANSWER_BYTES).await {
                 Ok(bytes) => classify_plain(status, &bytes),
@@ -522,7 +497,7 @@ impl SuperwireProtocol {
         let mut relay = Relay {
             request,
             run_id,
-            last_id: None,
+            cursor: sse::EventCursor::default(),
             http_status: status.as_u16(),
         };
         let held_run = relay.run_id.clone();
@@ -550,13 +525,20 @@ impl SuperwireProtocol {
             tracing::info!(
                 contract_id = request.contract_id,
                 run_id = %relay.run_id,
-                last_event_id = ?relay.last_id,
+                last_event_id = ?relay.cursor.last_id(),
                 reconnects,
                 reason,
                 "Superwire stream dropped; resuming"
             );
             tokio::time::sleep(RECONNECT_PAUSE).await;
-            end = match resume(client, request.endpoint, &relay.run_id, relay.last_id).await {
+            end = match resume(
+                client,
+                request.endpoint,
+                &relay.run_id,
+                relay.cursor.last_id(),
+            )
+            .await
+            {
                 Ok(response) => match other_run(&response, &relay.run_id) {
                     // The resumed stream is another run's: its events are not this contract's.
                     Some(answered) => {
@@ -586,21 +568,10 @@ async fn resume(
     client: &OutboundClient,
     endpoint: &WorkerEndpoint,
     run_id: &str,
-    last_id: Option<u64>,
+    last_id: Option<&str>,
 ) -> Result<Response, String> {
     let url = endpoint.join(&format!("execute/{}/events", urlencoding(run_id)));
-    let mut builder = client
-        .request(Method::GET, &url)
-        .map_err(|e| e.to_string())?
-        .header(header::ACCEPT, "text/event-stream");
-    if let Some(last) = last_id {
-        builder = builder.header("Last-Event-ID", last.to_string());
-    }
-    let response = client.send(builder).await.map_err(|e| e.to_string())?;
-    if !response.status().is_success() {
-        return Err(format!("resume answered {}", response.status()));
-    }
-    Ok(response)
+    sse::reconnect(client, &url, last_id, None, &[]).await
 }
 
 /// The run id a resumed stream announces, when it announces one other than `run_id`. Superwire

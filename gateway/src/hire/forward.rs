@@ -20,7 +20,7 @@ use super::{
     reply::Reply,
 };
 use crate::{
-    adapters::{ForwardRequest, WorkerAnswer, refuse_plain_http},
+    adapters::{ForwardRequest, UpstreamEvents as _, WorkerAnswer, refuse_plain_http},
     error::ApiError,
     metrics::WorkerLabels,
     registry::model::{Protocol, WorkerListing},
@@ -198,6 +198,16 @@ impl HireService {
             )
             .await;
         let answer = refuse_plain_http(answer, inner.outbound.requires_https());
+        let worker_actor = format!("worker:{}", listing.id);
+        // A stream output is read to its end within the same SLA, still `executing`.
+        let answer = Box::pin(self.collect_stream(
+            ctx,
+            answer,
+            attempt_no,
+            &worker_actor,
+            tokio::time::Instant::from_std(asked) + timeout,
+        ))
+        .await;
         inner
             .metrics
             .worker_request_duration
@@ -205,7 +215,6 @@ impl HireService {
                 worker_id: listing.id.to_string(),
             })
             .observe(asked.elapsed().as_secs_f64());
-        let worker_actor = format!("worker:{}", listing.id);
         match answer {
             WorkerAnswer::Delivered {
                 deliverable,
@@ -229,7 +238,11 @@ impl HireService {
                 poll_url,
                 estimated_completion,
                 http_status,
+                progress,
             } => {
+                if let Some(progress) = progress {
+                    relay_progress(&relay, attempt_no, progress).await;
+                }
                 inner
                     .store
                     .finish_attempt(
@@ -532,6 +545,23 @@ impl HireService {
         self.judge(ctx, attempt_id, &deliverable, digest).await
     }
 }
+
+/// Appends a worker's progress report (HIRE `partial` while the work goes on) to the
+/// contract's event log as `worker_progress`.
+pub(super) async fn relay_progress(
+    relay: &super::relay::ContractEventRelay,
+    attempt_no: u32,
+    progress: Value,
+) {
+    let mut details = json!({"attempt_no": attempt_no});
+    if let (Some(fields), Value::Object(reported)) = (details.as_object_mut(), progress) {
+        fields.extend(reported);
+    }
+    relay.relay(PROGRESS_EVENT_KIND, details).await;
+}
+
+/// Kind of the contract events that carry a worker's progress reports.
+pub const PROGRESS_EVENT_KIND: &str = "worker_progress";
 
 /// The error recorded for an attempt that outlived the contract's `sla.max_latency_ms` (and,
 /// pending, its `sla.poll_window_s`).

@@ -8,6 +8,7 @@
 //! | `payment` | `offered`: the 402 and the payment (prechecks, facilitator /verify, `paid`) |
 //! | `authorize` | escrowed payments: `offered` → `authorizing` → `paid` once the escrow's `authorize` is mined |
 //! | `forward` | `paid` → `executing`: an attempt at the worker, and its answer (delivered, pending, failed) |
+//! | `stream` | stream outputs: the worker's SSE read to its end (relayed, resumed with `Last-Event-ID`, bounded) and assembled into the deliverable before `delivered` |
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
 //! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain (escrowed: the escrow's capture, decided by its events) |
 //! | `release` | escrowed money back to the payer: void, the payer's reclaim, the arbiter's refund after capture; their sweep |
@@ -17,7 +18,7 @@
 //! | [`offered`] | the unpaid execute's hot path: offered contracts' 402s served from memory |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
 //! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifiers' eligibility at proposal (independent, healthy, serving `/verify`), their `/verify` votes, fail-closed |
-//! | [`relay`] | worker progress events (Superwire SSE) appended to the contract's event log |
+//! | [`relay`] | worker events (Superwire SSE, stream output events, HIRE progress reports) appended to the contract's event log |
 //! | [`locks`] | one in-process lock per contract |
 //! | [`queue`] | a worker's queue beyond `max_parallel`: 202 with the position, forwarded in order when a slot frees; 429 past it |
 //! | [`reply`] | execute answers with x402 and HIRE headers |
@@ -64,6 +65,7 @@ pub mod relay;
 mod release;
 pub mod reply;
 mod settle;
+mod stream;
 pub mod sweep;
 
 use std::{str::FromStr, sync::Arc};

@@ -244,7 +244,19 @@ impl HireService {
                     .await;
                 return Ok(PollNext::Done);
             }
-            WorkerAnswer::Pending { .. } => "still pending".to_owned(),
+            WorkerAnswer::Pending { progress, .. } => {
+                if let Some(progress) = progress.clone() {
+                    // Every report a poll reads is relayed: polls back off, so these stay few.
+                    let relay = super::relay::ContractEventRelay::new(
+                        self.inner.store.clone(),
+                        &ctx.contract_id,
+                        &ctx.correlation_id,
+                        format!("worker:{}", listing.id),
+                    );
+                    super::forward::relay_progress(&relay, attempt.attempt_no, progress).await;
+                }
+                "still pending".to_owned()
+            }
             WorkerAnswer::TimedOut => "poll timed out".to_owned(),
             // The worker could not be read this time (down, restarting, a bad answer): the
             // attempt is not over until it says so or the SLA runs out.
@@ -300,6 +312,17 @@ impl HireService {
         if !still_waiting {
             return Ok(Finished::NotPending { state: current });
         }
+        let remaining = (sla_deadline(ctx, attempt) - Utc::now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        let answer = Box::pin(self.collect_stream(
+            ctx,
+            answer,
+            attempt.attempt_no,
+            actor,
+            tokio::time::Instant::now() + remaining,
+        ))
+        .await;
         match answer {
             WorkerAnswer::Delivered {
                 deliverable,
@@ -342,7 +365,26 @@ impl HireService {
                 )
                 .await?;
             }
-            WorkerAnswer::Pending { .. } | WorkerAnswer::TimedOut => {
+            WorkerAnswer::TimedOut => {
+                // A stream output that outlived the SLA.
+                let payment = store
+                    .payment_of_contract(&ctx.contract_id)
+                    .await?
+                    .ok_or_else(|| internal("a pending contract has no payment"))?;
+                self.attempt_failed(
+                    ctx,
+                    ContractState::Pending,
+                    &attempt.attempt_id,
+                    attempt.attempt_no,
+                    &payment,
+                    actor,
+                    None,
+                    sla_exceeded_error(ctx),
+                    true,
+                )
+                .await?;
+            }
+            WorkerAnswer::Pending { .. } => {
                 return Err(internal("not a terminal report"));
             }
         }
@@ -521,7 +563,16 @@ impl HireService {
                 json!({"contract_id": contract_id, "task_id": reported}),
             ));
         }
-        if matches!(answer, WorkerAnswer::Pending { .. }) {
+        if let WorkerAnswer::Pending { progress, .. } = &answer {
+            if let Some(progress) = progress.clone() {
+                let relay = super::relay::ContractEventRelay::new(
+                    store.clone(),
+                    contract_id,
+                    correlation_id,
+                    format!("worker:{worker_id}"),
+                );
+                super::forward::relay_progress(&relay, attempt.attempt_no, progress).await;
+            }
             return Ok(Reply::json(
                 StatusCode::ACCEPTED,
                 json!({"contract_id": contract_id, "status": "noted", "state": contract.state}),

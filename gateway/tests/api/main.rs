@@ -22,6 +22,7 @@ mod observability;
 mod openapi;
 mod ops;
 mod outbound;
+mod outputs;
 mod receipts;
 mod reputation;
 mod seeker_cli;

@@ -19,6 +19,8 @@ fn client(allow_private_targets: bool) -> OutboundClient {
         max_response_bytes: 1024 * 1024,
         allow_private_targets,
         require_https: false,
+        stream_max_bytes: 1024 * 1024,
+        stream_max_duration_ms: 5000,
     })
     .unwrap()
 }

@@ -6,6 +6,7 @@ mod discovery;
 mod example_processes;
 mod execute;
 mod helpers;
+mod hosted;
 mod idempotency;
 mod jwks;
 mod verify_and_cancel;
