@@ -107,6 +107,18 @@ pub enum Command {
     /// Act as a seeker against a running gateway: discover workers, hire one (paying with a
     /// local key, under a spending guard), list contracts, open disputes.
     Seeker(Box<crate::seeker_cli::SeekerArgs>),
+    /// Serve the MCP tools over stdio for a local agent, against a running gateway, with the
+    /// seeker key of `HIREGATE_SEEKER_KEY` and the wallet and limits of the `[mcp]` section
+    /// (the day's spending is read from the configured database).
+    Mcp {
+        /// Base URL of the gateway.
+        #[arg(
+            long,
+            env = "HIREGATE_GATEWAY_URL",
+            default_value = "http://127.0.0.1:8402/"
+        )]
+        gateway: url::Url,
+    },
 }
 
 /// `keys` subcommands.
@@ -302,10 +314,36 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Seeker(args) => crate::seeker_cli::run(*args).await,
+        Command::Mcp { gateway } => {
+            let settings = load()?;
+            Box::pin(mcp_command(settings, gateway)).await
+        }
     }
 }
 
 /// `hiregate reconcile`: the report on stdout; exit 1 on any mismatch.
+/// `hiregate mcp`: the MCP tools over stdin/stdout until the client hangs up. Nothing but MCP
+/// messages may go to stdout, so nothing else is printed there.
+async fn mcp_command(settings: Settings, gateway: url::Url) -> anyhow::Result<ExitCode> {
+    use rmcp::ServiceExt as _;
+
+    let seeker_key = std::env::var("HIREGATE_SEEKER_KEY")
+        .ok()
+        .filter(|key| !key.trim().is_empty())
+        .context("no seeker key: set HIREGATE_SEEKER_KEY")?;
+    let store = Store::connect(&settings.database)
+        .await
+        .context("cannot open the database")?;
+    let wallet = crate::mcp::McpWallet::from_settings(&settings.mcp);
+    let server = crate::mcp::HiregateMcp::over_stdio(gateway, seeker_key, wallet, store.clone())
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("the MCP client did not initialize")?;
+    server.waiting().await.context("the MCP session failed")?;
+    store.close().await;
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn reconcile_command(
     settings: Settings,
     request: &ReconcileRequest,

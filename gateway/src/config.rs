@@ -127,6 +127,9 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     /// Contract event streams (SSE).
     pub events: EventStreamSettings,
+    /// The MCP server's paying wallet and spending limits (`/mcp`, `hiregate mcp`).
+    #[serde(default)]
+    pub mcp: McpSettings,
 }
 
 /// `[http]`
@@ -647,6 +650,22 @@ impl WebhookSettings {
     }
 }
 
+/// `[mcp]`: the wallet the MCP `hire` tool pays from, and the limits the gateway enforces
+/// before it signs anything. Without a wallet `hire` is refused; the other tools still work.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSettings {
+    /// Hex private key of the paying wallet (never logged).
+    #[serde(deserialize_with = "empty_secret_as_none", default)]
+    pub wallet_private_key: Option<SecretString>,
+    /// The most one hire may cost, atomic units of the contract's asset.
+    #[serde(default)]
+    pub max_per_hire: u64,
+    /// The most the wallet may pay over any 24 hours, atomic units.
+    #[serde(default)]
+    pub max_per_day: u64,
+}
+
 /// `[events]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -673,8 +692,9 @@ impl EventStreamSettings {
 
 impl Settings {
     /// The layering without validation: defaults, then `config_file` (if any), then the
-    /// `HIREGATE_*` environment. `HIREGATE_CONFIG` names the file, and
-    /// `HIREGATE_TEST_DATABASE_URL` belongs to the test suite, so neither is a key.
+    /// `HIREGATE_*` environment. `HIREGATE_CONFIG` names the file,
+    /// `HIREGATE_TEST_DATABASE_URL` belongs to the test suite, and `HIREGATE_SEEKER_KEY` and
+    /// `HIREGATE_GATEWAY_URL` to `hiregate mcp`, so none is a key.
     pub fn figment(config_file: Option<&Path>) -> Result<Figment, ConfigError> {
         let mut figment = Figment::from(Toml::string(DEFAULT_CONFIG_TOML));
         if let Some(path) = config_file {
@@ -687,7 +707,7 @@ impl Settings {
         }
         Ok(figment.merge(
             Env::prefixed(ENV_PREFIX)
-                .ignore(&["config", "test_database_url"])
+                .ignore(&["config", "test_database_url", "seeker_key", "gateway_url"])
                 // Lower-case, so errors name keys as they are written in the TOML files.
                 .map(|key| key.as_str().to_ascii_lowercase().into())
                 .split("__"),
@@ -958,8 +978,40 @@ impl Settings {
         settle * 2 + self.contracts.recovery_grace() + self.contracts.jobs_interval()
     }
 
+    fn validate_mcp(&self) -> Result<(), ConfigError> {
+        let mcp = &self.mcp;
+        let Some(key) = &mcp.wallet_private_key else {
+            return Ok(());
+        };
+        if key
+            .expose_secret()
+            .trim()
+            .parse::<alloy::signers::local::PrivateKeySigner>()
+            .is_err()
+        {
+            return Err(ConfigError::invalid(
+                "mcp.wallet_private_key",
+                "not a hex secp256k1 private key",
+            ));
+        }
+        if mcp.max_per_hire == 0 {
+            return Err(ConfigError::invalid(
+                "mcp.max_per_hire",
+                "must be above 0 when mcp.wallet_private_key is set",
+            ));
+        }
+        if mcp.max_per_day < mcp.max_per_hire {
+            return Err(ConfigError::invalid(
+                "mcp.max_per_day",
+                "must be at least mcp.max_per_hire",
+            ));
+        }
+        Ok(())
+    }
+
     fn validate_rest(&self) -> Result<(), ConfigError> {
         self.validate_webhooks_and_events()?;
+        self.validate_mcp()?;
         if let Some(path) = &self.signing_key.path
             && path.exists()
             && !path.is_file()

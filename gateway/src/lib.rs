@@ -27,6 +27,7 @@
 //! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle; disputes (replay, arbiter decisions, the silent arbiter's void) |
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`ledger`] | the audit of money: `hiregate reconcile` / `GET /v1/admin/reconcile` (store vs chain for a block range), settlement metrics from the event bus |
+//! | [`mcp`] | the MCP server (`/mcp` over streamable HTTP, `hiregate mcp` over stdio): seeker tools over the public API; `hire` pays from the `[mcp]` wallet within its spending limits |
 //! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query |
 //! | [`events`] | public contract events, the in-process event bus, the SSE stream of `GET /v1/contracts/{id}/events` |
 //! | [`webhooks`] | seeker webhooks: secrets, signed messages, the leased delivery loop, retries and dead letters |
@@ -60,6 +61,7 @@ pub mod hire;
 pub mod http;
 pub mod ids;
 pub mod ledger;
+pub mod mcp;
 pub mod metrics;
 pub mod outbound;
 pub mod readiness;

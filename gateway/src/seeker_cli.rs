@@ -46,7 +46,7 @@ const IN_PROGRESS: &[&str] = &[
     "settling",
 ];
 /// States in which the seeker got what it paid for.
-const ACCEPTED: &[&str] = &["accepted", "settling", "settled"];
+pub(crate) const ACCEPTED: &[&str] = &["accepted", "settling", "settled"];
 
 /// `hiregate seeker`: connection options shared by every subcommand.
 #[derive(Debug, Args)]
@@ -364,7 +364,7 @@ pub async fn run(args: SeekerArgs) -> anyhow::Result<ExitCode> {
 
 /// `Url::join` drops the last path segment of a base without a trailing slash
 /// (`https://host/gw` + `v1/…` → `https://host/v1/…`); a gateway behind a path prefix needs it.
-fn with_trailing_slash(mut url: Url) -> Url {
+pub(crate) fn with_trailing_slash(mut url: Url) -> Url {
     if !url.path().ends_with('/') {
         let path = format!("{}/", url.path());
         url.set_path(&path);
@@ -541,7 +541,7 @@ impl Hire {
 
 /// Still worth waiting for: a working state, or `accepted` with no acceptance window (settlement
 /// follows at once; with a window it waits for the window, which the CLI does not).
-fn in_progress(state: &str, view: &Value) -> bool {
+pub(crate) fn in_progress(state: &str, view: &Value) -> bool {
     IN_PROGRESS.contains(&state)
         || (state == "accepted"
             && view

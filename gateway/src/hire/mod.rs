@@ -267,6 +267,11 @@ impl HireService {
         self.inner.keys.jwks()
     }
 
+    /// The gateway's public base URL.
+    pub fn base_url(&self) -> &Url {
+        &self.inner.base_url
+    }
+
     fn url(&self, path: &str) -> String {
         format!(
             "{}{path}",

@@ -19,6 +19,7 @@ pub mod docs;
 pub mod events;
 pub mod extract;
 pub mod keys;
+pub mod mcp;
 pub mod openapi;
 pub mod ops;
 pub mod receipts;
@@ -67,6 +68,7 @@ pub fn router(state: AppState) -> Router {
 
     api_routes()
         .into_router()
+        .merge(mcp::router(&state))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(

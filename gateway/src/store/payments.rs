@@ -210,6 +210,25 @@ impl Store {
         Ok(())
     }
 
+    /// Atomic amounts of the payments `payer` made since `since` (any state: a held or voided
+    /// payment still counted against a spending limit when it was signed).
+    pub async fn payment_amounts_by_payer_since(
+        &self,
+        payer: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<String>, StoreError> {
+        const SQL: &str =
+            "select amount from payment where lower(payer) = lower($1) and created_at >= $2";
+        let rows: Vec<(String,)> = on_backend!(self, pool => {
+            sqlx::query_as(SQL)
+                .bind(payer)
+                .bind(to_millis(since))
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows.into_iter().map(|(amount,)| amount).collect())
+    }
+
     /// The payment holding authorization `(network, asset, payer, nonce)`, if any.
     pub async fn find_payment_by_authorization(
         &self,

@@ -165,6 +165,8 @@ pub struct TestApp {
     pub address: String,
     /// Its store (same database).
     pub store: Store,
+    /// Its database URL (for child processes that open the same database).
+    pub database_url: String,
     /// Plain HTTP client.
     pub client: reqwest::Client,
     shutdown: CancellationToken,
@@ -199,7 +201,8 @@ pub async fn spawn_postgres_app() -> Option<TestApp> {
 /// A gateway on `database`.
 pub async fn spawn_app_on(database: TestDatabase, overrides: &str) -> TestApp {
     telemetry::init_for_tests();
-    let settings = test_settings(&database.url(), overrides);
+    let database_url = database.url();
+    let settings = test_settings(&database_url, overrides);
     let app = App::build(settings).await.expect("app builds");
     let address = format!("http://127.0.0.1:{}", app.port());
     assert_eq!(app.base_url().as_str().trim_end_matches('/'), address);
@@ -212,6 +215,7 @@ pub async fn spawn_app_on(database: TestDatabase, overrides: &str) -> TestApp {
     TestApp {
         address,
         store,
+        database_url,
         client: reqwest::Client::new(),
         shutdown,
         server: Some(server),

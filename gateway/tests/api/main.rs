@@ -16,6 +16,7 @@ mod hire_wire;
 mod hostile_answers;
 mod ledger;
 mod long_running;
+mod mcp;
 mod migrations;
 mod money_truth;
 mod observability;

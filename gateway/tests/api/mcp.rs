@@ -1,0 +1,326 @@
+//! The MCP server with the official `rmcp` client: over streamable HTTP at `/mcp` (tools listed
+//! with schemas, discovery, a paid hire of the example worker on anvil, spending limits refused
+//! before anything is signed, 401 without a seeker key) and over stdio (`hiregate mcp`).
+
+use alloy::{primitives::U256, signers::local::PrivateKeySigner};
+use rmcp::{
+    RoleClient, ServiceExt as _,
+    model::{CallToolRequestParams, CallToolResult},
+    service::RunningService,
+    transport::{
+        ConfigureCommandExt as _, StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::{Value, json};
+
+use crate::{
+    helpers::TestDatabase,
+    hire_env::{HireEnv, PRICE, SEEKER_FUNDS, WorkerKind, hire_env_on},
+};
+
+const TOOLS: [&str; 6] = [
+    "find_workers",
+    "describe_worker",
+    "propose_contract",
+    "hire",
+    "get_contract",
+    "open_dispute",
+];
+
+/// A hire environment whose gateway's `[mcp]` wallet is a funded account of the devnet.
+async fn mcp_env(
+    database: TestDatabase,
+    max_per_hire: u64,
+    max_per_day: u64,
+) -> (HireEnv, PrivateKeySigner) {
+    let devnet = hiregate_payments::devnet::Devnet::start()
+        .await
+        .expect("anvil devnet starts");
+    let wallet = devnet
+        .funded_account(U256::from(SEEKER_FUNDS))
+        .await
+        .expect("funded MCP wallet");
+    let extra = format!(
+        "[mcp]\nwallet_private_key = \"{}\"\nmax_per_hire = {max_per_hire}\nmax_per_day = {max_per_day}\n",
+        wallet.to_bytes()
+    );
+    let env = hire_env_on(devnet, database, WorkerKind::Echo, 4, &extra).await;
+    (env, wallet)
+}
+
+async fn connect(env: &HireEnv, key: &str) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", env.app.address))
+        .auth_header(key);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("the MCP session initializes")
+}
+
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    arguments: Value,
+) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object");
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+        .await
+        .unwrap_or_else(|error| panic!("{tool}: {error}"))
+}
+
+fn structured(result: &CallToolResult) -> Value {
+    result.structured_content.clone().unwrap_or(Value::Null)
+}
+
+fn hire_arguments(env: &HireEnv, text: &str) -> Value {
+    json!({"worker_id": env.worker_id, "task_type": "summarize", "input": {"text": text}})
+}
+
+/// Payments the store holds from `wallet`, ever.
+async fn payments_from(env: &HireEnv, wallet: &PrivateKeySigner) -> usize {
+    env.app
+        .store
+        .payment_amounts_by_payer_since(
+            &wallet.address().to_checksum(None),
+            chrono::DateTime::UNIX_EPOCH,
+        )
+        .await
+        .expect("payments")
+        .len()
+}
+
+async fn lists_tools_and_hires(database: TestDatabase) {
+    let (env, wallet) = mcp_env(database, PRICE, 10 * PRICE).await;
+    let client = connect(&env, &env.seeker_key).await;
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    for name in TOOLS {
+        let tool = tools
+            .iter()
+            .find(|tool| tool.name == name)
+            .unwrap_or_else(|| panic!("no {name} tool"));
+        assert_eq!(
+            tool.input_schema.get("type"),
+            Some(&json!("object")),
+            "{name}"
+        );
+        assert!(tool.description.is_some(), "{name}");
+    }
+    let hire_tool = tools.iter().find(|tool| tool.name == "hire").unwrap();
+    let properties = hire_tool.input_schema["properties"].as_object().unwrap();
+    for field in ["worker_id", "task_type", "input"] {
+        assert!(
+            properties.contains_key(field),
+            "{field}: {:?}",
+            hire_tool.input_schema
+        );
+    }
+
+    let found = call(&client, "find_workers", json!({"task_type": "summarize"})).await;
+    assert_ne!(found.is_error, Some(true), "{found:?}");
+    assert_eq!(
+        structured(&found)["workers"][0]["id"],
+        env.worker_id.as_str()
+    );
+    let cheaper = call(
+        &client,
+        "find_workers",
+        json!({"max_price": (PRICE - 1).to_string()}),
+    )
+    .await;
+    assert_eq!(structured(&cheaper)["workers"], json!([]), "{cheaper:?}");
+
+    let described = call(
+        &client,
+        "describe_worker",
+        json!({"worker_id": env.worker_id}),
+    )
+    .await;
+    assert_ne!(described.is_error, Some(true), "{described:?}");
+    let described = structured(&described);
+    assert!(
+        described["listing"]["tasks"]["summarize"].is_object(),
+        "{described:#}"
+    );
+    assert!(described["reputation"].is_object(), "{described:#}");
+
+    let payer_before = env.balance(wallet.address()).await;
+    let worker_before = env.balance(env.pay_to).await;
+    let hired = call(&client, "hire", hire_arguments(&env, "hired over MCP")).await;
+    assert_ne!(hired.is_error, Some(true), "{hired:?}");
+    let outcome = structured(&hired);
+    assert_eq!(outcome["state"], "settled", "{outcome:#}");
+    assert_eq!(outcome["accepted"], true);
+    assert_eq!(
+        outcome["deliverable"]["content"]["output"]["content"]["summary"], "hired over MCP",
+        "{outcome:#}"
+    );
+    let contract_id = outcome["contract_id"].as_str().unwrap().to_owned();
+    let jwks = env
+        .app
+        .get("/.well-known/jwks.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let receipt = hiregate_contracts::receipt::verify_receipt(
+        outcome["receipt"].as_str().expect("a receipt"),
+        &jwks,
+    )
+    .expect("the returned receipt verifies");
+    assert_eq!(receipt.sub.as_str(), contract_id);
+    // The chain is the ledger: the configured wallet paid the worker the price, once.
+    assert_eq!(
+        env.balance(wallet.address()).await,
+        payer_before - U256::from(PRICE)
+    );
+    assert_eq!(
+        env.balance(env.pay_to).await,
+        worker_before + U256::from(PRICE)
+    );
+    assert_eq!(env.worker.executions(), 1);
+
+    let shown = call(&client, "get_contract", json!({"contract_id": contract_id})).await;
+    assert_eq!(structured(&shown)["state"], "settled", "{shown:?}");
+    let missing = call(
+        &client,
+        "get_contract",
+        json!({"contract_id": "ctr_01J00000000000000000000000"}),
+    )
+    .await;
+    assert_eq!(missing.is_error, Some(true), "{missing:?}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn mcp_lists_tools_and_hires_the_example_worker_on_sqlite() {
+    lists_tools_and_hires(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn mcp_lists_tools_and_hires_the_example_worker_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    lists_tools_and_hires(database).await;
+}
+
+#[tokio::test]
+async fn a_hire_over_the_per_hire_limit_is_refused_before_signing() {
+    let (env, wallet) = mcp_env(TestDatabase::sqlite(), PRICE - 1, 10 * PRICE).await;
+    let client = connect(&env, &env.seeker_key).await;
+    let before = (
+        env.balance(wallet.address()).await,
+        env.balance(env.pay_to).await,
+    );
+
+    let refused = call(&client, "hire", hire_arguments(&env, "too dear")).await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    let error = &structured(&refused)["error"];
+    assert_eq!(error["code"], "spending_limit_exceeded", "{error:#}");
+    assert_eq!(error["details"]["price"], PRICE.to_string());
+    assert_eq!(error["details"]["max_per_hire"], (PRICE - 1).to_string());
+
+    // Nothing signed: no payment row, no execution, no money moved.
+    assert_eq!(payments_from(&env, &wallet).await, 0);
+    assert_eq!(env.worker.executions(), 0);
+    let contract_id = error["details"]["contract_id"].as_str().unwrap();
+    assert_eq!(env.state(contract_id).await, "offered");
+    assert_eq!(
+        (
+            env.balance(wallet.address()).await,
+            env.balance(env.pay_to).await
+        ),
+        before
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_day_limit_refuses_the_hire_that_would_pass_it() {
+    let (env, wallet) = mcp_env(TestDatabase::sqlite(), PRICE, PRICE + PRICE / 2).await;
+    let client = connect(&env, &env.seeker_key).await;
+
+    let first = call(&client, "hire", hire_arguments(&env, "first of the day")).await;
+    assert_ne!(first.is_error, Some(true), "{first:?}");
+    assert_eq!(structured(&first)["state"], "settled");
+    let after_first = env.balance(wallet.address()).await;
+
+    let second = call(&client, "hire", hire_arguments(&env, "one too many")).await;
+    assert_eq!(second.is_error, Some(true), "{second:?}");
+    let error = &structured(&second)["error"];
+    assert_eq!(error["code"], "spending_limit_exceeded", "{error:#}");
+    assert_eq!(error["details"]["spent_last_24h"], PRICE.to_string());
+    assert_eq!(payments_from(&env, &wallet).await, 1);
+    assert_eq!(env.worker.executions(), 1);
+    assert_eq!(env.balance(wallet.address()).await, after_first);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn mcp_without_a_seeker_key_is_401() {
+    let (env, _wallet) = mcp_env(TestDatabase::sqlite(), PRICE, PRICE).await;
+    let http = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}});
+    for key in [
+        None,
+        Some("hg_sk_not_a_key"),
+        Some(env.operator_key.as_str()),
+    ] {
+        let mut request = http
+            .post(format!("{}/mcp", env.app.address))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        assert!(matches!(status, 401 | 403), "{key:?}: {status} {body}");
+        assert!(body["error"]["code"].is_string(), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn hiregate_mcp_serves_the_tools_over_stdio() {
+    let (env, _wallet) = mcp_env(TestDatabase::sqlite(), PRICE, PRICE).await;
+    let database_url = env.app.database_url.clone();
+    let address = env.app.address.clone();
+    let seeker_key = env.seeker_key.clone();
+    let transport = TokioChildProcess::new(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_hiregate")).configure(|command| {
+            for (name, _) in std::env::vars() {
+                if name.starts_with("HIREGATE_") {
+                    command.env_remove(name);
+                }
+            }
+            command
+                .arg("mcp")
+                .arg("--gateway")
+                .arg(&address)
+                .env("HIREGATE_SEEKER_KEY", &seeker_key)
+                .env("HIREGATE_DATABASE__URL", &database_url);
+        }),
+    )
+    .expect("spawn hiregate mcp");
+    let client = ().serve(transport).await.expect("stdio session initializes");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    names.sort_unstable();
+    let mut expected = TOOLS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    let found = call(&client, "find_workers", json!({})).await;
+    assert_eq!(
+        structured(&found)["workers"][0]["id"],
+        env.worker_id.as_str(),
+        "{found:?}"
+    );
+    client.cancel().await.unwrap();
+}
