@@ -276,11 +276,9 @@ impl HiregateMcp {
         Parameters(input): Parameters<WorkerIdInput>,
         extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
-        let id = &input.worker_id;
+        let id = input.worker_id.as_str();
         let outcome = async {
-            let listing = self
-                .get_json(&format!("v1/workers/{id}"), &[], &extensions)
-                .await?;
+            let listing = self.find_listing(id, &extensions).await?;
             let reputation = self
                 .get_json(&format!("v1/workers/{id}/reputation"), &[], &extensions)
                 .await?;
@@ -376,6 +374,29 @@ impl HiregateMcp {
                 .and_then(|value| value.strip_prefix("Bearer "))
                 .map(|key| key.trim().to_owned())
                 .ok_or_else(|| ToolError::new("unauthorized", "no seeker API key", Value::Null)),
+        }
+    }
+
+    /// The listing `id` as discovery shows it to seekers (`GET /v1/workers/{id}` is the
+    /// operator's view), page by page.
+    async fn find_listing(&self, id: &str, extensions: &Extensions) -> Result<Value, ToolError> {
+        let mut query = vec![("limit", "200".to_owned())];
+        loop {
+            let page = self.get_json("v1/workers", &query, extensions).await?;
+            if let Some(listing) = page["workers"]
+                .as_array()
+                .and_then(|workers| workers.iter().find(|worker| worker["id"] == id))
+            {
+                return Ok(listing.clone());
+            }
+            let Some(after) = page["next_after"].as_str() else {
+                return Err(ToolError::new(
+                    "not_found",
+                    format!("no listed worker {id}"),
+                    json!({"worker_id": id}),
+                ));
+            };
+            query = vec![("limit", "200".to_owned()), ("after", after.to_owned())];
         }
     }
 
