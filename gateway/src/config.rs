@@ -1214,6 +1214,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_mcp_wallet_and_its_limits_are_validated() {
+        let key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+        let ok = Settings::from_defaults_and(&format!(
+            "[mcp]\nwallet_private_key = \"{key}\"\nmax_per_hire = 5\nmax_per_day = 10\n"
+        ))
+        .unwrap();
+        assert_eq!((ok.mcp.max_per_hire, ok.mcp.max_per_day), (5, 10));
+        assert!(
+            !format!("{ok:?}").contains(&key[2..]),
+            "the wallet key is never shown"
+        );
+        assert!(
+            Settings::from_defaults_and("")
+                .unwrap()
+                .mcp
+                .wallet_private_key
+                .is_none()
+        );
+        for (toml, field) in [
+            (
+                "wallet_private_key = \"0xnot-a-key\"\nmax_per_hire = 5\nmax_per_day = 10",
+                "mcp.wallet_private_key",
+            ),
+            (
+                &format!("wallet_private_key = \"{key}\"\nmax_per_hire = 0\nmax_per_day = 10"),
+                "mcp.max_per_hire",
+            ),
+            (
+                &format!("wallet_private_key = \"{key}\"\nmax_per_hire = 5\nmax_per_day = 4"),
+                "mcp.max_per_day",
+            ),
+        ] {
+            let error = Settings::from_defaults_and(&format!("[mcp]\n{toml}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(field), "{field}: {error}");
+            assert!(!error.contains("not-a-key"), "{error}");
+        }
+    }
+
+    #[test]
     fn defaults_are_valid() {
         let settings = Settings::from_defaults_and("").unwrap();
         assert_eq!(settings.database.url.kind(), DatabaseKind::Sqlite);

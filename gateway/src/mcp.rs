@@ -19,7 +19,9 @@ use hiregate_worker_sdk::seeker::{SeekerClient, SeekerError};
 use rmcp::{
     ErrorData, ServerHandler,
     handler::server::wrapper::Parameters,
-    model::{CallToolResult, Extensions, Implementation, ServerCapabilities, ServerConfig},
+    model::{
+        CallToolResult, Extensions, Implementation, JsonObject, ServerCapabilities, ServerConfig,
+    },
     schemars::{self, JsonSchema},
     tool, tool_handler, tool_router,
 };
@@ -246,6 +248,7 @@ impl HiregateMcp {
     }
 
     #[tool(
+        output_schema = find_workers_output(),
         description = "Find listed workers by task type, maximum price (atomic units) and minimum \
                        reputation (verification pass rate, 0-1)."
     )]
@@ -268,6 +271,7 @@ impl HiregateMcp {
     }
 
     #[tool(
+        output_schema = describe_worker_output(),
         description = "Describe one worker: its listing (tasks with prices, input and output \
                        schemas) and its signed reputation."
     )]
@@ -289,6 +293,7 @@ impl HiregateMcp {
     }
 
     #[tool(
+        output_schema = contract_output(),
         description = "Propose a contract (POST /v1/contracts) without paying; answers the \
                        offered contract with its price."
     )]
@@ -306,6 +311,7 @@ impl HiregateMcp {
     }
 
     #[tool(
+        output_schema = hire_output(),
         description = "Hire a worker: propose, pay from the MCP session's wallet within its \
                        per-hire and per-day spending limits (refused with \
                        spending_limit_exceeded before anything is signed), wait for the verdict, \
@@ -319,7 +325,8 @@ impl HiregateMcp {
         answer(Box::pin(self.hire_inner(&input, &extensions)).await)
     }
 
-    #[tool(description = "Show one of the seeker's contracts (GET /v1/contracts/{id}).")]
+    #[tool(
+        output_schema = contract_output(),description = "Show one of the seeker's contracts (GET /v1/contracts/{id}).")]
     async fn get_contract(
         &self,
         Parameters(input): Parameters<ContractIdInput>,
@@ -333,7 +340,8 @@ impl HiregateMcp {
         answer(outcome)
     }
 
-    #[tool(description = "Open a dispute on a contract (POST /v1/contracts/{id}/disputes).")]
+    #[tool(
+        output_schema = dispute_output(),description = "Open a dispute on a contract (POST /v1/contracts/{id}/disputes).")]
     async fn open_dispute(
         &self,
         Parameters(input): Parameters<DisputeInput>,
@@ -543,6 +551,75 @@ fn api_error(status: u16, body: Value) -> ToolError {
         body,
     }
     .into()
+}
+
+/// An output schema: `properties` (all optional) plus the `error` a failed call answers.
+fn output_schema(properties: Value) -> Arc<JsonObject> {
+    let mut properties = properties;
+    properties["error"] = json!({
+        "type": "object",
+        "description": "Set when the call failed (isError); the gateway API's error shape.",
+        "properties": {
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "details": {}
+        },
+        "required": ["code", "message"]
+    });
+    let Value::Object(schema) = json!({"type": "object", "properties": properties}) else {
+        unreachable!("a JSON object literal");
+    };
+    Arc::new(schema)
+}
+
+fn find_workers_output() -> Arc<JsonObject> {
+    output_schema(json!({
+        "workers": {
+            "type": "array",
+            "description": "Listings as GET /v1/workers shows them (tasks with price and output \
+                            schema, input schema, reputation).",
+            "items": {"type": "object"}
+        },
+        "next_after": {"type": ["string", "null"]}
+    }))
+}
+
+fn describe_worker_output() -> Arc<JsonObject> {
+    output_schema(json!({
+        "listing": {"type": "object", "description": "The listing as discovery shows it."},
+        "reputation": {"type": "object", "description": "The signed reputation snapshot."}
+    }))
+}
+
+fn contract_output() -> Arc<JsonObject> {
+    output_schema(json!({
+        "contract_id": {"type": "string"},
+        "state": {"type": "string"},
+        "terms": {"type": "object"},
+        "payment": {"type": "object"}
+    }))
+}
+
+fn hire_output() -> Arc<JsonObject> {
+    output_schema(json!({
+        "contract_id": {"type": "string"},
+        "state": {"type": "string", "description": "Contract state when the hire ended."},
+        "accepted": {"type": "boolean", "description": "The deliverable passed verification."},
+        "paid_from": {"type": "string", "description": "The MCP wallet's address."},
+        "deliverable": {"description": "What the worker delivered."},
+        "verification": {},
+        "payment": {},
+        "settlement": {},
+        "payment_response": {"description": "The x402 settlement response."},
+        "receipt": {"description": "The gateway-signed receipt (compact JWS)."}
+    }))
+}
+
+fn dispute_output() -> Arc<JsonObject> {
+    output_schema(json!({
+        "dispute_id": {"type": "string"},
+        "state": {"type": "string"}
+    }))
 }
 
 fn limit_exceeded(contract_id: &str, message: String, mut details: Value) -> ToolError {

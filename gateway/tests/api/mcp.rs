@@ -108,6 +108,12 @@ async fn lists_tools_and_hires(database: TestDatabase) {
             "{name}"
         );
         assert!(tool.description.is_some(), "{name}");
+        let output = tool
+            .output_schema
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: no output schema"));
+        assert_eq!(output.get("type"), Some(&json!("object")), "{name}");
+        assert!(output["properties"]["error"].is_object(), "{name}");
     }
     let hire_tool = tools.iter().find(|tool| tool.name == "hire").unwrap();
     let properties = hire_tool.input_schema["properties"].as_object().unwrap();
@@ -192,6 +198,11 @@ async fn lists_tools_and_hires(database: TestDatabase) {
     )
     .await;
     assert_eq!(missing.is_error, Some(true), "{missing:?}");
+    assert_eq!(
+        structured(&missing)["error"]["details"]["status"],
+        404,
+        "{missing:?}"
+    );
     client.cancel().await.unwrap();
 }
 
