@@ -6,7 +6,10 @@
 //! them. Only `hire` pays, from the wallet of the `[mcp]` section; before signing anything it
 //! checks the 402's amount against `mcp.max_per_hire` and, with the wallet's payments of the last
 //! 24 hours as recorded in the store, against `mcp.max_per_day`. A refusal is a tool error
-//! (`isError: true`) whose code is `spending_limit_exceeded`; nothing is signed then.
+//! (`isError: true`) whose code is `spending_limit_exceeded`; nothing is signed then. The hires
+//! of one process are serialized from that check until their payment is recorded, so concurrent
+//! calls cannot pass the day limit together; instances sharing one wallet each hold their own
+//! lock, so give each instance its own wallet.
 //!
 //! Tool errors carry the API's shape, `{"error": {"code", "message", "details"}}`.
 
@@ -49,6 +52,9 @@ pub struct McpWallet {
     signer: Arc<PrivateKeySigner>,
     max_per_hire: U256,
     max_per_day: U256,
+    /// Held from the day-limit check until the payment is recorded, so two hires of this
+    /// process cannot both pass the check with room for only one.
+    spending: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl fmt::Debug for McpWallet {
@@ -70,6 +76,7 @@ impl McpWallet {
             signer: Arc::new(signer),
             max_per_hire: U256::from(settings.max_per_hire),
             max_per_day: U256::from(settings.max_per_day),
+            spending: Arc::new(tokio::sync::Mutex::new(())),
         })
     }
 }
@@ -473,6 +480,7 @@ impl HiregateMcp {
                 json!({"price": asked.to_string(), "max_per_hire": wallet.max_per_hire.to_string()}),
             ));
         }
+        let spending = wallet.spending.lock().await;
         let spent = self.spent_today(&payer).await?;
         if spent.saturating_add(asked) > wallet.max_per_day {
             return Err(limit_exceeded(
@@ -493,6 +501,8 @@ impl HiregateMcp {
 
         let payment = client.sign_for(&challenge).await?;
         let outcome = client.execute_with_payment(&contract_id, &payment).await?;
+        // The payment row exists once execute answered: the next hire's check counts it.
+        drop(spending);
         if !matches!(outcome.status, 200 | 202 | 422) {
             return Err(api_error(outcome.status, outcome.body));
         }
