@@ -35,7 +35,7 @@ use url::Url;
 
 use crate::{
     config::McpSettings,
-    seeker_cli::{ACCEPTED, in_progress, with_trailing_slash},
+    seeker_cli::{ACCEPTED, hire_report, in_progress, with_trailing_slash},
     store::Store,
 };
 
@@ -514,19 +514,10 @@ impl HiregateMcp {
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         };
-        let body = &view.body;
-        Ok(json!({
-            "contract_id": contract_id,
-            "state": view.state,
-            "accepted": ACCEPTED.contains(&view.state.as_str()),
-            "paid_from": payer,
-            "deliverable": body["deliverable"],
-            "verification": body["verification"],
-            "payment": body["payment"],
-            "settlement": body["settlement"],
-            "payment_response": outcome.payment_response,
-            "receipt": body["receipt"],
-        }))
+        let mut report = hire_report(&view, outcome.payment_response.as_ref());
+        report["accepted"] = json!(ACCEPTED.contains(&view.state.as_str()));
+        report["paid_from"] = json!(payer);
+        Ok(report)
     }
 
     /// What the wallet paid in the last 24 hours, by the store (so it holds across restarts

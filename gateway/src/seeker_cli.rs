@@ -24,7 +24,10 @@ use std::{
 use alloy::signers::local::PrivateKeySigner;
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
-use hiregate_worker_sdk::seeker::{ContractFilter, DiscoveryFilter, SeekerClient, WorkerSummary};
+use hiregate_payments::SettleResponse;
+use hiregate_worker_sdk::seeker::{
+    ContractFilter, ContractView, DiscoveryFilter, SeekerClient, WorkerSummary,
+};
 use serde_json::{Value, json};
 use url::Url;
 
@@ -491,17 +494,7 @@ impl Hire {
         }
         let view = self.client.contract(&contract_id).await?;
         let state = view.state.clone();
-        let body = &view.body;
-        let report = json!({
-            "contract_id": contract_id,
-            "state": state,
-            "deliverable": body["deliverable"],
-            "verification": body["verification"],
-            "payment": body["payment"],
-            "settlement": body["settlement"],
-            "payment_response": outcome.payment_response,
-            "receipt": body["receipt"],
-        });
+        let report = hire_report(&view, outcome.payment_response.as_ref());
         println!("{}", serde_json::to_string_pretty(&report)?);
         if ACCEPTED.contains(&state.as_str()) {
             eprintln!("contract {contract_id}: {state}");
@@ -537,6 +530,23 @@ impl Hire {
             tokio::time::sleep(interval).await;
         }
     }
+}
+
+/// What a finished hire reports (the CLI prints it, the MCP `hire` tool returns it): the
+/// contract's state, deliverable, verification, payment, settlement and receipt, and the
+/// `PAYMENT-RESPONSE` of the paid execute.
+pub(crate) fn hire_report(view: &ContractView, payment_response: Option<&SettleResponse>) -> Value {
+    let body = &view.body;
+    json!({
+        "contract_id": view.id,
+        "state": view.state,
+        "deliverable": body["deliverable"],
+        "verification": body["verification"],
+        "payment": body["payment"],
+        "settlement": body["settlement"],
+        "payment_response": payment_response,
+        "receipt": body["receipt"],
+    })
 }
 
 /// Still worth waiting for: a working state, or `accepted` with no acceptance window (settlement

@@ -23,13 +23,9 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::{
-    CancelOutcome, FailureKind, ForwardRequest, PollRequest, WorkerAnswer, WorkerProtocol,
-    cancel_where_declared, contract_mismatch,
+    FailureKind, ForwardRequest, PollRequest, WorkerAnswer, WorkerProtocol, contract_mismatch,
 };
-use crate::{
-    outbound::{OutboundClient, OutboundError},
-    registry::model::WorkerEndpoint,
-};
+use crate::outbound::{OutboundClient, OutboundError};
 
 /// Largest worker answer read, bytes (the outbound client's own limit may be lower).
 const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
@@ -136,16 +132,6 @@ impl WorkerProtocol for HireProtocol {
             Err(error) => return transport_failure(&error),
         };
         classify_poll(status, &body, request.contract_id)
-    }
-
-    async fn cancel(
-        &self,
-        client: &OutboundClient,
-        endpoint: &WorkerEndpoint,
-        contract_id: &str,
-        contract_token: &str,
-    ) -> CancelOutcome {
-        cancel_where_declared(client, endpoint, contract_id, contract_token).await
     }
 }
 

@@ -352,17 +352,17 @@ pub trait WorkerProtocol: Send + Sync + 'static {
         }
     }
 
-    /// Tell the worker the seeker cancelled `contract_id`. Default: the protocol cannot
-    /// (superwire's `POST /execute/{run_id}/cancel` plugs in here; hire and WattSwarm use
-    /// [`cancel_where_declared`]).
+    /// Tell the worker the seeker cancelled `contract_id`. Default: [`cancel_where_declared`],
+    /// for protocols whose seed has no cancel route (hire, WattSwarm); superwire's
+    /// `POST /execute/{run_id}/cancel` overrides it.
     async fn cancel(
         &self,
-        _client: &OutboundClient,
-        _endpoint: &WorkerEndpoint,
-        _contract_id: &str,
-        _contract_token: &str,
+        client: &OutboundClient,
+        endpoint: &WorkerEndpoint,
+        contract_id: &str,
+        contract_token: &str,
     ) -> CancelOutcome {
-        CancelOutcome::NotSupported
+        cancel_where_declared(client, endpoint, contract_id, contract_token).await
     }
 }
 

@@ -30,14 +30,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{
-    CancelOutcome, FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol,
-    cancel_where_declared, contract_mismatch,
-};
-use crate::{
-    outbound::{OutboundClient, OutboundError},
-    registry::model::WorkerEndpoint,
-};
+use super::{FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch};
+use crate::outbound::{OutboundClient, OutboundError};
 
 /// Largest executor answer read, bytes (the outbound client's own limit may be lower).
 const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
@@ -318,18 +312,6 @@ impl WorkerProtocol for WattswarmProtocol {
                 }
             }
         }
-    }
-
-    /// The seed has no cancel route; runtimes that declare `"cancel": true` in
-    /// `/capabilities` get `POST /tasks/{task_id}/cancel` (the task id is the contract id).
-    async fn cancel(
-        &self,
-        client: &OutboundClient,
-        endpoint: &WorkerEndpoint,
-        contract_id: &str,
-        contract_token: &str,
-    ) -> CancelOutcome {
-        cancel_where_declared(client, endpoint, contract_id, contract_token).await
     }
 }
 

@@ -341,13 +341,22 @@ impl HireService {
                 )
                 .await?;
             }
-            WorkerAnswer::Failed {
-                kind,
-                http_status,
-                code,
-                message,
-                details,
-            } => {
+            failure @ (WorkerAnswer::Failed { .. } | WorkerAnswer::TimedOut) => {
+                let (http_status, error, timed_out) = match failure {
+                    WorkerAnswer::Failed {
+                        kind,
+                        http_status,
+                        code,
+                        message,
+                        details,
+                    } => (
+                        http_status,
+                        json!({"kind": kind.as_str(), "code": code, "message": message, "details": details}),
+                        false,
+                    ),
+                    // A stream output that outlived the SLA.
+                    _ => (None, sla_exceeded_error(ctx), true),
+                };
                 let payment = store
                     .payment_of_contract(&ctx.contract_id)
                     .await?
@@ -360,27 +369,8 @@ impl HireService {
                     &payment,
                     actor,
                     http_status,
-                    json!({"kind": kind.as_str(), "code": code, "message": message, "details": details}),
-                    false,
-                )
-                .await?;
-            }
-            WorkerAnswer::TimedOut => {
-                // A stream output that outlived the SLA.
-                let payment = store
-                    .payment_of_contract(&ctx.contract_id)
-                    .await?
-                    .ok_or_else(|| internal("a pending contract has no payment"))?;
-                self.attempt_failed(
-                    ctx,
-                    ContractState::Pending,
-                    &attempt.attempt_id,
-                    attempt.attempt_no,
-                    &payment,
-                    actor,
-                    None,
-                    sla_exceeded_error(ctx),
-                    true,
+                    error,
+                    timed_out,
                 )
                 .await?;
             }
