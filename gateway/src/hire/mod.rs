@@ -28,7 +28,7 @@
 //! | [`protocol_terms`] | protocol choices pinned in the terms at proposal: WattSwarm profile and runtime, Superwire workflow digest and cache reuse |
 //! | [`listing`] | `GET /v1/contracts`: the caller's contracts, filtered, newest first, cursor pages |
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
-//! | [`receipts`] | signed receipts of terminal contracts (issued once, stored) and the JSON-lines export of the event log |
+//! | [`receipts`] | signed receipts of terminal contracts (issued once per outcome, stored) and the JSON-lines export of the event log |
 //! | `recovery` | crash recovery: contracts left in a working state past its time bound are taken over by one instance and resumed |
 //! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
 //!

@@ -2,9 +2,12 @@
 //! `GET /v1/contracts/{id}/events.jsonl`, both for the contract's parties only.
 //!
 //! A receipt is issued the first time it is needed after the contract reached a terminal state
-//! (the receipt route or the contract view), signed with the active key, and stored write-once:
-//! every later read hands out the same bytes, even after a key rotation. What it binds is in
-//! [`hiregate_contracts::receipt::Receipt`]; it verifies offline with the JWKS.
+//! (the receipt route or the contract view), signed with the active key, and stored write-once
+//! for that outcome: every later read hands out the same bytes, even after a key rotation. A
+//! contract that leaves a terminal state (an operator's dispute settles a failure, an arbiter
+//! refunds a settlement) gets a new receipt for its new outcome; the old one stays true of its
+//! time (`iat`). What it binds is in [`hiregate_contracts::receipt::Receipt`]; it verifies
+//! offline with the JWKS.
 
 use std::str::FromStr;
 
@@ -14,7 +17,7 @@ use hiregate_contracts::{
     id::ContractId,
     receipt::{Receipt, ReceiptDispute, ReceiptPayment},
     state::{ContractState, DisputeDecision},
-    token::{ISSUER, RECEIPT_TOKEN_TYPE},
+    token::{ISSUER, RECEIPT_TOKEN_TYPE, verify_signed_json},
 };
 
 use super::HireService;
@@ -86,12 +89,26 @@ impl HireService {
         contract: &ContractRecord,
     ) -> Result<Option<ReceiptRecord>, ApiError> {
         let store = &self.inner.store;
-        if let Some(stored) = store.get_receipt(&contract.contract_id).await? {
-            return Ok(Some(stored));
-        }
         let state = ContractState::from_str(&contract.state).map_err(ApiError::internal)?;
         if !state.is_terminal() {
             return Ok(None);
+        }
+        if let Some(stored) = store
+            .get_receipt(&contract.contract_id, Some(state))
+            .await?
+        {
+            return Ok(Some(stored));
+        }
+        if let Some(legacy) = store.get_receipt(&contract.contract_id, None).await? {
+            let vouches_for_state = verify_signed_json::<Receipt>(
+                &legacy.token,
+                &self.inner.keys.jwks(),
+                RECEIPT_TOKEN_TYPE,
+            )
+            .is_ok_and(|receipt| receipt.outcome == state);
+            if vouches_for_state {
+                return Ok(Some(legacy));
+            }
         }
         let issued_at = Utc::now();
         let receipt = self
@@ -105,6 +122,7 @@ impl HireService {
         let stored = store
             .insert_receipt_once(&ReceiptRecord {
                 contract_id: contract.contract_id.clone(),
+                outcome: Some(state),
                 kid: self.inner.keys.active_kid().to_string(),
                 token,
                 issued_at,

@@ -25,7 +25,7 @@
 //! | `jobs` | `job` |
 //! | `webhooks` | `webhook_secret`, `webhook_endpoint`, `webhook_delivery`, `webhook_attempt` (outbox filled by a trigger on `contract_event`) |
 //! | `reputation` | read-only: one listing's ended paid contracts as reputation facts (payment, first verdict, last attempt, dispute, self-dealing) |
-//! | `receipts` | `contract_receipt` (write-once; `contract_event` is append-only by trigger, migration 0006) |
+//! | `receipts` | `contract_receipt` (write-once per outcome, migrations 0006 and 0018; `contract_event` is append-only by trigger) |
 //! | `disputes` | `dispute` (one per contract; the other party's answer and the decision are each written once); the arbiter's queue by state |
 //! | `json` | none: the JSON binding and diagnostic-text rule every table uses |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |

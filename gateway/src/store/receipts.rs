@@ -1,8 +1,13 @@
-//! `contract_receipt`: the one signed receipt of each terminal contract, written once.
+//! `contract_receipt`: the signed receipt of each terminal outcome of a contract, written once.
 
 use chrono::{DateTime, Utc};
 
+use hiregate_contracts::state::ContractState;
+
 use super::{Store, StoreError, from_millis, on_backend, to_millis};
+
+/// How a receipt from before migration 0018 is stored: its outcome was not recorded.
+const OUTCOME_NOT_RECORDED: &str = "";
 
 const ENTITY: &str = "contract_receipt";
 
@@ -11,6 +16,9 @@ const ENTITY: &str = "contract_receipt";
 pub struct ReceiptRecord {
     /// Contract.
     pub contract_id: String,
+    /// The terminal state it vouches for; `None` for a receipt issued before receipts were kept
+    /// per outcome (migration 0018), whose outcome is only in its signed token.
+    pub outcome: Option<ContractState>,
     /// Key id that signed it.
     pub kid: String,
     /// The compact JWS.
@@ -22,54 +30,74 @@ pub struct ReceiptRecord {
 #[derive(sqlx::FromRow)]
 struct ReceiptRow {
     contract_id: String,
+    outcome: String,
     kid: String,
     token: String,
     issued_at: i64,
 }
 
 impl Store {
-    /// Store `receipt` unless the contract already has one, and return the one that is stored:
-    /// two concurrent issuers end up handing out the same bytes.
+    /// Store `receipt` unless the contract already has one for its outcome, and return the one
+    /// that is stored: two concurrent issuers end up handing out the same bytes.
     pub async fn insert_receipt_once(
         &self,
         receipt: &ReceiptRecord,
     ) -> Result<ReceiptRecord, StoreError> {
-        const SQL: &str = "insert into contract_receipt (contract_id, kid, token, issued_at) \
-            values ($1, $2, $3, $4) on conflict (contract_id) do nothing";
+        const SQL: &str = "insert into contract_receipt (contract_id, outcome, kid, token, issued_at) \
+            values ($1, $2, $3, $4, $5) on conflict (contract_id, outcome) do nothing";
         on_backend!(self, pool => {
             sqlx::query(SQL)
                 .bind(&receipt.contract_id)
+                .bind(outcome_column(receipt.outcome))
                 .bind(&receipt.kid)
                 .bind(&receipt.token)
                 .bind(to_millis(receipt.issued_at))
                 .execute(pool)
                 .await?;
         });
-        self.get_receipt(&receipt.contract_id)
+        self.get_receipt(&receipt.contract_id, receipt.outcome)
             .await?
             .ok_or_else(|| {
                 StoreError::corrupt(ENTITY, &"receipt missing right after it was stored")
             })
     }
 
-    /// The receipt of `contract_id`, if one was issued.
+    /// The receipt of `contract_id` for `outcome` (`None`: the one issued before receipts were
+    /// kept per outcome), if one was issued.
     pub async fn get_receipt(
         &self,
         contract_id: &str,
+        outcome: Option<ContractState>,
     ) -> Result<Option<ReceiptRecord>, StoreError> {
-        const SQL: &str = "select contract_id, kid, token, issued_at from contract_receipt \
-            where contract_id = $1";
+        const SQL: &str = "select contract_id, outcome, kid, token, issued_at \
+            from contract_receipt where contract_id = $1 and outcome = $2";
         let row: Option<ReceiptRow> = on_backend!(self, pool => {
-            sqlx::query_as(SQL).bind(contract_id).fetch_optional(pool).await?
+            sqlx::query_as(SQL)
+                .bind(contract_id)
+                .bind(outcome_column(outcome))
+                .fetch_optional(pool)
+                .await?
         });
         row.map(|row| {
+            let outcome = if row.outcome == OUTCOME_NOT_RECORDED {
+                None
+            } else {
+                Some(row.outcome.parse().map_err(|_| {
+                    StoreError::corrupt(ENTITY, &format!("unknown outcome {:?}", row.outcome))
+                })?)
+            };
             Ok(ReceiptRecord {
                 issued_at: from_millis(ENTITY, row.issued_at)?,
                 contract_id: row.contract_id,
+                outcome,
                 kid: row.kid,
                 token: row.token,
             })
         })
         .transpose()
     }
+}
+
+fn outcome_column(outcome: Option<ContractState>) -> &'static str {
+    outcome.map_or(OUTCOME_NOT_RECORDED, |state| state.as_str())
 }

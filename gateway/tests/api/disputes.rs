@@ -86,7 +86,8 @@ async fn jwks(env: &HireEnv) -> Jwks {
         .unwrap()
 }
 
-async fn receipt_dispute(env: &HireEnv, contract_id: &str) -> hiregate_contracts::receipt::Receipt {
+/// The contract's receipt as the seeker fetches it: its compact JWS.
+async fn receipt_token(env: &HireEnv, contract_id: &str) -> String {
     let response = env
         .app
         .get(
@@ -96,7 +97,11 @@ async fn receipt_dispute(env: &HireEnv, contract_id: &str) -> hiregate_contracts
         .await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
-    verify_receipt(body["receipt"].as_str().unwrap(), &jwks(env).await).unwrap()
+    body["receipt"].as_str().unwrap().to_owned()
+}
+
+async fn receipt_dispute(env: &HireEnv, contract_id: &str) -> hiregate_contracts::receipt::Receipt {
+    verify_receipt(&receipt_token(env, contract_id).await, &jwks(env).await).unwrap()
 }
 
 /// A rejected (failed verification) contract of the faulty worker.
@@ -672,6 +677,10 @@ async fn an_operators_dispute_of_a_failure_is_decided_while_the_money_is_held_re
     let held = failed_contract(&env, "the gateway was down").await;
     let released = failed_contract(&env, "too late to argue").await;
     assert_eq!(env.balances().await, before, "a failure moves no money");
+    let failed_receipt = receipt_token(&env, &held).await;
+    let failure = verify_receipt(&failed_receipt, &jwks(&env).await).unwrap();
+    assert_eq!(failure.outcome, ContractState::Failed);
+    assert!(failure.payment.expect("the held payment").tx_hash.is_none());
 
     // Only the operator may dispute a failure.
     let (status, body) = dispute(&env, &held, &env.seeker_key, "mine").await;
@@ -708,6 +717,18 @@ async fn an_operators_dispute_of_a_failure_is_decided_while_the_money_is_held_re
         "the held authorization settled on chain"
     );
     assert_eq!(after.1, before.1 + price());
+    // The failure's receipt no longer speaks for the contract: the settlement has its own.
+    let settled_receipt = receipt_token(&env, &held).await;
+    assert_ne!(settled_receipt, failed_receipt);
+    let settlement = verify_receipt(&settled_receipt, &jwks(&env).await).unwrap();
+    assert_eq!(settlement.outcome, ContractState::Settled);
+    assert!(settlement.payment.expect("paid").tx_hash.is_some());
+    assert_eq!(settlement.dispute.expect("bound").decided_by, "admin");
+    assert_eq!(
+        receipt_token(&env, &held).await,
+        settled_receipt,
+        "written once for its outcome"
+    );
 
     // The other one's authorization is about to lapse (its validBefore moved close, standing
     // in for the time that would pass): the money is as good as back with the payer.

@@ -1,5 +1,5 @@
 //! Receipts and the audit log, on real parts (anvil, devnet token, embedded facilitator,
-//! worker-sdk example workers): a terminal contract gets one gateway-signed receipt that
+//! worker-sdk example workers): a terminal outcome gets one gateway-signed receipt that
 //! verifies offline with the JWKS (library and `hiregate receipt verify`), the event log exports
 //! as JSON lines, and the database refuses to change or remove an event.
 
@@ -112,6 +112,13 @@ async fn settled_contract_has_a_verifiable_receipt(database: TestDatabase) {
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["receipt"], token);
 
+    // A receipt issued before receipts were kept per outcome (migration 0018) keeps its bytes
+    // while it still vouches for the contract's state.
+    move_receipt_to_unrecorded_outcome(&database_url, &contract_id).await;
+    let (status, legacy) = get_json(&env, &path, &env.seeker_key).await;
+    assert_eq!(status, 200, "{legacy}");
+    assert_eq!(legacy["receipt"], token);
+
     // Any edited byte fails (or, for a base64 padding bit, changes nothing it states).
     for index in (0..token.len()).step_by(7) {
         let mut bytes = token.clone().into_bytes();
@@ -220,6 +227,34 @@ async fn hiregate(args: Vec<String>) -> Output {
     })
     .await
     .unwrap()
+}
+
+/// Stores the contract's receipt the way migration 0018 kept receipts issued before it: under
+/// outcome `''`. The row is deleted and inserted again (write-once forbids an update).
+async fn move_receipt_to_unrecorded_outcome(database_url: &str, contract_id: &str) {
+    const COPY: &str = "insert into contract_receipt (contract_id, outcome, kid, token, issued_at) \
+        select contract_id, '', kid, token, issued_at from contract_receipt where contract_id = $1";
+    const DELETE: &str = "delete from contract_receipt where contract_id = $1 and outcome <> ''";
+    let statements = [COPY, DELETE];
+    if database_url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(database_url).await.unwrap();
+        for sql in statements {
+            sqlx::query(sql)
+                .bind(contract_id)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    } else {
+        let pool = sqlx::PgPool::connect(database_url).await.unwrap();
+        for sql in statements {
+            sqlx::query(sql)
+                .bind(contract_id)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    }
 }
 
 async fn assert_history_is_append_only(database_url: &str, contract_id: &str) {
