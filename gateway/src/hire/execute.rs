@@ -239,7 +239,14 @@ impl HireService {
             .get_contract(&ctx.contract_id)
             .await?
             .ok_or_else(not_found)?;
-        let reply = match self.drive(&ctx, request.payment_signature.as_deref()).await {
+        let reply = match self
+            .drive_from(
+                &ctx,
+                request.payment_signature.as_deref(),
+                Some(current.clone()),
+            )
+            .await
+        {
             Ok(reply) | Err(reply) => reply,
         };
         let reply = if is_repeat(&current) {
@@ -277,6 +284,17 @@ impl HireService {
         ctx: &Ctx,
         payment_signature: Option<&str>,
     ) -> Result<Reply, Reply> {
+        self.drive_from(ctx, payment_signature, None).await
+    }
+
+    /// [`Self::drive`], starting from `known`: the contract as read under its lock, which saves
+    /// the first step's read.
+    async fn drive_from(
+        &self,
+        ctx: &Ctx,
+        payment_signature: Option<&str>,
+        mut known: Option<ContractRecord>,
+    ) -> Result<Reply, Reply> {
         let store = &self.inner.store;
         let not_found = || {
             Reply::from(ApiError::NotFound {
@@ -284,10 +302,13 @@ impl HireService {
             })
         };
         for _ in 0..MAX_STEPS {
-            let contract = store
-                .get_contract(&ctx.contract_id)
-                .await?
-                .ok_or_else(not_found)?;
+            let contract = match known.take() {
+                Some(contract) => contract,
+                None => store
+                    .get_contract(&ctx.contract_id)
+                    .await?
+                    .ok_or_else(not_found)?,
+            };
             let state = ContractState::from_str(&contract.state)
                 .map_err(|e| internal(format!("stored state: {e}")))?;
             if state != ContractState::Offered {

@@ -218,17 +218,29 @@ pub(crate) const CONTRACT_COLUMNS: &str = "contract_id, seeker_id, worker_id, ta
     terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, created_at, \
     updated_at, correlation_id, queued_at";
 
-/// Appends an event with the next per-contract `seq`; the caller must already hold the contract
-/// row (see the module docs). Shared by all three writers.
+/// Append an event as seq `$9`: `$1` contract, `$2` at, `$3` actor, `$4` correlation id, `$5`
+/// kind, `$6` from, `$7` to, `$8` details. Seqs count 1, 2, 3… per contract; each comes from the
+/// contract row's `event_seq`, bumped by the update that locks the row in the same transaction.
 pub(crate) const INSERT_EVENT: &str = "insert into contract_event \
     (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
-    select $1, coalesce(max(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8 \
-    from contract_event where contract_id = $1 returning seq";
+    values ($1, $9, $2, $3, $4, $5, $6, $7, $8)";
 
 /// `update contract set state = $3 … where contract_id = $1 and state = $2`, the compare-and-set
-/// every transition starts with (see `contract_cas_or_return!`).
+/// every transition starts with (see `transition_or_return!`); returns the seq of the
+/// transition's event, no row when the contract is not in `$2`.
 pub(crate) const CONTRACT_CAS: &str = "update contract set state = $3, deadline_at = $4, \
-    updated_at = $5 where contract_id = $1 and state = $2";
+    updated_at = $5, event_seq = event_seq + 1 where contract_id = $1 and state = $2 \
+    returning event_seq";
+
+/// [`CONTRACT_CAS`] and [`INSERT_EVENT`] as one statement (PostgreSQL only, see
+/// `transition_or_return!`): `$1` contract, `$2` at, `$3` actor, `$4` correlation id, `$5`
+/// kind, `$6` from, `$7` to, `$8` details, `$9` deadline. No row when the contract is not in `$6`.
+pub(crate) const TRANSITION_WITH_EVENT: &str = "with moved as (update contract \
+    set state = $7, deadline_at = $9, updated_at = $2, event_seq = event_seq + 1 \
+    where contract_id = $1 and state = $6 returning contract_id, event_seq) \
+    insert into contract_event \
+    (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
+    select contract_id, event_seq, $2, $3, $4, $5, $6, $7, $8 from moved returning seq";
 
 impl Store {
     /// Create a contract and record its first event (seq 1) atomically. A second contract with
@@ -241,8 +253,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into contract (contract_id, seeker_id, worker_id, task_type, \
             terms, terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, \
-            created_at, updated_at, webhook_url, correlation_id) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, $11, $12, $13)";
+            created_at, updated_at, webhook_url, correlation_id, event_seq) \
+            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, $11, $12, $13, 1)";
         // The webhook outbox trigger reads this column (migration 0008), not the terms.
         let webhook_url = contract
             .terms
@@ -267,15 +279,16 @@ impl Store {
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            let seq = insert_event!(
+            insert_event!(
                 tx,
                 &contract.contract_id,
+                1_i64,
                 event,
                 None::<String>,
                 Some(contract.state.as_str()),
             );
             tx.commit().await?;
-            self.publish_event(&contract.contract_id, seq, event, None, Some(&contract.state));
+            self.publish_event(&contract.contract_id, 1, event, None, Some(&contract.state));
         });
         Ok(())
     }
@@ -349,19 +362,19 @@ impl Store {
         contract_id: &str,
         event: &NewContractEvent,
     ) -> Result<Option<i64>, StoreError> {
-        // Touching the row takes the same lock a transition takes (see the module docs).
-        const LOCK: &str = "update contract set updated_at = updated_at where contract_id = $1";
+        // Counting the event takes the same row lock a transition takes (see the module docs).
+        const COUNT: &str = "update contract set event_seq = event_seq + 1 \
+            where contract_id = $1 returning event_seq";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            let found = sqlx::query(LOCK)
+            let seq: Option<i64> = sqlx::query_scalar(COUNT)
                 .bind(contract_id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if found == 0 {
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(seq) = seq else {
                 return Ok(None);
-            }
-            let seq = insert_event!(tx, contract_id, event, None::<String>, None::<String>);
+            };
+            insert_event!(tx, contract_id, seq, event, None::<String>, None::<String>);
             tx.commit().await?;
             self.publish_event(contract_id, seq, event, None, None);
             Ok(Some(seq))

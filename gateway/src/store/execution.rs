@@ -16,9 +16,9 @@ use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
 use super::{
-    NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
-    contract_cas_or_return, from_millis, from_millis_opt, insert_event, on_backend,
-    payments::PAYMENT_COLUMNS, return_state_mismatch, to_millis,
+    NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition, from_millis,
+    from_millis_opt, insert_event, on_backend, payments::PAYMENT_COLUMNS, return_state_mismatch,
+    to_millis, transition_or_return,
 };
 
 const ATTEMPT_ENTITY: &str = "attempt";
@@ -517,14 +517,14 @@ impl Store {
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            contract_cas_or_return!(
+            let seq = transition_or_return!(
                 tx,
                 PayOutcome,
                 &payment.contract_id,
                 "offered",
                 to_state,
                 None::<i64>,
-                to_millis(event.at),
+                event,
             );
             let inserted = sqlx::query(INSERT)
                 .bind(&payment.payment_id)
@@ -550,7 +550,6 @@ impl Store {
                 Err(StoreError::Duplicate { .. }) => return Ok(PayOutcome::DuplicatePayment),
                 Err(other) => return Err(other),
             }
-            let seq = insert_event!(tx, &payment.contract_id, event, Some("offered"), Some(to_state));
             tx.commit().await?;
             self.publish_event(&payment.contract_id, seq, event, Some("offered"), Some(to_state));
             Ok(PayOutcome::Paid { seq })
@@ -648,8 +647,9 @@ impl Store {
         event: &NewContractEvent,
     ) -> Result<StartAttempt, StoreError> {
         const BUMP: &str = "update contract set state = 'executing', \
-            attempts_used = attempts_used + 1, updated_at = $2, queued_at = null \
-            where contract_id = $1 and state = 'paid' returning attempts_used";
+            attempts_used = attempts_used + 1, updated_at = $2, queued_at = null, \
+            event_seq = event_seq + 1 \
+            where contract_id = $1 and state = 'paid' returning attempts_used, event_seq";
         const INSERT: &str = "insert into attempt (attempt_id, contract_id, attempt_no, \
             payment_id, state, started_at) values ($1, $2, $3, $4, 'running', $5)";
         let in_flight = in_flight_sql();
@@ -670,12 +670,12 @@ impl Store {
             if busy.saturating_add(ahead) >= max_parallel {
                 return Ok(StartAttempt::WorkerBusy { in_flight: busy, ahead });
             }
-            let attempts: Option<i32> = sqlx::query_scalar(BUMP)
+            let bumped: Option<(i32, i64)> = sqlx::query_as(BUMP)
                 .bind(contract_id)
                 .bind(to_millis(event.at))
                 .fetch_optional(&mut *tx)
                 .await?;
-            let Some(attempts) = attempts else {
+            let Some((attempts, seq)) = bumped else {
                 return_state_mismatch!(tx, StartAttempt, contract_id);
             };
             sqlx::query(INSERT)
@@ -686,7 +686,7 @@ impl Store {
                 .bind(to_millis(attempt.started_at))
                 .execute(&mut *tx)
                 .await?;
-            let seq = insert_event!(tx, contract_id, event, Some("paid"), Some("executing"));
+            insert_event!(tx, contract_id, seq, event, Some("paid"), Some("executing"));
             tx.commit().await?;
             self.publish_event(contract_id, seq, event, Some("paid"), Some("executing"));
             Ok(StartAttempt::Started {
@@ -815,14 +815,14 @@ impl Store {
             where payment_id = $1";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            contract_cas_or_return!(
+            let seq = transition_or_return!(
                 tx,
                 Transition,
                 contract_id,
                 from_state,
-                &outcome.contract_state,
+                outcome.contract_state.as_str(),
                 None::<i64>,
-                to_millis(event.at),
+                event,
             );
             sqlx::query(PAYMENT)
                 .bind(payment_id)
@@ -832,13 +832,6 @@ impl Store {
                 .bind(to_millis(event.at))
                 .execute(&mut *tx)
                 .await?;
-            let seq = insert_event!(
-                tx,
-                contract_id,
-                event,
-                Some(from_state),
-                Some(outcome.contract_state.as_str()),
-            );
             tx.commit().await?;
             self.publish_event(
                 contract_id,
@@ -885,14 +878,14 @@ impl Store {
             authorize_tx = coalesce($3, authorize_tx), updated_at = $4 where payment_id = $1";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            contract_cas_or_return!(
+            let seq = transition_or_return!(
                 tx,
                 Transition,
                 contract_id,
                 "authorizing",
                 outcome.contract_state,
                 None::<i64>,
-                to_millis(event.at),
+                event,
             );
             sqlx::query(PAYMENT)
                 .bind(payment_id)
@@ -901,13 +894,6 @@ impl Store {
                 .bind(to_millis(event.at))
                 .execute(&mut *tx)
                 .await?;
-            let seq = insert_event!(
-                tx,
-                contract_id,
-                event,
-                Some("authorizing"),
-                Some(outcome.contract_state),
-            );
             tx.commit().await?;
             self.publish_event(
                 contract_id,
@@ -1022,16 +1008,15 @@ impl Store {
             let mut tx = pool.begin().await?;
             let mut seqs = Vec::with_capacity(steps.len());
             for step in steps {
-                contract_cas_or_return!(
+                seqs.push(transition_or_return!(
                     tx,
                     Transition,
                     contract_id,
                     step.from,
                     step.to,
                     step.deadline_at.map(to_millis),
-                    to_millis(step.event.at),
-                );
-                seqs.push(insert_event!(tx, contract_id, step.event, Some(step.from), Some(step.to)));
+                    step.event,
+                ));
             }
             for write in writes {
                 apply_side_write!(&mut *tx, write);

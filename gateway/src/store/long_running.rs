@@ -133,22 +133,21 @@ impl Store {
         seen_updated_at: DateTime<Utc>,
         event: &NewContractEvent,
     ) -> Result<bool, StoreError> {
-        const CLAIM: &str = "update contract set updated_at = $4 \
-            where contract_id = $1 and state = $2 and updated_at = $3";
+        const CLAIM: &str = "update contract set updated_at = $4, event_seq = event_seq + 1 \
+            where contract_id = $1 and state = $2 and updated_at = $3 returning event_seq";
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
-            let claimed = sqlx::query(CLAIM)
+            let seq: Option<i64> = sqlx::query_scalar(CLAIM)
                 .bind(contract_id)
                 .bind(state)
                 .bind(to_millis(seen_updated_at))
                 .bind(to_millis(event.at))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if claimed == 0 {
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(seq) = seq else {
                 return Ok(false);
-            }
-            let seq = insert_event!(tx, contract_id, event, Some(state), Some(state));
+            };
+            insert_event!(tx, contract_id, seq, event, Some(state), Some(state));
             tx.commit().await?;
             self.publish_event(contract_id, seq, event, Some(state), Some(state));
             Ok(true)

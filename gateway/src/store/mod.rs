@@ -35,8 +35,10 @@
 //! the webhook loop listen), after the commit so listeners never see an event that rolled back.
 //!
 //! A transition's transaction is written with three macros usable inside an `on_backend!` arm:
-//! `contract_cas_or_return!` (compare-and-set the state, or return the mismatch),
-//! `return_state_mismatch!` (its second half, for custom updates) and `insert_event!`.
+//! `transition_or_return!` (compare-and-set the state and append its event, or return the
+//! mismatch), `return_state_mismatch!` (its second half, for custom updates) and `insert_event!`.
+//! An event's seq is the contract row's `event_seq` (migration 0019), bumped by whichever update
+//! locks the row in the event's transaction.
 
 mod api_keys;
 mod contracts;
@@ -185,36 +187,81 @@ macro_rules! return_state_mismatch {
 }
 pub(crate) use return_state_mismatch;
 
-/// Inside an `on_backend!` arm: move the contract `$expected → $new` with
-/// `contracts::CONTRACT_CAS`, or return `$outcome::StateMismatch` / `$outcome::NotFound`
-/// (see `return_state_mismatch!`) when the contract is not in `$expected`.
-macro_rules! contract_cas_or_return {
+/// Inside an `on_backend!` arm: move the contract `$from → $to` (compare-and-set, with its new
+/// `$deadline`) and append `$event` to its log, evaluating to the event's `seq`; or return
+/// `$outcome::StateMismatch` / `$outcome::NotFound` when the contract is not in `$from`. On
+/// PostgreSQL both are one statement (`contracts::TRANSITION_WITH_EVENT`): every hire takes
+/// seven such steps, and a statement is a network round trip there. SQLite runs the two
+/// statements (`contracts::CONTRACT_CAS`, then `insert_event!`) in-process: it allows no
+/// data-modifying CTE. Either way the seq comes from the row the update locked.
+macro_rules! transition_or_return {
     (
         $tx:ident, $outcome:ident,
-        $contract_id:expr, $expected:expr, $new:expr, $deadline:expr, $at:expr $(,)?
-    ) => {
-        let changed = sqlx::query($crate::store::contracts::CONTRACT_CAS)
-            .bind($contract_id)
-            .bind($expected)
-            .bind($new)
-            .bind($deadline)
-            .bind($at)
-            .execute(&mut *$tx)
-            .await?
-            .rows_affected();
-        if changed == 0 {
-            $crate::store::return_state_mismatch!($tx, $outcome, $contract_id);
+        $contract_id:expr, $from:expr, $to:expr, $deadline:expr, $event:expr $(,)?
+    ) => {{
+        if $crate::store::merges_transitions(&$tx) {
+            let seq: Option<i64> =
+                sqlx::query_scalar($crate::store::contracts::TRANSITION_WITH_EVENT)
+                    .bind($contract_id)
+                    .bind($crate::store::to_millis($event.at))
+                    .bind(&$event.actor)
+                    .bind(&$event.correlation_id)
+                    .bind(&$event.kind)
+                    .bind($from)
+                    .bind($to)
+                    .bind($crate::store::json::JsonText(&$event.details))
+                    .bind($deadline)
+                    .fetch_optional(&mut *$tx)
+                    .await?;
+            match seq {
+                Some(seq) => seq,
+                None => $crate::store::return_state_mismatch!($tx, $outcome, $contract_id),
+            }
+        } else {
+            let seq: Option<i64> = sqlx::query_scalar($crate::store::contracts::CONTRACT_CAS)
+                .bind($contract_id)
+                .bind($from)
+                .bind($to)
+                .bind($deadline)
+                .bind($crate::store::to_millis($event.at))
+                .fetch_optional(&mut *$tx)
+                .await?;
+            let Some(seq) = seq else {
+                $crate::store::return_state_mismatch!($tx, $outcome, $contract_id);
+            };
+            $crate::store::insert_event!($tx, $contract_id, seq, $event, Some($from), Some($to));
+            seq
         }
-    };
+    }};
 }
-pub(crate) use contract_cas_or_return;
+pub(crate) use transition_or_return;
 
-/// Inside an `on_backend!` arm: append `$event` to the contract's log with
-/// `contracts::INSERT_EVENT` and evaluate to its `seq`. `$from` / `$to` are bound as given
-/// (`Option` of a state).
+/// Whether a transition and its event go to the database as one statement (see
+/// `transition_or_return!`), by the transaction's backend.
+pub(crate) fn merges_transitions<DB: Dialect>(_: &sqlx::Transaction<'_, DB>) -> bool {
+    DB::MERGES_TRANSITIONS
+}
+
+/// What differs between the two SQL dialects beyond the query text both accept.
+pub(crate) trait Dialect: sqlx::Database {
+    /// Data-modifying CTEs (`with … as (update …) insert …`) are supported.
+    const MERGES_TRANSITIONS: bool;
+}
+
+impl Dialect for sqlx::Sqlite {
+    const MERGES_TRANSITIONS: bool = false;
+}
+
+impl Dialect for sqlx::Postgres {
+    const MERGES_TRANSITIONS: bool = true;
+}
+
+/// Inside an `on_backend!` arm: append `$event` to the contract's log as `$seq` (taken from the
+/// contract row's `event_seq`, bumped by the update that locked the row) with
+/// `contracts::INSERT_EVENT`. `$from` / `$to` are bound as given (`Option` of a state).
 macro_rules! insert_event {
-    ($tx:ident, $contract_id:expr, $event:expr, $from:expr, $to:expr $(,)?) => {{
-        let seq: i64 = sqlx::query_scalar($crate::store::contracts::INSERT_EVENT)
+    ($tx:ident, $contract_id:expr, $seq:expr, $event:expr, $from:expr, $to:expr $(,)?) => {{
+        sqlx::query($crate::store::contracts::INSERT_EVENT)
             .bind($contract_id)
             .bind($crate::store::to_millis($event.at))
             .bind(&$event.actor)
@@ -223,9 +270,9 @@ macro_rules! insert_event {
             .bind($from)
             .bind($to)
             .bind($crate::store::json::JsonText(&$event.details))
-            .fetch_one(&mut *$tx)
+            .bind($seq)
+            .execute(&mut *$tx)
             .await?;
-        seq
     }};
 }
 pub(crate) use insert_event;
