@@ -56,8 +56,8 @@ use crate::{
     error::ApiError,
     ids::{PrincipalId, WorkerId},
     store::{
-        AttemptRecord, ContractRecord, NewContractEvent, PaymentRecord, Store, StoreError,
-        Transition,
+        AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord,
+        StoreError, Transition,
     },
 };
 
@@ -521,15 +521,15 @@ impl HireService {
         let id = ctx.contract_id.as_str();
         let state = ContractState::from_str(&contract.state)
             .map_err(|e| internal(format!("stored state: {e}")))?;
-        let verification = store.latest_verification(id).await?;
+        // Independent reads: on a pool they run side by side, one round trip's wait for all.
+        let (verification, payment, attempts, pieces) = tokio::try_join!(
+            store.latest_verification(id),
+            store.payment_of_contract(id),
+            store.list_attempts(id),
+            store.latest_deliverables(id),
+        )?;
         let passed = verification.as_ref().is_some_and(|v| v.passed);
-        let delivery = stored_delivery(
-            store,
-            id,
-            content_released(ctx.terms.scheme(), state, passed),
-        )
-        .await?;
-        let payment = store.payment_of_contract(id).await?;
+        let delivery = delivery_view(&pieces, content_released(ctx.terms.scheme(), state, passed));
         let settlement = match contract.state.as_str() {
             "settled" => {
                 let response = payment.as_ref().and_then(|p| p.settle_response.clone());
@@ -545,7 +545,7 @@ impl HireService {
                 "message": "settlement waits until the acceptance window ends",
             }),
         };
-        let metadata = worker_metadata(&store.list_attempts(id).await?);
+        let metadata = worker_metadata(&attempts);
         let content = delivery.as_ref().map(|d| &d["content"]);
         let mut body = json!({
             "status": hire_status(content),
@@ -748,17 +748,11 @@ pub fn content_released(
 const CONTENT_WITHHELD: &str = "the deliverable's content is released once its payment has \
     settled on chain (exact) or is locked in escrow and the verification passed (auth-capture)";
 
-/// The latest delivery of a contract: `{digest, content, attempt_id, evidence: [...]}`, with
-/// `content` null (and `content_withheld` saying why) unless `reveal`.
-pub async fn stored_delivery(
-    store: &Store,
-    contract_id: &str,
-    reveal: bool,
-) -> Result<Option<Value>, StoreError> {
-    let pieces = store.latest_deliverables(contract_id).await?;
-    let Some(document) = pieces.iter().find(|p| p.kind == "deliverable") else {
-        return Ok(None);
-    };
+/// The latest delivery of a contract from its stored `pieces` (`Store::latest_deliverables`):
+/// `{digest, content, attempt_id, evidence: [...]}`, with `content` null (and
+/// `content_withheld` saying why) unless `reveal`.
+pub fn delivery_view(pieces: &[DeliverableRecord], reveal: bool) -> Option<Value> {
+    let document = pieces.iter().find(|p| p.kind == "deliverable")?;
     let content: Value = if reveal {
         serde_json::from_slice(&document.content).unwrap_or(Value::Null)
     } else {
@@ -785,7 +779,7 @@ pub async fn stored_delivery(
     if !reveal {
         delivery["content_withheld"] = json!(CONTENT_WITHHELD);
     }
-    Ok(Some(delivery))
+    Some(delivery)
 }
 
 #[cfg(test)]

@@ -62,11 +62,12 @@ impl HireService {
     pub(super) async fn forward(&self, ctx: &Ctx) -> Result<Step, Reply> {
         let inner = &self.inner;
         let settings = &inner.config.contracts;
-        let payment = inner
-            .store
-            .payment_of_contract(&ctx.contract_id)
-            .await?
-            .ok_or_else(|| internal("a paid contract has no payment"))?;
+        // Independent reads: on a pool they run side by side.
+        let (payment, listing) = tokio::try_join!(
+            inner.store.payment_of_contract(&ctx.contract_id),
+            inner.store.get_worker(&ctx.worker_id),
+        )?;
+        let payment = payment.ok_or_else(|| internal("a paid contract has no payment"))?;
         let needed = AuthorizationWindow::needed_for_one_attempt(&ctx.terms, settings);
         let now_s = Utc::now().timestamp();
         if payment.valid_before < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX)) {
@@ -87,11 +88,7 @@ impl HireService {
             }
             return Ok(Step::Again);
         }
-        let listing = inner
-            .store
-            .get_worker(&ctx.worker_id)
-            .await?
-            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
+        let listing = listing.ok_or_else(|| internal("the contract's worker listing is gone"))?;
         if inner.adapters.get(listing.protocol).is_none() {
             return Ok(Step::Done(Reply::from(ApiError::ProtocolNotSupported(
                 format!("no adapter for protocol `{}`", listing.protocol.as_str()),

@@ -662,11 +662,15 @@ impl HireService {
     ) -> Result<Value, StoreError> {
         let store = &self.inner.store;
         let id = contract.contract_id.as_str();
-        let attempts = store.list_attempts(id).await?;
-        let payment = store.payment_of_contract(id).await?;
-        let verification = store.latest_verification(id).await?;
-        let delivery = execute::stored_delivery(store, id, reveal_content).await?;
-        let dispute = store.dispute_of_contract(id).await?;
+        // Independent reads: on a pool they run side by side.
+        let (attempts, payment, verification, pieces, dispute) = tokio::try_join!(
+            store.list_attempts(id),
+            store.payment_of_contract(id),
+            store.latest_verification(id),
+            store.latest_deliverables(id),
+            store.dispute_of_contract(id),
+        )?;
+        let delivery = execute::delivery_view(&pieces, reveal_content);
         let offer = contract
             .payment_offer
             .clone()

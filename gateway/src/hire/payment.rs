@@ -6,7 +6,9 @@ use hiregate_contracts::{
     canonical::Digest,
     state::{ContractEvent, ContractState},
 };
-use hiregate_payments::{PaymentPayload, VerifyRequest, decode_header, precheck};
+use hiregate_payments::{
+    PaymentPayload, VerifyRequest, decode_header, precheck, wire::PaymentRequirements,
+};
 use serde_json::{Value, json};
 
 use super::{
@@ -143,73 +145,48 @@ impl HireService {
             }
         };
         let key = StoredKey::of(&key);
-        if let Some(existing) = inner
-            .store
-            .find_payment_by_authorization(&key.network, &key.asset, &key.payer, &key.nonce)
-            .await?
-        {
+        let now = u64::try_from(Utc::now().timestamp()).unwrap_or(0);
+        let refusal = self.authorization_refusal(ctx, &payload, requirements, now);
+        // The facilitator's verdict is read-only, so it is asked alongside the store's two
+        // reads: one wait instead of three. It is used only when neither read answers first.
+        let verify = async {
+            match (&refusal, &inner.facilitator) {
+                (None, Some(facilitator)) => Some(
+                    facilitator
+                        .verify(&VerifyRequest::new(payload.clone(), requirements.clone()))
+                        .await,
+                ),
+                _ => None,
+            }
+        };
+        let (existing, busy, verdict) = tokio::join!(
+            inner.store.find_payment_by_authorization(
+                &key.network,
+                &key.asset,
+                &key.payer,
+                &key.nonce
+            ),
+            // Before paying: a busy worker should not make the seeker hold a paid contract.
+            self.worker_at_capacity(ctx),
+            verify,
+        );
+        if let Some(existing) = existing? {
             return self.known_payment(ctx, &existing, &payload_hash, false);
         }
-        let now = u64::try_from(Utc::now().timestamp()).unwrap_or(0);
-        if let Err(reason) = precheck(&payload, requirements, now) {
-            return Ok(Step::Done(Self::refuse_payment(
-                ctx,
-                reason.as_str(),
-                format!("the payment was refused: {}", reason.as_str()),
-                json!({}),
-            )));
+        if let Some(refusal) = refusal {
+            return Ok(Step::Done(refusal));
         }
-        let exact = payload
-            .exact_evm()
-            .map_err(|r| internal(r.as_str().to_owned()))?;
-        let authorization = &exact.authorization;
-        let earliest_valid_before = now
-            .saturating_add(requirements.max_timeout_seconds)
-            .saturating_sub(SIGNING_SLACK_S);
-        if authorization.valid_before.get() < U256::from(earliest_valid_before) {
-            return Ok(Step::Done(Self::refuse_payment(
-                ctx,
-                "authorization_window_too_short",
-                format!(
-                    "the authorization must stay valid for the contract's {} s \
-                     (validBefore >= now + maxTimeoutSeconds)",
-                    requirements.max_timeout_seconds
-                ),
-                json!({"min_valid_before": earliest_valid_before}),
-            )));
-        }
-        // A far validBefore would let a contract lie in a working state for years after a
-        // crash, and the authorization window is what every deadline of the hire is sized by.
-        let latest_valid_before = now
-            .saturating_add(inner.config.contracts.max_authorization_window_s)
-            .saturating_add(VALID_BEFORE_SKEW_S);
-        if authorization.valid_before.get() > U256::from(latest_valid_before) {
-            return Ok(Step::Done(Self::refuse_payment(
-                ctx,
-                "authorization_window_too_long",
-                format!(
-                    "the authorization must expire within {} s (validBefore <= now + \
-                     contracts.max_authorization_window_s)",
-                    inner.config.contracts.max_authorization_window_s
-                ),
-                json!({"max_valid_before": latest_valid_before}),
-            )));
-        }
-        // Before verifying: a busy worker should not make the seeker hold a paid contract.
-        if let Some(busy) = self.worker_at_capacity(ctx).await? {
+        if let Some(busy) = busy? {
             return Ok(Step::Done(busy));
         }
-        let Some(facilitator) = &inner.facilitator else {
-            return Ok(Step::Done(facilitator_unavailable(
-                "no facilitator is configured",
-            )));
-        };
-        let verdict = match facilitator
-            .verify(&VerifyRequest::new(payload.clone(), requirements.clone()))
-            .await
-        {
-            Ok(verdict) => verdict,
-            Err(error) => {
+        let verdict = match verdict {
+            None => {
+                return Ok(Step::Done(facilitator_unavailable(
+                    "no facilitator is configured",
+                )));
+            }
+            Some(Ok(verdict)) => verdict,
+            Some(Err(error)) => {
                 tracing::warn!(contract_id = %ctx.contract_id, error = %error, "facilitator /verify outcome unknown");
                 return Ok(Step::Done(facilitator_unavailable(&error.to_string())));
             }
@@ -227,6 +204,10 @@ impl HireService {
                 json!({"facilitator_message": verdict.invalid_message}),
             )));
         }
+        let exact = payload
+            .exact_evm()
+            .map_err(|r| internal(r.as_str().to_owned()))?;
+        let authorization = &exact.authorization;
         let payment = NewPayment {
             payment_id: format!("pay_{}", ulid::Ulid::new()),
             contract_id: ctx.contract_id.clone(),
@@ -272,6 +253,63 @@ impl HireService {
         }
         tracing::info!(contract_id = %ctx.contract_id, payment_id = %payment.payment_id, payer = %payment.payer, "contract paid");
         Ok(Step::Again)
+    }
+
+    /// Why an `exact` payment's authorization is refused before anyone verifies it (its fields
+    /// against the offer, its validity window), if it is.
+    fn authorization_refusal(
+        &self,
+        ctx: &Ctx,
+        payload: &PaymentPayload,
+        requirements: &PaymentRequirements,
+        now: u64,
+    ) -> Option<Reply> {
+        if let Err(reason) = precheck(&payload, requirements, now) {
+            return Some(Self::refuse_payment(
+                ctx,
+                reason.as_str(),
+                format!("the payment was refused: {}", reason.as_str()),
+                json!({}),
+            ));
+        }
+        let exact = match payload.exact_evm() {
+            Ok(exact) => exact,
+            Err(reason) => return Some(internal(reason.as_str().to_owned())),
+        };
+        let authorization = &exact.authorization;
+        let earliest_valid_before = now
+            .saturating_add(requirements.max_timeout_seconds)
+            .saturating_sub(SIGNING_SLACK_S);
+        if authorization.valid_before.get() < U256::from(earliest_valid_before) {
+            return Some(Self::refuse_payment(
+                ctx,
+                "authorization_window_too_short",
+                format!(
+                    "the authorization must stay valid for the contract's {} s \
+                     (validBefore >= now + maxTimeoutSeconds)",
+                    requirements.max_timeout_seconds
+                ),
+                json!({"min_valid_before": earliest_valid_before}),
+            ));
+        }
+        // A far validBefore would let a contract lie in a working state for years after a
+        // crash, and the authorization window is what every deadline of the hire is sized by.
+        let latest_valid_before = now
+            .saturating_add(self.inner.config.contracts.max_authorization_window_s)
+            .saturating_add(VALID_BEFORE_SKEW_S);
+        if authorization.valid_before.get() > U256::from(latest_valid_before) {
+            return Some(Self::refuse_payment(
+                ctx,
+                "authorization_window_too_long",
+                format!(
+                    "the authorization must expire within {} s (validBefore <= now + \
+                     contracts.max_authorization_window_s)",
+                    self.inner.config.contracts.max_authorization_window_s
+                ),
+                json!({"max_valid_before": latest_valid_before}),
+            ));
+        }
+        None
     }
 
     /// Store `payment` and move the contract `offered → to`: `None` once stored; otherwise

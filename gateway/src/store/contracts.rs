@@ -365,20 +365,44 @@ impl Store {
         // Counting the event takes the same row lock a transition takes (see the module docs).
         const COUNT: &str = "update contract set event_seq = event_seq + 1 \
             where contract_id = $1 returning event_seq";
-        on_backend!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let seq: Option<i64> = sqlx::query_scalar(COUNT)
-                .bind(contract_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some(seq) = seq else {
-                return Ok(None);
-            };
-            insert_event!(tx, contract_id, seq, event, None::<String>, None::<String>);
-            tx.commit().await?;
+        // Both as one statement, where the dialect allows it (see `transition_or_return!`):
+        // stream relays append an event per worker event.
+        const COUNT_WITH_EVENT: &str = "with counted as (update contract \
+            set event_seq = event_seq + 1 where contract_id = $1 \
+            returning contract_id, event_seq) \
+            insert into contract_event \
+            (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
+            select contract_id, event_seq, $2, $3, $4, $5, null, null, $6 from counted \
+            returning seq";
+        let seq: Option<i64> = on_backend!(self, pool => {
+            if super::pool_merges_statements(pool) {
+                sqlx::query_scalar(COUNT_WITH_EVENT)
+                    .bind(contract_id)
+                    .bind(to_millis(event.at))
+                    .bind(&event.actor)
+                    .bind(&event.correlation_id)
+                    .bind(&event.kind)
+                    .bind(JsonText(&event.details))
+                    .fetch_optional(pool)
+                    .await?
+            } else {
+                let mut tx = pool.begin().await?;
+                let seq: Option<i64> = sqlx::query_scalar(COUNT)
+                    .bind(contract_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(seq) = seq else {
+                    return Ok(None);
+                };
+                insert_event!(tx, contract_id, seq, event, None::<String>, None::<String>);
+                tx.commit().await?;
+                Some(seq)
+            }
+        });
+        if let Some(seq) = seq {
             self.publish_event(contract_id, seq, event, None, None);
-            Ok(Some(seq))
-        })
+        }
+        Ok(seq)
     }
 
     /// A contract's events with `seq > after_seq`, oldest first, at most `limit`.

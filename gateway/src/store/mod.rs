@@ -242,6 +242,11 @@ pub(crate) fn merges_transitions<DB: Dialect>(_: &sqlx::Transaction<'_, DB>) -> 
     DB::MERGES_TRANSITIONS
 }
 
+/// [`merges_transitions`], by the pool's backend.
+pub(crate) fn pool_merges_statements<DB: Dialect>(_: &sqlx::Pool<DB>) -> bool {
+    DB::MERGES_TRANSITIONS
+}
+
 /// What differs between the two SQL dialects beyond the query text both accept.
 pub(crate) trait Dialect: sqlx::Database {
     /// Data-modifying CTEs (`with … as (update …) insert …`) are supported.
