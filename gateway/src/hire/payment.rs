@@ -264,7 +264,7 @@ impl HireService {
         requirements: &PaymentRequirements,
         now: u64,
     ) -> Option<Reply> {
-        if let Err(reason) = precheck(&payload, requirements, now) {
+        if let Err(reason) = precheck(payload, requirements, now) {
             return Some(Self::refuse_payment(
                 ctx,
                 reason.as_str(),
