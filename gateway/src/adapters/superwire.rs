@@ -354,7 +354,7 @@ enum StreamEnd {
     Dropped(String),
 }
 
-/// The relay state of one forward: the run and the last upstream event id seen.
+/// The relay state of one forward: the run, and where its stream is across reconnects.
 struct Relay<'a> {
     request: &'a ForwardRequest<'a>,
     run_id: String,

@@ -560,8 +560,8 @@ async fn a_broken_stream_without_ids_is_read_again_from_its_start_on_postgres() 
     a_broken_stream_without_ids_is_read_again_from_its_start(database).await;
 }
 
-/// Hire the stub serving `connections` once (no retry); the execute's failure code and the
-/// contract id, after checking that the attempt failed and nothing moved.
+/// Hire the stub serving `connections` with one attempt, which must fail with nothing moved;
+/// answers the env, the stub, the contract id and the attempt's `worker_error`.
 async fn failing_stream(connections: Vec<&'static str>) -> (HireEnv, StreamStub, String, Value) {
     let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, FAST).await;
     let stub = use_stream_stub(&mut env, connections).await;
