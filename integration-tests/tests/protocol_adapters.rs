@@ -620,8 +620,9 @@ async fn propose_welcome(seeker: &SeekerClient, worker_id: &str) -> String {
         .id
 }
 
-/// The upstream events relayed into `contract_id`'s log, as `(upstream id, event name)`.
-async fn relayed_events(env: &Env, contract_id: &str) -> Vec<(u64, String)> {
+/// The upstream events relayed into `contract_id`'s log, as `(upstream id, event name)` (no id
+/// for an event the executor sent without one).
+async fn relayed_events(env: &Env, contract_id: &str) -> Vec<(Option<u64>, String)> {
     let events = env
         .store
         .list_contract_events(contract_id, 0, 1000)
@@ -632,7 +633,7 @@ async fn relayed_events(env: &Env, contract_id: &str) -> Vec<(u64, String)> {
         .filter(|event| event.kind == "worker_event")
         .map(|event| {
             (
-                event.details["upstream_id"].as_u64().expect("upstream id"),
+                event.details["upstream_id"].as_u64(),
                 event.details["upstream_event"]
                     .as_str()
                     .expect("upstream event")
@@ -643,14 +644,14 @@ async fn relayed_events(env: &Env, contract_id: &str) -> Vec<(u64, String)> {
 }
 
 /// What the executor emitted for its only run, as `(id, event name)`.
-fn emitted_events(executor: &superwire::Executor) -> Vec<(u64, String)> {
+fn emitted_events(executor: &superwire::Executor) -> Vec<(Option<u64>, String)> {
     let runs = executor.runs();
     assert_eq!(runs.len(), 1, "one run");
     executor
         .events(&runs[0].run_id)
         .expect("run events")
         .into_iter()
-        .map(|event| (event.id, event.event))
+        .map(|event| (Some(event.id), event.event))
         .collect()
 }
 
@@ -711,6 +712,39 @@ async fn a_cut_superwire_stream_is_resumed_with_last_event_id_without_loss_or_du
     assert_eq!(counters.resumes, 2, "{counters:?}");
     assert_eq!(counters.runs, 1, "resuming never starts another run");
     let emitted = emitted_events(&executor);
+    let relayed = relayed_events(&env, &contract_id).await;
+    assert_eq!(relayed, emitted, "every event exactly once, in order");
+    assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_superwire_stream_without_ids_is_replayed_and_relayed_exactly_once() {
+    let env = Env::start().await;
+    let executor = superwire::Executor::spawn(superwire::ExecutorConfig {
+        event_ids: false,
+        stream_cut: Some(StreamCut {
+            after_events: 2,
+            connections: 1,
+        }),
+        ..superwire::ExecutorConfig::default()
+    })
+    .await
+    .expect("superwire executor");
+    let (worker_id, pay_to) = register_superwire(&env, &executor).await;
+    let seeker = env.seeker().await;
+    let contract_id = propose_welcome(&seeker, &worker_id).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 200, "{}", outcome.body);
+    let counters = executor.counters();
+    assert_eq!(counters.stream_cuts, 1, "{counters:?}");
+    assert_eq!(counters.resumes, 1, "{counters:?}");
+    assert_eq!(counters.runs, 1, "resuming never starts another run");
+    // The reconnect replayed the run from its first event; the log has each event once.
+    let emitted: Vec<(Option<u64>, String)> = emitted_events(&executor)
+        .into_iter()
+        .map(|(_, name)| (None, name))
+        .collect();
+    assert!(emitted.len() > 2, "{emitted:?}");
     let relayed = relayed_events(&env, &contract_id).await;
     assert_eq!(relayed, emitted, "every event exactly once, in order");
     assert_eq!(env.balance(pay_to).await, U256::from(PRICE));

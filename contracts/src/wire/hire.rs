@@ -9,7 +9,9 @@
 //! worker SDK follows it): an event named [`STREAM_END_EVENT`] ends it normally, one named
 //! [`STREAM_ERROR_EVENT`] (data `{"code","message"}`) ends it as a failed attempt, every other
 //! event is output, in order. A connection that closes before either is a broken stream: it is
-//! resumed with `Last-Event-ID` when the worker sent event ids, else the attempt fails.
+//! resumed with `Last-Event-ID` when the worker sent event ids, else read again from the start
+//! (what a server without ids can serve), the events already read being skipped by position
+//! and checked to be the same; a replay that differs fails the attempt.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

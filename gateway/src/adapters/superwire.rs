@@ -12,7 +12,12 @@
 //! before a terminal event, the adapter reconnects with `GET /execute/{run_id}/events` and
 //! `Last-Event-ID: <last id seen>`; events whose id is not above the last one seen are dropped,
 //! so the contract's log gets every upstream event exactly once even if an executor replays.
-//! A resumed stream announcing another run id is a failed attempt (`contract_mismatch`).
+//! A stream without ids (the seed's example has none) is resumed without `Last-Event-ID`: the
+//! executor replays it from the start, and the events already relayed are skipped by position,
+//! each one checked against what was relayed (its name and data digest); a replay that differs
+//! is a failed attempt (`stream_diverged`) rather than inconsistent content relayed to the
+//! seeker ([`sse::EventCursor`]). A resumed stream announcing another run id is a failed
+//! attempt (`contract_mismatch`).
 //!
 //! Cancel, from any instance: the adapter remembers the run id of each contract it is
 //! streaming (in this gateway process). A cancel taken by this instance sends
@@ -35,7 +40,6 @@ use std::{
 };
 
 use async_trait::async_trait;
-use eventsource_stream::Event;
 use futures::StreamExt as _;
 use hiregate_contracts::wire::superwire::{
     WORKFLOW_COMPLETED, WORKFLOW_FAILED, WorkflowCompleted, deliverable_from_output,
@@ -350,7 +354,7 @@ enum StreamEnd {
     Dropped(String),
 }
 
-/// The relay state of one forward: the run and the last upstream event id seen.
+/// The relay state of one forward: the run, and where its stream is across reconnects.
 struct Relay<'a> {
     request: &'a ForwardRequest<'a>,
     run_id: String,
@@ -375,11 +379,24 @@ impl Relay<'_> {
     }
 
     /// Relays one event (unless already seen) and says whether it ends the run.
-    async fn accept(&mut self, event: Event) -> Option<WorkerAnswer> {
-        if !self.cursor.admit(&event.id) {
-            return None;
+    async fn accept(&mut self, event: sse::SseEvent) -> Option<WorkerAnswer> {
+        match self.cursor.admit(&event) {
+            sse::Admission::New => {}
+            sse::Admission::Skip => return None,
+            sse::Admission::Diverged(why) => {
+                return Some(failed(
+                    FailureKind::BadResponse,
+                    Some(self.http_status),
+                    sse::STREAM_DIVERGED,
+                    format!("run {}: {why}", self.run_id),
+                ));
+            }
         }
-        let id = event.id.trim().parse::<u64>().ok();
+        // The event's own id only: an id-less event has none, whatever came before it.
+        let id = event
+            .id
+            .as_deref()
+            .and_then(|id| id.trim().parse::<u64>().ok());
         let name = sse::event_name(&event);
         // Upstream events carry the work itself (node outputs, tokens, the final output), and
         // nothing unpaid is shown: the seeker's stream learns that the run progressed, and how
@@ -526,19 +543,14 @@ impl SuperwireProtocol {
                 contract_id = request.contract_id,
                 run_id = %relay.run_id,
                 last_event_id = ?relay.cursor.last_id(),
+                relayed = relay.cursor.relayed(),
                 reconnects,
                 reason,
                 "Superwire stream dropped; resuming"
             );
             tokio::time::sleep(RECONNECT_PAUSE).await;
-            end = match resume(
-                client,
-                request.endpoint,
-                &relay.run_id,
-                relay.cursor.last_id(),
-            )
-            .await
-            {
+            let last_id = relay.cursor.resume().map(str::to_owned);
+            end = match resume(client, request.endpoint, &relay.run_id, last_id.as_deref()).await {
                 Ok(response) => match other_run(&response, &relay.run_id) {
                     // The resumed stream is another run's: its events are not this contract's.
                     Some(answered) => {
@@ -562,8 +574,8 @@ impl SuperwireProtocol {
     }
 }
 
-/// `GET /execute/{run_id}/events` with `Last-Event-ID` (none: replay from the start, which the
-/// relay's id filter then dedupes).
+/// `GET /execute/{run_id}/events` with `Last-Event-ID` (none: the stream had no ids, and the
+/// executor replays it from the start, which the relay's cursor skips by position).
 async fn resume(
     client: &OutboundClient,
     endpoint: &WorkerEndpoint,

@@ -8,8 +8,10 @@
 //! The end of a stream follows the convention in `hiregate_contracts::wire::hire`: `done` ends
 //! it, `error` fails the attempt, a connection that closes before either is broken. A broken
 //! stream is resumed at the same URL with `Last-Event-ID` when the worker sent ids (events
-//! already seen are dropped); without ids, or after too many reconnects, the attempt fails and
-//! the retry policy decides what follows.
+//! already seen are dropped); without ids, the same URL is read again from the start and the
+//! events already relayed and assembled are skipped by position, each checked against the one
+//! relayed (name and data digest): a replay that differs fails the attempt (`stream_diverged`),
+//! as do too many reconnects (`stream_lost`); the retry policy decides what follows.
 //!
 //! Bounds: `outbound.stream_max_bytes` over all connections, `outbound.stream_max_duration_ms`,
 //! and the attempt's SLA deadline, whichever ends first (past it: a timed-out attempt).
@@ -95,14 +97,22 @@ impl StreamRead<'_> {
                 Ok(event) => event,
                 Err(error) => return Connection::Broken(error),
             };
-            if !self.cursor.admit(&event.id) {
-                continue;
+            match self.cursor.admit(&event) {
+                sse::Admission::New => {}
+                sse::Admission::Skip => continue,
+                sse::Admission::Diverged(why) => {
+                    return Connection::Ended(Box::new(failed(
+                        FailureKind::BadResponse,
+                        sse::STREAM_DIVERGED,
+                        why,
+                    )));
+                }
             }
             let name = sse::event_name(&event);
             self.events += 1;
             if self.events > self.already_relayed {
-                let upstream_id: Option<String> =
-                    (!event.id.is_empty()).then(|| event.id.chars().take(256).collect());
+                // The event's own id only: an id-less event has none, whatever came before it.
+                let upstream_id = event.id.as_deref().filter(|id| !id.is_empty());
                 let details = json!({
                     "attempt_no": self.attempt_no,
                     "seq": self.events,
@@ -273,15 +283,6 @@ impl HireService {
                 Connection::Ended(answer) => return *answer,
                 Connection::Broken(reason) => reason,
             };
-            let Some(last_id) = read.cursor.last_id().map(str::to_owned) else {
-                return failed(
-                    FailureKind::Unreachable,
-                    "stream_broken",
-                    format!(
-                        "the worker's stream broke and sent no event ids to resume from: {reason}"
-                    ),
-                );
-            };
             if reconnects >= MAX_RECONNECTS {
                 return failed(
                     FailureKind::Unreachable,
@@ -290,26 +291,29 @@ impl HireService {
                 );
             }
             reconnects += 1;
-            tracing::info!(contract_id = %read.ctx.contract_id, last_event_id = %last_id, reconnects, reason, "stream output broke; resuming");
+            // Without an id to resume from, the worker replays the stream from the start and
+            // the cursor skips what was relayed.
+            let last_id = read.cursor.resume().map(str::to_owned);
+            tracing::info!(contract_id = %read.ctx.contract_id, last_event_id = ?last_id, reconnects, reason, "stream output broke; resuming");
             read.relay
                 .relay(
                     "worker_stream_resumed",
-                    json!({"attempt_no": read.attempt_no, "last_event_id": last_id, "reconnects": reconnects}),
+                    json!({
+                        "attempt_no": read.attempt_no,
+                        "last_event_id": last_id,
+                        "replay_from": if last_id.is_some() { "last_event_id" } else { "start" },
+                        "reconnects": reconnects,
+                    }),
                 )
                 .await;
             tokio::time::sleep(RECONNECT_PAUSE).await;
-            connection = match sse::reconnect(
-                client,
-                url,
-                Some(&last_id),
-                Some(remaining()),
-                &headers,
-            )
-            .await
-            {
-                Ok(response) => read.read(response).await,
-                Err(reason) => Connection::Broken(reason),
-            };
+            connection =
+                match sse::reconnect(client, url, last_id.as_deref(), Some(remaining()), &headers)
+                    .await
+                {
+                    Ok(response) => read.read(response).await,
+                    Err(reason) => Connection::Broken(reason),
+                };
         }
     }
 }

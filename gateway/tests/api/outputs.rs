@@ -4,7 +4,9 @@
 //! money read on chain.
 //!
 //! The broken-stream tests use a small axum stub worker instead: an SDK worker never breaks
-//! its stream mid-way nor omits event ids, and those are the faults under test.
+//! its stream mid-way nor omits event ids, and those are the faults under test. A stream
+//! without ids can only be served again from its start: the stub's reconnect answers replay
+//! what the first connection sent before it closed.
 
 use std::{
     collections::VecDeque,
@@ -27,6 +29,7 @@ use axum::{
 };
 use eventsource_stream::{Event, Eventsource};
 use futures::{Stream, StreamExt, channel::mpsc};
+use hiregate_contracts::canonical::Digest;
 use hiregate_payments::devnet::Devnet;
 use hiregate_worker_sdk::{
     GatewayKeys, StreamEvent, TaskContext, TaskOutcome, WorkerBuilder,
@@ -446,10 +449,122 @@ async fn a_broken_stream_is_resumed_with_last_event_id() {
     assert_eq!(after.1, before.1 + price(), "settled on chain");
 }
 
+/// The `worker_stream_event`s of a terminal contract as the seeker's event stream shows them,
+/// to its end: `(seq, upstream event, upstream id, data bytes, data digest)`.
+async fn relayed_stream(
+    env: &HireEnv,
+    contract_id: &str,
+) -> Vec<(u64, String, Value, u64, String)> {
+    let mut events = seeker_events(env, contract_id).await;
+    let mut relayed = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(15), events.next())
+            .await
+            .expect("the stream of a terminal contract ends");
+        let Some(event) = next else {
+            return relayed;
+        };
+        if event.event != "worker_stream_event" {
+            continue;
+        }
+        let data: Value = serde_json::from_str(&event.data).unwrap();
+        let details = &data["details"];
+        assert_eq!(details["data"]["withheld"], true, "nothing unpaid is shown");
+        relayed.push((
+            details["seq"].as_u64().unwrap(),
+            details["upstream_event"].as_str().unwrap().to_owned(),
+            details["upstream_id"].clone(),
+            details["data"]["bytes"].as_u64().unwrap(),
+            details["data"]["digest"].as_str().unwrap().to_owned(),
+        ));
+    }
+}
+
+/// What relaying `(event name, data)` in order must show (no upstream ids).
+fn expected_stream(events: &[(&str, &str)]) -> Vec<(u64, String, Value, u64, String)> {
+    (1..)
+        .zip(events)
+        .map(|(seq, (name, data))| {
+            (
+                seq,
+                (*name).to_owned(),
+                Value::Null,
+                data.len() as u64,
+                Digest::of_bytes(data.as_bytes()).to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Five events without ids; a connection cut after the first two.
+const ID_LESS_STREAM: &str =
+    "data: three \n\ndata: small \n\ndata: risks\n\ndata: , noted\n\nevent: done\ndata: {}\n\n";
+const ID_LESS_CUT: &str = "data: three \n\ndata: small \n\n";
+
+async fn a_broken_stream_without_ids_is_read_again_from_its_start(database: TestDatabase) {
+    let mut env = hire_env(database, WorkerKind::Echo, 4, FAST).await;
+    let stub = use_stream_stub(&mut env, vec![ID_LESS_CUT, ID_LESS_STREAM]).await;
+    let before = env.balances().await;
+    let (contract_id, execute) = pay_in_background(
+        &env,
+        "summarize",
+        HireEnv::input("x"),
+        json!({"retry_policy": {"max_attempts": 1}}),
+    )
+    .await;
+    let (status, body) = execute.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["state"], "settled");
+    // Assembled once: the replayed events are not assembled again.
+    assert_eq!(
+        body["deliverable"]["output"]["content"],
+        "three small risks, noted"
+    );
+    assert_eq!(stub.opened.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        *stub.last_event_ids.lock().unwrap(),
+        [None, None],
+        "no id to resume from"
+    );
+    assert_eq!(
+        relayed_stream(&env, &contract_id).await,
+        expected_stream(&[
+            ("message", "three "),
+            ("message", "small "),
+            ("message", "risks"),
+            ("message", ", noted"),
+            ("done", "{}"),
+        ]),
+        "each event once, in order"
+    );
+    let kinds = env.event_kinds(&contract_id).await;
+    let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(count("worker_stream_resumed"), 1, "{kinds:?}");
+    assert_eq!(count("deliverable_received"), 1, "{kinds:?}");
+    assert_eq!(count("settlement_succeeded"), 1, "{kinds:?}");
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - price(), "the seeker paid once");
+    assert_eq!(after.1, before.1 + price(), "settled on chain");
+}
+
 #[tokio::test]
-async fn a_broken_stream_without_ids_fails_the_attempt_and_nothing_moves() {
+async fn a_broken_stream_without_ids_is_read_again_from_its_start_on_sqlite() {
+    a_broken_stream_without_ids_is_read_again_from_its_start(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_broken_stream_without_ids_is_read_again_from_its_start_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    a_broken_stream_without_ids_is_read_again_from_its_start(database).await;
+}
+
+/// Hire the stub serving `connections` with one attempt, which must fail with nothing moved;
+/// answers the env, the stub, the contract id and the attempt's `worker_error`.
+async fn failing_stream(connections: Vec<&'static str>) -> (HireEnv, StreamStub, String, Value) {
     let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, FAST).await;
-    let stub = use_stream_stub(&mut env, vec!["data: three \n\ndata: small \n\n"]).await;
+    let stub = use_stream_stub(&mut env, connections).await;
     let before = env.balances().await;
     let (contract_id, execute) = pay_in_background(
         &env,
@@ -461,17 +576,73 @@ async fn a_broken_stream_without_ids_fails_the_attempt_and_nothing_moves() {
     let (status, body) = execute.await.unwrap();
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["error"]["code"], "worker_failed");
-    assert_eq!(
-        body["error"]["details"]["worker_error"]["code"],
-        "stream_broken"
-    );
     assert_eq!(env.state(&contract_id).await, "failed");
-    assert_eq!(
-        stub.opened.load(Ordering::SeqCst),
-        1,
-        "no resume without ids"
-    );
     assert_eq!(env.balances().await, before, "nothing moved");
+    let stored = view(&env, &contract_id).await;
+    assert!(stored["settlement"].is_null(), "{stored}");
+    let worker_error = body["error"]["details"]["worker_error"].clone();
+    (env, stub, contract_id, worker_error)
+}
+
+#[tokio::test]
+async fn a_replay_unlike_the_relayed_stream_fails_the_attempt_and_nothing_moves() {
+    let (env, stub, contract_id, worker_error) = failing_stream(vec![
+        ID_LESS_CUT,
+        "data: three \n\ndata: SMALL \n\ndata: risks\n\nevent: done\ndata: {}\n\n",
+    ])
+    .await;
+    assert_eq!(worker_error["code"], "stream_diverged", "{worker_error}");
+    assert_eq!(stub.opened.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        relayed_stream(&env, &contract_id).await,
+        expected_stream(&[("message", "three "), ("message", "small ")]),
+        "only the events before the cut"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_without_ids_that_keeps_breaking_fails_after_its_reconnects_and_nothing_moves() {
+    // Every connection replays the same two events and closes.
+    let (env, stub, contract_id, worker_error) = failing_stream(vec![ID_LESS_CUT]).await;
+    assert_eq!(worker_error["code"], "stream_lost", "{worker_error}");
+    assert_eq!(stub.opened.load(Ordering::SeqCst), 6, "five reconnects");
+    assert_eq!(
+        relayed_stream(&env, &contract_id).await,
+        expected_stream(&[("message", "three "), ("message", "small ")]),
+        "the replays relayed nothing again"
+    );
+}
+
+#[tokio::test]
+async fn an_event_without_its_own_id_is_relayed_after_one_with_an_id_and_skipped_when_replayed() {
+    let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, FAST).await;
+    // "small " has no id: a reader that lets the last id (1) stand for it would take it for a
+    // replay of event 1. Resumed after 1, the worker sends it again first.
+    let stub = use_stream_stub(
+        &mut env,
+        vec![
+            "id: 1\ndata: three \n\ndata: small \n\n",
+            "data: small \n\nid: 2\ndata: risks\n\nevent: done\ndata: {}\n\n",
+        ],
+    )
+    .await;
+    let (contract_id, execute) =
+        pay_in_background(&env, "summarize", HireEnv::input("x"), json!({})).await;
+    let (status, body) = execute.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["deliverable"]["output"]["content"],
+        "three small risks"
+    );
+    assert_eq!(
+        *stub.last_event_ids.lock().unwrap(),
+        [None, Some("1".to_owned())]
+    );
+    let relayed = relayed_stream(&env, &contract_id).await;
+    let ids: Vec<Value> = relayed.iter().map(|event| event.2.clone()).collect();
+    assert_eq!(ids, [json!("1"), Value::Null, json!("2"), Value::Null]);
+    let names: Vec<&str> = relayed.iter().map(|event| event.1.as_str()).collect();
+    assert_eq!(names, ["message", "message", "message", "done"]);
 }
 
 fn accept_partial(min_items: u64) -> Value {

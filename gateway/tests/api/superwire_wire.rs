@@ -16,6 +16,11 @@
 //! `/validate` (the gateway's registration probe) gets the listing's workflow and answers 200
 //! with no issues; the document gives its purpose, not its body.
 //!
+//! The document's stream has no `id:` lines, so an executor serving it can only answer a
+//! reconnect (`GET /execute/{run_id}/events`, no `Last-Event-ID` to resume from) with the run's
+//! stream from the start: the cut-stream tests break the first connection after two events and
+//! replay the whole stream on the reconnect (or a replay whose prefix differs).
+//!
 //! Real parts: anvil with the devnet token, the embedded facilitator, a real gateway, the
 //! executor over TCP; money outcomes are read from the chain.
 
@@ -27,10 +32,11 @@ use std::{
 use alloy::primitives::U256;
 use axum::{
     Json, Router,
-    extract::State,
-    http::{HeaderMap, header},
-    response::IntoResponse,
-    routing::post,
+    body::Body,
+    extract::{Path, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
 };
 use base64::Engine as _;
 use eventsource_stream::Eventsource as _;
@@ -151,10 +157,21 @@ struct Received {
     body: Value,
 }
 
+/// How the executor serves the stream: `stream` on `/execute`, unless `cut` is set: then the
+/// `/execute` connection breaks after `cut.after_events` events and a reconnect gets
+/// `cut.replay`.
 struct SeedExecutorState {
     stream: String,
+    cut: Option<Cut>,
     executions: Mutex<Vec<Received>>,
     validations: Mutex<Vec<Value>>,
+    /// `(run id in the path, Last-Event-ID)` of each reconnect.
+    reconnects: Mutex<Vec<(String, Option<String>)>>,
+}
+
+struct Cut {
+    after_events: usize,
+    replay: String,
 }
 
 struct SeedExecutor {
@@ -177,6 +194,45 @@ impl SeedExecutor {
     fn validations(&self) -> Vec<Value> {
         self.state.validations.lock().unwrap().clone()
     }
+
+    fn reconnects(&self) -> Vec<(String, Option<String>)> {
+        self.state.reconnects.lock().unwrap().clone()
+    }
+}
+
+/// An event-stream response with the run id header: `text`, then, when `broken`, a transport
+/// error in place of the body's end (to the gateway, an unintended disconnect).
+fn event_stream(text: String, broken: bool) -> Response {
+    let body = if broken {
+        let chunks = futures::stream::iter([Ok::<_, std::io::Error>(text)]).chain(
+            futures::stream::once(async {
+                // Lets hyper flush the events before the error drops the connection.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "cut",
+                ))
+            }),
+        );
+        Body::from_stream(chunks)
+    } else {
+        Body::from(text)
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header("x-superwire-run-id", RUN_ID)
+        .body(body)
+        .unwrap()
+}
+
+/// The first `n` events of an SSE text.
+fn first_events(stream: &str, n: usize) -> String {
+    stream
+        .split_inclusive("\n\n")
+        .take(n)
+        .collect::<Vec<_>>()
+        .concat()
 }
 
 async fn seed_execute(
@@ -194,14 +250,10 @@ async fn seed_execute(
         body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
     });
     if accept.contains("text/event-stream") {
-        (
-            [
-                (header::CONTENT_TYPE.as_str(), "text/event-stream"),
-                ("x-superwire-run-id", RUN_ID),
-            ],
-            state.stream.clone(),
-        )
-            .into_response()
+        match &state.cut {
+            Some(cut) => event_stream(first_events(&state.stream, cut.after_events), true),
+            None => event_stream(state.stream.clone(), false),
+        }
     } else {
         // The document's default: the output block as JSON.
         (
@@ -209,6 +261,26 @@ async fn seed_execute(
             SEED_OUTPUT.to_owned(),
         )
             .into_response()
+    }
+}
+
+/// `GET /execute/{run_id}/events`: the replay, from the start (the stream has no ids).
+async fn seed_reconnect(
+    State(state): State<Arc<SeedExecutorState>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let last_event_id = headers
+        .get("last-event-id")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    state
+        .reconnects
+        .lock()
+        .unwrap()
+        .push((run_id.clone(), last_event_id));
+    match &state.cut {
+        Some(cut) if run_id == RUN_ID => event_stream(cut.replay.clone(), false),
+        _ => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
@@ -221,15 +293,22 @@ async fn seed_validate(
 }
 
 async fn start_seed_executor(stream: String) -> SeedExecutor {
+    start_executor(stream, None).await
+}
+
+async fn start_executor(stream: String, cut: Option<Cut>) -> SeedExecutor {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let state = Arc::new(SeedExecutorState {
         stream,
+        cut,
         executions: Mutex::new(Vec::new()),
         validations: Mutex::new(Vec::new()),
+        reconnects: Mutex::new(Vec::new()),
     });
     let router = Router::new()
         .route("/execute", post(seed_execute))
+        .route("/execute/{run_id}/events", get(seed_reconnect))
         .route("/validate", post(seed_validate))
         .with_state(Arc::clone(&state));
     let shutdown = CancellationToken::new();
@@ -517,6 +596,156 @@ async fn a_stream_ending_in_workflow_failed_fails_the_contract_and_nothing_settl
     let relayed = relayed(&events);
     assert_eq!(relayed, expected_relay(&stream), "{events:?}");
     assert_eq!(relayed.last().unwrap().0, "workflow_failed");
+
+    assert_eq!(env.balances().await, before, "nothing settled");
+    assert!(
+        !env.devnet
+            .authorization_state(env.wallet.address(), nonce)
+            .await
+            .unwrap(),
+        "the authorization was never used on chain"
+    );
+}
+
+async fn a_cut_stream_replayed_from_the_start_is_relayed_once(database: TestDatabase) {
+    let mut env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let executor = start_executor(
+        SEED_EVENT_STREAM.to_owned(),
+        Some(Cut {
+            after_events: 2,
+            replay: SEED_EVENT_STREAM.to_owned(),
+        }),
+    )
+    .await;
+    let worker_id = list_seed_executor(&env, &executor).await;
+    env.worker_id = worker_id.clone();
+    let contract_id = contract(&env, &worker_id).await;
+    let before = env.balances().await;
+
+    let challenge = env.challenge(&contract_id).await;
+    let answer = execute(&env, &contract_id, Some(&env.pay(&challenge).await)).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert!(answer.payment_response().success);
+    assert_eq!(answer.body["state"], "settled");
+    assert_eq!(executor.executions().len(), 1, "one run");
+    assert_eq!(
+        executor.reconnects(),
+        [(RUN_ID.to_owned(), None)],
+        "one reconnect, with no event id to resume from"
+    );
+
+    // Two events came before the cut and five on the reconnect: the seeker saw each of the
+    // five once, in order, and none with an upstream id.
+    let events = seeker_events(&env, &contract_id).await;
+    assert_eq!(
+        relayed(&events),
+        expected_relay(SEED_EVENT_STREAM),
+        "{events:?}"
+    );
+    for (kind, data) in &events {
+        if kind == "worker_event" {
+            assert!(data["details"]["upstream_id"].is_null(), "{data}");
+        }
+    }
+    let view: Value = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}"),
+            Some(&env.seeker_key),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        view["deliverable"]["content"]["output"]["content"],
+        serde_json::from_str::<Value>(SEED_OUTPUT).unwrap(),
+        "{view}"
+    );
+    let kinds = env.event_kinds(&contract_id).await;
+    let count = |kind: &str| kinds.iter().filter(|k| *k == kind).count();
+    assert_eq!(count("deliverable_received"), 1, "{kinds:?}");
+    assert_eq!(count("settlement_succeeded"), 1, "{kinds:?}");
+
+    let after = env.balances().await;
+    assert_eq!(
+        after.0,
+        before.0 - U256::from(PRICE),
+        "the seeker paid once"
+    );
+    assert_eq!(
+        after.1,
+        before.1 + U256::from(PRICE),
+        "the worker got the price"
+    );
+}
+
+#[tokio::test]
+async fn a_cut_id_less_stream_replayed_from_the_start_is_relayed_once_and_settled() {
+    a_cut_stream_replayed_from_the_start_is_relayed_once(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_cut_id_less_stream_replayed_from_the_start_is_relayed_once_and_settled_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    a_cut_stream_replayed_from_the_start_is_relayed_once(database).await;
+}
+
+#[tokio::test]
+async fn a_replay_unlike_the_relayed_events_fails_the_contract_and_nothing_settles() {
+    let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    // The second event, already relayed before the cut, comes back with other data.
+    let replay =
+        SEED_EVENT_STREAM.replace("data: {\"nodes\":[]}\n", "data: {\"nodes\":[\"other\"]}\n");
+    assert_ne!(replay, SEED_EVENT_STREAM);
+    let executor = start_executor(
+        SEED_EVENT_STREAM.to_owned(),
+        Some(Cut {
+            after_events: 2,
+            replay,
+        }),
+    )
+    .await;
+    let worker_id = list_seed_executor(&env, &executor).await;
+    env.worker_id = worker_id.clone();
+    let contract_id = contract(&env, &worker_id).await;
+    let before = env.balances().await;
+
+    let challenge = env.challenge(&contract_id).await;
+    let payload = env.sign(&challenge).await;
+    let nonce = payload.exact_evm().unwrap().authorization.nonce;
+    let answer = execute(&env, &contract_id, Some(&encode_header(&payload))).await;
+    assert_eq!(answer.status, 502, "{:?}", answer.body);
+    assert!(answer.headers.get("payment-response").is_none());
+    assert_eq!(env.state(&contract_id).await, "failed");
+    assert_eq!(executor.executions().len(), 1, "one run, no retry");
+    assert_eq!(executor.reconnects().len(), 1);
+
+    let view: Value = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}"),
+            Some(&env.seeker_key),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let error = &view["attempts"][0]["error"];
+    assert_eq!(error["code"], "stream_diverged", "{view}");
+    assert!(
+        error["message"].as_str().unwrap().contains("event 2"),
+        "{view}"
+    );
+    // The seeker saw the two events before the cut, and nothing of the differing replay.
+    let events = seeker_events(&env, &contract_id).await;
+    assert_eq!(
+        relayed(&events),
+        expected_relay(&first_events(SEED_EVENT_STREAM, 2)),
+        "{events:?}"
+    );
 
     assert_eq!(env.balances().await, before, "nothing settled");
     assert!(

@@ -64,6 +64,10 @@ pub struct ExecutorConfig {
     pub outcome: RunOutcome,
     /// Streams to cut, if any.
     pub stream_cut: Option<StreamCut>,
+    /// Whether streamed events carry `id:` lines. Without them (the seed's example stream has
+    /// none) a reconnect has no `Last-Event-ID` to send and gets the run's events from the
+    /// start.
+    pub event_ids: bool,
     /// Keys the workflow's `secrets` block declares: a request missing one is refused with a
     /// `validation_error`, as the seed says secrets "must match the workflow secrets block".
     pub required_secrets: Vec<String>,
@@ -80,6 +84,7 @@ impl Default for ExecutorConfig {
             output: None,
             outcome: RunOutcome::Complete,
             stream_cut: None,
+            event_ids: true,
             required_secrets: Vec::new(),
             validation_notes: Vec::new(),
         }
@@ -103,7 +108,7 @@ pub enum RunStatus {
 /// One event as the executor emitted it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedEvent {
-    /// SSE `id`: 1, 2, 3… per run.
+    /// Position in the run: 1, 2, 3… (the SSE `id` unless the config turns ids off).
     pub id: u64,
     /// SSE `event` name.
     pub event: String,
@@ -664,10 +669,12 @@ impl Cursor {
         };
         self.last_sent = next.id;
         self.sent += 1;
-        let event = Event::default()
-            .id(next.id.to_string())
+        let mut event = Event::default()
             .event(next.event)
             .data(next.data.to_string());
+        if lock(&self.state.config).event_ids {
+            event = event.id(next.id.to_string());
+        }
         Some((Ok(event), self))
     }
 }
