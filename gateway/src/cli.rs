@@ -170,6 +170,20 @@ impl From<KeyRole> for Role {
     }
 }
 
+/// The whole `hiregate` process: allocator settings first (before any thread exists), then the
+/// async runtime, then the command line.
+pub fn main() -> ExitCode {
+    crate::allocator::limit_arenas();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("hiregate: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(Cli::parse()))
+}
+
 /// Run the parsed command line; errors are printed with their causes.
 pub async fn run(cli: Cli) -> ExitCode {
     match dispatch(cli).await {

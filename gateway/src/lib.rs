@@ -3,6 +3,7 @@
 //!
 //! | module | role |
 //! |---|---|
+//! | [`allocator`] | glibc malloc for a long-running server: capped arenas, freed memory handed back periodically |
 //! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator / reconcile / demo / seeker` |
 //! | [`seeker_cli`] | `hiregate seeker workers / hire / contracts / contract / dispute` over the SDK's seeker client, with the spending guard |
 //! | [`config`] | layered settings (`config.default.toml` → file → `HIREGATE_*`), validation |
@@ -49,6 +50,7 @@
 
 pub mod adapters;
 pub mod agent_cards;
+pub mod allocator;
 pub mod assets;
 pub mod auth;
 pub mod cli;

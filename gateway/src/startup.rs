@@ -289,6 +289,7 @@ impl App {
             format!("gw_{}", ulid::Ulid::new()),
             app_token.clone(),
         ));
+        tasks.spawn(crate::allocator::release_freed_memory(app_token.clone()));
         tasks.close();
 
         tracing::info!(%local_addr, "hiregate gateway listening");

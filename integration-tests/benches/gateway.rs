@@ -42,7 +42,7 @@ use hiregate_gateway::{
 };
 use hiregate_integration_tests::rpc_counter::RpcCounter;
 use hiregate_payments::{
-    Facilitator, FacilitatorError, PaymentPayload,
+    Facilitator, FacilitatorError, PaymentPayload, PaymentRequired,
     devnet::Devnet,
     wire::{SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse},
 };
@@ -292,6 +292,16 @@ relayer_private_key = "{key}"
 
     /// A fresh contract, its 402 answered with a signed payment (none of this is timed).
     async fn paid_contract(&self, seeker: &SeekerClient) -> BenchResult<(String, PaymentPayload)> {
+        let (contract_id, challenge) = self.offered_contract(seeker).await?;
+        let payment = seeker.sign_for(&challenge).await?;
+        Ok((contract_id, payment))
+    }
+
+    /// A contract proposed by `seeker`, with its 402.
+    async fn offered_contract(
+        &self,
+        seeker: &SeekerClient,
+    ) -> BenchResult<(String, PaymentRequired)> {
         let contract = seeker
             .propose(&json!({
                 "worker_id": self.worker_id,
@@ -304,8 +314,7 @@ relayer_private_key = "{key}"
             }))
             .await?;
         let challenge = seeker.challenge(&contract.id).await?;
-        let payment = seeker.sign_for(&challenge).await?;
-        Ok((contract.id, payment))
+        Ok((contract.id, challenge))
     }
 }
 
@@ -404,9 +413,17 @@ async fn measure_backend(
     let mut prepared = Vec::with_capacity(CONCURRENT_EXECUTES);
     for _ in 0..CONCURRENT_EXECUTES {
         let seeker = deployment.seeker(devnet.funded_account(U256::from(PRICE)).await?);
-        let (contract_id, payment) = deployment.paid_contract(&seeker).await?;
-        prepared.push((seeker, contract_id, payment));
+        let offered = deployment.offered_contract(&seeker).await?;
+        prepared.push((seeker, offered));
     }
+    // Signed last: an authorization must still cover the contract's whole window when it is
+    // presented, and funding hundreds of payers takes a while.
+    let mut signed = Vec::with_capacity(prepared.len());
+    for (seeker, (contract_id, challenge)) in prepared {
+        let payment = seeker.sign_for(&challenge).await?;
+        signed.push((seeker, contract_id, payment));
+    }
+    let prepared = signed;
     let started = Instant::now();
     let concurrent: Vec<Duration> = stream::iter(prepared.iter())
         .map(|(seeker, contract_id, payment)| timed_paid_execute(seeker, contract_id, payment))

@@ -302,10 +302,12 @@ impl Store {
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Normal)
-                    // 1 MiB of page cache per connection instead of SQLite's 2 MiB: the hot
-                    // rows are few (contracts in flight), and a pool of connections each
-                    // holding its own cache is what a gateway's memory grows by.
-                    .pragma("cache_size", "-1024")
+                    // 256 KiB of page cache per connection instead of SQLite's 2 MiB: the hot
+                    // rows are few (contracts in flight), a miss is a read from the OS page
+                    // cache, and a pool of connections each holding its own cache is what a
+                    // gateway's memory grows by (10,000 pending contracts on 16 connections:
+                    // 73 MiB RSS with 1 MiB each).
+                    .pragma("cache_size", "-256")
                     .foreign_keys(true)
                     .busy_timeout(std::time::Duration::from_secs(10));
                 let in_memory = url.contains(":memory:") || url.contains("mode=memory");

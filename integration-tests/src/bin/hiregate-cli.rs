@@ -5,9 +5,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    hiregate_gateway::cli::run(hiregate_gateway::cli::Cli::parse()).await
+fn main() -> ExitCode {
+    hiregate_gateway::cli::main()
 }
