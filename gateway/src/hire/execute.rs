@@ -37,7 +37,7 @@
 //! The flow runs on its own task: a client that hangs up, or the request timeout, cannot stop
 //! it between "worker called" and "outcome recorded".
 
-use std::str::FromStr;
+use std::{str::FromStr, sync::Arc};
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
@@ -169,6 +169,12 @@ impl From<StoreError> for Reply {
     }
 }
 
+fn contract_not_found() -> Reply {
+    Reply::from(ApiError::NotFound {
+        resource: "contract",
+    })
+}
+
 pub(super) fn internal(message: impl Into<String>) -> Reply {
     Reply::from(ApiError::internal(anyhow::anyhow!(message.into())))
 }
@@ -202,43 +208,35 @@ impl HireService {
 
     async fn execute_checked(&self, request: ExecuteRequest) -> Result<Reply, Reply> {
         let store = &self.inner.store;
-        let not_found = || {
-            Reply::from(ApiError::NotFound {
-                resource: "contract",
-            })
-        };
-        let contract = store
-            .get_contract(&request.contract_id)
-            .await?
-            .ok_or_else(not_found)?;
-        if contract.seeker_id != request.seeker.as_str() {
-            return Err(not_found());
-        }
-        let mut ctx = Ctx::of(
-            &contract,
-            request.correlation_id.clone(),
-            format!("seeker:{}", request.seeker),
-        )?;
-        ctx.secrets = request.secrets;
-        check_body(&ctx.terms, &request.body)?;
-
-        let lock = self.inner.locks.lock_of(&ctx.contract_id);
-        let wait = self.inner.config.contracts.duplicate_wait();
-        let Ok(_guard) = tokio::time::timeout(wait, lock.lock_owned()).await else {
+        let lock = self.inner.locks.lock_of(&request.contract_id);
+        // Uncontended (the common case), one read under the lock serves the caller's checks
+        // and the first step. Otherwise the caller is checked before waiting, so a stranger's
+        // call never queues behind the contract's owner.
+        let (_guard, ctx, current) = if let Ok(guard) = Arc::clone(&lock).try_lock_owned() {
+            let current = self.contract_of_caller(&request).await?;
+            let ctx = Self::execute_ctx(&request, &current)?;
+            (guard, ctx, current)
+        } else {
+            let contract = self.contract_of_caller(&request).await?;
+            let ctx = Self::execute_ctx(&request, &contract)?;
+            let wait = self.inner.config.contracts.duplicate_wait();
+            let Ok(guard) = tokio::time::timeout(wait, lock.lock_owned()).await else {
+                let current = store
+                    .get_contract(&ctx.contract_id)
+                    .await?
+                    .ok_or_else(contract_not_found)?;
+                let reply = self.in_progress_now(&ctx, &current.state).await?;
+                return Ok(self
+                    .mark_duplicate(&current, reply)
+                    .await?
+                    .correlated(&ctx.correlation_id));
+            };
             let current = store
                 .get_contract(&ctx.contract_id)
                 .await?
-                .ok_or_else(not_found)?;
-            let reply = self.in_progress_now(&ctx, &current.state).await?;
-            return Ok(self
-                .mark_duplicate(&current, reply)
-                .await?
-                .correlated(&ctx.correlation_id));
+                .ok_or_else(contract_not_found)?;
+            (guard, ctx, current)
         };
-        let current = store
-            .get_contract(&ctx.contract_id)
-            .await?
-            .ok_or_else(not_found)?;
         let reply = match self
             .drive_from(
                 &ctx,
@@ -255,6 +253,28 @@ impl HireService {
             reply
         };
         Ok(reply.correlated(&ctx.correlation_id))
+    }
+
+    /// The contract `request` names, if its seeker is the caller; 404 otherwise.
+    async fn contract_of_caller(&self, request: &ExecuteRequest) -> Result<ContractRecord, Reply> {
+        self.inner
+            .store
+            .get_contract(&request.contract_id)
+            .await?
+            .filter(|contract| contract.seeker_id == request.seeker.as_str())
+            .ok_or_else(contract_not_found)
+    }
+
+    /// The context of `request` on `contract`, once its body is checked against the terms.
+    fn execute_ctx(request: &ExecuteRequest, contract: &ContractRecord) -> Result<Ctx, Reply> {
+        let mut ctx = Ctx::of(
+            contract,
+            request.correlation_id.clone(),
+            format!("seeker:{}", request.seeker),
+        )?;
+        ctx.secrets = request.secrets.clone();
+        check_body(&ctx.terms, &request.body)?;
+        Ok(ctx)
     }
 
     /// The answer to a repeated execute, marked as such and linked to the original attempt
@@ -296,18 +316,13 @@ impl HireService {
         mut known: Option<ContractRecord>,
     ) -> Result<Reply, Reply> {
         let store = &self.inner.store;
-        let not_found = || {
-            Reply::from(ApiError::NotFound {
-                resource: "contract",
-            })
-        };
         for _ in 0..MAX_STEPS {
             let contract = match known.take() {
                 Some(contract) => contract,
                 None => store
                     .get_contract(&ctx.contract_id)
                     .await?
-                    .ok_or_else(not_found)?,
+                    .ok_or_else(contract_not_found)?,
             };
             let state = ContractState::from_str(&contract.state)
                 .map_err(|e| internal(format!("stored state: {e}")))?;

@@ -652,20 +652,17 @@ impl Store {
             where contract_id = $1 and state = 'paid' returning attempts_used, event_seq";
         const INSERT: &str = "insert into attempt (attempt_id, contract_id, attempt_no, \
             payment_id, state, started_at) values ($1, $2, $3, $4, 'running', $5)";
-        let in_flight = in_flight_sql();
+        // The worker's slots in use and the queue ahead of this contract, in one statement.
+        let load = format!("select ({}), ({QUEUED_AHEAD})", in_flight_sql());
         on_backend!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
-            let busy: i64 = sqlx::query_scalar(&in_flight)
-                .bind(worker_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            let busy = u32::try_from(busy).unwrap_or(u32::MAX);
-            let ahead: i64 = sqlx::query_scalar(QUEUED_AHEAD)
+            let (busy, ahead): (i64, i64) = sqlx::query_as(&load)
                 .bind(worker_id)
                 .bind(contract_id)
                 .fetch_one(&mut *tx)
                 .await?;
+            let busy = u32::try_from(busy).unwrap_or(u32::MAX);
             let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
             if busy.saturating_add(ahead) >= max_parallel {
                 return Ok(StartAttempt::WorkerBusy { in_flight: busy, ahead });
