@@ -200,16 +200,9 @@ macro_rules! transition_or_return {
         $contract_id:expr, $from:expr, $to:expr, $deadline:expr, $event:expr $(,)?
     ) => {{
         if $crate::store::merges_transitions(&$tx) {
+            let query = sqlx::query_scalar($crate::store::contracts::TRANSITION_WITH_EVENT);
             let seq: Option<i64> =
-                sqlx::query_scalar($crate::store::contracts::TRANSITION_WITH_EVENT)
-                    .bind($contract_id)
-                    .bind($crate::store::to_millis($event.at))
-                    .bind(&$event.actor)
-                    .bind(&$event.correlation_id)
-                    .bind(&$event.kind)
-                    .bind($from)
-                    .bind($to)
-                    .bind($crate::store::json::JsonText(&$event.details))
+                $crate::store::bind_event!(query, $contract_id, $event, $from, $to)
                     .bind($deadline)
                     .fetch_optional(&mut *$tx)
                     .await?;
@@ -266,7 +259,20 @@ impl Dialect for sqlx::Postgres {
 /// `contracts::INSERT_EVENT`. `$from` / `$to` are bound as given (`Option` of a state).
 macro_rules! insert_event {
     ($tx:ident, $contract_id:expr, $seq:expr, $event:expr, $from:expr, $to:expr $(,)?) => {{
-        sqlx::query($crate::store::contracts::INSERT_EVENT)
+        let query = sqlx::query($crate::store::contracts::INSERT_EVENT);
+        $crate::store::bind_event!(query, $contract_id, $event, $from, $to)
+            .bind($seq)
+            .execute(&mut *$tx)
+            .await?;
+    }};
+}
+pub(crate) use insert_event;
+
+/// Bind an event's columns as `$1`…`$8` (contract, at, actor, correlation id, kind, from, to,
+/// details), the order `contracts::INSERT_EVENT` and `contracts::TRANSITION_WITH_EVENT` share.
+macro_rules! bind_event {
+    ($query:expr, $contract_id:expr, $event:expr, $from:expr, $to:expr) => {
+        $query
             .bind($contract_id)
             .bind($crate::store::to_millis($event.at))
             .bind(&$event.actor)
@@ -275,12 +281,9 @@ macro_rules! insert_event {
             .bind($from)
             .bind($to)
             .bind($crate::store::json::JsonText(&$event.details))
-            .bind($seq)
-            .execute(&mut *$tx)
-            .await?;
-    }};
+    };
 }
-pub(crate) use insert_event;
+pub(crate) use bind_event;
 
 /// Handle on the database; cheap to clone (the pool is shared).
 #[derive(Debug, Clone)]
