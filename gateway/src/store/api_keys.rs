@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, on_backend, to_millis};
+use super::{Store, StoreError, from_millis, on_backend, on_backend_write, to_millis};
 use crate::{
     auth::{ApiKeyHash, Role},
     ids::{ApiKeyId, PrincipalId},
@@ -78,7 +78,7 @@ impl Store {
         const SQL: &str = "insert into api_key \
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(key.id.as_str())
                 .bind(key.hash.as_str())
@@ -116,7 +116,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update api_key set revoked_at = $3 \
             where api_key_id = $1 and principal_id = $2 and revoked_at is null";
-        let result = on_backend!(self, pool => {
+        let result = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(principal_id.as_str())
@@ -250,7 +250,7 @@ impl Store {
         const INSERT: &str = "insert into api_key \
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
                 .bind(id.as_str())

@@ -12,7 +12,10 @@
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, from_millis_opt, insert_event, on_backend, to_millis};
+use super::{
+    Store, StoreError, from_millis, from_millis_opt, insert_event, on_backend, on_backend_write,
+    to_millis,
+};
 
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
@@ -260,7 +263,7 @@ impl Store {
             .terms
             .get("webhook_url")
             .and_then(serde_json::Value::as_str);
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(SQL)
                 .bind(&contract.contract_id)
@@ -374,7 +377,7 @@ impl Store {
             (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
             select contract_id, event_seq, $2, $3, $4, $5, null, null, $6 from counted \
             returning seq";
-        let seq: Option<i64> = on_backend!(self, pool => {
+        let seq: Option<i64> = on_backend_write!(self, pool => {
             if super::pool_merges_statements(pool) {
                 sqlx::query_scalar(COUNT_WITH_EVENT)
                     .bind(contract_id)

@@ -5,7 +5,9 @@ use super::json::JsonText;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+use super::{
+    Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write, to_millis,
+};
 
 const ENTITY: &str = "dispute";
 
@@ -199,7 +201,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "update dispute set replay = $2, replay_verifier_result_hash = $3, \
             state = $4 where dispute_id = $1 and decided_at is null";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(dispute_id)
                 .bind(JsonText(replay))
@@ -220,7 +222,7 @@ impl Store {
         const SQL: &str = "update dispute set state = 'decided', decision = $2, decided_by = $3, \
             decision_reason = $4, decided_via = $5, decided_at = $6 \
             where dispute_id = $1 and decided_at is null";
-        let changed = on_backend!(self, pool => {
+        let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(dispute_id)
                 .bind(&decision.decision)
@@ -247,7 +249,7 @@ impl Store {
         const SQL: &str = "update dispute set response = $2, response_claim = $3, \
             responded_by = $4, responded_at = $5 \
             where dispute_id = $1 and responded_at is null and decided_at is null";
-        let changed = on_backend!(self, pool => {
+        let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(dispute_id)
                 .bind(&response.statement)

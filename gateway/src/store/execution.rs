@@ -17,8 +17,8 @@ use chrono::{DateTime, Utc};
 
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition, from_millis,
-    from_millis_opt, insert_event, on_backend, payments::PAYMENT_COLUMNS, return_state_mismatch,
-    to_millis, transition_or_return,
+    from_millis_opt, insert_event, on_backend, on_backend_write, payments::PAYMENT_COLUMNS,
+    return_state_mismatch, to_millis, transition_or_return,
 };
 
 const ATTEMPT_ENTITY: &str = "attempt";
@@ -515,7 +515,7 @@ impl Store {
             nonce, amount, valid_after, valid_before, payload, payload_hash, payment_identifier, \
             state, created_at, updated_at) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let seq = transition_or_return!(
                 tx,
@@ -602,7 +602,7 @@ impl Store {
     ) -> Result<Option<u32>, StoreError> {
         const SQL: &str = "update contract set queued_at = coalesce(queued_at, $2) \
             where contract_id = $1 and state = 'paid'";
-        let updated = on_backend!(self, pool => {
+        let updated = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(contract_id)
                 .bind(to_millis(at))
@@ -613,7 +613,7 @@ impl Store {
         if updated == 0 {
             return Ok(None);
         }
-        let ahead: i64 = on_backend!(self, pool => {
+        let ahead: i64 = on_backend_write!(self, pool => {
             sqlx::query_scalar(QUEUED_AHEAD)
                 .bind(worker_id)
                 .bind(contract_id)
@@ -654,7 +654,7 @@ impl Store {
             payment_id, state, started_at) values ($1, $2, $3, $4, 'running', $5)";
         // The worker's slots in use and the queue ahead of this contract, in one statement.
         let load = format!("select ({}), ({QUEUED_AHEAD})", in_flight_sql());
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
             let (busy, ahead): (i64, i64) = sqlx::query_as(&load)
@@ -719,7 +719,7 @@ impl Store {
     /// Store an attempt's deliverable pieces in one transaction; pieces stored before are
     /// left as they are.
     pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             apply_side_write!(&mut *tx, SideWrite::Deliverables(pieces));
             tx.commit().await?;
@@ -810,7 +810,7 @@ impl Store {
         const PAYMENT: &str = "update payment set state = $2, settle_tx = coalesce($3, settle_tx), \
             settle_response = coalesce($4, settle_response), updated_at = $5 \
             where payment_id = $1";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let seq = transition_or_return!(
                 tx,
@@ -850,7 +850,7 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         const SQL: &str = "update payment set state = $2, updated_at = $3 where payment_id = $1";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(payment_id)
                 .bind(state)
@@ -873,7 +873,7 @@ impl Store {
     ) -> Result<Transition, StoreError> {
         const PAYMENT: &str = "update payment set state = $2, \
             authorize_tx = coalesce($3, authorize_tx), updated_at = $4 where payment_id = $1";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let seq = transition_or_return!(
                 tx,
@@ -918,7 +918,7 @@ impl Store {
         const SQL: &str = "update payment set state = $2, release_tx = coalesce($3, release_tx), \
             updated_at = $4 where payment_id = $1 and (state <> $2 or $2 = 'voiding') \
             and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
-        let changed = on_backend!(self, pool => {
+        let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(payment_id)
                 .bind(state)
@@ -1001,7 +1001,7 @@ impl Store {
         steps: &[ContractStep<'_>],
         writes: &[SideWrite<'_>],
     ) -> Result<Transition, StoreError> {
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let mut seqs = Vec::with_capacity(steps.len());
             for step in steps {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend_write, to_millis};
 use crate::ids::JobId;
 
 const ENTITY: &str = "job";
@@ -120,7 +120,7 @@ impl Store {
     ) -> Result<Enqueued, StoreError> {
         const SQL: &str = "insert into job (job_id, kind, dedupe_key, payload, state, run_at, \
             attempts, created_at, updated_at) values ($1, $2, $3, $4, 'queued', $5, 0, $6, $6)";
-        let result = on_backend!(self, pool => {
+        let result = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(job.id.as_str())
                 .bind(&job.kind)
@@ -182,7 +182,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update job set state = 'done', lease_owner = null, lease_until = null, \
             updated_at = $3 where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_backend!(self, pool => {
+        let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(owner)
@@ -206,7 +206,7 @@ impl Store {
         const SQL: &str = "update job set run_at = $4, last_error = $5, lease_owner = null, \
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_backend!(self, pool => {
+        let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(owner)
@@ -231,7 +231,7 @@ impl Store {
         const SQL: &str = "update job set state = 'dead', last_error = $4, lease_owner = null, \
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_backend!(self, pool => {
+        let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(owner)

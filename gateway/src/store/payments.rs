@@ -7,7 +7,9 @@
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+use super::{
+    Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write, to_millis,
+};
 
 const ENTITY: &str = "payment";
 
@@ -187,7 +189,7 @@ impl Store {
             nonce, amount, valid_after, valid_before, payload, payload_hash, payment_identifier, \
             state, created_at, updated_at) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(&payment.payment_id)
                 .bind(&payment.contract_id)
@@ -275,7 +277,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update payment set settle_started_at = $2, state = 'settling', \
             updated_at = $2 where payment_id = $1 and settle_started_at is null";
-        let changed = on_backend!(self, pool => {
+        let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(payment_id)
                 .bind(to_millis(at))

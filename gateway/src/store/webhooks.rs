@@ -13,7 +13,8 @@ use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
 use super::{
-    Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders, to_millis,
+    Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write,
+    placeholders, to_millis,
 };
 
 const ENTITY: &str = "webhook_delivery";
@@ -322,7 +323,7 @@ impl Store {
     ) -> Result<WebhookSecretRecord, StoreError> {
         const INSERT: &str = "insert into webhook_secret (seeker_id, secret, created_at) \
             values ($1, $2, $3) on conflict (seeker_id) do nothing";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             sqlx::query(INSERT)
                 .bind(seeker_id)
                 .bind(candidate)
@@ -345,7 +346,7 @@ impl Store {
         const UPSERT: &str = "insert into webhook_secret (seeker_id, secret, created_at) \
             values ($1, $2, $3) on conflict (seeker_id) \
             do update set secret = excluded.secret, created_at = excluded.created_at";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             sqlx::query(UPSERT)
                 .bind(seeker_id)
                 .bind(secret)
@@ -453,7 +454,7 @@ impl Store {
         let http_status = attempt.http_status.map(i32::from);
         let duration_ms = i64::try_from(attempt.duration_ms).unwrap_or(i64::MAX);
         let attempt_no = i32::try_from(attempt.attempt_no).unwrap_or(i32::MAX);
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let changed = sqlx::query(UPDATE)
                 .bind(event_id)
@@ -505,7 +506,7 @@ impl Store {
             finished_at = $4, attempts = attempts - 1, total_attempts = total_attempts - 1, \
             lease_owner = null, lease_until = null, updated_at = $4 \
             where event_id = $1 and lease_owner = $2 and state = 'pending'";
-        let changed = on_backend!(self, pool => {
+        let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(event_id)
                 .bind(owner)
@@ -576,7 +577,7 @@ impl Store {
             (select url from webhook_delivery where event_id = $2)";
         const STATE: &str =
             "select state from webhook_delivery where event_id = $1 and seeker_id = $2";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let changed = sqlx::query(REQUEUE)
                 .bind(event_id)

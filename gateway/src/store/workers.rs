@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders, to_millis};
+use super::{
+    Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write, placeholders,
+    to_millis,
+};
 use crate::{
     auth::CallbackSecret,
     ids::{PrincipalId, WorkerId},
@@ -189,7 +192,7 @@ impl Store {
             probe_diagnostics) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
             $19, $20, $21, $22, $23, $24, $25)";
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             sqlx::query(SQL)
                 .bind(listing.id.as_str())
@@ -282,7 +285,7 @@ impl Store {
             payment_schemes = $13, fee_bps = $14, name = $15, description = $16, \
             input_schema = $17, examples = $18, probe_diagnostics = $19, protocol_options = $20 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
-        let written = on_backend!(self, pool => {
+        let written = on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let updated = sqlx::query(SQL)
                 .bind(listing.id.as_str())
@@ -332,7 +335,7 @@ impl Store {
         const SQL: &str = "update worker set retired_at = coalesce(retired_at, $3), \
             updated_at = case when retired_at is null then $3 else updated_at end \
             where worker_id = $1 and operator_id = $2";
-        let updated = on_backend!(self, pool => {
+        let updated = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(operator_id.as_str())
@@ -428,7 +431,7 @@ impl Store {
         const PRUNE: &str = "delete from worker_probe where worker_id = $1 and probe_id <= \
             (select probe_id from worker_probe where worker_id = $1 \
              order by probe_id desc limit 1 offset $2)";
-        let row: Option<(String, i32)> = on_backend!(self, pool => {
+        let row: Option<(String, i32)> = on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let row: Option<(String, i32)> = match result {
                 ProbeResult::Passed => sqlx::query_as(PASSED)
