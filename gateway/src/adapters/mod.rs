@@ -274,8 +274,31 @@ impl CancelOutcome {
 
 /// How long each of the two calls of [`cancel_where_declared`] may take.
 const CANCEL_CALL_TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest `/capabilities` body read when looking for the `cancel` declaration.
-const CANCEL_CAPABILITIES_MAX_BYTES: usize = 256 * 1024;
+/// How long a [`read_capabilities`] may take.
+const CAPABILITIES_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest `/capabilities` body read.
+const MAX_CAPABILITIES_BYTES: usize = 256 * 1024;
+
+/// `GET <endpoint>/capabilities`, read now as `T`: what the gateway checks after registration
+/// (the `cancel` and `verify` declarations, WattSwarm profiles and runtime). The error says
+/// why it could not be read, for the caller's own message.
+pub async fn read_capabilities<T: serde::de::DeserializeOwned>(
+    client: &OutboundClient,
+    endpoint: &WorkerEndpoint,
+) -> Result<T, String> {
+    let response = client
+        .get(&endpoint.join("capabilities"), CAPABILITIES_TIMEOUT)
+        .await
+        .map_err(|e| format!("/capabilities unreachable: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!("/capabilities answered {}", response.status()));
+    }
+    let body = client
+        .read_body(response, MAX_CAPABILITIES_BYTES)
+        .await
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&body).map_err(|e| format!("/capabilities: {e}"))
+}
 
 /// The cancel of protocols whose seed has no cancel route (hire, WattSwarm), for workers
 /// that declare one: `GET /capabilities` must say `"cancel": true` (the worker-sdk does),
@@ -289,28 +312,9 @@ pub async fn cancel_where_declared(
     contract_id: &str,
     contract_token: &str,
 ) -> CancelOutcome {
-    #[derive(serde::Deserialize)]
-    struct CancelDeclaration {
-        #[serde(default)]
-        cancel: bool,
-    }
-    let declared = async {
-        let response = client
-            .get(&endpoint.join("capabilities"), CANCEL_CALL_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string())?;
-        if !response.status().is_success() {
-            return Err(format!("/capabilities answered {}", response.status()));
-        }
-        let body = client
-            .read_body(response, CANCEL_CAPABILITIES_MAX_BYTES)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(serde_json::from_slice::<CancelDeclaration>(&body).is_ok_and(|d| d.cancel))
-    };
-    match declared.await {
-        Ok(true) => {}
-        Ok(false) => return CancelOutcome::NotSupported,
+    match read_capabilities::<Value>(client, endpoint).await {
+        Ok(body) if body.get("cancel") == Some(&Value::Bool(true)) => {}
+        Ok(_) => return CancelOutcome::NotSupported,
         Err(why) => return CancelOutcome::Failed(why),
     }
     let url = endpoint.join(&format!("tasks/{contract_id}/cancel"));

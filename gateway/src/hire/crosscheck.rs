@@ -29,17 +29,13 @@ use reqwest::{Method, header};
 use serde_json::{Value, json};
 
 use crate::{
+    adapters::read_capabilities,
     error::ApiError,
     ids::WorkerId,
     outbound::OutboundClient,
     registry::model::{HealthState, Protocol, WorkerListing},
     store::Store,
 };
-
-/// How long the `/capabilities` read of a hire verifier may take at proposal.
-const CAPABILITIES_TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest `/capabilities` body read for the `verify` declaration.
-const MAX_CAPABILITIES_BYTES: usize = 256 * 1024;
 
 /// Refuses a contract whose quorum names a verifier that cannot cast an independent vote
 /// on `worker`'s work (see the module docs for the rules and codes).
@@ -100,29 +96,15 @@ pub async fn check_verifiers(
 
 /// Whether `listing` answers WattSwarm `/verify` requests.
 async fn serves_verify(client: &OutboundClient, listing: &WorkerListing) -> Result<(), String> {
-    #[derive(serde::Deserialize)]
-    struct VerifyDeclaration {
-        #[serde(default)]
-        verify: bool,
-    }
     match listing.protocol {
         Protocol::Wattswarm => Ok(()),
         Protocol::Superwire => Err("Superwire executors have no /verify".to_owned()),
         Protocol::Hire => {
-            let response = client
-                .get(&listing.endpoint.join("capabilities"), CAPABILITIES_TIMEOUT)
-                .await
-                .map_err(|e| format!("/capabilities unreachable: {e}"))?;
-            if !response.status().is_success() {
-                return Err(format!("/capabilities answered {}", response.status()));
-            }
-            let body = client
-                .read_body(response, MAX_CAPABILITIES_BYTES)
-                .await
-                .map_err(|e| e.to_string())?;
-            match serde_json::from_slice::<VerifyDeclaration>(&body) {
-                Ok(VerifyDeclaration { verify: true }) => Ok(()),
-                _ => Err("its /capabilities do not declare \"verify\": true".to_owned()),
+            let body: Value = read_capabilities(client, &listing.endpoint).await?;
+            if body.get("verify") == Some(&Value::Bool(true)) {
+                Ok(())
+            } else {
+                Err("its /capabilities do not declare \"verify\": true".to_owned())
             }
         }
     }

@@ -14,22 +14,16 @@
 //! A `profile` for a non-WattSwarm worker or `reuse_cached_outputs` for a non-Superwire one
 //! is 422 `option_not_supported`: the seeker asked for something this worker cannot do.
 
-use std::time::Duration;
-
 use hiregate_contracts::{terms::ExecutionTerms, wire::wattswarm::Capabilities};
 use serde_json::json;
 
 use crate::{
+    adapters::read_capabilities,
     adapters::wattswarm::DEFAULT_PROFILE,
     error::ApiError,
     outbound::OutboundClient,
     registry::model::{Protocol, WorkerListing},
 };
-
-/// How long the `/capabilities` read at proposal may take.
-const CAPABILITIES_TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest `/capabilities` body read.
-const MAX_CAPABILITIES_BYTES: usize = 256 * 1024;
 
 /// What the seeker asked for, as far as execution choices go.
 #[derive(Debug, Clone, Copy, Default)]
@@ -113,16 +107,7 @@ async fn capabilities(
         message: format!("the executor's /capabilities could not be read: {why}"),
         retry_after_s: 5,
     };
-    let response = client
-        .get(&listing.endpoint.join("capabilities"), CAPABILITIES_TIMEOUT)
+    read_capabilities(client, &listing.endpoint)
         .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    if !response.status().is_success() {
-        return Err(unavailable(format!("answered {}", response.status())));
-    }
-    let body = client
-        .read_body(response, MAX_CAPABILITIES_BYTES)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    serde_json::from_slice(&body).map_err(|e| unavailable(format!("not the seed's shape: {e}")))
+        .map_err(unavailable)
 }

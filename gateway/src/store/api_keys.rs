@@ -225,7 +225,7 @@ impl Store {
         owner: Option<&PrincipalId>,
         at: DateTime<Utc>,
     ) -> Result<Option<RevokedApiKey>, StoreError> {
-        let row: Option<RevokedRow> = on_backend!(self, pool => {
+        let row: Option<RevokedRow> = on_backend_write!(self, pool => {
             sqlx::query_as(REVOKE_RETURNING)
                 .bind(id.as_str())
                 .bind(owner.map(PrincipalId::as_str))

@@ -163,7 +163,7 @@ impl Store {
     /// Open a dispute in state `open`; [`StoreError::Duplicate`] when the contract already has
     /// one.
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             super::execution::apply_side_write!(pool, super::SideWrite::Dispute(dispute));
         });
         Ok(())

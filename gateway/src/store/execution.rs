@@ -613,7 +613,7 @@ impl Store {
         if updated == 0 {
             return Ok(None);
         }
-        let ahead: i64 = on_backend_write!(self, pool => {
+        let ahead: i64 = on_backend!(self, pool => {
             sqlx::query_scalar(QUEUED_AHEAD)
                 .bind(worker_id)
                 .bind(contract_id)
@@ -699,7 +699,7 @@ impl Store {
         attempt_id: &str,
         end: &AttemptEnd,
     ) -> Result<(), StoreError> {
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             apply_side_write!(pool, SideWrite::AttemptEnd { attempt_id, end });
         });
         Ok(())
@@ -746,7 +746,7 @@ impl Store {
 
     /// Store a verification result.
     pub async fn insert_verification(&self, result: &NewVerification) -> Result<(), StoreError> {
-        on_backend!(self, pool => {
+        on_backend_write!(self, pool => {
             apply_side_write!(pool, SideWrite::Verification(result));
         });
         Ok(())

@@ -395,7 +395,7 @@ impl Store {
             Backend::Sqlite(_) => CLAIM_SQLITE,
             Backend::Postgres(_) => CLAIM_POSTGRES,
         };
-        let ids: Vec<i64> = on_backend!(self, pool => {
+        let ids: Vec<i64> = on_backend_write!(self, pool => {
             sqlx::query_scalar(claim)
                 .bind(owner)
                 .bind(to_millis(lease_until))
