@@ -308,6 +308,17 @@ impl Store {
         row.map(ContractRecord::try_from).transpose()
     }
 
+    /// The state `contract_id` is in; `None` when it does not exist.
+    pub(crate) async fn contract_state(
+        &self,
+        contract_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        const SQL: &str = "select state from contract where contract_id = $1";
+        Ok(on_backend!(self, pool => {
+            sqlx::query_scalar(SQL).bind(contract_id).fetch_optional(pool).await?
+        }))
+    }
+
     /// Contracts whose settlement is due: `accepted` with the acceptance window over
     /// (`deadline_at <= now`), escrowed `rejected` ones whose operator dispute window is over
     /// (their void is due), and `settlement_unknown` untouched since `reconcile_before`.

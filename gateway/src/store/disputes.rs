@@ -156,15 +156,12 @@ impl TryFrom<DisputeRow> for DisputeRecord {
 }
 
 /// Insert a dispute in state `open`.
-pub(crate) const INSERT_DISPUTE: &str = "insert into dispute (dispute_id, contract_id, party, \
-    opened_by, reason, claim, state, created_at) values ($1, $2, $3, $4, $5, $6, 'open', $7)";
-
 impl Store {
     /// Open a dispute in state `open`; [`StoreError::Duplicate`] when the contract already has
     /// one.
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
         on_backend_write!(self, pool => {
-            super::execution::apply_side_write!(pool, super::SideWrite::Dispute(dispute));
+            super::advance::apply_side_write!(pool, super::SideWrite::Dispute(dispute));
         });
         Ok(())
     }

@@ -16,8 +16,10 @@ use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
 use super::{
-    NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition, from_millis,
-    from_millis_opt, insert_event, on_backend, on_backend_write, payments::PAYMENT_COLUMNS,
+    NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
+    advance::{ContractStep, SideWrite, apply_side_write},
+    bind_event, from_millis, from_millis_opt, insert_event, on_backend, on_backend_write,
+    payments::PAYMENT_COLUMNS,
     return_state_mismatch, to_millis, transition_or_return,
 };
 
@@ -391,114 +393,6 @@ pub struct WorkerLoad {
     pub queued: u32,
 }
 
-/// The statements of [`SideWrite`]s. A deliverable stored before (same attempt and position)
-/// is left as it is: reports of one attempt can arrive twice (poll and callback, a takeover).
-pub(crate) const DELIVERABLE: &str = "insert into deliverable (deliverable_id, contract_id, \
-    attempt_id, position, name, kind, media_type, digest, size_bytes, content, \
-    source_url, created_at) \
-    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) on conflict do nothing";
-pub(crate) const ATTEMPT: &str = "update attempt set state = $2, http_status = $3, error = $4, \
-    worker_task_id = $5, poll_url = $6, finished_at = $7, worker_metadata = $8, \
-    estimated_completion = $9 where attempt_id = $1";
-pub(crate) const VERIFICATION: &str = "insert into verification (verification_id, contract_id, \
-    attempt_id, policy_id, policy_version, policy_hash, passed, score, reason_codes, \
-    status, verifier_result_hash, result, created_at) \
-    values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
-pub(crate) const SETTLEMENT_BEGUN: &str = "update payment set state = 'settling', \
-    updated_at = $2, settle_started_at = coalesce(settle_started_at, $2) \
-    where payment_id = $1 and contract_id = $3";
-
-/// Inside an `on_backend!` arm: apply one [`SideWrite`] on `$exec` (the pool, or `&mut *tx`).
-/// A macro (not a fn) because the executor's type differs per backend.
-macro_rules! apply_side_write {
-    ($exec:expr, $write:expr) => {
-        match &$write {
-            $crate::store::SideWrite::Deliverables(pieces) => {
-                for piece in *pieces {
-                    sqlx::query($crate::store::execution::DELIVERABLE)
-                        .bind(&piece.deliverable_id)
-                        .bind(&piece.contract_id)
-                        .bind(&piece.attempt_id)
-                        .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
-                        .bind(piece.name.as_deref())
-                        .bind(&piece.kind)
-                        .bind(piece.media_type.as_deref())
-                        .bind(&piece.digest)
-                        .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
-                        .bind(&piece.content)
-                        .bind(piece.source_url.as_deref())
-                        .bind($crate::store::to_millis(piece.created_at))
-                        .execute($exec)
-                        .await?;
-                }
-            }
-            $crate::store::SideWrite::AttemptEnd { attempt_id, end } => {
-                sqlx::query($crate::store::execution::ATTEMPT)
-                    .bind(*attempt_id)
-                    .bind(&end.state)
-                    .bind(end.http_status.map(i32::from))
-                    .bind(end.error.as_ref().map($crate::store::json::JsonText))
-                    .bind(end.worker_task_id.as_deref())
-                    .bind(end.poll_url.as_deref())
-                    .bind(end.finished_at.map(to_millis))
-                    .bind(
-                        end.worker_metadata
-                            .as_ref()
-                            .map($crate::store::json::JsonText),
-                    )
-                    .bind(end.estimated_completion.as_deref())
-                    .execute($exec)
-                    .await?;
-            }
-            $crate::store::SideWrite::Dispute(dispute) => {
-                sqlx::query($crate::store::disputes::INSERT_DISPUTE)
-                    .bind(&dispute.dispute_id)
-                    .bind(&dispute.contract_id)
-                    .bind(&dispute.party)
-                    .bind(&dispute.opened_by)
-                    .bind(&dispute.reason)
-                    .bind(dispute.claim.as_ref().map($crate::store::json::JsonText))
-                    .bind($crate::store::to_millis(dispute.created_at))
-                    .execute($exec)
-                    .await
-                    .map_err($crate::store::StoreError::unique_as_duplicate("dispute"))?;
-            }
-            $crate::store::SideWrite::SettlementBegun {
-                contract_id,
-                payment_id,
-                at,
-            } => {
-                sqlx::query($crate::store::execution::SETTLEMENT_BEGUN)
-                    .bind(*payment_id)
-                    .bind($crate::store::to_millis(*at))
-                    .bind(*contract_id)
-                    .execute($exec)
-                    .await
-                    .map_err($crate::store::StoreError::unique_as_duplicate("payment"))?;
-            }
-            $crate::store::SideWrite::Verification(result) => {
-                sqlx::query($crate::store::execution::VERIFICATION)
-                    .bind(&result.verification_id)
-                    .bind(&result.contract_id)
-                    .bind(&result.attempt_id)
-                    .bind(&result.policy_id)
-                    .bind(&result.policy_version)
-                    .bind(&result.policy_hash)
-                    .bind(result.passed)
-                    .bind(result.score)
-                    .bind($crate::store::json::JsonText(&result.reason_codes))
-                    .bind(&result.status)
-                    .bind(&result.verifier_result_hash)
-                    .bind($crate::store::json::JsonText(&result.result))
-                    .bind($crate::store::to_millis(result.created_at))
-                    .execute($exec)
-                    .await?;
-            }
-        }
-    };
-}
-pub(super) use apply_side_write;
-
 impl Store {
     /// Store a verified payment and move its contract `offered → to_state` in one transaction
     /// (`paid` for an `exact` payment, `authorizing` for an escrowed one whose `authorize` is
@@ -511,48 +405,25 @@ impl Store {
         to_state: &str,
         event: &NewContractEvent,
     ) -> Result<PayOutcome, StoreError> {
-        const INSERT: &str = "insert into payment (payment_id, contract_id, network, asset, payer, \
-            nonce, amount, valid_after, valid_before, payload, payload_hash, payment_identifier, \
-            state, created_at, updated_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)";
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let seq = transition_or_return!(
-                tx,
-                PayOutcome,
+        let moved = self
+            .advance_contract(
                 &payment.contract_id,
-                "offered",
-                to_state,
-                None::<i64>,
-                event,
-            );
-            let inserted = sqlx::query(INSERT)
-                .bind(&payment.payment_id)
-                .bind(&payment.contract_id)
-                .bind(&payment.network)
-                .bind(&payment.asset)
-                .bind(&payment.payer)
-                .bind(&payment.nonce)
-                .bind(&payment.amount)
-                .bind(payment.valid_after)
-                .bind(payment.valid_before)
-                .bind(JsonText(&payment.payload))
-                .bind(&payment.payload_hash)
-                .bind(payment.payment_identifier.as_deref())
-                .bind(&payment.state)
-                .bind(to_millis(payment.created_at))
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::unique_as_duplicate("payment"));
-            match inserted {
-                Ok(_) => {}
-                // Dropping the transaction rolls the state change back.
-                Err(StoreError::Duplicate { .. }) => return Ok(PayOutcome::DuplicatePayment),
-                Err(other) => return Err(other),
-            }
-            tx.commit().await?;
-            self.publish_event(&payment.contract_id, seq, event, Some("offered"), Some(to_state));
-            Ok(PayOutcome::Paid { seq })
+                &[ContractStep {
+                    from: "offered",
+                    to: to_state,
+                    deadline_at: None,
+                    event,
+                }],
+                &[SideWrite::Payment(payment)],
+            )
+            .await;
+        Ok(match moved {
+            Ok(Transition::Applied { seq }) => PayOutcome::Paid { seq },
+            Ok(Transition::StateMismatch { actual }) => PayOutcome::StateMismatch { actual },
+            Ok(Transition::NotFound) => PayOutcome::NotFound,
+            // Nothing was written: the steps and the payment commit together or not at all.
+            Err(StoreError::Duplicate { .. }) => PayOutcome::DuplicatePayment,
+            Err(other) => return Err(other),
         })
     }
 
@@ -652,6 +523,20 @@ impl Store {
             where contract_id = $1 and state = 'paid' returning attempts_used, event_seq";
         const INSERT: &str = "insert into attempt (attempt_id, contract_id, attempt_no, \
             payment_id, state, started_at) values ($1, $2, $3, $4, 'running', $5)";
+        // All three as one statement, where the dialect allows it (see `transition_or_return!`):
+        // the worker's row stays locked until the commit, so every round trip inside this
+        // transaction holds up the worker's other hires. `$1`…`$8` are the event's (see
+        // `bind_event!`), then the attempt id, payment id and start.
+        const START_WITH_EVENT: &str = "with bumped as (update contract \
+            set state = 'executing', attempts_used = attempts_used + 1, updated_at = $2, \
+            queued_at = null, event_seq = event_seq + 1 \
+            where contract_id = $1 and state = $6 returning attempts_used, event_seq), \
+            started as (insert into attempt (attempt_id, contract_id, attempt_no, payment_id, \
+            state, started_at) select $9, $1, attempts_used, $10, 'running', $11 from bumped), \
+            logged as (insert into contract_event (contract_id, seq, at, actor, correlation_id, \
+            kind, from_state, to_state, details) \
+            select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 from bumped) \
+            select attempts_used, event_seq from bumped";
         // The worker's slots in use and the queue ahead of this contract, in one statement.
         let load = format!("select ({}), ({QUEUED_AHEAD})", in_flight_sql());
         on_backend_write!(self, pool => {
@@ -667,23 +552,36 @@ impl Store {
             if busy.saturating_add(ahead) >= max_parallel {
                 return Ok(StartAttempt::WorkerBusy { in_flight: busy, ahead });
             }
-            let bumped: Option<(i32, i64)> = sqlx::query_as(BUMP)
-                .bind(contract_id)
-                .bind(to_millis(event.at))
-                .fetch_optional(&mut *tx)
-                .await?;
+            let bumped: Option<(i32, i64)> = if super::merges_transitions(&tx) {
+                let query = sqlx::query_as(START_WITH_EVENT);
+                bind_event!(query, contract_id, event, "paid", "executing")
+                    .bind(&attempt.attempt_id)
+                    .bind(&attempt.payment_id)
+                    .bind(to_millis(attempt.started_at))
+                    .fetch_optional(&mut *tx)
+                    .await?
+            } else {
+                let bumped: Option<(i32, i64)> = sqlx::query_as(BUMP)
+                    .bind(contract_id)
+                    .bind(to_millis(event.at))
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if let Some((attempts, seq)) = bumped {
+                    sqlx::query(INSERT)
+                        .bind(&attempt.attempt_id)
+                        .bind(contract_id)
+                        .bind(attempts)
+                        .bind(&attempt.payment_id)
+                        .bind(to_millis(attempt.started_at))
+                        .execute(&mut *tx)
+                        .await?;
+                    insert_event!(tx, contract_id, seq, event, Some("paid"), Some("executing"));
+                }
+                bumped
+            };
             let Some((attempts, seq)) = bumped else {
                 return_state_mismatch!(tx, StartAttempt, contract_id);
             };
-            sqlx::query(INSERT)
-                .bind(&attempt.attempt_id)
-                .bind(contract_id)
-                .bind(attempts)
-                .bind(&attempt.payment_id)
-                .bind(to_millis(attempt.started_at))
-                .execute(&mut *tx)
-                .await?;
-            insert_event!(tx, contract_id, seq, event, Some("paid"), Some("executing"));
             tx.commit().await?;
             self.publish_event(contract_id, seq, event, Some("paid"), Some("executing"));
             Ok(StartAttempt::Started {
@@ -807,38 +705,21 @@ impl Store {
         outcome: &SettlementOutcome,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
-        const PAYMENT: &str = "update payment set state = $2, settle_tx = coalesce($3, settle_tx), \
-            settle_response = coalesce($4, settle_response), updated_at = $5 \
-            where payment_id = $1";
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let seq = transition_or_return!(
-                tx,
-                Transition,
-                contract_id,
-                from_state,
-                outcome.contract_state.as_str(),
-                None::<i64>,
+        self.advance_contract(
+            contract_id,
+            &[ContractStep {
+                from: from_state,
+                to: &outcome.contract_state,
+                deadline_at: None,
                 event,
-            );
-            sqlx::query(PAYMENT)
-                .bind(payment_id)
-                .bind(&outcome.payment_state)
-                .bind(outcome.transaction.as_deref())
-                .bind(outcome.response.as_ref().map(JsonText))
-                .bind(to_millis(event.at))
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            self.publish_event(
-                contract_id,
-                seq,
-                event,
-                Some(from_state),
-                Some(&outcome.contract_state),
-            );
-            Ok(Transition::Applied { seq })
-        })
+            }],
+            &[SideWrite::SettlementFinished {
+                payment_id,
+                outcome,
+                at: event.at,
+            }],
+        )
+        .await
     }
 
     /// Set a payment's state (e.g. `voided` when its contract failed), without touching the
@@ -989,44 +870,6 @@ impl Store {
         });
         rows.into_iter().map(PaymentRecord::try_from).collect()
     }
-
-    /// Move `contract_id` through `steps` (each a compare-and-set from the previous step's
-    /// state, with its event) and apply `writes`, in one transaction: what several lifecycle
-    /// steps that follow each other at once (a deliverable stored, its attempt closed,
-    /// `delivered`, `verifying`) cost as one commit. Nothing is written when the first
-    /// compare-and-set misses ([`Transition::StateMismatch`]).
-    pub async fn advance_contract(
-        &self,
-        contract_id: &str,
-        steps: &[ContractStep<'_>],
-        writes: &[SideWrite<'_>],
-    ) -> Result<Transition, StoreError> {
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let mut seqs = Vec::with_capacity(steps.len());
-            for step in steps {
-                seqs.push(transition_or_return!(
-                    tx,
-                    Transition,
-                    contract_id,
-                    step.from,
-                    step.to,
-                    step.deadline_at.map(to_millis),
-                    step.event,
-                ));
-            }
-            for write in writes {
-                apply_side_write!(&mut *tx, write);
-            }
-            tx.commit().await?;
-            for (step, seq) in steps.iter().zip(&seqs) {
-                self.publish_event(contract_id, *seq, step.event, Some(step.from), Some(step.to));
-            }
-            Ok(Transition::Applied {
-                seq: seqs.last().copied().unwrap_or_default(),
-            })
-        })
-    }
 }
 
 /// What [`Store::finish_authorization`] records.
@@ -1038,45 +881,4 @@ pub struct AuthorizationOutcome<'a> {
     pub payment_state: &'a str,
     /// The `authorize` transaction, when one was mined.
     pub transaction: Option<&'a str>,
-}
-
-/// One step of [`Store::advance_contract`].
-#[derive(Debug, Clone, Copy)]
-pub struct ContractStep<'a> {
-    /// The state the contract must be in.
-    pub from: &'a str,
-    /// The state it moves to.
-    pub to: &'a str,
-    /// Its new `deadline_at`.
-    pub deadline_at: Option<DateTime<Utc>>,
-    /// The event recorded with the step.
-    pub event: &'a NewContractEvent,
-}
-
-/// A row written in the same transaction as [`Store::advance_contract`]'s steps.
-#[derive(Debug, Clone, Copy)]
-pub enum SideWrite<'a> {
-    /// Deliverable pieces; one stored before (same id) is left as it is.
-    Deliverables(&'a [NewDeliverable]),
-    /// How an attempt ended.
-    AttemptEnd {
-        /// The attempt.
-        attempt_id: &'a str,
-        /// Its end.
-        end: &'a AttemptEnd,
-    },
-    /// A verification result.
-    Verification(&'a NewVerification),
-    /// A dispute opened (a second one of the contract is [`StoreError::Duplicate`]).
-    Dispute(&'a super::NewDispute),
-    /// The contract's payment is being settled (`settling`, its first start kept): written
-    /// with the step to `settling`, before anything is sent.
-    SettlementBegun {
-        /// The contract.
-        contract_id: &'a str,
-        /// Its payment.
-        payment_id: &'a str,
-        /// When.
-        at: DateTime<Utc>,
-    },
 }

@@ -40,6 +40,7 @@
 //! An event's seq is the contract row's `event_seq` (migration 0019), bumped by whichever update
 //! locks the row in the event's transaction.
 
+mod advance;
 mod api_keys;
 mod contracts;
 mod disputes;
@@ -66,15 +67,16 @@ use sqlx::{
     },
 };
 
+pub use advance::{ContractStep, SideWrite};
 pub use api_keys::{ApiKeyInfo, ApiKeyRecord, NewApiKey, RevokedApiKey};
 pub use contracts::{
     ContractEvent, ContractQuery, ContractRecord, NewContract, NewContractEvent, Transition,
 };
 pub use disputes::{DisputeDecisionRecord, DisputeRecord, DisputeResponse, NewDispute};
 pub use execution::{
-    AttemptEnd, AttemptRecord, AuthorizationOutcome, ContractStep, DeliverableRecord,
-    IN_FLIGHT_STATES, NewAttempt, NewDeliverable, NewVerification, PayOutcome, SettlementOutcome,
-    SideWrite, StartAttempt, VerificationRecord, WorkerLoad,
+    AttemptEnd, AttemptRecord, AuthorizationOutcome, DeliverableRecord, IN_FLIGHT_STATES,
+    NewAttempt, NewDeliverable, NewVerification, PayOutcome, SettlementOutcome, StartAttempt,
+    VerificationRecord, WorkerLoad,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
 pub use ledger::{LedgerEscrowPayment, LedgerPayment};

@@ -70,6 +70,7 @@ on_both_backends!(
     payment_uniqueness_lives_in_the_database,
     jobs_are_leased_exactly_once,
     disputes_are_one_per_contract_and_decided_once,
+    a_chain_of_steps_and_its_writes_commit_together_or_not_at_all,
     edge_characters_round_trip_through_every_json_column,
     diagnostic_texts_with_nul_are_stored,
     contracts_are_listed_newest_first_in_pages,
@@ -820,6 +821,140 @@ async fn jobs_are_leased_exactly_once(store: Store) {
             .unwrap()
             .is_none()
     );
+}
+
+/// `advance_contract` is one statement on PostgreSQL and one transaction on SQLite: the two
+/// must agree on the seqs handed out, on a missed compare-and-set and on a failing write.
+async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: Store) {
+    use hiregate_gateway::store::{ContractStep, NewDispute, SideWrite, Transition};
+    let contract_id = contract_for(&store).await;
+    let dispute = |id: &str| NewDispute {
+        dispute_id: id.into(),
+        contract_id: contract_id.clone(),
+        party: "seeker".into(),
+        opened_by: "seeker:sk_x".into(),
+        reason: "wrong".into(),
+        claim: None,
+        created_at: now(),
+    };
+    let (paid, executing) = (event("contract_paid"), event("attempt_started"));
+    let deadline = now() + chrono::Duration::minutes(9);
+    let steps = [
+        ContractStep {
+            from: "offered",
+            to: "paid",
+            deadline_at: None,
+            event: &paid,
+        },
+        ContractStep {
+            from: "paid",
+            to: "executing",
+            deadline_at: Some(deadline),
+            event: &executing,
+        },
+    ];
+    let first = dispute(&format!("dsp_{}", ulid::Ulid::new()));
+    let moved = store
+        .advance_contract(&contract_id, &steps, &[SideWrite::Dispute(&first)])
+        .await
+        .unwrap();
+    assert_eq!(moved, Transition::Applied { seq: 3 });
+    let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
+    assert_eq!(stored.state, "executing");
+    assert_eq!(stored.deadline_at, Some(deadline));
+    let events = store
+        .list_contract_events(&contract_id, 0, 10)
+        .await
+        .unwrap();
+    let logged: Vec<_> = events
+        .iter()
+        .map(|e| {
+            (
+                e.seq,
+                e.kind.as_str(),
+                e.from_state.as_deref(),
+                e.to_state.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            (1, "contract_created", None, Some("offered")),
+            (2, "contract_paid", Some("offered"), Some("paid")),
+            (3, "attempt_started", Some("paid"), Some("executing")),
+        ]
+    );
+    assert_eq!(
+        store
+            .dispute_of_contract(&contract_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .dispute_id,
+        first.dispute_id
+    );
+
+    // A step that applies but a write that fails (a second dispute): nothing is kept.
+    let (failed, disputing) = (event("attempt_failed"), event("dispute_opened"));
+    let next = [
+        ContractStep {
+            from: "executing",
+            to: "failed",
+            deadline_at: None,
+            event: &failed,
+        },
+        ContractStep {
+            from: "failed",
+            to: "disputed",
+            deadline_at: None,
+            event: &disputing,
+        },
+    ];
+    let second = dispute(&format!("dsp_{}", ulid::Ulid::new()));
+    assert!(matches!(
+        store
+            .advance_contract(&contract_id, &next, &[SideWrite::Dispute(&second)])
+            .await,
+        Err(StoreError::Duplicate { entity: "dispute" })
+    ));
+    let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
+    assert_eq!(stored.state, "executing");
+    assert_eq!(
+        store
+            .list_contract_events(&contract_id, 0, 10)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // A missed compare-and-set writes nothing either and names the actual state.
+    let third = dispute(&format!("dsp_{}", ulid::Ulid::new()));
+    assert_eq!(
+        store
+            .advance_contract(&contract_id, &steps, &[SideWrite::Dispute(&third)])
+            .await
+            .unwrap(),
+        Transition::StateMismatch {
+            actual: "executing".into()
+        }
+    );
+    assert_eq!(
+        store
+            .list_contract_events(&contract_id, 0, 10)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(matches!(
+        store
+            .advance_contract("ctr_missing", &steps, &[])
+            .await
+            .unwrap(),
+        Transition::NotFound
+    ));
 }
 
 async fn disputes_are_one_per_contract_and_decided_once(store: Store) {

@@ -1,0 +1,524 @@
+//! Moving a contract through one or more lifecycle steps together with the rows those steps
+//! write ([`Store::advance_contract`]): the commit every step of a paid hire ends in.
+//!
+//! SQLite runs the compare-and-set, the events and each side write as statements of one
+//! transaction. PostgreSQL runs them as one statement: a data-modifying CTE (`moved`) does the
+//! compare-and-set for the whole chain of steps, and every event and side write is a sibling
+//! CTE that writes only when `moved` returned the row. A single statement is atomic on its
+//! own, so it needs no `BEGIN`/`COMMIT`: a paid hire's four commits (payment, delivery, verdict,
+//! settlement) cost four round trips there instead of about eighteen.
+//!
+//! Each side write's SQL is written once, as a template with a `{guard}` condition: `true` on
+//! its own, `exists (select 1 from moved)` inside the merged statement, where its placeholders
+//! are also moved past the ones taken before it.
+
+use chrono::{DateTime, Utc};
+
+use super::execution::{AttemptEnd, NewDeliverable, NewVerification, SettlementOutcome};
+use super::{
+    NewContractEvent, NewDispute, NewPayment, Store, StoreError, Transition, json::JsonText,
+    on_backend_write, to_millis, transition_or_return,
+};
+
+/// One step of [`Store::advance_contract`].
+#[derive(Debug, Clone, Copy)]
+pub struct ContractStep<'a> {
+    /// The state the contract must be in.
+    pub from: &'a str,
+    /// The state it moves to.
+    pub to: &'a str,
+    /// Its new `deadline_at`.
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// The event recorded with the step.
+    pub event: &'a NewContractEvent,
+}
+
+/// A row written in the same transaction as [`Store::advance_contract`]'s steps.
+#[derive(Debug, Clone, Copy)]
+pub enum SideWrite<'a> {
+    /// Deliverable pieces; one stored before (same id) is left as it is.
+    Deliverables(&'a [NewDeliverable]),
+    /// How an attempt ended.
+    AttemptEnd {
+        /// The attempt.
+        attempt_id: &'a str,
+        /// Its end.
+        end: &'a AttemptEnd,
+    },
+    /// A verification result.
+    Verification(&'a NewVerification),
+    /// A dispute opened (a second one of the contract is [`StoreError::Duplicate`]).
+    Dispute(&'a NewDispute),
+    /// A verified payment (one whose authorization or payment identifier is stored already is
+    /// [`StoreError::Duplicate`]).
+    Payment(&'a NewPayment),
+    /// The contract's payment is being settled (`settling`, its first start kept): written
+    /// with the step to `settling`, before anything is sent.
+    SettlementBegun {
+        /// The contract.
+        contract_id: &'a str,
+        /// Its payment.
+        payment_id: &'a str,
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// How the payment's settlement ended: its state, transaction and the facilitator's answer.
+    SettlementFinished {
+        /// The payment.
+        payment_id: &'a str,
+        /// The outcome.
+        outcome: &'a SettlementOutcome,
+        /// When.
+        at: DateTime<Utc>,
+    },
+}
+
+impl<'a> SideWrite<'a> {
+    /// The statements this write takes (a deliverable piece each).
+    pub(crate) fn statements(&self) -> impl Iterator<Item = SideStatement<'a>> {
+        let pieces: &'a [NewDeliverable] = match *self {
+            SideWrite::Deliverables(pieces) => pieces,
+            _ => &[],
+        };
+        let single = match *self {
+            SideWrite::Deliverables(_) => None,
+            SideWrite::AttemptEnd { attempt_id, end } => {
+                Some(SideStatement::AttemptEnd { attempt_id, end })
+            }
+            SideWrite::Verification(result) => Some(SideStatement::Verification(result)),
+            SideWrite::Dispute(dispute) => Some(SideStatement::Dispute(dispute)),
+            SideWrite::Payment(payment) => Some(SideStatement::Payment(payment)),
+            SideWrite::SettlementBegun {
+                contract_id,
+                payment_id,
+                at,
+            } => Some(SideStatement::SettlementBegun {
+                contract_id,
+                payment_id,
+                at,
+            }),
+            SideWrite::SettlementFinished {
+                payment_id,
+                outcome,
+                at,
+            } => Some(SideStatement::SettlementFinished {
+                payment_id,
+                outcome,
+                at,
+            }),
+        };
+        pieces.iter().map(SideStatement::Deliverable).chain(single)
+    }
+}
+
+/// One statement of a [`SideWrite`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SideStatement<'a> {
+    Deliverable(&'a NewDeliverable),
+    AttemptEnd {
+        attempt_id: &'a str,
+        end: &'a AttemptEnd,
+    },
+    Verification(&'a NewVerification),
+    Dispute(&'a NewDispute),
+    Payment(&'a NewPayment),
+    SettlementBegun {
+        contract_id: &'a str,
+        payment_id: &'a str,
+        at: DateTime<Utc>,
+    },
+    SettlementFinished {
+        payment_id: &'a str,
+        outcome: &'a SettlementOutcome,
+        at: DateTime<Utc>,
+    },
+}
+
+/// A deliverable stored before (same attempt and position) is left as it is: reports of one
+/// attempt can arrive twice (poll and callback, a takeover). SQLite needs the `where` before
+/// `on conflict` of an `insert … select` to parse it.
+const DELIVERABLE: &str = "insert into deliverable (deliverable_id, contract_id, \
+    attempt_id, position, name, kind, media_type, digest, size_bytes, content, \
+    source_url, created_at) \
+    select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 where {guard} on conflict do nothing";
+const ATTEMPT_END: &str = "update attempt set state = $2, http_status = $3, error = $4, \
+    worker_task_id = $5, poll_url = $6, finished_at = $7, worker_metadata = $8, \
+    estimated_completion = $9 where attempt_id = $1 and {guard}";
+const VERIFICATION: &str = "insert into verification (verification_id, contract_id, \
+    attempt_id, policy_id, policy_version, policy_hash, passed, score, reason_codes, \
+    status, verifier_result_hash, result, created_at) \
+    select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 where {guard}";
+const DISPUTE: &str = "insert into dispute (dispute_id, contract_id, party, \
+    opened_by, reason, claim, state, created_at) \
+    select $1, $2, $3, $4, $5, $6, 'open', $7 where {guard}";
+const PAYMENT: &str = "insert into payment (payment_id, contract_id, network, asset, payer, \
+    nonce, amount, valid_after, valid_before, payload, payload_hash, payment_identifier, \
+    state, created_at, updated_at) \
+    select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14 where {guard}";
+const SETTLEMENT_BEGUN: &str = "update payment set state = 'settling', \
+    updated_at = $2, settle_started_at = coalesce(settle_started_at, $2) \
+    where payment_id = $1 and contract_id = $3 and {guard}";
+const SETTLEMENT_FINISHED: &str = "update payment set state = $2, \
+    settle_tx = coalesce($3, settle_tx), settle_response = coalesce($4, settle_response), \
+    updated_at = $5 where payment_id = $1 and {guard}";
+
+/// The guard of a side write run as its own statement.
+const ALONE: &str = "true";
+/// The guard of a side write inside the merged statement: write only if the steps applied.
+const AFTER_MOVED: &str = "exists (select 1 from moved)";
+
+impl SideStatement<'_> {
+    fn template(&self) -> &'static str {
+        match self {
+            Self::Deliverable(_) => DELIVERABLE,
+            Self::AttemptEnd { .. } => ATTEMPT_END,
+            Self::Verification(_) => VERIFICATION,
+            Self::Dispute(_) => DISPUTE,
+            Self::Payment(_) => PAYMENT,
+            Self::SettlementBegun { .. } => SETTLEMENT_BEGUN,
+            Self::SettlementFinished { .. } => SETTLEMENT_FINISHED,
+        }
+    }
+
+    /// The statement run on its own.
+    pub(crate) fn sql_alone(&self) -> String {
+        fill(self.template(), ALONE, 0).0
+    }
+
+    /// What a unique violation of this statement means: a second dispute of the contract, a
+    /// payment stored already, a second settling payment of the contract.
+    fn duplicate_of(&self) -> Option<&'static str> {
+        match self {
+            Self::Dispute(_) => Some("dispute"),
+            Self::Payment(_) | Self::SettlementBegun { .. } => Some("payment"),
+            _ => None,
+        }
+    }
+
+    /// Map a database error of a statement holding `statements`.
+    pub(crate) fn error_of<'s>(
+        statements: impl IntoIterator<Item = &'s SideStatement<'s>>,
+    ) -> impl Fn(sqlx::Error) -> StoreError {
+        let entity = statements.into_iter().find_map(SideStatement::duplicate_of);
+        move |error| match entity {
+            Some(entity) => StoreError::unique_as_duplicate(entity)(error),
+            None => StoreError::Database(error),
+        }
+    }
+}
+
+/// `template` with `{guard}` filled in and every `$n` moved to `$(n + offset)`; also the
+/// highest placeholder it holds (before the move), i.e. how many binds it takes.
+fn fill(template: &str, guard: &str, offset: usize) -> (String, usize) {
+    let template = template.replace("{guard}", guard);
+    let mut sql = String::with_capacity(template.len() + 16);
+    let mut highest = 0;
+    let mut rest = template.as_str();
+    while let Some(at) = rest.find('$') {
+        sql.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let n: usize = rest[..digits].parse().unwrap_or(0);
+        highest = highest.max(n);
+        sql.push_str(&(n + offset).to_string());
+        rest = &rest[digits..];
+    }
+    sql.push_str(rest);
+    (sql, highest)
+}
+
+/// Bind a [`SideStatement`]'s values, in its template's placeholder order, onto `$query`.
+macro_rules! bind_side_statement {
+    ($query:expr, $statement:expr) => {
+        match $statement {
+            $crate::store::advance::SideStatement::Deliverable(piece) => $query
+                .bind(&piece.deliverable_id)
+                .bind(&piece.contract_id)
+                .bind(&piece.attempt_id)
+                .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
+                .bind(piece.name.as_deref())
+                .bind(&piece.kind)
+                .bind(piece.media_type.as_deref())
+                .bind(&piece.digest)
+                .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
+                .bind(&piece.content)
+                .bind(piece.source_url.as_deref())
+                .bind($crate::store::to_millis(piece.created_at)),
+            $crate::store::advance::SideStatement::AttemptEnd { attempt_id, end } => $query
+                .bind(attempt_id)
+                .bind(&end.state)
+                .bind(end.http_status.map(i32::from))
+                .bind(end.error.as_ref().map($crate::store::json::JsonText))
+                .bind(end.worker_task_id.as_deref())
+                .bind(end.poll_url.as_deref())
+                .bind(end.finished_at.map($crate::store::to_millis))
+                .bind(
+                    end.worker_metadata
+                        .as_ref()
+                        .map($crate::store::json::JsonText),
+                )
+                .bind(end.estimated_completion.as_deref()),
+            $crate::store::advance::SideStatement::Verification(result) => $query
+                .bind(&result.verification_id)
+                .bind(&result.contract_id)
+                .bind(&result.attempt_id)
+                .bind(&result.policy_id)
+                .bind(&result.policy_version)
+                .bind(&result.policy_hash)
+                .bind(result.passed)
+                .bind(result.score)
+                .bind($crate::store::json::JsonText(&result.reason_codes))
+                .bind(&result.status)
+                .bind(&result.verifier_result_hash)
+                .bind($crate::store::json::JsonText(&result.result))
+                .bind($crate::store::to_millis(result.created_at)),
+            $crate::store::advance::SideStatement::Dispute(dispute) => $query
+                .bind(&dispute.dispute_id)
+                .bind(&dispute.contract_id)
+                .bind(&dispute.party)
+                .bind(&dispute.opened_by)
+                .bind(&dispute.reason)
+                .bind(dispute.claim.as_ref().map($crate::store::json::JsonText))
+                .bind($crate::store::to_millis(dispute.created_at)),
+            $crate::store::advance::SideStatement::Payment(payment) => $query
+                .bind(&payment.payment_id)
+                .bind(&payment.contract_id)
+                .bind(&payment.network)
+                .bind(&payment.asset)
+                .bind(&payment.payer)
+                .bind(&payment.nonce)
+                .bind(&payment.amount)
+                .bind(payment.valid_after)
+                .bind(payment.valid_before)
+                .bind($crate::store::json::JsonText(&payment.payload))
+                .bind(&payment.payload_hash)
+                .bind(payment.payment_identifier.as_deref())
+                .bind(&payment.state)
+                .bind($crate::store::to_millis(payment.created_at)),
+            $crate::store::advance::SideStatement::SettlementBegun {
+                contract_id,
+                payment_id,
+                at,
+            } => $query
+                .bind(payment_id)
+                .bind($crate::store::to_millis(at))
+                .bind(contract_id),
+            $crate::store::advance::SideStatement::SettlementFinished {
+                payment_id,
+                outcome,
+                at,
+            } => $query
+                .bind(payment_id)
+                .bind(&outcome.payment_state)
+                .bind(outcome.transaction.as_deref())
+                .bind(outcome.response.as_ref().map($crate::store::json::JsonText))
+                .bind($crate::store::to_millis(at)),
+        }
+    };
+}
+
+/// Inside an `on_backend!` arm: apply one [`SideWrite`] on `$exec` (the pool, or `&mut *tx`),
+/// a statement at a time. A macro (not a fn) because the executor's type differs per backend.
+macro_rules! apply_side_write {
+    ($exec:expr, $write:expr) => {
+        for statement in $write.statements() {
+            let sql = statement.sql_alone();
+            $crate::store::advance::bind_side_statement!(sqlx::query(&sql), statement)
+                .execute($exec)
+                .await
+                .map_err($crate::store::advance::SideStatement::error_of([
+                    &statement,
+                ]))?;
+        }
+    };
+}
+pub(crate) use apply_side_write;
+pub(crate) use bind_side_statement;
+
+/// Binds the compare-and-set of the merged statement takes before the events' (see
+/// [`merged_statement`]).
+const STEP_BINDS: usize = 6;
+/// Binds each event of the merged statement takes.
+const EVENT_BINDS: usize = 7;
+
+/// The PostgreSQL statement of [`Store::advance_contract`] for `steps` chained steps and
+/// `statements`: `$1` contract, `$2` first `from`, `$3` last `to`, `$4` last deadline, `$5`
+/// last event's time, `$6` the step count; then each event's time, actor, correlation id,
+/// kind, from, to and details; then each side statement's own binds. Returns the last event's
+/// seq, no row when the contract is not in the first step's `from`.
+fn merged_statement(steps: usize, statements: &[SideStatement<'_>]) -> String {
+    use std::fmt::Write as _;
+    let mut sql = String::from(
+        "with moved as (update contract set state = $3, deadline_at = $4, updated_at = $5, \
+         event_seq = event_seq + $6 where contract_id = $1 and state = $2 \
+         returning event_seq)",
+    );
+    let mut taken = STEP_BINDS;
+    for step in 0..steps {
+        let p = |k: usize| taken + k;
+        let _ = write!(
+            sql,
+            ", event_{step} as (insert into contract_event (contract_id, seq, at, actor, \
+             correlation_id, kind, from_state, to_state, details) select $1, event_seq - {back}, \
+             ${}, ${}, ${}, ${}, ${}, ${}, ${} from moved)",
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6),
+            p(7),
+            back = steps - 1 - step,
+        );
+        taken += EVENT_BINDS;
+    }
+    for (index, statement) in statements.iter().enumerate() {
+        let (filled, binds) = fill(statement.template(), AFTER_MOVED, taken);
+        let _ = write!(sql, ", write_{index} as ({filled})");
+        taken += binds;
+    }
+    sql.push_str(" select event_seq from moved");
+    sql
+}
+
+/// Whether each step starts where the one before ends: what lets the merged statement do the
+/// whole chain as one compare-and-set.
+fn chained(steps: &[ContractStep<'_>]) -> bool {
+    steps.windows(2).all(|pair| pair[0].to == pair[1].from)
+}
+
+impl Store {
+    /// Move `contract_id` through `steps` (each a compare-and-set from the previous step's
+    /// state, with its event) and apply `writes`, atomically: what several lifecycle steps
+    /// that follow each other at once (a deliverable stored, its attempt closed, `delivered`,
+    /// `verifying`) cost as one commit. Nothing is written when the first compare-and-set
+    /// misses ([`Transition::StateMismatch`]) or a write fails.
+    pub async fn advance_contract(
+        &self,
+        contract_id: &str,
+        steps: &[ContractStep<'_>],
+        writes: &[SideWrite<'_>],
+    ) -> Result<Transition, StoreError> {
+        let (Some(first), Some(last)) = (steps.first(), steps.last()) else {
+            return Err(StoreError::corrupt("contract", &"a move of no steps"));
+        };
+        let seqs = on_backend_write!(self, pool => {
+            if super::pool_merges_statements(pool) && chained(steps) {
+                let statements: Vec<SideStatement<'_>> =
+                    writes.iter().flat_map(SideWrite::statements).collect();
+                let sql = merged_statement(steps.len(), &statements);
+                let mut query = sqlx::query_scalar::<_, i64>(&sql)
+                    .bind(contract_id)
+                    .bind(first.from)
+                    .bind(last.to)
+                    .bind(last.deadline_at.map(to_millis))
+                    .bind(to_millis(last.event.at))
+                    .bind(i64::try_from(steps.len()).unwrap_or(i64::MAX));
+                for step in steps {
+                    query = query
+                        .bind(to_millis(step.event.at))
+                        .bind(&step.event.actor)
+                        .bind(&step.event.correlation_id)
+                        .bind(&step.event.kind)
+                        .bind(step.from)
+                        .bind(step.to)
+                        .bind(JsonText(&step.event.details));
+                }
+                for statement in &statements {
+                    query = bind_side_statement!(query, *statement);
+                }
+                let last_seq = query
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(SideStatement::error_of(&statements))?;
+                let Some(last_seq) = last_seq else {
+                    return self.state_mismatch(contract_id).await;
+                };
+                let count = i64::try_from(steps.len()).unwrap_or(i64::MAX);
+                (1..=count).map(|k| last_seq - count + k).collect::<Vec<_>>()
+            } else {
+                let mut tx = pool.begin().await?;
+                let mut seqs = Vec::with_capacity(steps.len());
+                for step in steps {
+                    seqs.push(transition_or_return!(
+                        tx,
+                        Transition,
+                        contract_id,
+                        step.from,
+                        step.to,
+                        step.deadline_at.map(to_millis),
+                        step.event,
+                    ));
+                }
+                for write in writes {
+                    apply_side_write!(&mut *tx, write);
+                }
+                tx.commit().await?;
+                seqs
+            }
+        });
+        for (step, seq) in steps.iter().zip(&seqs) {
+            self.publish_event(
+                contract_id,
+                *seq,
+                step.event,
+                Some(step.from),
+                Some(step.to),
+            );
+        }
+        Ok(Transition::Applied {
+            seq: seqs.last().copied().unwrap_or_default(),
+        })
+    }
+
+    /// Why a compare-and-set on `contract_id` changed nothing: the state it is in, or that it
+    /// does not exist.
+    async fn state_mismatch(&self, contract_id: &str) -> Result<Transition, StoreError> {
+        Ok(match self.contract_state(contract_id).await? {
+            Some(actual) => Transition::StateMismatch { actual },
+            None => Transition::NotFound,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_moves_every_placeholder_and_counts_them() {
+        let (sql, binds) = fill(PAYMENT, AFTER_MOVED, 20);
+        assert_eq!(binds, 14);
+        assert!(sql.contains("select $21, $22,"), "{sql}");
+        assert!(
+            sql.ends_with("$34, $34 where exists (select 1 from moved)"),
+            "{sql}"
+        );
+        assert!(!sql.contains("{guard}"));
+    }
+
+    #[test]
+    fn fill_alone_keeps_the_placeholders() {
+        let (sql, binds) = fill(SETTLEMENT_BEGUN, ALONE, 0);
+        assert_eq!(binds, 3);
+        assert!(
+            sql.ends_with("where payment_id = $1 and contract_id = $3 and true"),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn the_merged_statement_numbers_events_then_writes() {
+        let sql = merged_statement(2, &[]);
+        // Two events of seven binds after the six of the compare-and-set.
+        assert!(
+            sql.contains("event_seq - 1, $7, $8, $9, $10, $11, $12, $13 from moved"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("event_seq - 0, $14, $15, $16, $17, $18, $19, $20 from moved"),
+            "{sql}"
+        );
+        assert!(sql.ends_with("select event_seq from moved"));
+    }
+}
