@@ -117,6 +117,9 @@ pub(super) struct Ctx {
     pub(super) actor: String,
     /// The seeker's secrets of this execute call; background work has none.
     pub(super) secrets: Option<SeekerSecrets>,
+    /// The `exact` payment this execute stored, as stored: what forwarding and judging read,
+    /// fields a payment keeps until its settlement begins. Background work reads the store.
+    pub(super) paid_with: std::sync::OnceLock<Box<PaymentRecord>>,
 }
 
 impl Ctx {
@@ -152,6 +155,7 @@ impl Ctx {
             correlation_id,
             actor,
             secrets: None,
+            paid_with: std::sync::OnceLock::new(),
         })
     }
 }
@@ -348,6 +352,14 @@ impl HireService {
         Err(internal(
             "the contract's state kept changing under this execute",
         ))
+    }
+
+    /// The payment of `ctx`'s contract: the one this execute stored, else the store's.
+    pub(super) async fn payment_of(&self, ctx: &Ctx) -> Result<Option<PaymentRecord>, StoreError> {
+        match ctx.paid_with.get() {
+            Some(payment) => Ok(Some(PaymentRecord::clone(payment))),
+            None => self.inner.store.payment_of_contract(&ctx.contract_id).await,
+        }
     }
 
     /// Settle `contract` if it is due (acceptance window over, or a settlement outcome to

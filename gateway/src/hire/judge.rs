@@ -162,7 +162,7 @@ impl HireService {
         // a paid hire costs one commit fewer. The payment (and, escrowed, what capturing it
         // needs) is read first: nothing may fail between `settling` and the send.
         let payment = if result.passed && window == 0 {
-            inner.store.payment_of_contract(&ctx.contract_id).await?
+            self.payment_of(ctx).await?
         } else {
             None
         };

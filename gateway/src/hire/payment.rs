@@ -252,7 +252,13 @@ impl HireService {
             return Ok(step);
         }
         tracing::info!(contract_id = %ctx.contract_id, payment_id = %payment.payment_id, payer = %payment.payer, "contract paid");
-        Ok(Step::Again)
+        // `paid` by this very commit: forward at once, without reading back the contract or
+        // the payment just written. Boxed: the forward's future is large, and every offered
+        // step's future would carry it.
+        let _ = ctx
+            .paid_with
+            .set(Box::new(PaymentRecord::as_stored(&payment)));
+        Box::pin(self.forward(ctx)).await
     }
 
     /// Why an `exact` payment's authorization is refused before anyone verifies it (its fields

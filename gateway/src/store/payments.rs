@@ -147,6 +147,37 @@ pub(crate) struct PaymentRow {
     updated_at: i64,
 }
 
+impl PaymentRecord {
+    /// The row [`Store::pay_contract`] writes for `payment`, as a read would return it right
+    /// after (times at the store's millisecond precision).
+    pub fn as_stored(payment: &NewPayment) -> Self {
+        let created_at = DateTime::from_timestamp_millis(to_millis(payment.created_at))
+            .unwrap_or(payment.created_at);
+        Self {
+            payment_id: payment.payment_id.clone(),
+            contract_id: payment.contract_id.clone(),
+            network: payment.network.clone(),
+            asset: payment.asset.clone(),
+            payer: payment.payer.clone(),
+            nonce: payment.nonce.clone(),
+            amount: payment.amount.clone(),
+            valid_after: payment.valid_after,
+            valid_before: payment.valid_before,
+            payload: payment.payload.clone(),
+            payload_hash: payment.payload_hash.clone(),
+            payment_identifier: payment.payment_identifier.clone(),
+            state: payment.state.clone(),
+            settle_started_at: None,
+            settle_tx: None,
+            settle_response: None,
+            authorize_tx: None,
+            release_tx: None,
+            created_at,
+            updated_at: created_at,
+        }
+    }
+}
+
 impl TryFrom<PaymentRow> for PaymentRecord {
     type Error = StoreError;
 
