@@ -33,7 +33,7 @@ use crate::{
     registry::{WorkerRegistry, health::run_health_checks, probe::ProbeRegistry},
     reputation::ReputationBook,
     signing::{SigningKeyError, load_key_ring},
-    state::AppState,
+    state::{AppState, SharedState},
     store::{Store, StoreError},
 };
 
@@ -188,7 +188,7 @@ impl App {
             metrics: metrics.clone(),
         });
         let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl());
-        let state = AppState {
+        let state = AppState::new(SharedState {
             config,
             api_keys,
             store,
@@ -201,7 +201,7 @@ impl App {
             readiness_checks: readiness_checks.into(),
             admin_key_hash,
             shutdown: CancellationToken::new(),
-        };
+        });
         let router = http::router(state.clone());
         Ok(Self {
             listener,

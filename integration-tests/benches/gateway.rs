@@ -63,8 +63,9 @@ const PRICE: u64 = 1_000_000;
 const DIRECT_CALLS: usize = 200;
 /// Sequential paid executes for (b), unless given on the command line.
 const DEFAULT_SEQUENTIAL: usize = 100;
-/// Paid executes in (c), and how many are in flight at once.
-const CONCURRENT_EXECUTES: usize = 64;
+/// Paid executes in (c) at least (as many as in (b) when that is more), and how many are in
+/// flight at once.
+const MIN_CONCURRENT_EXECUTES: usize = 64;
 const CONCURRENCY: usize = 8;
 const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
 
@@ -410,8 +411,9 @@ async fn measure_backend(
         .collect();
 
     // (c) distinct payers and contracts, CONCURRENCY in flight.
-    let mut prepared = Vec::with_capacity(CONCURRENT_EXECUTES);
-    for _ in 0..CONCURRENT_EXECUTES {
+    let concurrent_executes = sequential.max(MIN_CONCURRENT_EXECUTES);
+    let mut prepared = Vec::with_capacity(concurrent_executes);
+    for _ in 0..concurrent_executes {
         let seeker = deployment.seeker(devnet.funded_account(U256::from(PRICE)).await?);
         let offered = deployment.offered_contract(&seeker).await?;
         prepared.push((seeker, offered));
