@@ -15,7 +15,8 @@
 //! - (b) the paid `POST /v1/contracts/{id}/execute` (`PAYMENT-SIGNATURE` → verify → worker →
 //!   schema check → settle on chain → 200 + `PAYMENT-RESPONSE`), sequential, one fresh contract
 //!   per call; the 402 and the signing happen before the clock starts;
-//! - (c) the same with 8 in flight, distinct contracts and distinct payers, as executes/s.
+//! - (c) the same with 8 in flight, distinct contracts and distinct payers, as executes/s (as
+//!   many executes as in (b), at least 64).
 //!
 //! PostgreSQL: `HIREGATE_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`)
 //! names a server where a fresh database is created per run and dropped afterwards.
