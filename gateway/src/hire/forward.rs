@@ -518,13 +518,14 @@ impl HireService {
                         event: &started,
                     },
                 ],
-                &[
-                    SideWrite::Deliverables(&pieces),
-                    SideWrite::AttemptEnd {
+                &pieces
+                    .iter()
+                    .map(SideWrite::Deliverable)
+                    .chain([SideWrite::AttemptEnd {
                         attempt_id,
                         end: &end,
-                    },
-                ],
+                    }])
+                    .collect::<Vec<_>>(),
             )
             .await?;
         if !matches!(advanced, Transition::Applied { .. }) {

@@ -6,7 +6,7 @@
 //! compare-and-set for the whole chain of steps, and every event and side write is a sibling
 //! CTE that writes only when `moved` returned the row. A single statement is atomic on its
 //! own, so it needs no `BEGIN`/`COMMIT`: a paid hire's four commits (payment, delivery, verdict,
-//! settlement) cost four round trips there instead of about eighteen.
+//! settlement) cost four round trips there instead of twenty.
 //!
 //! Each side write's SQL is written once, as a template with a `{guard}` condition: `true` on
 //! its own, `exists (select 1 from moved)` inside the merged statement, where its placeholders
@@ -33,11 +33,11 @@ pub struct ContractStep<'a> {
     pub event: &'a NewContractEvent,
 }
 
-/// A row written in the same transaction as [`Store::advance_contract`]'s steps.
+/// A row written with [`Store::advance_contract`]'s steps, in one statement.
 #[derive(Debug, Clone, Copy)]
 pub enum SideWrite<'a> {
-    /// Deliverable pieces; one stored before (same id) is left as it is.
-    Deliverables(&'a [NewDeliverable]),
+    /// A deliverable piece; one stored before (same attempt and position) is left as it is.
+    Deliverable(&'a NewDeliverable),
     /// How an attempt ended.
     AttemptEnd {
         /// The attempt.
@@ -69,67 +69,6 @@ pub enum SideWrite<'a> {
         /// The outcome.
         outcome: &'a SettlementOutcome,
         /// When.
-        at: DateTime<Utc>,
-    },
-}
-
-impl<'a> SideWrite<'a> {
-    /// The statements this write takes (a deliverable piece each).
-    pub(crate) fn statements(&self) -> impl Iterator<Item = SideStatement<'a>> {
-        let pieces: &'a [NewDeliverable] = match *self {
-            SideWrite::Deliverables(pieces) => pieces,
-            _ => &[],
-        };
-        let single = match *self {
-            SideWrite::Deliverables(_) => None,
-            SideWrite::AttemptEnd { attempt_id, end } => {
-                Some(SideStatement::AttemptEnd { attempt_id, end })
-            }
-            SideWrite::Verification(result) => Some(SideStatement::Verification(result)),
-            SideWrite::Dispute(dispute) => Some(SideStatement::Dispute(dispute)),
-            SideWrite::Payment(payment) => Some(SideStatement::Payment(payment)),
-            SideWrite::SettlementBegun {
-                contract_id,
-                payment_id,
-                at,
-            } => Some(SideStatement::SettlementBegun {
-                contract_id,
-                payment_id,
-                at,
-            }),
-            SideWrite::SettlementFinished {
-                payment_id,
-                outcome,
-                at,
-            } => Some(SideStatement::SettlementFinished {
-                payment_id,
-                outcome,
-                at,
-            }),
-        };
-        pieces.iter().map(SideStatement::Deliverable).chain(single)
-    }
-}
-
-/// One statement of a [`SideWrite`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum SideStatement<'a> {
-    Deliverable(&'a NewDeliverable),
-    AttemptEnd {
-        attempt_id: &'a str,
-        end: &'a AttemptEnd,
-    },
-    Verification(&'a NewVerification),
-    Dispute(&'a NewDispute),
-    Payment(&'a NewPayment),
-    SettlementBegun {
-        contract_id: &'a str,
-        payment_id: &'a str,
-        at: DateTime<Utc>,
-    },
-    SettlementFinished {
-        payment_id: &'a str,
-        outcome: &'a SettlementOutcome,
         at: DateTime<Utc>,
     },
 }
@@ -167,7 +106,7 @@ const ALONE: &str = "true";
 /// The guard of a side write inside the merged statement: write only if the steps applied.
 const AFTER_MOVED: &str = "exists (select 1 from moved)";
 
-impl SideStatement<'_> {
+impl SideWrite<'_> {
     fn template(&self) -> &'static str {
         match self {
             Self::Deliverable(_) => DELIVERABLE,
@@ -195,11 +134,11 @@ impl SideStatement<'_> {
         }
     }
 
-    /// Map a database error of a statement holding `statements`.
+    /// Map a database error of a statement holding `writes`.
     pub(crate) fn error_of<'s>(
-        statements: impl IntoIterator<Item = &'s SideStatement<'s>>,
+        writes: impl IntoIterator<Item = &'s SideWrite<'s>>,
     ) -> impl Fn(sqlx::Error) -> StoreError {
-        let entity = statements.into_iter().find_map(SideStatement::duplicate_of);
+        let entity = writes.into_iter().find_map(SideWrite::duplicate_of);
         move |error| match entity {
             Some(entity) => StoreError::unique_as_duplicate(entity)(error),
             None => StoreError::Database(error),
@@ -227,11 +166,11 @@ fn fill(template: &str, guard: &str, offset: usize) -> (String, usize) {
     (sql, highest)
 }
 
-/// Bind a [`SideStatement`]'s values, in its template's placeholder order, onto `$query`.
-macro_rules! bind_side_statement {
+/// Bind a [`SideWrite`]'s values, in its template's placeholder order, onto `$query`.
+macro_rules! bind_side_write {
     ($query:expr, $statement:expr) => {
         match $statement {
-            $crate::store::advance::SideStatement::Deliverable(piece) => $query
+            $crate::store::SideWrite::Deliverable(piece) => $query
                 .bind(&piece.deliverable_id)
                 .bind(&piece.contract_id)
                 .bind(&piece.attempt_id)
@@ -244,7 +183,7 @@ macro_rules! bind_side_statement {
                 .bind(&piece.content)
                 .bind(piece.source_url.as_deref())
                 .bind($crate::store::to_millis(piece.created_at)),
-            $crate::store::advance::SideStatement::AttemptEnd { attempt_id, end } => $query
+            $crate::store::SideWrite::AttemptEnd { attempt_id, end } => $query
                 .bind(attempt_id)
                 .bind(&end.state)
                 .bind(end.http_status.map(i32::from))
@@ -258,7 +197,7 @@ macro_rules! bind_side_statement {
                         .map($crate::store::json::JsonText),
                 )
                 .bind(end.estimated_completion.as_deref()),
-            $crate::store::advance::SideStatement::Verification(result) => $query
+            $crate::store::SideWrite::Verification(result) => $query
                 .bind(&result.verification_id)
                 .bind(&result.contract_id)
                 .bind(&result.attempt_id)
@@ -272,7 +211,7 @@ macro_rules! bind_side_statement {
                 .bind(&result.verifier_result_hash)
                 .bind($crate::store::json::JsonText(&result.result))
                 .bind($crate::store::to_millis(result.created_at)),
-            $crate::store::advance::SideStatement::Dispute(dispute) => $query
+            $crate::store::SideWrite::Dispute(dispute) => $query
                 .bind(&dispute.dispute_id)
                 .bind(&dispute.contract_id)
                 .bind(&dispute.party)
@@ -280,7 +219,7 @@ macro_rules! bind_side_statement {
                 .bind(&dispute.reason)
                 .bind(dispute.claim.as_ref().map($crate::store::json::JsonText))
                 .bind($crate::store::to_millis(dispute.created_at)),
-            $crate::store::advance::SideStatement::Payment(payment) => $query
+            $crate::store::SideWrite::Payment(payment) => $query
                 .bind(&payment.payment_id)
                 .bind(&payment.contract_id)
                 .bind(&payment.network)
@@ -295,7 +234,7 @@ macro_rules! bind_side_statement {
                 .bind(payment.payment_identifier.as_deref())
                 .bind(&payment.state)
                 .bind($crate::store::to_millis(payment.created_at)),
-            $crate::store::advance::SideStatement::SettlementBegun {
+            $crate::store::SideWrite::SettlementBegun {
                 contract_id,
                 payment_id,
                 at,
@@ -303,7 +242,7 @@ macro_rules! bind_side_statement {
                 .bind(payment_id)
                 .bind($crate::store::to_millis(at))
                 .bind(contract_id),
-            $crate::store::advance::SideStatement::SettlementFinished {
+            $crate::store::SideWrite::SettlementFinished {
                 payment_id,
                 outcome,
                 at,
@@ -317,23 +256,20 @@ macro_rules! bind_side_statement {
     };
 }
 
-/// Inside an `on_backend!` arm: apply one [`SideWrite`] on `$exec` (the pool, or `&mut *tx`),
-/// a statement at a time. A macro (not a fn) because the executor's type differs per backend.
+/// Inside an `on_backend!` arm: apply one [`SideWrite`] on `$exec` (the pool, or `&mut *tx`).
+/// A macro (not a fn) because the executor's type differs per backend.
 macro_rules! apply_side_write {
-    ($exec:expr, $write:expr) => {
-        for statement in $write.statements() {
-            let sql = statement.sql_alone();
-            $crate::store::advance::bind_side_statement!(sqlx::query(&sql), statement)
-                .execute($exec)
-                .await
-                .map_err($crate::store::advance::SideStatement::error_of([
-                    &statement,
-                ]))?;
-        }
-    };
+    ($exec:expr, $write:expr) => {{
+        let write: $crate::store::SideWrite<'_> = $write;
+        let sql = write.sql_alone();
+        $crate::store::advance::bind_side_write!(sqlx::query(&sql), write)
+            .execute($exec)
+            .await
+            .map_err($crate::store::SideWrite::error_of([&write]))?;
+    }};
 }
 pub(crate) use apply_side_write;
-pub(crate) use bind_side_statement;
+pub(crate) use bind_side_write;
 
 /// Binds the compare-and-set of the merged statement takes before the events' (see
 /// [`merged_statement`]).
@@ -342,11 +278,11 @@ const STEP_BINDS: usize = 6;
 const EVENT_BINDS: usize = 7;
 
 /// The PostgreSQL statement of [`Store::advance_contract`] for `steps` chained steps and
-/// `statements`: `$1` contract, `$2` first `from`, `$3` last `to`, `$4` last deadline, `$5`
+/// `writes`: `$1` contract, `$2` first `from`, `$3` last `to`, `$4` last deadline, `$5`
 /// last event's time, `$6` the step count; then each event's time, actor, correlation id,
-/// kind, from, to and details; then each side statement's own binds. Returns the last event's
+/// kind, from, to and details; then each side write's own binds. Returns the last event's
 /// seq, no row when the contract is not in the first step's `from`.
-fn merged_statement(steps: usize, statements: &[SideStatement<'_>]) -> String {
+fn merged_statement(steps: usize, writes: &[SideWrite<'_>]) -> String {
     use std::fmt::Write as _;
     let mut sql = String::from(
         "with moved as (update contract set state = $3, deadline_at = $4, updated_at = $5, \
@@ -372,8 +308,8 @@ fn merged_statement(steps: usize, statements: &[SideStatement<'_>]) -> String {
         );
         taken += EVENT_BINDS;
     }
-    for (index, statement) in statements.iter().enumerate() {
-        let (filled, binds) = fill(statement.template(), AFTER_MOVED, taken);
+    for (index, write) in writes.iter().enumerate() {
+        let (filled, binds) = fill(write.template(), AFTER_MOVED, taken);
         let _ = write!(sql, ", write_{index} as ({filled})");
         taken += binds;
     }
@@ -404,9 +340,7 @@ impl Store {
         };
         let seqs = on_backend_write!(self, pool => {
             if super::pool_merges_statements(pool) && chained(steps) {
-                let statements: Vec<SideStatement<'_>> =
-                    writes.iter().flat_map(SideWrite::statements).collect();
-                let sql = merged_statement(steps.len(), &statements);
+                let sql = merged_statement(steps.len(), writes);
                 let mut query = sqlx::query_scalar::<_, i64>(&sql)
                     .bind(contract_id)
                     .bind(first.from)
@@ -424,13 +358,13 @@ impl Store {
                         .bind(step.to)
                         .bind(JsonText(&step.event.details));
                 }
-                for statement in &statements {
-                    query = bind_side_statement!(query, *statement);
+                for write in writes {
+                    query = bind_side_write!(query, *write);
                 }
                 let last_seq = query
                     .fetch_optional(pool)
                     .await
-                    .map_err(SideStatement::error_of(&statements))?;
+                    .map_err(SideWrite::error_of(writes))?;
                 let Some(last_seq) = last_seq else {
                     return self.state_mismatch(contract_id).await;
                 };
@@ -451,7 +385,7 @@ impl Store {
                     ));
                 }
                 for write in writes {
-                    apply_side_write!(&mut *tx, write);
+                    apply_side_write!(&mut *tx, *write);
                 }
                 tx.commit().await?;
                 seqs

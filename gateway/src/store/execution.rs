@@ -619,7 +619,9 @@ impl Store {
     pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
         on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
-            apply_side_write!(&mut *tx, SideWrite::Deliverables(pieces));
+            for piece in pieces {
+                apply_side_write!(&mut *tx, SideWrite::Deliverable(piece));
+            }
             tx.commit().await?;
         });
         Ok(())

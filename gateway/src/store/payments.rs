@@ -216,29 +216,8 @@ impl Store {
     /// Record a verified payment. An authorization or payment identifier seen before is
     /// [`StoreError::Duplicate`]: the caller then looks up which contract holds it.
     pub async fn insert_payment(&self, payment: &NewPayment) -> Result<(), StoreError> {
-        const SQL: &str = "insert into payment (payment_id, contract_id, network, asset, payer, \
-            nonce, amount, valid_after, valid_before, payload, payload_hash, payment_identifier, \
-            state, created_at, updated_at) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)";
         on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(&payment.payment_id)
-                .bind(&payment.contract_id)
-                .bind(&payment.network)
-                .bind(&payment.asset)
-                .bind(&payment.payer)
-                .bind(&payment.nonce)
-                .bind(&payment.amount)
-                .bind(payment.valid_after)
-                .bind(payment.valid_before)
-                .bind(JsonText(&payment.payload))
-                .bind(&payment.payload_hash)
-                .bind(payment.payment_identifier.as_deref())
-                .bind(&payment.state)
-                .bind(to_millis(payment.created_at))
-                .execute(pool)
-                .await
-                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            super::advance::apply_side_write!(pool, super::SideWrite::Payment(payment));
         });
         Ok(())
     }
