@@ -64,7 +64,7 @@ impl HireService {
         let settings = &inner.config.contracts;
         // Independent reads: on a pool they run side by side.
         let (payment, listing) =
-            tokio::try_join!(self.payment_of(ctx), inner.store.get_worker(&ctx.worker_id),)?;
+            tokio::try_join!(self.payment_of(ctx), inner.store.get_worker(&ctx.worker_id))?;
         let payment = payment.ok_or_else(|| internal("a paid contract has no payment"))?;
         let needed = AuthorizationWindow::needed_for_one_attempt(&ctx.terms, settings);
         let now_s = Utc::now().timestamp();

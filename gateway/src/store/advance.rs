@@ -14,7 +14,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::execution::{AttemptEnd, NewDeliverable, NewVerification, SettlementOutcome};
+use super::execution::{
+    AttemptEnd, AuthorizationOutcome, NewDeliverable, NewVerification, SettlementOutcome,
+};
 use super::{
     NewContractEvent, NewDispute, NewPayment, Store, StoreError, Transition, json::JsonText,
     on_backend_write, to_millis, transition_or_return,
@@ -62,6 +64,15 @@ pub enum SideWrite<'a> {
         /// When.
         at: DateTime<Utc>,
     },
+    /// How an escrowed payment's `authorize` ended: its state and transaction.
+    AuthorizationFinished {
+        /// The payment.
+        payment_id: &'a str,
+        /// The outcome.
+        outcome: &'a AuthorizationOutcome<'a>,
+        /// When.
+        at: DateTime<Utc>,
+    },
     /// How the payment's settlement ended: its state, transaction and the facilitator's answer.
     SettlementFinished {
         /// The payment.
@@ -97,6 +108,8 @@ const PAYMENT: &str = "insert into payment (payment_id, contract_id, network, as
 const SETTLEMENT_BEGUN: &str = "update payment set state = 'settling', \
     updated_at = $2, settle_started_at = coalesce(settle_started_at, $2) \
     where payment_id = $1 and contract_id = $3 and {guard}";
+const AUTHORIZATION_FINISHED: &str = "update payment set state = $2, \
+    authorize_tx = coalesce($3, authorize_tx), updated_at = $4 where payment_id = $1 and {guard}";
 const SETTLEMENT_FINISHED: &str = "update payment set state = $2, \
     settle_tx = coalesce($3, settle_tx), settle_response = coalesce($4, settle_response), \
     updated_at = $5 where payment_id = $1 and {guard}";
@@ -115,6 +128,7 @@ impl SideWrite<'_> {
             Self::Dispute(_) => DISPUTE,
             Self::Payment(_) => PAYMENT,
             Self::SettlementBegun { .. } => SETTLEMENT_BEGUN,
+            Self::AuthorizationFinished { .. } => AUTHORIZATION_FINISHED,
             Self::SettlementFinished { .. } => SETTLEMENT_FINISHED,
         }
     }
@@ -242,6 +256,15 @@ macro_rules! bind_side_write {
                 .bind(payment_id)
                 .bind($crate::store::to_millis(at))
                 .bind(contract_id),
+            $crate::store::SideWrite::AuthorizationFinished {
+                payment_id,
+                outcome,
+                at,
+            } => $query
+                .bind(payment_id)
+                .bind(outcome.payment_state)
+                .bind(outcome.transaction)
+                .bind($crate::store::to_millis(at)),
             $crate::store::SideWrite::SettlementFinished {
                 payment_id,
                 outcome,

@@ -235,16 +235,6 @@ pub(crate) const CONTRACT_CAS: &str = "update contract set state = $3, deadline_
     updated_at = $5, event_seq = event_seq + 1 where contract_id = $1 and state = $2 \
     returning event_seq";
 
-/// [`CONTRACT_CAS`] and [`INSERT_EVENT`] as one statement (PostgreSQL only, see
-/// `transition_or_return!`): `$1` contract, `$2` at, `$3` actor, `$4` correlation id, `$5`
-/// kind, `$6` from, `$7` to, `$8` details, `$9` deadline. No row when the contract is not in `$6`.
-pub(crate) const TRANSITION_WITH_EVENT: &str = "with moved as (update contract \
-    set state = $7, deadline_at = $9, updated_at = $2, event_seq = event_seq + 1 \
-    where contract_id = $1 and state = $6 returning contract_id, event_seq) \
-    insert into contract_event \
-    (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
-    select contract_id, event_seq, $2, $3, $4, $5, $6, $7, $8 from moved returning seq";
-
 impl Store {
     /// Create a contract and record its first event (seq 1) atomically. A second contract with
     /// the same id or terms hash is [`StoreError::Duplicate`]. The first event's correlation id
@@ -379,7 +369,7 @@ impl Store {
         // Counting the event takes the same row lock a transition takes (see the module docs).
         const COUNT: &str = "update contract set event_seq = event_seq + 1 \
             where contract_id = $1 returning event_seq";
-        // Both as one statement, where the dialect allows it (see `transition_or_return!`):
+        // Both as one statement, where the dialect allows it (see `store::advance`):
         // stream relays append an event per worker event.
         const COUNT_WITH_EVENT: &str = "with counted as (update contract \
             set event_seq = event_seq + 1 where contract_id = $1 \

@@ -155,7 +155,6 @@ impl TryFrom<DisputeRow> for DisputeRecord {
     }
 }
 
-/// Insert a dispute in state `open`.
 impl Store {
     /// Open a dispute in state `open`; [`StoreError::Duplicate`] when the contract already has
     /// one.

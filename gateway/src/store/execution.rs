@@ -20,7 +20,7 @@ use super::{
     advance::{ContractStep, SideWrite, apply_side_write},
     bind_event, from_millis, from_millis_opt, insert_event, on_backend, on_backend_write,
     payments::PAYMENT_COLUMNS,
-    return_state_mismatch, to_millis, transition_or_return,
+    return_state_mismatch, to_millis,
 };
 
 const ATTEMPT_ENTITY: &str = "attempt";
@@ -523,7 +523,7 @@ impl Store {
             where contract_id = $1 and state = 'paid' returning attempts_used, event_seq";
         const INSERT: &str = "insert into attempt (attempt_id, contract_id, attempt_no, \
             payment_id, state, started_at) values ($1, $2, $3, $4, 'running', $5)";
-        // All three as one statement, where the dialect allows it (see `transition_or_return!`):
+        // All three as one statement, where the dialect allows it (see `store::advance`):
         // the worker's row stays locked until the commit, so every round trip inside this
         // transaction holds up the worker's other hires. `$1`…`$8` are the event's (see
         // `bind_event!`), then the attempt id, payment id and start.
@@ -754,36 +754,21 @@ impl Store {
         outcome: &AuthorizationOutcome<'_>,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
-        const PAYMENT: &str = "update payment set state = $2, \
-            authorize_tx = coalesce($3, authorize_tx), updated_at = $4 where payment_id = $1";
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let seq = transition_or_return!(
-                tx,
-                Transition,
-                contract_id,
-                "authorizing",
-                outcome.contract_state,
-                None::<i64>,
+        self.advance_contract(
+            contract_id,
+            &[ContractStep {
+                from: "authorizing",
+                to: outcome.contract_state,
+                deadline_at: None,
                 event,
-            );
-            sqlx::query(PAYMENT)
-                .bind(payment_id)
-                .bind(outcome.payment_state)
-                .bind(outcome.transaction)
-                .bind(to_millis(event.at))
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            self.publish_event(
-                contract_id,
-                seq,
-                event,
-                Some("authorizing"),
-                Some(outcome.contract_state),
-            );
-            Ok(Transition::Applied { seq })
-        })
+            }],
+            &[SideWrite::AuthorizationFinished {
+                payment_id,
+                outcome,
+                at: event.at,
+            }],
+        )
+        .await
     }
 
     /// An escrowed payment's money went back to the payer (or is on its way): its state

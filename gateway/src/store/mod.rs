@@ -212,48 +212,34 @@ pub(crate) use return_state_mismatch;
 
 /// Inside an `on_backend!` arm: move the contract `$from → $to` (compare-and-set, with its new
 /// `$deadline`) and append `$event` to its log, evaluating to the event's `seq`; or return
-/// `$outcome::StateMismatch` / `$outcome::NotFound` when the contract is not in `$from`. On
-/// PostgreSQL both are one statement (`contracts::TRANSITION_WITH_EVENT`): every hire takes
-/// seven such steps, and a statement is a network round trip there. SQLite runs the two
-/// statements (`contracts::CONTRACT_CAS`, then `insert_event!`) in-process: it allows no
-/// data-modifying CTE. Either way the seq comes from the row the update locked.
+/// `$outcome::StateMismatch` / `$outcome::NotFound` when the contract is not in `$from`. Two
+/// statements (`contracts::CONTRACT_CAS`, then `insert_event!`); the seq comes from the row the
+/// update locked. On PostgreSQL `Store::advance_contract` folds both into one (see
+/// `store::advance`).
 macro_rules! transition_or_return {
     (
         $tx:ident, $outcome:ident,
         $contract_id:expr, $from:expr, $to:expr, $deadline:expr, $event:expr $(,)?
     ) => {{
-        if $crate::store::merges_transitions(&$tx) {
-            let query = sqlx::query_scalar($crate::store::contracts::TRANSITION_WITH_EVENT);
-            let seq: Option<i64> =
-                $crate::store::bind_event!(query, $contract_id, $event, $from, $to)
-                    .bind($deadline)
-                    .fetch_optional(&mut *$tx)
-                    .await?;
-            match seq {
-                Some(seq) => seq,
-                None => $crate::store::return_state_mismatch!($tx, $outcome, $contract_id),
-            }
-        } else {
-            let seq: Option<i64> = sqlx::query_scalar($crate::store::contracts::CONTRACT_CAS)
-                .bind($contract_id)
-                .bind($from)
-                .bind($to)
-                .bind($deadline)
-                .bind($crate::store::to_millis($event.at))
-                .fetch_optional(&mut *$tx)
-                .await?;
-            let Some(seq) = seq else {
-                $crate::store::return_state_mismatch!($tx, $outcome, $contract_id);
-            };
-            $crate::store::insert_event!($tx, $contract_id, seq, $event, Some($from), Some($to));
-            seq
-        }
+        let seq: Option<i64> = sqlx::query_scalar($crate::store::contracts::CONTRACT_CAS)
+            .bind($contract_id)
+            .bind($from)
+            .bind($to)
+            .bind($deadline)
+            .bind($crate::store::to_millis($event.at))
+            .fetch_optional(&mut *$tx)
+            .await?;
+        let Some(seq) = seq else {
+            $crate::store::return_state_mismatch!($tx, $outcome, $contract_id);
+        };
+        $crate::store::insert_event!($tx, $contract_id, seq, $event, Some($from), Some($to));
+        seq
     }};
 }
 pub(crate) use transition_or_return;
 
 /// Whether a transition and its event go to the database as one statement (see
-/// `transition_or_return!`), by the transaction's backend.
+/// `store::advance`), by the transaction's backend.
 pub(crate) fn merges_transitions<DB: Dialect>(_: &sqlx::Transaction<'_, DB>) -> bool {
     DB::MERGES_TRANSITIONS
 }
@@ -292,7 +278,7 @@ macro_rules! insert_event {
 pub(crate) use insert_event;
 
 /// Bind an event's columns as `$1`…`$8` (contract, at, actor, correlation id, kind, from, to,
-/// details), the order `contracts::INSERT_EVENT` and `contracts::TRANSITION_WITH_EVENT` share.
+/// details), the order of `contracts::INSERT_EVENT` (and of the attempt start's merged statement).
 macro_rules! bind_event {
     ($query:expr, $contract_id:expr, $event:expr, $from:expr, $to:expr) => {
         $query

@@ -828,14 +828,21 @@ async fn jobs_are_leased_exactly_once(store: Store) {
 async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: Store) {
     use hiregate_gateway::store::{ContractStep, NewDispute, SideWrite, Transition};
     let contract_id = contract_for(&store).await;
-    let dispute = |id: &str| NewDispute {
-        dispute_id: id.into(),
+    let dispute = || NewDispute {
+        dispute_id: format!("dsp_{}", ulid::Ulid::new()),
         contract_id: contract_id.clone(),
         party: "seeker".into(),
         opened_by: "seeker:sk_x".into(),
         reason: "wrong".into(),
         claim: None,
         created_at: now(),
+    };
+    let events_logged = || async {
+        store
+            .list_contract_events(&contract_id, 0, 10)
+            .await
+            .unwrap()
+            .len()
     };
     let (paid, executing) = (event("contract_paid"), event("attempt_started"));
     let deadline = now() + chrono::Duration::minutes(9);
@@ -853,7 +860,7 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
             event: &executing,
         },
     ];
-    let first = dispute(&format!("dsp_{}", ulid::Ulid::new()));
+    let first = dispute();
     let moved = store
         .advance_contract(&contract_id, &steps, &[SideWrite::Dispute(&first)])
         .await
@@ -911,7 +918,7 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
             event: &disputing,
         },
     ];
-    let second = dispute(&format!("dsp_{}", ulid::Ulid::new()));
+    let second = dispute();
     assert!(matches!(
         store
             .advance_contract(&contract_id, &next, &[SideWrite::Dispute(&second)])
@@ -920,17 +927,10 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
     ));
     let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
     assert_eq!(stored.state, "executing");
-    assert_eq!(
-        store
-            .list_contract_events(&contract_id, 0, 10)
-            .await
-            .unwrap()
-            .len(),
-        3
-    );
+    assert_eq!(events_logged().await, 3);
 
     // A missed compare-and-set writes nothing either and names the actual state.
-    let third = dispute(&format!("dsp_{}", ulid::Ulid::new()));
+    let third = dispute();
     assert_eq!(
         store
             .advance_contract(&contract_id, &steps, &[SideWrite::Dispute(&third)])
@@ -940,14 +940,7 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
             actual: "executing".into()
         }
     );
-    assert_eq!(
-        store
-            .list_contract_events(&contract_id, 0, 10)
-            .await
-            .unwrap()
-            .len(),
-        3
-    );
+    assert_eq!(events_logged().await, 3);
     assert!(matches!(
         store
             .advance_contract("ctr_missing", &steps, &[])
