@@ -1,8 +1,8 @@
 //! Moving a contract through one or more lifecycle steps together with the rows those steps
 //! write ([`Store::advance_contract`]): the commit every step of a paid hire ends in.
 //!
-//! SQLite runs the compare-and-set, the events and each side write as statements of one
-//! transaction. PostgreSQL runs them as one statement: a data-modifying CTE (`moved`) does the
+//! SQLite runs the compare-and-set, then the events and side writes as one multi-statement
+//! script, in one transaction. PostgreSQL runs them as one statement: a data-modifying CTE (`moved`) does the
 //! compare-and-set for the whole chain of steps, and every event and side write is a sibling
 //! CTE that writes only when `moved` returned the row. A single statement is atomic on its
 //! own, so it needs no `BEGIN`/`COMMIT`: a paid hire's four commits (payment, delivery, verdict,
@@ -294,32 +294,33 @@ macro_rules! apply_side_write {
 pub(crate) use apply_side_write;
 pub(crate) use bind_side_write;
 
-/// Binds the compare-and-set of the merged statement takes before the events' (see
-/// [`merged_statement`]).
+/// The compare-and-set of a whole chain of steps: `$1` contract, `$2` first `from`, `$3` last
+/// `to`, `$4` last deadline, `$5` last event's time, `$6` the step count. Returns the last
+/// event's seq, no row when the contract is not in the first step's `from`.
+const CHAIN_CAS: &str = "update contract set state = $3, deadline_at = $4, updated_at = $5, \
+    event_seq = event_seq + $6 where contract_id = $1 and state = $2 returning event_seq";
+/// Binds [`CHAIN_CAS`] takes, before the events'.
 const STEP_BINDS: usize = 6;
-/// Binds each event of the merged statement takes.
+/// Binds each event takes: its time, actor, correlation id, kind, from, to and details.
 const EVENT_BINDS: usize = 7;
 
-/// The PostgreSQL statement of [`Store::advance_contract`] for `steps` chained steps and
-/// `writes`: `$1` contract, `$2` first `from`, `$3` last `to`, `$4` last deadline, `$5`
-/// last event's time, `$6` the step count; then each event's time, actor, correlation id,
-/// kind, from, to and details; then each side write's own binds. Returns the last event's
-/// seq, no row when the contract is not in the first step's `from`.
-fn merged_statement(steps: usize, writes: &[SideWrite<'_>]) -> String {
-    use std::fmt::Write as _;
-    let mut sql = String::from(
-        "with moved as (update contract set state = $3, deadline_at = $4, updated_at = $5, \
-         event_seq = event_seq + $6 where contract_id = $1 and state = $2 \
-         returning event_seq)",
-    );
+/// The statements that follow [`CHAIN_CAS`]: each step's event, numbered back from the
+/// `event_seq` it read from `source`, then each side write with `guard`; their placeholders
+/// follow the compare-and-set's, in the order [`Store::advance_contract`] binds them.
+fn following_statements(
+    steps: usize,
+    writes: &[SideWrite<'_>],
+    source: &str,
+    guard: &str,
+) -> Vec<String> {
+    let mut statements = Vec::with_capacity(steps + writes.len());
     let mut taken = STEP_BINDS;
     for step in 0..steps {
         let p = |k: usize| taken + k;
-        let _ = write!(
-            sql,
-            ", event_{step} as (insert into contract_event (contract_id, seq, at, actor, \
-             correlation_id, kind, from_state, to_state, details) select $1, event_seq - {back}, \
-             ${}, ${}, ${}, ${}, ${}, ${}, ${} from moved)",
+        statements.push(format!(
+            "insert into contract_event (contract_id, seq, at, actor, correlation_id, kind, \
+             from_state, to_state, details) select $1, event_seq - {back}, ${}, ${}, ${}, ${}, \
+             ${}, ${}, ${} from {source}",
             p(1),
             p(2),
             p(3),
@@ -328,16 +329,38 @@ fn merged_statement(steps: usize, writes: &[SideWrite<'_>]) -> String {
             p(6),
             p(7),
             back = steps - 1 - step,
-        );
+        ));
         taken += EVENT_BINDS;
     }
-    for (index, write) in writes.iter().enumerate() {
-        let (filled, binds) = fill(write.template(), AFTER_MOVED, taken);
-        let _ = write!(sql, ", write_{index} as ({filled})");
+    for write in writes {
+        let (filled, binds) = fill(write.template(), guard, taken);
+        statements.push(filled);
         taken += binds;
+    }
+    statements
+}
+
+/// The PostgreSQL statement of [`Store::advance_contract`]: [`CHAIN_CAS`] as the CTE `moved`,
+/// and every event and side write as a sibling CTE that writes only if `moved` returned the
+/// row. Returns what the compare-and-set returns.
+fn merged_statement(steps: usize, writes: &[SideWrite<'_>]) -> String {
+    let mut sql = format!("with moved as ({CHAIN_CAS})");
+    for (index, statement) in following_statements(steps, writes, "moved", AFTER_MOVED)
+        .iter()
+        .enumerate()
+    {
+        sql.push_str(&format!(", write_{index} as ({statement})"));
     }
     sql.push_str(" select event_seq from moved");
     sql
+}
+
+/// The SQLite script run after [`CHAIN_CAS`] applied, in the same transaction: the events and
+/// side writes as one multi-statement query, so the connection's thread is handed the whole
+/// commit at once rather than a statement at a time (each hand-over is a wake-up of that
+/// thread and then of the task, made while this process's writer turn is held).
+fn following_script(steps: usize, writes: &[SideWrite<'_>]) -> String {
+    following_statements(steps, writes, "contract where contract_id = $1", ALONE).join(";\n")
 }
 
 /// Whether each step starts where the one before ends: what lets the merged statement do the
@@ -361,16 +384,22 @@ impl Store {
         let (Some(first), Some(last)) = (steps.first(), steps.last()) else {
             return Err(StoreError::corrupt("contract", &"a move of no steps"));
         };
-        let seqs = on_backend_write!(self, pool => {
-            if super::pool_merges_statements(pool) && chained(steps) {
-                let sql = merged_statement(steps.len(), writes);
-                let mut query = sqlx::query_scalar::<_, i64>(&sql)
+        let count = i64::try_from(steps.len()).unwrap_or(i64::MAX);
+        macro_rules! bind_cas {
+            ($query:expr) => {
+                $query
                     .bind(contract_id)
                     .bind(first.from)
                     .bind(last.to)
                     .bind(last.deadline_at.map(to_millis))
                     .bind(to_millis(last.event.at))
-                    .bind(i64::try_from(steps.len()).unwrap_or(i64::MAX));
+                    .bind(count)
+            };
+        }
+        // [`CHAIN_CAS`]'s binds, then each event's, then each side write's.
+        macro_rules! bind_chain {
+            ($query:expr) => {{
+                let mut query = bind_cas!($query);
                 for step in steps {
                     query = query
                         .bind(to_millis(step.event.at))
@@ -384,16 +413,12 @@ impl Store {
                 for write in writes {
                     query = bind_side_write!(query, *write);
                 }
-                let last_seq = query
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(SideWrite::error_of(writes))?;
-                let Some(last_seq) = last_seq else {
-                    return self.state_mismatch(contract_id).await;
-                };
-                let count = i64::try_from(steps.len()).unwrap_or(i64::MAX);
-                (1..=count).map(|k| last_seq - count + k).collect::<Vec<_>>()
-            } else {
+                query
+            }};
+        }
+        let seqs_up_to = |last_seq: i64| (1..=count).map(|k| last_seq - count + k).collect();
+        let seqs: Vec<i64> = on_backend_write!(self, pool => {
+            if !chained(steps) {
                 let mut tx = pool.begin().await?;
                 let mut seqs = Vec::with_capacity(steps.len());
                 for step in steps {
@@ -412,6 +437,32 @@ impl Store {
                 }
                 tx.commit().await?;
                 seqs
+            } else if super::pool_merges_statements(pool) {
+                let sql = merged_statement(steps.len(), writes);
+                let last_seq = bind_chain!(sqlx::query_scalar::<_, i64>(&sql))
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(SideWrite::error_of(writes))?;
+                let Some(last_seq) = last_seq else {
+                    return self.state_mismatch(contract_id).await;
+                };
+                seqs_up_to(last_seq)
+            } else {
+                let mut tx = pool.begin().await?;
+                let last_seq = bind_cas!(sqlx::query_scalar::<_, i64>(CHAIN_CAS))
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(last_seq) = last_seq else {
+                    drop(tx);
+                    return self.state_mismatch(contract_id).await;
+                };
+                let script = following_script(steps.len(), writes);
+                bind_chain!(sqlx::query(&script))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(SideWrite::error_of(writes))?;
+                tx.commit().await?;
+                seqs_up_to(last_seq)
             }
         });
         for (step, seq) in steps.iter().zip(&seqs) {
@@ -477,5 +528,37 @@ mod tests {
             "{sql}"
         );
         assert!(sql.ends_with("select event_seq from moved"));
+    }
+
+    #[test]
+    fn the_sqlite_script_numbers_like_the_merged_statement() {
+        let payment = NewPayment {
+            payment_id: "pay".to_owned(),
+            contract_id: "c".to_owned(),
+            network: "eip155:31337".to_owned(),
+            asset: "0xasset".to_owned(),
+            payer: "0xpayer".to_owned(),
+            nonce: "0x01".to_owned(),
+            amount: "1".to_owned(),
+            valid_after: 0,
+            valid_before: 1,
+            payload: serde_json::json!({}),
+            payload_hash: "hash".to_owned(),
+            payment_identifier: None,
+            state: "verified".to_owned(),
+            created_at: Utc::now(),
+        };
+        let script = following_script(1, &[SideWrite::Payment(&payment)]);
+        let statements: Vec<&str> = script.split(";\n").collect();
+        assert_eq!(statements.len(), 2, "{script}");
+        assert!(
+            statements[0].ends_with(
+                "event_seq - 0, $7, $8, $9, $10, $11, $12, $13 from contract where contract_id = $1"
+            ),
+            "{script}"
+        );
+        // The payment's binds follow the event's, as the merged statement's do.
+        assert!(statements[1].contains("select $14, $15,"), "{script}");
+        assert!(statements[1].ends_with("$27, $27 where true"), "{script}");
     }
 }

@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
     advance::{ContractStep, SideWrite, apply_side_write},
-    bind_event, from_millis, from_millis_opt, insert_event, on_backend, on_backend_write,
+    bind_event, from_millis, from_millis_opt, on_backend, on_backend_write,
     payments::PAYMENT_COLUMNS,
     return_state_mismatch, to_millis,
 };
@@ -517,12 +517,6 @@ impl Store {
         attempt: &NewAttempt,
         event: &NewContractEvent,
     ) -> Result<StartAttempt, StoreError> {
-        const BUMP: &str = "update contract set state = 'executing', \
-            attempts_used = attempts_used + 1, updated_at = $2, queued_at = null, \
-            event_seq = event_seq + 1 \
-            where contract_id = $1 and state = 'paid' returning attempts_used, event_seq";
-        const INSERT: &str = "insert into attempt (attempt_id, contract_id, attempt_no, \
-            payment_id, state, started_at) values ($1, $2, $3, $4, 'running', $5)";
         // All three as one statement, where the dialect allows it (see `store::advance`):
         // the worker's row stays locked until the commit, so every round trip inside this
         // transaction holds up the worker's other hires. `$1`…`$8` are the event's (see
@@ -537,6 +531,18 @@ impl Store {
             kind, from_state, to_state, details) \
             select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 from bumped) \
             select attempts_used, event_seq from bumped";
+        // SQLite has no data-modifying CTEs: the same three as one script, each insert guarded
+        // by `changes() = 1`, i.e. by the statement before it having written its one row.
+        const START_SCRIPT: &str = "update contract set state = 'executing', \
+            attempts_used = attempts_used + 1, updated_at = $2, queued_at = null, \
+            event_seq = event_seq + 1 where contract_id = $1 and state = $6 \
+            returning attempts_used, event_seq; \
+            insert into attempt (attempt_id, contract_id, attempt_no, payment_id, state, \
+            started_at) select $9, $1, attempts_used, $10, 'running', $11 from contract \
+            where contract_id = $1 and changes() = 1; \
+            insert into contract_event (contract_id, seq, at, actor, correlation_id, kind, \
+            from_state, to_state, details) select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 \
+            from contract where contract_id = $1 and changes() = 1";
         // The worker's slots in use and the queue ahead of this contract, in one statement.
         let load = format!("select ({}), ({QUEUED_AHEAD})", in_flight_sql());
         on_backend_write!(self, pool => {
@@ -552,33 +558,22 @@ impl Store {
             if busy.saturating_add(ahead) >= max_parallel {
                 return Ok(StartAttempt::WorkerBusy { in_flight: busy, ahead });
             }
-            let bumped: Option<(i32, i64)> = if super::merges_transitions(&tx) {
-                let query = sqlx::query_as(START_WITH_EVENT);
+            let statement = if super::merges_transitions(&tx) {
+                START_WITH_EVENT
+            } else {
+                START_SCRIPT
+            };
+            let query = sqlx::query_as(statement);
+            // `fetch_all`: `fetch_optional` would stop the script at the row it returns.
+            let bumped: Option<(i32, i64)> =
                 bind_event!(query, contract_id, event, "paid", "executing")
                     .bind(&attempt.attempt_id)
                     .bind(&attempt.payment_id)
                     .bind(to_millis(attempt.started_at))
-                    .fetch_optional(&mut *tx)
+                    .fetch_all(&mut *tx)
                     .await?
-            } else {
-                let bumped: Option<(i32, i64)> = sqlx::query_as(BUMP)
-                    .bind(contract_id)
-                    .bind(to_millis(event.at))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if let Some((attempts, seq)) = bumped {
-                    sqlx::query(INSERT)
-                        .bind(&attempt.attempt_id)
-                        .bind(contract_id)
-                        .bind(attempts)
-                        .bind(&attempt.payment_id)
-                        .bind(to_millis(attempt.started_at))
-                        .execute(&mut *tx)
-                        .await?;
-                    insert_event!(tx, contract_id, seq, event, Some("paid"), Some("executing"));
-                }
-                bumped
-            };
+                    .into_iter()
+                    .next();
             let Some((attempts, seq)) = bumped else {
                 return_state_mismatch!(tx, StartAttempt, contract_id);
             };

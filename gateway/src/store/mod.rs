@@ -304,6 +304,9 @@ pub struct Store {
     sqlite_writer: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
+/// How long a PostgreSQL connection may sit idle before it is pinged on its way out of the pool.
+const PING_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Store {
     /// Open a pool for `settings.url`. SQLite files are created if missing and run in WAL mode
     /// with foreign keys on; an in-memory SQLite URL gets a single connection (each connection
@@ -326,6 +329,11 @@ impl Store {
                     .busy_timeout(std::time::Duration::from_secs(10));
                 let in_memory = url.contains(":memory:") || url.contains("mode=memory");
                 let mut pool = SqlitePoolOptions::new()
+                    // sqlx pings every connection it hands out by default. A SQLite connection
+                    // is a thread in this process with nothing to hang up, and the ping is a
+                    // hand-over to that thread and back: a wake-up of each, on every query, and
+                    // inside the writer's turn on every write.
+                    .test_before_acquire(false)
                     .acquire_timeout(settings.acquire_timeout())
                     .max_connections(settings.max_connections)
                     .min_connections(settings.min_connections);
@@ -341,6 +349,18 @@ impl Store {
             DatabaseKind::Postgres => {
                 let options = PgConnectOptions::from_str(url)?;
                 let pool = PgPoolOptions::new()
+                    // A ping before every query doubles its round trips. A connection used
+                    // within the last few seconds is known to work; one idle for longer (the
+                    // server may have restarted or a middlebox dropped it) is still checked.
+                    .test_before_acquire(false)
+                    .before_acquire(|connection, meta| {
+                        Box::pin(async move {
+                            if meta.idle_for >= PING_IDLE_AFTER {
+                                sqlx::Connection::ping(connection).await?;
+                            }
+                            Ok(true)
+                        })
+                    })
                     .acquire_timeout(settings.acquire_timeout())
                     .max_connections(settings.max_connections)
                     .min_connections(settings.min_connections)
