@@ -1160,6 +1160,38 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
             .unwrap(),
         StartAttempt::Started { attempt_no: 1 }
     ));
+    // A second start finds the contract executing and writes nothing: no attempt, no event.
+    let events_before = store
+        .list_contract_events(&contract_id, 0, 100)
+        .await
+        .unwrap()
+        .len();
+    assert!(matches!(
+        store
+            .start_attempt(
+                &contract_id,
+                worker.id.as_str(),
+                4,
+                &NewAttempt {
+                    attempt_id: format!("att_{}", ulid::Ulid::new()),
+                    payment_id: paid.payment_id.clone(),
+                    started_at: now(),
+                },
+                &with_corpus("executing"),
+            )
+            .await
+            .unwrap(),
+        StartAttempt::StateMismatch { actual } if actual == "executing"
+    ));
+    assert_eq!(store.list_attempts(&contract_id).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .list_contract_events(&contract_id, 0, 100)
+            .await
+            .unwrap()
+            .len(),
+        events_before
+    );
     let error =
         json!({ "kind": "worker_reported_failure", "code": "E\u{0}", "message": corpus.clone() });
     store
