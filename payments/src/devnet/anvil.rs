@@ -128,11 +128,6 @@ impl AnvilProcess {
         command
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--chain-id", &args.chain_id.to_string()])
-            // No past states: nothing here reads state at an old block, and by default anvil
-            // keeps a copy of the state per block and writes older ones out as JSON, work that
-            // grows with the chain (a long benchmark's settlements took twice as long at the
-            // end as at the start). Blocks, transactions, receipts and logs are all kept.
-            .arg("--prune-history")
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
