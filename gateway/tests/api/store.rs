@@ -1142,22 +1142,24 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
             .unwrap(),
         PayOutcome::Paid { .. }
     ));
+    let start = |attempt_id: String| {
+        let (store, contract_id, worker_id) = (&store, &contract_id, worker.id.as_str());
+        let attempt = NewAttempt {
+            attempt_id,
+            payment_id: paid.payment_id.clone(),
+            started_at: now(),
+        };
+        let event = with_corpus("executing");
+        async move {
+            store
+                .start_attempt(contract_id, worker_id, 4, &attempt, &event)
+                .await
+                .unwrap()
+        }
+    };
     let attempt_id = format!("att_{}", ulid::Ulid::new());
     assert!(matches!(
-        store
-            .start_attempt(
-                &contract_id,
-                worker.id.as_str(),
-                4,
-                &NewAttempt {
-                    attempt_id: attempt_id.clone(),
-                    payment_id: paid.payment_id.clone(),
-                    started_at: now(),
-                },
-                &with_corpus("executing"),
-            )
-            .await
-            .unwrap(),
+        start(attempt_id.clone()).await,
         StartAttempt::Started { attempt_no: 1 }
     ));
     // A second start finds the contract executing and writes nothing: no attempt, no event.
@@ -1167,20 +1169,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         .unwrap()
         .len();
     assert!(matches!(
-        store
-            .start_attempt(
-                &contract_id,
-                worker.id.as_str(),
-                4,
-                &NewAttempt {
-                    attempt_id: format!("att_{}", ulid::Ulid::new()),
-                    payment_id: paid.payment_id.clone(),
-                    started_at: now(),
-                },
-                &with_corpus("executing"),
-            )
-            .await
-            .unwrap(),
+        start(format!("att_{}", ulid::Ulid::new())).await,
         StartAttempt::StateMismatch { actual } if actual == "executing"
     ));
     assert_eq!(store.list_attempts(&contract_id).await.unwrap().len(), 1);
