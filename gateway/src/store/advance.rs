@@ -1,15 +1,17 @@
 //! Moving a contract through one or more lifecycle steps together with the rows those steps
 //! write ([`Store::advance_contract`]): the commit every step of a paid hire ends in.
 //!
-//! SQLite runs the compare-and-set, then the events and side writes as one multi-statement
-//! script, in one transaction. PostgreSQL runs them as one statement: a data-modifying CTE (`moved`) does the
+//! PostgreSQL runs them as one statement: a data-modifying CTE (`moved`) does the
 //! compare-and-set for the whole chain of steps, and every event and side write is a sibling
 //! CTE that writes only when `moved` returned the row. A single statement is atomic on its
 //! own, so it needs no `BEGIN`/`COMMIT`: a paid hire's four commits (payment, delivery, verdict,
-//! settlement) cost four round trips there instead of twenty.
+//! settlement) cost four round trips there instead of twenty. SQLite, which has no
+//! data-modifying CTEs, runs the same statements as one script in its own transaction (see
+//! `store::script`): the compare-and-set, then `moved` filled from the row only if it changed,
+//! then the events and side writes, read from and guarded by `moved` as on PostgreSQL.
 //!
 //! Each side write's SQL is written once, as a template with a `{guard}` condition: `true` on
-//! its own, `exists (select 1 from moved)` inside the merged statement, where its placeholders
+//! its own, `exists (select 1 from moved)` after a compare-and-set, where its placeholders
 //! are also moved past the ones taken before it.
 
 use chrono::{DateTime, Utc};
@@ -116,7 +118,7 @@ const SETTLEMENT_FINISHED: &str = "update payment set state = $2, \
 
 /// The guard of a side write run as its own statement.
 const ALONE: &str = "true";
-/// The guard of a side write inside the merged statement: write only if the steps applied.
+/// The guard of a side write after the compare-and-set: write only if the steps applied.
 const AFTER_MOVED: &str = "exists (select 1 from moved)";
 
 impl SideWrite<'_> {
@@ -164,9 +166,19 @@ impl SideWrite<'_> {
 /// highest placeholder it holds (before the move), i.e. how many binds it takes.
 fn fill(template: &str, guard: &str, offset: usize) -> (String, usize) {
     let template = template.replace("{guard}", guard);
+    shift(&template, offset)
+}
+
+/// `sql` with every `$n` moved to `$(n + offset)`: a statement whose binds follow others'.
+pub(super) fn shift_placeholders(sql: &str, offset: usize) -> String {
+    shift(sql, offset).0
+}
+
+/// [`shift_placeholders`], and the highest placeholder `template` holds before the move.
+fn shift(template: &str, offset: usize) -> (String, usize) {
     let mut sql = String::with_capacity(template.len() + 16);
     let mut highest = 0;
-    let mut rest = template.as_str();
+    let mut rest = template;
     while let Some(at) = rest.find('$') {
         sql.push_str(&rest[..=at]);
         rest = &rest[at + 1..];
@@ -305,14 +317,10 @@ const STEP_BINDS: usize = 6;
 const EVENT_BINDS: usize = 7;
 
 /// The statements that follow [`CHAIN_CAS`]: each step's event, numbered back from the
-/// `event_seq` it read from `source`, then each side write with `guard`; their placeholders
-/// follow the compare-and-set's, in the order [`Store::advance_contract`] binds them.
-fn following_statements(
-    steps: usize,
-    writes: &[SideWrite<'_>],
-    source: &str,
-    guard: &str,
-) -> Vec<String> {
+/// `event_seq` in `moved`, then each side write, guarded by `moved` holding the row; their
+/// placeholders follow the compare-and-set's, in the order [`Store::advance_contract`] binds
+/// them.
+fn following_statements(steps: usize, writes: &[SideWrite<'_>]) -> Vec<String> {
     let mut statements = Vec::with_capacity(steps + writes.len());
     let mut taken = STEP_BINDS;
     for step in 0..steps {
@@ -320,7 +328,7 @@ fn following_statements(
         statements.push(format!(
             "insert into contract_event (contract_id, seq, at, actor, correlation_id, kind, \
              from_state, to_state, details) select $1, event_seq - {back}, ${}, ${}, ${}, ${}, \
-             ${}, ${}, ${} from {source}",
+             ${}, ${}, ${} from moved",
             p(1),
             p(2),
             p(3),
@@ -333,7 +341,7 @@ fn following_statements(
         taken += EVENT_BINDS;
     }
     for write in writes {
-        let (filled, binds) = fill(write.template(), guard, taken);
+        let (filled, binds) = fill(write.template(), AFTER_MOVED, taken);
         statements.push(filled);
         taken += binds;
     }
@@ -345,22 +353,30 @@ fn following_statements(
 /// row. Returns what the compare-and-set returns.
 fn merged_statement(steps: usize, writes: &[SideWrite<'_>]) -> String {
     let mut sql = format!("with moved as ({CHAIN_CAS})");
-    for (index, statement) in following_statements(steps, writes, "moved", AFTER_MOVED)
-        .iter()
-        .enumerate()
-    {
+    for (index, statement) in following_statements(steps, writes).iter().enumerate() {
         sql.push_str(&format!(", write_{index} as ({statement})"));
     }
     sql.push_str(" select event_seq from moved");
     sql
 }
 
-/// The SQLite script run after [`CHAIN_CAS`] applied, in the same transaction: the events and
-/// side writes as one multi-statement query, so the connection's thread is handed the whole
-/// commit at once rather than a statement at a time (each hand-over is a wake-up of that
-/// thread and then of the task, made while this process's writer turn is held).
-fn following_script(steps: usize, writes: &[SideWrite<'_>]) -> String {
-    following_statements(steps, writes, "contract where contract_id = $1", ALONE).join(";\n")
+/// The SQLite script of [`Store::advance_contract`], a transaction of its own (see
+/// `store::script`): [`CHAIN_CAS`], which returns what the merged statement returns; `moved`
+/// filled with the contract's new `event_seq` only if it changed the row (`changes()` is the
+/// count of the statement before); the merged statement's events and side writes, which read
+/// and are guarded by `moved` as there; `moved` emptied for the connection's next script.
+fn sqlite_script(steps: usize, writes: &[SideWrite<'_>]) -> String {
+    let mut statements = vec![
+        "begin immediate".to_owned(),
+        CHAIN_CAS.to_owned(),
+        "insert into moved (event_seq) select event_seq from contract \
+         where contract_id = $1 and changes() = 1"
+            .to_owned(),
+    ];
+    statements.extend(following_statements(steps, writes));
+    statements.push("delete from moved".to_owned());
+    statements.push("commit".to_owned());
+    statements.join(";\n")
 }
 
 /// Whether each step starts where the one before ends: what lets the merged statement do the
@@ -448,21 +464,14 @@ impl Store {
                 };
                 seqs_up_to(last_seq)
             } else {
-                let mut tx = pool.begin().await?;
-                let last_seq = bind_cas!(sqlx::query_scalar::<_, i64>(CHAIN_CAS))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some(last_seq) = last_seq else {
-                    drop(tx);
-                    return self.state_mismatch(contract_id).await;
-                };
-                let script = following_script(steps.len(), writes);
-                bind_chain!(sqlx::query(&script))
-                    .execute(&mut *tx)
+                let script = sqlite_script(steps.len(), writes);
+                let rows = super::script::run(pool, bind_chain!(sqlx::query(&script)))
                     .await
                     .map_err(SideWrite::error_of(writes))?;
-                tx.commit().await?;
-                seqs_up_to(last_seq)
+                let Some(moved) = rows.first() else {
+                    return self.state_mismatch(contract_id).await;
+                };
+                seqs_up_to(sqlx::Row::try_get(moved, 0)?)
             }
         });
         for (step, seq) in steps.iter().zip(&seqs) {
@@ -531,7 +540,7 @@ mod tests {
     }
 
     #[test]
-    fn the_sqlite_script_numbers_like_the_merged_statement() {
+    fn the_sqlite_script_runs_the_merged_statements_in_its_own_transaction() {
         let payment = NewPayment {
             payment_id: "pay".to_owned(),
             contract_id: "c".to_owned(),
@@ -548,17 +557,28 @@ mod tests {
             state: "verified".to_owned(),
             created_at: Utc::now(),
         };
-        let script = following_script(1, &[SideWrite::Payment(&payment)]);
+        let writes = [SideWrite::Payment(&payment)];
+        let script = sqlite_script(1, &writes);
         let statements: Vec<&str> = script.split(";\n").collect();
-        assert_eq!(statements.len(), 2, "{script}");
+        assert_eq!(statements.len(), 7, "{script}");
+        assert_eq!(statements[..2], ["begin immediate", CHAIN_CAS], "{script}");
+        assert!(statements[2].starts_with("insert into moved"), "{script}");
+        assert_eq!(statements[5..], ["delete from moved", "commit"], "{script}");
+        // The event and the payment are the merged statement's, numbered alike.
+        let merged = merged_statement(1, &writes);
+        for statement in &statements[3..5] {
+            assert!(
+                merged.contains(&format!("({statement})")),
+                "{statement}\n{merged}"
+            );
+        }
         assert!(
-            statements[0].ends_with(
-                "event_seq - 0, $7, $8, $9, $10, $11, $12, $13 from contract where contract_id = $1"
-            ),
+            statements[3].ends_with("$7, $8, $9, $10, $11, $12, $13 from moved"),
             "{script}"
         );
-        // The payment's binds follow the event's, as the merged statement's do.
-        assert!(statements[1].contains("select $14, $15,"), "{script}");
-        assert!(statements[1].ends_with("$27, $27 where true"), "{script}");
+        assert!(
+            statements[4].ends_with("$27, $27 where exists (select 1 from moved)"),
+            "{script}"
+        );
     }
 }

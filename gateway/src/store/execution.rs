@@ -364,6 +364,44 @@ const VERIFICATION_COLUMNS: &str = "verification_id, contract_id, attempt_id, po
 /// so two executes for one worker count its in-flight contracts one after the other.
 const LOCK_WORKER: &str = "update worker set max_parallel = max_parallel where worker_id = $1";
 
+/// The worker `$1`'s slots in use and the paid contracts queued ahead of contract `$2`.
+static WORKER_LOAD: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("select ({}), ({QUEUED_AHEAD})", in_flight_sql()));
+
+/// [`Store::start_attempt`] on SQLite, a transaction of its own (see `store::script`): the
+/// worker's load ([`WORKER_LOAD`] on `$12` worker, `$13` contract), then the move
+/// `paid → executing` only if the same load leaves a slot under `$14` (`max_parallel`), then
+/// the attempt and the event, each only if the statement before wrote its one row
+/// (`changes() = 1`). `$1`…`$11` are `START_WITH_EVENT`'s. Returns the load's row, then the
+/// moved row's `attempts_used, event_seq` when it started.
+static SQLITE_START: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let load = |columns: &str| {
+        let busy = in_flight_sql();
+        super::advance::shift_placeholders(&format!("({busy}){columns}({QUEUED_AHEAD})"), 11)
+    };
+    [
+        "begin immediate".to_owned(),
+        format!("select {}", load(", ")),
+        format!(
+            "update contract set state = 'executing', attempts_used = attempts_used + 1, \
+             updated_at = $2, queued_at = null, event_seq = event_seq + 1 \
+             where contract_id = $1 and state = $6 and {} < $14 \
+             returning attempts_used, event_seq",
+            load(" + ")
+        ),
+        "insert into attempt (attempt_id, contract_id, attempt_no, payment_id, state, \
+         started_at) select $9, $1, attempts_used, $10, 'running', $11 from contract \
+         where contract_id = $1 and changes() = 1"
+            .to_owned(),
+        "insert into contract_event (contract_id, seq, at, actor, correlation_id, kind, \
+         from_state, to_state, details) select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 \
+         from contract where contract_id = $1 and changes() = 1"
+            .to_owned(),
+        "commit".to_owned(),
+    ]
+    .join(";\n")
+});
+
 fn in_flight_sql() -> String {
     let states = IN_FLIGHT_STATES
         .iter()
@@ -531,58 +569,77 @@ impl Store {
             kind, from_state, to_state, details) \
             select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 from bumped) \
             select attempts_used, event_seq from bumped";
-        // SQLite has no data-modifying CTEs: the same three as one script, each insert guarded
-        // by `changes() = 1`, i.e. by the statement before it having written its one row.
-        const START_SCRIPT: &str = "update contract set state = 'executing', \
-            attempts_used = attempts_used + 1, updated_at = $2, queued_at = null, \
-            event_seq = event_seq + 1 where contract_id = $1 and state = $6 \
-            returning attempts_used, event_seq; \
-            insert into attempt (attempt_id, contract_id, attempt_no, payment_id, state, \
-            started_at) select $9, $1, attempts_used, $10, 'running', $11 from contract \
-            where contract_id = $1 and changes() = 1; \
-            insert into contract_event (contract_id, seq, at, actor, correlation_id, kind, \
-            from_state, to_state, details) select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 \
-            from contract where contract_id = $1 and changes() = 1";
-        // The worker's slots in use and the queue ahead of this contract, in one statement.
-        let load = format!("select ({}), ({QUEUED_AHEAD})", in_flight_sql());
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
-            let (busy, ahead): (i64, i64) = sqlx::query_as(&load)
-                .bind(worker_id)
-                .bind(contract_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            let busy = u32::try_from(busy).unwrap_or(u32::MAX);
-            let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
-            if busy.saturating_add(ahead) >= max_parallel {
-                return Ok(StartAttempt::WorkerBusy { in_flight: busy, ahead });
-            }
-            let statement = if super::merges_transitions(&tx) {
-                START_WITH_EVENT
+        let started: Result<(i32, i64), StartAttempt> = on_backend_write!(self, pool => {
+            if super::pool_merges_statements(pool) {
+                let mut tx = pool.begin().await?;
+                sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
+                let (busy, ahead): (i64, i64) = sqlx::query_as(&WORKER_LOAD)
+                    .bind(worker_id)
+                    .bind(contract_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let busy = u32::try_from(busy).unwrap_or(u32::MAX);
+                let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
+                if busy.saturating_add(ahead) >= max_parallel {
+                    return Ok(StartAttempt::WorkerBusy { in_flight: busy, ahead });
+                }
+                let query = sqlx::query_as(START_WITH_EVENT);
+                let bumped: Option<(i32, i64)> =
+                    bind_event!(query, contract_id, event, "paid", "executing")
+                        .bind(&attempt.attempt_id)
+                        .bind(&attempt.payment_id)
+                        .bind(to_millis(attempt.started_at))
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some(bumped) = bumped else {
+                    return_state_mismatch!(tx, StartAttempt, contract_id);
+                };
+                tx.commit().await?;
+                Ok(bumped)
             } else {
-                START_SCRIPT
-            };
-            let query = sqlx::query_as(statement);
-            // `fetch_all`: `fetch_optional` would stop the script at the row it returns.
-            let bumped: Option<(i32, i64)> =
-                bind_event!(query, contract_id, event, "paid", "executing")
-                    .bind(&attempt.attempt_id)
-                    .bind(&attempt.payment_id)
-                    .bind(to_millis(attempt.started_at))
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .into_iter()
-                    .next();
-            let Some((attempts, seq)) = bumped else {
-                return_state_mismatch!(tx, StartAttempt, contract_id);
-            };
-            tx.commit().await?;
-            self.publish_event(contract_id, seq, event, Some("paid"), Some("executing"));
-            Ok(StartAttempt::Started {
-                attempt_no: u32::try_from(attempts)
-                    .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
-            })
+                let query = sqlx::query(&SQLITE_START);
+                let rows = super::script::run(
+                    pool,
+                    bind_event!(query, contract_id, event, "paid", "executing")
+                        .bind(&attempt.attempt_id)
+                        .bind(&attempt.payment_id)
+                        .bind(to_millis(attempt.started_at))
+                        .bind(worker_id)
+                        .bind(contract_id)
+                        .bind(i64::from(max_parallel)),
+                )
+                .await?;
+                let count = |index: usize| -> Result<u32, StoreError> {
+                    let row = rows.first().ok_or_else(|| {
+                        StoreError::corrupt(ATTEMPT_ENTITY, &"the start's load read no row")
+                    })?;
+                    let n: i64 = sqlx::Row::try_get(row, index)?;
+                    Ok(u32::try_from(n).unwrap_or(u32::MAX))
+                };
+                let (busy, ahead) = (count(0)?, count(1)?);
+                match rows.get(1) {
+                    Some(bumped) => Ok((
+                        sqlx::Row::try_get(bumped, 0)?,
+                        sqlx::Row::try_get(bumped, 1)?,
+                    )),
+                    None if busy.saturating_add(ahead) >= max_parallel => {
+                        Err(StartAttempt::WorkerBusy { in_flight: busy, ahead })
+                    }
+                    None => Err(match self.contract_state(contract_id).await? {
+                        Some(actual) => StartAttempt::StateMismatch { actual },
+                        None => StartAttempt::NotFound,
+                    }),
+                }
+            }
+        });
+        let (attempts, seq) = match started {
+            Ok(started) => started,
+            Err(not_started) => return Ok(not_started),
+        };
+        self.publish_event(contract_id, seq, event, Some("paid"), Some("executing"));
+        Ok(StartAttempt::Started {
+            attempt_no: u32::try_from(attempts)
+                .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
         })
     }
 

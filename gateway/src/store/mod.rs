@@ -28,6 +28,7 @@
 //! | `receipts` | `contract_receipt` (write-once per outcome, migrations 0006 and 0018; `contract_event` is append-only by trigger) |
 //! | `disputes` | `dispute` (one per contract; the other party's answer and the decision are each written once); the arbiter's queue by state |
 //! | `json` | none: the JSON binding and diagnostic-text rule every table uses |
+//! | `script` | none: SQLite writes sent as one script that carries its own transaction (the temporary table `moved`) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
 //!
@@ -52,6 +53,7 @@ mod long_running;
 mod payments;
 mod receipts;
 mod reputation;
+mod script;
 mod webhooks;
 mod worker_stats;
 mod workers;
@@ -239,12 +241,7 @@ macro_rules! transition_or_return {
 pub(crate) use transition_or_return;
 
 /// Whether a transition and its event go to the database as one statement (see
-/// `store::advance`), by the transaction's backend.
-pub(crate) fn merges_transitions<DB: Dialect>(_: &sqlx::Transaction<'_, DB>) -> bool {
-    DB::MERGES_TRANSITIONS
-}
-
-/// [`merges_transitions`], by the pool's backend.
+/// `store::advance`), by the pool's backend.
 pub(crate) fn pool_merges_statements<DB: Dialect>(_: &sqlx::Pool<DB>) -> bool {
     DB::MERGES_TRANSITIONS
 }
@@ -334,6 +331,13 @@ impl Store {
                     // hand-over to that thread and back: a wake-up of each, on every query, and
                     // inside the writer's turn on every write.
                     .test_before_acquire(false)
+                    .after_connect(|connection, _| {
+                        Box::pin(async move {
+                            sqlx::Executor::execute(connection, script::CREATE_MOVED)
+                                .await
+                                .map(drop)
+                        })
+                    })
                     .acquire_timeout(settings.acquire_timeout())
                     .max_connections(settings.max_connections)
                     .min_connections(settings.min_connections);
