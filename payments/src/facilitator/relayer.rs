@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::Duration;
 
+use alloy::eips::eip1559::Eip1559Estimation;
 use alloy::primitives::{Address, Bytes, TxHash};
 use alloy::providers::{DynProvider, Provider};
 use alloy::rpc::types::{TransactionInput, TransactionReceipt, TransactionRequest};
@@ -57,6 +58,13 @@ const NONCE_ATTEMPTS: u32 = 4;
 /// First wait between receipt polls; doubled up to the configured poll interval. A devnet or a
 /// fast L2 mines within a millisecond or two, and every waiter of a batch waits on this poll.
 const FIRST_RECEIPT_POLL: Duration = Duration::from_millis(1);
+
+/// How long a fee estimate (`eth_feeHistory`) serves first sends. A base fee rises at most an
+/// eighth per block and the estimate's max fee leaves room for it to double, so an estimate
+/// this old still gets a transaction mined; one whose fees fall behind all the same is sent
+/// again with fees asked anew (see [`Core::resend`]). At 200 settlements a second this is two
+/// fee requests a second instead of one per transaction.
+const FEE_ESTIMATE_REUSE: Duration = Duration::from_millis(500);
 
 /// Why a transaction was not sent.
 #[derive(Debug)]
@@ -129,6 +137,8 @@ struct Core {
     provider: DynProvider,
     address: Address,
     next_nonce: Mutex<Option<u64>>,
+    /// The last fee estimate and when it was asked for (see [`FEE_ESTIMATE_REUSE`]).
+    fees: StdMutex<Option<(Instant, Eip1559Estimation)>>,
     resend_after: Duration,
     poll_interval: Duration,
     stop: CancellationToken,
@@ -236,6 +246,7 @@ impl Relayer {
             provider,
             address,
             next_nonce: Mutex::new(None),
+            fees: StdMutex::new(None),
             resend_after: options.resend_after,
             poll_interval: options.poll_interval,
             stop: stop.clone(),
@@ -399,6 +410,20 @@ impl Draft {
 }
 
 impl Core {
+    /// Fees for a first send: the last estimate while it is recent, else a new one.
+    async fn fees(&self) -> Result<Eip1559Estimation, TransportError> {
+        let recent = *self.fees.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((asked, fees)) = recent
+            && asked.elapsed() < FEE_ESTIMATE_REUSE
+        {
+            return Ok(fees);
+        }
+        let asked = Instant::now();
+        let fees = self.provider.estimate_eip1559_fees().await?;
+        *self.fees.lock().unwrap_or_else(PoisonError::into_inner) = Some((asked, fees));
+        Ok(fees)
+    }
+
     /// Estimates `call` from the relayer: `Reverted` when it would revert now.
     async fn estimate(&self, to: Address, calldata: Bytes) -> Result<u64, SendError> {
         let request = TransactionRequest::default()
@@ -443,10 +468,7 @@ impl Core {
     async fn send_alone(self: &Arc<Self>, call: Call) -> Result<Arc<Broadcast>, SendError> {
         // Estimation and fees happen before taking the nonce lock, so only the send itself is
         // serialised.
-        let (gas, fees) = tokio::join!(
-            self.gas_limit(call.to, call.calldata.clone()),
-            self.provider.estimate_eip1559_fees()
-        );
+        let (gas, fees) = tokio::join!(self.gas_limit(call.to, call.calldata.clone()), self.fees());
         let (gas, fees) = (gas?, fees?);
         self.broadcast(Draft {
             to: call.to,
@@ -485,10 +507,7 @@ impl Core {
         // calls run out of gas. A revert here means some call fails now, alone or after its
         // siblings (one payer's two payments exceeding the balance): then every call goes
         // alone, and the ones that revert get their own refusal.
-        let (gas, fees) = tokio::join!(
-            self.gas_limit(multicall, calls(false).into()),
-            self.provider.estimate_eip1559_fees()
-        );
+        let (gas, fees) = tokio::join!(self.gas_limit(multicall, calls(false).into()), self.fees());
         let sent = match (gas, fees) {
             (Err(SendError::Reverted(message)), _) => {
                 tracing::debug!(relayer = %self.address, calls = batch.len(), %message, "batch would revert, sending its calls alone");
