@@ -427,10 +427,6 @@ async fn measure_backend(
         signed.push((seeker, contract_id, payment));
     }
     let prepared = signed;
-    eprintln!(
-        "PHASE_START {}",
-        std::fs::read_to_string("/proc/uptime").unwrap()
-    );
     let started = Instant::now();
     let concurrent: Vec<Duration> = stream::iter(prepared.iter())
         .map(|(seeker, contract_id, payment)| timed_paid_execute(seeker, contract_id, payment))
@@ -440,10 +436,6 @@ async fn measure_backend(
         .into_iter()
         .collect::<BenchResult<_>>()?;
     let concurrent_wall = started.elapsed();
-    eprintln!(
-        "PHASE_END {}",
-        std::fs::read_to_string("/proc/uptime").unwrap()
-    );
 
     Ok(BackendFigures {
         sequential: Series { latencies, wall },
