@@ -166,16 +166,12 @@ impl SideWrite<'_> {
 /// highest placeholder it holds (before the move), i.e. how many binds it takes.
 fn fill(template: &str, guard: &str, offset: usize) -> (String, usize) {
     let template = template.replace("{guard}", guard);
-    shift(&template, offset)
+    shift_placeholders(&template, offset)
 }
 
-/// `sql` with every `$n` moved to `$(n + offset)`: a statement whose binds follow others'.
-pub(super) fn shift_placeholders(sql: &str, offset: usize) -> String {
-    shift(sql, offset).0
-}
-
-/// [`shift_placeholders`], and the highest placeholder `template` holds before the move.
-fn shift(template: &str, offset: usize) -> (String, usize) {
+/// `template` with every `$n` moved to `$(n + offset)`, for a statement whose binds follow
+/// others'; also the highest placeholder it holds before the move.
+pub(super) fn shift_placeholders(template: &str, offset: usize) -> (String, usize) {
     let mut sql = String::with_capacity(template.len() + 16);
     let mut highest = 0;
     let mut rest = template;

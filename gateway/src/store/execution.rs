@@ -20,7 +20,7 @@ use super::{
     advance::{ContractStep, SideWrite, apply_side_write},
     bind_event, from_millis, from_millis_opt, on_backend, on_backend_write,
     payments::PAYMENT_COLUMNS,
-    return_state_mismatch, to_millis,
+    to_millis,
 };
 
 const ATTEMPT_ENTITY: &str = "attempt";
@@ -364,42 +364,67 @@ const VERIFICATION_COLUMNS: &str = "verification_id, contract_id, attempt_id, po
 /// so two executes for one worker count its in-flight contracts one after the other.
 const LOCK_WORKER: &str = "update worker set max_parallel = max_parallel where worker_id = $1";
 
-/// The worker `$1`'s slots in use and the paid contracts queued ahead of contract `$2`.
-static WORKER_LOAD: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| format!("select ({}), ({QUEUED_AHEAD})", in_flight_sql()));
+/// [`Store::start_attempt`]'s statements, after the worker's row is locked: the worker's load
+/// (its slots in use, the paid contracts queued ahead of this one), then the move
+/// `paid → executing` only if that load leaves a slot under `$14` (`max_parallel`), with the
+/// attempt and the event. `$1`…`$8` are the event's (see `bind_event!`), then the attempt id,
+/// payment id and start, the worker, the contract again, and `max_parallel`.
+struct StartStatements {
+    /// PostgreSQL's one statement: the load as a CTE read by the guarded move (the statement's
+    /// snapshot is taken after the lock, so it counts every start committed before); returns
+    /// the load and, when it started, `attempts_used, event_seq`.
+    merged: String,
+    /// SQLite's script, a transaction of its own (see `store::script`): the load, the guarded
+    /// move, then the attempt and the event, each only if the statement before wrote its one
+    /// row (`changes() = 1`). Returns the load's row, then the moved row's when it started.
+    script: String,
+}
 
-/// [`Store::start_attempt`] on SQLite, a transaction of its own (see `store::script`): the
-/// worker's load ([`WORKER_LOAD`] on `$12` worker, `$13` contract), then the move
-/// `paid → executing` only if the same load leaves a slot under `$14` (`max_parallel`), then
-/// the attempt and the event, each only if the statement before wrote its one row
-/// (`changes() = 1`). `$1`…`$11` are `START_WITH_EVENT`'s. Returns the load's row, then the
-/// moved row's `attempts_used, event_seq` when it started.
-static SQLITE_START: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let load = |columns: &str| {
-        let busy = in_flight_sql();
-        super::advance::shift_placeholders(&format!("({busy}){columns}({QUEUED_AHEAD})"), 11)
-    };
-    [
-        "begin immediate".to_owned(),
-        format!("select {}", load(", ")),
+static START: std::sync::LazyLock<StartStatements> = std::sync::LazyLock::new(|| {
+    let busy = super::advance::shift_placeholders(&in_flight_sql(), 11).0;
+    let ahead = super::advance::shift_placeholders(QUEUED_AHEAD, 11).0;
+    let bump = |guard: &str| {
         format!(
             "update contract set state = 'executing', attempts_used = attempts_used + 1, \
              updated_at = $2, queued_at = null, event_seq = event_seq + 1 \
-             where contract_id = $1 and state = $6 and {} < $14 \
-             returning attempts_used, event_seq",
-            load(" + ")
+             where contract_id = $1 and state = $6 and {guard} < $14 \
+             returning attempts_used, event_seq"
+        )
+    };
+    let attempt = |source: &str| {
+        format!(
+            "insert into attempt (attempt_id, contract_id, attempt_no, payment_id, state, \
+             started_at) select $9, $1, attempts_used, $10, 'running', $11 from {source}"
+        )
+    };
+    let logged = |source: &str| {
+        format!(
+            "insert into contract_event (contract_id, seq, at, actor, correlation_id, kind, \
+             from_state, to_state, details) select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 \
+             from {source}"
+        )
+    };
+    let after_write = "contract where contract_id = $1 and changes() = 1";
+    StartStatements {
+        merged: format!(
+            "with load as (select ({busy}) as busy, ({ahead}) as ahead), \
+             bumped as ({}), started as ({}), logged as ({}) \
+             select load.busy, load.ahead, bumped.attempts_used, bumped.event_seq \
+             from load left join bumped on true",
+            bump("(select busy + ahead from load)"),
+            attempt("bumped"),
+            logged("bumped"),
         ),
-        "insert into attempt (attempt_id, contract_id, attempt_no, payment_id, state, \
-         started_at) select $9, $1, attempts_used, $10, 'running', $11 from contract \
-         where contract_id = $1 and changes() = 1"
-            .to_owned(),
-        "insert into contract_event (contract_id, seq, at, actor, correlation_id, kind, \
-         from_state, to_state, details) select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 \
-         from contract where contract_id = $1 and changes() = 1"
-            .to_owned(),
-        "commit".to_owned(),
-    ]
-    .join(";\n")
+        script: [
+            "begin immediate".to_owned(),
+            format!("select ({busy}), ({ahead})"),
+            bump(&format!("({busy}) + ({ahead})")),
+            attempt(after_write),
+            logged(after_write),
+            "commit".to_owned(),
+        ]
+        .join(";\n"),
+    }
 });
 
 fn in_flight_sql() -> String {
@@ -555,86 +580,54 @@ impl Store {
         attempt: &NewAttempt,
         event: &NewContractEvent,
     ) -> Result<StartAttempt, StoreError> {
-        // All three as one statement, where the dialect allows it (see `store::advance`):
-        // the worker's row stays locked until the commit, so every round trip inside this
-        // transaction holds up the worker's other hires. `$1`…`$8` are the event's (see
-        // `bind_event!`), then the attempt id, payment id and start.
-        const START_WITH_EVENT: &str = "with bumped as (update contract \
-            set state = 'executing', attempts_used = attempts_used + 1, updated_at = $2, \
-            queued_at = null, event_seq = event_seq + 1 \
-            where contract_id = $1 and state = $6 returning attempts_used, event_seq), \
-            started as (insert into attempt (attempt_id, contract_id, attempt_no, payment_id, \
-            state, started_at) select $9, $1, attempts_used, $10, 'running', $11 from bumped), \
-            logged as (insert into contract_event (contract_id, seq, at, actor, correlation_id, \
-            kind, from_state, to_state, details) \
-            select $1, event_seq, $2, $3, $4, $5, $6, $7, $8 from bumped) \
-            select attempts_used, event_seq from bumped";
-        let started: Result<(i32, i64), StartAttempt> = on_backend_write!(self, pool => {
-            if super::pool_merges_statements(pool) {
-                let mut tx = pool.begin().await?;
-                sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
-                let (busy, ahead): (i64, i64) = sqlx::query_as(&WORKER_LOAD)
-                    .bind(worker_id)
-                    .bind(contract_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                let busy = u32::try_from(busy).unwrap_or(u32::MAX);
-                let ahead = u32::try_from(ahead).unwrap_or(u32::MAX);
-                if busy.saturating_add(ahead) >= max_parallel {
-                    return Ok(StartAttempt::WorkerBusy { in_flight: busy, ahead });
-                }
-                let query = sqlx::query_as(START_WITH_EVENT);
-                let bumped: Option<(i32, i64)> =
-                    bind_event!(query, contract_id, event, "paid", "executing")
-                        .bind(&attempt.attempt_id)
-                        .bind(&attempt.payment_id)
-                        .bind(to_millis(attempt.started_at))
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                let Some(bumped) = bumped else {
-                    return_state_mismatch!(tx, StartAttempt, contract_id);
-                };
-                tx.commit().await?;
-                Ok(bumped)
-            } else {
-                let query = sqlx::query(&SQLITE_START);
-                let rows = super::script::run(
-                    pool,
-                    bind_event!(query, contract_id, event, "paid", "executing")
+        // The worker's load, the start and its rows in one go after the worker's row is
+        // locked, on each dialect (see [`START`]): the lock is held until the commit, so every
+        // round trip inside this transaction holds up the worker's other hires.
+        let (load, bumped): ((i64, i64), Option<(i32, i64)>) = on_backend_write!(self, pool => {
+            macro_rules! bind_start {
+                ($query:expr) => {
+                    bind_event!($query, contract_id, event, "paid", "executing")
                         .bind(&attempt.attempt_id)
                         .bind(&attempt.payment_id)
                         .bind(to_millis(attempt.started_at))
                         .bind(worker_id)
                         .bind(contract_id)
-                        .bind(i64::from(max_parallel)),
-                )
-                .await?;
-                let count = |index: usize| -> Result<u32, StoreError> {
-                    let row = rows.first().ok_or_else(|| {
-                        StoreError::corrupt(ATTEMPT_ENTITY, &"the start's load read no row")
-                    })?;
-                    let n: i64 = sqlx::Row::try_get(row, index)?;
-                    Ok(u32::try_from(n).unwrap_or(u32::MAX))
+                        .bind(i64::from(max_parallel))
                 };
-                let (busy, ahead) = (count(0)?, count(1)?);
-                match rows.get(1) {
-                    Some(bumped) => Ok((
-                        sqlx::Row::try_get(bumped, 0)?,
-                        sqlx::Row::try_get(bumped, 1)?,
-                    )),
-                    None if busy.saturating_add(ahead) >= max_parallel => {
-                        Err(StartAttempt::WorkerBusy { in_flight: busy, ahead })
-                    }
-                    None => Err(match self.contract_state(contract_id).await? {
-                        Some(actual) => StartAttempt::StateMismatch { actual },
-                        None => StartAttempt::NotFound,
-                    }),
-                }
+            }
+            if super::pool_merges_statements(pool) {
+                let mut tx = pool.begin().await?;
+                sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
+                let (busy, ahead, attempts, seq): (i64, i64, Option<i32>, Option<i64>) =
+                    bind_start!(sqlx::query_as(&START.merged))
+                        .fetch_one(&mut *tx)
+                        .await?;
+                tx.commit().await?;
+                ((busy, ahead), attempts.zip(seq))
+            } else {
+                let rows = super::script::run(pool, bind_start!(sqlx::query(&START.script)))
+                    .await?;
+                let Some(load) = rows.first() else {
+                    return Err(StoreError::corrupt(ATTEMPT_ENTITY, &"a start that read no load"));
+                };
+                let load = (sqlx::Row::try_get(load, 0)?, sqlx::Row::try_get(load, 1)?);
+                let bumped = match rows.get(1) {
+                    Some(row) => Some((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?)),
+                    None => None,
+                };
+                (load, bumped)
             }
         });
-        let (attempts, seq) = match started {
-            Ok(started) => started,
-            Err(not_started) => return Ok(not_started),
+        let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
+        let (in_flight, ahead) = (count(load.0), count(load.1));
+        let Some((attempts, seq)) = bumped else {
+            if in_flight.saturating_add(ahead) >= max_parallel {
+                return Ok(StartAttempt::WorkerBusy { in_flight, ahead });
+            }
+            return Ok(match self.contract_state(contract_id).await? {
+                Some(actual) => StartAttempt::StateMismatch { actual },
+                None => StartAttempt::NotFound,
+            });
         };
         self.publish_event(contract_id, seq, event, Some("paid"), Some("executing"));
         Ok(StartAttempt::Started {

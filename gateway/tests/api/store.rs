@@ -103,6 +103,7 @@ on_both_backends!(
     jobs_are_leased_exactly_once,
     disputes_are_one_per_contract_and_decided_once,
     a_chain_of_steps_and_its_writes_commit_together_or_not_at_all,
+    a_worker_never_runs_more_than_its_slots_however_many_start_at_once,
     edge_characters_round_trip_through_every_json_column,
     diagnostic_texts_with_nul_are_stored,
     contracts_are_listed_newest_first_in_pages,
@@ -1061,6 +1062,101 @@ async fn a_write_dropped_half_way_commits_all_or_nothing(database: &TestDatabase
     }
     // Not asserted: how many were dropped before their commit depends on the machine.
     eprintln!("{applied} of 40 dropped writes had committed");
+}
+
+/// Ten paid contracts of one worker started at once against three slots: three start, the
+/// other seven find the worker busy and write nothing. On PostgreSQL each start counts the
+/// worker's load after taking its row lock, so it sees every start committed before it.
+async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(store: Store) {
+    use hiregate_gateway::store::{NewAttempt, PayOutcome, StartAttempt};
+    let worker = listing(&PrincipalId::generate_operator(), &[("summarize", "1")]);
+    insert(&store, &worker).await;
+    let mut contracts = Vec::new();
+    for index in 0..10 {
+        let contract_id = format!("ctr_{}", ulid::Ulid::new());
+        let contract = NewContract {
+            contract_id: contract_id.clone(),
+            seeker_id: PrincipalId::generate_seeker().to_string(),
+            worker_id: worker.id.to_string(),
+            task_type: "summarize".into(),
+            terms: json!({ "price": "1", "input": { "text": index } }),
+            terms_hash: format!("sha256:{}", ulid::Ulid::new()),
+            gateway_jws: "eyJ.payload.sig".into(),
+            state: "offered".into(),
+            payment_offer: None,
+            deadline_at: None,
+            created_at: now(),
+        };
+        store
+            .insert_contract(&contract, &event("contract_created"))
+            .await
+            .unwrap();
+        let paid = payment(&contract_id, &format!("0x{index:02x}"), None);
+        assert!(matches!(
+            store
+                .pay_contract(&paid, "paid", &event("paid"))
+                .await
+                .unwrap(),
+            PayOutcome::Paid { .. }
+        ));
+        contracts.push((contract_id, paid.payment_id));
+    }
+    let outcomes = futures::future::join_all(contracts.iter().map(|(contract_id, payment_id)| {
+        let (store, worker_id) = (store.clone(), worker.id.to_string());
+        let attempt = NewAttempt {
+            attempt_id: format!("att_{}", ulid::Ulid::new()),
+            payment_id: payment_id.clone(),
+            started_at: now(),
+        };
+        async move {
+            store
+                .start_attempt(contract_id, &worker_id, 3, &attempt, &event("executing"))
+                .await
+                .unwrap()
+        }
+    }))
+    .await;
+    let started = outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome, StartAttempt::Started { attempt_no: 1 }))
+        .count();
+    let busy = outcomes
+        .iter()
+        .filter(|outcome| {
+            matches!(
+                outcome,
+                StartAttempt::WorkerBusy {
+                    in_flight: 3,
+                    ahead: 0
+                }
+            )
+        })
+        .count();
+    assert_eq!((started, busy), (3, 7), "{outcomes:?}");
+    let mut executing = 0;
+    for (contract_id, _) in &contracts {
+        let state = store
+            .get_contract(contract_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state;
+        let attempts = store.list_attempts(contract_id).await.unwrap().len();
+        let events = store
+            .list_contract_events(contract_id, 0, 10)
+            .await
+            .unwrap()
+            .len();
+        match state.as_str() {
+            "executing" => {
+                assert_eq!((attempts, events), (1, 3));
+                executing += 1;
+            }
+            "paid" => assert_eq!((attempts, events), (0, 2)),
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(executing, 3);
 }
 
 async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
