@@ -856,20 +856,48 @@ async fn jobs_are_leased_exactly_once(store: Store) {
     );
 }
 
-/// `advance_contract` is one statement on PostgreSQL and one transaction on SQLite: the two
-/// must agree on the seqs handed out, on a missed compare-and-set and on a failing write.
-async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: Store) {
-    use hiregate_gateway::store::{ContractStep, NewDispute, SideWrite, Transition};
-    let contract_id = contract_for(&store).await;
-    let dispute = || NewDispute {
+/// A seeker's dispute of `contract_id`.
+fn seeker_dispute(contract_id: &str) -> hiregate_gateway::store::NewDispute {
+    hiregate_gateway::store::NewDispute {
         dispute_id: format!("dsp_{}", ulid::Ulid::new()),
-        contract_id: contract_id.clone(),
+        contract_id: contract_id.to_owned(),
         party: "seeker".into(),
         opened_by: "seeker:sk_x".into(),
         reason: "wrong".into(),
         claim: None,
         created_at: now(),
-    };
+    }
+}
+
+/// `offered → paid → executing` as one chain, the second step setting `deadline`.
+fn paid_then_executing<'a>(
+    paid: &'a NewContractEvent,
+    executing: &'a NewContractEvent,
+    deadline: Option<DateTime<Utc>>,
+) -> [hiregate_gateway::store::ContractStep<'a>; 2] {
+    use hiregate_gateway::store::ContractStep;
+    [
+        ContractStep {
+            from: "offered",
+            to: "paid",
+            deadline_at: None,
+            event: paid,
+        },
+        ContractStep {
+            from: "paid",
+            to: "executing",
+            deadline_at: deadline,
+            event: executing,
+        },
+    ]
+}
+
+/// `advance_contract` is one statement on PostgreSQL and one transaction on SQLite: the two
+/// must agree on the seqs handed out, on a missed compare-and-set and on a failing write.
+async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: Store) {
+    use hiregate_gateway::store::{ContractStep, SideWrite, Transition};
+    let contract_id = contract_for(&store).await;
+    let dispute = || seeker_dispute(&contract_id);
     let events_logged = || async {
         store
             .list_contract_events(&contract_id, 0, 10)
@@ -879,20 +907,7 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
     };
     let (paid, executing) = (event("contract_paid"), event("attempt_started"));
     let deadline = now() + chrono::Duration::minutes(9);
-    let steps = [
-        ContractStep {
-            from: "offered",
-            to: "paid",
-            deadline_at: None,
-            event: &paid,
-        },
-        ContractStep {
-            from: "paid",
-            to: "executing",
-            deadline_at: Some(deadline),
-            event: &executing,
-        },
-    ];
+    let steps = paid_then_executing(&paid, &executing, Some(deadline));
     let first = dispute();
     let moved = store
         .advance_contract(&contract_id, &steps, &[SideWrite::Dispute(&first)])
@@ -989,35 +1004,14 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
 /// there would make it fail ("cannot start a transaction within a transaction") or take the
 /// dropped writes into its own commit.
 async fn a_write_dropped_half_way_commits_all_or_nothing(database: &TestDatabase) {
-    use hiregate_gateway::store::{ContractStep, NewDispute, SideWrite};
+    use hiregate_gateway::store::SideWrite;
     let store = open_with(database, 1).await;
     let mut applied = 0;
     for delay_micros in (0..600).step_by(15) {
         let contract_id = contract_for(&store).await;
         let (paid, executing) = (event("contract_paid"), event("attempt_started"));
-        let steps = [
-            ContractStep {
-                from: "offered",
-                to: "paid",
-                deadline_at: None,
-                event: &paid,
-            },
-            ContractStep {
-                from: "paid",
-                to: "executing",
-                deadline_at: None,
-                event: &executing,
-            },
-        ];
-        let dispute = NewDispute {
-            dispute_id: format!("dsp_{}", ulid::Ulid::new()),
-            contract_id: contract_id.clone(),
-            party: "seeker".into(),
-            opened_by: "seeker:sk_x".into(),
-            reason: "wrong".into(),
-            claim: None,
-            created_at: now(),
-        };
+        let steps = paid_then_executing(&paid, &executing, None);
+        let dispute = seeker_dispute(&contract_id);
         {
             let writes = [SideWrite::Dispute(&dispute)];
             let mut write = std::pin::pin!(store.advance_contract(&contract_id, &steps, &writes));
