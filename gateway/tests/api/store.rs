@@ -475,24 +475,29 @@ async fn due_probes_are_claimed_once(store: Store) {
     assert_eq!(again.len(), expected.len());
 }
 
-async fn contract_for(store: &Store) -> String {
-    let operator = PrincipalId::generate_operator();
-    let worker = listing(&operator, &[("summarize", "1")]);
-    insert(store, &worker).await;
-    let contract_id = format!("ctr_{}", ulid::Ulid::new());
-    let contract = NewContract {
-        contract_id: contract_id.clone(),
+/// A new `offered` contract of `worker_id` for `input`, its offer open for five minutes.
+fn offered_contract(worker_id: &str, input: &serde_json::Value) -> NewContract {
+    NewContract {
+        contract_id: format!("ctr_{}", ulid::Ulid::new()),
         seeker_id: PrincipalId::generate_seeker().to_string(),
-        worker_id: worker.id.to_string(),
+        worker_id: worker_id.to_owned(),
         task_type: "summarize".into(),
-        terms: json!({ "price": "1", "input": { "text": "hello" } }),
+        terms: json!({ "price": "1", "input": input }),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
         state: "offered".into(),
         payment_offer: None,
         deadline_at: Some(now() + chrono::Duration::minutes(5)),
         created_at: now(),
-    };
+    }
+}
+
+async fn contract_for(store: &Store) -> String {
+    let operator = PrincipalId::generate_operator();
+    let worker = listing(&operator, &[("summarize", "1")]);
+    insert(store, &worker).await;
+    let contract = offered_contract(worker.id.as_str(), &json!({ "text": "hello" }));
+    let contract_id = contract.contract_id.clone();
     store
         .insert_contract(&contract, &event("contract_created"))
         .await
@@ -1067,20 +1072,8 @@ async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(stor
     insert(&store, &worker).await;
     let mut contracts = Vec::new();
     for index in 0..10 {
-        let contract_id = format!("ctr_{}", ulid::Ulid::new());
-        let contract = NewContract {
-            contract_id: contract_id.clone(),
-            seeker_id: PrincipalId::generate_seeker().to_string(),
-            worker_id: worker.id.to_string(),
-            task_type: "summarize".into(),
-            terms: json!({ "price": "1", "input": { "text": index } }),
-            terms_hash: format!("sha256:{}", ulid::Ulid::new()),
-            gateway_jws: "eyJ.payload.sig".into(),
-            state: "offered".into(),
-            payment_offer: None,
-            deadline_at: None,
-            created_at: now(),
-        };
+        let contract = offered_contract(worker.id.as_str(), &json!({ "text": index }));
+        let contract_id = contract.contract_id.clone();
         store
             .insert_contract(&contract, &event("contract_created"))
             .await
