@@ -16,7 +16,7 @@
 
 use std::{str::FromStr, sync::Arc};
 
-use alloy::primitives::Address;
+use alloy::primitives::{Address, U256};
 use tokio::sync::broadcast::{Receiver, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
@@ -54,11 +54,13 @@ pub async fn run_settlement_metrics(
 }
 
 async fn record(store: &Store, metrics: &Metrics, event: &LiveEvent) {
+    record_settlement(store, metrics, event).await;
+    record_escrow(store, metrics, event).await;
+    // The transition is counted last: a scrape that sees it also sees the amounts
+    // read from the store for the same event, so the series never disagree.
     if let (Some(from), Some(to)) = (&event.from_state, &event.to_state) {
         metrics.record_transition(from, to);
     }
-    record_settlement(store, metrics, event).await;
-    record_escrow(store, metrics, event).await;
 }
 
 async fn record_settlement(store: &Store, metrics: &Metrics, event: &LiveEvent) {
@@ -69,13 +71,17 @@ async fn record_settlement(store: &Store, metrics: &Metrics, event: &LiveEvent) 
     else {
         return;
     };
+    if outcome == SettlementResult::Settled {
+        record_settled_amount(store, metrics, event).await;
+    }
+    // After its amount, so a scrape that counts this settlement counts its amount too.
     metrics
         .settlements
         .get_or_create(&SettlementLabels { outcome })
         .inc();
-    if outcome != SettlementResult::Settled {
-        return;
-    }
+}
+
+async fn record_settled_amount(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     let payment = match store
         .settlement_payment_of_contract(&event.contract_id)
         .await
@@ -133,18 +139,34 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
         tracing::warn!(payment_id = %payment.payment_id, "stored amount is not a number; not counted");
         return;
     };
+    // The fee is read before anything is counted, so a scrape sees a capture with its fee.
+    let fee = if outcome == EscrowOutcome::Captured {
+        capture_fee(store, &event.contract_id).await
+    } else {
+        None
+    };
     let asset = label_of_asset(&payment.asset);
+    if let Some(fee) = fee {
+        metrics
+            .escrow_fees
+            .get_or_create(&AssetLabels {
+                network: payment.network.clone(),
+                asset: asset.clone(),
+            })
+            .inc_by(f64::from(fee));
+    }
     let labels = EscrowLabels {
         outcome,
-        network: payment.network.clone(),
-        asset: asset.clone(),
+        network: payment.network,
+        asset,
     };
-    metrics.escrow_outcomes.get_or_create(&labels).inc();
     metrics.escrow_amount.get_or_create(&labels).inc_by(amount);
-    if outcome != EscrowOutcome::Captured {
-        return;
-    }
-    let fee = match store.get_contract(&event.contract_id).await {
+    metrics.escrow_outcomes.get_or_create(&labels).inc();
+}
+
+/// The fee a captured contract's escrow terms take, or `None` (logged) when it cannot be read.
+async fn capture_fee(store: &Store, contract_id: &str) -> Option<U256> {
+    let fee = match store.get_contract(contract_id).await {
         Ok(Some(contract)) => serde_json::from_value(contract.terms)
             .ok()
             .as_ref()
@@ -152,19 +174,15 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
             .map(|order| order.fee()),
         Ok(None) => None,
         Err(error) => {
-            tracing::warn!(contract_id = %event.contract_id, %error, "cannot read the captured contract; fee not counted");
-            return;
+            tracing::warn!(contract_id, %error, "cannot read the captured contract; fee not counted");
+            return None;
         }
     };
-    let Some(fee) = fee else {
-        tracing::warn!(contract_id = %event.contract_id, "captured contract without escrow terms; fee not counted");
-        return;
-    };
-    metrics
-        .escrow_fees
-        .get_or_create(&AssetLabels {
-            network: payment.network,
-            asset,
-        })
-        .inc_by(f64::from(fee));
+    if fee.is_none() {
+        tracing::warn!(
+            contract_id,
+            "captured contract without escrow terms; fee not counted"
+        );
+    }
+    fee
 }

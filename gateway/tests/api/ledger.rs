@@ -631,8 +631,16 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
         (price() - fee) * U256::from(2)
     );
 
-    // The metrics count each outcome with its amount and the fees.
-    let text = env.app.get("/metrics", None).await.text().await.unwrap();
+    // The metrics count each outcome with its amount and the fees. They are counted from the
+    // event bus in order, so once the last event (the reclaim) is counted all the others are.
+    let reclaimed = format!(
+        r#"hiregate_escrow_outcomes_total{{outcome="reclaimed",network="{network}",asset="{token}"}}"#
+    );
+    let text = eventually(Duration::from_secs(10), "escrow metrics", || async {
+        let text = env.app.get("/metrics", None).await.text().await.unwrap();
+        metric(&text, &reclaimed).is_some().then_some(text)
+    })
+    .await;
     for (outcome, count) in [
         ("authorized", 4u64),
         ("captured", 2),
