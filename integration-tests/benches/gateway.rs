@@ -16,7 +16,10 @@
 //!   schema check → settle on chain → 200 + `PAYMENT-RESPONSE`), sequential, one fresh contract
 //!   per call; the 402 and the signing happen before the clock starts;
 //! - (c) the same with 8 in flight, distinct contracts and distinct payers, as executes/s (as
-//!   many executes as in (b), at least 64).
+//!   many executes as in (b), at least 64);
+//! - store operations and node RPC calls per hire, over 20 untimed hires on a deployment of
+//!   their own whose gateway reaches anvil through a counting proxy (the timed ones reach it
+//!   directly).
 //!
 //! PostgreSQL: `HIREGATE_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`)
 //! names a server where a fresh database is created per run and dropped afterwards.
@@ -68,6 +71,8 @@ const DEFAULT_SEQUENTIAL: usize = 100;
 /// flight at once.
 const MIN_CONCURRENT_EXECUTES: usize = 64;
 const CONCURRENCY: usize = 8;
+/// Sequential hires over which store operations and node calls are counted.
+const COUNTED_HIRES: usize = 20;
 const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
 
 /// The embedded facilitator with a stopwatch on `/verify` and `/settle`.
@@ -172,7 +177,8 @@ async fn direct_worker_calls(calls: usize) -> BenchResult<Series> {
 struct Deployment {
     gateway: Url,
     store: hiregate_gateway::store::Store,
-    rpc: RpcCounter,
+    /// The proxy counting the node calls, when this deployment reaches the node through one.
+    rpc: Option<RpcCounter>,
     seeker_key: String,
     worker_id: String,
     facilitator: Arc<TimedFacilitator>,
@@ -188,10 +194,18 @@ impl Drop for Deployment {
 }
 
 impl Deployment {
-    async fn start(devnet: &Devnet, database_url: &str) -> BenchResult<Self> {
+    /// A deployment on `database_url`; with `count_rpc` its gateway (and embedded facilitator)
+    /// reach anvil through an [`RpcCounter`], otherwise directly, as in production.
+    async fn start(devnet: &Devnet, database_url: &str, count_rpc: bool) -> BenchResult<Self> {
         let relayer = devnet.fresh_relayer().await?;
-        // The gateway (and its embedded facilitator) reach anvil through a counter.
-        let rpc = RpcCounter::start(devnet.rpc_url().clone()).await?;
+        let rpc = if count_rpc {
+            Some(RpcCounter::start(devnet.rpc_url().clone()).await?)
+        } else {
+            None
+        };
+        let rpc_url = rpc
+            .as_ref()
+            .map_or_else(|| devnet.rpc_url().clone(), RpcCounter::url);
         let settings = Settings::from_defaults_and(&format!(
             r#"
 [http]
@@ -210,7 +224,7 @@ rpc_url = "{rpc}"
 relayer_private_key = "{key}"
 "#,
             network = devnet.network(),
-            rpc = rpc.url(),
+            rpc = rpc_url,
             key = relayer.to_bytes(),
         ))?;
         let embedded = build_facilitator(&settings)
@@ -350,11 +364,45 @@ struct BackendFigures {
     settle: Vec<Duration>,
     /// Per sequential execute: its latency minus its own verify and settle calls.
     without_facilitator: Vec<Duration>,
-    /// Store operations (queries or transactions) per sequential hire, proposal included.
+    /// Store operations (queries or transactions) per sequential hire, proposal included
+    /// (see [`count_operations`]).
     store_round_trips: f64,
     /// RPC calls to the node per sequential hire (gateway and embedded facilitator), by method.
     rpc_calls: Vec<(String, f64)>,
     concurrent: Series,
+}
+
+/// Store operations and node calls (by method) per sequential hire, proposal included,
+/// counted over [`COUNTED_HIRES`] untimed hires on a deployment of their own that reaches the
+/// node through an [`RpcCounter`]. The first hire warms the caches and is not counted.
+async fn count_operations(
+    devnet: &Devnet,
+    database_url: &str,
+) -> BenchResult<(f64, Vec<(String, f64)>)> {
+    let deployment = Deployment::start(devnet, database_url, true).await?;
+    let counter = deployment.rpc.as_ref().ok_or("a counted deployment")?;
+    let wallet = devnet
+        .funded_account(U256::from(PRICE) * U256::from(COUNTED_HIRES + 1))
+        .await?;
+    let seeker = deployment.seeker(wallet);
+    let (mut trips_before, mut rpc_before) = (0, Default::default());
+    for index in 0..=COUNTED_HIRES {
+        if index == 1 {
+            // Background loops (sweeps, health probes) add a little to these counts.
+            trips_before = deployment.store.round_trips();
+            rpc_before = counter.counts();
+        }
+        let (contract_id, payment) = deployment.paid_contract(&seeker).await?;
+        timed_paid_execute(&seeker, &contract_id, &payment).await?;
+    }
+    let per_hire = |count: u64| count as f64 / COUNTED_HIRES as f64;
+    let store_round_trips = per_hire(deployment.store.round_trips() - trips_before);
+    let rpc_calls =
+        hiregate_integration_tests::rpc_counter::difference(&rpc_before, &counter.counts())
+            .into_iter()
+            .map(|(method, count)| (method, per_hire(count)))
+            .collect();
+    Ok((store_round_trips, rpc_calls))
 }
 
 async fn measure_backend(
@@ -362,7 +410,10 @@ async fn measure_backend(
     database_url: &str,
     sequential: usize,
 ) -> BenchResult<BackendFigures> {
-    let deployment = Deployment::start(devnet, database_url).await?;
+    let (store_round_trips, rpc_calls) = count_operations(devnet, database_url).await?;
+    // The timed phases reach the node directly: the counting proxy is an HTTP hop per call,
+    // about a millisecond per hire, that no deployment has.
+    let deployment = Deployment::start(devnet, database_url, false).await?;
 
     // (b) one payer, one contract per execute, one at a time. The first execute warms the
     // connections and caches (token metadata, JWKS) and is not counted.
@@ -372,13 +423,7 @@ async fn measure_backend(
     let seeker = deployment.seeker(wallet);
     let mut latencies = Vec::with_capacity(sequential);
     let mut wall = Duration::ZERO;
-    let (mut trips_before, mut rpc_before) = (0, Default::default());
     for index in 0..=sequential {
-        if index == 1 {
-            // Background loops (sweeps, health probes) add a little to these counts.
-            trips_before = deployment.store.round_trips();
-            rpc_before = deployment.rpc.counts();
-        }
         let (contract_id, payment) = deployment.paid_contract(&seeker).await?;
         if index == 1 {
             deployment.facilitator.take();
@@ -389,13 +434,6 @@ async fn measure_backend(
             wall += elapsed;
         }
     }
-    let per_hire = |count: u64| count as f64 / sequential as f64;
-    let store_round_trips = per_hire(deployment.store.round_trips() - trips_before);
-    let rpc_calls =
-        hiregate_integration_tests::rpc_counter::difference(&rpc_before, &deployment.rpc.counts())
-            .into_iter()
-            .map(|(method, count)| (method, per_hire(count)))
-            .collect();
     let (verify, settle) = deployment.facilitator.take();
     if verify.len() != sequential || settle.len() != sequential {
         return Err(format!(
@@ -531,7 +569,7 @@ fn print_backend(name: &str, direct: &Series, figures: &BackendFigures) {
         None,
     );
     println!(
-        "{name:<10} store round trips per hire: {:.1}; node RPC calls per hire: {:.1} ({})",
+        "{name:<10} per hire ({COUNTED_HIRES} untimed hires through a node call counter): store round trips {:.1}; node RPC calls {:.1} ({})",
         figures.store_round_trips,
         figures.rpc_calls.iter().map(|(_, n)| n).sum::<f64>(),
         figures
@@ -565,16 +603,18 @@ fn main() -> BenchResult<()> {
 
 async fn run(sequential: usize) -> BenchResult<()> {
     let started = Instant::now();
-    let devnet = Devnet::start().await?;
     let direct = direct_worker_calls(DIRECT_CALLS).await?;
 
+    // Each backend gets an anvil of its own: anvil takes longer to mine each block the longer
+    // its chain (from about 0.5 ms to 2.6 ms after 2,400 blocks on this machine, idle all the
+    // while), so a backend measured second on a shared one would pay for the first one's blocks.
     let sqlite_dir = tempfile::tempdir()?;
     let sqlite_url = format!("sqlite://{}", sqlite_dir.path().join("bench.db").display());
-    let sqlite = measure_backend(&devnet, &sqlite_url, sequential).await?;
+    let sqlite = measure_backend(&Devnet::start().await?, &sqlite_url, sequential).await?;
 
     let postgres = match PostgresDatabase::create().await? {
         Some(database) => {
-            let figures = measure_backend(&devnet, &database.url, sequential).await;
+            let figures = measure_backend(&Devnet::start().await?, &database.url, sequential).await;
             database.drop_now().await?;
             Some(figures?)
         }
