@@ -364,6 +364,12 @@ pub struct ChainSettings {
     /// devnet but not most hosted RPCs of a real chain.
     #[serde(default)]
     pub settlement_lookback_blocks: Option<u64>,
+    /// The embedded facilitator sends settlements with `eth_sendRawTransactionSync` (EIP-7966)
+    /// and takes the receipt from the answer instead of polling for it. Only for chains that
+    /// mine in milliseconds (anvil, some L2s): each settlement transaction holds the relayer's
+    /// next nonce until it is mined.
+    #[serde(default)]
+    pub sync_send: bool,
     /// Hex private key of the gateway's escrow operator on this chain: the `captureAuthorizer`
     /// of `auth-capture` offers, which sends capture, void and refund. Empty: this chain offers
     /// `exact` only.

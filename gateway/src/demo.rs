@@ -663,6 +663,8 @@ network = "{network}"
 rpc_url = "{rpc}"
 relayer_private_key = "0x{relayer_key}"
 operator_private_key = "0x{operator_key}"
+# anvil mines each transaction as it arrives: the send's answer is the receipt.
+sync_send = true
 "#,
         database = database.display(),
         network = devnet.network(),

@@ -78,6 +78,7 @@ pub fn bundled_facilitator_config(
             .map_err(|_| problem("relayer_private_key is not a valid secp256k1 key"))?;
         let mut config = ChainConfig::new(network, chain.rpc_url.clone(), relayer_key);
         config.settlement_lookback_blocks = chain.settlement_lookback_blocks;
+        config.sync_send = chain.sync_send;
         // The escrow stack `auth-capture` offers name (canonical v1.0 unless configured), so the
         // embedded facilitator verifies and authorizes against the same contracts.
         config.escrow = Some(chain.auth_capture_escrow);

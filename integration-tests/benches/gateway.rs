@@ -222,6 +222,8 @@ require_https = false
 network = "{network}"
 rpc_url = "{rpc}"
 relayer_private_key = "{key}"
+# anvil mines each transaction as it arrives: the send's answer is the receipt.
+sync_send = true
 "#,
             network = devnet.network(),
             rpc = rpc_url,

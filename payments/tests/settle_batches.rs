@@ -277,21 +277,36 @@ async fn one_bad_authorization_fails_alone_and_the_rest_of_its_batch_settles() {
 
 #[tokio::test]
 async fn many_concurrent_settles_and_their_duplicates_move_every_payment_exactly_once() {
-    const PAYMENTS: usize = 48;
     let harness = Harness::start().await;
     let facilitator = Arc::new(harness.facilitator().await);
+    every_payment_twice_at_once_moves_once(&harness, &facilitator).await;
+}
+
+#[tokio::test]
+async fn with_sync_sends_concurrent_settles_and_duplicates_move_every_payment_exactly_once() {
+    let harness = Harness::start().await;
+    let facilitator = facilitator_with(&harness, |chain| chain.sync_send = true).await;
+    every_payment_twice_at_once_moves_once(&harness, &facilitator).await;
+}
+
+/// Settles 48 payments, each twice, all at once: each moves once, in batches.
+async fn every_payment_twice_at_once_moves_once(
+    harness: &Harness,
+    facilitator: &Arc<LocalFacilitator>,
+) {
+    const PAYMENTS: usize = 48;
     let mut payers = Vec::new();
     let mut requests = Vec::new();
     for _ in 0..PAYMENTS {
         let payer = harness.payer(3 * AMOUNT).await;
-        requests.push(paid_request(&harness, &payer).await);
+        requests.push(paid_request(harness, &payer).await);
         payers.push(payer.address());
     }
-    let nonce_before = relayer_nonce(&harness).await;
+    let nonce_before = relayer_nonce(harness).await;
 
     // Every payment twice, all at once: the duplicates race their originals.
     let twice: Vec<VerifyRequest> = requests.iter().chain(&requests).cloned().collect();
-    let outcomes = spawn_settles(&facilitator, &twice).await.unwrap();
+    let outcomes = spawn_settles(facilitator, &twice).await.unwrap();
 
     let mut batch_hashes = HashSet::new();
     for (index, payer) in payers.iter().enumerate() {
@@ -321,7 +336,7 @@ async fn many_concurrent_settles_and_their_duplicates_move_every_payment_exactly
         harness.balance(harness.pay_to).await,
         U256::from(AMOUNT * PAYMENTS as u64)
     );
-    let sent = relayer_nonce(&harness).await - nonce_before;
+    let sent = relayer_nonce(harness).await - nonce_before;
     assert_eq!(
         sent,
         batch_hashes.len() as u64,
@@ -440,6 +455,46 @@ async fn a_stuck_settlement_is_replaced_at_the_same_nonce_and_paid_once() {
     let replay = facilitator.settle(&request).await.unwrap();
     assert_eq!(replay.error_reason, Some(Reason::NonceAlreadyUsed));
     assert_eq!(relayer_nonce(&harness).await, nonce_before + 1);
+}
+
+#[tokio::test]
+async fn a_sync_send_not_mined_in_time_is_watched_until_mined_and_paid_once() {
+    let harness = Harness::start().await;
+    let facilitator = facilitator_with(&harness, |chain| chain.sync_send = true).await;
+    let relayer = harness.devnet.relayer().address();
+    let payer = harness.payer(AMOUNT).await;
+    let request = paid_request(&harness, &payer).await;
+    let nonce_before = relayer_nonce(&harness).await;
+
+    // Nothing is mined, so the send's answer never comes: the relayer stops waiting for it
+    // (after a second) and watches the transaction instead.
+    harness.devnet.set_automine(false).await.unwrap();
+    let settle = spawn_settles(&facilitator, std::slice::from_ref(&request));
+    let sent = eventually("the settlement in the mempool", || async {
+        let pending = harness.devnet.pending_transactions(relayer).await.unwrap();
+        (pending.len() == 1).then(|| pending[0])
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!settle.is_finished(), "answered before anything was mined");
+    harness.devnet.mine_block().await.unwrap();
+    harness.devnet.set_automine(true).await.unwrap();
+
+    let outcome = settle.await.unwrap().remove(0);
+    assert!(outcome.success, "{outcome:?}");
+    assert_eq!(outcome.transaction, sent.to_string());
+    assert_eq!(relayer_nonce(&harness).await, nonce_before + 1);
+    assert_eq!(harness.transfers_from(payer.address()).await, vec![sent]);
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+
+    // The relayer goes on: the next settlement's send is answered with its receipt.
+    let next = harness.payer(AMOUNT).await;
+    let next_outcome = facilitator
+        .settle(&paid_request(&harness, &next).await)
+        .await
+        .unwrap();
+    assert!(next_outcome.success, "{next_outcome:?}");
+    assert_eq!(relayer_nonce(&harness).await, nonce_before + 2);
 }
 
 #[tokio::test]

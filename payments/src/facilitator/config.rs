@@ -60,6 +60,13 @@ pub struct ChainConfig {
     /// nonce with higher fees (replacing it if stuck, restoring it if dropped).
     #[serde(default = "default_resend_after_ms")]
     pub resend_after_ms: u64,
+    /// Send settlement transactions with `eth_sendRawTransactionSync` (EIP-7966), whose answer
+    /// is the receipt, instead of sending and polling for it. For chains that mine in
+    /// milliseconds (anvil with instant mining, L2s with sub-second blocks): each transaction
+    /// holds the relayer's next nonce until it is mined (at most a second), so on a slower
+    /// chain sends would queue behind every block. A node without the method gets plain sends.
+    #[serde(default)]
+    pub sync_send: bool,
     /// `auth-capture`: the `AuthCaptureEscrow`; `None` is the canonical v1.0 deployment
     /// (also what the devnet places its look-alike at).
     #[serde(default)]
@@ -114,6 +121,7 @@ impl ChainConfig {
             settle_batch_window_ms: default_settle_batch_window_ms(),
             multicall3: None,
             resend_after_ms: default_resend_after_ms(),
+            sync_send: false,
             escrow: None,
             erc3009_collector: None,
             operator_refund_collector: None,

@@ -32,6 +32,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use alloy::network::EthereumWallet;
 use alloy::primitives::{Address, TxHash, U256};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::rpc::types::TransactionReceipt;
@@ -40,7 +41,7 @@ use async_trait::async_trait;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::config::FacilitatorConfig;
-use super::relayer::{Broadcast, Call, Fate, Relayer, RelayerOptions, SendError};
+use super::relayer::{Broadcast, Call, Fate, Relayer, RelayerOptions, SendError, SyncSend};
 use super::{Facilitator, FacilitatorError};
 use crate::auth_capture::{AUTH_CAPTURE_SCHEME, EscrowAddresses};
 use crate::exact::onchain::{
@@ -174,6 +175,10 @@ impl LocalFacilitator {
                 batch_window: chain.settle_batch_window(),
                 resend_after: chain.resend_after(),
                 poll_interval: chain.receipt_poll_interval(),
+                sync_send: chain.sync_send.then(|| SyncSend {
+                    wallet: EthereumWallet::from(chain.relayer_key.signer().clone()),
+                    chain_id: expected,
+                }),
             };
             let entry = Chain {
                 network: network.clone(),

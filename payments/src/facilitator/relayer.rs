@@ -16,12 +16,21 @@
 //! but wait for their receipts in parallel. A failed send forgets the cached nonce, and the next
 //! send re-reads the node's pending count, which resynchronises after a "nonce too low" or after
 //! another process used the same key.
+//!
+//! On a chain that mines in milliseconds (anvil, and L2s that answer EIP-7966) the relayer can
+//! send with `eth_sendRawTransactionSync`: the node answers with the receipt, so nothing polls
+//! for it. The nonce is then held until the answer (at most [`SYNC_SEND_WAIT`]), which queues
+//! the next sends behind the block and grows the batches; a transaction not mined by then, or
+//! whose answer is lost, is watched like any other, and a node without the method gets plain
+//! sends from then on.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::Duration;
 
 use alloy::eips::eip1559::Eip1559Estimation;
+use alloy::eips::eip2718::Encodable2718;
+use alloy::network::{EthereumWallet, NetworkTransactionBuilder, TransactionBuilder};
 use alloy::primitives::{Address, Bytes, TxHash};
 use alloy::providers::{DynProvider, Provider};
 use alloy::rpc::types::{TransactionInput, TransactionReceipt, TransactionRequest};
@@ -58,6 +67,13 @@ const NONCE_ATTEMPTS: u32 = 4;
 /// First wait between receipt polls; doubled up to the configured poll interval. A devnet or a
 /// fast L2 mines within a millisecond or two, and every waiter of a batch waits on this poll.
 const FIRST_RECEIPT_POLL: Duration = Duration::from_millis(1);
+
+/// Longest a sync send holds the nonce. A chain that answers `eth_sendRawTransactionSync`
+/// mines in milliseconds; a transaction it has not mined by then is watched like a plain send's.
+const SYNC_SEND_WAIT: Duration = Duration::from_secs(1);
+
+/// JSON-RPC "method not found".
+const METHOD_NOT_FOUND: i64 = -32601;
 
 /// How long a fee estimate (`eth_feeHistory`) serves first sends. A base fee rises at most an
 /// eighth per block and the estimate's max fee leaves room for it to double, so an estimate
@@ -114,6 +130,16 @@ pub(crate) struct RelayerOptions {
     pub(crate) resend_after: Duration,
     /// Longest wait between receipt polls.
     pub(crate) poll_interval: Duration,
+    /// Send with `eth_sendRawTransactionSync`, signing with this wallet for this chain id.
+    pub(crate) sync_send: Option<SyncSend>,
+}
+
+/// What a sync send needs to sign its transaction itself: the hash must be known before the
+/// node answers, to watch the transaction when the answer does not come.
+#[derive(Debug, Clone)]
+pub(crate) struct SyncSend {
+    pub(crate) wallet: EthereumWallet,
+    pub(crate) chain_id: u64,
 }
 
 /// Sends transactions from one relayer key.
@@ -141,7 +167,18 @@ struct Core {
     fees: StdMutex<Option<(Instant, Eip1559Estimation)>>,
     resend_after: Duration,
     poll_interval: Duration,
+    sync_send: Option<SyncSend>,
+    /// Cleared when the node turns out not to know `eth_sendRawTransactionSync`.
+    sync_supported: AtomicBool,
     stop: CancellationToken,
+}
+
+/// What the node said to a send.
+enum Sent {
+    /// It holds the transaction (or may: a sync send's answer was lost), not yet mined.
+    Accepted(TxHash),
+    /// It mined the transaction (a sync send).
+    Mined(Box<TransactionReceipt>),
 }
 
 struct Batcher {
@@ -249,6 +286,8 @@ impl Relayer {
             fees: StdMutex::new(None),
             resend_after: options.resend_after,
             poll_interval: options.poll_interval,
+            sync_send: options.sync_send.clone(),
+            sync_supported: AtomicBool::new(true),
             stop: stop.clone(),
         });
         let batcher = match options.multicall {
@@ -557,23 +596,22 @@ impl Core {
                         .await?
                 }
             };
-            match self
-                .provider
-                .send_transaction(draft.request(self.address, nonce))
-                .await
-            {
-                Ok(pending) => {
+            let request = draft.request(self.address, nonce);
+            let sent = match &self.sync_send {
+                Some(sync) if self.sync_supported.load(Ordering::Relaxed) => {
+                    self.send_and_wait(sync, request).await
+                }
+                _ => self
+                    .provider
+                    .send_transaction(request)
+                    .await
+                    .map(|pending| Sent::Accepted(*pending.tx_hash())),
+            };
+            match sent {
+                Ok(sent) => {
                     *next_nonce = Some(nonce + 1);
                     drop(next_nonce);
-                    let (fate_tx, fate) = watch::channel(None);
-                    let broadcast = Arc::new(Broadcast {
-                        nonce,
-                        first: *pending.tx_hash(),
-                        resent: StdMutex::new(Vec::new()),
-                        fate,
-                    });
-                    tokio::spawn(Arc::clone(self).watch(Arc::clone(&broadcast), draft, fate_tx));
-                    return Ok(broadcast);
+                    return Ok(self.track(nonce, sent, draft));
                 }
                 Err(error) => {
                     // Whether the node kept the transaction is unknown; ask it next time.
@@ -586,6 +624,75 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Signs `request` and sends it with `eth_sendRawTransactionSync`. `Err` only when the node
+    /// refused it; an answer that does not come within [`SYNC_SEND_WAIT`], or is lost, leaves
+    /// the transaction to be watched (and sent again at its nonce if the node never had it).
+    async fn send_and_wait(
+        &self,
+        sync: &SyncSend,
+        request: TransactionRequest,
+    ) -> Result<Sent, TransportError> {
+        let envelope = request
+            .with_chain_id(sync.chain_id)
+            .build(&sync.wallet)
+            .await
+            .map_err(|error| TransportError::local_usage_str(&format!("signing: {error}")))?;
+        let hash = *envelope.tx_hash();
+        let encoded = envelope.encoded_2718();
+        let answer = tokio::time::timeout(
+            SYNC_SEND_WAIT,
+            self.provider.send_raw_transaction_sync(&encoded),
+        )
+        .await;
+        match answer {
+            Ok(Ok(receipt)) => Ok(Sent::Mined(Box::new(receipt))),
+            Ok(Err(RpcError::ErrorResp(payload))) if payload.code == METHOD_NOT_FOUND => {
+                tracing::warn!(relayer = %self.address, "the node has no eth_sendRawTransactionSync; sending without it");
+                self.sync_supported.store(false, Ordering::Relaxed);
+                let pending = self.provider.send_raw_transaction(&encoded).await?;
+                Ok(Sent::Accepted(*pending.tx_hash()))
+            }
+            // EIP-7966 answers code 4 when its own wait ran out; anvil an internal error.
+            Ok(Err(RpcError::ErrorResp(payload)))
+                if !(payload.code == 4
+                    || payload.message.to_ascii_lowercase().contains("timeout")) =>
+            {
+                Err(RpcError::ErrorResp(payload))
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(relayer = %self.address, tx = %hash, %error, "sync send unanswered, watching");
+                Ok(Sent::Accepted(hash))
+            }
+            Err(_) => {
+                tracing::debug!(relayer = %self.address, tx = %hash, "sync send not mined in time, watching");
+                Ok(Sent::Accepted(hash))
+            }
+        }
+    }
+
+    /// The broadcast of what was sent at `nonce`, watched until mined unless it already is.
+    fn track(self: &Arc<Self>, nonce: u64, sent: Sent, draft: Draft) -> Arc<Broadcast> {
+        let (first, fate) = match sent {
+            Sent::Accepted(hash) => (hash, None),
+            Sent::Mined(receipt) => (
+                receipt.transaction_hash,
+                Some(Fate::Mined(Arc::new(*receipt))),
+            ),
+        };
+        let mined = fate.is_some();
+        let (fate_tx, fate) = watch::channel(fate);
+        let broadcast = Arc::new(Broadcast {
+            nonce,
+            first,
+            resent: StdMutex::new(Vec::new()),
+            fate,
+        });
+        if !mined {
+            tokio::spawn(Arc::clone(self).watch(Arc::clone(&broadcast), draft, fate_tx));
+        }
+        broadcast
     }
 
     /// Polls for a receipt of any version of `broadcast` until one is mined or its nonce is
