@@ -7,7 +7,9 @@
 //! requests per second of a stateful operation (each settlement consumes its payment), which
 //! criterion's repeat-the-same-closure model does not measure. Every request is a distinct,
 //! valid payment; verify moves nothing, settle mines one transfer per payment (concurrent
-//! settlements share Multicall3 transactions).
+//! settlements share Multicall3 transactions). Settlement is measured twice at each
+//! concurrency: sending and polling for the receipt, and with sync sends (`sync_send`, the
+//! receipt in the send's answer), each through a facilitator of its own with its own relayer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -153,33 +155,32 @@ async fn main() {
         },
     );
 
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap())
-        .parse()
-        .unwrap();
     let shutdown = CancellationToken::new();
-    let config = FacilitatorConfig {
-        chains: vec![ChainConfig::new(
-            network,
-            devnet.rpc_url().clone(),
-            RelayerKey::new(devnet.relayer()),
-        )],
-    };
-    let server = tokio::spawn(serve(config, listener, shutdown.clone()));
-    let client = Arc::new(HttpFacilitatorClient::new(url, Timeouts::default(), None).unwrap());
+    let (client, server) =
+        start_facilitator(&devnet, &network, devnet.relayer(), false, &shutdown).await;
+    let sync_relayer = devnet.fresh_relayer().await.unwrap();
+    let (sync_client, sync_server) =
+        start_facilitator(&devnet, &network, sync_relayer.clone(), true, &shutdown).await;
 
     println!(
         "preparing {count} verify payments and {count} settle payments per concurrency {SETTLE_CONCURRENCY:?}..."
     );
     // Each settle run takes payers round-robin, at most `count / PAYERS` rounded up apiece.
-    let payers = payers(&devnet, count.div_ceil(PAYERS) * SETTLE_CONCURRENCY.len()).await;
+    let payers = payers(
+        &devnet,
+        count.div_ceil(PAYERS) * SETTLE_CONCURRENCY.len() * 2,
+    )
+    .await;
     let verify_requests = signed_payments(&payers, &requirements, count).await;
     let mut settle_runs = Vec::new();
     for concurrency in SETTLE_CONCURRENCY {
-        settle_runs.push((
-            concurrency,
-            signed_payments(&payers, &requirements, count).await,
-        ));
+        for sync in [false, true] {
+            settle_runs.push((
+                concurrency,
+                sync,
+                signed_payments(&payers, &requirements, count).await,
+            ));
+        }
     }
 
     // Warm-up: connections, caches of the node.
@@ -191,8 +192,8 @@ async fn main() {
         let client = Arc::clone(&client);
         async move { client.verify(&request).await.is_ok_and(|v| v.is_valid) }
     };
-    let settle = |request: VerifyRequest| {
-        let client = Arc::clone(&client);
+    let settle = |client: &Arc<HttpFacilitatorClient>, request: VerifyRequest| {
+        let client = Arc::clone(client);
         async move {
             match client.settle(&request).await {
                 Ok(settled) if settled.success => true,
@@ -209,14 +210,20 @@ async fn main() {
     measure("verify", &verify_requests, CONCURRENCY, verify)
         .await
         .print();
-    let relayer = devnet.relayer().address();
     let provider = devnet.provider();
     let mut settled_payments = 0;
-    for (concurrency, requests) in &settle_runs {
+    for (concurrency, sync, requests) in &settle_runs {
+        let (label, relayer, client) = if *sync {
+            ("settle, sync sends", sync_relayer.address(), &sync_client)
+        } else {
+            ("settle", devnet.relayer().address(), &client)
+        };
         let sent_before = provider.get_transaction_count(relayer).await.unwrap();
-        measure("settle", requests, *concurrency, settle)
-            .await
-            .print();
+        measure(label, requests, *concurrency, |request| {
+            settle(client, request)
+        })
+        .await
+        .print();
         let sent = provider.get_transaction_count(relayer).await.unwrap() - sent_before;
         println!(
             "{:<34} {sent} transactions for {} payments",
@@ -235,4 +242,34 @@ async fn main() {
 
     shutdown.cancel();
     server.await.unwrap().unwrap();
+    sync_server.await.unwrap().unwrap();
+}
+
+type Server =
+    tokio::task::JoinHandle<Result<(), hiregate_payments::facilitator::server::ServeError>>;
+
+/// The bundled facilitator over HTTP on 127.0.0.1, settling from `relayer`.
+async fn start_facilitator(
+    devnet: &Devnet,
+    network: &Network,
+    relayer: PrivateKeySigner,
+    sync_send: bool,
+    shutdown: &CancellationToken,
+) -> (Arc<HttpFacilitatorClient>, Server) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    let mut chain = ChainConfig::new(
+        network.clone(),
+        devnet.rpc_url().clone(),
+        RelayerKey::new(relayer),
+    );
+    chain.sync_send = sync_send;
+    let config = FacilitatorConfig {
+        chains: vec![chain],
+    };
+    let server = tokio::spawn(serve(config, listener, shutdown.clone()));
+    let client = Arc::new(HttpFacilitatorClient::new(url, Timeouts::default(), None).unwrap());
+    (client, server)
 }
