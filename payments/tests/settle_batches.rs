@@ -85,6 +85,16 @@ fn spawn_settles(
     })
 }
 
+/// The relayer's one pending transaction, once the node holds it.
+async fn the_settlement_in_the_mempool(harness: &Harness) -> B256 {
+    let relayer = harness.devnet.relayer().address();
+    eventually("the settlement in the mempool", || async {
+        let pending = harness.devnet.pending_transactions(relayer).await.unwrap();
+        (pending.len() == 1).then(|| pending[0])
+    })
+    .await
+}
+
 async fn relayer_nonce(harness: &Harness) -> u64 {
     harness
         .devnet
@@ -399,11 +409,7 @@ async fn a_stuck_settlement_is_replaced_at_the_same_nonce_and_paid_once() {
 
     harness.devnet.set_automine(false).await.unwrap();
     let settle = spawn_settles(&facilitator, std::slice::from_ref(&request));
-    let first = eventually("the settlement in the mempool", || async {
-        let pending = harness.devnet.pending_transactions(relayer).await.unwrap();
-        (pending.len() == 1).then(|| pending[0])
-    })
-    .await;
+    let first = the_settlement_in_the_mempool(&harness).await;
     // Unmined past the bound: the same call again, same nonce, higher fees, in its place.
     eventually("the replacement", || async {
         let pending = harness.devnet.pending_transactions(relayer).await.unwrap();
@@ -461,7 +467,6 @@ async fn a_stuck_settlement_is_replaced_at_the_same_nonce_and_paid_once() {
 async fn a_sync_send_not_mined_in_time_is_watched_until_mined_and_paid_once() {
     let harness = Harness::start().await;
     let facilitator = facilitator_with(&harness, |chain| chain.sync_send = true).await;
-    let relayer = harness.devnet.relayer().address();
     let payer = harness.payer(AMOUNT).await;
     let request = paid_request(&harness, &payer).await;
     let nonce_before = relayer_nonce(&harness).await;
@@ -470,11 +475,7 @@ async fn a_sync_send_not_mined_in_time_is_watched_until_mined_and_paid_once() {
     // (after a second) and watches the transaction instead.
     harness.devnet.set_automine(false).await.unwrap();
     let settle = spawn_settles(&facilitator, std::slice::from_ref(&request));
-    let sent = eventually("the settlement in the mempool", || async {
-        let pending = harness.devnet.pending_transactions(relayer).await.unwrap();
-        (pending.len() == 1).then(|| pending[0])
-    })
-    .await;
+    let sent = the_settlement_in_the_mempool(&harness).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert!(!settle.is_finished(), "answered before anything was mined");
     harness.devnet.mine_block().await.unwrap();
@@ -511,11 +512,7 @@ async fn a_dropped_settlement_is_sent_again_at_the_same_nonce_and_paid_once() {
 
     harness.devnet.set_automine(false).await.unwrap();
     let settle = spawn_settles(&facilitator, std::slice::from_ref(&request));
-    let first = eventually("the settlement in the mempool", || async {
-        let pending = harness.devnet.pending_transactions(relayer).await.unwrap();
-        (pending.len() == 1).then(|| pending[0])
-    })
-    .await;
+    let first = the_settlement_in_the_mempool(&harness).await;
     harness.devnet.drop_transaction(first).await.unwrap();
     assert!(
         harness
