@@ -499,6 +499,76 @@ async fn a_sync_send_not_mined_in_time_is_watched_until_mined_and_paid_once() {
 }
 
 #[tokio::test]
+async fn with_sync_sends_a_node_without_the_method_gets_plain_sends() {
+    let harness = Harness::start().await;
+    let node = node_without_sync_sends(harness.devnet.rpc_url().clone()).await;
+    let facilitator = facilitator_with(&harness, |chain| {
+        chain.sync_send = true;
+        chain.rpc_url = node;
+    })
+    .await;
+    let nonce_before = relayer_nonce(&harness).await;
+
+    // The first send is refused as unknown and goes out plain; the second is plain from the start.
+    for sent in 1..=2 {
+        let payer = harness.payer(AMOUNT).await;
+        let outcome = facilitator
+            .settle(&paid_request(&harness, &payer).await)
+            .await
+            .unwrap();
+        assert!(outcome.success, "{outcome:?}");
+        let transaction: B256 = outcome.transaction.parse().unwrap();
+        assert_eq!(
+            harness.transfers_from(payer.address()).await,
+            vec![transaction]
+        );
+        assert_eq!(relayer_nonce(&harness).await, nonce_before + sent);
+    }
+    assert_eq!(
+        harness.balance(harness.pay_to).await,
+        U256::from(2 * AMOUNT)
+    );
+}
+
+/// A JSON-RPC proxy to `anvil` that answers `eth_sendRawTransactionSync` with "method not
+/// found", as a node without EIP-7966 does. anvil has the method, so only this refusal is
+/// injected; every other call is anvil's own answer.
+async fn node_without_sync_sends(anvil: url::Url) -> url::Url {
+    let client = reqwest::Client::new();
+    let forward = move |body: axum::body::Bytes| {
+        let (client, anvil) = (client.clone(), anvil.clone());
+        async move {
+            let call: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let answer = if call["method"] == "eth_sendRawTransactionSync" {
+                serde_json::to_vec(&serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "id": call["id"],
+                    "error": {"code": -32601, "message": "the method eth_sendRawTransactionSync does not exist"}
+                }))
+                .unwrap()
+            } else {
+                let response = client
+                    .post(anvil)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                response.bytes().await.unwrap().to_vec()
+            };
+            ([("content-type", "application/json")], answer)
+        }
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    let app = axum::Router::new().fallback(axum::routing::post(forward));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test]
 async fn a_dropped_settlement_is_sent_again_at_the_same_nonce_and_paid_once() {
     let harness = Harness::start().await;
     let facilitator = facilitator_with(&harness, |chain| {
