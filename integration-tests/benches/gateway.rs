@@ -177,8 +177,6 @@ async fn direct_worker_calls(calls: usize) -> BenchResult<Series> {
 struct Deployment {
     gateway: Url,
     store: hiregate_gateway::store::Store,
-    /// The proxy counting the node calls, when this deployment reaches the node through one.
-    rpc: Option<RpcCounter>,
     seeker_key: String,
     worker_id: String,
     facilitator: Arc<TimedFacilitator>,
@@ -194,18 +192,10 @@ impl Drop for Deployment {
 }
 
 impl Deployment {
-    /// A deployment on `database_url`; with `count_rpc` its gateway (and embedded facilitator)
-    /// reach anvil through an [`RpcCounter`], otherwise directly, as in production.
-    async fn start(devnet: &Devnet, database_url: &str, count_rpc: bool) -> BenchResult<Self> {
+    /// A deployment on `database_url` whose gateway (and embedded facilitator) reach `devnet`'s
+    /// anvil at `rpc_url`: the node itself, or an [`RpcCounter`] in front of it.
+    async fn start(devnet: &Devnet, database_url: &str, rpc_url: &Url) -> BenchResult<Self> {
         let relayer = devnet.fresh_relayer().await?;
-        let rpc = if count_rpc {
-            Some(RpcCounter::start(devnet.rpc_url().clone()).await?)
-        } else {
-            None
-        };
-        let rpc_url = rpc
-            .as_ref()
-            .map_or_else(|| devnet.rpc_url().clone(), RpcCounter::url);
         let settings = Settings::from_defaults_and(&format!(
             r#"
 [http]
@@ -289,7 +279,6 @@ sync_send = true
         Ok(Self {
             gateway,
             store,
-            rpc,
             seeker_key,
             worker_id,
             facilitator,
@@ -381,8 +370,8 @@ async fn count_operations(
     devnet: &Devnet,
     database_url: &str,
 ) -> BenchResult<(f64, Vec<(String, f64)>)> {
-    let deployment = Deployment::start(devnet, database_url, true).await?;
-    let counter = deployment.rpc.as_ref().ok_or("a counted deployment")?;
+    let counter = RpcCounter::start(devnet.rpc_url().clone()).await?;
+    let deployment = Deployment::start(devnet, database_url, &counter.url()).await?;
     let wallet = devnet
         .funded_account(U256::from(PRICE) * U256::from(COUNTED_HIRES + 1))
         .await?;
@@ -415,7 +404,7 @@ async fn measure_backend(
     let (store_round_trips, rpc_calls) = count_operations(devnet, database_url).await?;
     // The timed phases reach the node directly: the counting proxy is an HTTP hop per call,
     // about a millisecond per hire, that no deployment has.
-    let deployment = Deployment::start(devnet, database_url, false).await?;
+    let deployment = Deployment::start(devnet, database_url, devnet.rpc_url()).await?;
 
     // (b) one payer, one contract per execute, one at a time. The first execute warms the
     // connections and caches (token metadata, JWKS) and is not counted.

@@ -178,7 +178,7 @@ enum Sent {
     /// It holds the transaction (or may: a sync send's answer was lost), not yet mined.
     Accepted(TxHash),
     /// It mined the transaction (a sync send).
-    Mined(Box<TransactionReceipt>),
+    Mined(Arc<TransactionReceipt>),
 }
 
 struct Batcher {
@@ -647,20 +647,14 @@ impl Core {
         )
         .await;
         match answer {
-            Ok(Ok(receipt)) => Ok(Sent::Mined(Box::new(receipt))),
-            Ok(Err(RpcError::ErrorResp(payload))) if payload.code == METHOD_NOT_FOUND => {
+            Ok(Ok(receipt)) => Ok(Sent::Mined(Arc::new(receipt))),
+            Ok(Err(error)) if is_method_not_found(&error) => {
                 tracing::warn!(relayer = %self.address, "the node has no eth_sendRawTransactionSync; sending without it");
                 self.sync_supported.store(false, Ordering::Relaxed);
                 let pending = self.provider.send_raw_transaction(&encoded).await?;
                 Ok(Sent::Accepted(*pending.tx_hash()))
             }
-            // EIP-7966 answers code 4 when its own wait ran out; anvil an internal error.
-            Ok(Err(RpcError::ErrorResp(payload)))
-                if !(payload.code == 4
-                    || payload.message.to_ascii_lowercase().contains("timeout")) =>
-            {
-                Err(RpcError::ErrorResp(payload))
-            }
+            Ok(Err(error @ RpcError::ErrorResp(_))) if !is_sync_wait_over(&error) => Err(error),
             Ok(Err(error)) => {
                 tracing::debug!(relayer = %self.address, tx = %hash, %error, "sync send unanswered, watching");
                 Ok(Sent::Accepted(hash))
@@ -676,10 +670,7 @@ impl Core {
     fn track(self: &Arc<Self>, nonce: u64, sent: Sent, draft: Draft) -> Arc<Broadcast> {
         let (first, fate) = match sent {
             Sent::Accepted(hash) => (hash, None),
-            Sent::Mined(receipt) => (
-                receipt.transaction_hash,
-                Some(Fate::Mined(Arc::new(*receipt))),
-            ),
+            Sent::Mined(receipt) => (receipt.transaction_hash, Some(Fate::Mined(receipt))),
         };
         let mined = fate.is_some();
         let (fate_tx, fate) = watch::channel(fate);
@@ -841,6 +832,17 @@ fn is_nonce_conflict(error: &TransportError) -> bool {
 
 fn is_nonce_too_low(error: &TransportError) -> bool {
     error_message(error).is_some_and(|message| message.contains("nonce too low"))
+}
+
+fn is_method_not_found(error: &TransportError) -> bool {
+    matches!(error, RpcError::ErrorResp(payload) if payload.code == METHOD_NOT_FOUND)
+}
+
+/// The node's own wait for a sync send's receipt ran out: the transaction is in its pool.
+/// EIP-7966 answers code 4; anvil an internal error about a timeout.
+fn is_sync_wait_over(error: &TransportError) -> bool {
+    matches!(error, RpcError::ErrorResp(payload) if payload.code == 4)
+        || error_message(error).is_some_and(|message| message.contains("timeout"))
 }
 
 #[cfg(test)]
