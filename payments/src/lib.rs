@@ -8,7 +8,7 @@
 //! | [`header`] | `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` codec (standard padded base64 of the JSON) with typed errors |
 //! | [`extension`] | the `payment-identifier` extension (idempotency key) |
 //! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings, x402-rs and Permit2 spellings read as the same codes), open to unknown strings |
-//! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node) |
+//! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node; concurrent verifications share Multicall3 calls) |
 //! | [`auth_capture`] | the `auth-capture` scheme on base/commerce-payments' `AuthCaptureEscrow` v1.0: `extra` ([`AuthCaptureExtra`]), payload with salt, [`PaymentInfo`] and its hashes (signed nonce, `getHash`), client signing, the spec's verification order, the operator's escrow calls ([`EscrowOperator`]: capture, void, refund…) and the chain's view of a payment (`paymentState`, events) |
 //! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain; `exact` and `auth-capture`, routed by scheme); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
 //! | `devnet` (feature `devnet`) | anvil plus the project's EIP-3009 token for tests and the demo |
@@ -56,6 +56,7 @@ pub mod exact;
 pub mod extension;
 pub mod facilitator;
 pub mod header;
+mod multicall;
 pub mod reason;
 pub mod wire;
 

@@ -23,7 +23,7 @@ use hiregate_payments::{
     Facilitator, LocalFacilitator, Network, PaymentPayload, PaymentRequirements, Reason,
     SettleResponse, SignOptions, decode_header, encode_header,
 };
-use support::{AMOUNT, Harness, unix_now};
+use support::{AMOUNT, Harness, RpcProxy, unix_now};
 
 /// Verify and settle must both refuse `payload` with `reason`, and no token may move.
 async fn assert_refused(harness: &Harness, payload: PaymentPayload, reason: Reason) {
@@ -389,6 +389,103 @@ async fn nonce_already_used_is_refused() {
     assert_eq!(harness.balance(payer.address()).await, payer_before);
     assert_eq!(harness.balance(harness.pay_to).await, U256::ZERO);
     assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+}
+
+/// Concurrent verifications share the node's calls (Multicall3 `aggregate3`), and each still
+/// gets the answer it would get alone: a refusal keeps its own reason, and a payment whose
+/// payer is paid in the same burst is not judged on money it does not hold yet.
+#[tokio::test]
+async fn concurrent_verifications_share_node_calls_and_each_gets_its_own_answer() {
+    const VALID: usize = 16;
+    let harness = Harness::start().await;
+    let node = RpcProxy::start(harness.devnet.rpc_url().clone(), None).await;
+    let facilitator = LocalFacilitator::connect(harness.config_with(|chain| {
+        chain.rpc_url = node.url.clone();
+    }))
+    .await
+    .unwrap();
+
+    // A settled payment: the token is known to speak EIP-3009 from here on, and this
+    // payment's nonce is spent.
+    let spender = harness.payer(AMOUNT).await;
+    let spent = harness.request(
+        harness
+            .sign(&spender, &harness.requirements, &SignOptions::default())
+            .await,
+    );
+    assert!(facilitator.settle(&spent).await.unwrap().success);
+
+    // `funder` pays `empty`, which holds nothing; `empty`'s own payment comes right after.
+    let (funder, empty) = (harness.payer(AMOUNT).await, harness.payer(0).await);
+    let mut to_empty = harness.requirements.clone();
+    to_empty.pay_to = empty.address().to_checksum(None);
+    let funding = hiregate_payments::VerifyRequest::new(
+        harness
+            .sign(&funder, &to_empty, &SignOptions::default())
+            .await,
+        to_empty,
+    );
+    let from_empty = harness.request(
+        harness
+            .sign(&empty, &harness.requirements, &SignOptions::default())
+            .await,
+    );
+    // One payer's two payments, each of its whole balance: each is valid alone.
+    let twice = harness.payer(AMOUNT).await;
+    let mut requests = vec![funding, from_empty, spent];
+    for _ in 0..2 {
+        requests.push(
+            harness.request(
+                harness
+                    .sign(&twice, &harness.requirements, &SignOptions::default())
+                    .await,
+            ),
+        );
+    }
+    let short = harness.payer(AMOUNT - 1).await;
+    requests.push(
+        harness.request(
+            harness
+                .sign(&short, &harness.requirements, &SignOptions::default())
+                .await,
+        ),
+    );
+    for _ in 0..VALID {
+        let payer = harness.payer(AMOUNT).await;
+        requests.push(
+            harness.request(
+                harness
+                    .sign(&payer, &harness.requirements, &SignOptions::default())
+                    .await,
+            ),
+        );
+    }
+
+    let calls_before = node.calls_of("eth_call");
+    let verdicts = join_all(requests.iter().map(|request| facilitator.verify(request))).await;
+    let reasons: Vec<Option<Reason>> = verdicts
+        .into_iter()
+        .map(|verdict| verdict.unwrap().invalid_reason)
+        .collect();
+    let mut expected = vec![
+        None,
+        Some(Reason::InsufficientBalance),
+        Some(Reason::NonceAlreadyUsed),
+        None,
+        None,
+        Some(Reason::InsufficientBalance),
+    ];
+    expected.extend(std::iter::repeat_n(None, VALID));
+    assert_eq!(reasons, expected);
+    // Each refusal costs a few calls of its own (asked alone, then its nonce and balance);
+    // the valid payments share theirs.
+    let calls = node.calls_of("eth_call") - calls_before;
+    assert!(
+        calls < requests.len(),
+        "{calls} eth_calls for {} verifications",
+        requests.len()
+    );
+    assert_eq!(harness.balance(empty.address()).await, U256::ZERO);
 }
 
 #[tokio::test]

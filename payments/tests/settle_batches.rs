@@ -28,7 +28,7 @@ use hiregate_payments::exact::token_eip712_domain;
 use hiregate_payments::{
     ChainConfig, Facilitator, LocalFacilitator, Reason, SettleResponse, SignOptions, VerifyRequest,
 };
-use support::{AMOUNT, Harness};
+use support::{AMOUNT, Harness, RpcProxy};
 
 /// A tip far above the relayer's, so the payer's own transaction is mined first in the block.
 const PAYER_TIP: u128 = 50_000_000_000;
@@ -501,10 +501,15 @@ async fn a_sync_send_not_mined_in_time_is_watched_until_mined_and_paid_once() {
 #[tokio::test]
 async fn with_sync_sends_a_node_without_the_method_gets_plain_sends() {
     let harness = Harness::start().await;
-    let node = node_without_sync_sends(harness.devnet.rpc_url().clone()).await;
+    // anvil has the method, so only its refusal is injected.
+    let node = RpcProxy::start(
+        harness.devnet.rpc_url().clone(),
+        Some("eth_sendRawTransactionSync"),
+    )
+    .await;
     let facilitator = facilitator_with(&harness, |chain| {
         chain.sync_send = true;
-        chain.rpc_url = node;
+        chain.rpc_url = node.url;
     })
     .await;
     let nonce_before = relayer_nonce(&harness).await;
@@ -528,44 +533,6 @@ async fn with_sync_sends_a_node_without_the_method_gets_plain_sends() {
         harness.balance(harness.pay_to).await,
         U256::from(2 * AMOUNT)
     );
-}
-
-/// A JSON-RPC proxy to `anvil` that answers `eth_sendRawTransactionSync` with "method not
-/// found", as a node without EIP-7966 does. anvil has the method, so only this refusal is
-/// injected; every other call is anvil's own answer.
-async fn node_without_sync_sends(anvil: url::Url) -> url::Url {
-    let client = reqwest::Client::new();
-    let forward = move |body: axum::body::Bytes| {
-        let (client, anvil) = (client.clone(), anvil.clone());
-        async move {
-            let call: serde_json::Value = serde_json::from_slice(&body).unwrap();
-            let answer = if call["method"] == "eth_sendRawTransactionSync" {
-                serde_json::to_vec(&serde_json::json!({
-                    "jsonrpc": "2.0",
-                    "id": call["id"],
-                    "error": {"code": -32601, "message": "the method eth_sendRawTransactionSync does not exist"}
-                }))
-                .unwrap()
-            } else {
-                let response = client
-                    .post(anvil)
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
-                    .await
-                    .unwrap();
-                response.bytes().await.unwrap().to_vec()
-            };
-            ([("content-type", "application/json")], answer)
-        }
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap())
-        .parse()
-        .unwrap();
-    let app = axum::Router::new().fallback(axum::routing::post(forward));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
 }
 
 #[tokio::test]

@@ -7,8 +7,11 @@ use alloy::rpc::types::{Filter, TransactionInput, TransactionReceipt, Transactio
 use alloy::sol_types::{SolCall, SolEvent};
 use alloy::transports::{RpcError, TransportError};
 
+use self::simulations::Simulations;
 use super::ExactPayment;
 use crate::reason::Reason;
+
+mod simulations;
 
 alloy::sol! {
     /// The parts of an EIP-3009 token (FiatTokenV2_2 shape) that verification and settlement use.
@@ -93,7 +96,11 @@ async fn eth_call(
     }
 }
 
-fn call_request(to: Address, from: Option<Address>, calldata: Vec<u8>) -> TransactionRequest {
+fn call_request(
+    to: Address,
+    from: Option<Address>,
+    calldata: impl Into<Bytes>,
+) -> TransactionRequest {
     let request = TransactionRequest::default()
         .to(to)
         .input(TransactionInput::new(calldata.into()));
@@ -152,7 +159,7 @@ pub struct PayerFacts {
 /// it, a plain key's payment is judged by the one simulation, and the nonce and balance are
 /// asked only to name why a simulation reverted.
 #[derive(Debug, Default)]
-pub struct Eip3009Tokens(std::sync::RwLock<std::collections::HashSet<Address>>);
+struct Eip3009Tokens(std::sync::RwLock<std::collections::HashSet<Address>>);
 
 impl Eip3009Tokens {
     fn knows(&self, token: Address) -> bool {
@@ -170,81 +177,133 @@ impl Eip3009Tokens {
     }
 }
 
-/// Runs the checks that need a node, in the reference order: asset deployed, signature (ECDSA
-/// for an account without code, EIP-1271 `isValidSignature` for a contract), nonce unused,
-/// balance, and an `eth_call` simulation of the transfer from `relayer`.
-///
-/// `Ok(Err(refusal))` is a verdict; `Err` means the node could not be asked.
-pub async fn verify_onchain(
-    provider: &DynProvider,
+/// The `exact` checks against one chain's node, with what they keep between payments: the
+/// tokens known to speak EIP-3009 and, where the chain has Multicall3, the queue that coalesces
+/// concurrent simulations into one call.
+pub struct ExactVerifier {
+    provider: DynProvider,
     relayer: Address,
-    payment: &ExactPayment,
-    tokens: &Eip3009Tokens,
-) -> Result<Result<PayerFacts, Refusal>, TransportError> {
-    let authorization = &payment.payload.authorization;
-    let payer = authorization.from;
-    // The common case, a plain key's signature, is settled without asking the node anything
-    // but the facts below. The simulation is authoritative either way (a payer with code,
-    // e.g. a 7702 account, whose token insists on EIP-1271 fails it), so skipping the code
-    // lookup costs no correctness.
-    let facts = if recovers_to_payer(payment) {
-        PayerFacts { has_code: false }
-    } else {
-        let (asset_code, payer_code) =
-            tokio::try_join!(async { provider.get_code_at(payment.asset).await }, async {
-                provider.get_code_at(payer).await
-            },)?;
-        if asset_code.is_empty() {
+    tokens: Eip3009Tokens,
+    simulations: Option<Simulations>,
+}
+
+impl std::fmt::Debug for ExactVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExactVerifier")
+            .field("relayer", &self.relayer)
+            .field("tokens", &self.tokens)
+            .field("coalesces", &self.simulations.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExactVerifier {
+    /// Checks payments on `provider`'s chain, simulating transfers from `relayer`; with
+    /// `multicall` (an address with Multicall3's code), concurrent simulations share calls.
+    /// Must be called within a Tokio runtime when `multicall` is given.
+    #[must_use]
+    pub fn new(provider: DynProvider, relayer: Address, multicall: Option<Address>) -> Self {
+        let simulations =
+            multicall.map(|multicall| Simulations::start(provider.clone(), relayer, multicall));
+        Self {
+            provider,
+            relayer,
+            tokens: Eip3009Tokens::default(),
+            simulations,
+        }
+    }
+
+    /// Runs the checks that need a node, in the reference order: asset deployed, signature
+    /// (ECDSA for an account without code, EIP-1271 `isValidSignature` for a contract), nonce
+    /// unused, balance, and an `eth_call` simulation of the transfer from the relayer.
+    ///
+    /// `Ok(Err(refusal))` is a verdict; `Err` means the node could not be asked.
+    pub async fn verify(
+        &self,
+        payment: &ExactPayment,
+    ) -> Result<Result<PayerFacts, Refusal>, TransportError> {
+        let provider = &self.provider;
+        let authorization = &payment.payload.authorization;
+        let payer = authorization.from;
+        // The common case, a plain key's signature, is settled without asking the node
+        // anything but the facts below. The simulation is authoritative either way (a payer
+        // with code, e.g. a 7702 account, whose token insists on EIP-1271 fails it), so
+        // skipping the code lookup costs no correctness.
+        let facts = if recovers_to_payer(payment) {
+            PayerFacts { has_code: false }
+        } else {
+            let (asset_code, payer_code) =
+                tokio::try_join!(async { provider.get_code_at(payment.asset).await }, async {
+                    provider.get_code_at(payer).await
+                },)?;
+            if asset_code.is_empty() {
+                return Ok(Err(Reason::AssetNotDeployed.into()));
+            }
+            let facts = PayerFacts {
+                has_code: !payer_code.is_empty(),
+            };
+            if let Err(refusal) = check_signature(provider, payment, facts).await? {
+                return Ok(Err(refusal));
+            }
+            facts
+        };
+
+        let calldata = transfer_calldata(payment, facts.has_code);
+        let (state, balance, simulated) = if !facts.has_code && self.tokens.knows(payment.asset) {
+            // A transfer that would succeed from the relayer proves the nonce unused and the
+            // balance enough: one round trip for a valid payment, shared with concurrent
+            // ones. The nonce and balance are asked only to name why it would not.
+            let simulated = match &self.simulations {
+                Some(simulations) => {
+                    simulations
+                        .simulate(payment.asset, payer, authorization.to, calldata)
+                        .await?
+                }
+                None => self.simulate_alone(payment, calldata).await?,
+            };
+            match simulated {
+                CallOutcome::Returned(_) => return Ok(Ok(facts)),
+                reverted @ CallOutcome::Reverted(_) => {
+                    let (state, balance) = payer_state(provider, payment).await?;
+                    (state, balance, reverted)
+                }
+            }
+        } else {
+            let ((state, balance), simulated) = tokio::try_join!(
+                payer_state(provider, payment),
+                self.simulate_alone(payment, calldata)
+            )?;
+            (state, balance, simulated)
+        };
+        if let CallOutcome::Returned(bytes) = &state
+            && bytes.is_empty()
+            && provider.get_code_at(payment.asset).await?.is_empty()
+        {
             return Ok(Err(Reason::AssetNotDeployed.into()));
         }
-        let facts = PayerFacts {
-            has_code: !payer_code.is_empty(),
+        let message = match simulated {
+            CallOutcome::Returned(_) => None,
+            CallOutcome::Reverted(message) => Some(message),
         };
-        if let Err(refusal) = check_signature(provider, payment, facts).await? {
-            return Ok(Err(refusal));
-        }
-        facts
-    };
-
-    let simulation = call_request(
-        payment.asset,
-        Some(relayer),
-        transfer_calldata(payment, facts.has_code),
-    );
-    let (state, balance, simulated) = if !facts.has_code && tokens.knows(payment.asset) {
-        // A transfer that would succeed from the relayer proves the nonce unused and the
-        // balance enough: one round trip for a valid payment. The nonce and balance are asked
-        // only to name why it would not.
-        match eth_call(provider, simulation).await? {
-            CallOutcome::Returned(_) => return Ok(Ok(facts)),
-            reverted @ CallOutcome::Reverted(_) => {
-                let (state, balance) = payer_state(provider, payment).await?;
-                (state, balance, reverted)
+        match judge(state, balance, payment, message) {
+            Some(refusal) => Ok(Err(refusal)),
+            None => {
+                self.tokens.learn(payment.asset);
+                Ok(Ok(facts))
             }
         }
-    } else {
-        let ((state, balance), simulated) = tokio::try_join!(
-            payer_state(provider, payment),
-            eth_call(provider, simulation)
-        )?;
-        (state, balance, simulated)
-    };
-    if let CallOutcome::Returned(bytes) = &state
-        && bytes.is_empty()
-        && provider.get_code_at(payment.asset).await?.is_empty()
-    {
-        return Ok(Err(Reason::AssetNotDeployed.into()));
     }
-    let message = match simulated {
-        CallOutcome::Returned(_) => None,
-        CallOutcome::Reverted(message) => Some(message),
-    };
-    match judge(state, balance, payment, message) {
-        Some(refusal) => Ok(Err(refusal)),
-        None => {
-            tokens.learn(payment.asset);
-            Ok(Ok(facts))
-        }
+
+    async fn simulate_alone(
+        &self,
+        payment: &ExactPayment,
+        calldata: Vec<u8>,
+    ) -> Result<CallOutcome, TransportError> {
+        eth_call(
+            &self.provider,
+            call_request(payment.asset, Some(self.relayer), calldata),
+        )
+        .await
     }
 }
 

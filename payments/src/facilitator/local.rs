@@ -45,8 +45,8 @@ use super::relayer::{Broadcast, Call, Fate, Relayer, RelayerOptions, SendError, 
 use super::{Facilitator, FacilitatorError};
 use crate::auth_capture::{AUTH_CAPTURE_SCHEME, EscrowAddresses};
 use crate::exact::onchain::{
-    AuthorizationInReceipt, Eip3009Tokens, Refusal, authorization_in_receipt, find_settlement,
-    nonce_used, transfer_calldata, verify_onchain,
+    AuthorizationInReceipt, ExactVerifier, Refusal, authorization_in_receipt, find_settlement,
+    nonce_used, transfer_calldata,
 };
 use crate::exact::{ExactPayment, PaymentKey};
 use crate::reason::Reason;
@@ -113,7 +113,7 @@ struct Chain {
     receipt_timeout: Duration,
     lookback_blocks: Option<u64>,
     escrow: EscrowAddresses,
-    eip3009: Eip3009Tokens,
+    exact: ExactVerifier,
 }
 
 impl std::fmt::Debug for Chain {
@@ -157,20 +157,19 @@ impl LocalFacilitator {
             }
             let multicall = chain.multicall3_address();
             let batching = chain.settle_batch_max > 1;
-            let has_multicall = batching
-                && !provider
-                    .get_code_at(multicall)
-                    .await
-                    .map_err(|source| LocalFacilitatorError::Unreachable {
-                        network: network.clone(),
-                        source,
-                    })?
-                    .is_empty();
+            let has_multicall = !provider
+                .get_code_at(multicall)
+                .await
+                .map_err(|source| LocalFacilitatorError::Unreachable {
+                    network: network.clone(),
+                    source,
+                })?
+                .is_empty();
             if batching && !has_multicall {
                 tracing::warn!(%network, %multicall, "no Multicall3 code: every settlement is its own transaction");
             }
             let options = RelayerOptions {
-                multicall: has_multicall.then_some(multicall),
+                multicall: (batching && has_multicall).then_some(multicall),
                 batch_max: chain.settle_batch_max,
                 batch_window: chain.settle_batch_window(),
                 resend_after: chain.resend_after(),
@@ -180,6 +179,11 @@ impl LocalFacilitator {
                     chain_id: expected,
                 }),
             };
+            let exact = ExactVerifier::new(
+                provider.clone(),
+                chain.relayer_key.address(),
+                has_multicall.then_some(multicall),
+            );
             let entry = Chain {
                 network: network.clone(),
                 relayer: Relayer::new(provider.clone(), chain.relayer_key.address(), &options),
@@ -188,7 +192,7 @@ impl LocalFacilitator {
                 receipt_timeout: chain.receipt_timeout(),
                 lookback_blocks: chain.settlement_lookback_blocks,
                 escrow: chain.escrow_addresses(),
-                eip3009: Eip3009Tokens::default(),
+                exact,
             };
             chains.insert(network, Arc::new(entry));
         }
@@ -253,13 +257,7 @@ impl Facilitator for LocalFacilitator {
         if let Err(reason) = payment.check_window(unix_now()) {
             return Ok(VerifyResponse::invalid(reason, Some(payer), None));
         }
-        let verdict = verify_onchain(
-            &chain.provider,
-            chain.relayer.address(),
-            &payment,
-            &chain.eip3009,
-        )
-        .await?;
+        let verdict = chain.exact.verify(&payment).await?;
         Ok(match verdict {
             Ok(_) => VerifyResponse::valid(payer),
             Err(Refusal { reason, message }) => {
@@ -456,15 +454,7 @@ impl Chain {
         let announcement = self.relayer.announce();
         let verdict = match payment.check_window(unix_now()) {
             Err(reason) => Err(Refusal::from(reason)),
-            Ok(()) => {
-                verify_onchain(
-                    &self.provider,
-                    self.relayer.address(),
-                    payment,
-                    &self.eip3009,
-                )
-                .await?
-            }
+            Ok(()) => self.exact.verify(payment).await?,
         };
         let facts = match verdict {
             Ok(facts) => facts,
@@ -583,15 +573,7 @@ impl Chain {
         tracing::info!(network = %self.network, payer = %payment.payer(), tx = %tx_hash, "transfer failed inside a batch");
         let verdict = match payment.check_window(unix_now()) {
             Err(reason) => Err(Refusal::from(reason)),
-            Ok(()) => {
-                verify_onchain(
-                    &self.provider,
-                    self.relayer.address(),
-                    payment,
-                    &self.eip3009,
-                )
-                .await?
-            }
+            Ok(()) => self.exact.verify(payment).await?,
         };
         let refusal = match verdict {
             Err(refusal) => refusal,

@@ -41,24 +41,7 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::exact::onchain::revert_message;
-
-alloy::sol! {
-    /// The part of Multicall3 batches use.
-    interface IMulticall3 {
-        struct Call3 {
-            address target;
-            bool allowFailure;
-            bytes callData;
-        }
-
-        struct Result {
-            bool success;
-            bytes returnData;
-        }
-
-        function aggregate3(Call3[] calldata calls) external payable returns (Result[] memory returnData);
-    }
-}
+use crate::multicall::IMulticall3;
 
 /// Attempts per send when the node reports a nonce conflict (another sender used the key, or a
 /// previous send's fate was unknown).

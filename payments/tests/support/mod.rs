@@ -135,3 +135,63 @@ impl Harness {
             .erased()
     }
 }
+
+/// A JSON-RPC proxy in front of anvil that records the method of every call it forwards and
+/// can answer one method with "method not found", as a node without it does. Every other
+/// answer is anvil's own. It takes single calls, which is all alloy's HTTP transport sends.
+pub struct RpcProxy {
+    pub url: url::Url,
+    methods: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl RpcProxy {
+    pub async fn start(anvil: url::Url, without: Option<&'static str>) -> Self {
+        let methods: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
+        let recorded = std::sync::Arc::clone(&methods);
+        let client = reqwest::Client::new();
+        let forward = move |body: axum::body::Bytes| {
+            let (client, anvil) = (client.clone(), anvil.clone());
+            let recorded = std::sync::Arc::clone(&recorded);
+            async move {
+                let call: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let method = call["method"].as_str().unwrap_or_default().to_owned();
+                let answer = if Some(method.as_str()) == without {
+                    serde_json::to_vec(&serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "id": call["id"],
+                        "error": {"code": -32601, "message": format!("the method {method} does not exist")}
+                    }))
+                    .unwrap()
+                } else {
+                    recorded.lock().unwrap().push(method);
+                    let response = client
+                        .post(anvil)
+                        .header("content-type", "application/json")
+                        .body(body)
+                        .send()
+                        .await
+                        .unwrap();
+                    response.bytes().await.unwrap().to_vec()
+                };
+                ([("content-type", "application/json")], answer)
+            }
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let app = axum::Router::new().fallback(axum::routing::post(forward));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { url, methods }
+    }
+
+    /// How many calls of `method` reached anvil so far.
+    pub fn calls_of(&self, method: &str) -> usize {
+        self.methods
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|called| *called == method)
+            .count()
+    }
+}
