@@ -220,6 +220,13 @@ impl Facilitator for MeteredFacilitator {
     async fn supported(&self) -> Result<SupportedResponse, FacilitatorError> {
         self.inner.supported().await
     }
+
+    fn mined_receipt(
+        &self,
+        transaction: alloy::primitives::TxHash,
+    ) -> Option<Arc<alloy::rpc::types::TransactionReceipt>> {
+        self.inner.mined_receipt(transaction)
+    }
 }
 
 /// `/readyz` check `facilitator`: in embedded mode every chain's node answers with the right

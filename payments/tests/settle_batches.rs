@@ -23,7 +23,9 @@ use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolStruct;
 use futures::future::join_all;
 use hiregate_payments::devnet::bindings::{CancelAuthorization, DevnetUsd};
-use hiregate_payments::exact::ledger::{AuthorizationRef, settlement_in_transaction};
+use hiregate_payments::exact::ledger::{
+    AuthorizationRef, settlement_in_receipt, settlement_in_transaction,
+};
 use hiregate_payments::exact::token_eip712_domain;
 use hiregate_payments::{
     ChainConfig, Facilitator, LocalFacilitator, Reason, SettleResponse, SignOptions, VerifyRequest,
@@ -611,21 +613,34 @@ async fn one_payers_payments_sharing_a_batch_are_each_read_with_their_own_transf
         "one batch"
     );
     let batch: B256 = outcomes[0].transaction.parse().unwrap();
-    // The ledger pairs each authorization with its own transfer, not the payer's first one.
+    // The facilitator hands out the node's receipt of its own settlement; a hash it did not
+    // settle is left to the node.
+    let mined = facilitator
+        .mined_receipt(batch)
+        .expect("the receipt of its own settlement");
+    assert!(facilitator.mined_receipt(B256::repeat_byte(7)).is_none());
+    // The ledger pairs each authorization with its own transfer, not the payer's first one,
+    // whether it reads the receipt from the node or from the facilitator.
     for (request, pay_to) in [(&here, harness.pay_to), (&there, other_pay_to)] {
-        let authorization = &request.payment_payload.exact_evm().unwrap().authorization;
-        let (_, transfer) = settlement_in_transaction(
-            &harness.devnet.provider(),
-            batch,
-            AuthorizationRef {
-                asset: harness.devnet.token(),
-                payer: payer.address(),
-                nonce: authorization.nonce,
-            },
-        )
-        .await
-        .unwrap()
-        .expect("settled in the batch");
+        let authorization = AuthorizationRef {
+            asset: harness.devnet.token(),
+            payer: payer.address(),
+            nonce: request
+                .payment_payload
+                .exact_evm()
+                .unwrap()
+                .authorization
+                .nonce,
+        };
+        let from_node = settlement_in_transaction(&harness.devnet.provider(), batch, authorization)
+            .await
+            .unwrap()
+            .expect("settled in the batch");
+        assert_eq!(
+            settlement_in_receipt(&mined, authorization),
+            Some(from_node)
+        );
+        let (_, transfer) = from_node;
         assert_eq!(transfer.to, pay_to);
         assert_eq!(transfer.value, U256::from(AMOUNT));
     }

@@ -26,8 +26,8 @@ use hiregate_contracts::state::{ContractEvent, ContractState, DisputeDecision};
 use hiregate_payments::{
     Network, PaymentPayload, Reason, SettleRequest, SettleResponse,
     exact::ledger::{
-        AuthorizationOnChain, AuthorizationRef, authorization_on_chain, settlement_in_transaction,
-        token_balance, transaction_pending,
+        AuthorizationOnChain, AuthorizationRef, authorization_on_chain, settlement_in_receipt,
+        settlement_in_transaction, token_balance, transaction_pending,
     },
 };
 use serde_json::json;
@@ -360,11 +360,20 @@ impl HireService {
         payment: &PaymentRecord,
         transaction: TxHash,
     ) -> Result<bool, String> {
-        let (provider, _) = self.chain_of(payment)?;
         let authorization = authorization_ref(payment)?;
-        let found = settlement_in_transaction(&provider, transaction, authorization)
-            .await
-            .map_err(|e| format!("chain RPC failed: {e}"))?;
+        // The embedded facilitator holds the node's receipt of its own settlement: the same
+        // chain fact, without asking the node for it a second time.
+        let mined = (self.inner.facilitator.as_ref())
+            .and_then(|facilitator| facilitator.mined_receipt(transaction));
+        let found = match mined {
+            Some(receipt) => settlement_in_receipt(&receipt, authorization),
+            None => {
+                let (provider, _) = self.chain_of(payment)?;
+                settlement_in_transaction(&provider, transaction, authorization)
+                    .await
+                    .map_err(|e| format!("chain RPC failed: {e}"))?
+            }
+        };
         Ok(found.is_some_and(|(_, transfer)| self.transfer_matches(ctx, payment, transfer)))
     }
 

@@ -152,14 +152,25 @@ pub async fn settlement_in_transaction(
     transaction: TxHash,
     authorization: AuthorizationRef,
 ) -> Result<Option<(u64, TransferFacts)>, TransportError> {
-    let Some(receipt) = provider.get_transaction_receipt(transaction).await? else {
-        return Ok(None);
-    };
-    if !receipt.status() || !uses_authorization(&receipt, authorization) {
-        return Ok(None);
+    Ok(provider
+        .get_transaction_receipt(transaction)
+        .await?
+        .and_then(|receipt| settlement_in_receipt(&receipt, authorization)))
+}
+
+/// [`settlement_in_transaction`] for a receipt the caller already holds, such as the one an
+/// in-process facilitator got from the node for its own settlement
+/// ([`crate::Facilitator::mined_receipt`]).
+#[must_use]
+pub fn settlement_in_receipt(
+    receipt: &TransactionReceipt,
+    authorization: AuthorizationRef,
+) -> Option<(u64, TransferFacts)> {
+    if !receipt.status() || !uses_authorization(receipt, authorization) {
+        return None;
     }
-    Ok(payer_transfer(&receipt, authorization)
-        .map(|transfer| (receipt.block_number.unwrap_or_default(), transfer)))
+    payer_transfer(receipt, authorization)
+        .map(|transfer| (receipt.block_number.unwrap_or_default(), transfer))
 }
 
 /// Whether the node still holds `transaction` unmined: a broadcast that may yet use the

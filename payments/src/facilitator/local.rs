@@ -27,6 +27,7 @@
 //! refusal itself does not say whether the earlier settle was theirs.
 
 mod auth_capture;
+mod mined;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
@@ -40,6 +41,7 @@ use alloy::transports::TransportError;
 use async_trait::async_trait;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use self::mined::MinedReceipts;
 use super::config::FacilitatorConfig;
 use super::relayer::{Broadcast, Call, Fate, Relayer, RelayerOptions, SendError, SyncSend};
 use super::{Facilitator, FacilitatorError};
@@ -114,6 +116,8 @@ struct Chain {
     lookback_blocks: Option<u64>,
     escrow: EscrowAddresses,
     exact: ExactVerifier,
+    /// Receipts of this chain's settlements, for [`Facilitator::mined_receipt`].
+    mined: MinedReceipts,
 }
 
 impl std::fmt::Debug for Chain {
@@ -193,6 +197,7 @@ impl LocalFacilitator {
                 lookback_blocks: chain.settlement_lookback_blocks,
                 escrow: chain.escrow_addresses(),
                 exact,
+                mined: MinedReceipts::default(),
             };
             chains.insert(network, Arc::new(entry));
         }
@@ -314,6 +319,12 @@ impl Facilitator for LocalFacilitator {
         }
         let outcome = chain.settle_fresh(&payment).await?;
         Ok(self.book.record(key, terms, outcome))
+    }
+
+    fn mined_receipt(&self, transaction: TxHash) -> Option<Arc<TransactionReceipt>> {
+        self.chains
+            .values()
+            .find_map(|chain| chain.mined.get(transaction))
     }
 
     async fn supported(&self) -> Result<SupportedResponse, FacilitatorError> {
@@ -553,7 +564,10 @@ impl Chain {
                 .await;
         }
         match authorization_in_receipt(&receipt, payment) {
-            AuthorizationInReceipt::Moved => Ok(self.settled(payment, tx_hash)),
+            AuthorizationInReceipt::Moved => {
+                self.mined.remember(Arc::clone(&receipt));
+                Ok(self.settled(payment, tx_hash))
+            }
             AuthorizationInReceipt::UsedOtherwise => {
                 Ok(self.failed(payment, Reason::TransferEventMismatch.into(), Some(tx_hash)))
             }

@@ -15,8 +15,11 @@ pub mod local;
 mod relayer;
 pub mod server;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use alloy::primitives::TxHash;
+use alloy::rpc::types::TransactionReceipt;
 use async_trait::async_trait;
 
 use crate::wire::{
@@ -50,6 +53,15 @@ pub trait Facilitator: Send + Sync {
 
     /// The (version, scheme, network) kinds this facilitator handles.
     async fn supported(&self) -> Result<SupportedResponse, FacilitatorError>;
+
+    /// The receipt of `transaction`, one of this facilitator's own settlements, as the node
+    /// answered it when it was mined: an in-process facilitator's caller can confirm the
+    /// settlement on chain from it without asking the node for it again. `None` (the default,
+    /// and a remote facilitator's answer) means "ask the node".
+    fn mined_receipt(&self, transaction: TxHash) -> Option<Arc<TransactionReceipt>> {
+        let _ = transaction;
+        None
+    }
 }
 
 /// A facilitator call whose outcome is not a verdict.
