@@ -118,6 +118,13 @@ impl Facilitator for TimedFacilitator {
     async fn supported(&self) -> Result<SupportedResponse, FacilitatorError> {
         self.inner.supported().await
     }
+
+    fn mined_receipt(
+        &self,
+        transaction: alloy::primitives::TxHash,
+    ) -> Option<Arc<alloy::rpc::types::TransactionReceipt>> {
+        self.inner.mined_receipt(transaction)
+    }
 }
 
 /// (a): the echo worker called directly, as the gateway would call it.

@@ -20,6 +20,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use alloy::primitives::TxHash;
+use alloy::rpc::types::TransactionReceipt;
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use serde::Serialize;
@@ -300,5 +302,10 @@ impl Facilitator for HttpFacilitatorClient {
     async fn supported(&self) -> Result<SupportedResponse, FacilitatorError> {
         self.call::<(), _>(FacilitatorCall::Supported, None, self.timeouts.supported)
             .await
+    }
+
+    /// A remote facilitator's word is a claim: its caller asks the node.
+    fn mined_receipt(&self, _transaction: TxHash) -> Option<Arc<TransactionReceipt>> {
+        None
     }
 }

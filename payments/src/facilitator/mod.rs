@@ -56,12 +56,9 @@ pub trait Facilitator: Send + Sync {
 
     /// The receipt of `transaction`, one of this facilitator's own settlements, as the node
     /// answered it when it was mined: an in-process facilitator's caller can confirm the
-    /// settlement on chain from it without asking the node for it again. `None` (the default,
-    /// and a remote facilitator's answer) means "ask the node".
-    fn mined_receipt(&self, transaction: TxHash) -> Option<Arc<TransactionReceipt>> {
-        let _ = transaction;
-        None
-    }
+    /// settlement on chain from it without asking the node for it again. `None` (always, from
+    /// a remote facilitator) means "ask the node". No default: a wrapper must pass it on.
+    fn mined_receipt(&self, transaction: TxHash) -> Option<Arc<TransactionReceipt>>;
 }
 
 /// A facilitator call whose outcome is not a verdict.
