@@ -9,6 +9,8 @@
 //! nonce another one reads, and each gets the answer it would get alone. Only successes are
 //! taken from a batch. A simulation that fails in one is asked again alone, from the relayer,
 //! so a refusal is always the node's own answer about that payment, revert message included.
+//! Inside a batch the token sees Multicall3 as its caller, as it does when the relayer settles
+//! a batch; `transferWithAuthorization` does not depend on who calls it.
 //!
 //! Batches form by themselves: at most [`IN_FLIGHT`] calls are at the node at once, and what
 //! arrives meanwhile waits and leaves in the next one. One request alone goes as a plain call.
@@ -102,6 +104,7 @@ impl Node {
 
     /// Answers every request of `batch`: the successes of one `aggregate3` call, the rest (and
     /// all of them, should that call fail) by a call of their own.
+    ///
     /// A request alone is answered before this returns, so that it holds its slot meanwhile;
     /// the rare re-asks after a batch do not.
     async fn answer(self: Arc<Self>, mut batch: Vec<Request>) {
