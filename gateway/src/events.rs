@@ -228,13 +228,13 @@ impl StreamState {
             let full_batch = events.len() >= self.timing.replay_batch as usize;
             self.buffer.extend(events.into_iter().map(LiveEvent::from));
             // A full batch may have more behind it; otherwise the contract's state decides.
-            return Ok(if full_batch || is_terminal_state(&contract.state) {
+            return Ok(if full_batch || contract.state.is_terminal() {
                 Step::CatchUp
             } else {
                 Step::Wait
             });
         }
-        Ok(if is_terminal_state(&contract.state) {
+        Ok(if contract.state.is_terminal() {
             Step::Closed
         } else {
             Step::Wait

@@ -213,11 +213,15 @@ impl HireService {
                 // Locked and already released or captured while this contract never became
                 // `paid`: not something the gateway does; leave it for an operator to look at.
                 tracing::error!(contract_id = %ctx.contract_id, view = ?other, "escrowed payment moved on chain before the contract was paid");
-                return Ok(Step::Done(self.in_progress(ctx, "authorizing")));
+                return Ok(Step::Done(
+                    self.in_progress(ctx, ContractState::Authorizing),
+                ));
             }
             Err(why) => {
                 tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "escrow state unknown; authorize waits");
-                return Ok(Step::Done(self.in_progress(ctx, "authorizing")));
+                return Ok(Step::Done(
+                    self.in_progress(ctx, ContractState::Authorizing),
+                ));
             }
         }
         let info = &escrowed.payment.info;
@@ -265,7 +269,9 @@ impl HireService {
                     }
                     _ => {
                         tracing::warn!(contract_id = %ctx.contract_id, error = %error, "authorize outcome unknown; recovery asks the chain again");
-                        Ok(Step::Done(self.in_progress(ctx, "authorizing")))
+                        Ok(Step::Done(
+                            self.in_progress(ctx, ContractState::Authorizing),
+                        ))
                     }
                 }
             }

@@ -13,8 +13,6 @@
 //! Already `cancelled` → 200 again (idempotent). Delivered or later → 409
 //! `contract_already_delivered`; `failed` / `expired` → 409 `contract_finished`.
 
-use std::str::FromStr;
-
 use axum::http::StatusCode;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use serde_json::json;
@@ -66,8 +64,7 @@ impl HireService {
             if contract.seeker_id != seeker.as_str() {
                 return Err(not_found());
             }
-            let state = ContractState::from_str(&contract.state)
-                .map_err(|e| internal(format!("stored state: {e}")))?;
+            let state = contract.state;
             let ctx = Ctx::of(&contract, correlation_id.to_owned(), actor.clone())?;
             match state {
                 ContractState::Cancelled => return self.cancelled_answer(&ctx).await,

@@ -26,11 +26,7 @@ use hiregate_contracts::state::{ContractEvent, ContractState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    HireService,
-    execute::{Ctx, internal},
-    reply::Reply,
-};
+use super::{HireService, execute::Ctx, reply::Reply};
 use crate::store::{ContractRecord, StoreError};
 
 /// Contracts handled per sweep round.
@@ -70,10 +66,7 @@ impl HireService {
         let Some(current) = store.get_contract(&contract.contract_id).await? else {
             return Ok(false);
         };
-        let state: ContractState = current
-            .state
-            .parse()
-            .map_err(|e| internal(format!("stored state: {e}")))?;
+        let state = current.state;
         let ctx = Ctx::of(
             &current,
             format!("deadline_{}", ulid::Ulid::new()),

@@ -319,7 +319,7 @@ impl HireService {
             .ok_or(ApiError::NotFound {
                 resource: "contract",
             })?;
-        let state = ContractState::from_str(&contract.state).map_err(ApiError::internal)?;
+        let state = contract.state;
         let party = if caller.is_seeker() {
             Party::Seeker
         } else {

@@ -229,7 +229,7 @@ impl HireService {
                     .get_contract(&ctx.contract_id)
                     .await?
                     .ok_or_else(contract_not_found)?;
-                let reply = self.in_progress_now(&ctx, &current.state).await?;
+                let reply = self.in_progress_now(&ctx, current.state).await?;
                 return Ok(self
                     .mark_duplicate(&current, reply)
                     .await?
@@ -328,8 +328,7 @@ impl HireService {
                     .await?
                     .ok_or_else(contract_not_found)?,
             };
-            let state = ContractState::from_str(&contract.state)
-                .map_err(|e| internal(format!("stored state: {e}")))?;
+            let state = contract.state;
             if state != ContractState::Offered {
                 // Moved on, perhaps on another instance: its 402 must not be served from here.
                 self.inner.offers.forget(&ctx.contract_id);
@@ -369,7 +368,7 @@ impl HireService {
         &self,
         contract: &ContractRecord,
         correlation_id: String,
-    ) -> Result<Option<String>, Reply> {
+    ) -> Result<Option<ContractState>, Reply> {
         let lock = self.inner.locks.lock_of(&contract.contract_id);
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(None);
@@ -378,11 +377,13 @@ impl HireService {
             return Ok(None);
         };
         let ctx = Ctx::of(&current, correlation_id, "gateway".to_owned())?;
-        let from = match current.state.as_str() {
-            "accepted" if acceptance_window_over(&ctx, &current) => ContractState::Accepted,
-            "settlement_unknown" => ContractState::SettlementUnknown,
+        let from = match current.state {
+            ContractState::Accepted if acceptance_window_over(&ctx, &current) => {
+                ContractState::Accepted
+            }
+            ContractState::SettlementUnknown => ContractState::SettlementUnknown,
             // Escrowed rejections carry the operator's dispute window in `deadline_at`.
-            "rejected" if current.deadline_at.is_some_and(|end| end <= Utc::now()) => {
+            ContractState::Rejected if current.deadline_at.is_some_and(|end| end <= Utc::now()) => {
                 self.void_rejected(&ctx).await?;
                 let after = self.inner.store.get_contract(&ctx.contract_id).await?;
                 return Ok(after.map(|c| c.state));
@@ -486,11 +487,11 @@ impl HireService {
                 message: "the contract was settled, then refunded to the payer by an arbiter"
                     .to_owned(),
             }),
-            _ => self.in_progress_now(ctx, &contract.state).await?,
+            _ => self.in_progress_now(ctx, contract.state).await?,
         })
     }
 
-    pub(super) fn in_progress(&self, ctx: &Ctx, state: &str) -> Reply {
+    pub(super) fn in_progress(&self, ctx: &Ctx, state: ContractState) -> Reply {
         self.pending_work(ctx, state, None)
     }
 
@@ -501,14 +502,14 @@ impl HireService {
     pub(super) fn pending_work(
         &self,
         ctx: &Ctx,
-        state: &str,
+        state: ContractState,
         attempt: Option<&AttemptRecord>,
     ) -> Reply {
         let id = ctx.contract_id.as_str();
         let mut body = json!({
             "contract_id": id,
             "state": state,
-            "status": if state == "pending" { "pending" } else { "in_progress" },
+            "status": if state == ContractState::Pending { "pending" } else { "in_progress" },
             "message": "the contract is being worked on; poll it or follow its events",
             "poll_url": self.contract_url(id),
             "events_url": self.events_url(id),
@@ -522,8 +523,8 @@ impl HireService {
 
     /// [`Self::pending_work`] for a contract in `state` now: a pending one names its worker's
     /// task.
-    async fn in_progress_now(&self, ctx: &Ctx, state: &str) -> Result<Reply, Reply> {
-        let attempt = if state == ContractState::Pending.as_str() {
+    async fn in_progress_now(&self, ctx: &Ctx, state: ContractState) -> Result<Reply, Reply> {
+        let attempt = if state == ContractState::Pending {
             self.inner
                 .store
                 .list_attempts(&ctx.contract_id)
@@ -546,8 +547,7 @@ impl HireService {
     ) -> Result<(Value, Option<PaymentRecord>), Reply> {
         let store = &self.inner.store;
         let id = ctx.contract_id.as_str();
-        let state = ContractState::from_str(&contract.state)
-            .map_err(|e| internal(format!("stored state: {e}")))?;
+        let state = contract.state;
         // Independent reads: on a pool they run side by side, one round trip's wait for all.
         let (verification, payment, attempts, pieces) = tokio::try_join!(
             store.latest_verification(id),
@@ -557,8 +557,8 @@ impl HireService {
         )?;
         let passed = verification.as_ref().is_some_and(|v| v.passed);
         let delivery = delivery_view(&pieces, content_released(ctx.terms.scheme(), state, passed));
-        let settlement = match contract.state.as_str() {
-            "settled" => {
+        let settlement = match state {
+            ContractState::Settled => {
                 let response = payment.as_ref().and_then(|p| p.settle_response.clone());
                 json!({
                     "status": "settled",
@@ -720,9 +720,9 @@ pub(super) fn hire_failure(
 /// `offered`, except a paid contract that is not queued (its attempt failed with retries left,
 /// or nothing forwarded it yet), which this execute takes on.
 fn is_repeat(contract: &ContractRecord) -> bool {
-    match contract.state.as_str() {
-        "offered" => false,
-        "paid" => contract.queued_at.is_some(),
+    match contract.state {
+        ContractState::Offered => false,
+        ContractState::Paid => contract.queued_at.is_some(),
         _ => true,
     }
 }

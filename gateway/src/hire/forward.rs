@@ -48,7 +48,7 @@ async fn watch_cancel(
             () = tokio::time::sleep(CANCEL_WATCH_INTERVAL) => {}
         }
         match store.get_contract(&contract_id).await {
-            Ok(Some(contract)) if contract.state == ContractState::Cancelled.as_str() => {
+            Ok(Some(contract)) if contract.state == ContractState::Cancelled => {
                 cancelled.cancel();
                 return;
             }
@@ -280,7 +280,7 @@ impl HireService {
                     .find(|a| a.attempt_id == attempt_id);
                 Ok(Step::Done(self.pending_work(
                     ctx,
-                    ContractState::Pending.as_str(),
+                    ContractState::Pending,
                     attempt.as_ref(),
                 )))
             }

@@ -195,7 +195,7 @@ pub async fn list_contracts(
         .map(|record| ContractSummary {
             price: record.terms.get("price").cloned().unwrap_or(Value::Null),
             contract_id: record.contract_id,
-            state: record.state,
+            state: record.state.to_string(),
             seeker_id: record.seeker_id,
             worker_id: record.worker_id,
             task_type: record.task_type,

@@ -616,7 +616,7 @@ impl HireService {
             });
         }
         // The operator may see what its worker delivered; the seeker only what it paid for.
-        let state = ContractState::from_str(&contract.state).map_err(ApiError::internal)?;
+        let state = contract.state;
         let reveal = !caller.is_seeker() || self.seeker_may_see_content(&contract, state).await?;
         let mut view = self
             .contract_view(&contract, reveal)
@@ -678,7 +678,7 @@ impl HireService {
         Ok(json!({
             "contract_id": contract.contract_id,
             "correlation_id": contract.correlation_id,
-            "queued_at": contract.queued_at.filter(|_| contract.state == "paid"),
+            "queued_at": contract.queued_at.filter(|_| contract.state == ContractState::Paid),
             "state": contract.state,
             "seeker_id": contract.seeker_id,
             "worker_id": contract.worker_id,

@@ -86,8 +86,8 @@ pub(super) enum Finished {
     /// The contract was no longer waiting on this attempt (another report won, or it was
     /// cancelled or timed out); nothing changed.
     NotPending {
-        /// The contract's state now.
-        state: String,
+        /// The contract's state now (`None`: it is gone).
+        state: Option<ContractState>,
     },
 }
 
@@ -275,7 +275,7 @@ impl HireService {
         let Some(contract) = store.get_contract(&watch.contract_id).await? else {
             return Ok(None);
         };
-        if contract.state != ContractState::Pending.as_str() {
+        if contract.state != ContractState::Pending {
             return Ok(None);
         }
         let attempt = store
@@ -298,12 +298,8 @@ impl HireService {
         let lock = self.inner.locks.lock_of(&ctx.contract_id);
         let _guard = lock.lock_owned().await;
         let store = &self.inner.store;
-        let current = store
-            .get_contract(&ctx.contract_id)
-            .await?
-            .map(|c| c.state)
-            .unwrap_or_default();
-        let still_waiting = current == ContractState::Pending.as_str()
+        let current = store.get_contract(&ctx.contract_id).await?.map(|c| c.state);
+        let still_waiting = current == Some(ContractState::Pending)
             && store
                 .list_attempts(&ctx.contract_id)
                 .await?
@@ -378,12 +374,8 @@ impl HireService {
                 return Err(internal("not a terminal report"));
             }
         }
-        let after = store
-            .get_contract(&ctx.contract_id)
-            .await?
-            .map(|c| c.state)
-            .unwrap_or_default();
-        if after == ContractState::Pending.as_str() {
+        let after = store.get_contract(&ctx.contract_id).await?.map(|c| c.state);
+        if after == Some(ContractState::Pending) {
             // Someone else (another instance) moved it between our checks.
             return Ok(Finished::NotPending { state: after });
         }
@@ -400,7 +392,7 @@ impl HireService {
             let Some(contract) = store.get_contract(&ctx.contract_id).await? else {
                 return Ok(());
             };
-            if contract.state != ContractState::Pending.as_str() {
+            if contract.state != ContractState::Pending {
                 return Ok(());
             }
             let payment = store
@@ -527,7 +519,7 @@ impl HireService {
             .into_iter()
             .rev()
             .find(|a| a.state == "pending");
-        let not_pending = |state: &str| {
+        let not_pending = |state: Option<ContractState>| {
             Reply::error(
                 StatusCode::CONFLICT,
                 "contract_not_pending",
@@ -536,11 +528,10 @@ impl HireService {
                 json!({"contract_id": contract_id, "state": state}),
             )
         };
-        let Some(attempt) = attempt.filter(|_| contract.state == ContractState::Pending.as_str())
-        else {
-            self.record_late_result(&ctx, &contract.state, &verified.id, &report, body)
+        let Some(attempt) = attempt.filter(|_| contract.state == ContractState::Pending) else {
+            self.record_late_result(&ctx, Some(contract.state), &verified.id, &report, body)
                 .await?;
-            return Err(not_pending(&contract.state));
+            return Err(not_pending(Some(contract.state)));
         };
         let task_id = report.get("task_id").and_then(Value::as_str);
         if let (Some(reported), Some(expected)) = (task_id, attempt.worker_task_id.as_deref())
@@ -571,20 +562,16 @@ impl HireService {
         let actor = format!("worker:{worker_id}");
         match self.finish_pending(&ctx, &attempt, answer, &actor).await? {
             Finished::NotPending { state } => {
-                self.record_late_result(&ctx, &state, &verified.id, &report, body)
+                self.record_late_result(&ctx, state, &verified.id, &report, body)
                     .await?;
-                return Err(not_pending(&state));
+                return Err(not_pending(state));
             }
             Finished::Applied => {}
         }
         store
             .record_callback(worker_id, &verified.id, contract_id, Utc::now())
             .await?;
-        let state = store
-            .get_contract(contract_id)
-            .await?
-            .map(|c| c.state)
-            .unwrap_or_default();
+        let state = store.get_contract(contract_id).await?.map(|c| c.state);
         // Settlement (or the next attempt) goes on without holding up the worker's request.
         let service = self.clone();
         let (owned_id, owned_correlation) = (contract_id.to_owned(), correlation_id.to_owned());
@@ -606,7 +593,7 @@ impl HireService {
     async fn record_late_result(
         &self,
         ctx: &Ctx,
-        state: &str,
+        state: Option<ContractState>,
         webhook_id: &str,
         report: &Value,
         body: &[u8],
@@ -642,7 +629,7 @@ impl HireService {
         store
             .record_callback(worker_id, webhook_id, &ctx.contract_id, Utc::now())
             .await?;
-        tracing::info!(contract_id = %ctx.contract_id, state, "late worker report recorded; outcome unchanged");
+        tracing::info!(contract_id = %ctx.contract_id, state = ?state, "late worker report recorded; outcome unchanged");
         Ok(())
     }
 }

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 
 use axum::http::StatusCode;
 use chrono::Utc;
+use hiregate_contracts::state::ContractState;
 use serde_json::json;
 
 use super::{
@@ -77,7 +78,7 @@ impl HireService {
             .await?
         else {
             // No longer paid (cancelled, expired): the caller looks at the state again.
-            return Ok(self.in_progress(ctx, "paid"));
+            return Ok(self.in_progress(ctx, ContractState::Paid));
         };
         if !was_queued {
             store
@@ -163,7 +164,7 @@ impl HireService {
             tokio::spawn(async move {
                 let _guard = guard;
                 let reply = match service.inner.store.get_contract(&contract_id).await {
-                    Ok(Some(current)) if current.state == "paid" => {
+                    Ok(Some(current)) if current.state == ContractState::Paid => {
                         match Ctx::of(&current, String::new(), "gateway".to_owned()) {
                             Ok(ctx) => match Box::pin(service.drive(&ctx, None)).await {
                                 Ok(reply) | Err(reply) => reply,

@@ -89,7 +89,7 @@ impl HireService {
         contract: &ContractRecord,
     ) -> Result<Option<ReceiptRecord>, ApiError> {
         let store = &self.inner.store;
-        let state = ContractState::from_str(&contract.state).map_err(ApiError::internal)?;
+        let state = contract.state;
         if !state.is_terminal() {
             return Ok(None);
         }

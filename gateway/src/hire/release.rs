@@ -233,12 +233,12 @@ impl HireService {
             .payment_of_contract(contract_id)
             .await?
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("settled contract, no payment")))?;
-        if contract.state == ContractState::Refunded.as_str() {
+        if contract.state == ContractState::Refunded {
             return Ok(
                 json!({"contract_id": contract_id, "state": contract.state, "refund_transaction": payment.release_tx}),
             );
         }
-        if contract.state != ContractState::Settled.as_str() {
+        if contract.state != ContractState::Settled {
             return Err(ApiError::ConflictWithDetails {
                 code: "refund_not_possible",
                 message: "only a settled (captured) contract can be refunded; void applies \
@@ -457,10 +457,7 @@ impl HireService {
         let Some(contract) = self.inner.store.get_contract(&payment.contract_id).await? else {
             return Ok(None);
         };
-        let state: ContractState = contract
-            .state
-            .parse()
-            .map_err(|e| internal(format!("stored state: {e}")))?;
+        let state = contract.state;
         let ctx = Ctx::of(
             &contract,
             format!("{prefix}_{}", ulid::Ulid::new()),

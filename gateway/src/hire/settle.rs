@@ -109,7 +109,7 @@ impl HireService {
                 Err(why) => {
                     if from == ContractState::SettlementUnknown {
                         tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "capture still unknown");
-                        return Ok(Step::Done(self.in_progress(ctx, from.as_str())));
+                        return Ok(Step::Done(self.in_progress(ctx, from)));
                     }
                 }
             }
@@ -134,7 +134,7 @@ impl HireService {
                 ChainView::Anomaly(why) | ChainView::Unreachable(why) => {
                     if from == ContractState::SettlementUnknown {
                         tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "settlement still unknown");
-                        return Ok(Step::Done(self.in_progress(ctx, from.as_str())));
+                        return Ok(Step::Done(self.in_progress(ctx, from)));
                     }
                 }
             }
@@ -520,7 +520,7 @@ impl HireService {
             ),
         };
         if from == ContractState::SettlementUnknown && state == ContractState::SettlementUnknown {
-            return Ok(Step::Done(self.in_progress(ctx, state.as_str())));
+            return Ok(Step::Done(self.in_progress(ctx, state)));
         }
         let broadcast = transaction.clone().or_else(|| {
             response
@@ -557,7 +557,7 @@ impl HireService {
         if state == ContractState::SettlementUnknown {
             // Retrying at once would most likely meet the same trouble; the settlement sweep
             // asks the chain again after `contracts.recovery_grace_ms`.
-            return Ok(Step::Done(self.in_progress(ctx, state.as_str())));
+            return Ok(Step::Done(self.in_progress(ctx, state)));
         }
         Ok(Step::Again)
     }

@@ -36,7 +36,7 @@ impl HireService {
             match self.settle_if_due(contract, correlation_id).await {
                 Ok(Some(state)) => {
                     tried += 1;
-                    tracing::info!(contract_id = %contract.contract_id, state, "sweep settled");
+                    tracing::info!(contract_id = %contract.contract_id, %state, "sweep settled");
                 }
                 Ok(None) => {}
                 Err(reply) => {

@@ -1,8 +1,9 @@
 //! `contract` and `contract_event`: contract rows, compare-and-set state transitions, and the
 //! append-only event log.
 //!
-//! Seam: ids, states and terms are plain strings / JSON here; the execute flow maps them to the
-//! `contracts` crate's types (`ContractId`, the state machine, `Terms`) at its edge.
+//! Seam: a read contract's state is the `contracts` crate's [`ContractState`] (a row holding
+//! any other spelling is corrupt); ids and terms are plain strings / JSON here, and the execute
+//! flow maps them to that crate's types (`ContractId`, `Terms`) at its edge.
 //!
 //! Ordering: every write to a contract's events first updates the contract row, which takes
 //! its row lock (PostgreSQL) or the write lock (SQLite). The next `seq` is computed after that,
@@ -11,6 +12,7 @@
 
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
+use hiregate_contracts::state::ContractState;
 
 use super::{
     Store, StoreError, from_millis, from_millis_opt, insert_event, on_backend, on_backend_write,
@@ -65,7 +67,7 @@ pub struct ContractRecord {
     /// Gateway signature over the terms.
     pub gateway_jws: String,
     /// Current state.
-    pub state: String,
+    pub state: ContractState,
     /// Worker attempts used so far.
     pub attempts_used: u32,
     /// The x402 offer fixed at signing.
@@ -171,7 +173,10 @@ impl TryFrom<ContractRow> for ContractRecord {
             terms: row.terms.0,
             terms_hash: row.terms_hash,
             gateway_jws: row.gateway_jws,
-            state: row.state,
+            state: row
+                .state
+                .parse()
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             attempts_used: u32::try_from(row.attempts_used)
                 .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             payment_offer: row.payment_offer.map(|json| json.0),

@@ -424,6 +424,7 @@ impl HireEnv {
             .unwrap()
             .expect("contract stored")
             .state
+            .to_string()
     }
 
     /// Event kinds of a contract, in order.

@@ -7,6 +7,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use alloy::primitives::U256;
 use chrono::Utc;
+use hiregate_contracts::state::ContractState;
 use hiregate_worker_sdk::{
     CallbackConfig, GatewayKeys, WebhookSecret,
     example_workers::{FaultyBehaviour, FaultyMode, faulty_builder, faulty_handler},
@@ -521,7 +522,7 @@ async fn a_gateway_restarted_while_work_is_pending_resumes_polling_and_settles_o
         .unwrap()
         .unwrap()
         .state,
-        "pending",
+        ContractState::Pending,
         "stopped before the work finished"
     );
     let app = spawn_app_on(

@@ -5,6 +5,7 @@
 use std::{collections::BTreeMap, collections::BTreeSet, time::Duration};
 
 use chrono::{DateTime, Utc};
+use hiregate_contracts::state::ContractState;
 use hiregate_gateway::{
     auth::{ApiKeyHash, CallbackSecret, Role},
     config::{DatabaseSettings, Settings},
@@ -504,7 +505,7 @@ async fn contract_for(store: &Store) -> String {
         .unwrap();
     let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
     assert_eq!(stored.terms, contract.terms);
-    assert_eq!(stored.state, "offered");
+    assert_eq!(stored.state, ContractState::Offered);
     let duplicate = NewContract {
         contract_id: format!("ctr_{}", ulid::Ulid::new()),
         ..contract
@@ -570,7 +571,7 @@ async fn contract_transitions_are_compare_and_set(store: Store) {
         Transition::NotFound
     );
     let contract = store.get_contract(&contract_id).await.unwrap().unwrap();
-    assert_eq!(contract.state, "paid");
+    assert_eq!(contract.state, ContractState::Paid);
     assert!(contract.deadline_at.is_none());
     let events = store
         .list_contract_events(&contract_id, 0, 100)
@@ -920,7 +921,7 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
         .unwrap();
     assert_eq!(moved, Transition::Applied { seq: 3 });
     let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
-    assert_eq!(stored.state, "executing");
+    assert_eq!(stored.state, ContractState::Executing);
     assert_eq!(stored.deadline_at, Some(deadline));
     let events = store
         .list_contract_events(&contract_id, 0, 10)
@@ -979,7 +980,7 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
         Err(StoreError::Duplicate { entity: "dispute" })
     ));
     let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
-    assert_eq!(stored.state, "executing");
+    assert_eq!(stored.state, ContractState::Executing);
     assert_eq!(events_logged().await, 3);
 
     // A missed compare-and-set writes nothing either and names the actual state.
