@@ -44,7 +44,7 @@ use hiregate_gateway::{
     facilitator::build_facilitator,
     startup::{App, AppOptions},
 };
-use hiregate_integration_tests::rpc_counter::RpcCounter;
+use hiregate_payments::devnet::rpc_counter::{self, RpcCounter};
 use hiregate_payments::{
     Facilitator, FacilitatorError, PaymentPayload, PaymentRequired,
     devnet::Devnet,
@@ -395,11 +395,10 @@ async fn count_operations(
     }
     let per_hire = |count: u64| count as f64 / COUNTED_HIRES as f64;
     let store_round_trips = per_hire(deployment.store.round_trips() - trips_before);
-    let rpc_calls =
-        hiregate_integration_tests::rpc_counter::difference(&rpc_before, &counter.counts())
-            .into_iter()
-            .map(|(method, count)| (method, per_hire(count)))
-            .collect();
+    let rpc_calls = rpc_counter::difference(&rpc_before, &counter.counts())
+        .into_iter()
+        .map(|(method, count)| (method, per_hire(count)))
+        .collect();
     Ok((store_round_trips, rpc_calls))
 }
 

@@ -28,6 +28,8 @@
 //!   [`Devnet::drop_transaction`] inspect and empty the mempool; [`Devnet::authorization_used_transactions`] and
 //!   [`Devnet::transfers`] read what the chain says happened; [`Devnet::transfer_tokens`] lets a
 //!   payer empty its wallet.
+//! - [`rpc_counter::RpcCounter`]: a JSON-RPC proxy in front of a node that counts calls by
+//!   method, and can refuse one method as a node without it does.
 //! - [`node_script`]: runs an interop script of `tools/interop/` (official x402 SDK) with JSON in
 //!   and out; [`node_tools_or_skip`] lets Node-dependent tests skip outside CI.
 
@@ -35,6 +37,7 @@ mod anvil;
 pub mod bindings;
 mod error;
 mod node;
+pub mod rpc_counter;
 
 use std::{
     fmt,

@@ -16,6 +16,7 @@ use alloy::sol_types::{Eip712Domain, SolStruct};
 use base64::Engine as _;
 use futures::future::join_all;
 use hiregate_payments::devnet::bindings::{CancelAuthorization, DevnetUsd};
+use hiregate_payments::devnet::rpc_counter::RpcCounter;
 use hiregate_payments::exact::{Eip3009Authorization, ExactEvmPayload, token_eip712_domain};
 use hiregate_payments::header::HeaderError;
 use hiregate_payments::wire::{DecimalU256, UnknownFields, X402Version2};
@@ -23,7 +24,7 @@ use hiregate_payments::{
     Facilitator, LocalFacilitator, Network, PaymentPayload, PaymentRequirements, Reason,
     SettleResponse, SignOptions, decode_header, encode_header,
 };
-use support::{AMOUNT, Harness, RpcProxy, unix_now};
+use support::{AMOUNT, Harness, unix_now};
 
 /// Verify and settle must both refuse `payload` with `reason`, and no token may move.
 async fn assert_refused(harness: &Harness, payload: PaymentPayload, reason: Reason) {
@@ -398,9 +399,11 @@ async fn nonce_already_used_is_refused() {
 async fn concurrent_verifications_share_node_calls_and_each_gets_its_own_answer() {
     const VALID: usize = 16;
     let harness = Harness::start().await;
-    let node = RpcProxy::start(harness.devnet.rpc_url().clone(), None).await;
+    let node = RpcCounter::start(harness.devnet.rpc_url().clone())
+        .await
+        .unwrap();
     let facilitator = LocalFacilitator::connect(harness.config_with(|chain| {
-        chain.rpc_url = node.url.clone();
+        chain.rpc_url = node.url();
     }))
     .await
     .unwrap();
@@ -481,7 +484,7 @@ async fn concurrent_verifications_share_node_calls_and_each_gets_its_own_answer(
     // the valid payments share theirs.
     let calls = node.calls_of("eth_call") - calls_before;
     assert!(
-        calls < requests.len(),
+        calls < requests.len() as u64,
         "{calls} eth_calls for {} verifications",
         requests.len()
     );

@@ -23,6 +23,7 @@ use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolStruct;
 use futures::future::join_all;
 use hiregate_payments::devnet::bindings::{CancelAuthorization, DevnetUsd};
+use hiregate_payments::devnet::rpc_counter::RpcCounter;
 use hiregate_payments::exact::ledger::{
     AuthorizationRef, settlement_in_receipt, settlement_in_transaction,
 };
@@ -30,7 +31,7 @@ use hiregate_payments::exact::token_eip712_domain;
 use hiregate_payments::{
     ChainConfig, Facilitator, LocalFacilitator, Reason, SettleResponse, SignOptions, VerifyRequest,
 };
-use support::{AMOUNT, Harness, RpcProxy};
+use support::{AMOUNT, Harness};
 
 /// A tip far above the relayer's, so the payer's own transaction is mined first in the block.
 const PAYER_TIP: u128 = 50_000_000_000;
@@ -504,14 +505,15 @@ async fn a_sync_send_not_mined_in_time_is_watched_until_mined_and_paid_once() {
 async fn with_sync_sends_a_node_without_the_method_gets_plain_sends() {
     let harness = Harness::start().await;
     // anvil has the method, so only its refusal is injected.
-    let node = RpcProxy::start(
+    let node = RpcCounter::refusing(
         harness.devnet.rpc_url().clone(),
-        Some("eth_sendRawTransactionSync"),
+        "eth_sendRawTransactionSync",
     )
-    .await;
+    .await
+    .unwrap();
     let facilitator = facilitator_with(&harness, |chain| {
         chain.sync_send = true;
-        chain.rpc_url = node.url;
+        chain.rpc_url = node.url();
     })
     .await;
     let nonce_before = relayer_nonce(&harness).await;

@@ -1,8 +1,11 @@
-//! A JSON-RPC proxy that counts what a client asks a node: the benchmark puts it between the
-//! gateway and anvil to report the RPC calls one paid hire makes, by method.
+//! A JSON-RPC proxy that counts what a client asks a node, by method: the gateway benchmark
+//! puts it between the gateway and anvil to report the RPC calls one paid hire makes, and tests
+//! count the calls a facilitator makes.
 //!
 //! It forwards every request body unchanged and returns the node's answer unchanged; batches
-//! (JSON arrays) count each call in them.
+//! (JSON arrays) count each call in them. [`RpcCounter::refusing`] also answers one method with
+//! "method not found", as a node without it does: a fault anvil cannot produce (it has every
+//! method this project calls).
 
 use std::{
     collections::BTreeMap,
@@ -19,6 +22,7 @@ pub type MethodCounts = BTreeMap<String, u64>;
 #[derive(Clone)]
 struct Shared {
     upstream: Url,
+    refused: Option<&'static str>,
     client: reqwest::Client,
     counts: Arc<Mutex<MethodCounts>>,
 }
@@ -39,10 +43,27 @@ impl Drop for RpcCounter {
 
 impl RpcCounter {
     /// Listens on `127.0.0.1:0` and forwards to `upstream`.
+    ///
+    /// # Errors
+    /// No loopback port could be bound.
     pub async fn start(upstream: Url) -> std::io::Result<Self> {
+        Self::listen(upstream, None).await
+    }
+
+    /// [`Self::start`], answering single calls of `method` with JSON-RPC error -32601 instead
+    /// of forwarding them (they are not counted).
+    ///
+    /// # Errors
+    /// No loopback port could be bound.
+    pub async fn refusing(upstream: Url, method: &'static str) -> std::io::Result<Self> {
+        Self::listen(upstream, Some(method)).await
+    }
+
+    async fn listen(upstream: Url, refused: Option<&'static str>) -> std::io::Result<Self> {
         let counts = Arc::new(Mutex::new(MethodCounts::new()));
         let shared = Shared {
             upstream,
+            refused,
             client: reqwest::Client::new(),
             counts: counts.clone(),
         };
@@ -67,13 +88,32 @@ impl RpcCounter {
     }
 
     /// The counts so far.
+    #[must_use]
     pub fn counts(&self) -> MethodCounts {
         self.counts.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// Calls of `method` so far.
+    #[must_use]
+    pub fn calls_of(&self, method: &str) -> u64 {
+        self.counts
+            .lock()
+            .map_or(0, |c| c.get(method).copied().unwrap_or(0))
     }
 }
 
 async fn forward(State(shared): State<Shared>, body: Bytes) -> impl IntoResponse {
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&body) {
+        if let Some(method) = shared.refused
+            && value["method"] == method
+        {
+            let refusal = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": value["id"],
+                "error": {"code": -32601, "message": format!("the method {method} does not exist")},
+            });
+            return axum::Json(refusal).into_response();
+        }
         let calls = match &value {
             serde_json::Value::Array(batch) => batch.iter().collect::<Vec<_>>(),
             single => vec![single],
