@@ -342,7 +342,7 @@ impl HireService {
                 ContractState::SettlementUnknown => {
                     self.settle(ctx, ContractState::SettlementUnknown).await?
                 }
-                other => Step::Done(self.stored_answer(ctx, &contract, other).await?),
+                _ => Step::Done(self.stored_answer(ctx, &contract).await?),
             };
             if let Step::Done(reply) = step {
                 return Ok(reply);
@@ -396,14 +396,10 @@ impl HireService {
     }
 
     /// The answer for a contract whose state needs no action from this execute.
-    async fn stored_answer(
-        &self,
-        ctx: &Ctx,
-        contract: &ContractRecord,
-        state: ContractState,
-    ) -> Result<Reply, Reply> {
+    async fn stored_answer(&self, ctx: &Ctx, contract: &ContractRecord) -> Result<Reply, Reply> {
         let store = &self.inner.store;
         let id = ctx.contract_id.as_str();
+        let state = contract.state;
         Ok(match state {
             ContractState::Settled | ContractState::Accepted => {
                 let (body, payment) = self.result_body(ctx, contract).await?;

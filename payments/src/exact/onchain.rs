@@ -259,7 +259,7 @@ impl ExactVerifier {
                         .simulate(payment.asset, payer, authorization.to, calldata)
                         .await?
                 }
-                None => self.simulate_alone(payment, calldata).await?,
+                None => simulate_transfer(provider, self.relayer, payment.asset, calldata).await?,
             };
             match simulated {
                 CallOutcome::Returned(_) => return Ok(Ok(facts)),
@@ -271,7 +271,7 @@ impl ExactVerifier {
         } else {
             let ((state, balance), simulated) = tokio::try_join!(
                 payer_state(provider, payment),
-                self.simulate_alone(payment, calldata)
+                simulate_transfer(provider, self.relayer, payment.asset, calldata)
             )?;
             (state, balance, simulated)
         };
@@ -293,18 +293,16 @@ impl ExactVerifier {
             }
         }
     }
+}
 
-    async fn simulate_alone(
-        &self,
-        payment: &ExactPayment,
-        calldata: Vec<u8>,
-    ) -> Result<CallOutcome, TransportError> {
-        eth_call(
-            &self.provider,
-            call_request(payment.asset, Some(self.relayer), calldata),
-        )
-        .await
-    }
+/// The transfer `calldata` on `asset` as the relayer would send it, at the latest block.
+async fn simulate_transfer(
+    provider: &DynProvider,
+    relayer: Address,
+    asset: Address,
+    calldata: impl Into<Bytes>,
+) -> Result<CallOutcome, TransportError> {
+    eth_call(provider, call_request(asset, Some(relayer), calldata)).await
 }
 
 /// The payer's nonce state and balance, asked at once.

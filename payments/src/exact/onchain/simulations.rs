@@ -24,7 +24,7 @@ use alloy::sol_types::SolCall;
 use alloy::transports::TransportError;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::{CallOutcome, call_request, eth_call};
+use super::{CallOutcome, call_request, simulate_transfer};
 use crate::multicall::IMulticall3;
 
 /// Calls at the node at once. Few, so that requests arriving meanwhile queue into batches.
@@ -95,11 +95,7 @@ impl Simulations {
 
 impl Node {
     async fn alone(&self, asset: Address, calldata: Bytes) -> Result<CallOutcome, TransportError> {
-        eth_call(
-            &self.provider,
-            call_request(asset, Some(self.relayer), calldata),
-        )
-        .await
+        simulate_transfer(&self.provider, self.relayer, asset, calldata).await
     }
 
     /// Answers every request of `batch`: the successes of one `aggregate3` call, the rest (and
