@@ -97,8 +97,9 @@ impl HireService {
         {
             return self.known_payment(ctx, &existing, &submission.payload_hash, false);
         }
-        if let Some(busy) = self.worker_at_capacity(ctx).await? {
-            return Ok(Step::Done(busy));
+        // Before anything is simulated or locked on chain: a worker that cannot work now.
+        if let Some(refusal) = self.worker_refusal(ctx).await? {
+            return Ok(Step::Done(refusal));
         }
         let Some((provider, _)) = inner.assets.chain(chain_id) else {
             return Ok(Step::Done(facilitator_unavailable(&format!(

@@ -3,7 +3,8 @@
 //! ```text
 //! offered ──no PAYMENT-SIGNATURE──► 402 PAYMENT-REQUIRED
 //!    │ PAYMENT-SIGNATURE: decode → accepted == our offer → payment-identifier / replay checks
-//!    │   → prechecks (payTo, amount, window, network, asset) → worker capacity → facilitator /verify
+//!    │   → prechecks (payTo, amount, window, network, asset) → worker hireable (retired: 409,
+//!    │     unhealthy: 503 + Retry-After, full: 429; see `hireable`) → facilitator /verify
 //!    ▼ payment row + offered→paid in one transaction (the database picks one winner)
 //!  paid ──forward (attempt n, Idempotency-Key = contract id)──► executing
 //!    executing ─failed/timeout─► paid (retries left: 502/504, the next execute retries under the
