@@ -121,6 +121,10 @@ pub(super) struct Ctx {
     /// The `exact` payment this execute stored, as stored: what forwarding and judging read,
     /// fields a payment keeps until its settlement begins. Background work reads the store.
     pub(super) paid_with: std::sync::OnceLock<Box<PaymentRecord>>,
+    /// Whether this drive may wait in line for a worker marked unhealthy (a seeker's execute,
+    /// or the task spawned for that wait); background rounds hand the wait to a task of its
+    /// own instead of holding up their loop (see `hireable`).
+    pub(super) waits_in_line: bool,
 }
 
 impl Ctx {
@@ -157,6 +161,7 @@ impl Ctx {
             actor,
             secrets: None,
             paid_with: std::sync::OnceLock::new(),
+            waits_in_line: false,
         })
     }
 }
@@ -278,6 +283,8 @@ impl HireService {
             format!("seeker:{}", request.seeker),
         )?;
         ctx.secrets = request.secrets.clone();
+        // The seeker's request waits for the answer anyway, as it would for a slow worker.
+        ctx.waits_in_line = true;
         check_body(&ctx.terms, &request.body)?;
         Ok(ctx)
     }

@@ -114,6 +114,9 @@ impl HireService {
             WorkerReadiness::Ready(listing) => (listing, false),
             WorkerReadiness::Unavailable(listing) => (listing, true),
             WorkerReadiness::ContractMoved => return Ok(Step::Again),
+            WorkerReadiness::WaitsApart => {
+                return Ok(Step::Done(self.in_progress(ctx, ContractState::Paid)));
+            }
         };
         let attempt_id = AttemptId::generate().to_string();
         let mut forwarded = json!({"attempt_id": attempt_id, "worker_id": listing.id});

@@ -14,7 +14,10 @@
 //!
 //! While an attempt waits, the contract is `paid`: a seeker's cancel voids it as usual, and a
 //! crash leaves it to crash recovery, which forwards it again (and waits again) until the
-//! authorization's deadline, where it is voided as any unforwarded contract.
+//! authorization's deadline, where it is voided as any unforwarded contract. A seeker's execute
+//! waits in line (its request waits for the answer anyway); background rounds (crash recovery,
+//! the queue's dispatcher, retries of pending work) hand the wait to a task of its own, so one
+//! unhealthy worker does not hold up the rest of their round.
 //! Health is the health loop's verdict, read from the store, so every instance agrees on it.
 //! A retired listing is no longer probed: its last verdict is stale, so it does not hold up
 //! the contracts it still owes.
@@ -48,6 +51,9 @@ pub(super) enum WorkerReadiness {
     Unavailable(WorkerListing),
     /// The contract left `paid` meanwhile (a cancel, another instance): look at it again.
     ContractMoved,
+    /// A background round found the worker unhealthy: a task of its own waits for it (see
+    /// [`HireService::wait_apart`]); the contract stays `paid` meanwhile.
+    WaitsApart,
 }
 
 impl HireService {
@@ -133,6 +139,10 @@ impl HireService {
         if !waits_for_health(&listing) {
             return Ok(WorkerReadiness::Ready(listing));
         }
+        if !ctx.waits_in_line {
+            self.wait_apart(&ctx.contract_id);
+            return Ok(WorkerReadiness::WaitsApart);
+        }
         let store = &self.inner.store;
         store
             .append_contract_event(
@@ -171,6 +181,43 @@ impl HireService {
                 return Ok(WorkerReadiness::Ready(listing));
             }
         }
+    }
+}
+
+impl HireService {
+    /// Background work (crash recovery, the queue's dispatcher, retries of pending work) does
+    /// not wait for an unhealthy worker in line, which would hold up every contract behind it
+    /// in its round: this task waits instead, under the contract's lock once the round has let
+    /// go of it, and takes the contract on as a seeker's execute would (forward once the worker
+    /// is healthy, else end the attempt). While it holds the lock, the rounds skip the contract.
+    fn wait_apart(&self, contract_id: &str) {
+        let service = self.clone();
+        let contract_id = contract_id.to_owned();
+        tokio::spawn(async move {
+            let lock = service.inner.locks.lock_of(&contract_id);
+            let _guard = lock.lock_owned().await;
+            let contract = match service.inner.store.get_contract(&contract_id).await {
+                Ok(Some(contract)) if contract.state == ContractState::Paid => contract,
+                Ok(_) => return,
+                Err(error) => {
+                    tracing::warn!(contract_id, %error, "waiting for the worker: store read failed");
+                    return;
+                }
+            };
+            let reply = match Ctx::of(&contract, String::new(), "gateway".to_owned()) {
+                Ok(mut ctx) => {
+                    ctx.waits_in_line = true;
+                    match Box::pin(service.drive(&ctx, None)).await {
+                        Ok(reply) | Err(reply) => reply,
+                    }
+                }
+                Err(reply) => reply,
+            };
+            if reply.status().is_server_error() && reply.status() != StatusCode::SERVICE_UNAVAILABLE
+            {
+                tracing::warn!(contract_id, status = %reply.status(), "waiting for the worker: the contract could not be taken on");
+            }
+        });
     }
 }
 

@@ -390,3 +390,47 @@ async fn a_paid_retry_is_forwarded_once_the_worker_recovers_within_the_sla() {
         .unwrap();
     assert_eq!(contract.attempts_used, 2);
 }
+
+#[tokio::test]
+async fn crash_recovery_waits_apart_for_an_unhealthy_worker_and_releases_the_payment() {
+    let (env, contract_id) = paid_retry_facing_an_unhealthy_worker(1000).await;
+    let before = env.balances().await;
+    // The seeker never comes back. A second gateway instance on the same database, whose crash
+    // recovery looks for stale contracts every 100 ms, takes the paid contract over: its round
+    // hands the wait to a task of its own, which ends the attempt once the SLA is over.
+    let recovering = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(env.app.database_url.clone()),
+        &crate::hire_env::chain_settings(
+            &env.devnet,
+            &format!("{FAST_HEALTH}\n[contracts]\nrecovery_grace_ms = 200\njobs_interval_ms = 100"),
+        ),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "the contract failed and its payment was released",
+        || async { (env.state(&contract_id).await == "failed").then_some(()) },
+    )
+    .await;
+    let payment = recovering
+        .store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.state, "voided");
+    assert_eq!(env.worker.executions(), 0);
+    assert_eq!(env.balances().await, before);
+    let attempts = env.app.store.list_attempts(&contract_id).await.unwrap();
+    assert_eq!(
+        attempts
+            .last()
+            .and_then(|a| a.error.as_ref())
+            .map(|e| e["code"].clone()),
+        Some(json!("worker_unavailable"))
+    );
+    let kinds = env.event_kinds(&contract_id).await;
+    for kind in ["recovery_takeover", "waiting_for_worker", "payment_voided"] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} missing: {kinds:?}");
+    }
+}
