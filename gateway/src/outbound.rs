@@ -181,6 +181,8 @@ pub struct OutboundClient {
     /// The same client without a connection pool: every request on a connection of its own.
     /// What a request is sent again on, so it cannot meet another stale pooled connection.
     fresh: reqwest::Client,
+    /// The client's time limit for a request that sets none.
+    request_timeout: Duration,
     allow_private_targets: bool,
     require_https: bool,
     max_response_bytes: usize,
@@ -208,6 +210,7 @@ impl OutboundClient {
                 .pool_max_idle_per_host(0)
                 .build()
                 .map_err(OutboundError::Build)?,
+            request_timeout: settings.request_timeout(),
             allow_private_targets: settings.allow_private_targets,
             require_https: settings.require_https,
             max_response_bytes: settings.max_response_bytes,
@@ -292,13 +295,16 @@ impl OutboundClient {
         let Some(mut again) = copy.filter(|_| error.worth_resending(repeatable)) else {
             return Err(error);
         };
-        // The same time limit for both sends together.
-        if let Some(limit) = again.timeout_mut() {
-            *limit = limit.saturating_sub(sent_at.elapsed());
-            if limit.is_zero() {
-                return Err(error);
-            }
+        // One time limit for both sends together.
+        let limit = again
+            .timeout()
+            .copied()
+            .unwrap_or(self.request_timeout)
+            .saturating_sub(sent_at.elapsed());
+        if limit.is_zero() {
+            return Err(error);
         }
+        *again.timeout_mut() = Some(limit);
         let mut shown = again.url().clone();
         shown.set_query(None);
         tracing::info!(method = %again.method(), url = %shown, error = %error, "connection lost before any answer: sending the request once more on a new connection");

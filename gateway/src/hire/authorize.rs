@@ -2,8 +2,9 @@
 //! locked in the escrow before any work starts.
 //!
 //! ```text
-//! PAYMENT-SIGNATURE ─► the spec's checks against the stored offer, then on chain (signature,
-//!   escrow state, payer balance, a simulation of `authorize` from the operator)
+//! PAYMENT-SIGNATURE ─► the spec's checks against the stored offer, whether the worker can work
+//!   now (see `hireable`), then on chain (signature, escrow state, payer balance, a simulation
+//!   of `authorize` from the operator)
 //!   ─► payment row (`authorizing`, valid_before = the capture deadline) + offered→authorizing,
 //!      one transaction: the intent is persisted before anything is sent
 //!   ─► the gateway, as the escrow's operator, sends `authorize`

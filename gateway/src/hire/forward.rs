@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use hiregate_contracts::{
     canonical::to_canonical_vec,
     deliverable::Deliverable,
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     HireService,
     execute::{Ctx, Step, hire_failure, internal},
-    hireable::WorkerReadiness,
+    hireable::{WorkerReadiness, worker_wait_until},
     offer::AuthorizationWindow,
     reply::Reply,
 };
@@ -93,23 +93,8 @@ impl HireService {
                 format!("no adapter for protocol `{}`", listing.protocol.as_str()),
             ))));
         }
-        // Before each attempt: a worker the health loop marked unhealthy is waited for, within
-        // the SLA and never past the moment one attempt still fits before the authorization's
-        // deadline (see `hireable`).
-        let sla = chrono::Duration::milliseconds(
-            i64::try_from(ctx.terms.sla().max_latency_ms()).unwrap_or(i64::MAX),
-        );
-        let last_start = DateTime::from_timestamp(
-            payment
-                .valid_before
-                .saturating_sub(i64::try_from(needed).unwrap_or(i64::MAX)),
-            0,
-        )
-        .unwrap_or_else(Utc::now);
-        let wait_until = Utc::now()
-            .checked_add_signed(sla)
-            .unwrap_or(last_start)
-            .min(last_start);
+        // Before each attempt: a worker the health loop marked unhealthy is waited for.
+        let wait_until = worker_wait_until(ctx, payment.valid_before, needed);
         let (listing, unavailable) = match self.await_worker(ctx, listing, wait_until).await? {
             WorkerReadiness::Ready(listing) => (listing, false),
             WorkerReadiness::Unavailable(listing) => (listing, true),
@@ -376,7 +361,7 @@ impl HireService {
                 payment,
                 worker_actor,
                 http_status,
-                error.clone(),
+                &error,
                 timed_out,
             )
             .await?;
@@ -400,7 +385,7 @@ impl HireService {
             message,
             attempt_no,
             retry_allowed,
-            error,
+            &error,
         )))
     }
 
@@ -431,7 +416,7 @@ impl HireService {
                 payment,
                 "gateway",
                 None,
-                error.clone(),
+                &error,
                 false,
             )
             .await?;
@@ -443,7 +428,7 @@ impl HireService {
              SLA; it was not called",
             attempt_no,
             retry_allowed,
-            error,
+            &error,
         );
         if !retry_allowed {
             return Ok(Step::Done(reply));
@@ -474,7 +459,7 @@ impl HireService {
         payment: &PaymentRecord,
         worker_actor: &str,
         http_status: Option<u16>,
-        error: Value,
+        error: &Value,
         timed_out: bool,
     ) -> Result<bool, Reply> {
         let retry_policy = ctx.terms.retry_policy();
@@ -657,7 +642,7 @@ fn attempt_failure(
     message: &str,
     attempt_no: u32,
     retry_allowed: bool,
-    error: Value,
+    error: &Value,
 ) -> Reply {
     let max_attempts = ctx.terms.retry_policy().max_attempts();
     hire_failure(

@@ -221,6 +221,23 @@ impl HireService {
     }
 }
 
+/// How long a new attempt may wait for an unhealthy worker: the contract's SLA, and never past
+/// the moment one attempt still fits (`needed_s`) before the authorization's `valid_before`.
+pub(super) fn worker_wait_until(ctx: &Ctx, valid_before: i64, needed_s: u64) -> DateTime<Utc> {
+    let now = Utc::now();
+    let sla = chrono::Duration::milliseconds(
+        i64::try_from(ctx.terms.sla().max_latency_ms()).unwrap_or(i64::MAX),
+    );
+    let last_start = DateTime::from_timestamp(
+        valid_before.saturating_sub(i64::try_from(needed_s).unwrap_or(i64::MAX)),
+        0,
+    )
+    .unwrap_or(now);
+    now.checked_add_signed(sla)
+        .unwrap_or(last_start)
+        .min(last_start)
+}
+
 /// A live listing the health loop marked unhealthy (a retired one is no longer probed).
 fn waits_for_health(listing: &WorkerListing) -> bool {
     listing.retired_at.is_none() && listing.health == HealthState::Unhealthy
