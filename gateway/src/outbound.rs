@@ -9,6 +9,21 @@
 //! `outbound.allow_private_targets = true` lifts the address filter for local development
 //! and tests.
 //!
+//! A connection can end before the server answers anything: a keep-alive connection the server
+//! closed while idle (many close idle connections after a second) is taken from the pool just
+//! as the close arrives, the request is written into it and the connection is reset. hyper
+//! resends by itself only a request it never began to write; one it wrote surfaces as an error
+//! ([`OutboundError::ConnectionLost`]), because the server may have read it. [`OutboundClient::send`]
+//! sends once more, at once and on a new connection (never a pooled one), what is safe to send
+//! again: any request whose connection could not even be opened (nothing was sent), and a
+//! request with an idempotent method (RFC 9110 §9.2.2) whose connection was lost before any
+//! answer. Other requests are sent again only by [`OutboundClient::send_keyed`], for callers
+//! whose request carries a key the receiver deduplicates by (a hire's `Idempotency-Key`, a
+//! WattSwarm `execution_id`): the receiver then sees the repetition as the same request, so the
+//! worst case is a repeated request answered from its first run, never a second run. Nothing
+//! else resends: besides hyper's unwritten requests, reqwest's default policy resends only what
+//! an HTTP/2 server says it refused unprocessed (`REFUSED_STREAM`, a graceful `GOAWAY`).
+//!
 //! HIRE's Security section asks for HTTPS everywhere: with `outbound.require_https` (on by
 //! default) a plain `http` URL is refused before anything is sent ([`OutboundError::InsecureScheme`]),
 //! whichever caller built it (worker endpoint, poll URL, deliverable file, webhook). Local
@@ -17,7 +32,7 @@
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::{Arc, LazyLock},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use ipnet::{Ipv4Net, Ipv6Net};
@@ -65,6 +80,10 @@ pub enum OutboundError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The connection was closed or reset after the request was handed to it and before any
+    /// answer came back: the server may or may not have read the request.
+    #[error("the connection was lost before any answer: {0}")]
+    ConnectionLost(#[source] reqwest::Error),
     /// Any other transport failure.
     #[error("HTTP request failed: {0}")]
     Http(#[source] reqwest::Error),
@@ -86,6 +105,55 @@ impl OutboundError {
             Self::Http(error)
         }
     }
+
+    /// A failed send (no response head yet): [`Self::from_reqwest`], with a connection lost
+    /// before any answer told apart from other failures.
+    fn from_send(error: reqwest::Error) -> Self {
+        match Self::from_reqwest(error) {
+            Self::Http(error) if lost_before_answer(&error) => Self::ConnectionLost(error),
+            other => other,
+        }
+    }
+
+    /// Whether the request may be sent again at once: its connection could not be opened
+    /// (nothing was sent), or, when `repeatable` (the receiver takes a repetition for the same
+    /// request), it was lost before any answer.
+    fn worth_resending(&self, repeatable: bool) -> bool {
+        match self {
+            Self::Connect(_) => true,
+            Self::ConnectionLost(_) => repeatable,
+            _ => false,
+        }
+    }
+}
+
+/// hyper's word for a connection that ended before the response head: closed before the
+/// message completed, a request cancelled or a connection task gone before it was answered,
+/// or the socket reset, aborted or broken.
+fn lost_before_answer(error: &reqwest::Error) -> bool {
+    use std::io::ErrorKind;
+
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(hyper) = current.downcast_ref::<hyper::Error>()
+            && (hyper.is_incomplete_message() || hyper.is_canceled() || hyper.is_closed())
+        {
+            return true;
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof
+            )
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
 }
 
 /// Error the resolver returns when every address of a name is filtered out.
@@ -110,6 +178,11 @@ fn blocked_host_in_chain(error: &reqwest::Error) -> Option<String> {
 #[derive(Debug, Clone)]
 pub struct OutboundClient {
     client: reqwest::Client,
+    /// The same client without a connection pool: every request on a connection of its own.
+    /// What a request is sent again on, so it cannot meet another stale pooled connection.
+    fresh: reqwest::Client,
+    /// The client's time limit for a request that sets none.
+    request_timeout: Duration,
     allow_private_targets: bool,
     require_https: bool,
     max_response_bytes: usize,
@@ -118,17 +191,26 @@ pub struct OutboundClient {
 impl OutboundClient {
     /// Build the client from `[outbound]`.
     pub fn new(settings: &OutboundSettings) -> Result<Self, OutboundError> {
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("hiregate/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(settings.connect_timeout())
-            .timeout(settings.request_timeout())
-            .redirect(redirect::Policy::none())
-            .no_proxy();
-        if !settings.allow_private_targets {
-            builder = builder.dns_resolver(Arc::new(FilteringResolver));
-        }
+        let builder = || {
+            let builder = reqwest::Client::builder()
+                .user_agent(concat!("hiregate/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(settings.connect_timeout())
+                .timeout(settings.request_timeout())
+                .redirect(redirect::Policy::none())
+                .no_proxy();
+            if settings.allow_private_targets {
+                builder
+            } else {
+                builder.dns_resolver(Arc::new(FilteringResolver))
+            }
+        };
         Ok(Self {
-            client: builder.build().map_err(OutboundError::Build)?,
+            client: builder().build().map_err(OutboundError::Build)?,
+            fresh: builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .map_err(OutboundError::Build)?,
+            request_timeout: settings.request_timeout(),
             allow_private_targets: settings.allow_private_targets,
             require_https: settings.require_https,
             max_response_bytes: settings.max_response_bytes,
@@ -181,9 +263,55 @@ impl OutboundClient {
         Ok(self.client.request(method, url.clone()))
     }
 
-    /// Send a request built with [`Self::request`], classifying failures.
+    /// Send a request built with [`Self::request`], classifying failures. Sent once more on a
+    /// new connection when its connection could not be opened, or, for an idempotent method,
+    /// was lost before any answer (see the module docs).
     pub async fn send(&self, request: RequestBuilder) -> Result<Response, OutboundError> {
-        request.send().await.map_err(OutboundError::from_reqwest)
+        self.send_resending(request, false).await
+    }
+
+    /// [`Self::send`] for a request that carries a key its receiver deduplicates by (a hire's
+    /// `Idempotency-Key`, a WattSwarm `execution_id`), whatever its method: also sent once more
+    /// when its connection was lost before any answer, since the receiver answers a repetition
+    /// as the same request.
+    pub async fn send_keyed(&self, request: RequestBuilder) -> Result<Response, OutboundError> {
+        self.send_resending(request, true).await
+    }
+
+    async fn send_resending(
+        &self,
+        request: RequestBuilder,
+        keyed: bool,
+    ) -> Result<Response, OutboundError> {
+        let request = request.build().map_err(OutboundError::from_reqwest)?;
+        let repeatable = keyed || request.method().is_idempotent();
+        // Bodies built from bytes (JSON, text) clone; a streamed one cannot be sent twice.
+        let copy = request.try_clone();
+        let sent_at = Instant::now();
+        let error = match self.client.execute(request).await {
+            Ok(response) => return Ok(response),
+            Err(error) => OutboundError::from_send(error),
+        };
+        let Some(mut again) = copy.filter(|_| error.worth_resending(repeatable)) else {
+            return Err(error);
+        };
+        // One time limit for both sends together.
+        let limit = again
+            .timeout()
+            .copied()
+            .unwrap_or(self.request_timeout)
+            .saturating_sub(sent_at.elapsed());
+        if limit.is_zero() {
+            return Err(error);
+        }
+        *again.timeout_mut() = Some(limit);
+        let mut shown = again.url().clone();
+        shown.set_query(None);
+        tracing::info!(method = %again.method(), url = %shown, error = %error, "connection lost before any answer: sending the request once more on a new connection");
+        self.fresh
+            .execute(again)
+            .await
+            .map_err(OutboundError::from_send)
     }
 
     /// GET `url` with a per-call time limit.

@@ -99,7 +99,9 @@ impl WorkerProtocol for HireProtocol {
             .header(super::CORRELATION_HEADER, request.correlation_id)
             .header(header::ACCEPT, "application/json")
             .json(request.input);
-        let response = match client.send(builder).await {
+        // Keyed by the contract id: a resend after a connection lost before any answer (a
+        // stale keep-alive connection) is answered from the first run if the worker had it.
+        let response = match client.send_keyed(builder).await {
             Ok(response) => response,
             Err(error) => return transport_failure(&error),
         };

@@ -175,7 +175,8 @@ async fn send_once(
         .header(super::CORRELATION_HEADER, request.correlation_id)
         .header(header::ACCEPT, "application/json")
         .json(body);
-    let response = match client.send(builder).await {
+    // Keyed by the execution_id, as the resends below.
+    let response = match client.send_keyed(builder).await {
         Ok(response) => response,
         Err(error) => return transport_outcome(&error),
     };

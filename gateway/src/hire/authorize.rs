@@ -2,8 +2,9 @@
 //! locked in the escrow before any work starts.
 //!
 //! ```text
-//! PAYMENT-SIGNATURE ─► the spec's checks against the stored offer, then on chain (signature,
-//!   escrow state, payer balance, a simulation of `authorize` from the operator)
+//! PAYMENT-SIGNATURE ─► the spec's checks against the stored offer, whether the worker can work
+//!   now (see `hireable`), then on chain (signature, escrow state, payer balance, a simulation
+//!   of `authorize` from the operator)
 //!   ─► payment row (`authorizing`, valid_before = the capture deadline) + offered→authorizing,
 //!      one transaction: the intent is persisted before anything is sent
 //!   ─► the gateway, as the escrow's operator, sends `authorize`
@@ -97,8 +98,9 @@ impl HireService {
         {
             return self.known_payment(ctx, &existing, &submission.payload_hash, false);
         }
-        if let Some(busy) = self.worker_at_capacity(ctx).await? {
-            return Ok(Step::Done(busy));
+        // Before anything is simulated or locked on chain: a worker that cannot work now.
+        if let Some(refusal) = self.worker_refusal(ctx).await? {
+            return Ok(Step::Done(refusal));
         }
         let Some((provider, _)) = inner.assets.chain(chain_id) else {
             return Ok(Step::Done(facilitator_unavailable(&format!(

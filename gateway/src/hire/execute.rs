@@ -3,7 +3,8 @@
 //! ```text
 //! offered ──no PAYMENT-SIGNATURE──► 402 PAYMENT-REQUIRED
 //!    │ PAYMENT-SIGNATURE: decode → accepted == our offer → payment-identifier / replay checks
-//!    │   → prechecks (payTo, amount, window, network, asset) → worker capacity → facilitator /verify
+//!    │   → prechecks (payTo, amount, window, network, asset) → worker hireable (retired: 409,
+//!    │     unhealthy: 503 + Retry-After, full: 429; see `hireable`) → facilitator /verify
 //!    ▼ payment row + offered→paid in one transaction (the database picks one winner)
 //!  paid ──forward (attempt n, Idempotency-Key = contract id)──► executing
 //!    executing ─failed/timeout─► paid (retries left: 502/504, the next execute retries under the
@@ -120,6 +121,10 @@ pub(super) struct Ctx {
     /// The `exact` payment this execute stored, as stored: what forwarding and judging read,
     /// fields a payment keeps until its settlement begins. Background work reads the store.
     pub(super) paid_with: std::sync::OnceLock<Box<PaymentRecord>>,
+    /// Whether this drive may wait in line for a worker marked unhealthy (a seeker's execute,
+    /// or the task spawned for that wait); background rounds hand the wait to a task of its
+    /// own instead of holding up their loop (see `hireable`).
+    pub(super) waits_in_line: bool,
 }
 
 impl Ctx {
@@ -156,6 +161,7 @@ impl Ctx {
             actor,
             secrets: None,
             paid_with: std::sync::OnceLock::new(),
+            waits_in_line: false,
         })
     }
 }
@@ -277,6 +283,8 @@ impl HireService {
             format!("seeker:{}", request.seeker),
         )?;
         ctx.secrets = request.secrets.clone();
+        // The seeker's request waits for the answer anyway, as it would for a slow worker.
+        ctx.waits_in_line = true;
         check_body(&ctx.terms, &request.body)?;
         Ok(ctx)
     }

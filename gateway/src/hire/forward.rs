@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     HireService,
     execute::{Ctx, Step, hire_failure, internal},
+    hireable::{WorkerReadiness, worker_wait_until},
     offer::AuthorizationWindow,
     reply::Reply,
 };
@@ -92,7 +93,22 @@ impl HireService {
                 format!("no adapter for protocol `{}`", listing.protocol.as_str()),
             ))));
         }
+        // Before each attempt: a worker the health loop marked unhealthy is waited for.
+        let wait_until = worker_wait_until(ctx, payment.valid_before, needed);
+        let (listing, unavailable) = match self.await_worker(ctx, listing, wait_until).await? {
+            WorkerReadiness::Ready(listing) => (listing, false),
+            WorkerReadiness::Unavailable(listing) => (listing, true),
+            WorkerReadiness::ContractMoved => return Ok(Step::Again),
+            WorkerReadiness::WaitsApart => {
+                return Ok(Step::Done(self.in_progress(ctx, ContractState::Paid)));
+            }
+        };
         let attempt_id = AttemptId::generate().to_string();
+        let mut forwarded = json!({"attempt_id": attempt_id, "worker_id": listing.id});
+        if unavailable {
+            // The attempt is opened only to be ended: the worker is not called.
+            forwarded["worker_called"] = json!(false);
+        }
         let started = inner
             .store
             .start_attempt(
@@ -104,12 +120,7 @@ impl HireService {
                     payment_id: payment.payment_id.clone(),
                     started_at: Utc::now(),
                 },
-                &self.event(
-                    ctx,
-                    "gateway",
-                    ContractEvent::Forwarded.name(),
-                    json!({"attempt_id": attempt_id, "worker_id": listing.id}),
-                ),
+                &self.event(ctx, "gateway", ContractEvent::Forwarded.name(), forwarded),
             )
             .await?;
         let attempt_no = match started {
@@ -127,6 +138,11 @@ impl HireService {
                 }));
             }
         };
+        if unavailable {
+            return self
+                .attempt_unavailable(ctx, &listing, &payment, &attempt_id, attempt_no)
+                .await;
+        }
         tracing::info!(contract_id = %ctx.contract_id, attempt_no, worker_id = %listing.id, "forwarding to worker");
         self.run_attempt(ctx, &listing, &payment, &attempt_id, attempt_no)
             .await
@@ -321,9 +337,8 @@ impl HireService {
         }
     }
 
-    /// Record a failed attempt (`from` = `executing` or `pending`): back to `paid` when the
-    /// retry policy allows another attempt under the same payment, else `failed` with the
-    /// authorization voided.
+    /// Record a failed attempt (see [`Self::end_failed_attempt`]) and answer 504
+    /// `worker_timeout` (`timed_out`) or 502 `worker_failed`.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn attempt_failed(
         &self,
@@ -337,6 +352,116 @@ impl HireService {
         error: Value,
         timed_out: bool,
     ) -> Result<Step, Reply> {
+        let retry_allowed = self
+            .end_failed_attempt(
+                ctx,
+                from,
+                attempt_id,
+                attempt_no,
+                payment,
+                worker_actor,
+                http_status,
+                &error,
+                timed_out,
+            )
+            .await?;
+        let (status, code, message) = if timed_out {
+            (
+                StatusCode::GATEWAY_TIMEOUT,
+                "worker_timeout",
+                "the worker did not answer within the contract's SLA",
+            )
+        } else {
+            (
+                StatusCode::BAD_GATEWAY,
+                "worker_failed",
+                "the worker failed this attempt",
+            )
+        };
+        Ok(Step::Done(attempt_failure(
+            ctx,
+            status,
+            code,
+            message,
+            attempt_no,
+            retry_allowed,
+            &error,
+        )))
+    }
+
+    /// The worker stayed unhealthy for as long as the attempt could wait for it (see
+    /// `hireable`): the attempt `attempt_no`, opened but never sent, ends `worker_unavailable`
+    /// through the failed-attempt path (retry or `failed` with the payment released), and the
+    /// answer is 503 (with `Retry-After` when a retry is allowed).
+    async fn attempt_unavailable(
+        &self,
+        ctx: &Ctx,
+        listing: &WorkerListing,
+        payment: &PaymentRecord,
+        attempt_id: &str,
+        attempt_no: u32,
+    ) -> Result<Step, Reply> {
+        let error = json!({
+            "kind": "unavailable",
+            "code": "worker_unavailable",
+            "message": "the worker was marked unhealthy by its health checks and did not \
+                        recover within the contract's SLA; it was not called",
+        });
+        let retry_allowed = self
+            .end_failed_attempt(
+                ctx,
+                ContractState::Executing,
+                attempt_id,
+                attempt_no,
+                payment,
+                "gateway",
+                None,
+                &error,
+                false,
+            )
+            .await?;
+        let reply = attempt_failure(
+            ctx,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "worker_unavailable",
+            "the worker is failing its health checks and did not recover within the contract's \
+             SLA; it was not called",
+            attempt_no,
+            retry_allowed,
+            &error,
+        );
+        if !retry_allowed {
+            return Ok(Step::Done(reply));
+        }
+        let next_probe_at = listing
+            .last_probe_at
+            .unwrap_or_else(Utc::now)
+            .checked_add_signed(
+                chrono::Duration::from_std(self.inner.config.health.interval())
+                    .unwrap_or(chrono::Duration::MAX),
+            )
+            .unwrap_or_else(Utc::now);
+        Ok(Step::Done(
+            reply.retry_after(self.health_retry_after_s(next_probe_at)),
+        ))
+    }
+
+    /// Record a failed attempt (`from` = `executing` or `pending`) and move the contract on:
+    /// back to `paid` when the retry policy allows another attempt under the same payment, else
+    /// `failed` with the authorization voided. Returns whether a retry is allowed.
+    #[allow(clippy::too_many_arguments)]
+    async fn end_failed_attempt(
+        &self,
+        ctx: &Ctx,
+        from: ContractState,
+        attempt_id: &str,
+        attempt_no: u32,
+        payment: &PaymentRecord,
+        worker_actor: &str,
+        http_status: Option<u16>,
+        error: &Value,
+        timed_out: bool,
+    ) -> Result<bool, Reply> {
         let retry_policy = ctx.terms.retry_policy();
         let retry_allowed = retry_policy.allows_retry_after(attempt_no);
         self.inner
@@ -373,41 +498,7 @@ impl HireService {
             self.record_void(ctx, payment, "retries_exhausted").await?;
         }
         tracing::info!(contract_id = %ctx.contract_id, attempt_no, retry_allowed, timed_out, "worker attempt failed");
-        let (status, code, message) = if timed_out {
-            (
-                StatusCode::GATEWAY_TIMEOUT,
-                "worker_timeout",
-                "the worker did not answer within the contract's SLA",
-            )
-        } else {
-            (
-                StatusCode::BAD_GATEWAY,
-                "worker_failed",
-                "the worker failed this attempt",
-            )
-        };
-        let max_attempts = retry_policy.max_attempts();
-        Ok(Step::Done(hire_failure(
-            status,
-            &ctx.contract_id,
-            code,
-            if retry_allowed {
-                format!("{message}; execute again to retry under the same payment")
-            } else {
-                format!(
-                    "{message}; no attempts are left, the payment was voided and nothing was settled"
-                )
-            },
-            json!({
-                "contract_id": ctx.contract_id,
-                "state": if retry_allowed { "paid" } else { "failed" },
-                "attempt": attempt_no,
-                "max_attempts": max_attempts,
-                "attempts_left": max_attempts.saturating_sub(attempt_no),
-                "retry_allowed": retry_allowed,
-                "worker_error": error,
-            }),
-        )))
+        Ok(retry_allowed)
     }
 
     /// Mark the held authorization as released (never to be settled) and log it.
@@ -540,6 +631,41 @@ impl HireService {
         }
         self.judge(ctx, attempt_id, &deliverable, digest).await
     }
+}
+
+/// The answer to an attempt that ended without a deliverable: HIRE's failure shape with the
+/// attempts left and the worker's error.
+fn attempt_failure(
+    ctx: &Ctx,
+    status: StatusCode,
+    code: &str,
+    message: &str,
+    attempt_no: u32,
+    retry_allowed: bool,
+    error: &Value,
+) -> Reply {
+    let max_attempts = ctx.terms.retry_policy().max_attempts();
+    hire_failure(
+        status,
+        &ctx.contract_id,
+        code,
+        if retry_allowed {
+            format!("{message}; execute again to retry under the same payment")
+        } else {
+            format!(
+                "{message}; no attempts are left, the payment was voided and nothing was settled"
+            )
+        },
+        json!({
+            "contract_id": ctx.contract_id,
+            "state": if retry_allowed { "paid" } else { "failed" },
+            "attempt": attempt_no,
+            "max_attempts": max_attempts,
+            "attempts_left": max_attempts.saturating_sub(attempt_no),
+            "retry_allowed": retry_allowed,
+            "worker_error": error,
+        }),
+    )
 }
 
 /// Appends a worker's progress report (HIRE `partial` while the work goes on) to the

@@ -8,6 +8,7 @@
 //! | `payment` | `offered`: the 402 and the payment (prechecks, facilitator /verify, `paid`) |
 //! | `authorize` | escrowed payments: `offered` → `authorizing` → `paid` once the escrow's `authorize` is mined |
 //! | `forward` | `paid` → `executing`: an attempt at the worker, and its answer (delivered, pending, failed) |
+//! | `hireable` | whether the listing can work now: asked when the payment arrives (retired, task type withdrawn, unhealthy, full: refused before anything is held) and before each attempt (an unhealthy worker is waited for within the SLA, else the attempt ends without calling it) |
 //! | `stream` | stream outputs: the worker's SSE read to its end (relayed, resumed with `Last-Event-ID`, bounded) and assembled into the deliverable before `delivered` |
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
 //! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain (escrowed: the escrow's capture, decided by its events) |
@@ -50,6 +51,7 @@ pub mod escrow;
 pub mod evidence;
 pub mod execute;
 mod forward;
+mod hireable;
 mod judge;
 pub mod listing;
 pub mod locks;

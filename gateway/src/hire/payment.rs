@@ -159,15 +159,16 @@ impl HireService {
                 _ => None,
             }
         };
-        let (existing, busy, verdict) = tokio::join!(
+        let (existing, unavailable, verdict) = tokio::join!(
             inner.store.find_payment_by_authorization(
                 &key.network,
                 &key.asset,
                 &key.payer,
                 &key.nonce
             ),
-            // Before paying: a busy worker should not make the seeker hold a paid contract.
-            self.worker_at_capacity(ctx),
+            // Before paying: a worker that cannot work now (retired, unhealthy, busy) should
+            // not make the seeker hold a paid contract.
+            self.worker_refusal(ctx),
             verify,
         );
         if let Some(existing) = existing? {
@@ -176,8 +177,8 @@ impl HireService {
         if let Some(refusal) = refusal {
             return Ok(Step::Done(refusal));
         }
-        if let Some(busy) = busy? {
-            return Ok(Step::Done(busy));
+        if let Some(refusal) = unavailable? {
+            return Ok(Step::Done(refusal));
         }
         let verdict = match verdict {
             None => {

@@ -24,32 +24,13 @@ use chrono::Utc;
 use hiregate_contracts::state::ContractState;
 use serde_json::json;
 
-use super::{
-    HireService,
-    execute::{Ctx, internal},
-    reply::Reply,
-};
+use super::{HireService, execute::Ctx, reply::Reply};
 use crate::store::{StoreError, WorkerLoad};
 
 /// Queued contracts the dispatcher looks at per round.
 const DISPATCH_BATCH: u32 = 64;
 
 impl HireService {
-    /// `Some(429)` when the contract's worker has no free slot and its queue is full (or there
-    /// is no queue): asked before the payment is verified, so nobody pays for a hire that
-    /// cannot even wait.
-    pub(super) async fn worker_at_capacity(&self, ctx: &Ctx) -> Result<Option<Reply>, Reply> {
-        let load = self
-            .inner
-            .store
-            .worker_load(ctx.worker_id.as_str())
-            .await?
-            .ok_or_else(|| internal("the contract's worker listing is gone"))?;
-        let depth = self.inner.config.contracts.worker_queue_depth;
-        let full = load.in_flight >= load.max_parallel && load.queued >= depth;
-        Ok(full.then(|| worker_full(load, depth)))
-    }
-
     /// The forward found no free slot: queue the paid contract (keeping its place when it
     /// waits already) and answer 202 with its position, or 429 when there is no queue.
     pub(super) async fn queue_for_slot(
@@ -184,8 +165,9 @@ impl HireService {
     }
 }
 
-/// 429: no free slot and no room in the queue; nothing was paid.
-fn worker_full(load: WorkerLoad, depth: u32) -> Reply {
+/// 429: no free slot and no room in the queue; nothing was paid. Asked before the payment is
+/// verified (see [`super::hireable`]), so nobody pays for a hire that cannot even wait.
+pub(super) fn worker_full(load: WorkerLoad, depth: u32) -> Reply {
     Reply::error(
         StatusCode::TOO_MANY_REQUESTS,
         "too_many_requests",

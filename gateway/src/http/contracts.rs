@@ -239,11 +239,11 @@ pub(crate) async fn get_contract(
             headers(("PAYMENT-REQUIRED" = String, description = "x402 v2: base64 JSON `PaymentRequired` (accepted schemes, amount, asset, payTo, network)"))),
         (status = 403, description = "`forbidden` / `not_a_party`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts", body = ErrorBody),
+        (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts; `worker_retired` / `task_type_not_offered`: the listing was retired or stopped offering the task type, nothing was taken", body = ErrorBody),
         (status = 410, description = "`contract_expired`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the worker is at `max_parallel` and its queue (`contracts.worker_queue_depth`) is full; nothing was paid", body = ErrorBody),
-        (status = 503, description = "`facilitator_unavailable` and other transient failures; retry after `Retry-After`", body = ErrorBody),
+        (status = 503, description = "`facilitator_unavailable` and other transient failures; `worker_unavailable`: the listing is marked unhealthy, the payment was not taken (or a paid attempt waited its SLA for the worker and ended without calling it); retry after `Retry-After`", body = ErrorBody),
     ),
 )]
 pub(crate) async fn execute_by_path(
@@ -285,11 +285,11 @@ pub(crate) async fn execute_by_path(
             headers(("PAYMENT-REQUIRED" = String, description = "x402 v2: base64 JSON `PaymentRequired` (accepted schemes, amount, asset, payTo, network)"))),
         (status = 403, description = "`forbidden` / `not_a_party`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts", body = ErrorBody),
+        (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts; `worker_retired` / `task_type_not_offered`: the listing was retired or stopped offering the task type, nothing was taken", body = ErrorBody),
         (status = 410, description = "`contract_expired`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the worker is at `max_parallel` and its queue (`contracts.worker_queue_depth`) is full; nothing was paid", body = ErrorBody),
-        (status = 503, description = "`facilitator_unavailable` and other transient failures; retry after `Retry-After`", body = ErrorBody),
+        (status = 503, description = "`facilitator_unavailable` and other transient failures; `worker_unavailable`: the listing is marked unhealthy, the payment was not taken (or a paid attempt waited its SLA for the worker and ended without calling it); retry after `Retry-After`", body = ErrorBody),
     ),
 )]
 pub(crate) async fn execute_by_header(

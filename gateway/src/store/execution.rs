@@ -15,6 +15,8 @@
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
+use crate::registry::model::HealthState;
+
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
     advance::{ContractStep, SideWrite, apply_side_write},
@@ -456,6 +458,23 @@ pub struct WorkerLoad {
     pub queued: u32,
 }
 
+/// Whether a listing can take a paid contract now, as the payment sees it: its load and what
+/// the health loop and its operator last said of it. Read in one query with the load, so the
+/// paid path asks the store once for both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerStanding {
+    /// In flight, `max_parallel`, queued.
+    pub load: WorkerLoad,
+    /// What the health loop last decided.
+    pub health: HealthState,
+    /// The operator retired the listing.
+    pub retired: bool,
+    /// The listing's catalog still holds the contract's task type.
+    pub offers_task: bool,
+    /// When the health loop probes the listing next (the earliest it can be healthy again).
+    pub next_probe_at: DateTime<Utc>,
+}
+
 impl Store {
     /// Store a verified payment and move its contract `offered → to_state` in one transaction
     /// (`paid` for an `exact` payment, `authorizing` for an escrowed one whose `authorize` is
@@ -524,6 +543,53 @@ impl Store {
             max_parallel: u32::try_from(max).unwrap_or(0),
             queued: count(queued),
         }))
+    }
+
+    /// [`Self::worker_load`] with the listing's health, retirement, next probe and whether its
+    /// catalog still offers `task_type`, in one query; `None` when the listing is gone. What the
+    /// paid path asks before a payment is verified, stored or locked.
+    pub async fn worker_standing(
+        &self,
+        worker_id: &str,
+        task_type: &str,
+    ) -> Result<Option<WorkerStanding>, StoreError> {
+        let sql = format!(
+            "select ({}) as in_flight, cast(max_parallel as bigint) as max_parallel, \
+             (select count(*) from contract where worker_id = $1 and state = 'paid' \
+              and queued_at is not null) as queued, \
+             health, retired_at, next_probe_at, \
+             (select count(*) from worker_task where worker_id = $1 and task_type = $2) \
+              as offers_task \
+             from worker where worker_id = $1",
+            in_flight_sql()
+        );
+        type Row = (i64, i64, i64, String, Option<i64>, i64, i64);
+        let row: Option<Row> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(worker_id)
+                .bind(task_type)
+                .fetch_optional(pool)
+                .await?
+        });
+        let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
+        row.map(
+            |(in_flight, max, queued, health, retired_at, next_probe_at, offers_task)| {
+                Ok(WorkerStanding {
+                    load: WorkerLoad {
+                        in_flight: count(in_flight),
+                        max_parallel: u32::try_from(max).unwrap_or(0),
+                        queued: count(queued),
+                    },
+                    health: health
+                        .parse()
+                        .map_err(|e| StoreError::corrupt("worker", &e))?,
+                    retired: retired_at.is_some(),
+                    offers_task: offers_task > 0,
+                    next_probe_at: from_millis("worker", next_probe_at)?,
+                })
+            },
+        )
+        .transpose()
     }
 
     /// Put a paid contract in its worker's queue (keeping its place if it is queued already);

@@ -78,7 +78,7 @@ pub use disputes::{DisputeDecisionRecord, DisputeRecord, DisputeResponse, NewDis
 pub use execution::{
     AttemptEnd, AttemptRecord, AuthorizationOutcome, DeliverableRecord, IN_FLIGHT_STATES,
     NewAttempt, NewDeliverable, NewVerification, PayOutcome, SettlementOutcome, StartAttempt,
-    VerificationRecord, WorkerLoad,
+    VerificationRecord, WorkerLoad, WorkerStanding,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
 pub use ledger::{LedgerEscrowPayment, LedgerPayment};
