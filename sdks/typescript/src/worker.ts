@@ -164,6 +164,19 @@ function deferred(): Deferred {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** Waits for `promise` at most `ms`, without leaving a timer behind that keeps the process up. */
+async function waitAtMost(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  try {
+    await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** What the handler knows about the run it performs. */
 export class TaskContext {
   constructor(
@@ -297,10 +310,16 @@ function sseBody(hosted: HostedStream, after: number): ReadableStream<Uint8Array
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       while (following >= hosted.events.length && !hosted.ended) {
-        const woke = await Promise.race([
-          new Promise<boolean>((resolve) => hosted.waiters.push(() => resolve(true))),
-          sleep(KEEP_ALIVE_MS).then(() => false),
-        ]);
+        let woke = false;
+        await waitAtMost(
+          new Promise<void>((resolve) =>
+            hosted.waiters.push(() => {
+              woke = true;
+              resolve();
+            }),
+          ),
+          KEEP_ALIVE_MS,
+        );
         if (!woke) {
           controller.enqueue(encoder.encode(": keep-alive\n\n"));
           return;
@@ -605,7 +624,7 @@ export class Worker {
     // The run lives on its own: a caller hanging up must not cancel paid work.
     void this.run(record, ctx, input);
     const wait = this.options.syncWaitMs === undefined ? DEFAULT_SYNC_WAIT_MS : this.options.syncWaitMs;
-    await (wait === null ? record.settled.promise : Promise.race([record.settled.promise, sleep(wait)]));
+    await (wait === null ? record.settled.promise : waitAtMost(record.settled.promise, wait));
     return reportResponse(answer(record), true);
   }
 
@@ -622,7 +641,7 @@ export class Worker {
     const record = this.record(taskId ?? "", contractId);
     if (record.running) {
       record.cancel.abort();
-      await Promise.race([record.finished.promise, sleep(CANCEL_WAIT_MS)]);
+      await waitAtMost(record.finished.promise, CANCEL_WAIT_MS);
     }
     const report = answer(record);
     const cancelled = report.status === "failed" && report.error.code === TASK_CANCELLED;
@@ -769,7 +788,7 @@ export class Worker {
     );
     const first = await Promise.race([result, stop]);
     if (first === "cancelled") {
-      await Promise.race([result, sleep(CANCEL_GRACE_MS)]);
+      await waitAtMost(result, CANCEL_GRACE_MS);
       return cancelled();
     }
     if (record.cancel.signal.aborted) return cancelled();
