@@ -107,7 +107,9 @@ def worker(request: pytest.FixtureRequest, gateway: FakeGateway, callback_secret
         },
         log_dir,
     )
-    with httpx.Client(timeout=30.0) as http:
+    # No keep-alive: a server may close a connection after refusing a request whose body it did
+    # not read (hyper does), and a pooled connection reused in that instant fails the next case.
+    with httpx.Client(timeout=30.0, limits=httpx.Limits(max_keepalive_connections=0)) as http:
         yield Worker(kind.name, process.url, gateway, callback_secret, process, http)
     process.stop()
 
