@@ -6,7 +6,12 @@
 #   - playwright-core, which drives the web console's browser tests, and Chromium from the
 #     distribution's packages (Debian `chromium`) for it to drive; no browser is downloaded by npm,
 #   - the official A2A Python SDK (PyPI `a2a-sdk`, pinned in tools/a2a/requirements.txt) in
-#     .tools/a2a-venv, whose AgentCard definition the agent-card tests validate against.
+#     .tools/a2a-venv, whose AgentCard definition the agent-card tests validate against,
+#   - the Python SDK (sdks/python, editable) with its dependencies pinned by
+#     sdks/python/requirements.lock (hashes; the official `x402` client among them) in
+#     .tools/sdk-venv, and the TypeScript SDK's packages (sdks/typescript/package-lock.json,
+#     the official @x402/* among them) in sdks/typescript/node_modules, for the SDK suites
+#     (integration-tests/tests/sdks.rs).
 # npm packages land in tools/node_modules; the anvil binary is exposed as .tools/bin/anvil, where
 # the Rust devnet helper looks for it. Idempotent: when the lockfile has not changed since the last
 # install and anvil runs, it does nothing. Needs node >= 20 and npm (Debian: apt-get install nodejs npm).
@@ -79,6 +84,33 @@ if [ ! -f "$a2a_stamp" ] || [ "$(cat "$a2a_stamp")" != "$a2a_hash" ]; then
     else
         say "python3 with venv is missing (Debian: apt-get install python3-venv): the A2A card validation test will say why it skips"
     fi
+fi
+
+# The SDK suites: a venv for the Python SDK (stamped with its lock and pyproject) and the
+# TypeScript SDK's node_modules (stamped with its lockfile).
+sdk_venv="$repo_root/.tools/sdk-venv"
+sdk_stamp="$sdk_venv/.hiregate-requirements.sha256"
+sdk_hash="$(cat "$repo_root/sdks/python/requirements.lock" "$repo_root/sdks/python/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$sdk_stamp" ] || [ "$(cat "$sdk_stamp")" != "$sdk_hash" ]; then
+    if command -v python3 >/dev/null 2>&1 && python3 -m venv "$sdk_venv" >/dev/null 2>&1; then
+        say "pip install sdks/python/requirements.lock into .tools/sdk-venv (Python SDK suites)"
+        "$sdk_venv/bin/pip" install --quiet --disable-pip-version-check --require-hashes \
+            -r "$repo_root/sdks/python/requirements.lock"
+        # The SDK itself, from the work tree; its dependencies are the locked ones above.
+        "$sdk_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+            -e "$repo_root/sdks/python"
+        printf '%s\n' "$sdk_hash" >"$sdk_stamp"
+    else
+        say "python3 with venv is missing (Debian: apt-get install python3-venv): the SDK suites will say why they skip"
+    fi
+fi
+ts_sdk="$repo_root/sdks/typescript"
+ts_stamp="$ts_sdk/node_modules/.hiregate-lock.sha256"
+ts_hash="$(sha256sum "$ts_sdk/package-lock.json" | cut -d' ' -f1)"
+if [ ! -f "$ts_stamp" ] || [ "$(cat "$ts_stamp")" != "$ts_hash" ]; then
+    say "npm ci in sdks/typescript (TypeScript SDK: jose, hono, @x402/fetch, …)"
+    (cd "$ts_sdk" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    printf '%s\n' "$ts_hash" >"$ts_stamp"
 fi
 
 lock_hash="$(sha256sum "$tools_dir/package-lock.json" | cut -d' ' -f1)"

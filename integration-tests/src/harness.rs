@@ -885,6 +885,11 @@ impl WorkerProcess {
         &mut self.process
     }
 
+    /// The process, read-only (logs).
+    pub fn process_ref(&self) -> &ChildProcess {
+        &self.process
+    }
+
     /// How many times the worker's task handler ran (its `GET /test/executions`).
     pub async fn executions(&self) -> HarnessResult<u64> {
         let body = checked_json(

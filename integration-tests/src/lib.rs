@@ -7,6 +7,7 @@
 //! | [`fault_proxy`] | a proxy between the gateway and a real facilitator that loses or garbles answers (before or after forwarding) on a per-path script |
 //! | [`money_stack`] | the money-truth deployment: devnet, official TS facilitator behind the fault proxy, gateway process(es) on SQLite or PostgreSQL, a scripted in-process worker whose deliverables carry a searchable marker |
 //! | [`postgres`] | a fresh, dropped-after PostgreSQL database per test (gateway instances on PostgreSQL, several sharing one) |
+//! | [`sdk_devnet`] | the deployment the Python and TypeScript SDK suites run against (`tests/sdks.rs`) and the `hiregate-devnet` binary keeps running for their quick starts |
 //! | [`reference`](mod@reference) | reference WattSwarm executor + verifier and Superwire executor, written from the seeds' wire text (not from the gateway's types), with scripted faults and counters |
 //!
 //! Flow of a protocol test: spawn a reference server on `127.0.0.1:0`, point the gateway (or a
@@ -28,3 +29,4 @@ pub mod harness;
 pub mod money_stack;
 pub mod postgres;
 pub mod reference;
+pub mod sdk_devnet;
