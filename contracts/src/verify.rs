@@ -1544,7 +1544,8 @@ mod tests {
                 "policy_hash": h.to_string(),
             })
         };
-        let others: Vec<Box<dyn Fn(&VerifyResponse) -> String>> = vec![
+        type Hashing<'a> = Box<dyn Fn(&VerifyResponse) -> String + 'a>;
+        let others: Vec<Hashing<'_>> = vec![
             // Pretty-printed.
             Box::new(|r| sha_hex(&serde_json::to_vec_pretty(&fields(r)).unwrap())),
             // Keys in the order the seed lists them instead of sorted.
