@@ -6,7 +6,8 @@
 #   - playwright-core, which drives the web console's browser tests, and Chromium from the
 #     distribution's packages (Debian `chromium`) for it to drive; no browser is downloaded by npm,
 #   - the official A2A Python SDK (PyPI `a2a-sdk`, pinned in tools/a2a/requirements.txt) in
-#     .tools/a2a-venv, whose AgentCard definition the agent-card tests validate against,
+#     .tools/a2a-venv, whose AgentCard definition and card signature verifier the agent-card
+#     tests check the gateway's cards with,
 #   - the Python SDK (sdks/python, editable) with its dependencies pinned by
 #     sdks/python/requirements.lock (hashes; the official `x402` client among them) in
 #     .tools/sdk-venv, and the TypeScript SDK's packages (sdks/typescript/package-lock.json,
@@ -68,8 +69,9 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     fi
 fi
 
-# The official A2A Python SDK's AgentCard definition, which tools/a2a/validate_card.py checks the
-# gateway's agent cards against; installed into its own venv, pinned by tools/a2a/requirements.txt.
+# The official A2A Python SDK's AgentCard definition and card signature verifier, which
+# tools/a2a/validate_card.py and tools/a2a/verify_card_signature.py check the gateway's agent cards
+# with; installed into its own venv, pinned by tools/a2a/requirements.txt.
 a2a_venv="$repo_root/.tools/a2a-venv"
 a2a_requirements="$tools_dir/a2a/requirements.txt"
 a2a_stamp="$a2a_venv/.hiregate-requirements.sha256"
@@ -77,9 +79,13 @@ a2a_hash="$(sha256sum "$a2a_requirements" | cut -d' ' -f1)"
 if [ ! -f "$a2a_stamp" ] || [ "$(cat "$a2a_stamp")" != "$a2a_hash" ]; then
     if command -v python3 >/dev/null 2>&1 && python3 -m venv "$a2a_venv" >/dev/null 2>&1; then
         say "pip install tools/a2a/requirements.txt into .tools/a2a-venv (A2A agent-card validator)"
-        # --no-deps: only the generated AgentCard types are needed, not the SDK's server stack.
+        # --no-deps: the requirements are the complete pinned closure of what the scripts import
+        # (the AgentCard types, the signature verifier and its PyJWT/cryptography), so pip
+        # resolves nothing unpinned and skips the SDK's server stack, which they never import.
         "$a2a_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
             -r "$a2a_requirements"
+        # Every module the scripts import must load, else a pin is missing: fail here, not in a test.
+        "$a2a_venv/bin/python" -c 'import a2a.types.a2a_pb2, a2a.utils.signing, google.api.field_behavior_pb2, jwt.algorithms; assert jwt.algorithms.has_crypto'
         printf '%s\n' "$a2a_hash" >"$a2a_stamp"
     else
         say "python3 with venv is missing (Debian: apt-get install python3-venv): the A2A card validation test will say why it skips"

@@ -17,7 +17,7 @@ pub const DIGEST_PREFIX: &str = "sha256:";
 /// A value could not be turned into canonical JSON.
 #[derive(Debug, thiserror::Error)]
 #[error("value cannot be canonicalised as RFC 8785 JSON: {0}")]
-pub struct CanonicalError(#[source] serde_json::Error);
+pub struct CanonicalError(#[source] pub(crate) serde_json::Error);
 
 /// Serialises `value` as RFC 8785 canonical JSON (sorted keys by UTF-16 code units, no
 /// whitespace, ECMAScript number formatting).

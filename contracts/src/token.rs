@@ -38,8 +38,9 @@ pub const CONTRACT_TOKEN_TYPE: &str = "hiregate-contract+jwt";
 pub const RECEIPT_TOKEN_TYPE: &str = "hiregate-receipt+jwt";
 /// JWS `typ` of signed reputation snapshots, so a snapshot never passes as a receipt.
 pub const REPUTATION_TOKEN_TYPE: &str = "hiregate-reputation+jwt";
-/// JWS `typ` of A2A Agent Card signatures.
-pub const AGENT_CARD_TOKEN_TYPE: &str = "hiregate-agent-card+jws";
+/// JWS `typ` of A2A Agent Card signatures: `JOSE`, as A2A v1.0 §8.4.2 says it should be. Still
+/// apart from every other gateway signature, whose `typ` names its kind.
+pub const AGENT_CARD_TOKEN_TYPE: &str = "JOSE";
 /// `iss` of every gateway token.
 pub const ISSUER: &str = "hiregate";
 /// Clock skew tolerated when checking `exp` and `iat`, seconds.

@@ -136,6 +136,11 @@ pub enum VerifierVote {
         verifier: String,
         /// Its `/verify` response.
         response: VerifyResponse,
+        /// The `provider_family` and `model_id` the verifier declares in its `/capabilities`;
+        /// `None` when that declaration could not be read. A vote naming another runtime (or
+        /// cast without a readable declaration) does not count: fail-closed.
+        #[serde(default)]
+        declared: Option<VerifierIdentity>,
     },
     /// The verifier was asked and did not answer in time (counts against: fail-closed).
     Missing {
@@ -184,9 +189,10 @@ impl Default for VerifierIdentity {
 /// replay exactly this.
 #[derive(Debug, Clone, Copy)]
 pub struct VerificationRequest<'a> {
-    /// WattSwarm `candidate_id`; hiregate uses the deliverable digest or attempt id.
+    /// WattSwarm `candidate_id`; hiregate uses the deliverable digest.
     pub candidate_id: &'a str,
-    /// WattSwarm `execution_id`; hiregate uses the attempt id.
+    /// WattSwarm `execution_id`; hiregate uses the execution id the proposer got in its
+    /// `/execute` call (`<contract>-attempt-<n>`), the one cross-check verifiers are asked about.
     pub execution_id: &'a str,
     /// What was delivered.
     pub deliverable: &'a Deliverable,
@@ -271,9 +277,14 @@ pub struct QuorumTally {
     pub below_min_score: u32,
     /// Verifiers that did not answer.
     pub missing: u32,
-    /// Votes that answered inconclusive, carried an out-of-range score, or whose
-    /// `verifier_result_hash` does not bind the requested policy and this candidate.
+    /// Votes that answered inconclusive, carried an out-of-range score, named another
+    /// runtime than the verifier declares, or whose `verifier_result_hash` does not bind the
+    /// requested policy and this candidate.
     pub undecided: u32,
+    /// Votes whose `provider_family`/`model_id` are not what the verifier declares in its
+    /// `/capabilities` (or whose declaration could not be read); counted in `undecided` too.
+    #[serde(default)]
+    pub identity_mismatch: u32,
     /// Votes whose `verifier_result_hash` matches our recomputation (only those can decide).
     pub hash_verified: u32,
     /// Weight of passing votes.
@@ -373,6 +384,83 @@ pub struct ResultHashInput<'a> {
 /// provider_family, model_id, policy_hash}))`.
 pub fn verifier_result_hash(input: &ResultHashInput<'_>) -> Result<Digest, CanonicalError> {
     Digest::of_canonical(input)
+}
+
+/// How a vote's `verifier_result_hash` was serialised before hashing, among the two forms a
+/// vote may use (see [`vote_hash_form`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultHashForm {
+    /// RFC 8785 (JCS), as hiregate's own verifiers and DESIGN §7 write it: a `score` of 1 is
+    /// `1`.
+    Rfc8785,
+    /// `serde_json::to_vec(&json!({...}))`, as the verify seed's reference handler writes it:
+    /// keys sorted (serde_json's default map is a `BTreeMap`), no whitespace, numbers as
+    /// serde_json prints them, so a `score` of 1 is `1.0`.
+    SeedRuntime,
+}
+
+/// The eight fields in the verify seed's reference handler serialisation: declared in sorted
+/// key order, which is the order `serde_json::to_vec(&json!({...}))` writes them in (its
+/// default map sorts keys), whether or not this build's serde_json preserves insertion order.
+#[derive(Serialize)]
+struct SeedRuntimePreimage<'a> {
+    candidate_id: &'a str,
+    execution_id: &'a str,
+    model_id: &'a str,
+    passed: bool,
+    policy_hash: &'a Digest,
+    provider_family: &'a str,
+    reason_codes: &'a [u16],
+    score: f64,
+}
+
+/// SHA-256 of `input` serialised as the verify seed's reference handler does
+/// ([`ResultHashForm::SeedRuntime`]).
+pub fn seed_runtime_result_hash(input: &ResultHashInput<'_>) -> Result<Digest, CanonicalError> {
+    let preimage = SeedRuntimePreimage {
+        candidate_id: input.candidate_id,
+        execution_id: input.execution_id,
+        model_id: input.model_id,
+        passed: input.passed,
+        policy_hash: input.policy_hash,
+        provider_family: input.provider_family,
+        reason_codes: input.reason_codes,
+        score: input.score,
+    };
+    let bytes = serde_json::to_vec(&preimage).map_err(CanonicalError)?;
+    Ok(Digest::of_bytes(&bytes))
+}
+
+/// The 32 bytes a `verifier_result_hash` string names: `sha256:<64 hex>` (hiregate, and the
+/// seed's example response) or bare `<64 hex>` (what the seed's reference handler's
+/// `sha256_hex` returns). Either case of hex. Anything else names nothing.
+fn claimed_result_hash(claimed: &str) -> Option<Digest> {
+    if let Ok(digest) = claimed.parse::<Digest>() {
+        return Some(digest);
+    }
+    let mut bytes = [0u8; 32];
+    (claimed.len() == 64)
+        .then(|| hex::decode_to_slice(claimed, &mut bytes).ok())
+        .flatten()
+        .map(|()| Digest::from_raw(bytes))
+}
+
+/// Which accepted serialisation of `input` the vote's `claimed` hash is the SHA-256 of, if
+/// any. Both forms serialise the same eight values, so a match in either proves the verifier
+/// bound exactly this candidate, execution, verdict, runtime and policy. Any other
+/// serialisation (another key order, whitespace, another number spelling) cannot be told
+/// apart from a hash over other values, so it matches nothing and the vote does not count.
+#[must_use]
+pub fn vote_hash_form(input: &ResultHashInput<'_>, claimed: &str) -> Option<ResultHashForm> {
+    let claimed = claimed_result_hash(claimed)?;
+    if verifier_result_hash(input).is_ok_and(|hash| hash == claimed) {
+        Some(ResultHashForm::Rfc8785)
+    } else if seed_runtime_result_hash(input).is_ok_and(|hash| hash == claimed) {
+        Some(ResultHashForm::SeedRuntime)
+    } else {
+        None
+    }
 }
 
 /// A verification could not be carried out at all (not a verdict).
@@ -802,6 +890,7 @@ fn tally_votes(request: &VerificationRequest<'_>, quorum: &Quorum) -> QuorumTall
         below_min_score: 0,
         missing: 0,
         undecided: 0,
+        identity_mismatch: 0,
         hash_verified: 0,
         pass_weight: 0.0,
         total_weight: 0.0,
@@ -816,25 +905,42 @@ fn tally_votes(request: &VerificationRequest<'_>, quorum: &Quorum) -> QuorumTall
     votes.sort_by(|a, b| a.verifier().cmp(b.verifier()));
     for vote in votes {
         tally.requested = tally.requested.saturating_add(1);
-        let response = match vote {
+        let (response, declared) = match vote {
             VerifierVote::Missing { .. } => {
                 tally.missing += 1;
                 tally.total_weight += 1.0;
                 continue;
             }
-            VerifierVote::Cast { response, .. } => response,
+            VerifierVote::Cast {
+                response, declared, ..
+            } => (response, declared),
         };
-        let recomputed = verifier_result_hash(&ResultHashInput {
-            candidate_id: request.candidate_id,
-            execution_id: request.execution_id,
-            passed: response.passed,
-            score: response.score,
-            reason_codes: &response.reason_codes,
-            provider_family: &response.provider_family,
-            model_id: &response.model_id,
-            policy_hash: &vote_set.requested_policy_hash,
+        let declared_runtime = declared.as_ref().is_some_and(|identity| {
+            identity.provider_family == response.provider_family
+                && identity.model_id == response.model_id
         });
-        if recomputed.is_ok_and(|hash| hash.to_string() == response.verifier_result_hash) {
+        if !declared_runtime {
+            // Cast by another runtime than the one the verifier declares (or by one that
+            // declares nothing readable): not the verifier the quorum named. Fail-closed.
+            tally.identity_mismatch += 1;
+            tally.undecided += 1;
+            tally.total_weight += 1.0;
+            continue;
+        }
+        let binds = vote_hash_form(
+            &ResultHashInput {
+                candidate_id: request.candidate_id,
+                execution_id: request.execution_id,
+                passed: response.passed,
+                score: response.score,
+                reason_codes: &response.reason_codes,
+                provider_family: &response.provider_family,
+                model_id: &response.model_id,
+                policy_hash: &vote_set.requested_policy_hash,
+            },
+            &response.verifier_result_hash,
+        );
+        if binds.is_some() {
             tally.hash_verified += 1;
         } else {
             // The hash does not bind this candidate and the requested policy: the verifier
@@ -1317,6 +1423,201 @@ mod tests {
                 provider_family: "peer".to_owned(),
                 model_id: verifier.to_owned(),
             },
+            declared: Some(VerifierIdentity {
+                provider_family: "peer".to_owned(),
+                model_id: verifier.to_owned(),
+            }),
+        }
+    }
+
+    /// The verify seed's reference handler, transcribed: `sha256_hex(serde_json::to_vec(
+    /// &json!({...})))`, bare lowercase hex, over this vote's fields.
+    fn seed_handler_hash(response: &VerifyResponse, policy_hash: &Digest) -> String {
+        use sha2::Digest as _;
+        let bytes = serde_json::to_vec(&json!({
+            "candidate_id":   "cand-1",
+            "execution_id":   "att-1",
+            "passed":         response.passed,
+            "score":          response.score,
+            "reason_codes":   response.reason_codes,
+            "provider_family": response.provider_family,
+            "model_id":       response.model_id,
+            "policy_hash":    policy_hash.to_string(),
+        }))
+        .unwrap();
+        hex::encode(sha2::Sha256::digest(&bytes))
+    }
+
+    /// `vote` with its `verifier_result_hash` replaced by `hash(response)`.
+    fn rehashed(vote: VerifierVote, hash: impl Fn(&VerifyResponse) -> String) -> VerifierVote {
+        match vote {
+            VerifierVote::Cast {
+                verifier,
+                mut response,
+                declared,
+            } => {
+                response.verifier_result_hash = hash(&response);
+                VerifierVote::Cast {
+                    verifier,
+                    response,
+                    declared,
+                }
+            }
+            missing @ VerifierVote::Missing { .. } => missing,
+        }
+    }
+
+    /// A pass with score 1.0 from each of `verifiers`, hashed by `hash`, and the tally of a
+    /// quorum needing all of them.
+    fn tally_of(verifiers: &[&str], hash: impl Fn(&VerifyResponse) -> String) -> QuorumTally {
+        let h = PolicyBinding::schema_only().policy_hash();
+        let set = votes(
+            verifiers
+                .iter()
+                .map(|name| rehashed(vote(name, true, 1.0, h), &hash))
+                .collect(),
+        );
+        let policy = binding(
+            PolicyId::CrosscheckV1,
+            json!({"quorum": {"min_verifiers": verifiers.len(), "min_pass_ratio": 1.0}}),
+        );
+        run(&good(), &policy, &EvidenceSet::new(), Some(&set))
+            .details
+            .quorum
+            .unwrap()
+    }
+
+    #[test]
+    fn a_vote_hashed_as_the_seed_handler_does_counts() {
+        let h = PolicyBinding::schema_only().policy_hash();
+        let VerifierVote::Cast { response, .. } = vote("a", true, 1.0, h) else {
+            unreachable!("vote() casts")
+        };
+        // The seed's serialisation spells the score `1.0`, RFC 8785 spells it `1`: the two
+        // hashes differ, and each must count.
+        let seed_hash = seed_handler_hash(&response, &h);
+        assert_ne!(format!("sha256:{seed_hash}"), response.verifier_result_hash);
+        let preimage = ResultHashInput {
+            candidate_id: "cand-1",
+            execution_id: "att-1",
+            passed: true,
+            score: 1.0,
+            reason_codes: &[],
+            provider_family: "peer",
+            model_id: "a",
+            policy_hash: &h,
+        };
+        assert_eq!(
+            vote_hash_form(&preimage, &seed_hash),
+            Some(ResultHashForm::SeedRuntime)
+        );
+        assert_eq!(
+            vote_hash_form(&preimage, &response.verifier_result_hash),
+            Some(ResultHashForm::Rfc8785)
+        );
+
+        // Bare hex, as the handler's `sha256_hex` returns it.
+        let tally = tally_of(&["a", "b"], |r| seed_handler_hash(r, &h));
+        assert_eq!((tally.hash_verified, tally.passing), (2, 2), "{tally:?}");
+        // `sha256:`-prefixed, as the seed's example response shows it; hex in either case.
+        let tally = tally_of(&["a", "b"], |r| {
+            format!("sha256:{}", seed_handler_hash(r, &h))
+        });
+        assert_eq!((tally.hash_verified, tally.passing), (2, 2), "{tally:?}");
+        let tally = tally_of(&["a"], |r| seed_handler_hash(r, &h).to_uppercase());
+        assert_eq!(tally.hash_verified, 1, "{tally:?}");
+        // And the RFC 8785 form beside it.
+        let tally = tally_of(&["a", "b"], |r| r.verifier_result_hash.clone());
+        assert_eq!((tally.hash_verified, tally.passing), (2, 2), "{tally:?}");
+    }
+
+    #[test]
+    fn a_vote_hashed_any_other_way_does_not_count() {
+        use sha2::Digest as _;
+        let h = PolicyBinding::schema_only().policy_hash();
+        let sha_hex = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
+        let fields = |r: &VerifyResponse| {
+            json!({
+                "candidate_id": "cand-1", "execution_id": "att-1", "passed": r.passed,
+                "score": r.score, "reason_codes": r.reason_codes,
+                "provider_family": r.provider_family, "model_id": r.model_id,
+                "policy_hash": h.to_string(),
+            })
+        };
+        type Hashing<'a> = Box<dyn Fn(&VerifyResponse) -> String + 'a>;
+        let others: Vec<Hashing<'_>> = vec![
+            // Pretty-printed.
+            Box::new(|r| sha_hex(&serde_json::to_vec_pretty(&fields(r)).unwrap())),
+            // Keys in the order the seed lists them instead of sorted.
+            Box::new(|r| {
+                sha_hex(
+                    format!(
+                        r#"{{"candidate_id":"cand-1","execution_id":"att-1","passed":{},"score":{:?},"reason_codes":[],"provider_family":"{}","model_id":"{}","policy_hash":"{h}"}}"#,
+                        r.passed, r.score, r.provider_family, r.model_id
+                    )
+                    .as_bytes(),
+                )
+            }),
+            // Another label, a truncated hash, the hash of another candidate.
+            Box::new(|r| format!("sha512:{}", seed_handler_hash(r, &h))),
+            Box::new(|r| seed_handler_hash(r, &h)[..63].to_owned()),
+            Box::new(|r| {
+                let mut other = fields(r);
+                other["candidate_id"] = json!("cand-2");
+                sha_hex(&serde_json::to_vec(&other).unwrap())
+            }),
+        ];
+        for other in others {
+            let tally = tally_of(&["a"], other);
+            assert_eq!((tally.hash_verified, tally.undecided), (0, 1), "{tally:?}");
+        }
+    }
+
+    #[test]
+    fn a_vote_naming_another_runtime_than_declared_does_not_count() {
+        let h = PolicyBinding::schema_only().policy_hash();
+        let declaring = |declared: Option<VerifierIdentity>| match vote("a", true, 1.0, h) {
+            VerifierVote::Cast {
+                verifier, response, ..
+            } => VerifierVote::Cast {
+                verifier,
+                response,
+                declared,
+            },
+            missing @ VerifierVote::Missing { .. } => missing,
+        };
+        let policy = binding(
+            PolicyId::CrosscheckV1,
+            json!({"quorum": {"min_verifiers": 1, "min_pass_ratio": 1.0}}),
+        );
+        let honest = votes(vec![declaring(Some(VerifierIdentity {
+            provider_family: "peer".to_owned(),
+            model_id: "a".to_owned(),
+        }))]);
+        assert!(run(&good(), &policy, &EvidenceSet::new(), Some(&honest)).passed);
+        // The vote's hash binds what the vote names, but /capabilities declare another model,
+        // another family, or nothing readable.
+        for declared in [
+            Some(VerifierIdentity {
+                provider_family: "peer".to_owned(),
+                model_id: "a-v2".to_owned(),
+            }),
+            Some(VerifierIdentity {
+                provider_family: "other".to_owned(),
+                model_id: "a".to_owned(),
+            }),
+            None,
+        ] {
+            let set = votes(vec![declaring(declared.clone())]);
+            let result = run(&good(), &policy, &EvidenceSet::new(), Some(&set));
+            assert!(!result.passed, "{declared:?}");
+            assert_eq!(result.reason_codes, vec![reason::INSUFFICIENT_VERIFIERS]);
+            let tally = result.details.quorum.unwrap();
+            assert_eq!(
+                (tally.identity_mismatch, tally.undecided, tally.decisive),
+                (1, 1, 0),
+                "{declared:?}"
+            );
         }
     }
 

@@ -9,9 +9,22 @@
 //! gateway's own contract API (binding `HIREGATE+HTTP`, documented at `/docs`), not an A2A
 //! JSON-RPC endpoint, so a client that only speaks A2A bindings knows at once it cannot call it.
 //!
-//! Every card is signed by the gateway: `signatures[0]` is a JWS with a detached payload over the
-//! RFC 8785 form of the card without `signatures` (the A2A card-signing rule), verifiable offline
-//! with `/.well-known/jwks.json` ([`hiregate_contracts::token::verify_agent_card`]).
+//! Cards claim only what the gateway serves: no A2A operation streams or pushes notifications,
+//! so `streaming` and `pushNotifications` are `false`.
+//!
+//! Every card is signed by the gateway as A2A v1.0 §8.4 defines it: `signatures[0]` is a JWS
+//! (EdDSA, `kid`, `typ` `JOSE`) with a detached payload over the RFC 8785 form of the card
+//! without `signatures` and without default values (§8.4.1), verifiable offline with
+//! `/.well-known/jwks.json` ([`hiregate_contracts::token::verify_agent_card`]) and by the
+//! official A2A SDK's verifier. Verifiers do not agree on what counts as a default: the
+//! specification drops unset fields and implicit protobuf defaults (`"required": false`, an
+//! empty repeated field), the SDK also drops every empty string, list or object and every
+//! `null`, at any depth, extension `params` included. So a served card holds none of those
+//! ([`without_empty_values`]): the card as served, the specification's canonical form and the
+//! SDK's are then the same JSON, and every verifier checks the bytes that were signed. A JSON
+//! Schema that would lose meaning that way (`"enum": []`, `"const": ""`, an integer beyond
+//! 2^53 that the SDK's `Struct` cannot hold) is left out of the card rather than shown
+//! altered ([`travels_unchanged`]); discovery (`/v1/workers`) serves it.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +45,10 @@ pub const X402_EXTENSION: &str = "https://github.com/google-a2a/a2a-x402/v0.1";
 pub const CONTRACT_EXTENSION: &str = "urn:hiregate:a2a:contract:v1";
 /// The interface binding of the contract API.
 pub const BINDING: &str = "HIREGATE+HTTP";
+/// The role a key must have to hire (the security requirement's role name).
+const SEEKER_ROLE: &str = "seeker";
+/// Largest integer a JSON number (an IEEE double, as in protobuf's `Struct`) holds exactly.
+const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Builds and signs agent cards. Cheap to clone.
 #[derive(Clone)]
@@ -81,7 +98,10 @@ impl AgentCards {
                     "description": "A hiregate seeker API key",
                 }},
             },
-            "securityRequirements": [{"schemes": {"seeker_key": {"list": []}}}],
+            // A bearer key has no scopes; the list names the role the key must have (OpenAPI's
+            // role names for non-OAuth schemes), which also keeps the requirement from being
+            // an empty list that canonicalization would drop.
+            "securityRequirements": [{"schemes": {"seeker_key": {"list": [SEEKER_ROLE]}}}],
             "defaultInputModes": ["application/json"],
             "defaultOutputModes": ["application/json"],
         })
@@ -94,8 +114,14 @@ impl AgentCards {
             .metadata
             .name
             .clone()
+            .filter(|name| !name.trim().is_empty())
             .unwrap_or_else(|| format!("hiregate worker {id}"));
-        let description = listing.metadata.description.clone().unwrap_or_else(|| {
+        let description = listing
+            .metadata
+            .description
+            .clone()
+            .filter(|description| !description.trim().is_empty())
+            .unwrap_or_else(|| {
             "A worker listed on hiregate: hired under a signed contract, paid with x402, and paid \
              out only for a deliverable that passed its pinned verification."
                 .to_owned()
@@ -146,18 +172,23 @@ impl AgentCards {
         let tasks: BTreeMap<&str, Value> = offers
             .iter()
             .map(|(task_type, offer): (&TaskType, _)| {
-                (
-                    task_type.as_str(),
-                    json!({
-                        "price": offer.price.to_string(),
-                        "outputSchema": offer.output_schema.as_json(),
-                    }),
-                )
+                let mut task = json!({"price": offer.price.to_string()});
+                let schema = offer.output_schema.as_json();
+                if travels_unchanged(schema) {
+                    task["outputSchema"] = schema.clone();
+                }
+                (task_type.as_str(), task)
             })
             .collect();
+        let input_schema = listing
+            .metadata
+            .input_schema
+            .as_ref()
+            .map(|schema| schema.as_json())
+            .filter(|schema| travels_unchanged(schema));
         card["capabilities"] = json!({
-            "streaming": true,
-            "pushNotifications": true,
+            "streaming": false,
+            "pushNotifications": false,
             "extensions": [
                 {
                     "uri": X402_EXTENSION,
@@ -170,12 +201,12 @@ impl AgentCards {
                     "uri": CONTRACT_EXTENSION,
                     "description": "The listing's input schema, and per skill its output schema \
                                     and price, as pinned in every contract.",
-                    "required": false,
                     "params": {
                         "workerId": id,
                         "proposeUrl": self.url("/v1/contracts"),
+                        "discoveryUrl": self.url("/v1/workers"),
                         "reputationUrl": self.url(&format!("/v1/workers/{id}/reputation")),
-                        "inputSchema": listing.metadata.input_schema.as_ref().map(|s| s.as_json()),
+                        "inputSchema": input_schema,
                         "tasks": tasks,
                     },
                 },
@@ -226,8 +257,8 @@ impl AgentCards {
             env!("CARGO_PKG_VERSION"),
         );
         card["capabilities"] = json!({
-            "streaming": true,
-            "pushNotifications": true,
+            "streaming": false,
+            "pushNotifications": false,
             "extensions": [{
                 "uri": X402_EXTENSION,
                 "description": "Every hire is paid with x402 v2.",
@@ -236,7 +267,6 @@ impl AgentCards {
             }, {
                 "uri": CONTRACT_EXTENSION,
                 "description": "Where to discover workers and propose contracts.",
-                "required": false,
                 "params": {
                     "discoveryUrl": self.url("/v1/workers"),
                     "proposeUrl": self.url("/v1/contracts"),
@@ -248,7 +278,10 @@ impl AgentCards {
         self.sign(card)
     }
 
-    fn sign(&self, mut card: Value) -> Result<Value, ApiError> {
+    /// Signs `card` as served: without empty values (see the module docs), so what is signed,
+    /// what is served and what every verifier canonicalizes are the same JSON.
+    fn sign(&self, card: Value) -> Result<Value, ApiError> {
+        let mut card = without_empty_values(card).unwrap_or_else(|| json!({}));
         let signature = self
             .keys
             .sign_detached(AGENT_CARD_TOKEN_TYPE, &card)
@@ -258,5 +291,85 @@ impl AgentCards {
             "signature": signature.signature,
         }]);
         Ok(card)
+    }
+}
+
+/// `value` without `null`s, empty strings, empty lists and empty objects, at any depth (an
+/// object or list left empty by the removal goes too): what the A2A SDK's verifier drops before
+/// canonicalizing. `None` when nothing is left.
+fn without_empty_values(value: Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        Value::String(text) if text.is_empty() => None,
+        Value::Array(items) => {
+            let kept: Vec<Value> = items.into_iter().filter_map(without_empty_values).collect();
+            (!kept.is_empty()).then_some(Value::Array(kept))
+        }
+        Value::Object(fields) => {
+            let kept: serde_json::Map<String, Value> = fields
+                .into_iter()
+                .filter_map(|(key, value)| Some((key, without_empty_values(value)?)))
+                .collect();
+            (!kept.is_empty()).then_some(Value::Object(kept))
+        }
+        other => Some(other),
+    }
+}
+
+/// Whether `schema` reaches every A2A verifier unchanged: nothing [`without_empty_values`]
+/// removes, and only numbers a protobuf `Struct` (IEEE doubles) holds exactly.
+fn travels_unchanged(schema: &Value) -> bool {
+    match schema {
+        Value::Null => false,
+        Value::String(text) => !text.is_empty(),
+        Value::Number(number) => {
+            number.is_f64()
+                || number.as_u64().is_some_and(|n| n <= MAX_SAFE_INTEGER)
+                || number
+                    .as_i64()
+                    .is_some_and(|n| n.unsigned_abs() <= MAX_SAFE_INTEGER)
+        }
+        Value::Bool(_) => true,
+        Value::Array(items) => !items.is_empty() && items.iter().all(travels_unchanged),
+        Value::Object(fields) => !fields.is_empty() && fields.values().all(travels_unchanged),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_values_go_at_any_depth_and_everything_else_stays() {
+        let card = json!({
+            "name": "n", "description": "", "flag": false, "zero": 0,
+            "examples": [], "params": {"schema": {"properties": {}, "required": [], "x": null}},
+            "list": [{"schemes": {"key": {"list": []}}}, "", 1],
+        });
+        assert_eq!(
+            without_empty_values(card),
+            Some(json!({"name": "n", "flag": false, "zero": 0, "list": [1]}))
+        );
+        assert_eq!(without_empty_values(json!({"a": [{}]})), None);
+    }
+
+    #[test]
+    fn only_schemas_nothing_would_alter_are_shown() {
+        for shown in [
+            json!({"type": "object", "required": ["a"], "properties": {"a": {"const": false}}}),
+            json!({"type": "integer", "minimum": -9_007_199_254_740_991_i64, "maximum": 0.5}),
+        ] {
+            assert!(travels_unchanged(&shown), "{shown}");
+        }
+        for altered in [
+            json!({"type": "object", "properties": {}}),
+            json!({"enum": []}),
+            json!({"const": ""}),
+            json!({"default": null}),
+            json!({"maximum": 9_007_199_254_740_992_u64}),
+            json!({}),
+        ] {
+            assert!(!travels_unchanged(&altered), "{altered}");
+        }
     }
 }

@@ -13,8 +13,8 @@ use hiregate_gateway::{config::Settings, startup::App, store::Store, telemetry};
 use hiregate_integration_tests::postgres::PostgresDatabase;
 use hiregate_integration_tests::reference::superwire::{self, StreamCut};
 use hiregate_integration_tests::reference::wattswarm::{
-    Executor, ExecutorBehaviour, ExecutorConfig, TransportFault, Verifier, VerifierBehaviour,
-    VerifierConfig,
+    Executor, ExecutorBehaviour, ExecutorConfig, ResultHashing, TransportFault, Verifier,
+    VerifierBehaviour, VerifierConfig,
 };
 use hiregate_payments::devnet::Devnet;
 use hiregate_worker_sdk::seeker::{ExecuteOutcome, SeekerClient};
@@ -452,11 +452,16 @@ async fn crosscheck_with_three_verifier_workers_passes_fails_and_fails_closed() 
     let mut verifiers = Vec::new();
     let mut verifier_ids = Vec::new();
     // Verifiers must be independent of the hired worker: another operator's listings.
+    // verifier-b hashes its votes as the verify seed's reference handler does (serde_json,
+    // bare hex), the others with RFC 8785: both must count.
     let verifier_operator = env.create_key("operator").await;
-    for name in ["verifier-a", "verifier-b", "verifier-c"] {
-        let verifier = Verifier::spawn(VerifierConfig::named(name, VerifierBehaviour::Honest))
-            .await
-            .expect("verifier");
+    for (name, hashing) in [
+        ("verifier-a", ResultHashing::Rfc8785),
+        ("verifier-b", ResultHashing::SeedRuntime),
+        ("verifier-c", ResultHashing::Rfc8785),
+    ] {
+        let config = VerifierConfig::named(name, VerifierBehaviour::Honest).hashing(hashing);
+        let verifier = Verifier::spawn(config).await.expect("verifier");
         let (id, _) = env
             .register_as(
                 &verifier_operator,
@@ -489,10 +494,36 @@ async fn crosscheck_with_three_verifier_workers_passes_fails_and_fails_closed() 
     assert_eq!(env.balance(pay_to).await, U256::from(PRICE));
     let view = env.contract(&contract_id).await;
     assert_eq!(view["state"], "settled", "{view}");
+    assert_eq!(
+        view["verification"]["details"]["quorum"]["hash_verified"], 3,
+        "{view}"
+    );
     let policy_hash = view.to_string();
+    let proposed = executor
+        .requests()
+        .into_iter()
+        .find(|request| request.task_id == contract_id)
+        .expect("the proposer's ExecuteRequest");
     for verifier in &verifiers {
         let requests = verifier.requests();
         assert_eq!(requests.len(), 1, "each verifier is asked once");
+        // The candidate is named by the execution id the proposer got, and its output_ref is
+        // the output's bytes as WattSwarm's kernel digests them (serde_json).
+        let candidate = &requests[0].candidate;
+        assert_eq!(candidate.execution_id, proposed.execution_id);
+        let bytes = serde_json::to_vec(&candidate.output).expect("output bytes");
+        assert_eq!(
+            candidate.output_ref.digest,
+            format!(
+                "sha256:{}",
+                hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes))
+            )
+        );
+        assert_eq!(candidate.output_ref.size_bytes, bytes.len() as u64);
+        assert_eq!(
+            candidate.output_ref.producer,
+            "reference-wattswarm/reference-model-v1"
+        );
         // The verifier got the contract's pinned policy (its hash appears in the record).
         assert!(policy_hash.contains(&requests[0].policy.policy_hash));
         // Each vote is recorded with its verifier_result_hash.
@@ -541,6 +572,27 @@ async fn crosscheck_with_three_verifier_workers_passes_fails_and_fails_closed() 
     assert_eq!(view["state"], "rejected", "{view}");
     assert_eq!(
         view["verification"]["details"]["quorum"]["hash_verified"], 2,
+        "{view}"
+    );
+    assert_eq!(
+        env.balance(pay_to).await,
+        U256::from(PRICE),
+        "nothing more settled"
+    );
+
+    // A verifier whose vote names another model than its /capabilities declare: the vote's
+    // hash binds what it names, and still it does not count.
+    verifiers[0]
+        .set_behaviour(VerifierBehaviour::NamesAnotherModel)
+        .await
+        .expect("behaviour");
+    let contract_id = propose_crosscheck(&seeker, &worker_id, quorum(3, 0.6)).await;
+    let outcome = seeker.execute(&contract_id).await.expect("execute");
+    assert_eq!(outcome.status, 422, "{}", outcome.body);
+    let view = env.contract(&contract_id).await;
+    assert_eq!(view["state"], "rejected", "{view}");
+    assert_eq!(
+        view["verification"]["details"]["quorum"]["identity_mismatch"], 1,
         "{view}"
     );
     assert_eq!(

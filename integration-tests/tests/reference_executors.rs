@@ -658,6 +658,45 @@ async fn wattswarm_verifier_refuses_a_binding_whose_hash_does_not_match_its_para
 }
 
 #[tokio::test]
+async fn wattswarm_verifier_hashes_as_the_seed_handler_and_needs_the_output_ref() {
+    let verifier = wattswarm::Verifier::spawn(
+        VerifierConfig::named("seed-like", VerifierBehaviour::VotePass)
+            .hashing(wattswarm::ResultHashing::SeedRuntime),
+    )
+    .await
+    .expect("spawn");
+    let request = verify_request(&good_output());
+    let vote: Value = post_verify(&verifier, &request)
+        .await
+        .json()
+        .await
+        .expect("json");
+    // The seed handler's preimage: serde_json, keys sorted, the score written `1.0`; bare hex.
+    let preimage = format!(
+        r#"{{"candidate_id":"cand-7a3f","execution_id":"exec-4f2a9c","model_id":"seed-like","passed":true,"policy_hash":"{}","provider_family":"reference-verifier","reason_codes":[],"score":1.0}}"#,
+        request["policy"]["policy_hash"].as_str().unwrap()
+    );
+    assert_eq!(
+        vote["verifier_result_hash"],
+        hex::encode(Sha256::digest(preimage.as_bytes()))
+    );
+    assert_ne!(
+        vote["verifier_result_hash"],
+        expected_result_hash(&request, &vote)
+    );
+
+    // The reference runtime's Candidate requires its output_ref.
+    let mut without = request.clone();
+    without["candidate"]
+        .as_object_mut()
+        .unwrap()
+        .remove("output_ref");
+    let response = post_verify(&verifier, &without).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(verifier.counters().votes_answered, 1);
+}
+
+#[tokio::test]
 async fn wattswarm_verifier_down_refuses_connections_and_can_come_back() {
     let verifier =
         wattswarm::Verifier::spawn(VerifierConfig::named("flaky", VerifierBehaviour::Down))

@@ -45,6 +45,16 @@ impl UpstreamEvents for DiscardEvents {
 /// The header naming the hire's correlation id on every call to a worker.
 pub const CORRELATION_HEADER: &str = "X-Correlation-ID";
 
+/// The name of attempt `attempt` of `contract_id` as the worker runs it
+/// (`<contract>-attempt-<n>`): WattSwarm's `execution_id` (stable, so every transport retry of
+/// the attempt names the same execution and the executor can dedupe it), Superwire's
+/// per-attempt `cache_key`, and the `candidate.execution_id` cross-check verifiers are asked
+/// about.
+#[must_use]
+pub fn execution_id(contract_id: &str, attempt: u32) -> String {
+    format!("{contract_id}-attempt-{attempt}")
+}
+
 /// One forward of a paid contract to its worker.
 #[derive(Clone, Copy)]
 pub struct ForwardRequest<'a> {

@@ -241,7 +241,7 @@ pub fn cache_key(request: &ForwardRequest<'_>) -> String {
     if reuse {
         request.contract_id.to_owned()
     } else {
-        format!("{}-attempt-{}", request.contract_id, request.attempt)
+        super::execution_id(request.contract_id, request.attempt)
     }
 }
 

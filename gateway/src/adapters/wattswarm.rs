@@ -4,8 +4,9 @@
 //! deliverable's evidence, fetched and digest-checked by the verification step like any other.
 //!
 //! Idempotency: WattSwarm executors dedupe on `execution_id`, so the adapter derives it from
-//! the contract id and the attempt number ([`execution_id`]). A transport failure (connection
-//! refused or dropped mid-answer, 5xx) is retried with the *same* request within the SLA, so a
+//! the contract id and the attempt number ([`super::execution_id`]). A transport failure
+//! (connection refused or dropped mid-answer, 5xx) is retried with the *same* request within
+//! the SLA, so a
 //! runtime that already ran the task answers from its store instead of running it again. A
 //! new gateway attempt (after a reported failure) gets a new `execution_id`, which asks for a
 //! real rerun.
@@ -30,7 +31,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch};
+use super::{
+    FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch, execution_id,
+};
 use crate::outbound::{OutboundClient, OutboundError};
 
 /// Largest executor answer read, bytes (the outbound client's own limit may be lower).
@@ -53,13 +56,6 @@ pub const RUNTIME_EVENT_KIND: &str = "worker_runtime";
 /// The WattSwarm executor protocol.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WattswarmProtocol;
-
-/// The `execution_id` of `attempt` of `contract_id`: stable, so every transport retry of the
-/// attempt names the same execution and the executor can dedupe it.
-#[must_use]
-pub fn execution_id(contract_id: &str, attempt: u32) -> String {
-    format!("{contract_id}-attempt-{attempt}")
-}
 
 /// The `output_schema` of the task contract: the single schema, or `allOf` when the seeker
 /// added a stricter one (the deliverable must satisfy all of them).

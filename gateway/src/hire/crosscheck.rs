@@ -6,35 +6,53 @@
 //! in time (unknown or retired listing, refused connection, 4xx/5xx, malformed body, timeout)
 //! is a [`VerifierVote::Missing`], which the contracts crate's quorum counts against the
 //! candidate: fail-closed. The echoed policy is checked there too, by recomputing each
-//! vote's `verifier_result_hash` with the policy hash the gateway sent.
+//! vote's `verifier_result_hash` with the policy hash the gateway sent
+//! ([`hiregate_contracts::verify::vote_hash_form`]: RFC 8785 or the seed handler's serde_json
+//! form, `sha256:`-prefixed or bare hex).
+//!
+//! The candidate is the proposer's, named as the proposer knows it ([`Proposal`]):
+//! `candidate.execution_id` is the execution id the proposer got in its `/execute` call
+//! ([`crate::adapters::execution_id`]), and `candidate.output_ref` is the seed's ArtifactRef
+//! of the output, as WattSwarm's own kernel makes one for an output carried inline
+//! (`inline://candidate-output/<digest>`, digest and size of the output's serde_json bytes).
+//!
+//! Whose vote it is: each verifier's `/capabilities` is read beside its `/verify` call, and
+//! the `provider_family`/`model_id` it declares there go with the vote; a vote naming another
+//! runtime, or from a verifier whose declaration cannot be read, does not count. Read at vote
+//! time rather than taken from registration: the registry keeps only health, and a redeployed
+//! runtime's declaration is then the one its votes are judged by.
 //!
 //! Before a contract naming verifiers is signed, [`check_verifiers`] makes sure each named
 //! listing can cast an independent vote: it exists and is not retired, is not the hired
 //! worker, belongs to another operator (an operator must not verify its own work), is
 //! healthy, and serves `/verify` — every WattSwarm runtime does (the seed requires it), a
-//! hire worker must declare `"verify": true` in `/capabilities` (the worker-sdk's
-//! `WorkerBuilder::verifier`), Superwire executors cannot. Each refusal is a 422 with a
-//! stable code and the verifier's id in the details.
+//! hire worker must declare `"verify": true` with its `provider_family` and `model_id` in
+//! `/capabilities` (the worker-sdk's `WorkerBuilder::verifier`), Superwire executors cannot.
+//! Each refusal is a 422 with a stable code and the verifier's id in the details.
 
 use std::{str::FromStr, time::Duration};
 
 use hiregate_contracts::{
-    deliverable::{Deliverable, Output},
+    canonical::Digest,
+    deliverable::{ArtifactRef, Deliverable, Output},
     policy::PolicyBinding,
     schema::OutputSchema,
-    verify::{VerifierVote, VoteSet},
+    terms::ContractTerms,
+    verify::{VerifierIdentity, VerifierVote, VoteSet},
     wire::wattswarm::{Candidate, VerifyRequest, VerifyResponse},
 };
 use reqwest::{Method, header};
+use serde::Deserialize;
 use serde_json::{Value, json};
+use url::Url;
 
 use crate::{
-    adapters::read_capabilities,
+    adapters::{execution_id, read_capabilities},
     error::ApiError,
     ids::WorkerId,
     outbound::OutboundClient,
     registry::model::{HealthState, Protocol, WorkerListing},
-    store::Store,
+    store::{Store, StoreError},
 };
 
 /// Refuses a contract whose quorum names a verifier that cannot cast an independent vote
@@ -101,25 +119,104 @@ async fn serves_verify(client: &OutboundClient, listing: &WorkerListing) -> Resu
         Protocol::Superwire => Err("Superwire executors have no /verify".to_owned()),
         Protocol::Hire => {
             let body: Value = read_capabilities(client, &listing.endpoint).await?;
-            if body.get("verify") == Some(&Value::Bool(true)) {
-                Ok(())
-            } else {
-                Err("its /capabilities do not declare \"verify\": true".to_owned())
+            if body.get("verify") != Some(&Value::Bool(true)) {
+                return Err("its /capabilities do not declare \"verify\": true".to_owned());
             }
+            // Its votes count only when they name the runtime it declares.
+            serde_json::from_value::<DeclaredRuntime>(body)
+                .ok()
+                .and_then(DeclaredRuntime::identity)
+                .map(|_| ())
+                .ok_or_else(|| {
+                    "its /capabilities do not declare the provider_family and model_id its \
+                     votes are cast by"
+                        .to_owned()
+                })
         }
+    }
+}
+
+/// The runtime a verifier declares in `/capabilities` (both protocols use the seed's names).
+#[derive(Debug, Deserialize)]
+struct DeclaredRuntime {
+    #[serde(default)]
+    provider_family: Option<String>,
+    #[serde(default)]
+    model_id: Option<String>,
+}
+
+impl DeclaredRuntime {
+    /// The identity, when both halves are declared and not blank.
+    fn identity(self) -> Option<VerifierIdentity> {
+        let provider_family = self.provider_family.filter(|v| !v.trim().is_empty())?;
+        let model_id = self.model_id.filter(|v| !v.trim().is_empty())?;
+        Some(VerifierIdentity {
+            provider_family,
+            model_id,
+        })
     }
 }
 
 /// Largest `/verify` answer read.
 const MAX_VOTE_BYTES: usize = 64 * 1024;
 
+/// The proposer's side of a candidate: which of its executions produced it, and who.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// The execution id the proposer got in its `/execute` call: WattSwarm's
+    /// `execution_id` (Superwire's per-attempt `cache_key`, the name of a hire attempt).
+    /// Also the `execution_id` of the gateway's own verification, so votes and verdict bind
+    /// the same execution.
+    pub execution_id: String,
+    /// `producer` of the output's ArtifactRef: the pinned WattSwarm runtime as the seed
+    /// writes it (`provider_family/model_id`), else the hired listing's id.
+    pub producer: String,
+    /// When the gateway stored the output (the attempt's end), Unix milliseconds: the
+    /// ArtifactRef's `created_at`.
+    pub stored_at_ms: u64,
+}
+
+impl Proposal {
+    /// The proposal of attempt `attempt_id` of the contract with `terms`, from the store.
+    pub async fn of_attempt(
+        store: &Store,
+        terms: &ContractTerms,
+        attempt_id: &str,
+    ) -> Result<Self, StoreError> {
+        let contract_id = terms.contract_id().as_str();
+        let attempt = store
+            .list_attempts(contract_id)
+            .await?
+            .into_iter()
+            .find(|attempt| attempt.attempt_id == attempt_id)
+            // The delivery names its attempt (a foreign key): one that is gone is corruption.
+            .ok_or_else(|| StoreError::corrupt("attempt", &format!("{attempt_id} is missing")))?;
+        let producer = terms
+            .execution()
+            .and_then(|runtime| {
+                Some(format!(
+                    "{}/{}",
+                    runtime.provider_family.as_deref()?,
+                    runtime.model_id.as_deref()?
+                ))
+            })
+            .unwrap_or_else(|| terms.worker().id().as_str().to_owned());
+        let stored_at = attempt.finished_at.unwrap_or(attempt.started_at);
+        Ok(Self {
+            execution_id: execution_id(contract_id, attempt.attempt_no),
+            producer,
+            stored_at_ms: u64::try_from(stored_at.timestamp_millis()).unwrap_or(0),
+        })
+    }
+}
+
 /// What the verifiers are asked about.
 #[derive(Debug, Clone, Copy)]
 pub struct VoteRequest<'a> {
     /// WattSwarm `candidate_id` (the verification's candidate id).
     pub candidate_id: &'a str,
-    /// WattSwarm `execution_id` (the verification's execution id).
-    pub execution_id: &'a str,
+    /// The proposer's execution that produced the candidate.
+    pub proposal: &'a Proposal,
     /// The delivered candidate.
     pub deliverable: &'a Deliverable,
     /// Every schema the output must satisfy.
@@ -147,15 +244,38 @@ fn combined_output_schema(schemas: &[OutputSchema]) -> Value {
     }
 }
 
+/// Scheme and host of the `uri` of an output carried inline in the request, as WattSwarm's
+/// kernel names one: `inline://candidate-output/<digest>`.
+const INLINE_OUTPUT_BASE: &str = "inline://candidate-output/";
+
+/// The seed's ArtifactRef of `output` (`candidate.output_ref`), made the way WattSwarm's
+/// kernel makes one for an output carried inline: `digest` and `size_bytes` of the output's
+/// `serde_json::to_vec` bytes (keys sorted, no whitespace), which is also what the kernel
+/// checks a candidate's `output_ref` against; `uri` names those bytes by digest, since they
+/// travel in `candidate.output` and there is nothing to fetch.
+fn output_ref(output: &Value, proposal: &Proposal) -> Option<ArtifactRef> {
+    let bytes = serde_json::to_vec(output).ok()?;
+    let digest = Digest::of_bytes(&bytes);
+    Some(ArtifactRef {
+        uri: Url::parse(&format!("{INLINE_OUTPUT_BASE}{digest}")).ok()?,
+        digest,
+        size_bytes: u64::try_from(bytes.len()).ok(),
+        mime: Some("application/json".to_owned()),
+        created_at: Some(proposal.stored_at_ms),
+        producer: Some(proposal.producer.clone()),
+    })
+}
+
 /// The seed's VerifyRequest for `request`.
 #[must_use]
 pub fn verify_request(request: &VoteRequest<'_>) -> VerifyRequest {
+    let output = output_value(request.deliverable.output());
     VerifyRequest {
         candidate: Candidate {
             candidate_id: request.candidate_id.to_owned(),
-            execution_id: request.execution_id.to_owned(),
-            output_ref: None,
-            output: output_value(request.deliverable.output()),
+            execution_id: request.proposal.execution_id.clone(),
+            output_ref: output_ref(&output, request.proposal),
+            output,
             evidence_inline: request.deliverable.evidence_inline().to_vec(),
             evidence_refs: request.deliverable.evidence_refs().to_vec(),
         },
@@ -194,9 +314,10 @@ async fn ask(
     timeout: Duration,
 ) -> VerifierVote {
     match cast(store, client, verifier, body, timeout).await {
-        Ok(response) => VerifierVote::Cast {
+        Ok((response, declared)) => VerifierVote::Cast {
             verifier: verifier.to_owned(),
             response,
+            declared,
         },
         Err(reason) => {
             tracing::warn!(verifier, reason, "verifier vote missing");
@@ -207,13 +328,15 @@ async fn ask(
     }
 }
 
+/// The verifier's vote, with the runtime its `/capabilities` declare (`None` when they cannot
+/// be read: the vote then does not count, but is kept for the record).
 async fn cast(
     store: &Store,
     client: &OutboundClient,
     verifier: &str,
     body: &VerifyRequest,
     timeout: Duration,
-) -> Result<VerifyResponse, String> {
+) -> Result<(VerifyResponse, Option<VerifierIdentity>), String> {
     let id = WorkerId::from_str(verifier).map_err(|_| "not a worker id".to_owned())?;
     let listing = store
         .get_worker(&id)
@@ -243,10 +366,20 @@ async fn cast(
         serde_json::from_slice::<VerifyResponse>(&bytes)
             .map_err(|e| format!("not a VerifyResponse: {e}"))
     };
+    let declared = async {
+        match read_capabilities::<DeclaredRuntime>(client, &listing.endpoint).await {
+            Ok(runtime) => runtime.identity(),
+            Err(why) => {
+                tracing::warn!(verifier, reason = why, "verifier capabilities unreadable");
+                None
+            }
+        }
+    };
     // The per-request timeout covers each read; this bounds the whole exchange.
-    tokio::time::timeout(timeout, work)
+    let (response, declared) = tokio::time::timeout(timeout, futures::future::join(work, declared))
         .await
-        .map_err(|_| "late".to_owned())?
+        .map_err(|_| "late".to_owned())?;
+    Ok((response?, declared))
 }
 
 /// One line per vote for the contract's event log: who voted what, with the vote's
@@ -260,13 +393,20 @@ pub fn vote_summaries(votes: Option<&VoteSet>) -> Value {
         .votes
         .iter()
         .map(|vote| match vote {
-            VerifierVote::Cast { verifier, response } => json!({
+            VerifierVote::Cast {
+                verifier,
+                response,
+                declared,
+            } => json!({
                 "verifier": verifier,
                 "passed": response.passed,
                 "score": response.score,
                 "status": response.status(),
                 "reason_codes": response.reason_codes,
                 "verifier_result_hash": response.verifier_result_hash,
+                "provider_family": response.provider_family,
+                "model_id": response.model_id,
+                "declared": declared,
             }),
             VerifierVote::Missing { verifier } => json!({"verifier": verifier, "missing": true}),
         })

@@ -672,12 +672,14 @@ impl HireService {
             evidence.insert(&uri, EvidenceFetch::Fetched(bytes));
         }
         let candidate_id = digest.to_string();
+        let proposal =
+            super::crosscheck::Proposal::of_attempt(&inner.store, &ctx.terms, &attempt_id).await?;
         let votes = super::crosscheck::collect_votes(
             &inner.store,
             &inner.outbound,
             &super::crosscheck::VoteRequest {
                 candidate_id: &candidate_id,
-                execution_id: &attempt_id,
+                proposal: &proposal,
                 deliverable: &deliverable,
                 output_schemas: ctx.terms.task().output_schemas(),
                 policy,
@@ -689,7 +691,7 @@ impl HireService {
             .verifier
             .verify(&VerificationRequest {
                 candidate_id: &candidate_id,
-                execution_id: &attempt_id,
+                execution_id: &proposal.execution_id,
                 deliverable: &deliverable,
                 output_schemas: ctx.terms.task().output_schemas(),
                 policy,

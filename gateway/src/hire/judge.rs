@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::{
     HireService,
+    crosscheck::Proposal,
     evidence::{self, FetchedEvidence},
     execute::{Ctx, Step, internal},
     reply::Reply,
@@ -78,6 +79,7 @@ impl HireService {
             }
         }
         let candidate_id = digest.to_string();
+        let proposal = Proposal::of_attempt(&inner.store, &ctx.terms, attempt_id).await?;
         // vp.crosscheck.v1 quorums: the named verifier workers vote (fail-closed), bounded by
         // half the verification budget (the other half is for evidence fetches).
         let votes = super::crosscheck::collect_votes(
@@ -85,7 +87,7 @@ impl HireService {
             &inner.outbound,
             &super::crosscheck::VoteRequest {
                 candidate_id: &candidate_id,
-                execution_id: attempt_id,
+                proposal: &proposal,
                 deliverable,
                 output_schemas: ctx.terms.task().output_schemas(),
                 policy,
@@ -99,7 +101,7 @@ impl HireService {
             .verifier
             .verify(&VerificationRequest {
                 candidate_id: &candidate_id,
-                execution_id: attempt_id,
+                execution_id: &proposal.execution_id,
                 deliverable,
                 output_schemas: ctx.terms.task().output_schemas(),
                 policy,

@@ -35,7 +35,7 @@ pub fn router() -> Routes {
     get,
     path = "/.well-known/agent-card.json",
     tag = "workers",
-    responses((status = 200, description = "A2A v1.0 Agent Card, signed (`signatures[0]`, detached JWS over the RFC 8785 card without `signatures`, verifiable with the JWKS)", body = Object)),
+    responses((status = 200, description = "A2A v1.0 Agent Card, signed as A2A §8.4 defines (`signatures[0]`: detached JWS, `typ` `JOSE`, over the RFC 8785 card without `signatures` and default values; verifiable with the JWKS)", body = Object)),
 )]
 pub(crate) async fn gateway_card(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     let mut query = WorkerQuery {

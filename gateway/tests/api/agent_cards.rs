@@ -1,6 +1,7 @@
 //! A2A Agent Cards: a healthy listing's card and the marketplace's, validated against the official
 //! A2A v1.0 AgentCard definition (PyPI `a2a-sdk`, through `tools/a2a/validate_card.py`), their
-//! gateway signatures verified offline with the JWKS, and unhealthy or unknown listings unpublished.
+//! gateway signatures verified offline with the JWKS and by the official SDK's own signature
+//! verifier (`tools/a2a/verify_card_signature.py`), and unhealthy or unknown listings unpublished.
 
 use std::{
     io::Write as _,
@@ -23,9 +24,10 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The validator's verdict on `card`, or `None` (after saying why) when the A2A SDK venv is not
-/// installed; under `CI=true` a missing venv fails instead.
-fn a2a_verdict(card: &Value) -> Option<(bool, String)> {
+/// What `script` (in `tools/a2a/`, run by the A2A SDK venv's python) says about `input`: success
+/// and its output, or `None` (after saying why) when the venv is not installed; under `CI=true`
+/// a missing venv fails instead.
+fn a2a_script(script: &str, input: &Value) -> Option<(bool, String)> {
     let root = repo_root();
     let python = root.join(".tools/a2a-venv/bin/python");
     if !python.exists() {
@@ -40,7 +42,7 @@ fn a2a_verdict(card: &Value) -> Option<(bool, String)> {
         return None;
     }
     let mut child = Command::new(python)
-        .arg(root.join("tools/a2a/validate_card.py"))
+        .arg(root.join("tools/a2a").join(script))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -49,7 +51,7 @@ fn a2a_verdict(card: &Value) -> Option<(bool, String)> {
         .stdin
         .take()
         .unwrap()
-        .write_all(card.to_string().as_bytes())
+        .write_all(input.to_string().as_bytes())
         .unwrap();
     let output = child.wait_with_output().unwrap();
     Some((
@@ -58,16 +60,85 @@ fn a2a_verdict(card: &Value) -> Option<(bool, String)> {
     ))
 }
 
+/// The validator's verdict on `card` (see [`a2a_script`]).
+fn a2a_verdict(card: &Value) -> Option<(bool, String)> {
+    a2a_script("validate_card.py", card)
+}
+
+/// The official A2A SDK signature verifier's verdict on `card` with the keys of `jwks`, and the
+/// card's protected header (see [`a2a_script`]).
+fn sdk_signature_verdict(card: &Value, jwks: &Value) -> Option<(bool, String, Value)> {
+    let (valid, output) = a2a_script(
+        "verify_card_signature.py",
+        &json!({"card": card, "jwks": jwks}),
+    )?;
+    let mut lines = output.lines();
+    let verdict = lines.next().unwrap_or_default().to_owned();
+    let header = serde_json::from_str(lines.next().unwrap_or("null")).unwrap();
+    Some((valid, verdict, header))
+}
+
+/// Checks what every A2A verifier needs of a signed card: the SDK's verifier accepts it with the
+/// gateway's JWKS, the header is the specification's (`typ` `JOSE`, EdDSA, a `kid` in the
+/// JWKS), and the card holds nothing that a verifier would drop before canonicalizing (an
+/// implicit default such as `"required": false`, an empty string, list or object, a `null`),
+/// so the specification's canonical form and the SDK's are the card as served.
+fn assert_signed_as_a2a_defines(card: &Value, jwks: &Value) {
+    fn no_dropped_values(value: &Value, path: &str) {
+        match value {
+            Value::Null => panic!("{path} is null"),
+            Value::String(text) => assert!(!text.is_empty(), "{path} is empty"),
+            Value::Array(items) => {
+                assert!(!items.is_empty(), "{path} is an empty list");
+                for (index, item) in items.iter().enumerate() {
+                    no_dropped_values(item, &format!("{path}[{index}]"));
+                }
+            }
+            Value::Object(fields) => {
+                assert!(!fields.is_empty(), "{path} is an empty object");
+                for (key, field) in fields {
+                    no_dropped_values(field, &format!("{path}.{key}"));
+                }
+            }
+            Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    let mut unsigned = card.clone();
+    unsigned.as_object_mut().unwrap().remove("signatures");
+    no_dropped_values(&unsigned, "card");
+    for extension in card["capabilities"]["extensions"].as_array().unwrap() {
+        assert_ne!(
+            extension["required"], false,
+            "an implicit default: {extension}"
+        );
+    }
+    if let Some((valid, verdict, header)) = sdk_signature_verdict(card, jwks) {
+        assert!(valid, "the A2A SDK's verifier refuses the card: {verdict}");
+        assert_eq!(header["typ"], "JOSE", "{header}");
+        assert_eq!(header["alg"], "EdDSA", "{header}");
+        let kid = header["kid"].as_str().unwrap();
+        assert!(
+            jwks["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kid"] == kid),
+            "{header}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn cards_follow_the_a2a_definition_and_carry_the_gateways_signature() {
     let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 2, "").await;
-    let jwks: Jwks = env
+    let jwks_json: Value = env
         .app
         .get("/.well-known/jwks.json", None)
         .await
         .json()
         .await
         .unwrap();
+    let jwks: Jwks = serde_json::from_value(jwks_json.clone()).unwrap();
 
     let response = env
         .app
@@ -79,6 +150,10 @@ async fn cards_follow_the_a2a_definition_and_carry_the_gateways_signature() {
     assert_eq!(response.status(), 200);
     let card: Value = response.json().await.unwrap();
     verify_agent_card(&card, &jwks).expect("the listing card verifies offline");
+    assert_signed_as_a2a_defines(&card, &jwks_json);
+    // Only what is served is claimed: no A2A operation streams or pushes notifications.
+    assert_eq!(card["capabilities"]["streaming"], false);
+    assert_eq!(card["capabilities"]["pushNotifications"], false);
     let skill = &card["skills"][0];
     assert_eq!(skill["id"], "summarize");
     let x402 = &card["capabilities"]["extensions"][0];
@@ -105,6 +180,10 @@ async fn cards_follow_the_a2a_definition_and_carry_the_gateways_signature() {
     forged["capabilities"]["extensions"][0]["params"]["accepts"][0]["payTo"] =
         json!("0x000000000000000000000000000000000000dEaD");
     assert!(verify_agent_card(&forged, &jwks).is_err());
+    if let Some((valid, verdict, _)) = sdk_signature_verdict(&forged, &jwks_json) {
+        assert!(!valid, "the SDK must refuse a changed card: {verdict}");
+        assert!(verdict.contains("No valid signature found"), "{verdict}");
+    }
     let mut unsigned = card.clone();
     unsigned.as_object_mut().unwrap().remove("signatures");
     assert!(verify_agent_card(&unsigned, &jwks).is_err());
@@ -126,6 +205,9 @@ async fn cards_follow_the_a2a_definition_and_carry_the_gateways_signature() {
     assert_eq!(response.status(), 200);
     let gateway: Value = response.json().await.unwrap();
     verify_agent_card(&gateway, &jwks).expect("the marketplace card verifies offline");
+    assert_signed_as_a2a_defines(&gateway, &jwks_json);
+    assert_eq!(gateway["capabilities"]["streaming"], false);
+    assert_eq!(gateway["capabilities"]["pushNotifications"], false);
     let skills: Vec<&str> = gateway["skills"]
         .as_array()
         .unwrap()
@@ -134,6 +216,66 @@ async fn cards_follow_the_a2a_definition_and_carry_the_gateways_signature() {
         .collect();
     assert_eq!(skills, ["hire", "summarize"]);
     if let Some((valid, verdict)) = a2a_verdict(&gateway) {
+        assert!(valid, "{verdict}");
+    }
+}
+
+/// A listing whose schemas hold values A2A verifiers drop (an empty `properties`, an empty
+/// `default`) and no examples: its card leaves those schemas out rather than show them altered,
+/// and its signature still verifies with the official SDK.
+#[tokio::test]
+async fn a_card_leaves_out_schemas_a2a_canonicalization_would_alter_and_still_verifies() {
+    let app = spawn_app_on(TestDatabase::sqlite(), "").await;
+    let (operator, _) = app.create_key("operator").await;
+    let worker = TestWorker::start(&["translate", "classify"]).await;
+    let mut body = worker_body(
+        &worker.endpoint,
+        &[("translate", "1000"), ("classify", "2000")],
+    );
+    body["tasks"]["classify"]["output_schema"] =
+        json!({"type": "object", "properties": {}, "required": []});
+    body["input_schema"] =
+        json!({"type": "object", "properties": {"lang": {"type": "string", "default": ""}}});
+    let response = app.register_worker(&operator, &body).await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let jwks_json: Value = app
+        .get("/.well-known/jwks.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let jwks: Jwks = serde_json::from_value(jwks_json.clone()).unwrap();
+    let card: Value = app
+        .get(&format!("/v1/workers/{id}/agent-card.json"), None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    verify_agent_card(&card, &jwks).expect("the card verifies offline");
+    assert_signed_as_a2a_defines(&card, &jwks_json);
+    let params = &card["capabilities"]["extensions"][1]["params"];
+    assert!(params.get("inputSchema").is_none(), "{params}");
+    assert!(
+        params["tasks"]["classify"].get("outputSchema").is_none(),
+        "{params}"
+    );
+    assert_eq!(params["tasks"]["classify"]["price"], "2000");
+    assert_eq!(
+        params["tasks"]["translate"]["outputSchema"]["required"],
+        json!(["summary"])
+    );
+    assert!(
+        params["discoveryUrl"]
+            .as_str()
+            .unwrap()
+            .ends_with("/v1/workers")
+    );
+    assert!(card["skills"][0].get("examples").is_none(), "{card}");
+    if let Some((valid, verdict)) = a2a_verdict(&card) {
         assert!(valid, "{verdict}");
     }
 }

@@ -477,3 +477,363 @@ async fn a_seed_answer_violating_the_output_schema_is_rejected_and_nothing_settl
         "the authorization was never used on chain"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cross-check votes on the wire (seeds/wattswarm-verify-endpoint.txt)
+
+/// The document's example VerifyRequest: the shape the gateway's must have.
+const SEED_VERIFY_REQUEST: &str = r#"{
+  "candidate": {
+    "candidate_id": "cand-7a3f",
+    "execution_id": "exec-4f2a9c",
+    "output_ref": {
+      "uri": "https://runtime.local/task-abc-001/exec-4f2a9c",
+      "digest": "sha256:a3f1d8c2...",
+      "size_bytes": 512,
+      "mime": "application/json",
+      "created_at": 1718000000000,
+      "producer": "my-agent/gpt-4o"
+    },
+    "output": {
+      "answer": "The proposal carries three material risks.",
+      "confidence": 0.91
+    },
+    "evidence_inline": [
+      { "mime": "text/plain", "content": "trace:attempt-001" }
+    ],
+    "evidence_refs": []
+  },
+  "output_schema": {
+    "type": "object",
+    "required": ["answer", "confidence"],
+    "properties": {
+      "answer":     { "type": "string" },
+      "confidence": { "type": "number" }
+    }
+  },
+  "policy": {
+    "policy_id": "vp.schema_only.v1",
+    "policy_version": "1",
+    "policy_hash": "sha256:b9e2c1...",
+    "policy_params": {}
+  }
+}"#;
+
+/// The document's example VerifyResponse (its hash replaced by each verifier's own).
+const SEED_VERIFY_RESPONSE: &str = r#"{
+  "passed": true,
+  "score": 1.0,
+  "reason_codes": [],
+  "verification_status": "passed",
+  "verifier_result_hash": "sha256:d4e9f2a1...",
+  "provider_family": "swarm-runtime",
+  "model_id": "swarm-model-v1"
+}"#;
+
+/// How a [`SeedVerifier`] writes its vote's `verifier_result_hash`, and whose vote it is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum VoteHashing {
+    /// The document's handler, transcribed: `sha256_hex(serde_json::to_vec(&json!({...})))`,
+    /// bare lowercase hex, `score` 1.0 written `1.0`.
+    SeedHandler,
+    /// RFC 8785 with the `sha256:` prefix, as hiregate's own verifiers write it (`1`).
+    Rfc8785,
+    /// RFC 8785, but the vote names another `model_id` than `/capabilities` declare, and its
+    /// hash binds the model it names (self-consistent, only the declaration gives it away).
+    ImpersonatesAnotherModel,
+}
+
+struct SeedVerifierState {
+    hashing: VoteHashing,
+    /// Every `POST /verify` body, as sent.
+    requests: Mutex<Vec<String>>,
+}
+
+/// A WattSwarm runtime answering `/verify` with the document's example vote.
+struct SeedVerifier {
+    endpoint: String,
+    state: Arc<SeedVerifierState>,
+    shutdown: CancellationToken,
+}
+
+impl Drop for SeedVerifier {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl SeedVerifier {
+    fn requests(&self) -> Vec<Value> {
+        self.state
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|body| serde_json::from_str(body).expect("the gateway sent JSON"))
+            .collect()
+    }
+}
+
+/// The verifier's `/capabilities`: the document's runtime names.
+fn seed_verifier_capabilities() -> Value {
+    let vote: Value = serde_json::from_str(SEED_VERIFY_RESPONSE).unwrap();
+    json!({
+        "task_types": [TASK_TYPE],
+        "profiles": ["default"],
+        "provider_family": vote["provider_family"],
+        "model_id": vote["model_id"],
+    })
+}
+
+async fn seed_verifier_capabilities_route() -> impl IntoResponse {
+    json_body(seed_verifier_capabilities().to_string())
+}
+
+async fn seed_verify(
+    State(state): State<Arc<SeedVerifierState>>,
+    body: String,
+) -> impl IntoResponse {
+    use sha2::Digest as _;
+    state.requests.lock().unwrap().push(body.clone());
+    let req: Value = serde_json::from_str(&body).unwrap();
+    let mut vote: Value = serde_json::from_str(SEED_VERIFY_RESPONSE).unwrap();
+    if state.hashing == VoteHashing::ImpersonatesAnotherModel {
+        vote["model_id"] = json!("swarm-model-v2");
+    }
+    let (passed, score) = (true, 1.0_f64);
+    let reason_codes: Vec<u16> = Vec::new();
+    let (provider_family, model_id) = (vote["provider_family"].clone(), vote["model_id"].clone());
+    vote["verifier_result_hash"] = json!(match state.hashing {
+        // The document's handler, as written there.
+        VoteHashing::SeedHandler => hex::encode(sha2::Sha256::digest(
+            serde_json::to_vec(&json!({
+                "candidate_id":   req["candidate"]["candidate_id"],
+                "execution_id":   req["candidate"]["execution_id"],
+                "passed":         passed,
+                "score":          score,
+                "reason_codes":   reason_codes,
+                "provider_family": provider_family,
+                "model_id":       model_id,
+                "policy_hash":    req["policy"]["policy_hash"],
+            }))
+            .unwrap()
+            .as_slice(),
+        )),
+        VoteHashing::Rfc8785 | VoteHashing::ImpersonatesAnotherModel =>
+            Digest::of_canonical(&json!({
+                "candidate_id": req["candidate"]["candidate_id"],
+                "execution_id": req["candidate"]["execution_id"],
+                "passed": passed,
+                "score": score,
+                "reason_codes": reason_codes,
+                "provider_family": provider_family,
+                "model_id": model_id,
+                "policy_hash": req["policy"]["policy_hash"],
+            }),)
+            .unwrap()
+            .to_string(),
+    });
+    json_body(vote.to_string())
+}
+
+async fn start_seed_verifier(hashing: VoteHashing) -> SeedVerifier {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let state = Arc::new(SeedVerifierState {
+        hashing,
+        requests: Mutex::new(Vec::new()),
+    });
+    let router = Router::new()
+        .route("/health", get(seed_health))
+        .route("/capabilities", get(seed_verifier_capabilities_route))
+        .route("/verify", post(seed_verify))
+        .with_state(Arc::clone(&state));
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { token.cancelled().await })
+            .await;
+    });
+    SeedVerifier {
+        endpoint,
+        state,
+        shutdown,
+    }
+}
+
+/// Lists `verifier` as a WattSwarm worker of `operator_key` (not the hired worker's operator:
+/// a vote must be independent); returns its id.
+async fn list_seed_verifier(env: &HireEnv, operator_key: &str, verifier: &SeedVerifier) -> String {
+    let mut listing = hire_listing(&verifier.endpoint, env.pay_to, &env.devnet, 4);
+    listing["protocol"] = json!("wattswarm");
+    listing["tasks"] =
+        json!({TASK_TYPE: {"price": PRICE.to_string(), "output_schema": answer_schema()}});
+    let response = env.app.register_worker(operator_key, &listing).await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let body: Value = response.json().await.unwrap();
+    body["id"].as_str().unwrap().to_owned()
+}
+
+/// Proposes `swarm` of `worker_id` under `vp.crosscheck.v1`, every one of `verifiers` needed.
+async fn crosscheck_contract(env: &HireEnv, worker_id: &str, verifiers: &[&str]) -> String {
+    let body = json!({
+        "worker_id": worker_id,
+        "task_type": TASK_TYPE,
+        "input": seed_execute_request()["inputs"].clone(),
+        "sla": {"max_latency_ms": 5000},
+        "retry_policy": {"max_attempts": 1},
+        "acceptance_window_s": 0,
+        "verification": {"policy_id": "vp.crosscheck.v1", "policy_params": {"quorum": {
+            "verifiers": verifiers,
+            "min_verifiers": verifiers.len(),
+            "min_pass_ratio": 1.0,
+            "min_score": 0.5,
+            "aggregation": "count",
+        }}},
+    });
+    let response = env
+        .app
+        .send_json(Method::POST, "/v1/contracts", Some(&env.seeker_key), &body)
+        .await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let body: Value = response.json().await.unwrap();
+    body["contract_id"].as_str().unwrap().to_owned()
+}
+
+fn unix_ms_now() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap()
+}
+
+/// `sent` is the document's VerifyRequest for the candidate the executor proposed in `execute`
+/// (the ExecuteRequest it got): the document's fields and types, the proposer's execution id,
+/// and an `output_ref` naming the output's bytes, made between `from_ms` and `until_ms`.
+fn assert_seed_verify_request(sent: &Value, execute: &Value, from_ms: u64, until_ms: u64) {
+    let seed: Value = serde_json::from_str(SEED_VERIFY_REQUEST).unwrap();
+    let fields = |value: &Value| {
+        let mut fields: Vec<(String, &'static str)> = value
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(key, value)| (key.clone(), json_type(value)))
+            .collect();
+        fields.sort();
+        fields
+    };
+    for part in ["", "/candidate", "/candidate/output_ref", "/policy"] {
+        assert_eq!(
+            fields(sent.pointer(part).unwrap()),
+            fields(seed.pointer(part).unwrap()),
+            "the seed's fields and types at `{part}`: {sent}"
+        );
+    }
+    let candidate = &sent["candidate"];
+    // "The execution ID from the proposer's /execute call."
+    assert_eq!(candidate["execution_id"], execute["execution_id"], "{sent}");
+    // The proposer's answer, as it gave it.
+    let answer: Value = serde_json::from_str(SEED_EXECUTE_RESPONSE).unwrap();
+    assert_eq!(candidate["output"], answer["candidate_output"]);
+    assert_eq!(candidate["evidence_inline"], answer["evidence_inline"]);
+    assert_eq!(sent["output_schema"], answer_schema());
+    assert_eq!(sent["policy"]["policy_id"], "vp.crosscheck.v1");
+    // The stored output: digest and size of its serde_json bytes (what WattSwarm's kernel
+    // checks an output_ref against), named inline by digest, made by the pinned runtime.
+    let output_ref = &candidate["output_ref"];
+    let bytes = serde_json::to_vec(&candidate["output"]).unwrap();
+    let digest = Digest::of_bytes(&bytes).to_string();
+    assert_eq!(output_ref["digest"], digest, "{output_ref}");
+    assert_eq!(output_ref["size_bytes"], bytes.len(), "{output_ref}");
+    assert_eq!(
+        output_ref["uri"],
+        format!("inline://candidate-output/{digest}"),
+        "{output_ref}"
+    );
+    assert_eq!(output_ref["mime"], "application/json");
+    assert_eq!(output_ref["producer"], "my-runtime/my-model-v1");
+    let created_at = output_ref["created_at"]
+        .as_u64()
+        .expect("Unix milliseconds");
+    assert!(
+        (from_ms..=until_ms).contains(&created_at),
+        "{created_at} not within the hire ({from_ms}..={until_ms})"
+    );
+}
+
+/// A vote hashed exactly as the document's handler hashes it (serde_json, `1.0`, bare hex) and
+/// one hashed with RFC 8785 (`1`, `sha256:`) both count, and the worker is paid; a vote whose
+/// runtime is not the one its verifier declares in `/capabilities` does not, and nothing is
+/// paid. Every verifier got the document's VerifyRequest naming the proposer's execution.
+#[tokio::test]
+async fn seed_hashed_and_rfc8785_votes_count_and_a_vote_by_an_undeclared_runtime_does_not() {
+    let mut env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let executor = start_seed_executor().await;
+    let worker_id = list_seed_executor(&env, &executor, answer_schema()).await;
+    env.worker_id = worker_id.clone();
+    let (verifier_operator, _) = env.app.create_key("operator").await;
+    let seed_hashing = start_seed_verifier(VoteHashing::SeedHandler).await;
+    let rfc8785 = start_seed_verifier(VoteHashing::Rfc8785).await;
+    let impostor = start_seed_verifier(VoteHashing::ImpersonatesAnotherModel).await;
+    let seed_hashing_id = list_seed_verifier(&env, &verifier_operator, &seed_hashing).await;
+    let rfc8785_id = list_seed_verifier(&env, &verifier_operator, &rfc8785).await;
+    let impostor_id = list_seed_verifier(&env, &verifier_operator, &impostor).await;
+    let before = env.balances().await;
+
+    // Both ways of hashing count: the quorum of two is met and the worker is paid.
+    let contract_id = crosscheck_contract(&env, &worker_id, &[&seed_hashing_id, &rfc8785_id]).await;
+    let from_ms = unix_ms_now();
+    let challenge = env.challenge(&contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&env.pay(&challenge).await), None)
+        .await;
+    let until_ms = unix_ms_now();
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert!(answer.payment_response().success);
+    let record = view(&env, &contract_id).await;
+    assert_eq!(record["state"], "settled", "{record}");
+    let quorum = &record["verification"]["details"]["quorum"];
+    assert_eq!(quorum["hash_verified"], 2, "{record}");
+    assert_eq!(quorum["passing"], 2, "{record}");
+    assert_eq!(quorum["identity_mismatch"], 0, "{record}");
+    let execute = executor
+        .requests()
+        .into_iter()
+        .find(|request| request["task_id"] == contract_id)
+        .expect("the proposer's ExecuteRequest");
+    for verifier in [&seed_hashing, &rfc8785] {
+        let requests = verifier.requests();
+        assert_eq!(requests.len(), 1, "each verifier is asked once");
+        assert_seed_verify_request(&requests[0], &execute, from_ms, until_ms);
+        // The gateway's own verdict binds the same execution.
+        assert_eq!(
+            record["verification"]["execution_id"],
+            requests[0]["candidate"]["execution_id"]
+        );
+    }
+    assert_eq!(
+        env.balances().await.1,
+        before.1 + U256::from(PRICE),
+        "the worker got the price"
+    );
+
+    // A vote by another model than its verifier declares does not count, though its hash
+    // binds what it names: one decisive vote of two, nothing paid.
+    let contract_id = crosscheck_contract(&env, &worker_id, &[&rfc8785_id, &impostor_id]).await;
+    let challenge = env.challenge(&contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&env.pay(&challenge).await), None)
+        .await;
+    assert_eq!(answer.status, 422, "{:?}", answer.body);
+    assert_eq!(answer.code(), "verification_failed", "{:?}", answer.body);
+    assert!(answer.headers.get("payment-response").is_none());
+    let record = view(&env, &contract_id).await;
+    assert_eq!(record["state"], "rejected", "{record}");
+    let quorum = &record["verification"]["details"]["quorum"];
+    assert_eq!(quorum["identity_mismatch"], 1, "{record}");
+    assert_eq!(quorum["decisive"], 1, "{record}");
+    assert_eq!(impostor.requests().len(), 1, "the impostor was asked");
+    assert_eq!(
+        env.balances().await.1,
+        before.1 + U256::from(PRICE),
+        "nothing more paid"
+    );
+}

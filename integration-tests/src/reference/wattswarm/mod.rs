@@ -16,8 +16,8 @@ pub mod wire;
 
 pub use executor::{Executor, ExecutorBehaviour, ExecutorConfig, ExecutorCounters, TransportFault};
 pub use verifier::{
-    EVIDENCE_UNREACHABLE_REASON, SCHEMA_INVALID_REASON, SCRIPTED_DISSENT_REASON, Verifier,
-    VerifierBehaviour, VerifierConfig, VerifierCounters,
+    EVIDENCE_UNREACHABLE_REASON, ResultHashing, SCHEMA_INVALID_REASON, SCRIPTED_DISSENT_REASON,
+    Verifier, VerifierBehaviour, VerifierConfig, VerifierCounters,
 };
 
 use axum::http::StatusCode;
@@ -53,8 +53,23 @@ struct ResultHashPreimage<'a> {
 }
 
 impl ResultHashPreimage<'_> {
-    fn digest(&self) -> Result<String, serde_json::Error> {
-        Ok(sha256_tagged(&serde_jcs::to_vec(self)?))
+    fn digest(&self, hashing: ResultHashing) -> Result<String, serde_json::Error> {
+        match hashing {
+            ResultHashing::Rfc8785 => Ok(sha256_tagged(&serde_jcs::to_vec(self)?)),
+            // The seed's handler, as written there: `sha256_hex(serde_json::to_vec(&json!({...})))`.
+            ResultHashing::SeedRuntime => Ok(hex::encode(Sha256::digest(serde_json::to_vec(
+                &serde_json::json!({
+                    "candidate_id":   self.candidate_id,
+                    "execution_id":   self.execution_id,
+                    "passed":         self.passed,
+                    "score":          self.score,
+                    "reason_codes":   self.reason_codes,
+                    "provider_family": self.provider_family,
+                    "model_id":       self.model_id,
+                    "policy_hash":    self.policy_hash,
+                }),
+            )?))),
+        }
     }
 }
 

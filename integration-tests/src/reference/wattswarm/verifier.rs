@@ -52,15 +52,33 @@ pub enum VerifierBehaviour {
     Down,
     /// Sleeps this long, then votes pass (for a caller whose timeout is shorter).
     Late(Duration),
+    /// Votes pass, but names another `model_id` than `/capabilities` declare
+    /// (`<model_id>-impostor`), with a `verifier_result_hash` that binds the model it names:
+    /// self-consistent, and still not the runtime the listing declared.
+    NamesAnotherModel,
+}
+
+/// How a verifier writes its `verifier_result_hash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResultHashing {
+    /// `sha256:<hex>` of the RFC 8785 form of the eight fields (DESIGN §7): a score of 1 is `1`.
+    #[default]
+    Rfc8785,
+    /// As the verify seed's reference handler: bare hex of SHA-256 over
+    /// `serde_json::to_vec(&json!({...}))` (keys sorted, serde_json numbers: 1 is `1.0`).
+    SeedRuntime,
 }
 
 /// How to start a [`Verifier`].
 #[derive(Debug, Clone)]
 pub struct VerifierConfig {
-    /// Served at `/capabilities`; its `provider_family` and `model_id` sign every vote.
+    /// Served at `/capabilities`; its `provider_family` and `model_id` sign every vote (but
+    /// [`VerifierBehaviour::NamesAnotherModel`]'s).
     pub capabilities: Capabilities,
     /// Initial behaviour.
     pub behaviour: VerifierBehaviour,
+    /// How its votes are hashed.
+    pub hashing: ResultHashing,
 }
 
 impl VerifierConfig {
@@ -76,7 +94,15 @@ impl VerifierConfig {
                 model_id: model_id.to_owned(),
             },
             behaviour,
+            hashing: ResultHashing::default(),
         }
+    }
+
+    /// The same verifier hashing its votes with `hashing`.
+    #[must_use]
+    pub fn hashing(mut self, hashing: ResultHashing) -> Self {
+        self.hashing = hashing;
+        self
     }
 }
 
@@ -115,6 +141,7 @@ impl Verifier {
     pub async fn spawn(config: VerifierConfig) -> io::Result<Self> {
         let state = Arc::new(VerifierState {
             capabilities: config.capabilities,
+            hashing: config.hashing,
             behaviour: Mutex::new(config.behaviour),
             requests: Mutex::new(Vec::new()),
             responses: Mutex::new(Vec::new()),
@@ -181,6 +208,7 @@ impl Verifier {
 #[derive(Debug)]
 struct VerifierState {
     capabilities: Capabilities,
+    hashing: ResultHashing,
     behaviour: Mutex<VerifierBehaviour>,
     requests: Mutex<Vec<VerifyRequest>>,
     responses: Mutex<Vec<VerifyResponse>>,
@@ -275,7 +303,9 @@ async fn verify(
                 }
             }
         }
-        VerifierBehaviour::VotePass | VerifierBehaviour::Down => Vote::pass(1.0),
+        VerifierBehaviour::VotePass
+        | VerifierBehaviour::Down
+        | VerifierBehaviour::NamesAnotherModel => Vote::pass(1.0),
         VerifierBehaviour::VoteFail => Vote {
             passed: false,
             score: 1.0,
@@ -304,6 +334,11 @@ async fn verify(
     };
 
     let capabilities = &state.capabilities;
+    let model_id = if behaviour == VerifierBehaviour::NamesAnotherModel {
+        format!("{}-impostor", capabilities.model_id)
+    } else {
+        capabilities.model_id.clone()
+    };
     let verifier_result_hash = ResultHashPreimage {
         candidate_id: &request.candidate.candidate_id,
         execution_id: &request.candidate.execution_id,
@@ -311,10 +346,10 @@ async fn verify(
         score: vote.score,
         reason_codes: &vote.reason_codes,
         provider_family: &capabilities.provider_family,
-        model_id: &capabilities.model_id,
+        model_id: &model_id,
         policy_hash: &bound_policy_hash,
     }
-    .digest()?;
+    .digest(state.hashing)?;
     let response = VerifyResponse {
         passed: vote.passed,
         score: vote.score,
@@ -322,7 +357,7 @@ async fn verify(
         verification_status: Some(vote.status),
         verifier_result_hash,
         provider_family: capabilities.provider_family.clone(),
-        model_id: capabilities.model_id.clone(),
+        model_id,
     };
     bump(&state.counters.votes_answered);
     lock(&state.responses).push(response.clone());

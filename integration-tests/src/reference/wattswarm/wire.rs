@@ -126,9 +126,9 @@ pub struct Candidate {
     pub candidate_id: String,
     /// The proposer's `execution_id`.
     pub execution_id: String,
-    /// Stored candidate output artifact, when there is one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_ref: Option<ArtifactRef>,
+    /// The stored candidate output artifact. The seed lists it in every Candidate, and the
+    /// reference runtime's `Candidate` type requires it, so a request without it is refused.
+    pub output_ref: ArtifactRef,
     /// The proposer's `candidate_output`.
     pub output: Value,
     /// The proposer's inline evidence.
