@@ -8,6 +8,9 @@
 //! | [`wire`] | `PaymentRequired`, `PaymentRequirements` (the seven fields), `ResourceInfo`, `PaymentPayload`, verify/settle requests and responses, `/supported`; unknown keys and extensions survive a round trip |
 //! | [`header`] | `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` codec (standard padded base64 of the JSON) with typed errors |
 //! | [`extension`] | the `payment-identifier` extension (idempotency key) |
+//! | [`flow`] | `extra.paymentFlow` (`authorization`, `upfront`, `escrow`): when a payment settles relative to the work |
+//! | [`offer_receipt`] | the `offer-receipt` extension: signed offers and receipts (EIP-712 signed and verified here; JWS parts for any key) |
+//! | [`extension_responses`] | the `EXTENSION-RESPONSES` header a facilitator answers with |
 //! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings, x402-rs and Permit2 spellings read as the same codes), open to unknown strings |
 //! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node; concurrent verifications share Multicall3 calls) |
 //! | [`permit2`] | `exact` over Permit2 for any ERC-20 and the `upto` scheme: payload, checks, the `eip2612GasSponsoring` extension, the proxies' settlement calls, client signing, what the chain says a permit moved ([`permit2::ledger`]), and [`permit2::upto::settle_request`] for settling a verified amount |
@@ -63,9 +66,12 @@
 pub mod auth_capture;
 pub mod exact;
 pub mod extension;
+pub mod extension_responses;
 pub mod facilitator;
+pub mod flow;
 pub mod header;
 mod multicall;
+pub mod offer_receipt;
 pub mod permit2;
 pub mod reason;
 pub mod wire;
@@ -89,6 +95,7 @@ pub use facilitator::http_client::{AuthHeaders, HttpFacilitatorClient, Timeouts}
 pub use facilitator::local::LocalFacilitator;
 pub use facilitator::server::{router, serve};
 pub use facilitator::{Facilitator, FacilitatorError, UnknownOutcome};
+pub use flow::PaymentFlow;
 pub use header::{HeaderError, decode_header, encode_header};
 pub use permit2::sign::{Permit2SignOptions, sign_permit2_payment};
 pub use permit2::{Permit2Payload, Permit2Payment, Permit2Scheme, UPTO_SCHEME};
