@@ -80,7 +80,8 @@ pub mod wire;
 pub mod devnet;
 
 pub use auth_capture::escrow::{
-    EscrowError, EscrowEvent, EscrowEventKind, EscrowOperator, EscrowTotals, PaymentState,
+    EscrowError, EscrowEvent, EscrowEventKind, EscrowOperator, EscrowReceipt, EscrowTotals,
+    FinalizeError, Finalized, PaymentState, TokenTransfer,
 };
 pub use auth_capture::sign::{AuthCaptureSignOptions, sign_auth_capture_payment};
 pub use auth_capture::{
