@@ -493,7 +493,11 @@ impl Devnet {
     }
 
     /// Whether `owner`'s Permit2 nonce `nonce` is spent (its bit in `nonceBitmap`).
-    pub async fn permit2_nonce_used(&self, owner: Address, nonce: U256) -> Result<bool, DevnetError> {
+    pub async fn permit2_nonce_used(
+        &self,
+        owner: Address,
+        nonce: U256,
+    ) -> Result<bool, DevnetError> {
         // Bit `nonce & 0xff` of word `nonce >> 8`.
         let bit = U256::from(1u8) << (nonce & U256::from(0xffu8)).to::<usize>();
         let bitmap = Permit2::new(PERMIT2_ADDRESS, &self.reader)

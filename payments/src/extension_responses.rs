@@ -103,7 +103,10 @@ mod tests {
     fn a_malformed_header_is_an_error_not_a_panic() {
         assert!(decode_header::<ExtensionResponses>("not base64!").is_err());
         // base64 of {"bazaar":{"status":"maybe"}}
-        assert!(decode_header::<ExtensionResponses>("eyJiYXphYXIiOnsic3RhdHVzIjoibWF5YmUifX0=").is_err());
+        assert!(
+            decode_header::<ExtensionResponses>("eyJiYXphYXIiOnsic3RhdHVzIjoibWF5YmUifX0=")
+                .is_err()
+        );
         // base64 of [1]
         assert!(decode_header::<ExtensionResponses>("WzFd").is_err());
     }

@@ -161,7 +161,9 @@ mod tests {
 
         offer.extra.insert(PAYMENT_FLOW_KEY.into(), "later".into());
         assert_eq!(offer.payment_flow(), Err(Reason::UnsupportedPaymentFlow));
-        offer.extra.insert(PAYMENT_FLOW_KEY.into(), Value::Bool(true));
+        offer
+            .extra
+            .insert(PAYMENT_FLOW_KEY.into(), Value::Bool(true));
         assert_eq!(offer.payment_flow(), Err(Reason::UnsupportedPaymentFlow));
     }
 

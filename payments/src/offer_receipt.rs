@@ -310,7 +310,9 @@ where
 
 /// Verifies an `eip712` offer over its payload exactly as transmitted; returns the terms and
 /// the signer's address (whose authority over the resource is the caller's to judge).
-pub fn verify_offer(artifact: &SignedArtifact) -> Result<(OfferPayload, Address), OfferReceiptError> {
+pub fn verify_offer(
+    artifact: &SignedArtifact,
+) -> Result<(OfferPayload, Address), OfferReceiptError> {
     let offer: OfferPayload = read_payload(eip712_payload(artifact)?)?;
     let signer = recover_eip712(artifact, offer.signing_hash())?;
     Ok((offer, signer))
@@ -459,8 +461,12 @@ mod tests {
         PaymentRequirements::exact_evm(
             Network::eip155(8453),
             U256::from(10_000u64),
-            "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913".parse().unwrap(),
-            "0x209693Bc6afc0C5328bA36FaF03C514EF312287C".parse().unwrap(),
+            "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                .parse()
+                .unwrap(),
+            "0x209693Bc6afc0C5328bA36FaF03C514EF312287C"
+                .parse()
+                .unwrap(),
             60,
             &TokenDomain {
                 name: "USD Coin".into(),
@@ -504,9 +510,12 @@ mod tests {
         );
         let artifact = sign_offer(&server, &offer, Some(0)).await.unwrap();
         let mut extensions = Extensions::new();
-        extensions.insert(OFFER_RECEIPT.into(), offers_extension(&[artifact.clone()]));
+        extensions.insert(OFFER_RECEIPT.into(), offers_extension(std::slice::from_ref(&artifact)));
         let wire = serde_json::to_value(&extensions).unwrap();
-        assert_eq!(wire["offer-receipt"]["info"]["offers"][0]["format"], "eip712");
+        assert_eq!(
+            wire["offer-receipt"]["info"]["offers"][0]["format"],
+            "eip712"
+        );
         assert_eq!(wire["offer-receipt"]["info"]["offers"][0]["acceptIndex"], 0);
 
         let offers = offers_in(&extensions).unwrap();
@@ -573,7 +582,11 @@ mod tests {
             issued_at: 1_703_123_456,
             transaction: Some("0xabc".into()),
         };
-        let input = jws_signing_input("EdDSA", "https://gw.example/.well-known/jwks.json#k1", &receipt);
+        let input = jws_signing_input(
+            "EdDSA",
+            "https://gw.example/.well-known/jwks.json#k1",
+            &receipt,
+        );
         let artifact = jws_artifact(&input, &[7u8; 64], None);
         assert!(artifact.payload.is_none());
         let parts = JwsParts::<ReceiptPayload>::decode(&artifact).unwrap();

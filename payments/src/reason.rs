@@ -344,7 +344,8 @@ mod tests {
             Reason::ValidBefore.as_str(),
             "invalid_exact_evm_payload_authorization_valid_before"
         );
-        let unknown: Reason = serde_json::from_str("\"invalid_batch_settlement_evm_scheme\"").unwrap();
+        let unknown: Reason =
+            serde_json::from_str("\"invalid_batch_settlement_evm_scheme\"").unwrap();
         assert_eq!(
             unknown,
             Reason::Other("invalid_batch_settlement_evm_scheme".into())
@@ -578,23 +579,50 @@ mod tests {
     fn permit2_upto_and_auth_capture_v1_1_vocabulary_maps_to_stable_codes() {
         let table = [
             ("invalid_permit2_spender", Reason::Permit2InvalidSpender),
-            ("permit2_proxy_not_deployed", Reason::Permit2ProxyNotDeployed),
+            (
+                "permit2_proxy_not_deployed",
+                Reason::Permit2ProxyNotDeployed,
+            ),
             ("permit2_invalid_nonce", Reason::NonceAlreadyUsed),
             ("permit2_payment_too_early", Reason::ValidAfter),
-            ("permit2_2612_amount_mismatch", Reason::Permit2612AmountMismatch),
-            ("invalid_eip2612_extension_format", Reason::Eip2612ExtensionInvalid),
-            ("eip2612_spender_not_permit2", Reason::Eip2612SpenderNotPermit2),
+            (
+                "permit2_2612_amount_mismatch",
+                Reason::Permit2612AmountMismatch,
+            ),
+            (
+                "invalid_eip2612_extension_format",
+                Reason::Eip2612ExtensionInvalid,
+            ),
+            (
+                "eip2612_spender_not_permit2",
+                Reason::Eip2612SpenderNotPermit2,
+            ),
             ("invalid_upto_evm_scheme", Reason::InvalidScheme),
             (
                 "invalid_upto_evm_payload_settlement_exceeds_amount",
                 Reason::UptoSettlementExceedsAmount,
             ),
-            ("upto_amount_exceeds_permitted", Reason::UptoSettlementExceedsAmount),
-            ("upto_unauthorized_facilitator", Reason::UptoFacilitatorMismatch),
+            (
+                "upto_amount_exceeds_permitted",
+                Reason::UptoSettlementExceedsAmount,
+            ),
+            (
+                "upto_unauthorized_facilitator",
+                Reason::UptoFacilitatorMismatch,
+            ),
             ("upto_facilitator_mismatch", Reason::UptoFacilitatorMismatch),
-            ("invalid_upto_evm_transaction_failed", Reason::TransactionFailed),
-            ("invalid_auth_capture_evm_nonce_mismatch", Reason::NonceMismatch),
-            ("invalid_auth_capture_evm_extra", Reason::InvalidAuthCaptureExtra),
+            (
+                "invalid_upto_evm_transaction_failed",
+                Reason::TransactionFailed,
+            ),
+            (
+                "invalid_auth_capture_evm_nonce_mismatch",
+                Reason::NonceMismatch,
+            ),
+            (
+                "invalid_auth_capture_evm_extra",
+                Reason::InvalidAuthCaptureExtra,
+            ),
             (
                 "invalid_auth_capture_evm_unsupported_payment_flow",
                 Reason::UnsupportedPaymentFlow,

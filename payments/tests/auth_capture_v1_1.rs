@@ -197,19 +197,37 @@ async fn the_official_client_pays_a_v1_1_escrow_offer_with_a_bound_salt() {
     let wire = serde_json::to_value(&env.requirements).unwrap();
     assert_eq!(wire["extra"]["paymentFlow"], "escrow");
     assert_eq!(wire["extra"]["captureMode"], "deferred");
-    assert!(wire["extra"].get("autoCapture").is_none(), "v1.1 has no autoCapture");
+    assert!(
+        wire["extra"].get("autoCapture").is_none(),
+        "v1.1 has no autoCapture"
+    );
 
-    let payer = env.devnet.funded_account(U256::from(2 * AMOUNT)).await.unwrap();
+    let payer = env
+        .devnet
+        .funded_account(U256::from(2 * AMOUNT))
+        .await
+        .unwrap();
     let payload = env.official_payment(&payer).await;
     // The client bound the salt to the receiver authorizer and sent its nonce beside it.
-    let salt_nonce: alloy::primitives::B256 =
-        payload.payload["saltNonce"].as_str().unwrap().parse().unwrap();
+    let salt_nonce: alloy::primitives::B256 = payload.payload["saltNonce"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     let salt: alloy::primitives::B256 = payload.payload["salt"].as_str().unwrap().parse().unwrap();
     assert_eq!(bound_salt(authorizer, Address::ZERO, salt_nonce), salt);
 
-    let verdict = env.facilitator.verify(&env.request(payload.clone())).await.unwrap();
+    let verdict = env
+        .facilitator
+        .verify(&env.request(payload.clone()))
+        .await
+        .unwrap();
     assert!(verdict.is_valid, "{verdict:?}");
-    let settled = env.facilitator.settle(&env.request(payload.clone())).await.unwrap();
+    let settled = env
+        .facilitator
+        .settle(&env.request(payload.clone()))
+        .await
+        .unwrap();
     assert!(settled.success, "{settled:?}");
     let store = env.token_store().await;
     assert_eq!(env.balance(store).await, U256::from(AMOUNT));
@@ -250,7 +268,11 @@ async fn partial_capture_then_partial_refunds_are_exact_to_the_atomic_unit() {
     let env = Env::start(|_| {}).await;
     let payer = env.devnet.funded_account(U256::from(AMOUNT)).await.unwrap();
     let payload = env.own_payment(&payer).await;
-    let settled = env.facilitator.settle(&env.request(payload.clone())).await.unwrap();
+    let settled = env
+        .facilitator
+        .settle(&env.request(payload.clone()))
+        .await
+        .unwrap();
     assert!(settled.success, "{settled:?}");
     let info = env.info(&payload);
     // A second payment, authorized now: the facilitator and the operator send from one key,
@@ -337,7 +359,11 @@ async fn partial_capture_then_partial_refunds_are_exact_to_the_atomic_unit() {
         env.balance(payer.address()).await,
         U256::from(499_999u64) + captured
     );
-    assert_eq!(env.balance(env.receiver).await, captured - fee, "worker kept");
+    assert_eq!(
+        env.balance(env.receiver).await,
+        captured - fee,
+        "worker kept"
+    );
     let events = env
         .operator
         .events(env.operator.payment_hash(&info), 0)
@@ -380,10 +406,18 @@ async fn a_v1_1_charge_settles_only_as_the_server_completed_it() {
     let payer = env.devnet.funded_account(U256::from(AMOUNT)).await.unwrap();
     let raw = env.official_payment(&payer).await;
     // The raw client payload verifies (provisionally, as a full charge)…
-    let verdict = env.facilitator.verify(&env.request(raw.clone())).await.unwrap();
+    let verdict = env
+        .facilitator
+        .verify(&env.request(raw.clone()))
+        .await
+        .unwrap();
     assert!(verdict.is_valid, "{verdict:?}");
     // …but does not settle: the server names the amount.
-    let refused = env.facilitator.settle(&env.request(raw.clone())).await.unwrap();
+    let refused = env
+        .facilitator
+        .settle(&env.request(raw.clone()))
+        .await
+        .unwrap();
     assert_eq!(refused.error_reason, Some(Reason::InvalidPayload));
     assert_eq!(env.balance(payer.address()).await, U256::from(AMOUNT));
 
@@ -402,13 +436,27 @@ async fn a_v1_1_charge_settles_only_as_the_server_completed_it() {
     .await
     .unwrap();
     let forged_verdict = env.facilitator.verify(&env.request(forged)).await.unwrap();
-    assert_eq!(forged_verdict.invalid_reason, Some(Reason::AuthorizerSignature));
+    assert_eq!(
+        forged_verdict.invalid_reason,
+        Some(Reason::AuthorizerSignature)
+    );
 
     let mut completed = raw.clone();
-    complete_charge(&mut completed, &payment, &authorizer, charged, 100, env.treasury)
+    complete_charge(
+        &mut completed,
+        &payment,
+        &authorizer,
+        charged,
+        100,
+        env.treasury,
+    )
+    .await
+    .unwrap();
+    let settled = env
+        .facilitator
+        .settle(&env.request(completed.clone()))
         .await
         .unwrap();
-    let settled = env.facilitator.settle(&env.request(completed.clone())).await.unwrap();
     assert!(settled.success, "{settled:?}");
     let fee = charged * U256::from(100u8) / U256::from(10_000u32);
     assert_eq!(env.balance(env.receiver).await, charged - fee);
@@ -418,7 +466,11 @@ async fn a_v1_1_charge_settles_only_as_the_server_completed_it() {
         env.balance(payer.address()).await,
         U256::from(AMOUNT) - charged
     );
-    let replay = env.facilitator.settle(&env.request(completed)).await.unwrap();
+    let replay = env
+        .facilitator
+        .settle(&env.request(completed))
+        .await
+        .unwrap();
     assert_eq!(replay.error_reason, Some(Reason::PaymentAlreadyCollected));
     let events = env
         .operator

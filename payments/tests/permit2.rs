@@ -128,9 +128,15 @@ impl Env {
     }
 
     async fn sign(&self, payer: &PrivateKeySigner, offer: &PaymentRequirements) -> PaymentPayload {
-        sign_permit2_payment(payer, offer, None, unix_now(), &Permit2SignOptions::default())
-            .await
-            .unwrap()
+        sign_permit2_payment(
+            payer,
+            offer,
+            None,
+            unix_now(),
+            &Permit2SignOptions::default(),
+        )
+        .await
+        .unwrap()
     }
 
     /// The official client's payment for `required` (with the devnet RPC, so it can read its
@@ -240,13 +246,26 @@ async fn official_exact_permit2_payment_settles_once_and_the_chain_shows_what_mo
     assert!(verdict.is_valid, "{verdict:?}");
     let settled = env.facilitator.settle(&request).await.unwrap();
     assert!(settled.success, "{settled:?}");
-    assert_eq!(settled.amount, None, "exact answers like the official facilitator");
+    assert_eq!(
+        settled.amount, None,
+        "exact answers like the official facilitator"
+    );
 
     assert_eq!(env.balance(env.pay_to).await, U256::from(AMOUNT));
     assert_eq!(env.balance(payer.address()).await, U256::from(2 * AMOUNT));
     assert_eq!(env.allowance(payer.address()).await, U256::from(9 * AMOUNT));
-    let nonce = payload.permit2_evm().unwrap().permit2_authorization.nonce.get();
-    assert!(env.devnet.permit2_nonce_used(payer.address(), nonce).await.unwrap());
+    let nonce = payload
+        .permit2_evm()
+        .unwrap()
+        .permit2_authorization
+        .nonce
+        .get();
+    assert!(
+        env.devnet
+            .permit2_nonce_used(payer.address(), nonce)
+            .await
+            .unwrap()
+    );
 
     // What moved, from the receipt the facilitator kept and from the chain alone.
     let receipt = env.facilitator.mined_receipt(tx(&settled)).unwrap();
@@ -345,10 +364,7 @@ async fn concurrent_duplicate_settles_move_money_once() {
         devnet.provider().get_logs(&filter).await.unwrap()
     };
     assert_eq!(transfers.len(), 1);
-    assert_eq!(
-        transfers[0].transaction_hash.unwrap(),
-        tx(successes[0])
-    );
+    assert_eq!(transfers[0].transaction_hash.unwrap(), tx(successes[0]));
     assert_eq!(
         devnet.permit_token_balance(env.pay_to).await.unwrap(),
         U256::from(AMOUNT)
@@ -365,7 +381,10 @@ async fn official_client_signs_an_eip2612_permit_when_offered_and_settlement_sub
     let payer = env.payer(3 * AMOUNT, 0).await;
     let offer = env.exact_offer();
     let mut extensions = Extensions::new();
-    extensions.insert(EIP2612_GAS_SPONSORING.into(), eip2612_gas_sponsoring_offer());
+    extensions.insert(
+        EIP2612_GAS_SPONSORING.into(),
+        eip2612_gas_sponsoring_offer(),
+    );
     let payload = env
         .official_payment(&payer, &required(&offer, extensions))
         .await;
@@ -383,9 +402,11 @@ async fn official_client_signs_an_eip2612_permit_when_offered_and_settlement_sub
     // The permit approved exactly the amount, and the transfer used it up.
     assert_eq!(env.allowance(payer.address()).await, U256::ZERO);
     let receipt = env.facilitator.mined_receipt(tx(&settled)).unwrap();
-    assert!(receipt.logs().iter().any(|log| {
-        X402ExactPermit2Proxy::SettledWithPermit::decode_log(&log.inner).is_ok()
-    }));
+    assert!(
+        receipt.logs().iter().any(|log| {
+            X402ExactPermit2Proxy::SettledWithPermit::decode_log(&log.inner).is_ok()
+        })
+    );
 
     // Without the extension (and without an allowance) the same kind of payment is refused.
     let other = env.payer(3 * AMOUNT, 0).await;
@@ -510,7 +531,11 @@ async fn official_upto_payment_settles_exactly_the_verified_amount() {
             .settle(&settle_request(payload.clone(), &offer, amount).unwrap())
             .await
             .unwrap();
-        assert_eq!(again.error_reason, Some(Reason::NonceAlreadyUsed), "{amount}");
+        assert_eq!(
+            again.error_reason,
+            Some(Reason::NonceAlreadyUsed),
+            "{amount}"
+        );
     }
     assert_eq!(env.transfers_from(payer.address()).await.len(), 1);
     assert_eq!(env.balance(env.pay_to).await, verified);
@@ -577,7 +602,10 @@ async fn upto_refuses_more_than_the_maximum_and_another_facilitators_witness() {
     let mut elsewhere = offer.clone();
     elsewhere.extra.insert(
         "facilitatorAddress".into(),
-        PrivateKeySigner::random().address().to_checksum(None).into(),
+        PrivateKeySigner::random()
+            .address()
+            .to_checksum(None)
+            .into(),
     );
     let other = env.sign(&payer, &elsewhere).await;
     let verdict = env
@@ -585,7 +613,10 @@ async fn upto_refuses_more_than_the_maximum_and_another_facilitators_witness() {
         .verify(&VerifyRequest::new(other, elsewhere))
         .await
         .unwrap();
-    assert_eq!(verdict.invalid_reason, Some(Reason::UptoFacilitatorMismatch));
+    assert_eq!(
+        verdict.invalid_reason,
+        Some(Reason::UptoFacilitatorMismatch)
+    );
     assert!(env.transfers_from(payer.address()).await.is_empty());
 
     // The facilitator advertises the address `upto` payers must name.
@@ -618,7 +649,10 @@ async fn concurrent_upto_settles_of_different_amounts_move_one_of_them_once() {
     assert_eq!(successes.len(), 1, "{outcomes:?}");
     let moved = settled_amount(successes[0]).unwrap();
     let devnet = &env.devnet;
-    assert_eq!(devnet.permit_token_balance(env.pay_to).await.unwrap(), moved);
+    assert_eq!(
+        devnet.permit_token_balance(env.pay_to).await.unwrap(),
+        moved
+    );
     assert_eq!(
         devnet.permit_token_balance(payer.address()).await.unwrap(),
         U256::from(2 * MAX) - moved
@@ -688,10 +722,7 @@ async fn the_official_facilitator_settles_our_permit2_and_upto_payments() {
     .await;
     assert_eq!(settled["success"], true, "{settled}");
     assert_eq!(settled["amount"], "1858");
-    assert_eq!(
-        env.balance(env.pay_to).await,
-        U256::from(AMOUNT) + amount
-    );
+    assert_eq!(env.balance(env.pay_to).await, U256::from(AMOUNT) + amount);
     // The chain's record of it is what ours reads too.
     let on_chain = permit_on_chain(&env.devnet.provider(), env.permit_ref(&upto), None)
         .await
@@ -702,7 +733,11 @@ async fn the_official_facilitator_settles_our_permit2_and_upto_payments() {
     assert_eq!(transfer.amount, amount);
     assert_eq!(
         transfer.transaction,
-        settled["transaction"].as_str().unwrap().parse::<TxHash>().unwrap()
+        settled["transaction"]
+            .as_str()
+            .unwrap()
+            .parse::<TxHash>()
+            .unwrap()
     );
     let parsed = Permit2Payment::parse(&upto, &upto_offer).unwrap();
     assert_eq!(parsed.max_amount(), U256::from(MAX));
@@ -729,7 +764,11 @@ async fn an_unconfirmed_upto_settlement_reports_pending_and_a_retry_reconciles_w
 
     env.devnet.set_automine(false).await.unwrap();
     let pending = facilitator.settle(&request).await.unwrap();
-    assert_eq!(pending.error_reason, Some(Reason::SettlementPending), "{pending:?}");
+    assert_eq!(
+        pending.error_reason,
+        Some(Reason::SettlementPending),
+        "{pending:?}"
+    );
     assert!(pending.transaction.starts_with("0x"));
     // A retry (even one asking another amount) waits on the same broadcast.
     let other_amount = settle_request(payload.clone(), &offer, U256::from(1u8)).unwrap();

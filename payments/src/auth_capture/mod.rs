@@ -88,7 +88,9 @@ pub fn receive_signing_hash(authorization: &Eip3009Authorization, domain: &Eip71
 /// The `SALT_BINDING_TYPEHASH` of the auth-capture v1.1 binding: the domain tag of a bound salt.
 #[must_use]
 pub fn salt_binding_typehash() -> B256 {
-    keccak256("x402AuthCaptureSaltBinding(address receiverAuthorizer,address policy,uint256 saltNonce)")
+    keccak256(
+        "x402AuthCaptureSaltBinding(address receiverAuthorizer,address policy,uint256 saltNonce)",
+    )
 }
 
 /// A bound `PaymentInfo.salt` (v1.1): `keccak256(abi.encode(SALT_BINDING_TYPEHASH,

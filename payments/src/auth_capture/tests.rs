@@ -457,7 +457,9 @@ fn the_v1_1_wire_names_the_flow_and_refuses_mixed_or_unknown_ones() {
         );
     }
     let mut mode_on_charge = charge.clone();
-    mode_on_charge.extra.insert("captureMode".into(), json!("sync"));
+    mode_on_charge
+        .extra
+        .insert("captureMode".into(), json!("sync"));
     assert_eq!(
         AuthCaptureExtra::from_requirements(&mode_on_charge),
         Err(Reason::UnsupportedPaymentFlow)
@@ -526,7 +528,9 @@ async fn operators_this_facilitator_does_not_drive_are_refused() {
             .map_err(|refusal| refusal.reason)
     };
     assert_eq!(
-        parse(&v1_1(|extra| extra.operator_type = Some(OperatorType::Custom))),
+        parse(&v1_1(
+            |extra| extra.operator_type = Some(OperatorType::Custom)
+        )),
         Err(Reason::UnsupportedOperatorType)
     );
     assert_eq!(

@@ -166,7 +166,9 @@ pub fn permit2_domain(chain_id: u64) -> Eip712Domain {
 
 /// A uint256 written as a decimal string, as the official client writes Permit2 nonces; a
 /// `0x` hex spelling (the `upto` spec's example) is read too.
-fn decimal_or_hex_u256<'de, D: Deserializer<'de>>(deserializer: D) -> Result<DecimalU256, D::Error> {
+fn decimal_or_hex_u256<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<DecimalU256, D::Error> {
     let raw = String::deserialize(deserializer)?;
     if let Some(hex) = raw.strip_prefix("0x") {
         if hex.is_empty() || hex.len() > 64 {
@@ -316,7 +318,9 @@ impl fmt::Debug for Permit2Payload {
 /// how a facilitator tells an `exact` Permit2 payment from an EIP-3009 one.
 #[must_use]
 pub fn is_permit2_shaped(payload: &Value) -> bool {
-    payload.get("permit2Authorization").is_some_and(Value::is_object)
+    payload
+        .get("permit2Authorization")
+        .is_some_and(Value::is_object)
 }
 
 impl PaymentPayload {
@@ -428,8 +432,7 @@ impl Permit2Payment {
         payload: &PaymentPayload,
         requirements: &PaymentRequirements,
     ) -> Result<Self, Reason> {
-        let scheme =
-            Permit2Scheme::of_scheme(&requirements.scheme).ok_or(Reason::InvalidScheme)?;
+        let scheme = Permit2Scheme::of_scheme(&requirements.scheme).ok_or(Reason::InvalidScheme)?;
         if payload.accepted.scheme != requirements.scheme {
             return Err(Reason::InvalidScheme);
         }

@@ -455,10 +455,7 @@ pub fn transfer_in_receipt(
     payer: Address,
     to: Address,
 ) -> Option<Permit2Transfer> {
-    let proxies = [
-        Permit2Scheme::Exact.proxy(),
-        Permit2Scheme::Upto.proxy(),
-    ];
+    let proxies = [Permit2Scheme::Exact.proxy(), Permit2Scheme::Upto.proxy()];
     if !receipt.status() || !receipt.to.is_some_and(|callee| proxies.contains(&callee)) {
         return None;
     }
@@ -533,7 +530,10 @@ mod tests {
             assert_eq!(revert_reason(Some(&data), "execution reverted"), reason);
         }
         assert_eq!(
-            revert_reason(None, "execution reverted: ERC20: transfer amount exceeds balance"),
+            revert_reason(
+                None,
+                "execution reverted: ERC20: transfer amount exceeds balance"
+            ),
             Reason::InsufficientBalance
         );
     }

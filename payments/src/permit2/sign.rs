@@ -55,7 +55,8 @@ where
     S: Signer + Send + Sync + ?Sized,
 {
     let refuse = SignError::Requirements;
-    let scheme = Permit2Scheme::of_scheme(&requirements.scheme).ok_or(refuse(Reason::InvalidScheme))?;
+    let scheme =
+        Permit2Scheme::of_scheme(&requirements.scheme).ok_or(refuse(Reason::InvalidScheme))?;
     if scheme == Permit2Scheme::Exact && requirements.asset_transfer_method() != METHOD_PERMIT2 {
         return Err(refuse(Reason::UnsupportedAssetTransferMethod));
     }
@@ -137,7 +138,9 @@ where
         Some(token),
         None,
     );
-    let signature = signer.sign_hash(&permit.eip712_signing_hash(&domain)).await?;
+    let signature = signer
+        .sign_hash(&permit.eip712_signing_hash(&domain))
+        .await?;
     payload.extensions.insert(
         EIP2612_GAS_SPONSORING.into(),
         json!({

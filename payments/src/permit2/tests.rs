@@ -65,7 +65,13 @@ async fn a_signed_exact_payment_parses_recovers_and_has_the_official_shape() {
     assert_eq!(wire["deadline"], (NOW + 60).to_string());
     assert_eq!(wire["witness"]["validAfter"], "0");
     assert!(wire["witness"].get("facilitator").is_none());
-    assert!(wire["nonce"].as_str().unwrap().bytes().all(|b| b.is_ascii_digit()));
+    assert!(
+        wire["nonce"]
+            .as_str()
+            .unwrap()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+    );
 
     let payment = precheck(&payload, &offer, NOW).unwrap();
     assert_eq!(payment.scheme, Permit2Scheme::Exact);
@@ -151,9 +157,11 @@ async fn upto_settles_at_most_the_signed_maximum() {
     assert_eq!(payment.max_amount(), U256::from(5_000_000u64));
 
     let request = upto::settle_request(payload.clone(), &offer, U256::from(1858u64)).unwrap();
-    let (_, amount) =
-        Permit2Payment::parse_for_settlement(&request.payment_payload, &request.payment_requirements)
-            .unwrap();
+    let (_, amount) = Permit2Payment::parse_for_settlement(
+        &request.payment_payload,
+        &request.payment_requirements,
+    )
+    .unwrap();
     assert_eq!(amount, U256::from(1858u64));
     // Verification compares the maximum; a smaller amount there is a mismatch.
     assert_eq!(
@@ -167,10 +175,15 @@ async fn upto_settles_at_most_the_signed_maximum() {
         Err(Reason::UptoSettlementExceedsAmount)
     );
     // `exact` moves exactly the signed amount, at settlement too.
-    let exact_payload =
-        sign_permit2_payment(&signer, &exact_offer(), None, NOW, &Permit2SignOptions::default())
-            .await
-            .unwrap();
+    let exact_payload = sign_permit2_payment(
+        &signer,
+        &exact_offer(),
+        None,
+        NOW,
+        &Permit2SignOptions::default(),
+    )
+    .await
+    .unwrap();
     let mut less = exact_offer();
     less.amount = U256::from(9_999u64).into();
     assert_eq!(

@@ -153,7 +153,10 @@ mod tests {
             unknown: UnknownFields::new(),
         };
         let request = settle_request(payload.clone(), &offer, U256::from(1858u64)).unwrap();
-        assert_eq!(request.payment_requirements.amount.get(), U256::from(1858u64));
+        assert_eq!(
+            request.payment_requirements.amount.get(),
+            U256::from(1858u64)
+        );
         assert_eq!(request.payment_payload.accepted.amount, offer.amount);
         assert!(settle_request(payload.clone(), &offer, U256::ZERO).is_ok());
         assert_eq!(
