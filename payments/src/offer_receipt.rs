@@ -510,7 +510,10 @@ mod tests {
         );
         let artifact = sign_offer(&server, &offer, Some(0)).await.unwrap();
         let mut extensions = Extensions::new();
-        extensions.insert(OFFER_RECEIPT.into(), offers_extension(std::slice::from_ref(&artifact)));
+        extensions.insert(
+            OFFER_RECEIPT.into(),
+            offers_extension(std::slice::from_ref(&artifact)),
+        );
         let wire = serde_json::to_value(&extensions).unwrap();
         assert_eq!(
             wire["offer-receipt"]["info"]["offers"][0]["format"],

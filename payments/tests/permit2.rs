@@ -788,3 +788,39 @@ async fn an_unconfirmed_upto_settlement_reports_pending_and_a_retry_reconciles_w
     assert_eq!(replay.error_reason, Some(Reason::NonceAlreadyUsed));
     assert_eq!(env.transfers_from(payer.address()).await.len(), 1);
 }
+
+#[tokio::test]
+async fn an_upto_payment_with_an_eip2612_permit_settles_part_of_it_without_a_prior_approval() {
+    let env = Env::start().await;
+    let payer = env.payer(2 * MAX, 0).await;
+    let offer = env.upto_offer();
+    let mut payload = env.sign(&payer, &offer).await;
+    add_eip2612_permit(
+        &payer,
+        &mut payload,
+        env.devnet.permit_token(),
+        &Env::domain(),
+        env.devnet.chain_id(),
+        U256::ZERO,
+        unix_now() + 300,
+        U256::from(MAX),
+    )
+    .await
+    .unwrap();
+    let verdict = env
+        .facilitator
+        .verify(&VerifyRequest::new(payload.clone(), offer.clone()))
+        .await
+        .unwrap();
+    assert!(verdict.is_valid, "{verdict:?}");
+    let part = U256::from(MAX * 2 / 5);
+    let settled = env
+        .facilitator
+        .settle(&settle_request(payload, &offer, part).unwrap())
+        .await
+        .unwrap();
+    assert!(settled.success, "{settled:?}");
+    assert_eq!(env.balance(env.pay_to).await, part);
+    // The permit approved the maximum; the settlement used only the part.
+    assert_eq!(env.allowance(payer.address()).await, U256::from(MAX) - part);
+}
