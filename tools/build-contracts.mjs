@@ -15,8 +15,8 @@ const sourceDir = join(repoRoot, "payments", "devnet", "contracts");
 const artifactDir = join(repoRoot, "payments", "devnet", "artifacts");
 
 // The contracts that get an artifact. SignatureCheck and SafeTransfer are libraries inlined into
-// their users; TokenStore and TokenCollector have none because the escrow creates its stores itself
-// and TokenCollector is abstract.
+// their users; TokenStore, TokenCollector and X402Permit2ProxyBase have none because the escrow
+// creates its stores itself and the other two are abstract.
 const DEPLOYABLE = [
   "DevnetUsd",
   "Eip1271Wallet",
@@ -24,6 +24,10 @@ const DEPLOYABLE = [
   "AuthCaptureEscrow",
   "ERC3009PaymentCollector",
   "OperatorRefundCollector",
+  "DevnetPermitToken",
+  "Permit2",
+  "X402ExactPermit2Proxy",
+  "X402UptoPermit2Proxy",
 ];
 
 // Fixed settings: the artifact must be byte-for-byte reproducible. `cancun` runs on every anvil

@@ -1,5 +1,5 @@
 //! A local EVM for tests and the demo (feature `devnet`): an `anvil` child process with the
-//! project's own EIP-3009 token deployed on it.
+//! project's own EIP-3009 token (and a plain ERC-20 for Permit2) deployed on it.
 //!
 //! - [`Devnet::start`] / [`Devnet::start_with`]: find anvil (`$HIREGATE_ANVIL`, then
 //!   `<workspace>/.tools/bin/anvil` from `scripts/install-tools.sh`, then `PATH`), run it on a free
@@ -20,6 +20,19 @@
 //!   No transaction is sent, so the deployer's nonce (and the token's address) stay as before.
 //!   Refunds through the refund collector are paid from the operator's own wallet: approve the
 //!   collector on the token first.
+//! - Permit2 (x402 `exact` over Permit2, `upto`): look-alikes of Uniswap's Permit2 and of the two
+//!   x402 proxies at their canonical addresses, placed the same way, and
+//!   [`bindings::DevnetPermitToken`], a plain ERC-20 with EIP-2612 `permit` and no EIP-3009
+//!   ([`Devnet::permit_token`]), deployed after the devnet token:
+//!
+//!   | contract | address | constructor immutables |
+//!   |---|---|---|
+//!   | [`bindings::Permit2`] | [`PERMIT2_ADDRESS`] | none (its EIP-712 domain uses the address it runs at) |
+//!   | [`bindings::X402ExactPermit2Proxy`] | [`EXACT_PERMIT2_PROXY_ADDRESS`] | permit2 = [`PERMIT2_ADDRESS`] |
+//!   | [`bindings::X402UptoPermit2Proxy`] | [`UPTO_PERMIT2_PROXY_ADDRESS`] | permit2 = [`PERMIT2_ADDRESS`] |
+//!
+//!   A payer approves Permit2 on the token once ([`Devnet::approve_permit2`]) or signs an EIP-2612
+//!   permit that the settlement submits.
 //! - Accounts: anvil's deterministic dev account 0 deploys and mints (owner of the token);
 //!   account 1 is the [`Devnet::relayer`] for a facilitator; [`Devnet::funded_account`] makes fresh
 //!   random payers with ETH and tokens.
@@ -62,8 +75,8 @@ pub use node::{
 
 use anvil::{AnvilArgs, AnvilProcess, locate_anvil};
 use bindings::{
-    AuthCaptureEscrow, DevnetMulticall, DevnetUsd, ERC3009PaymentCollector, Eip1271Wallet,
-    OperatorRefundCollector,
+    AuthCaptureEscrow, DevnetMulticall, DevnetPermitToken, DevnetUsd, ERC3009PaymentCollector,
+    Eip1271Wallet, OperatorRefundCollector, Permit2, X402ExactPermit2Proxy, X402UptoPermit2Proxy,
 };
 
 /// Environment variable that points the helper at a specific anvil binary.
@@ -92,6 +105,20 @@ pub const ERC3009_COLLECTOR_ADDRESS: Address = address!("0E3dF9510de65469C4518D7
 /// wallet through its token allowance to this address.
 pub const OPERATOR_REFUND_COLLECTOR_ADDRESS: Address =
     address!("934907bffd0901b6A21e398B9C53A4A38F02fa5d");
+
+/// Uniswap's canonical Permit2 address (the devnet puts [`bindings::Permit2`] there).
+pub const PERMIT2_ADDRESS: Address = address!("000000000022D473030F116dDEE9F6B43aC78BA3");
+/// The canonical `x402ExactPermit2Proxy` address.
+pub const EXACT_PERMIT2_PROXY_ADDRESS: Address =
+    address!("402085c248EeA27D92E8b30b2C58ed07f9E20001");
+/// The canonical `x402UptoPermit2Proxy` address.
+pub const UPTO_PERMIT2_PROXY_ADDRESS: Address =
+    address!("4020A4f3b7b90ccA423B9fabCc0CE57C6C240002");
+
+/// EIP-712 domain name (and ERC-20 name) of [`bindings::DevnetPermitToken`].
+pub const PERMIT_TOKEN_NAME: &str = "Hiregate Devnet Permit USD";
+/// EIP-712 domain version of [`bindings::DevnetPermitToken`].
+pub const PERMIT_TOKEN_VERSION: &str = "1";
 
 /// ETH given to every fresh account, in wei (100 ETH): plenty of gas for any test.
 const FRESH_ACCOUNT_WEI: u128 = 100 * 10u128.pow(18);
@@ -161,6 +188,7 @@ pub struct Devnet {
     anvil: AnvilProcess,
     chain_id: u64,
     token: Address,
+    permit_token: Address,
     token_owner: Address,
     options: DevnetOptions,
     relayer: PrivateKeySigner,
@@ -238,6 +266,14 @@ impl Devnet {
         )
         .await
         .map_err(DevnetError::contract("deploy DevnetUsd"))?;
+        let permit_token = DevnetPermitToken::deploy(
+            deployer.clone(),
+            PERMIT_TOKEN_NAME.to_owned(),
+            PERMIT_TOKEN_VERSION.to_owned(),
+            "hPUSD".to_owned(),
+        )
+        .await
+        .map_err(DevnetError::contract("deploy DevnetPermitToken"))?;
         reader
             .raw_request::<_, ()>(
                 "anvil_setCode".into(),
@@ -246,11 +282,13 @@ impl Devnet {
             .await
             .map_err(DevnetError::rpc("anvil_setCode"))?;
         place_escrow_contracts(&reader).await?;
+        place_permit2_contracts(&reader).await?;
 
         Ok(Self {
             anvil,
             chain_id: options.chain_id,
             token: *token.address(),
+            permit_token: *permit_token.address(),
             token_owner,
             options,
             relayer,
@@ -278,6 +316,12 @@ impl Devnet {
     /// Address of the deployed [`DevnetUsd`] token.
     pub fn token(&self) -> Address {
         self.token
+    }
+
+    /// Address of the deployed [`bindings::DevnetPermitToken`]: an ERC-20 without EIP-3009,
+    /// paid with over Permit2 (EIP-712 domain [`PERMIT_TOKEN_NAME`], [`PERMIT_TOKEN_VERSION`]).
+    pub fn permit_token(&self) -> Address {
+        self.permit_token
     }
 
     /// The `AuthCaptureEscrow` (v1.0 canonical address, devnet look-alike).
@@ -373,6 +417,95 @@ impl Devnet {
             });
         }
         Ok(())
+    }
+
+    /// Mints `amount` atomic units of the [`Devnet::permit_token`] to `to`, waiting until mined.
+    pub async fn mint_permit_token(&self, to: Address, amount: U256) -> Result<(), DevnetError> {
+        const CALL: &str = "DevnetPermitToken.mint";
+        let _serialised = self.deployer_lock.lock().await;
+        let token = DevnetPermitToken::new(self.permit_token, &self.deployer);
+        let receipt = token
+            .mint(to, amount)
+            .send()
+            .await
+            .map_err(DevnetError::contract(CALL))?
+            .get_receipt()
+            .await
+            .map_err(DevnetError::confirmation(CALL))?;
+        if !receipt.status() {
+            return Err(DevnetError::Reverted {
+                call: CALL,
+                tx_hash: receipt.transaction_hash,
+            });
+        }
+        Ok(())
+    }
+
+    /// Balance of `who` in the [`Devnet::permit_token`], in atomic units.
+    pub async fn permit_token_balance(&self, who: Address) -> Result<U256, DevnetError> {
+        DevnetPermitToken::new(self.permit_token, &self.reader)
+            .balanceOf(who)
+            .call()
+            .await
+            .map_err(DevnetError::contract("DevnetPermitToken.balanceOf"))
+    }
+
+    /// `holder`'s allowance to Permit2 on `token`.
+    pub async fn permit2_allowance(
+        &self,
+        token: Address,
+        holder: Address,
+    ) -> Result<U256, DevnetError> {
+        DevnetPermitToken::new(token, &self.reader)
+            .allowance(holder, PERMIT2_ADDRESS)
+            .call()
+            .await
+            .map_err(DevnetError::contract("allowance"))
+    }
+
+    /// `holder` approves Permit2 for `amount` of `token` with its own transaction (the one-time
+    /// set-up Permit2 payments need), waiting until mined.
+    pub async fn approve_permit2(
+        &self,
+        holder: &PrivateKeySigner,
+        token: Address,
+        amount: U256,
+    ) -> Result<B256, DevnetError> {
+        const CALL: &str = "approve(Permit2)";
+        let wallet = ProviderBuilder::new()
+            .wallet(holder.clone())
+            .connect_http(self.rpc_url().clone());
+        let receipt = DevnetPermitToken::new(token, &wallet)
+            .approve(PERMIT2_ADDRESS, amount)
+            .send()
+            .await
+            .map_err(DevnetError::contract(CALL))?
+            .get_receipt()
+            .await
+            .map_err(DevnetError::confirmation(CALL))?;
+        if !receipt.status() {
+            return Err(DevnetError::Reverted {
+                call: CALL,
+                tx_hash: receipt.transaction_hash,
+            });
+        }
+        Ok(receipt.transaction_hash)
+    }
+
+    /// Whether `owner`'s Permit2 nonce `nonce` is spent (its bit in `nonceBitmap`).
+    pub async fn permit2_nonce_used(
+        &self,
+        owner: Address,
+        nonce: U256,
+    ) -> Result<bool, DevnetError> {
+        // Bit `nonce & 0xff` of word `nonce >> 8`.
+        let bit = U256::from(1u8) << (nonce & U256::from(0xffu8)).to::<usize>();
+        let bitmap = Permit2::new(PERMIT2_ADDRESS, &self.reader)
+            .nonceBitmap(owner, nonce >> 8)
+            .call()
+            .await
+            .map_err(DevnetError::contract("Permit2.nonceBitmap"))?;
+        Ok(bitmap & bit != U256::ZERO)
     }
 
     /// Sets the ETH balance of `who` (anvil cheat code; no transaction).
@@ -603,6 +736,35 @@ async fn place_escrow_contracts(provider: &DynProvider) -> Result<(), DevnetErro
         ),
         (ERC3009_COLLECTOR_ADDRESS, erc3009_collector),
         (OPERATOR_REFUND_COLLECTOR_ADDRESS, refund_collector),
+    ] {
+        if code.is_empty() {
+            return Err(DevnetError::UnexpectedNode(format!(
+                "constructing the contract for {address} returned no runtime code"
+            )));
+        }
+        provider
+            .raw_request::<_, ()>("anvil_setCode".into(), (address, &code))
+            .await
+            .map_err(DevnetError::rpc("anvil_setCode"))?;
+    }
+    Ok(())
+}
+
+/// Puts Permit2 and the two x402 proxies at their canonical addresses; each proxy's creation
+/// code runs in an `eth_call` with the canonical Permit2 as constructor argument.
+async fn place_permit2_contracts(provider: &DynProvider) -> Result<(), DevnetError> {
+    let exact = X402ExactPermit2Proxy::deploy_builder(provider, PERMIT2_ADDRESS)
+        .call_raw()
+        .await
+        .map_err(DevnetError::contract("construct X402ExactPermit2Proxy"))?;
+    let upto = X402UptoPermit2Proxy::deploy_builder(provider, PERMIT2_ADDRESS)
+        .call_raw()
+        .await
+        .map_err(DevnetError::contract("construct X402UptoPermit2Proxy"))?;
+    for (address, code) in [
+        (PERMIT2_ADDRESS, Permit2::DEPLOYED_BYTECODE.clone()),
+        (EXACT_PERMIT2_PROXY_ADDRESS, exact),
+        (UPTO_PERMIT2_PROXY_ADDRESS, upto),
     ] {
         if code.is_empty() {
             return Err(DevnetError::UnexpectedNode(format!(

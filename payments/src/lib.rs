@@ -1,17 +1,22 @@
-//! x402 v2 payments for hiregate: wire types, the EIP-3009 `exact` scheme and the escrowed
-//! `auth-capture` scheme on EVM chains, and facilitators (in-process, over HTTP, and served over
-//! HTTP).
+//! x402 v2 payments for hiregate: wire types, the `exact` scheme (EIP-3009, or Permit2 for any
+//! ERC-20), the `upto` scheme (pay up to a signed maximum, settle what was verified) and the
+//! escrowed `auth-capture` scheme on EVM chains, and facilitators (in-process, over HTTP, and
+//! served over HTTP).
 //!
 //! | module | what |
 //! |---|---|
 //! | [`wire`] | `PaymentRequired`, `PaymentRequirements` (the seven fields), `ResourceInfo`, `PaymentPayload`, verify/settle requests and responses, `/supported`; unknown keys and extensions survive a round trip |
 //! | [`header`] | `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` codec (standard padded base64 of the JSON) with typed errors |
 //! | [`extension`] | the `payment-identifier` extension (idempotency key) |
+//! | [`flow`] | `extra.paymentFlow` (`authorization`, `upfront`, `escrow`): when a payment settles relative to the work |
+//! | [`offer_receipt`] | the `offer-receipt` extension: signed offers and receipts (EIP-712 signed and verified here; JWS parts for any key) |
+//! | [`extension_responses`] | the `EXTENSION-RESPONSES` header a facilitator answers with |
 //! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings, x402-rs and Permit2 spellings read as the same codes), open to unknown strings |
 //! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node; concurrent verifications share Multicall3 calls) |
+//! | [`permit2`] | `exact` over Permit2 for any ERC-20 and the `upto` scheme: payload, checks, the `eip2612GasSponsoring` extension, the proxies' settlement calls, client signing, what the chain says a permit moved ([`permit2::ledger`]), and [`permit2::upto::settle_request`] for settling a verified amount |
 //! | [`auth_capture`] | the `auth-capture` scheme on base/commerce-payments' `AuthCaptureEscrow` v1.0: `extra` ([`AuthCaptureExtra`]), payload with salt, [`PaymentInfo`] and its hashes (signed nonce, `getHash`), client signing, the spec's verification order, the operator's escrow calls ([`EscrowOperator`]: capture, void, refund…) and the chain's view of a payment (`paymentState`, events) |
-//! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain; `exact` and `auth-capture`, routed by scheme); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
-//! | `devnet` (feature `devnet`) | anvil plus the project's EIP-3009 token for tests and the demo |
+//! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain; `exact` over EIP-3009 or Permit2, `upto`, `auth-capture`, routed by scheme and payload shape); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
+//! | `devnet` (feature `devnet`) | anvil plus the project's EIP-3009 token, a plain ERC-20, and look-alikes of Permit2, the x402 Permit2 proxies and the escrow at their canonical addresses, for tests and the demo |
 //!
 //! # Main flow
 //!
@@ -25,6 +30,13 @@
 //!    [`Facilitator::verify`] with its own requirements.
 //! 4. After delivery it calls [`Facilitator::settle`]; the [`SettleResponse`] goes back as
 //!    `PAYMENT-RESPONSE`. [`FacilitatorError::Unknown`] means "retry later", never "refused".
+//!
+//! With `upto` the server offers [`PaymentRequirements::upto_evm`] (a maximum, and the
+//! facilitator address its `/supported` advertises); the client signs a Permit2 authorization for
+//! that maximum ([`sign_permit2_payment`]); `/verify` checks it against the maximum; after the work
+//! the server settles the amount it verified with [`permit2::upto::settle_request`] (0 moves
+//! nothing). `exact` over Permit2 ([`PaymentRequirements::exact_permit2_evm`]) follows the
+//! `exact` flow with a Permit2 payload.
 //!
 //! With `auth-capture` the server offers [`PaymentRequirements::auth_capture_evm`] (its `extra`
 //! always names the escrow: the official client signs for v1.1 otherwise); the client signs with
@@ -54,9 +66,13 @@
 pub mod auth_capture;
 pub mod exact;
 pub mod extension;
+pub mod extension_responses;
 pub mod facilitator;
+pub mod flow;
 pub mod header;
 mod multicall;
+pub mod offer_receipt;
+pub mod permit2;
 pub mod reason;
 pub mod wire;
 
@@ -64,7 +80,8 @@ pub mod wire;
 pub mod devnet;
 
 pub use auth_capture::escrow::{
-    EscrowError, EscrowEvent, EscrowEventKind, EscrowOperator, EscrowTotals, PaymentState,
+    EscrowError, EscrowEvent, EscrowEventKind, EscrowOperator, EscrowReceipt, EscrowTotals,
+    FinalizeError, Finalized, PaymentState, TokenTransfer,
 };
 pub use auth_capture::sign::{AuthCaptureSignOptions, sign_auth_capture_payment};
 pub use auth_capture::{
@@ -79,7 +96,10 @@ pub use facilitator::http_client::{AuthHeaders, HttpFacilitatorClient, Timeouts}
 pub use facilitator::local::LocalFacilitator;
 pub use facilitator::server::{router, serve};
 pub use facilitator::{Facilitator, FacilitatorError, UnknownOutcome};
+pub use flow::PaymentFlow;
 pub use header::{HeaderError, decode_header, encode_header};
+pub use permit2::sign::{Permit2SignOptions, sign_permit2_payment};
+pub use permit2::{Permit2Payload, Permit2Payment, Permit2Scheme, UPTO_SCHEME};
 pub use reason::Reason;
 pub use wire::{
     Network, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleRequest,

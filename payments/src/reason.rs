@@ -113,6 +113,26 @@ reasons! {
     AcceptedRequirementsMismatch => "accepted_requirements_mismatch",
     /// A Permit2 payment lacks the token allowance to the Permit2 contract.
     Permit2AllowanceRequired => "permit2_allowance_required",
+    /// A Permit2 payment's `spender` is not its scheme's x402 proxy.
+    Permit2InvalidSpender => "invalid_permit2_spender",
+    /// The chain has no x402 Permit2 proxy (or no Permit2) at the canonical address.
+    Permit2ProxyNotDeployed => "permit2_proxy_not_deployed",
+    /// The EIP-2612 permit approves another amount than the Permit2 permit moves.
+    Permit2612AmountMismatch => "permit2_2612_amount_mismatch",
+    /// The `eip2612GasSponsoring` extension is present but malformed.
+    Eip2612ExtensionInvalid => "invalid_eip2612_extension_format",
+    /// The EIP-2612 permit's holder is not the payer.
+    Eip2612FromMismatch => "eip2612_from_mismatch",
+    /// The EIP-2612 permit is for another token.
+    Eip2612AssetMismatch => "eip2612_asset_mismatch",
+    /// The EIP-2612 permit approves a spender other than Permit2.
+    Eip2612SpenderNotPermit2 => "eip2612_spender_not_permit2",
+    /// The EIP-2612 permit expires too soon to be mined.
+    Eip2612DeadlineExpired => "eip2612_deadline_expired",
+    /// An `upto` settlement of more than the signed maximum.
+    UptoSettlementExceedsAmount => "invalid_upto_evm_payload_settlement_exceeds_amount",
+    /// The `upto` witness names another facilitator than this one.
+    UptoFacilitatorMismatch => "upto_facilitator_mismatch",
     /// The facilitator failed while verifying.
     UnexpectedVerifyError => "unexpected_verify_error",
     /// The facilitator failed while settling.
@@ -175,7 +195,69 @@ reasons! {
     /// refund collector.
     RefundNotFunded => "refund_not_funded",
 
+    // `auth-capture` scheme v1.1 (the `paymentFlow` wire): codes it adds.
+    /// `extra.paymentFlow` is neither `escrow` nor `authorization`, `captureMode` does not fit
+    /// the flow, or `extra` mixes `paymentFlow` with the removed `autoCapture: true`.
+    UnsupportedPaymentFlow => "invalid_auth_capture_evm_unsupported_payment_flow",
+    /// `extra.operatorType` is unknown or a type this facilitator does not implement.
+    UnsupportedOperatorType => "invalid_auth_capture_evm_unsupported_operator_type",
+    /// `extra.policy` is non-zero where the operator type requires none.
+    InvalidPolicy => "invalid_auth_capture_evm_policy",
+    /// A bound payload's `salt` is not the commitment to `receiverAuthorizer`, `policy` and
+    /// `saltNonce`, or `saltNonce` is missing (bound) or present (unbound).
+    SaltBindingMismatch => "invalid_auth_capture_evm_salt_binding_mismatch",
+    /// A `charge` (the `authorization` flow) without a non-zero `receiverAuthorizer`, or without
+    /// the server's completion.
+    MissingReceiverAuthorizer => "invalid_auth_capture_evm_missing_receiver_authorizer",
+    /// The receiver authorizer's signature does not recover to `extra.receiverAuthorizer`.
+    AuthorizerSignature => "invalid_auth_capture_evm_authorizer_signature",
+
     @aliases {
+        // @x402/evm 2.27 Permit2 proxy reverts and `upto` codes.
+        "permit2_invalid_nonce" => NonceAlreadyUsed,
+        "permit2_payment_too_early" => ValidAfter,
+        "permit2_invalid_destination" => RecipientMismatch,
+        "permit2_invalid_owner" => InvalidPayload,
+        "permit2_invalid_amount" => ValueMismatch,
+        "invalid_upto_evm_scheme" => InvalidScheme,
+        "invalid_upto_evm_network_mismatch" => NetworkMismatch,
+        "invalid_upto_evm_transaction_failed" => TransactionFailed,
+        "upto_amount_exceeds_permitted" => UptoSettlementExceedsAmount,
+        "upto_unauthorized_facilitator" => UptoFacilitatorMismatch,
+        // x402 auth-capture v1.1 spells every code `invalid_auth_capture_evm_*`.
+        "invalid_auth_capture_evm_payload_format" => InvalidPayload,
+        "invalid_auth_capture_evm_scheme" => InvalidScheme,
+        "invalid_auth_capture_evm_network_mismatch" => NetworkMismatch,
+        "invalid_auth_capture_evm_extra" => InvalidAuthCaptureExtra,
+        "invalid_auth_capture_evm_unsupported_asset_transfer_method" => UnsupportedAssetTransferMethod,
+        "invalid_auth_capture_evm_payload_method_mismatch" => PayloadMethodMismatch,
+        "invalid_auth_capture_evm_capture_deadline_expired" => CaptureDeadlineExpired,
+        "invalid_auth_capture_evm_refund_deadline_expired" => RefundDeadlineExpired,
+        "invalid_auth_capture_evm_deadline_ordering" => InvalidDeadlineOrdering,
+        "invalid_auth_capture_evm_authorization_expired" => ValidBefore,
+        "invalid_auth_capture_evm_authorization_not_yet_valid" => ValidAfter,
+        "invalid_auth_capture_evm_signature" => Signature,
+        "invalid_auth_capture_evm_amount_mismatch" => ValueMismatch,
+        "invalid_auth_capture_evm_token_collector_mismatch" => TokenCollectorMismatch,
+        "invalid_auth_capture_evm_token_mismatch" => AssetMismatch,
+        "invalid_auth_capture_evm_nonce_mismatch" => NonceMismatch,
+        "invalid_auth_capture_evm_insufficient_balance" => InsufficientBalance,
+        "invalid_auth_capture_evm_simulation_failed" => SimulationFailed,
+        "invalid_auth_capture_evm_payment_already_collected" => PaymentAlreadyCollected,
+        "invalid_auth_capture_evm_token_collection_failed" => TokenCollectionFailed,
+        "invalid_auth_capture_evm_collector" => InvalidCollector,
+        "invalid_auth_capture_evm_operator_mismatch" => InvalidCaptureAuthorizer,
+        "invalid_auth_capture_evm_operator_not_admitted" => InvalidCaptureAuthorizer,
+        "invalid_auth_capture_evm_amount_overflow" => AmountOverflow,
+        "invalid_auth_capture_evm_fee_bps" => InvalidFeeBps,
+        "invalid_auth_capture_evm_fee_bps_range" => InvalidFeeBpsRange,
+        "invalid_auth_capture_evm_fee_bps_out_of_range" => FeeBpsOutOfRange,
+        "invalid_auth_capture_evm_zero_fee_receiver" => ZeroFeeReceiver,
+        "invalid_auth_capture_evm_fee_receiver" => InvalidFeeReceiver,
+        "invalid_auth_capture_evm_insufficient_authorization" => InsufficientAuthorization,
+        "invalid_auth_capture_evm_zero_authorization" => ZeroAuthorization,
+        "invalid_auth_capture_evm_refund_exceeds_capture" => RefundExceedsCapture,
+        "invalid_auth_capture_evm_transaction_reverted" => TransactionFailed,
         // x402 auth-capture spec, codes naming reasons `exact` already has.
         "invalid_payload_format" => InvalidPayload,
         "network_mismatch" => NetworkMismatch,
@@ -262,11 +344,15 @@ mod tests {
             Reason::ValidBefore.as_str(),
             "invalid_exact_evm_payload_authorization_valid_before"
         );
-        let unknown: Reason = serde_json::from_str("\"invalid_upto_evm_scheme\"").unwrap();
-        assert_eq!(unknown, Reason::Other("invalid_upto_evm_scheme".into()));
+        let unknown: Reason =
+            serde_json::from_str("\"invalid_batch_settlement_evm_scheme\"").unwrap();
+        assert_eq!(
+            unknown,
+            Reason::Other("invalid_batch_settlement_evm_scheme".into())
+        );
         assert_eq!(
             serde_json::to_string(&unknown).unwrap(),
-            "\"invalid_upto_evm_scheme\""
+            "\"invalid_batch_settlement_evm_scheme\""
         );
     }
 
@@ -484,5 +570,70 @@ mod tests {
             parse("insufficient_funds").as_str(),
             "invalid_exact_evm_insufficient_balance"
         );
+    }
+
+    /// The Permit2 and `upto` codes of `@x402/evm` 2.27 (`exact/facilitator/errors.ts`,
+    /// `upto/facilitator/errors.ts`) and the `invalid_auth_capture_evm_*` spelling of the
+    /// auth-capture v1.1 binding.
+    #[test]
+    fn permit2_upto_and_auth_capture_v1_1_vocabulary_maps_to_stable_codes() {
+        let table = [
+            ("invalid_permit2_spender", Reason::Permit2InvalidSpender),
+            (
+                "permit2_proxy_not_deployed",
+                Reason::Permit2ProxyNotDeployed,
+            ),
+            ("permit2_invalid_nonce", Reason::NonceAlreadyUsed),
+            ("permit2_payment_too_early", Reason::ValidAfter),
+            (
+                "permit2_2612_amount_mismatch",
+                Reason::Permit2612AmountMismatch,
+            ),
+            (
+                "invalid_eip2612_extension_format",
+                Reason::Eip2612ExtensionInvalid,
+            ),
+            (
+                "eip2612_spender_not_permit2",
+                Reason::Eip2612SpenderNotPermit2,
+            ),
+            ("invalid_upto_evm_scheme", Reason::InvalidScheme),
+            (
+                "invalid_upto_evm_payload_settlement_exceeds_amount",
+                Reason::UptoSettlementExceedsAmount,
+            ),
+            (
+                "upto_amount_exceeds_permitted",
+                Reason::UptoSettlementExceedsAmount,
+            ),
+            (
+                "upto_unauthorized_facilitator",
+                Reason::UptoFacilitatorMismatch,
+            ),
+            ("upto_facilitator_mismatch", Reason::UptoFacilitatorMismatch),
+            (
+                "invalid_upto_evm_transaction_failed",
+                Reason::TransactionFailed,
+            ),
+            (
+                "invalid_auth_capture_evm_nonce_mismatch",
+                Reason::NonceMismatch,
+            ),
+            (
+                "invalid_auth_capture_evm_extra",
+                Reason::InvalidAuthCaptureExtra,
+            ),
+            (
+                "invalid_auth_capture_evm_unsupported_payment_flow",
+                Reason::UnsupportedPaymentFlow,
+            ),
+            (
+                "invalid_auth_capture_evm_salt_binding_mismatch",
+                Reason::SaltBindingMismatch,
+            ),
+        ];
+        for (wire, code) in table {
+            assert_eq!(parse(wire), code, "{wire}");
+        }
     }
 }

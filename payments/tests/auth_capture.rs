@@ -162,6 +162,11 @@ mod onchain {
                 auto_capture: false,
                 asset_transfer_method: METHOD_EIP3009.into(),
                 auth_capture_escrow: Some(devnet.auth_capture_escrow()),
+                payment_flow: None,
+                capture_mode: None,
+                operator_type: None,
+                receiver_authorizer: None,
+                policy: None,
             };
             edit(&mut extra);
             let requirements = PaymentRequirements::auth_capture_evm(

@@ -804,3 +804,153 @@ async fn multicall3_answers_at_its_canonical_address() {
     assert_eq!(U256::from_be_slice(&results[0].returnData), U256::from(777));
     assert!(!results[1].success);
 }
+
+alloy::sol! {
+    /// EIP-2612's typed-data struct.
+    #[derive(Debug)]
+    struct Permit {
+        address owner;
+        address spender;
+        uint256 value;
+        uint256 nonce;
+        uint256 deadline;
+    }
+}
+
+#[tokio::test]
+async fn permit2_its_proxies_and_a_plain_permit_token_are_in_place() {
+    use hiregate_payments::devnet::bindings::{
+        DevnetPermitToken, DevnetPermitToken::DevnetPermitTokenErrors, Permit2,
+        X402ExactPermit2Proxy, X402UptoPermit2Proxy,
+    };
+    use hiregate_payments::devnet::{
+        EXACT_PERMIT2_PROXY_ADDRESS, PERMIT_TOKEN_NAME, PERMIT_TOKEN_VERSION, PERMIT2_ADDRESS,
+        UPTO_PERMIT2_PROXY_ADDRESS,
+    };
+
+    let devnet = Devnet::start().await.unwrap();
+    let provider = devnet.provider();
+    // Permit2's domain has no version and names the canonical address it runs at.
+    let permit2 = Permit2::new(PERMIT2_ADDRESS, &provider);
+    let permit2_domain = Eip712Domain::new(
+        Some("Permit2".into()),
+        None,
+        Some(U256::from(devnet.chain_id())),
+        Some(PERMIT2_ADDRESS),
+        None,
+    );
+    assert_eq!(
+        permit2.DOMAIN_SEPARATOR().call().await.unwrap(),
+        permit2_domain.separator()
+    );
+    let exact = X402ExactPermit2Proxy::new(EXACT_PERMIT2_PROXY_ADDRESS, &provider);
+    assert_eq!(exact.PERMIT2().call().await.unwrap(), PERMIT2_ADDRESS);
+    assert_eq!(
+        exact.WITNESS_TYPEHASH().call().await.unwrap(),
+        alloy::primitives::keccak256("Witness(address to,uint256 validAfter)")
+    );
+    let upto = X402UptoPermit2Proxy::new(UPTO_PERMIT2_PROXY_ADDRESS, &provider);
+    assert_eq!(upto.PERMIT2().call().await.unwrap(), PERMIT2_ADDRESS);
+    assert_eq!(
+        upto.WITNESS_TYPE_STRING().call().await.unwrap(),
+        "Witness witness)TokenPermissions(address token,uint256 amount)Witness(address to,address facilitator,uint256 validAfter)"
+    );
+
+    // The permit token is a plain ERC-20 (no EIP-3009) with EIP-2612.
+    let token = DevnetPermitToken::new(devnet.permit_token(), &provider);
+    assert_eq!(token.name().call().await.unwrap(), PERMIT_TOKEN_NAME);
+    assert_eq!(token.decimals().call().await.unwrap(), 6);
+    let has_eip3009 = provider
+        .call(
+            alloy::rpc::types::TransactionRequest::default()
+                .to(devnet.permit_token())
+                .input(
+                    DevnetUsd::authorizationStateCall {
+                        authorizer: Address::ZERO,
+                        nonce: B256::ZERO,
+                    }
+                    .abi_encode()
+                    .into(),
+                ),
+        )
+        .await
+        .is_ok();
+    assert!(!has_eip3009, "the permit token must not speak EIP-3009");
+
+    // A holder approves Permit2 with its own transaction…
+    let holder = PrivateKeySigner::random();
+    devnet
+        .set_eth_balance(holder.address(), U256::from(10u64).pow(U256::from(18u8)))
+        .await
+        .unwrap();
+    devnet
+        .mint_permit_token(holder.address(), U256::from(5 * USDC))
+        .await
+        .unwrap();
+    assert_eq!(
+        devnet.permit_token_balance(holder.address()).await.unwrap(),
+        U256::from(5 * USDC)
+    );
+    devnet
+        .approve_permit2(&holder, devnet.permit_token(), U256::from(USDC))
+        .await
+        .unwrap();
+    assert_eq!(
+        devnet
+            .permit2_allowance(devnet.permit_token(), holder.address())
+            .await
+            .unwrap(),
+        U256::from(USDC)
+    );
+
+    // …or signs an EIP-2612 permit anyone may submit, once.
+    let token_domain = Eip712Domain::new(
+        Some(PERMIT_TOKEN_NAME.into()),
+        Some(PERMIT_TOKEN_VERSION.into()),
+        Some(U256::from(devnet.chain_id())),
+        Some(devnet.permit_token()),
+        None,
+    );
+    let permit = Permit {
+        owner: holder.address(),
+        spender: PERMIT2_ADDRESS,
+        value: U256::from(3 * USDC),
+        nonce: U256::ZERO,
+        deadline: U256::from(now() + 600),
+    };
+    let signature = sign(&holder, &permit, &token_domain).await;
+    let relayer = DevnetPermitToken::new(
+        devnet.permit_token(),
+        wallet_provider(&devnet, devnet.relayer()),
+    );
+    let submit = || {
+        relayer.permit(
+            permit.owner,
+            permit.spender,
+            permit.value,
+            permit.deadline,
+            27 + u8::from(signature.v()),
+            signature.r().into(),
+            signature.s().into(),
+        )
+    };
+    submit().send().await.unwrap().get_receipt().await.unwrap();
+    assert_eq!(
+        devnet
+            .permit2_allowance(devnet.permit_token(), holder.address())
+            .await
+            .unwrap(),
+        U256::from(3 * USDC)
+    );
+    let replay = submit().send().await.unwrap_err();
+    assert!(matches!(
+        replay.as_decoded_interface_error::<DevnetPermitTokenErrors>(),
+        Some(DevnetPermitTokenErrors::ERC2612InvalidSigner(_))
+    ));
+    assert!(
+        !devnet
+            .permit2_nonce_used(holder.address(), U256::from(7u8))
+            .await
+            .unwrap()
+    );
+}

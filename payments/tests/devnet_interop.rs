@@ -168,6 +168,10 @@ async fn checked_in_artifacts_match_a_fresh_solc_build() {
         "AuthCaptureEscrow",
         "ERC3009PaymentCollector",
         "OperatorRefundCollector",
+        "DevnetPermitToken",
+        "Permit2",
+        "X402ExactPermit2Proxy",
+        "X402UptoPermit2Proxy",
     ] {
         let path = root.join(format!("payments/devnet/artifacts/{name}.json"));
         let checked_in: Value =

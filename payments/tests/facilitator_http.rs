@@ -52,7 +52,7 @@ async fn http_facilitator_verifies_settles_and_lists_what_it_supports() {
     let payer = harness.payer(3 * AMOUNT).await;
 
     let supported = facilitator.supported().await.unwrap();
-    assert_eq!(supported.kinds.len(), 2);
+    assert_eq!(supported.kinds.len(), 3);
     for kind in &supported.kinds {
         assert_eq!(kind.network, harness.network.as_str());
         assert_eq!(kind.x402_version, 2);
@@ -62,6 +62,12 @@ async fn http_facilitator_verifies_settles_and_lists_what_it_supports() {
     assert_eq!(
         supported.kinds[1].extra.as_ref().unwrap()["authCaptureEscrow"],
         "0xBdEA0D1bcC5966192B070Fdf62aB4EF5b4420cff"
+    );
+    // `upto` payers name the facilitator that may choose the amount: this relayer.
+    assert_eq!(supported.kinds[2].scheme, "upto");
+    assert_eq!(
+        supported.kinds[2].extra.as_ref().unwrap()["facilitatorAddress"],
+        harness.devnet.relayer().address().to_checksum(None)
     );
     assert_eq!(
         supported.signers["eip155:*"],

@@ -160,11 +160,11 @@ fn verdicts_of_other_facilitators_parse() {
     assert_eq!(serde_json::to_value(&verdict).unwrap(), x402_rs);
 
     // A reason no vocabulary knows survives verbatim.
-    let novel = json!({"isValid": false, "invalidReason": "invalid_upto_evm_scheme"});
+    let novel = json!({"isValid": false, "invalidReason": "invalid_batch_settlement_evm_scheme"});
     let verdict: VerifyResponse = serde_json::from_value(novel.clone()).unwrap();
     assert_eq!(
         verdict.invalid_reason,
-        Some(Reason::Other("invalid_upto_evm_scheme".into()))
+        Some(Reason::Other("invalid_batch_settlement_evm_scheme".into()))
     );
     assert_eq!(serde_json::to_value(&verdict).unwrap(), novel);
 

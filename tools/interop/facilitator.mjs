@@ -1,5 +1,8 @@
 // Verifies or settles one payment with the OFFICIAL facilitator library (@x402/core/facilitator +
-// @x402/evm/exact/facilitator) against a given EVM RPC, e.g. a hiregate devnet.
+// @x402/evm/exact/facilitator for `exact` over EIP-3009 and Permit2, @x402/evm/upto/facilitator for
+// `upto`) against a given EVM RPC, e.g. a hiregate devnet. For `upto`, the settle request's
+// `paymentRequirements.amount` is the amount to settle, and the relayer is the facilitator the
+// payer's witness must name.
 //
 // stdin:  {"rpcUrl": "http://127.0.0.1:…", "chainId": 31337, "relayerKey": "0x…",
 //          "paymentPayload": {…}, "paymentRequirements": {…}, "action": "verify" | "settle"}
@@ -8,6 +11,7 @@
 import { x402Facilitator } from "@x402/core/facilitator";
 import { toFacilitatorEvmSigner } from "@x402/evm";
 import { registerExactEvmScheme } from "@x402/evm/exact/facilitator";
+import { UptoEvmScheme } from "@x402/evm/upto/facilitator";
 import { createWalletClient, defineChain, http, publicActions } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { readJsonInput, required, run, writeJsonOutput } from "./io.mjs";
@@ -42,6 +46,7 @@ run(async () => {
 
   const facilitator = new x402Facilitator();
   registerExactEvmScheme(facilitator, { signer, networks: `eip155:${chainId}` });
+  facilitator.register(`eip155:${chainId}`, new UptoEvmScheme(signer));
 
   let verdict;
   if (action === "verify") {

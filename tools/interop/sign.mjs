@@ -1,5 +1,8 @@
 // Signs an x402 v2 payment with the OFFICIAL client (@x402/core x402Client + @x402/evm
-// ExactEvmScheme), as any standard x402 buyer would.
+// ExactEvmScheme and UptoEvmScheme), as any standard x402 buyer would: `exact` over EIP-3009 or,
+// when the offer says `assetTransferMethod: "permit2"`, over Permit2; `upto` over Permit2. Given
+// an `rpcUrl`, the client reads the payer's allowance to Permit2 and, when the offer lists the
+// `eip2612GasSponsoring` extension and the allowance is short, adds a signed EIP-2612 permit.
 //
 // stdin:  {"privateKey": "0x…", "paymentRequired": <decoded PaymentRequired>, "rpcUrl"?: "http://…"}
 // stdout: {"paymentSignature": "<PAYMENT-SIGNATURE header value, base64>",
@@ -10,6 +13,7 @@
 // explicitly (and only those).
 import { x402Client, x402HTTPClient } from "@x402/core/client";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { UptoEvmScheme } from "@x402/evm/upto/client";
 import { privateKeyToAccount } from "viem/accounts";
 import { readJsonInput, required, run, writeJsonOutput } from "./io.mjs";
 
@@ -22,9 +26,12 @@ run(async () => {
     .filter((accept) => typeof accept?.network === "string" && accept.network.startsWith("eip155:"))
     .map((accept) => ({ network: accept.network, asset: accept.asset }));
 
-  const scheme = new ExactEvmScheme(account, input.rpcUrl ? { rpcUrl: input.rpcUrl } : undefined);
+  const options = input.rpcUrl ? { rpcUrl: input.rpcUrl } : undefined;
   const client = x402Client.fromConfig({
-    schemes: [{ network: "eip155:*", client: scheme }],
+    schemes: [
+      { network: "eip155:*", client: new ExactEvmScheme(account, options) },
+      { network: "eip155:*", client: new UptoEvmScheme(account, options) },
+    ],
     spendControls: { allowedAssets },
   });
   const paymentPayload = await client.createPaymentPayload(paymentRequired);

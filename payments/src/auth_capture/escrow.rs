@@ -4,7 +4,7 @@
 //! | item | what |
 //! |---|---|
 //! | [`revert_reason`] | a revert (escrow custom error, collector or token error, or revert string) → stable [`Reason`] |
-//! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing), then sent and awaited |
+//! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing), then sent and awaited; each [`EscrowReceipt`] carries the escrow events and token transfers it caused; [`EscrowOperator::capture_and_void`] captures part and releases the rest |
 //! | [`EscrowOperator::payment_state`] | `paymentState(getHash(info))` |
 //! | [`EscrowOperator::events`] | the payment's `PaymentAuthorized` / `Charged` / `Captured` / `Voided` / `Reclaimed` / `Refunded` logs, oldest first |
 //! | [`decode_payment_event`], [`PAYMENT_EVENT_SIGNATURES`] | one such log → (payment hash, event), for readers that scan many payments at once |
@@ -267,7 +267,23 @@ impl EscrowTotals {
     }
 }
 
-/// A mined, successful escrow transaction.
+/// A token `Transfer` a transaction emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenTransfer {
+    /// The token.
+    pub token: Address,
+    /// Sender.
+    pub from: Address,
+    /// Recipient.
+    pub to: Address,
+    /// Atomic units.
+    pub value: U256,
+    /// The log's index in the block.
+    pub log_index: Option<u64>,
+}
+
+/// A mined, successful escrow transaction, with what it did: the escrow's payment events and
+/// the token transfers, read from its receipt (what a ledger reconciles against).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EscrowReceipt {
     /// The transaction.
@@ -276,6 +292,31 @@ pub struct EscrowReceipt {
     pub block_number: Option<u64>,
     /// Gas it used.
     pub gas_used: u64,
+    /// The escrow's payment events in it (`PaymentCaptured`, `PaymentVoided`, …).
+    pub events: Vec<EscrowEvent>,
+    /// The ERC-20 `Transfer`s in it, in log order.
+    pub transfers: Vec<TokenTransfer>,
+}
+
+/// What [`EscrowOperator::capture_and_void`] did: the capture (none for 0) and the void of the
+/// rest (none when nothing was left).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finalized {
+    /// The capture's receipt.
+    pub capture: Option<EscrowReceipt>,
+    /// The void's receipt.
+    pub void: Option<EscrowReceipt>,
+}
+
+/// A [`EscrowOperator::capture_and_void`] that failed, with the capture it made first, if any.
+#[derive(Debug, thiserror::Error)]
+#[error("finalizing the payment failed after {}: {error}", if .captured.is_some() { "capturing" } else { "nothing" })]
+pub struct FinalizeError {
+    /// The capture that went through before the failure.
+    pub captured: Option<EscrowReceipt>,
+    /// What failed.
+    #[source]
+    pub error: EscrowError,
 }
 
 /// Why an escrow call did not succeed.
@@ -438,6 +479,59 @@ impl EscrowOperator {
         self.send(self.addresses.escrow, call.abi_encode()).await
     }
 
+    /// Partial acceptance: captures `amount` (nothing for 0) at `fee_bps` to `fee_receiver`,
+    /// then voids whatever is still held back to the payer, in two transactions. When nothing
+    /// is left to void (a full capture, or a race that emptied the hold) no void is sent.
+    ///
+    /// # Errors
+    /// The capture's refusal (nothing moved), or the void's failure with the capture that went
+    /// through before it.
+    pub async fn capture_and_void(
+        &self,
+        info: &PaymentInfo,
+        amount: U256,
+        fee_bps: u16,
+        fee_receiver: Address,
+    ) -> Result<Finalized, FinalizeError> {
+        let capture = if amount.is_zero() {
+            None
+        } else {
+            Some(
+                self.capture(info, amount, fee_bps, fee_receiver)
+                    .await
+                    .map_err(|error| FinalizeError {
+                        captured: None,
+                        error,
+                    })?,
+            )
+        };
+        let remaining = match self.payment_state(info).await {
+            Ok(state) => state.capturable_amount,
+            Err(error) => {
+                return Err(FinalizeError {
+                    captured: capture,
+                    error: error.into(),
+                });
+            }
+        };
+        if remaining.is_zero() {
+            return Ok(Finalized {
+                capture,
+                void: None,
+            });
+        }
+        match self.void(info).await {
+            Ok(void) => Ok(Finalized {
+                capture,
+                void: Some(void),
+            }),
+            Err(error) => Err(FinalizeError {
+                captured: capture,
+                error,
+            }),
+        }
+    }
+
     /// `void(info)`: everything still held goes back to the payer (works after
     /// `captureDeadline` too).
     pub async fn void(&self, info: &PaymentInfo) -> Result<EscrowReceipt, EscrowError> {
@@ -563,10 +657,34 @@ impl EscrowOperator {
         if !receipt.status() {
             return Err(EscrowError::Reverted { tx_hash });
         }
+        let events = receipt
+            .logs()
+            .iter()
+            .filter(|log| log.address() == self.addresses.escrow)
+            .filter_map(decode_payment_event)
+            .map(|(_, event)| event)
+            .collect();
+        let transfers = receipt
+            .logs()
+            .iter()
+            .filter_map(|log| {
+                let transfer =
+                    crate::exact::onchain::IEip3009Token::Transfer::decode_log(&log.inner).ok()?;
+                Some(TokenTransfer {
+                    token: log.address(),
+                    from: transfer.from,
+                    to: transfer.to,
+                    value: transfer.value,
+                    log_index: log.log_index,
+                })
+            })
+            .collect();
         Ok(EscrowReceipt {
             tx_hash,
             block_number: receipt.block_number,
             gas_used: receipt.gas_used,
+            events,
+            transfers,
         })
     }
 }

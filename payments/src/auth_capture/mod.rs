@@ -9,6 +9,7 @@
 //! | [`payment_info`] | [`PaymentInfo`] (`sol!`), [`PAYMENT_INFO_TYPEHASH`], `getHash` and the payer-agnostic hash (the signed nonce) |
 //! | [`sign`] | the client: [`sign::sign_auth_capture_payment`] |
 //! | [`escrow`] | the escrow ABI, revert → [`Reason`] mapping, the operator's calls (`authorize`, `charge`, `capture`, `void`, `refund`) and readers (`paymentState`, the payment's events) |
+//! | [`charge`] | the server's completion of a v1.1 `charge`: amount, fee, and the receiver authorizer's EIP-712 signature |
 //! | [`verify`] | the facilitator's on-chain half: EIP-1271 signatures, escrow state, balance, step 13's simulation |
 //!
 //! Two hashes name one payment and they differ: the nonce the payer signs is the payer-agnostic
@@ -16,6 +17,7 @@
 //! events are keyed by [`PaymentInfo::get_hash`] with the real payer.
 
 pub mod abi;
+pub mod charge;
 pub mod escrow;
 pub mod payment_info;
 pub mod sign;
@@ -23,7 +25,8 @@ pub mod verify;
 
 use std::fmt;
 
-use alloy::primitives::{Address, B256, Bytes, U256, address};
+use alloy::primitives::{Address, B256, Bytes, U256, address, keccak256};
+use alloy::sol_types::SolValue;
 use alloy::sol_types::{Eip712Domain, SolStruct};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -31,6 +34,7 @@ use serde_json::{Map, Value};
 pub use payment_info::{PAYMENT_INFO_TYPEHASH, PaymentInfo};
 
 use crate::exact::{Eip3009Authorization, PaymentKey, VALID_BEFORE_BUFFER_SECS};
+use crate::flow::PaymentFlow;
 use crate::reason::Reason;
 use crate::wire::{
     Network, PaymentPayload, PaymentRequirements, TokenDomain, UnknownFields, same_address,
@@ -81,11 +85,85 @@ pub fn receive_signing_hash(authorization: &Eip3009Authorization, domain: &Eip71
     .eip712_signing_hash(domain)
 }
 
-/// `PaymentRequirements.extra` of an `auth-capture` offer.
+/// The `SALT_BINDING_TYPEHASH` of the auth-capture v1.1 binding: the domain tag of a bound salt.
+#[must_use]
+pub fn salt_binding_typehash() -> B256 {
+    keccak256(
+        "x402AuthCaptureSaltBinding(address receiverAuthorizer,address policy,uint256 saltNonce)",
+    )
+}
+
+/// A bound `PaymentInfo.salt` (v1.1): `keccak256(abi.encode(SALT_BINDING_TYPEHASH,
+/// receiverAuthorizer, policy, saltNonce))`, committing the payment to the two addresses that
+/// govern facilitator-relayed operations.
+#[must_use]
+pub fn bound_salt(receiver_authorizer: Address, policy: Address, salt_nonce: B256) -> B256 {
+    keccak256(
+        (
+            salt_binding_typehash(),
+            receiver_authorizer,
+            policy,
+            U256::from_be_bytes(salt_nonce.0),
+        )
+            .abi_encode(),
+    )
+}
+
+/// `extra.captureMode` (v1.1, `escrow` flow only): whether the after-work finalize is relayed
+/// during the paid request (`sync`) or done later by the server from durable state (`deferred`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaptureMode {
+    /// The after-work `/settle` relays `capture` or `void` (the default).
+    Sync,
+    /// The server captures or voids later, outside the request.
+    Deferred,
+}
+
+impl CaptureMode {
+    /// The wire name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sync => "sync",
+            Self::Deferred => "deferred",
+        }
+    }
+}
+
+/// `extra.operatorType` (v1.1): what `captureAuthorizer` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OperatorType {
+    /// An address the facilitator submits from (the default; hiregate's gateway key).
+    Delegated,
+    /// A contract with permissionless collect entry points and its own lifecycle.
+    Custom,
+    /// Reserved by the spec for policy-checked operator contracts.
+    Policy,
+}
+
+impl OperatorType {
+    /// The wire name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delegated => "delegated",
+            Self::Custom => "custom",
+            Self::Policy => "policy",
+        }
+    }
+}
+
+/// `PaymentRequirements.extra` of an `auth-capture` offer, in either wire:
+///
+/// - scheme v1.0: `autoCapture` picks `charge` (true) or `authorize` (false, the default);
+/// - scheme v1.1 (what the official 2.27 `AuthCaptureEvmScheme` reads): `paymentFlow`
+///   (`escrow` → `authorize`, the default; `authorization` → `charge`), `captureMode`,
+///   `operatorType`, and `receiverAuthorizer` / `policy`, which when non-zero bind the salt
+///   ([`bound_salt`]). `autoCapture: true` next to `paymentFlow` is refused, as the v1.1 spec
+///   requires.
 ///
 /// Read with [`Self::from_requirements`] and written with [`Self::write_into`]; keys this type
-/// does not know (e.g. the client's salt-binding `receiverAuthorizer` / `policy`) are left
-/// untouched in the map.
+/// does not know are left untouched in the map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthCaptureExtra {
     /// The token's EIP-712 domain (`name`, `version`).
@@ -110,6 +188,16 @@ pub struct AuthCaptureExtra {
     /// `authCaptureEscrow`: the escrow the payer signs for. The official client signs for the
     /// v1.1 deployment when this is absent, so hiregate's offers always name it.
     pub auth_capture_escrow: Option<Address>,
+    /// `paymentFlow` (v1.1); `None` on the v1.0 wire, where `autoCapture` decides.
+    pub payment_flow: Option<PaymentFlow>,
+    /// `captureMode` (v1.1, `escrow` only).
+    pub capture_mode: Option<CaptureMode>,
+    /// `operatorType` (v1.1); `None` reads as delegated.
+    pub operator_type: Option<OperatorType>,
+    /// `receiverAuthorizer` (v1.1); `None` for absent or the zero address.
+    pub receiver_authorizer: Option<Address>,
+    /// `policy` (v1.1); `None` for absent or the zero address.
+    pub policy: Option<Address>,
 }
 
 const REQUIRED_KEYS: [&str; 8] = [
@@ -162,6 +250,52 @@ impl AuthCaptureExtra {
             Some(Value::String(escrow)) => Some(escrow.parse().map_err(|_| bad())?),
             Some(_) => return Err(bad()),
         };
+        let optional_address = |key: &str| -> Result<Option<Address>, Reason> {
+            match extra.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(raw)) => {
+                    let address: Address = raw.parse().map_err(|_| bad())?;
+                    Ok((address != Address::ZERO).then_some(address))
+                }
+                Some(_) => Err(bad()),
+            }
+        };
+        let flow_error = || Reason::UnsupportedPaymentFlow;
+        let payment_flow = match extra.get(crate::flow::PAYMENT_FLOW_KEY) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(flow)) => match flow.parse().map_err(|_| flow_error())? {
+                PaymentFlow::Upfront => return Err(flow_error()),
+                flow => Some(flow),
+            },
+            Some(_) => return Err(flow_error()),
+        };
+        // v1.1 removed `autoCapture`; `true` beside a flow would settle a hold where a charge
+        // was asked for (or the reverse), so it is refused rather than guessed.
+        if payment_flow.is_some() && auto_capture {
+            return Err(flow_error());
+        }
+        let capture_mode = match extra.get("captureMode") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(mode)) => Some(match mode.as_str() {
+                "sync" => CaptureMode::Sync,
+                "deferred" => CaptureMode::Deferred,
+                _ => return Err(flow_error()),
+            }),
+            Some(_) => return Err(flow_error()),
+        };
+        if capture_mode.is_some() && payment_flow == Some(PaymentFlow::Authorization) {
+            return Err(flow_error());
+        }
+        let operator_type = match extra.get("operatorType") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(kind)) => Some(match kind.as_str() {
+                "delegated" => OperatorType::Delegated,
+                "custom" => OperatorType::Custom,
+                "policy" => OperatorType::Policy,
+                _ => return Err(Reason::UnsupportedOperatorType),
+            }),
+            Some(_) => return Err(Reason::UnsupportedOperatorType),
+        };
         Ok(Self {
             domain: TokenDomain {
                 name: string("name")?.to_owned(),
@@ -178,39 +312,79 @@ impl AuthCaptureExtra {
             auto_capture,
             asset_transfer_method,
             auth_capture_escrow,
+            payment_flow,
+            capture_mode,
+            operator_type,
+            receiver_authorizer: optional_address("receiverAuthorizer")?,
+            policy: optional_address("policy")?,
         })
+    }
+
+    /// Whether settling the client's payload is `charge` (`paymentFlow: authorization`, or the
+    /// v1.0 `autoCapture: true`) rather than `authorize`.
+    #[must_use]
+    pub fn settles_by_charge(&self) -> bool {
+        match self.payment_flow {
+            Some(flow) => flow == PaymentFlow::Authorization,
+            None => self.auto_capture,
+        }
+    }
+
+    /// Whether the salt is bound (v1.1): a non-zero `receiverAuthorizer` or `policy`.
+    #[must_use]
+    pub fn salt_bound(&self) -> bool {
+        self.receiver_authorizer.is_some() || self.policy.is_some()
     }
 
     /// Writes these fields into `extra`, replacing theirs and keeping every other key.
     pub fn write_into(&self, extra: &mut Map<String, Value>) {
-        let mut put = |key: &str, value: Value| {
-            extra.insert(key.to_owned(), value);
-        };
-        put("name", Value::String(self.domain.name.clone()));
-        put("version", Value::String(self.domain.version.clone()));
-        put(
-            "captureAuthorizer",
-            Value::String(self.capture_authorizer.to_checksum(None)),
-        );
-        put("captureDeadline", Value::from(self.capture_deadline));
-        put("refundDeadline", Value::from(self.refund_deadline));
-        put("minFeeBps", Value::from(self.min_fee_bps));
-        put("maxFeeBps", Value::from(self.max_fee_bps));
-        put(
-            "feeRecipient",
-            Value::String(self.fee_recipient.to_checksum(None)),
-        );
-        put("autoCapture", Value::Bool(self.auto_capture));
-        put(
-            "assetTransferMethod",
-            Value::String(self.asset_transfer_method.clone()),
-        );
-        match self.auth_capture_escrow {
-            Some(escrow) => put("authCaptureEscrow", Value::String(escrow.to_checksum(None))),
-            None => {
-                extra.remove("authCaptureEscrow");
+        // `None` removes the key: a field this offer leaves out must not survive from another.
+        let mut set = |key: &str, value: Option<Value>| match value {
+            Some(value) => {
+                extra.insert(key.to_owned(), value);
             }
-        }
+            None => {
+                extra.remove(key);
+            }
+        };
+        let address = |address: Address| Value::String(address.to_checksum(None));
+        set("name", Some(Value::String(self.domain.name.clone())));
+        set("version", Some(Value::String(self.domain.version.clone())));
+        set("captureAuthorizer", Some(address(self.capture_authorizer)));
+        set("captureDeadline", Some(Value::from(self.capture_deadline)));
+        set("refundDeadline", Some(Value::from(self.refund_deadline)));
+        set("minFeeBps", Some(Value::from(self.min_fee_bps)));
+        set("maxFeeBps", Some(Value::from(self.max_fee_bps)));
+        set("feeRecipient", Some(address(self.fee_recipient)));
+        set(
+            "assetTransferMethod",
+            Some(Value::String(self.asset_transfer_method.clone())),
+        );
+        set("authCaptureEscrow", self.auth_capture_escrow.map(address));
+        // The v1.0 wire names the flow with `autoCapture`; v1.1 with `paymentFlow` only.
+        set(
+            "autoCapture",
+            self.payment_flow
+                .is_none()
+                .then_some(Value::Bool(self.auto_capture)),
+        );
+        set(
+            crate::flow::PAYMENT_FLOW_KEY,
+            self.payment_flow
+                .map(|flow| Value::String(flow.as_str().into())),
+        );
+        set(
+            "captureMode",
+            self.capture_mode
+                .map(|mode| Value::String(mode.as_str().into())),
+        );
+        set(
+            "operatorType",
+            self.operator_type
+                .map(|kind| Value::String(kind.as_str().into())),
+        );
+        set("receiverAuthorizer", self.receiver_authorizer.map(address));
+        set("policy", self.policy.map(address));
     }
 }
 
@@ -249,8 +423,12 @@ pub struct AuthCapturePayload {
     pub authorization: Eip3009Authorization,
     /// The payer's signature (65 bytes for an EOA); the escrow passes it as `collectorData`.
     pub signature: Bytes,
-    /// Fresh per payment; `PaymentInfo.salt = uint256(salt)`.
+    /// `PaymentInfo.salt = uint256(salt)`: fresh per payment, or (bound, v1.1) the commitment
+    /// [`bound_salt`] to the offer's authorizer and policy and [`Self::salt_nonce`].
     pub salt: B256,
+    /// v1.1, bound salt only: the client's fresh 32 bytes inside the commitment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salt_nonce: Option<B256>,
     /// Other keys (e.g. the client's `saltNonce`), kept for the round trip.
     #[serde(flatten)]
     pub unknown: UnknownFields,
@@ -320,6 +498,9 @@ pub struct AuthCapturePayment {
     pub payload: AuthCapturePayload,
     /// The reconstructed PaymentInfo, with the real payer.
     pub info: PaymentInfo,
+    /// The server's completion of a v1.1 `charge` (amount, fee, authorizer signature), when
+    /// the payload carries it.
+    pub completion: Option<charge::ChargeCompletion>,
 }
 
 impl AuthCapturePayment {
@@ -354,6 +535,17 @@ impl AuthCapturePayment {
         }
         // 4. Extra.
         let extra = AuthCaptureExtra::from_requirements(requirements)?;
+        // 5 (v1.1). Operator: this facilitator submits from its own key (`delegated`); it has no
+        // contract operators to relay for, and a policy belongs to those.
+        if extra
+            .operator_type
+            .is_some_and(|kind| kind != OperatorType::Delegated)
+        {
+            return Err(Reason::UnsupportedOperatorType.into());
+        }
+        if extra.policy.is_some() {
+            return Err(Reason::InvalidPolicy.into());
+        }
         // 5. Method routing.
         match extra.asset_transfer_method.as_str() {
             METHOD_EIP3009 if permit2_shaped => return Err(Reason::PayloadMethodMismatch.into()),
@@ -367,6 +559,36 @@ impl AuthCapturePayment {
             _ => return Err(Reason::UnsupportedAssetTransferMethod.into()),
         }
         let payload_data = parsed?;
+        // v1.1: a charge is the server's to complete and needs its receiver authorizer; an
+        // authorize carries no completion.
+        let completion = charge::ChargeCompletion::from_payload(&payload.payload)?;
+        if completion.is_some() && !extra.settles_by_charge() {
+            return Err(Refusal {
+                reason: Reason::InvalidPayload,
+                message: Some("an authorize carries no charge completion".into()),
+            });
+        }
+        if extra.payment_flow == Some(PaymentFlow::Authorization)
+            && extra.receiver_authorizer.is_none()
+        {
+            return Err(Reason::MissingReceiverAuthorizer.into());
+        }
+        // v1.1 salt binding: a bound salt must open to the offer's authorizer and policy with
+        // the payload's `saltNonce`; an unbound one carries no `saltNonce`.
+        match (extra.salt_bound(), payload_data.salt_nonce) {
+            (true, Some(salt_nonce)) => {
+                let expected = bound_salt(
+                    extra.receiver_authorizer.unwrap_or_default(),
+                    extra.policy.unwrap_or_default(),
+                    salt_nonce,
+                );
+                if expected != payload_data.salt {
+                    return Err(Reason::SaltBindingMismatch.into());
+                }
+            }
+            (false, None) => {}
+            _ => return Err(Reason::SaltBindingMismatch.into()),
+        }
         if let Some(named) = extra.auth_capture_escrow
             && named != addresses.escrow
         {
@@ -426,6 +648,7 @@ impl AuthCapturePayment {
             domain,
             payload: payload_data,
             info,
+            completion,
         })
     }
 

@@ -22,7 +22,8 @@ use crate::wire::{
 /// Choices a caller may override; the defaults are the official client's.
 #[derive(Debug, Clone, Default)]
 pub struct AuthCaptureSignOptions {
-    /// The salt; `None` draws 32 bytes from the OS-seeded CSPRNG.
+    /// The salt (with a bound salt, v1.1: the `saltNonce` inside it); `None` draws 32 bytes from
+    /// the OS-seeded CSPRNG.
     pub salt: Option<B256>,
     /// The escrow deployment; `None` takes `extra.authCaptureEscrow` if it names the v1.0
     /// escrow, else the canonical v1.0 deployment. Set it for a deployment elsewhere.
@@ -70,9 +71,21 @@ where
     let max_amount = u120(requirements.amount.get()).ok_or(refuse(Reason::AmountOverflow))?;
     let payer: Address = signer.address();
     let pre_approval_expiry = now.saturating_add(requirements.max_timeout_seconds);
-    let salt = options
+    let fresh = options
         .salt
         .unwrap_or_else(|| B256::from(rand::random::<[u8; 32]>()));
+    // v1.1: a non-zero receiver authorizer or policy binds the salt; the fresh bytes travel as
+    // `saltNonce` beside the commitment.
+    let (salt, salt_nonce) = if extra.salt_bound() {
+        let salt = super::bound_salt(
+            extra.receiver_authorizer.unwrap_or_default(),
+            extra.policy.unwrap_or_default(),
+            fresh,
+        );
+        (salt, Some(fresh))
+    } else {
+        (fresh, None)
+    };
     let info = PaymentInfo {
         operator: extra.capture_authorizer,
         payer,
@@ -109,6 +122,7 @@ where
         authorization,
         signature: Bytes::copy_from_slice(&signature.as_bytes()),
         salt,
+        salt_nonce,
         unknown: UnknownFields::new(),
     };
     Ok(PaymentPayload {

@@ -23,6 +23,11 @@ fn extra() -> AuthCaptureExtra {
         auto_capture: false,
         asset_transfer_method: METHOD_EIP3009.into(),
         auth_capture_escrow: Some(AUTH_CAPTURE_ESCROW_V1_0),
+        payment_flow: None,
+        capture_mode: None,
+        operator_type: None,
+        receiver_authorizer: None,
+        policy: None,
     }
 }
 
@@ -64,6 +69,10 @@ fn check(payload: &PaymentPayload, requirements: &PaymentRequirements) -> Result
 #[test]
 fn extra_round_trips_and_keeps_unknown_keys() {
     let mut requirements = requirements();
+    requirements
+        .extra
+        .insert("serviceHint".into(), json!({"tier": "gold"}));
+    // A zero receiver authorizer is the same as none (the v1.1 spec reads absent as zero).
     requirements.extra.insert(
         "receiverAuthorizer".into(),
         json!("0x0000000000000000000000000000000000000000"),
@@ -78,7 +87,8 @@ fn extra_round_trips_and_keeps_unknown_keys() {
     assert_eq!(AuthCaptureExtra::from_requirements(&back).unwrap(), extra());
     let mut rewritten = back.extra.clone();
     extra().write_into(&mut rewritten);
-    assert!(rewritten.contains_key("receiverAuthorizer"));
+    assert_eq!(rewritten["serviceHint"], json!({"tier": "gold"}));
+    assert!(!rewritten.contains_key("receiverAuthorizer"));
 }
 
 #[test]
@@ -389,3 +399,223 @@ const NONCE_VECTOR: B256 =
     b256!("85c8b9b40eaade95a3504ff079e3a236dd40006024a54400031bec0077e55ee4");
 const PAYER_HASH_VECTOR: B256 =
     b256!("213a769bde920965bd55b97cf6999334d8b80b5c0453d96a06188d8280bdf369");
+
+fn v1_1(edit: impl FnOnce(&mut AuthCaptureExtra)) -> PaymentRequirements {
+    let mut extra = extra();
+    extra.payment_flow = Some(PaymentFlow::Escrow);
+    extra.capture_mode = Some(CaptureMode::Deferred);
+    edit(&mut extra);
+    PaymentRequirements::auth_capture_evm(
+        Network::eip155(31337),
+        U256::from(1_250_000u64),
+        address!("5FbDB2315678afecb367f032d93F642f64180aa3"),
+        address!("3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"),
+        300,
+        &extra,
+    )
+}
+
+#[test]
+fn the_v1_1_wire_names_the_flow_and_refuses_mixed_or_unknown_ones() {
+    let escrow = v1_1(|_| {});
+    let wire = serde_json::to_value(&escrow).unwrap();
+    assert_eq!(wire["extra"]["paymentFlow"], "escrow");
+    assert_eq!(wire["extra"]["captureMode"], "deferred");
+    assert!(wire["extra"].get("autoCapture").is_none());
+    let parsed = AuthCaptureExtra::from_requirements(&escrow).unwrap();
+    assert!(!parsed.settles_by_charge());
+    let charge = v1_1(|extra| {
+        extra.payment_flow = Some(PaymentFlow::Authorization);
+        extra.capture_mode = None;
+    });
+    assert!(
+        AuthCaptureExtra::from_requirements(&charge)
+            .unwrap()
+            .settles_by_charge()
+    );
+    // The v1.0 wire still decides with autoCapture.
+    let mut old = requirements();
+    old.extra.insert("autoCapture".into(), json!(true));
+    assert!(
+        AuthCaptureExtra::from_requirements(&old)
+            .unwrap()
+            .settles_by_charge()
+    );
+
+    for (key, value) in [
+        ("paymentFlow", json!("upfront")),
+        ("paymentFlow", json!("later")),
+        ("captureMode", json!("eventually")),
+        ("autoCapture", json!(true)),
+    ] {
+        let mut requirements = v1_1(|_| {});
+        requirements.extra.insert(key.into(), value.clone());
+        assert_eq!(
+            AuthCaptureExtra::from_requirements(&requirements),
+            Err(Reason::UnsupportedPaymentFlow),
+            "{key} = {value}"
+        );
+    }
+    let mut mode_on_charge = charge.clone();
+    mode_on_charge
+        .extra
+        .insert("captureMode".into(), json!("sync"));
+    assert_eq!(
+        AuthCaptureExtra::from_requirements(&mode_on_charge),
+        Err(Reason::UnsupportedPaymentFlow)
+    );
+    let mut unknown_operator = v1_1(|_| {});
+    unknown_operator
+        .extra
+        .insert("operatorType".into(), json!("friendly"));
+    assert_eq!(
+        AuthCaptureExtra::from_requirements(&unknown_operator),
+        Err(Reason::UnsupportedOperatorType)
+    );
+}
+
+#[tokio::test]
+async fn a_bound_salt_must_open_to_the_offers_authorizer_and_nonce() {
+    let authorizer = address!("14dC79964da2C08b23698B3D3cc7Ca32193d9955");
+    let bound = v1_1(|extra| extra.receiver_authorizer = Some(authorizer));
+    let (_, payload) = signed(&bound).await;
+    let salt_nonce: B256 = payload.payload["saltNonce"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        AuthCapturePayment::parse(&payload, &bound, EscrowAddresses::default())
+            .unwrap()
+            .payload
+            .salt,
+        bound_salt(authorizer, Address::ZERO, salt_nonce)
+    );
+    assert_eq!(check(&payload, &bound), Ok(()));
+
+    let parse = |payload: &PaymentPayload, requirements: &PaymentRequirements| {
+        AuthCapturePayment::parse(payload, requirements, EscrowAddresses::default())
+            .map(|_| ())
+            .map_err(|refusal| refusal.reason)
+    };
+    let mut swapped = payload.clone();
+    swapped.payload["saltNonce"] = json!(format!("0x{}", "07".repeat(32)));
+    assert_eq!(parse(&swapped, &bound), Err(Reason::SaltBindingMismatch));
+    let mut missing = payload.clone();
+    missing.payload.as_object_mut().unwrap().remove("saltNonce");
+    assert_eq!(parse(&missing, &bound), Err(Reason::SaltBindingMismatch));
+    // Another authorizer in the offer: the commitment no longer opens.
+    let other = v1_1(|extra| {
+        extra.receiver_authorizer = Some(address!("a0Ee7A142d267C1f36714E4a8F75612F20a79720"));
+    });
+    assert_eq!(parse(&payload, &other), Err(Reason::SaltBindingMismatch));
+    // An unbound offer takes no saltNonce.
+    let (_, unbound) = signed(&v1_1(|_| {})).await;
+    let mut with_nonce = unbound.clone();
+    with_nonce.payload["saltNonce"] = json!(format!("0x{}", "07".repeat(32)));
+    assert_eq!(
+        parse(&with_nonce, &v1_1(|_| {})),
+        Err(Reason::SaltBindingMismatch)
+    );
+}
+
+#[tokio::test]
+async fn operators_this_facilitator_does_not_drive_are_refused() {
+    let (_, payload) = signed(&v1_1(|_| {})).await;
+    let parse = |requirements: &PaymentRequirements| {
+        AuthCapturePayment::parse(&payload, requirements, EscrowAddresses::default())
+            .map(|_| ())
+            .map_err(|refusal| refusal.reason)
+    };
+    assert_eq!(
+        parse(&v1_1(
+            |extra| extra.operator_type = Some(OperatorType::Custom)
+        )),
+        Err(Reason::UnsupportedOperatorType)
+    );
+    assert_eq!(
+        parse(&v1_1(|extra| {
+            extra.policy = Some(address!("a0Ee7A142d267C1f36714E4a8F75612F20a79720"));
+        })),
+        Err(Reason::InvalidPolicy)
+    );
+    assert_eq!(
+        parse(&v1_1(|extra| {
+            extra.payment_flow = Some(PaymentFlow::Authorization);
+            extra.capture_mode = None;
+        })),
+        Err(Reason::MissingReceiverAuthorizer)
+    );
+}
+
+#[tokio::test]
+async fn a_charge_completion_is_checked_against_the_offer_and_its_authorizer() {
+    use super::charge::{ChargeCompletion, complete_charge};
+    let authorizer = PrivateKeySigner::random();
+    let requirements = v1_1(|extra| {
+        extra.payment_flow = Some(PaymentFlow::Authorization);
+        extra.capture_mode = None;
+        extra.receiver_authorizer = Some(authorizer.address());
+    });
+    let (_, raw) = signed(&requirements).await;
+    let payment =
+        AuthCapturePayment::parse(&raw, &requirements, EscrowAddresses::default()).unwrap();
+    assert!(payment.completion.is_none());
+    let fee_recipient = payment.extra.fee_recipient;
+    let complete = |amount: u64, fee_bps: u16| {
+        let mut payload = raw.clone();
+        let payment = payment.clone();
+        let authorizer = authorizer.clone();
+        let requirements = requirements.clone();
+        async move {
+            complete_charge(
+                &mut payload,
+                &payment,
+                &authorizer,
+                U256::from(amount),
+                fee_bps,
+                fee_recipient,
+            )
+            .await
+            .unwrap();
+            let completed =
+                AuthCapturePayment::parse(&payload, &requirements, EscrowAddresses::default())
+                    .unwrap();
+            completed.completion.clone().unwrap().check(&completed)
+        }
+    };
+    assert_eq!(complete(500_000, 100).await, Ok(()));
+    assert_eq!(
+        complete(1_250_001, 100).await.map_err(|r| r.reason),
+        Err(Reason::ValueMismatch)
+    );
+    assert_eq!(
+        complete(0, 100).await.map_err(|r| r.reason),
+        Err(Reason::ValueMismatch)
+    );
+    assert_eq!(
+        complete(500_000, 1_001).await.map_err(|r| r.reason),
+        Err(Reason::FeeBpsOutOfRange)
+    );
+    // The v1.1 deployment's fee field is the wrong one for the v1.0 escrow in use.
+    let mut fee_amount = raw.clone();
+    fee_amount.payload["amount"] = json!("500000");
+    fee_amount.payload["feeAmount"] = json!("5000");
+    assert_eq!(
+        ChargeCompletion::from_payload(&fee_amount.payload),
+        Err(Reason::InvalidPayload)
+    );
+    // An escrow (authorize) payload carries no completion.
+    let (_, escrow_payload) = signed(&v1_1(|_| {})).await;
+    let mut completed_escrow = escrow_payload.clone();
+    completed_escrow.payload["amount"] = json!("1");
+    completed_escrow.payload["feeBps"] = json!(0);
+    completed_escrow.payload["feeReceiver"] = json!(fee_recipient.to_checksum(None));
+    completed_escrow.payload["authorizerSignature"] = json!("0x00");
+    assert_eq!(
+        AuthCapturePayment::parse(&completed_escrow, &v1_1(|_| {}), EscrowAddresses::default())
+            .map(|_| ())
+            .map_err(|refusal| refusal.reason),
+        Err(Reason::InvalidPayload)
+    );
+}

@@ -51,7 +51,9 @@ pub async fn check_signature(
     })
 }
 
-/// The escrow call that settles `payment`: `authorize`, or `charge` when `autoCapture` is set
+/// The escrow call that settles `payment`: `authorize`, or `charge` when the offer asks for it
+/// (v1.0 `autoCapture: true`, v1.1 `paymentFlow: authorization`): with the server's completion
+/// when the payload carries one, else of the full amount at `minFeeBps`
 /// (taking `minFeeBps` to `feeRecipient`, or to the operator when the offer left the fee
 /// receiver open).
 #[must_use]
@@ -60,7 +62,18 @@ pub fn settlement_calldata(payment: &AuthCapturePayment) -> Vec<u8> {
     let amount = info.max_amount();
     let collector = payment.addresses.erc3009_collector;
     let collector_data = payment.payload.signature.clone();
-    if payment.extra.auto_capture {
+    if let Some(completion) = &payment.completion {
+        return IAuthCaptureEscrow::chargeCall {
+            paymentInfo: info,
+            amount: completion.amount,
+            tokenCollector: collector,
+            collectorData: collector_data,
+            feeBps: completion.fee_bps,
+            feeReceiver: completion.fee_receiver,
+        }
+        .abi_encode();
+    }
+    if payment.extra.settles_by_charge() {
         let fee_receiver = if info.feeReceiver == Address::ZERO {
             info.operator
         } else {
@@ -97,6 +110,11 @@ pub async fn verify_onchain(
     payment: &AuthCapturePayment,
 ) -> Result<Result<(), Refusal>, TransportError> {
     if let Err(refusal) = check_signature(provider, payment).await? {
+        return Ok(Err(refusal));
+    }
+    if let Some(completion) = &payment.completion
+        && let Err(refusal) = completion.check(payment)
+    {
         return Ok(Err(refusal));
     }
     if let Err(reason) = payment.check_amount_and_nonce() {

@@ -10,6 +10,11 @@
 //!   look-alikes of base/commerce-payments v1.0.0 (see `payments/devnet/contracts/`), which the
 //!   devnet places at the canonical addresses ([`super::AUTH_CAPTURE_ESCROW_ADDRESS`] …).
 //!
+//! - [`DevnetPermitToken`]: a plain ERC-20 with EIP-2612 `permit` and no EIP-3009, paid with over
+//!   Permit2; [`Permit2`], [`X402ExactPermit2Proxy`], [`X402UptoPermit2Proxy`]: the devnet
+//!   look-alikes of Uniswap's Permit2 (signature transfers) and of the x402 Permit2 proxies, which
+//!   the devnet places at their canonical addresses ([`super::PERMIT2_ADDRESS`] …).
+//!
 //! The EIP-712 message structs the token verifies are declared here too, so a test can sign
 //! exactly what the contract hashes.
 
@@ -40,6 +45,45 @@ sol!(
     AuthCaptureEscrow,
     "devnet/artifacts/AuthCaptureEscrow.json"
 );
+
+sol!(
+    #[sol(rpc, all_derives)]
+    DevnetPermitToken,
+    "devnet/artifacts/DevnetPermitToken.json"
+);
+
+// The Permit2 and proxy ABIs name `Permit2.PermitTransferFrom`, `X402Permit2ProxyBase.EIP2612Permit`
+// and each proxy's `Witness`, for which `sol!` generates modules of those names: one module each.
+pub use exact_proxy::X402ExactPermit2Proxy;
+pub use permit2::Permit2;
+pub use upto_proxy::X402UptoPermit2Proxy;
+
+mod permit2 {
+    #![allow(missing_docs, clippy::too_many_arguments)]
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        Permit2,
+        "devnet/artifacts/Permit2.json"
+    );
+}
+
+mod exact_proxy {
+    #![allow(missing_docs, clippy::too_many_arguments)]
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        X402ExactPermit2Proxy,
+        "devnet/artifacts/X402ExactPermit2Proxy.json"
+    );
+}
+
+mod upto_proxy {
+    #![allow(missing_docs, clippy::too_many_arguments)]
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        X402UptoPermit2Proxy,
+        "devnet/artifacts/X402UptoPermit2Proxy.json"
+    );
+}
 
 // The collectors' ABIs name `AuthCaptureEscrow.PaymentInfo` and `TokenCollector.CollectorType`,
 // for which `sol!` generates modules of those names: one module per collector keeps them apart.

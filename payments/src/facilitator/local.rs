@@ -1,5 +1,6 @@
 //! The in-process facilitator: verifies and settles `exact` EIP-3009 payments on the EVM
-//! chains of its [`FacilitatorConfig`], paying gas from one relayer key per chain.
+//! chains of its [`FacilitatorConfig`], paying gas from one relayer key per chain; `exact` over
+//! Permit2 and `upto` are in [`permit2`], `auth-capture` in [`auth_capture`].
 //!
 //! Settlement follows the reference facilitator (`@x402/evm`): an authorization moves money at
 //! most once, and `success: true` is answered at most once per authorization. Per payment key
@@ -28,6 +29,7 @@
 
 mod auth_capture;
 mod mined;
+mod permit2;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
@@ -91,12 +93,14 @@ pub enum LocalFacilitatorError {
     },
 }
 
-/// In-process facilitator for `exact` EIP-3009 payments on configured EVM chains.
+/// In-process facilitator for `exact` (EIP-3009 and Permit2), `upto` and `auth-capture` payments on
+/// configured EVM chains.
 pub struct LocalFacilitator {
     chains: HashMap<Network, Arc<Chain>>,
     in_flight: KeyedLocks,
     book: SettlementBook,
     escrow_pending: auth_capture::PendingAuthorizations,
+    permit2_book: permit2::Permit2Book,
 }
 
 impl std::fmt::Debug for LocalFacilitator {
@@ -206,6 +210,7 @@ impl LocalFacilitator {
             in_flight: KeyedLocks::default(),
             book: SettlementBook::default(),
             escrow_pending: auth_capture::PendingAuthorizations::default(),
+            permit2_book: permit2::Permit2Book::default(),
         })
     }
 
@@ -254,6 +259,9 @@ impl Facilitator for LocalFacilitator {
         if request.payment_requirements.scheme == AUTH_CAPTURE_SCHEME {
             return self.verify_auth_capture(request).await;
         }
+        if permit2::is_permit2_request(request) {
+            return self.verify_permit2(request).await;
+        }
         let (chain, payment) = match self.locate(request) {
             Ok(located) => located,
             Err(reason) => return Ok(VerifyResponse::invalid(reason, payer_hint(request), None)),
@@ -275,6 +283,9 @@ impl Facilitator for LocalFacilitator {
     async fn settle(&self, request: &SettleRequest) -> Result<SettleResponse, FacilitatorError> {
         if request.payment_requirements.scheme == AUTH_CAPTURE_SCHEME {
             return self.settle_auth_capture(request).await;
+        }
+        if permit2::is_permit2_request(request) {
+            return self.settle_permit2(request).await;
         }
         let network = request.payment_requirements.network.as_str();
         let (chain, payment) = match self.locate(request) {
@@ -333,7 +344,8 @@ impl Facilitator for LocalFacilitator {
         let kinds = networks
             .into_iter()
             .flat_map(|network| {
-                let escrow = self.chains[network].escrow;
+                let chain = &self.chains[network];
+                let escrow = chain.escrow;
                 [
                     SupportedKind {
                         x402_version: X402Version2::VALUE,
@@ -350,6 +362,16 @@ impl Facilitator for LocalFacilitator {
                         extra: Some(serde_json::json!({
                             "authCaptureEscrow": escrow.escrow.to_checksum(None),
                             "assetTransferMethods": ["eip3009"],
+                        })),
+                        unknown: UnknownFields::new(),
+                    },
+                    SupportedKind {
+                        x402_version: X402Version2::VALUE,
+                        scheme: crate::permit2::UPTO_SCHEME.to_owned(),
+                        network: network.to_string(),
+                        // The only address the payer's witness may name as settler.
+                        extra: Some(serde_json::json!({
+                            "facilitatorAddress": chain.relayer.address().to_checksum(None),
                         })),
                         unknown: UnknownFields::new(),
                     },

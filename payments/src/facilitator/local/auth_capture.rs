@@ -127,6 +127,20 @@ impl LocalFacilitator {
                 ));
             }
         };
+        // v1.1: the raw client payload verifies, but a charge settles only as the server
+        // completed it (the amount it charges, signed by its receiver authorizer).
+        if payment.extra.payment_flow == Some(crate::flow::PaymentFlow::Authorization)
+            && payment.completion.is_none()
+        {
+            return Ok(chain.escrow_failed(
+                &payment,
+                Refusal {
+                    reason: Reason::InvalidPayload,
+                    message: Some("a charge settles only with the server's completion".into()),
+                },
+                None,
+            ));
+        }
         let _only_settler = self.in_flight.lock(payment.key()).await;
         let hash = payment.payment_hash();
         if let Some(broadcast) = self.escrow_pending.get(&hash) {
