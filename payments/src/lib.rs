@@ -8,6 +8,7 @@
 //! | [`header`] | `PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE` codec (standard padded base64 of the JSON) with typed errors |
 //! | [`extension`] | the `payment-identifier` extension (idempotency key) |
 //! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings, x402-rs and Permit2 spellings read as the same codes), open to unknown strings |
+//! | [`clock`] | which clock judges a payment's times ([`Now`]: the chain's block time for `validAfter`, the later clock for deadlines) and [`ChainClock`], a chain's latest block time cached for hot paths |
 //! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node; concurrent verifications share Multicall3 calls) |
 //! | [`auth_capture`] | the `auth-capture` scheme on base/commerce-payments' `AuthCaptureEscrow` v1.0: `extra` ([`AuthCaptureExtra`]), payload with salt, [`PaymentInfo`] and its hashes (signed nonce, `getHash`), client signing, the spec's verification order, the operator's escrow calls ([`EscrowOperator`]: capture, void, refund…) and the chain's view of a payment (`paymentState`, events) |
 //! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain; `exact` and `auth-capture`, routed by scheme); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
@@ -52,6 +53,7 @@
 //! (selectors, typehash, reason strings, the 6 s buffer) were taken from the references.
 
 pub mod auth_capture;
+pub mod clock;
 pub mod exact;
 pub mod extension;
 pub mod facilitator;
@@ -71,6 +73,7 @@ pub use auth_capture::{
     AUTH_CAPTURE_SCHEME, AuthCaptureExtra, AuthCapturePayload, AuthCapturePayment, EscrowAddresses,
     PaymentInfo,
 };
+pub use clock::{ChainClock, Now};
 pub use exact::sign::{SignError, SignOptions, sign_exact_payment, sign_exact_payment_with};
 pub use exact::{ExactEvmPayload, ExactPayment, PaymentKey, precheck};
 pub use extension::{PaymentIdentifier, PaymentIdentifierError};
