@@ -188,10 +188,7 @@ impl AssetDirectory {
     /// The present on `chain_id` as the chain will judge a payment's times: its latest block
     /// time (cached for [`ChainClock::MAX_AGE`], so a hire rarely waits for the node) and the
     /// local clock. A chain without a node here is judged by the local clock alone.
-    pub async fn chain_now(
-        &self,
-        chain_id: u64,
-    ) -> Result<Now, alloy::transports::TransportError> {
+    pub async fn chain_now(&self, chain_id: u64) -> Result<Now, alloy::transports::TransportError> {
         match self.chains.get(&chain_id) {
             Some(entry) => entry.clock.now().await,
             None => Ok(Now::from(hiregate_payments::clock::unix_now())),

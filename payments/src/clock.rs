@@ -140,10 +140,7 @@ impl ChainClock {
             .ok_or_else(|| TransportErrorKind::custom_str("the node has no latest block"))?;
         let previous = self.cached().map_or(0, |reading| reading.block_time);
         let block_time = block.header.timestamp.max(previous);
-        *self
-            .reading
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Reading {
+        *self.reading.write().unwrap_or_else(PoisonError::into_inner) = Some(Reading {
             block_time,
             read_at: Instant::now(),
         });

@@ -563,10 +563,7 @@ mod onchain {
         for simulating in [&env.operator, &staged] {
             // No allowance and no tokens: the wallet cannot fund it.
             let unfunded = simulating.simulate_refund(&info, amount).await.unwrap();
-            assert_eq!(
-                unfunded.map_err(|r| r.reason),
-                Err(Reason::RefundNotFunded)
-            );
+            assert_eq!(unfunded.map_err(|r| r.reason), Err(Reason::RefundNotFunded));
             let too_much = simulating
                 .simulate_refund(&info, amount + U256::from(1))
                 .await
@@ -579,7 +576,10 @@ mod onchain {
         env.devnet.mint(operator, amount).await.unwrap();
         for simulating in [&env.operator, &staged] {
             // Funded, not yet approved: the approval then the refund would pass.
-            assert_eq!(simulating.simulate_refund(&info, amount).await.unwrap(), Ok(()));
+            assert_eq!(
+                simulating.simulate_refund(&info, amount).await.unwrap(),
+                Ok(())
+            );
         }
         assert_eq!(without_simulate.calls_of("eth_simulateV1"), 0);
 
@@ -588,7 +588,10 @@ mod onchain {
         env.rpc("evm_mine", json!([])).await;
         for simulating in [&env.operator, &staged] {
             let late = simulating.simulate_refund(&info, amount).await.unwrap();
-            assert_eq!(late.map_err(|r| r.reason), Err(Reason::RefundDeadlineExpired));
+            assert_eq!(
+                late.map_err(|r| r.reason),
+                Err(Reason::RefundDeadlineExpired)
+            );
         }
         assert_eq!(
             env.devnet.transaction_count(operator).await.unwrap(),
@@ -602,10 +605,18 @@ mod onchain {
             .unwrap()
             .expect("approved");
         let late = env.operator.simulate_refund(&info, amount).await.unwrap();
-        assert_eq!(late.map_err(|r| r.reason), Err(Reason::RefundDeadlineExpired));
+        assert_eq!(
+            late.map_err(|r| r.reason),
+            Err(Reason::RefundDeadlineExpired)
+        );
         let sent = env
             .operator
-            .refund(&info, amount, env.operator.addresses().operator_refund_collector, Bytes::new())
+            .refund(
+                &info,
+                amount,
+                env.operator.addresses().operator_refund_collector,
+                Bytes::new(),
+            )
             .await
             .unwrap_err();
         assert_eq!(sent.reason(), Some(&Reason::RefundDeadlineExpired));

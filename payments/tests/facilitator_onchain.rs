@@ -214,7 +214,10 @@ async fn valid_after_is_judged_by_the_chains_clock() {
     })
     .await;
     let chain_now = harness.devnet.block_time().await.unwrap();
-    assert!(chain_now + 17 * 60 - 60 <= unix_now(), "the chain's clock lags");
+    assert!(
+        chain_now + 17 * 60 - 60 <= unix_now(),
+        "the chain's clock lags"
+    );
     let payer = harness.payer(5 * AMOUNT).await;
     let ten_minutes_ago = SignOptions {
         valid_after: Some(unix_now() - 600),
@@ -259,14 +262,25 @@ async fn the_chains_clock_is_read_once_per_reading_and_shared() {
     let first = *readings[0].as_ref().unwrap();
     assert!(readings.iter().all(|r| r.as_ref().ok() == Some(&first)));
     assert_eq!(first, harness.devnet.block_time().await.unwrap());
-    assert_eq!(counter.calls_of("eth_getBlockByNumber"), 1, "one read for twenty callers");
+    assert_eq!(
+        counter.calls_of("eth_getBlockByNumber"),
+        1,
+        "one read for twenty callers"
+    );
 
     harness.devnet.advance_time(100).await.unwrap();
-    assert_eq!(kept.block_time().await.unwrap(), first, "still within its lifetime");
+    assert_eq!(
+        kept.block_time().await.unwrap(),
+        first,
+        "still within its lifetime"
+    );
     assert_eq!(counter.calls_of("eth_getBlockByNumber"), 1);
     let now = kept.now().await.unwrap();
     assert_eq!(now.block_time(), first);
-    assert!(now.latest() >= unix_now() - 1, "the later of the two clocks");
+    assert!(
+        now.latest() >= unix_now() - 1,
+        "the later of the two clocks"
+    );
 
     let fresh = ChainClock::with_max_age(provider, Duration::ZERO);
     assert!(fresh.block_time().await.unwrap() >= first + 100);

@@ -251,7 +251,10 @@ impl HireService {
         }
         // The escrow judges the deadline by its block time, which may run ahead of ours.
         let refund_deadline = escrow_terms.refund_deadline_unix();
-        let now = self.chain_now(&ctx).await.map_err(|_| chain_unavailable())?;
+        let now = self
+            .chain_now(&ctx)
+            .await
+            .map_err(|_| chain_unavailable())?;
         if now.latest() >= refund_deadline {
             return Err(refund_window_closed(refund_deadline));
         }

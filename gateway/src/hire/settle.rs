@@ -83,7 +83,9 @@ enum ChainView {
     },
     /// Unused, and not valid yet by the chain's clock (its latest block is before
     /// `validAfter`): no settlement can succeed until the chain's time passes it.
-    NotYetValid { valid_after: i64 },
+    NotYetValid {
+        valid_after: i64,
+    },
     /// Used, but not as this payment says (or the transaction could not be found).
     Anomaly(String),
     /// The node could not be asked, or the payment is not on a chain the gateway knows.
@@ -166,7 +168,9 @@ impl HireService {
             }
         }
         if from == ContractState::SettlementUnknown {
-            return self.retry_settlement(ctx, &payment, escrowed.as_ref()).await;
+            return self
+                .retry_settlement(ctx, &payment, escrowed.as_ref())
+                .await;
         }
         if from != ContractState::Settling {
             let event = match from {

@@ -147,8 +147,8 @@ async fn gated_facilitator(devnet: &Devnet, gate: &SettleGate) -> String {
     .await
     .unwrap();
     let gate = gate.clone();
-    let router = hiregate_payments::router(Arc::new(facilitator)).layer(
-        axum::middleware::from_fn(move |request: Request, next: Next| {
+    let router = hiregate_payments::router(Arc::new(facilitator)).layer(axum::middleware::from_fn(
+        move |request: Request, next: Next| {
             let gate = gate.clone();
             async move {
                 if request.uri().path().ends_with("/verify") {
@@ -165,8 +165,8 @@ async fn gated_facilitator(devnet: &Devnet, gate: &SettleGate) -> String {
                 }
                 next.run(request).await
             }
-        }),
-    );
+        },
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -226,9 +226,11 @@ async fn retries_in_place(database: TestDatabase) {
     .await;
     let events_then = env.event_kinds(&contract_id).await;
     let settles_then = gate.settles();
-    eventually(Duration::from_secs(30), "four more /settle retries", || async {
-        (gate.settles() >= settles_then + 4).then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "four more /settle retries",
+        || async { (gate.settles() >= settles_then + 4).then_some(()) },
+    )
     .await;
     assert_eq!(env.state(&contract_id).await, "settlement_unknown");
     assert_eq!(

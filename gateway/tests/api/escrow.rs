@@ -513,7 +513,10 @@ async fn a_refund_past_the_deadline_by_the_chains_clock_is_refused_and_sends_not
         .advance_time(refund_deadline - chain_now + 10)
         .await
         .unwrap();
-    assert!(now() < refund_deadline, "the gateway's clock is before the deadline");
+    assert!(
+        now() < refund_deadline,
+        "the gateway's clock is before the deadline"
+    );
     let payer_before = env.balance(payer).await;
     let sent = env.devnet.transaction_count(operator).await.unwrap();
 
@@ -556,7 +559,10 @@ async fn the_capture_deadline_is_judged_by_the_chains_clock() {
     let EscrowEnv { env, .. } =
         escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
     let contract_id = env
-        .contract(HireEnv::input("capture in time"), json!({"acceptance_window_s": 3600}))
+        .contract(
+            HireEnv::input("capture in time"),
+            json!({"acceptance_window_s": 3600}),
+        )
         .await;
     let (offer, payload) = escrowed_offer_and_payment(&env, &contract_id).await;
     let answer = env

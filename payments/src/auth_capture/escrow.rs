@@ -473,7 +473,9 @@ impl EscrowOperator {
         };
         let outcome = self.send(self.addresses.escrow, call.abi_encode()).await;
         match outcome {
-            Err(EscrowError::Refused(refusal)) => Err(EscrowError::Refused(operator_funds(refusal))),
+            Err(EscrowError::Refused(refusal)) => {
+                Err(EscrowError::Refused(operator_funds(refusal)))
+            }
             other => other,
         }
     }
@@ -514,8 +516,8 @@ impl EscrowOperator {
             Err(refusal) => return Ok(Err(refusal)),
         };
         if allowance >= amount {
-            let simulated = simulate(&self.provider, self.operator, self.addresses.escrow, refund)
-                .await?;
+            let simulated =
+                simulate(&self.provider, self.operator, self.addresses.escrow, refund).await?;
             return Ok(simulated.map(drop).map_err(operator_funds));
         }
         let approve = IErc20Allowance::approveCall {
@@ -523,12 +525,14 @@ impl EscrowOperator {
             value: amount,
         }
         .abi_encode();
-        let calls = [(info.token, approve), (self.addresses.escrow, refund.clone())];
+        let calls = [
+            (info.token, approve),
+            (self.addresses.escrow, refund.clone()),
+        ];
         match simulate_in_one_block(&self.provider, self.operator, &calls).await {
             Ok(outcome) => Ok(outcome.map_err(operator_funds)),
             Err(error) if method_not_supported(&error) => {
-                match simulate(&self.provider, self.operator, self.addresses.escrow, refund)
-                    .await?
+                match simulate(&self.provider, self.operator, self.addresses.escrow, refund).await?
                 {
                     Ok(_) => Ok(Ok(())),
                     Err(Refusal {
@@ -574,8 +578,9 @@ impl EscrowOperator {
         };
         Ok(
             match simulate(&self.provider, self.operator, token, read.abi_encode()).await? {
-                Ok(bytes) => IErc20Allowance::balanceOfCall::abi_decode_returns(&bytes)
-                    .unwrap_or(U256::ZERO),
+                Ok(bytes) => {
+                    IErc20Allowance::balanceOfCall::abi_decode_returns(&bytes).unwrap_or(U256::ZERO)
+                }
                 Err(_) => U256::ZERO,
             },
         )
@@ -645,7 +650,9 @@ impl EscrowOperator {
     /// Simulates from the operator, then sends and waits for the receipt.
     async fn send(&self, to: Address, calldata: Vec<u8>) -> Result<EscrowReceipt, EscrowError> {
         if to == self.addresses.escrow {
-            self.escrow_deployed().await?.map_err(EscrowError::Refused)?;
+            self.escrow_deployed()
+                .await?
+                .map_err(EscrowError::Refused)?;
         }
         if let Err(refusal) = simulate(&self.provider, self.operator, to, calldata.clone()).await? {
             return Err(EscrowError::Refused(refusal));

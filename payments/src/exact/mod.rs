@@ -221,8 +221,7 @@ impl ExactPayment {
     pub fn check_window(&self, now: impl Into<Now>) -> Result<(), Reason> {
         let now = now.into();
         let authorization = &self.payload.authorization;
-        let earliest_valid_before =
-            U256::from(now.latest()) + U256::from(VALID_BEFORE_BUFFER_SECS);
+        let earliest_valid_before = U256::from(now.latest()) + U256::from(VALID_BEFORE_BUFFER_SECS);
         if authorization.valid_before.get() < earliest_valid_before {
             return Err(Reason::ValidBefore);
         }
