@@ -5,6 +5,10 @@
 //! symbol. [`AssetDirectory::lookup`] answers from `chains.<name>.tokens` when the token is
 //! listed there, else reads `name()`, `version()`, `decimals()` and `symbol()` from the chain
 //! once and caches the answer (token metadata does not change).
+//!
+//! It also holds each chain's node and clock ([`AssetDirectory::chain_now`]): payment windows
+//! and escrow deadlines are judged by the chain's block time, as the chain judges them (see
+//! [`hiregate_payments::clock`]).
 
 use std::{
     collections::HashMap,
@@ -17,6 +21,8 @@ use alloy::{
     primitives::{Address, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
 };
+
+use hiregate_payments::{ChainClock, Now};
 
 use crate::config::ChainSettings;
 
@@ -102,6 +108,8 @@ pub enum AssetLookupError {
 
 struct ChainEntry {
     provider: DynProvider,
+    /// The chain's latest block time, read at most once a second and shared by every hire.
+    clock: ChainClock,
     lookback_blocks: Option<u64>,
     listed: HashMap<Address, AssetInfo>,
 }
@@ -156,6 +164,7 @@ impl AssetDirectory {
             entries.insert(
                 chain_id,
                 ChainEntry {
+                    clock: ChainClock::new(provider.clone()),
                     provider,
                     lookback_blocks: chain.settlement_lookback_blocks,
                     listed,
@@ -174,6 +183,33 @@ impl AssetDirectory {
         self.chains
             .get(&chain_id)
             .map(|entry| (entry.provider.clone(), entry.lookback_blocks))
+    }
+
+    /// The present on `chain_id` as the chain will judge a payment's times: its latest block
+    /// time (cached for [`ChainClock::MAX_AGE`], so a hire rarely waits for the node) and the
+    /// local clock. A chain without a node here is judged by the local clock alone.
+    pub async fn chain_now(&self, chain_id: u64) -> Result<Now, alloy::transports::TransportError> {
+        match self.chains.get(&chain_id) {
+            Some(entry) => entry.clock.now().await,
+            None => Ok(Now::from(hiregate_payments::clock::unix_now())),
+        }
+    }
+
+    /// The latest of every configured chain's time and the local clock ([`Now::latest`]), for
+    /// sweeps that compare one time against the deadlines of payments on any chain: each
+    /// deadline is then reached no later than its own chain reaches it. A node that does not
+    /// answer counts with the local clock.
+    pub async fn latest_now(&self) -> i64 {
+        let mut latest = hiregate_payments::clock::unix_now();
+        for entry in self.chains.values() {
+            match entry.clock.now().await {
+                Ok(now) => latest = latest.max(now.latest()),
+                Err(error) => {
+                    tracing::warn!(error = %error, "the chain's clock cannot be read; the local clock stands in");
+                }
+            }
+        }
+        i64::try_from(latest).unwrap_or(i64::MAX)
     }
 
     /// Chain ids this directory can describe.

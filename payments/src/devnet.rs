@@ -142,6 +142,10 @@ pub struct DevnetOptions {
     pub token_symbol: String,
     /// `None`: a block per transaction (fast tests). `Some`: interval mining, like a real chain.
     pub block_time: Option<Duration>,
+    /// How far the chain's clock runs behind the wall clock: anvil starts with its genesis
+    /// block this far in the past and every later block keeps the gap (a chain whose block
+    /// time lags the gateway's clock, as an idle devnet's does). Zero: the wall clock.
+    pub clock_behind: Duration,
     /// Upper bound on waiting for anvil to answer RPC calls.
     pub startup_timeout: Duration,
 }
@@ -154,6 +158,7 @@ impl Default for DevnetOptions {
             token_version: "2".to_owned(),
             token_symbol: "hUSD".to_owned(),
             block_time: None,
+            clock_behind: Duration::ZERO,
             startup_timeout: Duration::from_secs(30),
         }
     }
@@ -231,6 +236,7 @@ impl Devnet {
             &AnvilArgs {
                 chain_id: options.chain_id,
                 block_time: options.block_time,
+                clock_behind: options.clock_behind,
                 startup_timeout: options.startup_timeout,
             },
         )
@@ -566,6 +572,36 @@ impl Devnet {
             .map(drop)
             .map_err(DevnetError::rpc("evm_increaseTime"))?;
         self.mine_block().await
+    }
+
+    /// The next block (the next transaction's, with automine) will carry `timestamp`
+    /// (`evm_setNextBlockTimestamp`): the chain's clock jumps in that very block, and the
+    /// latest block keeps its time until then.
+    pub async fn set_next_block_timestamp(&self, timestamp: u64) -> Result<(), DevnetError> {
+        self.reader
+            .raw_request::<_, serde_json::Value>("evm_setNextBlockTimestamp".into(), (timestamp,))
+            .await
+            .map(drop)
+            .map_err(DevnetError::rpc("evm_setNextBlockTimestamp"))
+    }
+
+    /// The latest block's timestamp: the chain's clock.
+    pub async fn block_time(&self) -> Result<u64, DevnetError> {
+        self.reader
+            .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
+            .await
+            .map_err(DevnetError::rpc("eth_getBlockByNumber"))?
+            .map(|block| block.header.timestamp)
+            .ok_or_else(|| DevnetError::UnexpectedNode("no latest block".into()))
+    }
+
+    /// Transactions sent from `who` and mined (`eth_getTransactionCount` at the latest block).
+    pub async fn transaction_count(&self, who: Address) -> Result<u64, DevnetError> {
+        self.reader
+            .get_transaction_count(who)
+            .latest()
+            .await
+            .map_err(DevnetError::rpc("eth_getTransactionCount"))
     }
 
     /// Transactions waiting in the mempool (`txpool_status`: pending + queued).

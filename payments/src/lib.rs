@@ -12,6 +12,7 @@
 //! | [`offer_receipt`] | the `offer-receipt` extension: signed offers and receipts (EIP-712 signed and verified here; JWS parts for any key) |
 //! | [`extension_responses`] | the `EXTENSION-RESPONSES` header a facilitator answers with |
 //! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings, x402-rs and Permit2 spellings read as the same codes), open to unknown strings |
+//! | [`clock`] | which clock judges a payment's times ([`Now`]: the chain's block time for `validAfter`, the later clock for deadlines) and [`ChainClock`], a chain's latest block time cached for hot paths |
 //! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node; concurrent verifications share Multicall3 calls) |
 //! | [`permit2`] | `exact` over Permit2 for any ERC-20 and the `upto` scheme: payload, checks, the `eip2612GasSponsoring` extension, the proxies' settlement calls, client signing, what the chain says a permit moved ([`permit2::ledger`]), and [`permit2::upto::settle_request`] for settling a verified amount |
 //! | [`auth_capture`] | the `auth-capture` scheme on base/commerce-payments' `AuthCaptureEscrow` v1.0: `extra` ([`AuthCaptureExtra`]), payload with salt, [`PaymentInfo`] and its hashes (signed nonce, `getHash`), client signing, the spec's verification order, the operator's escrow calls ([`EscrowOperator`]: capture, void, refund…) and the chain's view of a payment (`paymentState`, events) |
@@ -64,6 +65,7 @@
 //! (selectors, typehash, reason strings, the 6 s buffer) were taken from the references.
 
 pub mod auth_capture;
+pub mod clock;
 pub mod exact;
 pub mod extension;
 pub mod extension_responses;
@@ -88,6 +90,7 @@ pub use auth_capture::{
     AUTH_CAPTURE_SCHEME, AuthCaptureExtra, AuthCapturePayload, AuthCapturePayment, EscrowAddresses,
     PaymentInfo,
 };
+pub use clock::{ChainClock, Now};
 pub use exact::sign::{SignError, SignOptions, sign_exact_payment, sign_exact_payment_with};
 pub use exact::{ExactEvmPayload, ExactPayment, PaymentKey, precheck};
 pub use extension::{PaymentIdentifier, PaymentIdentifierError};

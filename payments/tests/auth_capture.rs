@@ -526,6 +526,189 @@ mod onchain {
         ));
     }
 
+    /// A refund the escrow would refuse is found out before anything is sent, the collector's
+    /// approval included: by the escrow's own reason (the refund deadline by the chain's clock,
+    /// an operator wallet that cannot fund it), with the operator's transaction count unmoved.
+    /// The approval and the refund are simulated in one block (`eth_simulateV1`) while the
+    /// allowance is short; a node without that method gets the refund simulated alone.
+    #[tokio::test]
+    async fn a_refund_is_simulated_whole_before_anything_is_sent() {
+        use hiregate_payments::devnet::rpc_counter::RpcCounter;
+        let env = Escrowed::start().await;
+        let payer = env.payer(AMOUNT).await;
+        let payload = env.sign(&payer).await;
+        let settled = env
+            .facilitator
+            .settle(&env.request(payload.clone()))
+            .await
+            .unwrap();
+        assert!(settled.success, "{settled:?}");
+        let info = env.info(&payload);
+        env.operator
+            .capture(&info, U256::from(AMOUNT), 0, env.treasury)
+            .await
+            .unwrap();
+        // The same operator through a node that has no `eth_simulateV1` (the proxy answers
+        // "method not found" for it: a fault anvil cannot produce).
+        let without_simulate = RpcCounter::refusing(env.devnet.rpc_url().clone(), "eth_simulateV1")
+            .await
+            .unwrap();
+        let staged = EscrowOperator::new(
+            ProviderBuilder::new()
+                .wallet(env.operator_key.clone())
+                .connect_http(without_simulate.url())
+                .erased(),
+            env.devnet.chain_id(),
+            env.chain.escrow_addresses(),
+            env.operator_key.address(),
+        );
+        let operator = env.operator_key.address();
+        let sent = env.devnet.transaction_count(operator).await.unwrap();
+        let amount = U256::from(AMOUNT);
+        for simulating in [&env.operator, &staged] {
+            // No allowance and no tokens: the wallet cannot fund it.
+            let unfunded = simulating.simulate_refund(&info, amount).await.unwrap();
+            assert_eq!(unfunded.map_err(|r| r.reason), Err(Reason::RefundNotFunded));
+            let too_much = simulating
+                .simulate_refund(&info, amount + U256::from(1))
+                .await
+                .unwrap();
+            assert_eq!(
+                too_much.map_err(|r| r.reason),
+                Err(Reason::RefundExceedsCapture)
+            );
+        }
+        env.devnet.mint(operator, amount).await.unwrap();
+        for simulating in [&env.operator, &staged] {
+            // Funded, not yet approved: the approval then the refund would pass.
+            assert_eq!(
+                simulating.simulate_refund(&info, amount).await.unwrap(),
+                Ok(())
+            );
+        }
+        assert_eq!(without_simulate.calls_of("eth_simulateV1"), 0);
+
+        // Past the refund deadline by the chain's clock (a day and more), whatever ours says.
+        env.rpc("evm_increaseTime", json!([86_500])).await;
+        env.rpc("evm_mine", json!([])).await;
+        for simulating in [&env.operator, &staged] {
+            let late = simulating.simulate_refund(&info, amount).await.unwrap();
+            assert_eq!(
+                late.map_err(|r| r.reason),
+                Err(Reason::RefundDeadlineExpired)
+            );
+        }
+        assert_eq!(
+            env.devnet.transaction_count(operator).await.unwrap(),
+            sent,
+            "nothing was sent"
+        );
+        // With the allowance in place a plain simulation of the refund says the same.
+        env.operator
+            .ensure_refund_allowance(env.devnet.token(), amount)
+            .await
+            .unwrap()
+            .expect("approved");
+        let late = env.operator.simulate_refund(&info, amount).await.unwrap();
+        assert_eq!(
+            late.map_err(|r| r.reason),
+            Err(Reason::RefundDeadlineExpired)
+        );
+        let sent = env
+            .operator
+            .refund(
+                &info,
+                amount,
+                env.operator.addresses().operator_refund_collector,
+                Bytes::new(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(sent.reason(), Some(&Reason::RefundDeadlineExpired));
+        assert_eq!(env.balance(operator).await, amount, "nothing refunded");
+    }
+
+    /// An escrow address that holds no code (the offer names an escrow not deployed on this
+    /// chain) is refused with the scheme's own reason before any simulation, and the operator
+    /// sends nothing to it.
+    #[tokio::test]
+    async fn an_escrow_address_without_code_is_refused_with_an_auth_capture_reason() {
+        let nowhere = PrivateKeySigner::random().address();
+        let env = Escrowed::start_with(|extra| extra.auth_capture_escrow = Some(nowhere)).await;
+        let facilitator = env
+            .facilitator_with(|chain| chain.escrow = Some(nowhere))
+            .await;
+        let payer = env.payer(AMOUNT).await;
+        let addresses = EscrowAddresses {
+            escrow: nowhere,
+            ..env.chain.escrow_addresses()
+        };
+        let payload = sign_auth_capture_payment(
+            &payer,
+            &env.requirements,
+            None,
+            unix_now(),
+            &AuthCaptureSignOptions {
+                addresses: Some(addresses),
+                ..AuthCaptureSignOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        let request = env.request(payload.clone());
+        let verdict = facilitator.verify(&request).await.unwrap();
+        assert_eq!(
+            verdict.invalid_reason,
+            Some(Reason::InvalidAuthCaptureExtra),
+            "{verdict:?}"
+        );
+        assert!(
+            verdict
+                .invalid_message
+                .as_deref()
+                .is_some_and(|m| m.contains("no escrow")),
+            "{verdict:?}"
+        );
+        let settled = facilitator.settle(&request).await.unwrap();
+        assert_eq!(settled.error_reason, Some(Reason::InvalidAuthCaptureExtra));
+
+        let operator = EscrowOperator::new(
+            ProviderBuilder::new()
+                .wallet(env.operator_key.clone())
+                .connect_http(env.devnet.rpc_url().clone())
+                .erased(),
+            env.devnet.chain_id(),
+            addresses,
+            env.operator_key.address(),
+        );
+        let info = AuthCapturePayment::parse(&payload, &env.requirements, addresses)
+            .unwrap()
+            .info;
+        let sent = env
+            .devnet
+            .transaction_count(env.operator_key.address())
+            .await
+            .unwrap();
+        let void = operator.void(&info).await.unwrap_err();
+        assert_eq!(void.reason(), Some(&Reason::InvalidAuthCaptureExtra));
+        assert_eq!(
+            operator
+                .simulate_refund(&info, U256::from(AMOUNT))
+                .await
+                .unwrap()
+                .map_err(|r| r.reason),
+            Err(Reason::InvalidAuthCaptureExtra)
+        );
+        assert_eq!(
+            env.devnet
+                .transaction_count(env.operator_key.address())
+                .await
+                .unwrap(),
+            sent
+        );
+        assert_eq!(env.balance(payer.address()).await, U256::from(AMOUNT));
+    }
+
     #[tokio::test]
     async fn refusals_from_the_chain_have_stable_reasons() {
         let env = Escrowed::start().await;

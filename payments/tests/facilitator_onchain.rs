@@ -202,6 +202,91 @@ async fn valid_after_in_the_future_is_refused() {
     assert_refused(&harness, payload, Reason::ValidAfter).await;
 }
 
+/// The chain's clock 17 minutes behind the facilitator's (anvil keeps every block that far
+/// behind): a payment valid from 10 minutes ago by the facilitator's clock is not valid yet by
+/// the chain's, which is what the token judges, so it is refused as not yet valid (not as a
+/// failed simulation), by verify and settle alike; one valid by the chain's clock settles.
+#[tokio::test]
+async fn valid_after_is_judged_by_the_chains_clock() {
+    let harness = Harness::start_with(hiregate_payments::devnet::DevnetOptions {
+        clock_behind: std::time::Duration::from_secs(17 * 60),
+        ..Default::default()
+    })
+    .await;
+    let chain_now = harness.devnet.block_time().await.unwrap();
+    assert!(
+        chain_now + 17 * 60 - 60 <= unix_now(),
+        "the chain's clock lags"
+    );
+    let payer = harness.payer(5 * AMOUNT).await;
+    let ten_minutes_ago = SignOptions {
+        valid_after: Some(unix_now() - 600),
+        ..SignOptions::default()
+    };
+    let early = harness
+        .sign(&payer, &harness.requirements, &ten_minutes_ago)
+        .await;
+    assert_refused(&harness, early, Reason::ValidAfter).await;
+
+    let by_the_chain = SignOptions {
+        valid_after: Some(chain_now - 600),
+        ..SignOptions::default()
+    };
+    let payload = harness
+        .sign(&payer, &harness.requirements, &by_the_chain)
+        .await;
+    let facilitator = harness.facilitator().await;
+    let request = harness.request(payload);
+    let verdict = facilitator.verify(&request).await.unwrap();
+    assert!(verdict.is_valid, "{verdict:?}");
+    let settled = facilitator.settle(&request).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}
+
+/// The chain's clock is the latest block's time, asked once per reading's lifetime however many
+/// callers ask at once, and never read backwards.
+#[tokio::test]
+async fn the_chains_clock_is_read_once_per_reading_and_shared() {
+    use hiregate_payments::ChainClock;
+    use std::time::Duration;
+    let harness = Harness::start().await;
+    let counter = RpcCounter::start(harness.devnet.rpc_url().clone())
+        .await
+        .unwrap();
+    let provider = alloy::providers::ProviderBuilder::new()
+        .connect_http(counter.url())
+        .erased();
+    let kept = ChainClock::with_max_age(provider.clone(), Duration::from_secs(3_600));
+    let readings = join_all((0..20).map(|_| kept.block_time())).await;
+    let first = *readings[0].as_ref().unwrap();
+    assert!(readings.iter().all(|r| r.as_ref().ok() == Some(&first)));
+    assert_eq!(first, harness.devnet.block_time().await.unwrap());
+    assert_eq!(
+        counter.calls_of("eth_getBlockByNumber"),
+        1,
+        "one read for twenty callers"
+    );
+
+    harness.devnet.advance_time(100).await.unwrap();
+    assert_eq!(
+        kept.block_time().await.unwrap(),
+        first,
+        "still within its lifetime"
+    );
+    assert_eq!(counter.calls_of("eth_getBlockByNumber"), 1);
+    let now = kept.now().await.unwrap();
+    assert_eq!(now.block_time(), first);
+    assert!(
+        now.latest() >= unix_now() - 1,
+        "the later of the two clocks"
+    );
+
+    let fresh = ChainClock::with_max_age(provider, Duration::ZERO);
+    assert!(fresh.block_time().await.unwrap() >= first + 100);
+    assert_eq!(counter.calls_of("eth_getBlockByNumber"), 2);
+}
+
 /// Signs `authorization` under `domain` and wraps it as a payment for `accepted`.
 async fn payload_signed_under(
     payer: &PrivateKeySigner,

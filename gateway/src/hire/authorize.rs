@@ -73,7 +73,11 @@ impl HireService {
                 retry_after_s: 60,
             }));
         };
-        let now = u64::try_from(Utc::now().timestamp()).unwrap_or(0);
+        // The spec's times (validAfter, validBefore, captureDeadline) by the chain's clock.
+        let now = match self.chain_now(ctx).await {
+            Ok(now) => now,
+            Err(unavailable) => return Ok(Step::Done(unavailable)),
+        };
         let payment = match precheck(
             submission.payload,
             requirements,

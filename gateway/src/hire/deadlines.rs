@@ -13,7 +13,9 @@
 //! | `disputed` | the arbiter stayed silent: decision `void` by `system` (`arbiter_silent`) → `voided`, payment `voided` (see [`super::disputes`]) |
 //!
 //! For an escrowed payment `validBefore` is the escrow's capture deadline: the same actions
-//! then capture or void on chain before the escrow stops allowing a capture.
+//! then capture or void on chain before the escrow stops allowing a capture. "Now" is the later
+//! of the chains' latest block time and the local clock: the chain judges these deadlines by
+//! its block time, which may run ahead of the gateway's clock.
 //!
 //! [`run_long_running_work`] runs poll jobs, this sweep, crash recovery (see `recovery`), the
 //! escrow sweep (see `release`) and the queue dispatcher (see [`super::queue`]) every
@@ -21,7 +23,6 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -36,11 +37,13 @@ impl HireService {
     /// One round of the authorization sweep; returns how many contracts it changed.
     pub async fn sweep_deadlines(&self) -> Result<usize, StoreError> {
         let inner = &self.inner;
-        let now = Utc::now();
+        // An authorization dies at `validBefore` (an escrow stops capturing at its deadline) by
+        // the chain's clock: when the chain runs ahead of ours, so must the sweep.
+        let now = inner.assets.latest_now().await;
         let margin = i64::try_from(inner.config.contracts.settlement_margin_s).unwrap_or(i64::MAX);
         let due = inner
             .store
-            .contracts_with_authorization_due(now.timestamp().saturating_add(margin), BATCH)
+            .contracts_with_authorization_due(now.saturating_add(margin), BATCH)
             .await?;
         let mut changed = 0;
         for contract in &due {

@@ -725,6 +725,8 @@ impl HireService {
                 "transaction": p.settle_tx,
                 "started_at": started,
                 "response": p.settle_response,
+                // Retries of an unknown outcome: counted here, not written to the event log.
+                "retries": contract.settlement_retries,
             }))),
             "dispute": dispute.as_ref().map(disputes::dispute_view),
             "receipt": null,

@@ -7,7 +7,7 @@ use hiregate_contracts::{
     state::{ContractEvent, ContractState},
 };
 use hiregate_payments::{
-    PaymentPayload, VerifyRequest, decode_header, precheck, wire::PaymentRequirements,
+    Now, PaymentPayload, VerifyRequest, decode_header, precheck, wire::PaymentRequirements,
 };
 use serde_json::{Value, json};
 
@@ -145,7 +145,10 @@ impl HireService {
             }
         };
         let key = StoredKey::of(&key);
-        let now = u64::try_from(Utc::now().timestamp()).unwrap_or(0);
+        let now = match self.chain_now(ctx).await {
+            Ok(now) => now,
+            Err(unavailable) => return Ok(Step::Done(unavailable)),
+        };
         let refusal = self.authorization_refusal(ctx, &payload, requirements, now);
         // The facilitator's verdict is read-only, so it is asked alongside the store's two
         // reads: one wait instead of three. It is used only when neither read answers first.
@@ -262,14 +265,28 @@ impl HireService {
         Box::pin(self.forward(ctx)).await
     }
 
+    /// The present on the contract's chain, as the chain will judge the payment's window:
+    /// `validAfter` by its latest block, `validBefore` by the later of that and the local
+    /// clock (see [`hiregate_payments::clock`]). The chain's time is cached per chain for about
+    /// a second, so a paid hire costs no node round trip of its own except the one hire a
+    /// second that refreshes it. A node that cannot be asked leaves the payment unjudged: 503,
+    /// nothing stored.
+    pub(super) async fn chain_now(&self, ctx: &Ctx) -> Result<Now, Reply> {
+        let chain_id = ctx.terms.price().network().chain_id();
+        self.inner.assets.chain_now(chain_id).await.map_err(|error| {
+            tracing::warn!(contract_id = %ctx.contract_id, error = %error, "the chain's clock cannot be read");
+            facilitator_unavailable("the chain's clock cannot be read")
+        })
+    }
+
     /// Why an `exact` payment's authorization is refused before anyone verifies it (its fields
-    /// against the offer, its validity window), if it is.
+    /// against the offer, its validity window by the chain's clock), if it is.
     fn authorization_refusal(
         &self,
         ctx: &Ctx,
         payload: &PaymentPayload,
         requirements: &PaymentRequirements,
-        now: u64,
+        now: Now,
     ) -> Option<Reply> {
         if let Err(reason) = precheck(payload, requirements, now) {
             return Some(Self::refuse_payment(
@@ -284,7 +301,10 @@ impl HireService {
             Err(reason) => return Some(internal(reason.as_str().to_owned())),
         };
         let authorization = &exact.authorization;
+        // The chain kills the authorization at `validBefore` by its own clock: the window is
+        // measured from the later of the two clocks.
         let earliest_valid_before = now
+            .latest()
             .saturating_add(requirements.max_timeout_seconds)
             .saturating_sub(SIGNING_SLACK_S);
         if authorization.valid_before.get() < U256::from(earliest_valid_before) {
@@ -302,6 +322,7 @@ impl HireService {
         // A far validBefore would let a contract lie in a working state for years after a
         // crash, and the authorization window is what every deadline of the hire is sized by.
         let latest_valid_before = now
+            .latest()
             .saturating_add(self.inner.config.contracts.max_authorization_window_s)
             .saturating_add(VALID_BEFORE_SKEW_S);
         if authorization.valid_before.get() > U256::from(latest_valid_before) {

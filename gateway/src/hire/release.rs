@@ -17,6 +17,8 @@ use chrono::Utc;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use serde_json::json;
 
+use hiregate_payments::{EscrowError, Reason, auth_capture::Refusal};
+
 use super::{
     HireService,
     escrow::{EscrowView, EscrowedPayment},
@@ -247,21 +249,20 @@ impl HireService {
                 details: json!({"state": contract.state}),
             });
         }
-        let now = Utc::now().timestamp();
-        if now >= i64::try_from(escrow_terms.refund_deadline_unix()).unwrap_or(i64::MAX) {
-            return Err(ApiError::ConflictWithDetails {
-                code: "refund_window_closed",
-                message: "the escrow's refund deadline has passed".to_owned(),
-                details: json!({"refund_deadline": escrow_terms.refund_deadline_unix()}),
-            });
+        // The escrow judges the deadline by its block time, which may run ahead of ours.
+        let refund_deadline = escrow_terms.refund_deadline_unix();
+        let now = self
+            .chain_now(&ctx)
+            .await
+            .map_err(|_| chain_unavailable())?;
+        if now.latest() >= refund_deadline {
+            return Err(refund_window_closed(refund_deadline));
         }
         let escrowed = self
             .escrowed_payment(&ctx, &payment)
             .map_err(|why| ApiError::internal(anyhow::anyhow!(why)))?;
-        store
-            .set_payment_release(&payment.payment_id, "refunding", None, Utc::now())
+        self.send_refund(&ctx, &payment, &escrowed, refund_deadline)
             .await?;
-        self.send_refund(&ctx, &payment, &escrowed).await?;
         match self
             .finish_refund(&ctx, &payment, &escrowed, reason)
             .await?
@@ -282,12 +283,14 @@ impl HireService {
         }
     }
 
-    /// Approve and send the refund unless the events show it already happened.
+    /// Simulate the whole refund, then approve and send it, unless the events show it already
+    /// happened. Nothing is stored or sent for a refund the escrow would refuse.
     async fn send_refund(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
         escrowed: &EscrowedPayment<'_>,
+        refund_deadline: u64,
     ) -> Result<(), ApiError> {
         let amount = escrowed.payment.payload.authorization.value.get();
         match self.escrow_view(escrowed).await {
@@ -300,27 +303,59 @@ impl HireService {
                 )));
             }
             Err(why) => {
-                return Err(ApiError::Unavailable {
-                    code: "chain_unavailable",
-                    message: format!("the escrow cannot be asked now ({why}); nothing was sent"),
-                    retry_after_s: 5,
-                });
+                tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "escrow unreadable; refund not sent");
+                return Err(chain_unavailable());
             }
         }
         let (_turn, operator) = escrowed.operator.turn().await;
-        let refused = |reason: &str| ApiError::ConflictWithDetails {
-            code: "refund_not_funded",
-            message: format!(
-                "the operator's wallet cannot fund the refund ({reason}); nothing was refunded"
-            ),
-            details: json!({"operator": operator.operator().to_checksum(None), "amount": payment.amount}),
+        let refused = |refusal: &Refusal| {
+            refund_refusal(
+                refusal,
+                operator.operator(),
+                &payment.amount,
+                refund_deadline,
+            )
         };
-        if let Err(error) = operator
+        // The approval below is a transaction: it is sent only for a refund that would pass.
+        match operator
+            .simulate_refund(&escrowed.payment.info, amount)
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(refusal)) => {
+                tracing::info!(contract_id = %ctx.contract_id, reason = %refusal.reason, "the escrow would refuse the refund; nothing sent");
+                return Err(refused(&refusal));
+            }
+            Err(error) => {
+                tracing::warn!(contract_id = %ctx.contract_id, error = %error, "refund not simulated; nothing sent");
+                return Err(chain_unavailable());
+            }
+        }
+        self.inner
+            .store
+            .set_payment_release(&payment.payment_id, "refunding", None, Utc::now())
+            .await?;
+        let back_to_settled = || async {
+            // Nothing moved: settled as it was.
+            self.inner
+                .store
+                .set_payment_release(&payment.payment_id, "settled", None, Utc::now())
+                .await
+        };
+        match operator
             .ensure_refund_allowance(escrowed.payment.info.token, amount)
             .await
         {
-            tracing::warn!(contract_id = %ctx.contract_id, error = %error, "refund allowance not set");
-            return Err(refused(error.reason().map_or("chain", |r| r.as_str())));
+            Ok(_) => {}
+            Err(EscrowError::Refused(refusal)) => {
+                back_to_settled().await?;
+                return Err(refused(&refusal));
+            }
+            Err(error) => {
+                tracing::warn!(contract_id = %ctx.contract_id, error = %error, "refund allowance not confirmed");
+                back_to_settled().await?;
+                return Err(chain_unavailable());
+            }
         }
         let collector = operator.addresses().operator_refund_collector;
         match operator
@@ -336,13 +371,9 @@ impl HireService {
                 tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, "escrow refunded");
                 Ok(())
             }
-            Err(hiregate_payments::auth_capture::escrow::EscrowError::Refused(refusal)) => {
-                // Back to settled-as-is: nothing moved.
-                self.inner
-                    .store
-                    .set_payment_release(&payment.payment_id, "settled", None, Utc::now())
-                    .await?;
-                Err(refused(refusal.reason.as_str()))
+            Err(EscrowError::Refused(refusal)) => {
+                back_to_settled().await?;
+                Err(refused(&refusal))
             }
             Err(error) => {
                 tracing::warn!(contract_id = %ctx.contract_id, error = %error, "refund outcome unknown");
@@ -419,7 +450,9 @@ impl HireService {
             }
         }
         for payment in store
-            .escrow_payments_past_deadline(self.escrow_clock().await, BATCH)
+            // Now as the escrow judges deadlines: the chains' block time, or the local clock
+            // when it is later.
+            .escrow_payments_past_deadline(self.inner.assets.latest_now().await, BATCH)
             .await?
         {
             looked += 1;
@@ -428,25 +461,6 @@ impl HireService {
             }
         }
         Ok(looked)
-    }
-
-    /// Now as the escrow judges deadlines: the latest block time of the operated chains, or
-    /// the wall clock when it is later (or no node answers).
-    async fn escrow_clock(&self) -> i64 {
-        use alloy::providers::Provider as _;
-        let mut now = Utc::now().timestamp();
-        for chain_id in self.inner.escrow.chain_ids() {
-            let Some((provider, _)) = self.inner.assets.chain(chain_id) else {
-                continue;
-            };
-            if let Ok(Some(block)) = provider
-                .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
-                .await
-            {
-                now = now.max(i64::try_from(block.header.timestamp).unwrap_or(i64::MAX));
-            }
-        }
-        now
     }
 
     async fn locked_ctx(
@@ -509,5 +523,68 @@ impl HireService {
                 Ok(())
             }
         }
+    }
+}
+
+fn chain_unavailable() -> ApiError {
+    ApiError::Unavailable {
+        code: "chain_unavailable",
+        message: "the chain cannot be asked now; nothing was sent".to_owned(),
+        retry_after_s: 5,
+    }
+}
+
+fn refund_window_closed(refund_deadline: u64) -> ApiError {
+    ApiError::ConflictWithDetails {
+        code: "refund_window_closed",
+        message: "the escrow's refund deadline has passed by the chain's clock".to_owned(),
+        details: json!({"refund_deadline": refund_deadline}),
+    }
+}
+
+/// The answer to a refund the escrow refused (in simulation, or its approval's), by the
+/// escrow's reason: a closed window and an operator wallet that cannot fund it have their own
+/// codes; every other revert is a 409 named by its stable escrow reason (e.g.
+/// `refund_exceeds_capture`, `invalid_capture_authorizer`, `invalid_auth_capture_extra` for an
+/// escrow address without code). Nothing was refunded in any case.
+fn refund_refusal(
+    refusal: &Refusal,
+    operator: alloy::primitives::Address,
+    amount: &str,
+    refund_deadline: u64,
+) -> ApiError {
+    let message = refusal.message.clone();
+    match refusal.reason {
+        Reason::RefundDeadlineExpired => refund_window_closed(refund_deadline),
+        Reason::RefundNotFunded | Reason::InsufficientBalance => ApiError::ConflictWithDetails {
+            code: "refund_not_funded",
+            message: "the operator's wallet cannot fund the refund; nothing was refunded"
+                .to_owned(),
+            details: json!({
+                "operator": operator.to_checksum(None),
+                "amount": amount,
+                "escrow_message": message,
+            }),
+        },
+        ref reason => ApiError::ConflictWithDetails {
+            code: escrow_code(reason),
+            message: format!("the escrow refuses the refund ({reason}); nothing was refunded"),
+            details: json!({"reason": reason.as_str(), "escrow_message": message}),
+        },
+    }
+}
+
+/// The escrow's stable reason as a `'static` error code (`refund_refused` for one outside the
+/// escrow's vocabulary).
+fn escrow_code(reason: &Reason) -> &'static str {
+    match reason {
+        Reason::RefundExceedsCapture => "refund_exceeds_capture",
+        Reason::InvalidCaptureAuthorizer => "invalid_capture_authorizer",
+        Reason::InvalidCollector => "invalid_collector",
+        Reason::TokenCollectionFailed => "token_collection_failed",
+        Reason::InvalidAuthCaptureExtra => "invalid_auth_capture_extra",
+        Reason::ZeroAuthorization => "zero_authorization",
+        Reason::AmountOverflow => "amount_overflow",
+        _ => "refund_refused",
     }
 }

@@ -13,7 +13,13 @@
 //! | cancelled by the payer, or unused and the latest block is past `validBefore` | `settlement_failed`: it can never move |
 //! | unused and still usable, the facilitator refused, the payer's balance is short, and no transaction of ours is in flight | `settlement_failed` |
 //! | unused and still usable otherwise (e.g. a transaction still in the mempool) | `settlement_unknown`: the sweep asks the chain again, then `/settle` again with the same payload |
+//! | unused and not valid yet by the chain's clock (its latest block is before `validAfter`) | `settlement_unknown`, and nothing is sent again until the chain's clock passes it |
 //! | the node cannot be asked | `settlement_unknown` |
+//!
+//! A `settlement_unknown` contract is retried in place (see [`HireService::retry_settlement`]):
+//! the contract counts the retry (`settlement_retries`, shown as `settlement.retries`) and no
+//! event is written until the outcome changes, so a retry that cannot succeed yet waits without
+//! growing the event log.
 //!
 //! "Used" never depends on who broadcast: a settle that timed out after the transfer, a crashed
 //! instance's transaction mined late, or another facilitator's all read the same on chain, and
@@ -22,6 +28,7 @@
 use std::{str::FromStr, time::Duration};
 
 use alloy::primitives::{Address, B256, TxHash, U256};
+use chrono::Utc;
 use hiregate_contracts::state::{ContractEvent, ContractState, DisputeDecision};
 use hiregate_payments::{
     Network, PaymentPayload, Reason, SettleRequest, SettleResponse,
@@ -73,6 +80,11 @@ enum ChainView {
     /// Unused and still usable as of the latest block.
     Usable {
         payer_short: bool,
+    },
+    /// Unused, and not valid yet by the chain's clock (its latest block is before
+    /// `validAfter`): no settlement can succeed until the chain's time passes it.
+    NotYetValid {
+        valid_after: i64,
     },
     /// Used, but not as this payment says (or the transaction could not be found).
     Anomaly(String),
@@ -131,6 +143,22 @@ impl HireService {
                     return self.record_settlement(ctx, from, &payment, decision).await;
                 }
                 ChainView::Usable { .. } => {}
+                ChainView::NotYetValid { valid_after } => {
+                    // No settlement can succeed before the chain's clock reaches `validAfter`:
+                    // wait, sending nothing and counting nothing.
+                    let reason = format!(
+                        "the authorization is not valid before {valid_after} by the chain's clock"
+                    );
+                    if from == ContractState::SettlementUnknown {
+                        tracing::info!(contract_id = %ctx.contract_id, %reason, "settlement waits for the chain's clock");
+                        return Ok(Step::Done(self.in_progress(ctx, from)));
+                    }
+                    let decision = Decision::Unknown {
+                        reason,
+                        response: None,
+                    };
+                    return self.record_settlement(ctx, from, &payment, decision).await;
+                }
                 ChainView::Anomaly(why) | ChainView::Unreachable(why) => {
                     if from == ContractState::SettlementUnknown {
                         tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "settlement still unknown");
@@ -139,9 +167,13 @@ impl HireService {
                 }
             }
         }
+        if from == ContractState::SettlementUnknown {
+            return self
+                .retry_settlement(ctx, &payment, escrowed.as_ref())
+                .await;
+        }
         if from != ContractState::Settling {
             let event = match from {
-                ContractState::SettlementUnknown => ContractEvent::SettlementRetried,
                 // A dispute decided "settle" (by replay or the arbiter) settles with the same
                 // payment.
                 ContractState::Disputed => ContractEvent::DisputeResolved {
@@ -201,15 +233,60 @@ impl HireService {
         payment: &PaymentRecord,
         escrowed: Option<&EscrowedPayment<'_>>,
     ) -> Result<Step, Reply> {
-        let decision = match escrowed {
+        let decision = self.settlement_decision(ctx, payment, escrowed).await;
+        self.record_settlement(ctx, ContractState::Settling, payment, decision)
+            .await
+    }
+
+    /// One more try of a `settlement_unknown` contract's settlement, the chain having shown the
+    /// money unmoved and still usable. The contract stays `settlement_unknown` while it is
+    /// tried: a retry is not a state change, so it appends no event (a retry that keeps
+    /// failing would otherwise grow the log by two events per round, without bound); the
+    /// contract counts it instead, and the claim that counts it is what lets one instance
+    /// retry at a time, at most once per `contracts.recovery_grace_ms`. Only an outcome (settled,
+    /// failed) is recorded as an event. A crash meanwhile leaves `settlement_unknown`, which is
+    /// exactly "`/settle` may have been called: ask the chain first".
+    async fn retry_settlement(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        escrowed: Option<&EscrowedPayment<'_>>,
+    ) -> Result<Step, Reply> {
+        let now = Utc::now();
+        let grace = chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
+            .unwrap_or(chrono::Duration::zero());
+        let Some(retry) = self
+            .inner
+            .store
+            .claim_settlement_retry(&ctx.contract_id, now - grace, now)
+            .await?
+        else {
+            // Retried less than the grace ago (here or on another instance), or moved on.
+            return Ok(Step::Done(
+                self.in_progress(ctx, ContractState::SettlementUnknown),
+            ));
+        };
+        tracing::info!(contract_id = %ctx.contract_id, retry, "settlement retried");
+        let decision = self.settlement_decision(ctx, payment, escrowed).await;
+        self.record_settlement(ctx, ContractState::SettlementUnknown, payment, decision)
+            .await
+    }
+
+    /// Send the settlement (`/settle`, or the escrow's capture) and decide from the chain what
+    /// came of it.
+    async fn settlement_decision(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        escrowed: Option<&EscrowedPayment<'_>>,
+    ) -> Decision {
+        match escrowed {
             Some(escrowed) => self.capture(ctx, payment, escrowed).await,
             None => {
                 let outcome = self.call_settle(ctx, payment).await;
                 self.decide(ctx, payment, outcome).await
             }
-        };
-        self.record_settlement(ctx, ContractState::Settling, payment, decision)
-            .await
+        }
     }
 
     /// The escrow's `capture` of everything locked, at the terms' fee to the terms' treasury;
@@ -345,6 +422,13 @@ impl HireService {
                 ),
                 response,
             },
+            ChainView::NotYetValid { valid_after } => Decision::Unknown {
+                reason: format!(
+                    "facilitator: {facilitator_said}; the authorization is not valid before \
+                     {valid_after} by the chain's clock"
+                ),
+                response,
+            },
             ChainView::Anomaly(why) | ChainView::Unreachable(why) => Decision::Unknown {
                 reason: format!("facilitator: {facilitator_said}; chain: {why}"),
                 response,
@@ -423,8 +507,14 @@ impl HireService {
             }
             AuthorizationOnChain::Canceled => Ok(ChainView::Dead("authorization_canceled")),
             AuthorizationOnChain::Unused { block_timestamp } => {
-                if i64::try_from(block_timestamp).unwrap_or(i64::MAX) >= payment.valid_before {
+                let block_time = i64::try_from(block_timestamp).unwrap_or(i64::MAX);
+                if block_time >= payment.valid_before {
                     return Ok(ChainView::Dead("authorization_expired"));
+                }
+                if block_time < payment.valid_after {
+                    return Ok(ChainView::NotYetValid {
+                        valid_after: payment.valid_after,
+                    });
                 }
                 if let Some(transaction) = own_broadcast
                     && transaction_pending(&provider, transaction)
@@ -519,15 +609,28 @@ impl HireService {
                 json!({"reason": reason}),
             ),
         };
-        if from == ContractState::SettlementUnknown && state == ContractState::SettlementUnknown {
-            return Ok(Step::Done(self.in_progress(ctx, state)));
-        }
         let broadcast = transaction.clone().or_else(|| {
             response
                 .as_ref()
                 .map(|r| r.transaction.clone())
                 .filter(|t| !t.is_empty())
         });
+        if from == ContractState::SettlementUnknown && state == ContractState::SettlementUnknown {
+            // No state change, no event: what the retry learned (a transaction the facilitator
+            // broadcast, which later rounds must know is in flight) is kept in place.
+            tracing::warn!(contract_id = %ctx.contract_id, %details, "settlement retry decided nothing");
+            let response = response.and_then(|r| serde_json::to_value(r).ok());
+            self.inner
+                .store
+                .note_settlement_answer(
+                    &payment.payment_id,
+                    broadcast.as_deref(),
+                    response.as_ref(),
+                    Utc::now(),
+                )
+                .await?;
+            return Ok(Step::Done(self.in_progress(ctx, state)));
+        }
         let record = self.event(ctx, "gateway", kind.name(), details);
         let applied = self
             .inner

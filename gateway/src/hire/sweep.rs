@@ -2,8 +2,10 @@
 //! retries settlements whose outcome was unknown, so no verified payment is left to expire.
 //!
 //! Safe with several instances: each settlement starts with the database's compare-and-set
-//! into `settling`, so one instance settles a contract; a retry resubmits the same payload, which
-//! the facilitator settles at most once (the EIP-3009 nonce can be used once on chain).
+//! into `settling`, and each retry of a `settlement_unknown` one with a claim that counts it in
+//! place (no event; see `settle`), so one instance settles or retries a contract at a time; a
+//! retry resubmits the same payload, which the facilitator settles at most once (the EIP-3009
+//! nonce can be used once on chain).
 
 use std::time::Duration;
 

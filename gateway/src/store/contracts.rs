@@ -83,6 +83,8 @@ pub struct ContractRecord {
     pub correlation_id: Option<String>,
     /// Since when a paid contract waits in its worker's queue (`None`: not queued).
     pub queued_at: Option<DateTime<Utc>>,
+    /// Retries of a settlement whose outcome was unknown (each one in place: no event).
+    pub settlement_retries: u32,
 }
 
 /// An event to append.
@@ -159,6 +161,7 @@ pub(crate) struct ContractRow {
     updated_at: i64,
     correlation_id: Option<String>,
     queued_at: Option<i64>,
+    settlement_retries: i32,
 }
 
 impl TryFrom<ContractRow> for ContractRecord {
@@ -185,6 +188,8 @@ impl TryFrom<ContractRow> for ContractRecord {
             updated_at: from_millis(ENTITY, row.updated_at)?,
             correlation_id: row.correlation_id,
             queued_at: from_millis_opt(ENTITY, row.queued_at)?,
+            settlement_retries: u32::try_from(row.settlement_retries)
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
         })
     }
 }
@@ -224,7 +229,7 @@ impl TryFrom<EventRow> for ContractEvent {
 
 pub(crate) const CONTRACT_COLUMNS: &str = "contract_id, seeker_id, worker_id, task_type, terms, \
     terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, created_at, \
-    updated_at, correlation_id, queued_at";
+    updated_at, correlation_id, queued_at, settlement_retries";
 
 /// Append an event as seq `$9`: `$1` contract, `$2` at, `$3` actor, `$4` correlation id, `$5`
 /// kind, `$6` from, `$7` to, `$8` details. Seqs count 1, 2, 3… per contract; each comes from the

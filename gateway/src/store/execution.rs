@@ -806,6 +806,55 @@ impl Store {
         .await
     }
 
+    /// Claim one retry of a `settlement_unknown` contract's settlement, if nothing touched the
+    /// contract after `untouched_since`: its retry counter goes up and `updated_at` becomes
+    /// `at` (the next retry waits from there). No event: a retry is not a state change, and one
+    /// that cannot succeed yet must not grow the log. Returns the retry's number; `None` when
+    /// the contract moved on or another retry claimed it since (then nothing may be sent).
+    pub async fn claim_settlement_retry(
+        &self,
+        contract_id: &str,
+        untouched_since: DateTime<Utc>,
+        at: DateTime<Utc>,
+    ) -> Result<Option<u32>, StoreError> {
+        const SQL: &str = "update contract set settlement_retries = settlement_retries + 1, \
+            updated_at = $3 where contract_id = $1 and state = 'settlement_unknown' \
+            and updated_at <= $2 returning settlement_retries";
+        let retries: Option<i32> = on_backend_write!(self, pool => {
+            sqlx::query_scalar(SQL)
+                .bind(contract_id)
+                .bind(to_millis(untouched_since))
+                .bind(to_millis(at))
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(retries.map(|n| u32::try_from(n).unwrap_or(0)))
+    }
+
+    /// What a settlement retry that decided nothing learned (a transaction the facilitator
+    /// broadcast, its answer), kept on the `settlement_unknown` payment in place.
+    pub async fn note_settlement_answer(
+        &self,
+        payment_id: &str,
+        transaction: Option<&str>,
+        response: Option<&serde_json::Value>,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        const SQL: &str = "update payment set settle_tx = coalesce($2, settle_tx), \
+            settle_response = coalesce($3, settle_response), updated_at = $4 \
+            where payment_id = $1 and state = 'settlement_unknown'";
+        on_backend_write!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id)
+                .bind(transaction)
+                .bind(response.map(JsonText))
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?;
+        });
+        Ok(())
+    }
+
     /// Record a settlement outcome: the payment's state, transaction and response, and the
     /// contract's `from_state → outcome.contract_state` transition (`from_state` is `settling`,
     /// or `settlement_unknown` when the chain decided without another `/settle`), in one

@@ -455,12 +455,15 @@ async fn an_arbiter_refunds_a_capture_from_the_operator_wallet() {
                 .await
         }
     };
-    // The operator holds no tokens: nothing can be refunded, nothing changes.
+    // The operator holds no tokens: nothing can be refunded, nothing changes, and not even
+    // the collector's approval is sent (the whole refund is simulated first).
+    let sent = env.devnet.transaction_count(operator).await.unwrap();
     let response = refund(crate::helpers::ADMIN_KEY).await;
     assert_eq!(response.status(), 409);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "refund_not_funded", "{body}");
     assert_eq!(env.state(&contract_id).await, "settled");
+    assert_eq!(env.devnet.transaction_count(operator).await.unwrap(), sent);
 
     env.devnet
         .mint(operator, price())
@@ -481,6 +484,114 @@ async fn an_arbiter_refunds_a_capture_from_the_operator_wallet() {
     let response = refund(crate::helpers::ADMIN_KEY).await;
     assert_eq!(response.status(), 200);
     assert_eq!(env.balance(payer).await, after_capture + price());
+}
+
+/// The chain's clock past the escrow's refund deadline while the gateway's is not: the refund
+/// is refused as `refund_window_closed` (the escrow's `AfterRefundExpiry`), with no transaction
+/// sent (not even the collector's approval) and nothing changed, although the operator could
+/// fund it.
+#[tokio::test]
+async fn a_refund_past_the_deadline_by_the_chains_clock_is_refused_and_sends_nothing() {
+    use hiregate_payments::encode_header;
+    let EscrowEnv { env, operator, .. } =
+        escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
+    let payer = env.wallet.address();
+    let contract_id = env.contract(HireEnv::input("too late"), json!({})).await;
+    let (offer, payload) = escrowed_offer_and_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "settled");
+    env.devnet
+        .mint(operator, price())
+        .await
+        .expect("fund the operator");
+    let refund_deadline = offer.extra["refundDeadline"].as_u64().unwrap();
+    let chain_now = env.devnet.block_time().await.unwrap();
+    env.devnet
+        .advance_time(refund_deadline - chain_now + 10)
+        .await
+        .unwrap();
+    assert!(
+        now() < refund_deadline,
+        "the gateway's clock is before the deadline"
+    );
+    let payer_before = env.balance(payer).await;
+    let sent = env.devnet.transaction_count(operator).await.unwrap();
+
+    let response = env
+        .app
+        .send_json(
+            Method::POST,
+            &format!("/v1/contracts/{contract_id}/refund"),
+            Some(crate::helpers::ADMIN_KEY),
+            &json!({"reason": "the arbiter is late"}),
+        )
+        .await;
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "refund_window_closed", "{body}");
+    assert_eq!(
+        env.devnet.transaction_count(operator).await.unwrap(),
+        sent,
+        "no transaction was sent"
+    );
+    assert_eq!(env.state(&contract_id).await, "settled");
+    let payment = env
+        .app
+        .store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.state, "settled");
+    assert_eq!(env.balance(payer).await, payer_before);
+    assert_eq!(env.balance(operator).await, price());
+}
+
+/// The chain's clock close to the escrow's capture deadline while the gateway's clock is an hour
+/// away from it (a long acceptance window): the deadline sweep judges by the chain's clock and
+/// captures before the escrow stops allowing it, instead of leaving the payer a reclaim.
+#[tokio::test]
+async fn the_capture_deadline_is_judged_by_the_chains_clock() {
+    use hiregate_payments::encode_header;
+    let EscrowEnv { env, .. } =
+        escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
+    let contract_id = env
+        .contract(
+            HireEnv::input("capture in time"),
+            json!({"acceptance_window_s": 3600}),
+        )
+        .await;
+    let (offer, payload) = escrowed_offer_and_payment(&env, &contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(answer.status, 200, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "accepted");
+    let capture_deadline = offer.extra["captureDeadline"].as_u64().unwrap();
+    // Inside `contracts.settlement_margin_s` (120 s) of the deadline by the chain's clock.
+    let chain_now = env.devnet.block_time().await.unwrap();
+    env.devnet
+        .advance_time(capture_deadline - 100 - chain_now)
+        .await
+        .unwrap();
+    let mut state = String::new();
+    for _ in 0..300 {
+        state = env.state(&contract_id).await;
+        if state == "settled" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "settled");
+    assert_eq!(env.balance(env.pay_to).await, price());
+    let kinds = env.event_kinds(&contract_id).await;
+    assert!(
+        kinds.contains(&"authorization_deadline_reached".to_owned()),
+        "{kinds:?}"
+    );
 }
 
 async fn refund_as_seeker(env: &HireEnv, contract_id: &str) -> u16 {
@@ -582,9 +693,12 @@ async fn a_payer_reclaim_after_the_capture_deadline_is_recorded() {
     assert_eq!(env.state(&contract_id).await, "accepted");
     assert_eq!(env.balance(payer).await, payer_before - price());
 
+    // The chain's clock jumps past the capture deadline in the reclaim's own block: before it
+    // the gateway (which acts on the chain's clock) has no deadline to act on, after it the
+    // money is back with the payer.
     let capture_deadline = offer.extra["captureDeadline"].as_u64().unwrap();
     env.devnet
-        .advance_time(capture_deadline - now() + 10)
+        .set_next_block_timestamp(capture_deadline + 10)
         .await
         .unwrap();
     let info =

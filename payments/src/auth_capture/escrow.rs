@@ -4,7 +4,8 @@
 //! | item | what |
 //! |---|---|
 //! | [`revert_reason`] | a revert (escrow custom error, collector or token error, or revert string) → stable [`Reason`] |
-//! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing), then sent and awaited; each [`EscrowReceipt`] carries the escrow events and token transfers it caused; [`EscrowOperator::capture_and_void`] captures part and releases the rest |
+//! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing; an escrow address without code is refused), then sent and awaited; each [`EscrowReceipt`] carries the escrow events and token transfers it caused; [`EscrowOperator::capture_and_void`] captures part and releases the rest |
+//! | [`EscrowOperator::simulate_refund`] | the whole refund (the collector's approval included, in one simulated block) before anything is sent |
 //! | [`EscrowOperator::payment_state`] | `paymentState(getHash(info))` |
 //! | [`EscrowOperator::events`] | the payment's `PaymentAuthorized` / `Charged` / `Captured` / `Voided` / `Reclaimed` / `Refunded` logs, oldest first |
 //! | [`decode_payment_event`], [`PAYMENT_EVENT_SIGNATURES`] | one such log → (payment hash, event), for readers that scan many payments at once |
@@ -17,13 +18,16 @@
 //! operator's own wallet (the receiver is never clawed back): the operator must hold the
 //! tokens and have approved the collector ([`EscrowOperator::ensure_refund_allowance`]).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use alloy::primitives::{Address, B256, Bytes, TxHash, U256};
 use alloy::providers::{DynProvider, Provider};
+use alloy::rpc::types::simulate::{SimBlock, SimulatePayload};
 use alloy::rpc::types::{Filter, Log, TransactionInput, TransactionReceipt, TransactionRequest};
 use alloy::sol_types::{SolCall, SolEvent, SolInterface};
-use alloy::transports::{RpcError, TransportError};
+use alloy::transports::{RpcError, TransportError, TransportErrorKind};
 
 use super::abi::{IAuthCaptureEscrow, ICollectorReverts, IErc20Allowance};
 use super::{EscrowAddresses, PaymentInfo, Refusal};
@@ -363,6 +367,8 @@ pub struct EscrowOperator {
     operator: Address,
     receipt_timeout: Duration,
     poll_interval: Duration,
+    /// Set once the escrow address was seen holding code (a deployment never goes away).
+    escrow_seen: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for EscrowOperator {
@@ -392,6 +398,7 @@ impl EscrowOperator {
             operator,
             receipt_timeout: Duration::from_secs(60),
             poll_interval: Duration::from_millis(100),
+            escrow_seen: Arc::default(),
         }
     }
 
@@ -560,16 +567,117 @@ impl EscrowOperator {
         };
         let outcome = self.send(self.addresses.escrow, call.abi_encode()).await;
         match outcome {
-            // The operator's wallet is what runs short here, not the payer's.
-            Err(EscrowError::Refused(Refusal {
-                reason: Reason::InsufficientBalance,
-                message,
-            })) => Err(EscrowError::Refused(Refusal {
-                reason: Reason::RefundNotFunded,
-                message,
-            })),
+            Err(EscrowError::Refused(refusal)) => {
+                Err(EscrowError::Refused(operator_funds(refusal)))
+            }
             other => other,
         }
+    }
+
+    /// The whole refund of `amount` through the operator refund collector, simulated from the
+    /// operator and sent nowhere: the escrow's own checks (the refund deadline by the chain's
+    /// clock, what was captured and not yet refunded, the operator), the collection from the
+    /// operator's wallet and the transfer to the payer. `Ok(Ok(()))` when
+    /// [`Self::ensure_refund_allowance`] then [`Self::refund`] would succeed now;
+    /// `Ok(Err(refusal))` says why not (the escrow's custom errors by [`revert_reason`], a
+    /// wallet that cannot fund it as [`Reason::RefundNotFunded`]); `Err` when the node could
+    /// not be asked. Nothing is sent either way, so a refund that cannot happen costs no
+    /// approval.
+    ///
+    /// With the collector's allowance already covering `amount`, one `eth_call` of `refund` is
+    /// the whole refund. Otherwise the approval must run first, and `eth_simulateV1` runs both
+    /// in one simulated block. A node without `eth_simulateV1` gets `refund` simulated without
+    /// the approval: the escrow makes every check of its own before it collects, so a revert
+    /// for want of allowance proves them passed, and the operator's balance says the rest.
+    pub async fn simulate_refund(
+        &self,
+        info: &PaymentInfo,
+        amount: U256,
+    ) -> Result<Result<(), Refusal>, TransportError> {
+        if let Err(refusal) = self.escrow_deployed().await? {
+            return Ok(Err(refusal));
+        }
+        let collector = self.addresses.operator_refund_collector;
+        let refund = IAuthCaptureEscrow::refundCall {
+            paymentInfo: info.clone(),
+            amount,
+            tokenCollector: collector,
+            collectorData: Bytes::new(),
+        }
+        .abi_encode();
+        let allowance = match self.refund_allowance(info.token).await? {
+            Ok(allowance) => allowance,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        if allowance >= amount {
+            let simulated =
+                simulate(&self.provider, self.operator, self.addresses.escrow, refund).await?;
+            return Ok(simulated.map(drop).map_err(operator_funds));
+        }
+        let approve = IErc20Allowance::approveCall {
+            spender: collector,
+            value: amount,
+        }
+        .abi_encode();
+        let calls = [
+            (info.token, approve),
+            (self.addresses.escrow, refund.clone()),
+        ];
+        match simulate_in_one_block(&self.provider, self.operator, &calls).await {
+            Ok(outcome) => Ok(outcome.map_err(operator_funds)),
+            Err(error) if method_not_supported(&error) => {
+                match simulate(&self.provider, self.operator, self.addresses.escrow, refund).await?
+                {
+                    Ok(_) => Ok(Ok(())),
+                    Err(Refusal {
+                        reason: Reason::RefundNotFunded | Reason::InsufficientBalance,
+                        ..
+                    }) => {
+                        let balance = self.operator_balance(info.token).await?;
+                        Ok(if balance >= amount {
+                            Ok(())
+                        } else {
+                            Err(Reason::RefundNotFunded.into())
+                        })
+                    }
+                    Err(refusal) => Ok(Err(refusal)),
+                }
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// What the operator refund collector may pull from the operator's wallet.
+    async fn refund_allowance(
+        &self,
+        token: Address,
+    ) -> Result<Result<U256, Refusal>, TransportError> {
+        let read = IErc20Allowance::allowanceCall {
+            owner: self.operator,
+            spender: self.addresses.operator_refund_collector,
+        };
+        Ok(
+            simulate(&self.provider, self.operator, token, read.abi_encode())
+                .await?
+                .map(|bytes| {
+                    IErc20Allowance::allowanceCall::abi_decode_returns(&bytes).unwrap_or(U256::ZERO)
+                }),
+        )
+    }
+
+    /// The operator's balance of `token` (zero when the token does not answer).
+    async fn operator_balance(&self, token: Address) -> Result<U256, TransportError> {
+        let read = IErc20Allowance::balanceOfCall {
+            account: self.operator,
+        };
+        Ok(
+            match simulate(&self.provider, self.operator, token, read.abi_encode()).await? {
+                Ok(bytes) => {
+                    IErc20Allowance::balanceOfCall::abi_decode_returns(&bytes).unwrap_or(U256::ZERO)
+                }
+                Err(_) => U256::ZERO,
+            },
+        )
     }
 
     /// Approves the operator refund collector for at least `amount` of `token` from the
@@ -580,17 +688,10 @@ impl EscrowOperator {
         amount: U256,
     ) -> Result<Option<EscrowReceipt>, EscrowError> {
         let collector = self.addresses.operator_refund_collector;
-        let read = IErc20Allowance::allowanceCall {
-            owner: self.operator,
-            spender: collector,
-        };
-        let current =
-            match simulate(&self.provider, self.operator, token, read.abi_encode()).await? {
-                Ok(bytes) => {
-                    IErc20Allowance::allowanceCall::abi_decode_returns(&bytes).unwrap_or(U256::ZERO)
-                }
-                Err(refusal) => return Err(EscrowError::Refused(refusal)),
-            };
+        let current = self
+            .refund_allowance(token)
+            .await?
+            .map_err(EscrowError::Refused)?;
         if current >= amount {
             return Ok(None);
         }
@@ -626,8 +727,27 @@ impl EscrowOperator {
         .await
     }
 
+    /// Refused when the escrow address holds no code: a call to it would "succeed" doing
+    /// nothing (asked once; a deployment never goes away).
+    async fn escrow_deployed(&self) -> Result<Result<(), Refusal>, TransportError> {
+        if self.escrow_seen.load(Ordering::Relaxed) {
+            return Ok(Ok(()));
+        }
+        let escrow = self.addresses.escrow;
+        if self.provider.get_code_at(escrow).await?.is_empty() {
+            return Ok(Err(escrow_not_deployed(escrow)));
+        }
+        self.escrow_seen.store(true, Ordering::Relaxed);
+        Ok(Ok(()))
+    }
+
     /// Simulates from the operator, then sends and waits for the receipt.
     async fn send(&self, to: Address, calldata: Vec<u8>) -> Result<EscrowReceipt, EscrowError> {
+        if to == self.addresses.escrow {
+            self.escrow_deployed()
+                .await?
+                .map_err(EscrowError::Refused)?;
+        }
         if let Err(refusal) = simulate(&self.provider, self.operator, to, calldata.clone()).await? {
             return Err(EscrowError::Refused(refusal));
         }
@@ -687,6 +807,93 @@ impl EscrowOperator {
             transfers,
         })
     }
+}
+
+/// The refusal of a payment whose escrow address holds no code: the offer names an escrow
+/// that is not deployed on this chain (the spec's extra check: not an escrow in use here).
+#[must_use]
+pub fn escrow_not_deployed(escrow: Address) -> Refusal {
+    Refusal {
+        reason: Reason::InvalidAuthCaptureExtra,
+        message: Some(format!("no escrow is deployed at {escrow} on this chain")),
+    }
+}
+
+/// A refund's refusal in the refund's terms: the operator's wallet is what runs short there, not
+/// the payer's.
+fn operator_funds(refusal: Refusal) -> Refusal {
+    match refusal.reason {
+        Reason::InsufficientBalance => Refusal {
+            reason: Reason::RefundNotFunded,
+            message: refusal.message,
+        },
+        _ => refusal,
+    }
+}
+
+/// Whether the node answered that it does not know the method (so another way must be used).
+fn method_not_supported(error: &TransportError) -> bool {
+    let RpcError::ErrorResp(payload) = error else {
+        return false;
+    };
+    let message = payload.message.to_ascii_lowercase();
+    payload.code == -32601
+        || message.contains("method not found")
+        || message.contains("not supported")
+        || message.contains("does not exist")
+        || message.contains("not available")
+}
+
+/// `calls` (target, calldata) from `from`, one after another in one simulated block
+/// (`eth_simulateV1`, on the latest block, no validation of gas or nonces): `Ok(Ok(()))` when
+/// all succeed, `Ok(Err(refusal))` naming the first that reverts, `Err` when the node could not
+/// run it (including a node without the method).
+pub(crate) async fn simulate_in_one_block(
+    provider: &DynProvider,
+    from: Address,
+    calls: &[(Address, Vec<u8>)],
+) -> Result<Result<(), Refusal>, TransportError> {
+    let block = calls
+        .iter()
+        .fold(SimBlock::default(), |block, (to, calldata)| {
+            block.call(
+                TransactionRequest::default()
+                    .from(from)
+                    .to(*to)
+                    .input(TransactionInput::new(calldata.clone().into())),
+            )
+        });
+    let payload = SimulatePayload::default().extend(block);
+    let blocks = provider.simulate(&payload).await?;
+    let results = blocks
+        .into_iter()
+        .flat_map(|block| block.calls)
+        .collect::<Vec<_>>();
+    if results.len() != calls.len() {
+        return Err(TransportErrorKind::custom_str(
+            "eth_simulateV1 answered another number of calls",
+        ));
+    }
+    for result in results {
+        if result.status {
+            continue;
+        }
+        // Nodes put the revert data in the error's `data` or in `returnData`.
+        let data = result
+            .error
+            .as_ref()
+            .and_then(|error| error.data.clone())
+            .filter(|data| !data.is_empty())
+            .unwrap_or_else(|| result.return_data.clone());
+        let message = result
+            .error
+            .map_or_else(|| "execution reverted".to_owned(), |error| error.message);
+        return Ok(Err(Refusal {
+            reason: revert_reason(Some(&data), &message),
+            message: Some(message),
+        }));
+    }
+    Ok(Ok(()))
 }
 
 /// `paymentState(hash)` of the escrow at `escrow`.

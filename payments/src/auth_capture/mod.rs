@@ -33,6 +33,7 @@ use serde_json::{Map, Value};
 
 pub use payment_info::{PAYMENT_INFO_TYPEHASH, PaymentInfo};
 
+use crate::clock::Now;
 use crate::exact::{Eip3009Authorization, PaymentKey, VALID_BEFORE_BUFFER_SECS};
 use crate::flow::PaymentFlow;
 use crate::reason::Reason;
@@ -669,13 +670,15 @@ impl AuthCapturePayment {
         Ok(())
     }
 
-    /// Spec steps 6 and 7 at `now` (unix seconds): `refundDeadline >= captureDeadline`,
-    /// `captureDeadline > now + 6`, `validBefore <= captureDeadline`, `validBefore > now + 6`,
-    /// `validAfter <= now`.
-    pub fn check_times(&self, now: u64) -> Result<(), Reason> {
+    /// Spec steps 6 and 7 at `now` (see [`crate::clock`] for which clock judges what):
+    /// `refundDeadline >= captureDeadline`, `captureDeadline > now + 6`,
+    /// `validBefore <= captureDeadline`, `validBefore > now + 6` (by the later clock),
+    /// `validAfter <= now` (by the chain's latest block).
+    pub fn check_times(&self, now: impl Into<Now>) -> Result<(), Reason> {
+        let now = now.into();
         let extra = &self.extra;
         let authorization = &self.payload.authorization;
-        let soonest = now.saturating_add(VALID_BEFORE_BUFFER_SECS);
+        let soonest = now.latest().saturating_add(VALID_BEFORE_BUFFER_SECS);
         if extra.refund_deadline < extra.capture_deadline {
             return Err(Reason::InvalidDeadlineOrdering);
         }
@@ -688,7 +691,7 @@ impl AuthCapturePayment {
         if authorization.valid_before.get() <= U256::from(soonest) {
             return Err(Reason::ValidBefore);
         }
-        if authorization.valid_after.get() > U256::from(now) {
+        if authorization.valid_after.get() > U256::from(now.block_time()) {
             return Err(Reason::ValidAfter);
         }
         Ok(())
@@ -745,7 +748,7 @@ pub fn precheck(
     payload: &PaymentPayload,
     requirements: &PaymentRequirements,
     addresses: EscrowAddresses,
-    now: u64,
+    now: impl Into<Now>,
 ) -> Result<AuthCapturePayment, Refusal> {
     let payment = AuthCapturePayment::parse(payload, requirements, addresses)?;
     payment.check_times(now)?;

@@ -16,7 +16,7 @@ use alloy::sol_types::SolCall;
 use alloy::transports::TransportError;
 
 use super::abi::{IAuthCaptureEscrow, IErc20Allowance};
-use super::escrow::{payment_state, simulate};
+use super::escrow::{escrow_not_deployed, payment_state, simulate};
 use super::{AuthCapturePayment, Refusal};
 use crate::exact::onchain::{ERC1271_MAGIC, IErc1271};
 use crate::reason::Reason;
@@ -135,10 +135,7 @@ pub async fn verify_onchain(
     }
     let escrow = payment.addresses.escrow;
     if provider.get_code_at(escrow).await?.is_empty() {
-        return Ok(Err(Refusal {
-            reason: Reason::SimulationFailed,
-            message: Some(format!("no escrow deployed at {escrow}")),
-        }));
+        return Ok(Err(escrow_not_deployed(escrow)));
     }
     let state = payment_state(provider, escrow, payment.payment_hash()).await?;
     if state.has_collected_payment {

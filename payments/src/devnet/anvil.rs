@@ -81,6 +81,7 @@ fn find_in_path_var(program: &str, path_var: Option<OsString>) -> Option<PathBuf
 pub(super) struct AnvilArgs {
     pub chain_id: u64,
     pub block_time: Option<Duration>,
+    pub clock_behind: Duration,
     pub startup_timeout: Duration,
 }
 
@@ -142,6 +143,14 @@ impl AnvilProcess {
             .kill_on_drop(true);
         if let Some(block_time) = args.block_time {
             command.args(["--block-time", &block_time.as_secs_f64().to_string()]);
+        }
+        if !args.clock_behind.is_zero() {
+            // The genesis time; anvil keeps every later block the same distance behind.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let genesis = now.saturating_sub(args.clock_behind).as_secs();
+            command.args(["--timestamp", &genesis.to_string()]);
         }
         let child = command.spawn().map_err(|source| {
             StartFailure::Fatal(DevnetError::AnvilSpawn {

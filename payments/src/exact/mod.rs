@@ -19,6 +19,7 @@ use alloy::primitives::{Address, B256, Bytes, U256};
 use alloy::sol_types::{Eip712Domain, SolStruct};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::Now;
 use crate::reason::Reason;
 use crate::wire::{
     DecimalU256, EXACT_SCHEME, Network, PaymentPayload, PaymentRequirements, UnknownFields,
@@ -219,15 +220,17 @@ impl ExactPayment {
         })
     }
 
-    /// Checks the validity window at `now` (unix seconds): `validBefore` at least
-    /// [`VALID_BEFORE_BUFFER_SECS`] ahead, `validAfter` not in the future.
-    pub fn check_window(&self, now: u64) -> Result<(), Reason> {
+    /// Checks the validity window at `now` (see [`crate::clock`] for which clock judges what):
+    /// `validBefore` at least [`VALID_BEFORE_BUFFER_SECS`] ahead of the later clock,
+    /// `validAfter` not after the chain's latest block.
+    pub fn check_window(&self, now: impl Into<Now>) -> Result<(), Reason> {
+        let now = now.into();
         let authorization = &self.payload.authorization;
-        let earliest_valid_before = U256::from(now) + U256::from(VALID_BEFORE_BUFFER_SECS);
+        let earliest_valid_before = U256::from(now.latest()) + U256::from(VALID_BEFORE_BUFFER_SECS);
         if authorization.valid_before.get() < earliest_valid_before {
             return Err(Reason::ValidBefore);
         }
-        if authorization.valid_after.get() > U256::from(now) {
+        if authorization.valid_after.get() > U256::from(now.block_time()) {
             return Err(Reason::ValidAfter);
         }
         Ok(())
@@ -259,7 +262,8 @@ impl ExactPayment {
 
 /// The checks a resource server can run before calling the facilitator, with no node: scheme,
 /// network, asset, EIP-712 domain present, payload shape, `to == payTo`,
-/// `value == amount` exactly, and the validity window at `now` (unix seconds).
+/// `value == amount` exactly, and the validity window at `now` (unix seconds, or a [`Now`]
+/// holding the chain's block time).
 ///
 /// `requirements` must be the server's own offer; `payload.accepted` is only compared on
 /// scheme, network and asset here (use
@@ -267,7 +271,7 @@ impl ExactPayment {
 pub fn precheck(
     payload: &PaymentPayload,
     requirements: &PaymentRequirements,
-    now: u64,
+    now: impl Into<Now>,
 ) -> Result<(), Reason> {
     ExactPayment::parse(payload, requirements)?.check_window(now)
 }

@@ -33,7 +33,7 @@ mod permit2;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use alloy::network::EthereumWallet;
 use alloy::primitives::{Address, TxHash, U256};
@@ -48,6 +48,7 @@ use super::config::FacilitatorConfig;
 use super::relayer::{Broadcast, Call, Fate, Relayer, RelayerOptions, SendError, SyncSend};
 use super::{Facilitator, FacilitatorError};
 use crate::auth_capture::{AUTH_CAPTURE_SCHEME, EscrowAddresses};
+use crate::clock::ChainClock;
 use crate::exact::onchain::{
     AuthorizationInReceipt, ExactVerifier, Refusal, authorization_in_receipt, find_settlement,
     nonce_used, transfer_calldata,
@@ -122,6 +123,8 @@ struct Chain {
     exact: ExactVerifier,
     /// Receipts of this chain's settlements, for [`Facilitator::mined_receipt`].
     mined: MinedReceipts,
+    /// The chain's time: payments' windows are judged by it, as the token judges them.
+    clock: ChainClock,
 }
 
 impl std::fmt::Debug for Chain {
@@ -195,6 +198,7 @@ impl LocalFacilitator {
             let entry = Chain {
                 network: network.clone(),
                 relayer: Relayer::new(provider.clone(), chain.relayer_key.address(), &options),
+                clock: ChainClock::new(provider.clone()),
                 provider,
                 tokens: chain.tokens.as_ref().map(|t| t.iter().copied().collect()),
                 receipt_timeout: chain.receipt_timeout(),
@@ -238,12 +242,6 @@ impl LocalFacilitator {
     }
 }
 
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
-}
-
 /// The payer named by a payload, for verdicts on payloads that failed other checks.
 fn payer_hint(request: &VerifyRequest) -> Option<Address> {
     request
@@ -267,7 +265,7 @@ impl Facilitator for LocalFacilitator {
             Err(reason) => return Ok(VerifyResponse::invalid(reason, payer_hint(request), None)),
         };
         let payer = payment.payer();
-        if let Err(reason) = payment.check_window(unix_now()) {
+        if let Err(reason) = payment.check_window(chain.clock.now().await?) {
             return Ok(VerifyResponse::invalid(reason, Some(payer), None));
         }
         let verdict = chain.exact.verify(&payment).await?;
@@ -485,7 +483,7 @@ impl Chain {
 
     async fn settle_fresh(&self, payment: &ExactPayment) -> Result<Outcome, TransportError> {
         let announcement = self.relayer.announce();
-        let verdict = match payment.check_window(unix_now()) {
+        let verdict = match payment.check_window(self.clock.now().await?) {
             Err(reason) => Err(Refusal::from(reason)),
             Ok(()) => self.exact.verify(payment).await?,
         };
@@ -607,7 +605,7 @@ impl Chain {
     ) -> Result<Outcome, TransportError> {
         let tx_hash = receipt.transaction_hash;
         tracing::info!(network = %self.network, payer = %payment.payer(), tx = %tx_hash, "transfer failed inside a batch");
-        let verdict = match payment.check_window(unix_now()) {
+        let verdict = match payment.check_window(self.clock.now().await?) {
             Err(reason) => Err(Refusal::from(reason)),
             Ok(()) => self.exact.verify(payment).await?,
         };

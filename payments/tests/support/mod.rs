@@ -10,7 +10,7 @@ use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::rpc::types::Filter;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolEvent;
-use hiregate_payments::devnet::Devnet;
+use hiregate_payments::devnet::{Devnet, DevnetOptions};
 use hiregate_payments::exact::onchain::IEip3009Token;
 use hiregate_payments::{
     ChainConfig, FacilitatorConfig, LocalFacilitator, Network, PaymentPayload, PaymentRequirements,
@@ -37,7 +37,11 @@ pub struct Harness {
 
 impl Harness {
     pub async fn start() -> Self {
-        let devnet = Devnet::start()
+        Self::start_with(DevnetOptions::default()).await
+    }
+
+    pub async fn start_with(options: DevnetOptions) -> Self {
+        let devnet = Devnet::start_with(options)
             .await
             .expect("devnet starts (scripts/install-tools.sh)");
         let network: Network = devnet.network().parse().unwrap();

@@ -20,7 +20,7 @@ use alloy::primitives::{B256, TxHash};
 use alloy::providers::Provider;
 use alloy::transports::TransportError;
 
-use super::{Chain, LocalFacilitator, unix_now};
+use super::{Chain, LocalFacilitator};
 use crate::auth_capture::escrow::{EscrowEventKind, payment_events, payment_state, revert_reason};
 use crate::auth_capture::verify::{settlement_calldata, verify_onchain};
 use crate::auth_capture::{AuthCapturePayment, Refusal};
@@ -96,7 +96,7 @@ impl LocalFacilitator {
             }
         };
         let payer = payment.payer();
-        if let Err(reason) = payment.check_times(unix_now()) {
+        if let Err(reason) = payment.check_times(chain.clock.now().await?) {
             return Ok(VerifyResponse::invalid(reason, Some(payer), None));
         }
         Ok(
@@ -256,7 +256,7 @@ impl Chain {
         if let Some(refusal) = self.already_collected(payment, None).await? {
             return Ok((refusal, None));
         }
-        let verdict = match payment.check_times(unix_now()) {
+        let verdict = match payment.check_times(self.clock.now().await?) {
             Err(reason) => Err(Refusal::from(reason)),
             Ok(()) => verify_onchain(&self.provider, self.relayer.address(), payment).await?,
         };
