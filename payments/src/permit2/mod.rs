@@ -25,6 +25,7 @@ pub mod onchain;
 pub mod sign;
 pub mod upto;
 
+use crate::clock::Now;
 use std::fmt;
 
 use alloy::primitives::{Address, B256, Bytes, U256, address};
@@ -481,20 +482,22 @@ impl Permit2Payment {
         })
     }
 
-    /// Checks the validity window at `now` (unix seconds): `deadline` at least
-    /// [`VALID_BEFORE_BUFFER_SECS`] ahead, `witness.validAfter` not in the future, and an
-    /// EIP-2612 permit's deadline as far ahead.
-    pub fn check_window(&self, now: u64) -> Result<(), Reason> {
+    /// Checks the validity window at `now`, as the chain will judge it (see [`Now`]):
+    /// `deadline` at least [`VALID_BEFORE_BUFFER_SECS`] ahead of the later clock,
+    /// `witness.validAfter` not past the chain's latest block, and an EIP-2612 permit's deadline
+    /// as far ahead.
+    pub fn check_window(&self, now: impl Into<Now>) -> Result<(), Reason> {
+        let now = now.into();
         let authorization = &self.payload.permit2_authorization;
-        let soonest = U256::from(now) + U256::from(VALID_BEFORE_BUFFER_SECS);
+        let soonest = U256::from(now.latest()) + U256::from(VALID_BEFORE_BUFFER_SECS);
         if authorization.deadline.get() < soonest {
             return Err(Reason::ValidBefore);
         }
-        if authorization.witness.valid_after.get() > U256::from(now) {
+        if authorization.witness.valid_after.get() > U256::from(now.block_time()) {
             return Err(Reason::ValidAfter);
         }
         if let Some(permit) = &self.eip2612 {
-            permit.check(self.payer(), self.asset, now)?;
+            permit.check(self.payer(), self.asset, now.latest())?;
         }
         Ok(())
     }
@@ -535,11 +538,12 @@ impl Permit2Payment {
 }
 
 /// The checks a resource server can run before calling the facilitator, with no node: those of
-/// [`Permit2Payment::parse`] and the validity window at `now` (unix seconds).
+/// [`Permit2Payment::parse`] and the validity window at `now` (unix seconds, or the chain's
+/// [`Now`]).
 pub fn precheck(
     payload: &PaymentPayload,
     requirements: &PaymentRequirements,
-    now: u64,
+    now: impl Into<Now>,
 ) -> Result<Permit2Payment, Reason> {
     let payment = Permit2Payment::parse(payload, requirements)?;
     payment.check_window(now)?;

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use alloy::primitives::{Address, TxHash, U256};
 use alloy::transports::TransportError;
 
-use super::{Chain, LocalFacilitator, REMEMBERED_SETTLEMENTS, unix_now};
+use super::{Chain, LocalFacilitator, REMEMBERED_SETTLEMENTS};
 use crate::exact::PaymentKey;
 use crate::exact::onchain::Refusal;
 use crate::facilitator::FacilitatorError;
@@ -158,7 +158,7 @@ impl LocalFacilitator {
             Err(reason) => return Ok(VerifyResponse::invalid(reason, payer_hint(request), None)),
         };
         let payer = payment.payer();
-        if let Err(reason) = payment.check_window(unix_now()) {
+        if let Err(reason) = payment.check_window(chain.clock.now().await?) {
             return Ok(VerifyResponse::invalid(reason, Some(payer), None));
         }
         Ok(
@@ -347,7 +347,7 @@ impl Chain {
         payment: &Permit2Payment,
         amount: U256,
     ) -> Result<Outcome, TransportError> {
-        let verdict = match payment.check_window(unix_now()) {
+        let verdict = match payment.check_window(self.clock.now().await?) {
             Err(reason) => Err(Refusal::from(reason)),
             Ok(()) => verify(&self.provider, self.relayer.address(), payment, amount).await?,
         };
