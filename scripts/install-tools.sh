@@ -3,6 +3,7 @@
 #   - anvil (npm @foundry-rs/anvil-linux-amd64), the local EVM of the devnet,
 #   - solc (npm), which compiles the devnet token,
 #   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts,
+#   - @apidevtools/swagger-parser, the independent OpenAPI validator of the OpenAPI test,
 #   - playwright-core, which drives the web console's browser tests, and Chromium from the
 #     distribution's packages (Debian `chromium`) for it to drive; no browser is downloaded by npm,
 #   - the official A2A Python SDK (PyPI `a2a-sdk`, pinned in tools/a2a/requirements.txt) in
@@ -87,7 +88,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$lock_hash" ] && [ -x "$bin_dir/anv
     exit 0
 fi
 
-say "npm ci in tools/ (anvil, solc, @x402/*, viem, playwright-core)"
+say "npm ci in tools/ (anvil, solc, @x402/*, viem, swagger-parser, playwright-core)"
 # --ignore-scripts: none of the pinned packages needs an install script, and skipping them keeps
 # the install to what the lockfile names.
 (cd "$tools_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)

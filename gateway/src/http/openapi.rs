@@ -309,7 +309,7 @@ impl Modify for SecuritySchemes {
         super::webhooks::redeliver,
         super::webhooks::contract_deliveries,
     ),
-    components(schemas(ErrorBody, ErrorDetail)),
+    components(schemas(ErrorBody, ErrorDetail, super::workers::DiscoverySort)),
     tags(
         (name = "ops", description = "Liveness, readiness, metrics"),
         (name = "docs", description = "This document and its viewer"),
