@@ -62,8 +62,9 @@ async fn independent_verdict(document: &Value) -> Value {
 
 #[tokio::test]
 async fn an_independent_validator_accepts_the_document() {
-    if !hiregate_payments::devnet::node_tools_or_skip("an_independent_validator_accepts_the_document")
-    {
+    if !hiregate_payments::devnet::node_tools_or_skip(
+        "an_independent_validator_accepts_the_document",
+    ) {
         return;
     }
     let app = spawn_app().await;
