@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    extract::{AppJson, AppPath, AppQuery, Operator},
+    extract::{AppJson, AppPath, AppQuery, DeferredJson, Operator},
     openapi::{ErrorBody, Routes, get},
 };
 use hiregate_contracts::reputation::{ReputationSnapshot, Window};
@@ -495,9 +495,15 @@ pub(crate) async fn update_worker(
     State(state): State<AppState>,
     operator: Operator,
     AppPath(id): AppPath<String>,
-    AppJson(patch): AppJson<WorkerPatch>,
+    body: DeferredJson<WorkerPatch>,
 ) -> ApiResult<Json<OwnerWorker>> {
     let id = parse_worker_id(&id)?;
+    // Another operator's listing is 404 whatever the body.
+    state
+        .registry
+        .get_owned(&operator.principal_id, &id)
+        .await?;
+    let patch = body.parse()?;
     let listing = state
         .registry
         .update(&operator.principal_id, &id, patch)
