@@ -242,7 +242,10 @@ pub(crate) async fn get_contract(
         (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts", body = ErrorBody),
         (status = 410, description = "`contract_expired`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 422, description = "`verification_failed`: the deliverable did not pass the pinned policy, nothing settled (`details.verification`); `status: failed` in the body as HIRE's failure answer", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the worker is at `max_parallel` and its queue (`contracts.worker_queue_depth`) is full; nothing was paid", body = ErrorBody),
+        (status = 502, description = "`worker_failed`: the attempt failed (HIRE's failure answer, `status: failed`). The worker's own error (its `error` {`code`, `message`, `details`}) is in `details.worker_error`, on the first answer and on a repeated execute alike; `details.retry_allowed` says whether executing again retries under the same payment", body = ErrorBody),
+        (status = 504, description = "`worker_timeout`: the worker did not answer within the SLA; `details` as for 502", body = ErrorBody),
         (status = 503, description = "`facilitator_unavailable` and other transient failures; retry after `Retry-After`", body = ErrorBody),
     ),
 )]
@@ -288,7 +291,10 @@ pub(crate) async fn execute_by_path(
         (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts", body = ErrorBody),
         (status = 410, description = "`contract_expired`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 422, description = "`verification_failed`: the deliverable did not pass the pinned policy, nothing settled (`details.verification`); `status: failed` in the body as HIRE's failure answer", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the worker is at `max_parallel` and its queue (`contracts.worker_queue_depth`) is full; nothing was paid", body = ErrorBody),
+        (status = 502, description = "`worker_failed`: the attempt failed (HIRE's failure answer, `status: failed`). The worker's own error (its `error` {`code`, `message`, `details`}) is in `details.worker_error`, on the first answer and on a repeated execute alike; `details.retry_allowed` says whether executing again retries under the same payment", body = ErrorBody),
+        (status = 504, description = "`worker_timeout`: the worker did not answer within the SLA; `details` as for 502", body = ErrorBody),
         (status = 503, description = "`facilitator_unavailable` and other transient failures; retry after `Retry-After`", body = ErrorBody),
     ),
 )]
