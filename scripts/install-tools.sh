@@ -7,7 +7,9 @@
 #   - playwright-core, which drives the web console's browser tests, and Chromium from the
 #     distribution's packages (Debian `chromium`) for it to drive; no browser is downloaded by npm,
 #   - the official A2A Python SDK (PyPI `a2a-sdk`, pinned in tools/a2a/requirements.txt) in
-#     .tools/a2a-venv, whose AgentCard definition the agent-card tests validate against.
+#     .tools/a2a-venv, whose AgentCard definition the agent-card tests validate against,
+#   - Schemathesis (PyPI, pinned in tools/conformance/requirements.txt) in .tools/schemathesis-venv,
+#     which runs the OpenAPI conformance test against a live gateway.
 # npm packages land in tools/node_modules; the anvil binary is exposed as .tools/bin/anvil, where
 # the Rust devnet helper looks for it. Idempotent: when the lockfile has not changed since the last
 # install and anvil runs, it does nothing. Needs node >= 20 and npm (Debian: apt-get install nodejs npm).
@@ -79,6 +81,24 @@ if [ ! -f "$a2a_stamp" ] || [ "$(cat "$a2a_stamp")" != "$a2a_hash" ]; then
         printf '%s\n' "$a2a_hash" >"$a2a_stamp"
     else
         say "python3 with venv is missing (Debian: apt-get install python3-venv): the A2A card validation test will say why it skips"
+    fi
+fi
+
+# Schemathesis, the property-based conformance run of the OpenAPI document against a live
+# gateway (gateway/tests/api/conformance.rs); its own venv, pinned by
+# tools/conformance/requirements.txt (the whole dependency closure, so --no-deps installs exactly it).
+st_venv="$repo_root/.tools/schemathesis-venv"
+st_requirements="$tools_dir/conformance/requirements.txt"
+st_stamp="$st_venv/.hiregate-requirements.sha256"
+st_hash="$(sha256sum "$st_requirements" | cut -d' ' -f1)"
+if [ ! -f "$st_stamp" ] || [ "$(cat "$st_stamp")" != "$st_hash" ]; then
+    if command -v python3 >/dev/null 2>&1 && python3 -m venv "$st_venv" >/dev/null 2>&1; then
+        say "pip install tools/conformance/requirements.txt into .tools/schemathesis-venv (OpenAPI conformance)"
+        "$st_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+            -r "$st_requirements"
+        printf '%s\n' "$st_hash" >"$st_stamp"
+    else
+        say "python3 with venv is missing (Debian: apt-get install python3-venv): the OpenAPI conformance test will say why it skips"
     fi
 fi
 

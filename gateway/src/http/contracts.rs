@@ -84,14 +84,21 @@ fn parse_contract_id(raw: &str) -> ApiResult<String> {
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     /// Only contracts in this state (e.g. `settled`).
+    #[param(
+        pattern = r"^(offered|authorizing|paid|executing|pending|delivered|verifying|accepted|rejected|disputed|settling|settled|settlement_failed|settlement_unknown|expired|failed|cancelled|voided|refunded)$"
+    )]
     state: Option<String>,
     /// Only contracts with this worker (`wk_…`).
+    #[param(pattern = r"^wk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     worker_id: Option<String>,
     /// Created at or after this RFC 3339 time.
+    #[param(format = DateTime)]
     created_after: Option<String>,
     /// Created before this RFC 3339 time.
+    #[param(format = DateTime)]
     created_before: Option<String>,
     /// Page size, 1–200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
     /// `next_cursor` of the previous page (opaque).
     cursor: Option<String>,
@@ -225,7 +232,7 @@ pub(crate) async fn get_contract(
         ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`"),
         ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets; never stored or logged"),
     ),
-    request_body(content = Object, description = "Empty, or the contract's input unchanged"),
+    request_body(content = Option<Object>, description = "Empty, or the contract's input unchanged (any content type: the bytes are compared with the input as JSON)"),
     security(("seeker_key" = [])),
     responses(
         (status = 200, description = "Paid, executed, verified: the deliverable and the verification result. A repeated execute gets the stored answer with `duplicate: true` and `original` (`status: DUPLICATE_DETECTED`, `original_attempt_id`, `original_status`, `cached_at`)", body = Object,
@@ -274,7 +281,7 @@ pub(crate) async fn execute_by_path(
         ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`"),
         ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets; never stored or logged"),
     ),
-    request_body(content = Object, description = "Empty, or the contract's input unchanged"),
+    request_body(content = Option<Object>, description = "Empty, or the contract's input unchanged (any content type: the bytes are compared with the input as JSON)"),
     security(("seeker_key" = [])),
     responses(
         (status = 200, description = "Paid, executed, verified: the deliverable and the verification result. A repeated execute gets the stored answer with `duplicate: true` and `original` (`status: DUPLICATE_DETECTED`, `original_attempt_id`, `original_status`, `cached_at`)", body = Object,

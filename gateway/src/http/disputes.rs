@@ -53,9 +53,9 @@ pub(crate) struct QueueQuery {
     path = "/v1/disputes",
     tag = "disputes",
     params(
-        ("state" = Option<String>, Query, description = "`open`, `escalated` (default) or `decided`"),
-        ("after" = Option<String>, Query, description = "`next_after` of the previous page"),
-        ("limit" = Option<u32>, Query, description = "1..=100, default 50"),
+        ("state" = Option<String>, Query, description = "`open`, `escalated` (default) or `decided`", pattern = r"^(open|escalated|decided)$"),
+        ("after" = Option<String>, Query, description = "`next_after` of the previous page (a dispute id; empty: the first page)", pattern = r"^(dsp_[0-9A-Za-z_]{1,60})?$"),
+        ("limit" = Option<u32>, Query, description = "1..=100, default 50", minimum = 1, maximum = 100),
     ),
     security(("admin_key" = [])),
     responses(

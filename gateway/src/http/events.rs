@@ -99,7 +99,7 @@ fn start_after(headers: &HeaderMap, query: &EventsQuery) -> ApiResult<i64> {
     get,
     path = "/v1/contracts/{id}/events",
     tag = "contracts",
-    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("after" = Option<i64>, Query, description = "Start after this seq (first connection)"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq (what a reconnecting EventSource sends); wins over `after`")),
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("after" = Option<i64>, Query, description = "Start after this seq (first connection)", minimum = 0), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq (what a reconnecting EventSource sends); wins over `after`", pattern = r"^[0-9]{0,18}$")),
     security(("seeker_key" = []), ("operator_key" = [])),
     responses(
         (status = 200, description = "Server-Sent Events: one event per contract event (`id` = its seq), `: heartbeat` comments; ends after a terminal contract's log", content_type = "text/event-stream", body = String),

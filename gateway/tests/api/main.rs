@@ -4,6 +4,7 @@
 mod agent_cards;
 mod auth;
 mod cli;
+mod conformance;
 mod console;
 mod disputes;
 mod escrow;
