@@ -146,16 +146,18 @@ async fn the_server_answers_what_its_openapi_document_says() {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    // Not vacuous: every operation was tested.
+    // Not vacuous: every operation was tested, but the document's own `GET /openapi.json`,
+    // which Schemathesis leaves out when it loads the document from that URL.
     let served: Value = app.get("/openapi.json", None).await.json().await.unwrap();
     let operations: usize = served["paths"]
         .as_object()
         .unwrap()
         .values()
-        .map(|item| item.as_object().unwrap().len())
-        .sum();
+        .flat_map(|item| item.as_object().unwrap().keys())
+        .filter(|key| ["get", "post", "put", "patch", "delete"].contains(&key.as_str()))
+        .count();
     assert!(
-        report.contains(&format!("Tested: {operations}")),
+        report.contains(&format!("Tested: {}", operations - 1)),
         "expected {operations} operations tested:\n{report}"
     );
 }
