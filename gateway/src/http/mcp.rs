@@ -83,7 +83,7 @@ const INVALID_REQUEST: i64 = -32600;
 const MAX_TRANSPORT_MESSAGE: usize = 4_096;
 
 /// A JSON-RPC error object as the answer, with `status`.
-fn rpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response {
+fn rpc_error(status: StatusCode, id: &Value, code: i64, message: &str) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
     (status, axum::Json(body)).into_response()
 }
@@ -118,7 +118,7 @@ async fn json_rpc_errors(State(state): State<AppState>, request: Request, next: 
     } else {
         text
     };
-    rpc_error(status, Value::Null, INVALID_REQUEST, &message)
+    rpc_error(status, &Value::Null, INVALID_REQUEST, &message)
 }
 
 /// A POST whose body is one JSON-RPC message the transport can read, rebuilt for it; or the
@@ -138,7 +138,7 @@ async fn checked_post(request: Request, body_limit: usize) -> Result<Request, Re
     if content_type.as_deref() != Some("application/json") {
         return Err(rpc_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Value::Null,
+            &Value::Null,
             INVALID_REQUEST,
             "Content-Type must be application/json: send one JSON-RPC message",
         ));
@@ -147,7 +147,7 @@ async fn checked_post(request: Request, body_limit: usize) -> Result<Request, Re
     let Ok(bytes) = axum::body::to_bytes(body, body_limit).await else {
         return Err(rpc_error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            Value::Null,
+            &Value::Null,
             INVALID_REQUEST,
             &format!("the request body exceeds {body_limit} bytes"),
         ));
@@ -155,7 +155,7 @@ async fn checked_post(request: Request, body_limit: usize) -> Result<Request, Re
     let value: Value = serde_json::from_slice(&bytes).map_err(|error| {
         rpc_error(
             StatusCode::BAD_REQUEST,
-            Value::Null,
+            &Value::Null,
             PARSE_ERROR,
             &format!("Parse error: the body is not JSON ({error})"),
         )
@@ -174,7 +174,7 @@ fn not_a_message(value: &Value, error: &serde_json::Error) -> Response {
     if value.is_array() {
         return rpc_error(
             StatusCode::BAD_REQUEST,
-            Value::Null,
+            &Value::Null,
             INVALID_REQUEST,
             "Invalid Request: JSON-RPC batches are not supported (MCP 2025-06-18 removed them); \
              send one message per request",
@@ -187,7 +187,7 @@ fn not_a_message(value: &Value, error: &serde_json::Error) -> Response {
         .unwrap_or(Value::Null);
     rpc_error(
         StatusCode::BAD_REQUEST,
-        id,
+        &id,
         INVALID_REQUEST,
         &format!(
             "Invalid Request: not a JSON-RPC 2.0 message (jsonrpc \"2.0\", method, id): {error}"
