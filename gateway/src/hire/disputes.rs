@@ -76,7 +76,13 @@ const MAX_CLAIM_BYTES: usize = 16_000;
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisputeRequest {
-    /// Why the party disputes.
+    /// Why the party disputes: 1 to 2000 bytes, not blank, without U+0000 (the schema's 500
+    /// characters always fit in 2000 bytes).
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+    )]
     pub reason: String,
     /// What the party claims. A seeker's dispute requires `{"text": "…" (1 to 4000 bytes),
     /// "failing_paths": ["/json/pointer", …] (optional, at most 32)}` (other members are kept);
@@ -144,7 +150,12 @@ fn check_seeker_claim(claim: Option<&Value>) -> Result<(), ApiError> {
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisputeAnswer {
-    /// What the other party says.
+    /// What the other party says: 1 to 2000 bytes, not blank, without U+0000.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+    )]
     pub statement: String,
     /// Its claim (free-form JSON).
     #[serde(default)]
@@ -156,9 +167,14 @@ pub struct DisputeAnswer {
 #[serde(deny_unknown_fields)]
 pub struct DecisionRequest {
     /// `settle` or `void`.
-    #[schema(value_type = String, example = "void")]
+    #[schema(value_type = String, example = "void", pattern = r"^(settle|void)$")]
     pub decision: DisputeDecision,
-    /// Why.
+    /// Why: 1 to 2000 bytes, not blank, without U+0000.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+    )]
     pub reason: String,
 }
 

@@ -123,12 +123,13 @@ fn reconcile_error(error: ReconcileError) -> ApiError {
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateKeyRequest {
     /// `seeker` or `operator`.
-    #[schema(value_type = String, example = "seeker")]
+    #[schema(value_type = String, example = "seeker", pattern = r"^(seeker|operator)$")]
     role: Role,
     /// Add a key to this existing account (`skr_…` / `opr_…`); omitted: a new account.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = r"^(skr|opr)_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     principal_id: Option<PrincipalId>,
-    /// Free-form note, at most 100 characters.
+    /// Free-form note, at most 100 characters, without U+0000.
+    #[schema(max_length = 100, pattern = r"^[^\u0000]*$")]
     label: Option<String>,
 }
 

@@ -230,7 +230,7 @@ pub(crate) async fn get_contract(
     params(
         ("id" = String, Path, description = "Contract id (`ctr_…`)"),
         ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`"),
-        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets; never stored or logged"),
+        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets (`e30=` is `{}`); never stored or logged. Anything else is 400 `invalid_secrets_header`", pattern = r"^[A-Za-z0-9+/]*={0,2}$"),
     ),
     request_body(content = Option<Object>, description = "Empty, or the contract's input unchanged (any content type: the bytes are compared with the input as JSON)"),
     security(("seeker_key" = [])),
@@ -279,7 +279,7 @@ pub(crate) async fn execute_by_path(
     params(
         ("X-Contract-ID" = String, Header, description = "Contract id (`ctr_…`)"),
         ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`"),
-        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets; never stored or logged"),
+        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets (`e30=` is `{}`); never stored or logged. Anything else is 400 `invalid_secrets_header`", pattern = r"^[A-Za-z0-9+/]*={0,2}$"),
     ),
     request_body(content = Option<Object>, description = "Empty, or the contract's input unchanged (any content type: the bytes are compared with the input as JSON)"),
     security(("seeker_key" = [])),

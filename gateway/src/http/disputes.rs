@@ -96,7 +96,8 @@ pub(crate) async fn dispute_queue(
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RefundRequest {
-    /// Why the arbiter refunds (recorded in the event log).
+    /// Why the arbiter refunds (recorded in the event log): 1 to 2000 bytes, not blank.
+    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
     reason: String,
 }
 
