@@ -3,6 +3,7 @@
 #   - anvil (npm @foundry-rs/anvil-linux-amd64), the local EVM of the devnet,
 #   - solc (npm), which compiles the devnet token,
 #   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts,
+#   - @apidevtools/swagger-parser, the independent OpenAPI validator of the OpenAPI test,
 #   - playwright-core, which drives the web console's browser tests, and Chromium from the
 #     distribution's packages (Debian `chromium`) for it to drive; no browser is downloaded by npm,
 #   - the official A2A Python SDK (PyPI `a2a-sdk`, pinned in tools/a2a/requirements.txt) in
@@ -12,7 +13,9 @@
 #     sdks/python/requirements.lock (hashes; the official `x402` client among them) in
 #     .tools/sdk-venv, and the TypeScript SDK's packages (sdks/typescript/package-lock.json,
 #     the official @x402/* among them) in sdks/typescript/node_modules, for the SDK suites
-#     (integration-tests/tests/sdks.rs).
+#     (integration-tests/tests/sdks.rs),
+#   - Schemathesis (PyPI, pinned in tools/conformance/requirements.txt) in .tools/schemathesis-venv,
+#     which runs the OpenAPI conformance test against a live gateway.
 # npm packages land in tools/node_modules; the anvil binary is exposed as .tools/bin/anvil, where
 # the Rust devnet helper looks for it. Idempotent: when the lockfile has not changed since the last
 # install and anvil runs, it does nothing. Needs node >= 20 and npm (Debian: apt-get install nodejs npm).
@@ -118,6 +121,23 @@ if [ ! -f "$ts_stamp" ] || [ "$(cat "$ts_stamp")" != "$ts_hash" ]; then
     (cd "$ts_sdk" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
     printf '%s\n' "$ts_hash" >"$ts_stamp"
 fi
+# Schemathesis, the property-based conformance run of the OpenAPI document against a live
+# gateway (gateway/tests/api/conformance.rs); its own venv, pinned by
+# tools/conformance/requirements.txt (the whole dependency closure, so --no-deps installs exactly it).
+st_venv="$repo_root/.tools/schemathesis-venv"
+st_requirements="$tools_dir/conformance/requirements.txt"
+st_stamp="$st_venv/.hiregate-requirements.sha256"
+st_hash="$(sha256sum "$st_requirements" | cut -d' ' -f1)"
+if [ ! -f "$st_stamp" ] || [ "$(cat "$st_stamp")" != "$st_hash" ]; then
+    if command -v python3 >/dev/null 2>&1 && python3 -m venv "$st_venv" >/dev/null 2>&1; then
+        say "pip install tools/conformance/requirements.txt into .tools/schemathesis-venv (OpenAPI conformance)"
+        "$st_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+            -r "$st_requirements"
+        printf '%s\n' "$st_hash" >"$st_stamp"
+    else
+        say "python3 with venv is missing (Debian: apt-get install python3-venv): the OpenAPI conformance test will say why it skips"
+    fi
+fi
 
 lock_hash="$(sha256sum "$tools_dir/package-lock.json" | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$lock_hash" ] && [ -x "$bin_dir/anvil" ] \
@@ -125,7 +145,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$lock_hash" ] && [ -x "$bin_dir/anv
     exit 0
 fi
 
-say "npm ci in tools/ (anvil, solc, @x402/*, viem, playwright-core)"
+say "npm ci in tools/ (anvil, solc, @x402/*, viem, swagger-parser, playwright-core)"
 # --ignore-scripts: none of the pinned packages needs an install script, and skipping them keeps
 # the install to what the lockfile names.
 (cd "$tools_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)

@@ -11,7 +11,8 @@
 //! calls cannot pass the day limit together; instances sharing one wallet each hold their own
 //! lock, so give each instance its own wallet.
 //!
-//! Tool errors carry the API's shape, `{"error": {"code", "message", "details"}}`.
+//! Tool errors carry the API's shape, `{"error": {"code", "message", "details"}}`, arguments that
+//! do not fit a tool's input schema included (`invalid_argument`, see [`Arguments`]).
 
 use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
@@ -21,7 +22,10 @@ use chrono::Utc;
 use hiregate_worker_sdk::seeker::{SeekerClient, SeekerError};
 use rmcp::{
     ErrorData, ServerHandler,
-    handler::server::wrapper::Parameters,
+    handler::server::{
+        common::{FromContextPart, schema_for_input},
+        tool::ToolCallContext,
+    },
     model::{
         CallToolResult, Extensions, Implementation, JsonObject, ServerCapabilities, ServerConfig,
     },
@@ -29,7 +33,7 @@ use rmcp::{
     tool, tool_handler, tool_router,
 };
 use secrecy::ExposeSecret as _;
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 use url::Url;
 
@@ -152,6 +156,41 @@ impl From<SeekerError> for ToolError {
     }
 }
 
+/// A tool's arguments, read by the tool itself: arguments that do not fit its input schema are
+/// the tool's error in the API's shape (`invalid_argument`, `details.arguments` saying what
+/// did not fit), like every other tool failure, where rmcp's `Parameters` would answer a
+/// JSON-RPC error with a bare message. The input schema a client lists comes from `T` (see
+/// [`input_schema`]).
+pub(crate) struct Arguments<T>(Result<T, ToolError>);
+
+impl<T> Arguments<T> {
+    fn parsed(self) -> Result<T, ToolError> {
+        self.0
+    }
+}
+
+impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Arguments<T> {
+    fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, ErrorData> {
+        let arguments = context.arguments.take().unwrap_or_default();
+        Ok(Self(
+            serde_json::from_value(Value::Object(arguments)).map_err(|error| {
+                ToolError::new(
+                    "invalid_argument",
+                    format!("the arguments do not fit this tool's input schema: {error}"),
+                    json!({"arguments": error.to_string()}),
+                )
+            }),
+        ))
+    }
+}
+
+/// The input schema of a tool taking [`Arguments<T>`]: `T`'s, as rmcp derives it for
+/// `Parameters<T>`.
+fn input_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    schema_for_input::<T>()
+        .unwrap_or_else(|error| panic!("input schema of {}: {error}", std::any::type_name::<T>()))
+}
+
 fn answer(outcome: Result<Value, ToolError>) -> Result<CallToolResult, ErrorData> {
     Ok(match outcome {
         Ok(value) => CallToolResult::structured(value),
@@ -255,15 +294,20 @@ impl HiregateMcp {
     }
 
     #[tool(
+        input_schema = input_schema::<FindWorkersInput>(),
         output_schema = find_workers_output(),
         description = "Find listed workers by task type, maximum price (atomic units) and minimum \
                        reputation (verification pass rate, 0-1)."
     )]
     async fn find_workers(
         &self,
-        Parameters(input): Parameters<FindWorkersInput>,
+        arguments: Arguments<FindWorkersInput>,
         extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let input = match arguments.parsed() {
+            Ok(input) => input,
+            Err(error) => return answer(Err(error)),
+        };
         let mut query: Vec<(&str, String)> = Vec::new();
         if let Some(task_type) = input.task_type {
             query.push(("task_type", task_type));
@@ -278,15 +322,20 @@ impl HiregateMcp {
     }
 
     #[tool(
+        input_schema = input_schema::<WorkerIdInput>(),
         output_schema = describe_worker_output(),
         description = "Describe one worker: its listing (tasks with prices, input and output \
                        schemas) and its signed reputation."
     )]
     async fn describe_worker(
         &self,
-        Parameters(input): Parameters<WorkerIdInput>,
+        arguments: Arguments<WorkerIdInput>,
         extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let input = match arguments.parsed() {
+            Ok(input) => input,
+            Err(error) => return answer(Err(error)),
+        };
         let id = input.worker_id.as_str();
         let outcome = async {
             let listing = self.find_listing(id, &extensions).await?;
@@ -300,15 +349,20 @@ impl HiregateMcp {
     }
 
     #[tool(
+        input_schema = input_schema::<ProposalInput>(),
         output_schema = contract_output(),
         description = "Propose a contract (POST /v1/contracts) without paying; answers the \
                        offered contract with its price."
     )]
     async fn propose_contract(
         &self,
-        Parameters(input): Parameters<ProposalInput>,
+        arguments: Arguments<ProposalInput>,
         extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let input = match arguments.parsed() {
+            Ok(input) => input,
+            Err(error) => return answer(Err(error)),
+        };
         let outcome = async {
             let client = SeekerClient::without_wallet(self.gateway.clone(), self.key(&extensions)?);
             Ok(client.propose(&input.to_json()).await?.body)
@@ -318,6 +372,7 @@ impl HiregateMcp {
     }
 
     #[tool(
+        input_schema = input_schema::<ProposalInput>(),
         output_schema = hire_output(),
         description = "Hire a worker: propose, pay from the MCP session's wallet within its \
                        per-hire and per-day spending limits (refused with \
@@ -326,19 +381,28 @@ impl HiregateMcp {
     )]
     async fn hire(
         &self,
-        Parameters(input): Parameters<ProposalInput>,
+        arguments: Arguments<ProposalInput>,
         extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let input = match arguments.parsed() {
+            Ok(input) => input,
+            Err(error) => return answer(Err(error)),
+        };
         answer(Box::pin(self.hire_inner(&input, &extensions)).await)
     }
 
     #[tool(
+        input_schema = input_schema::<ContractIdInput>(),
         output_schema = contract_output(),description = "Show one of the seeker's contracts (GET /v1/contracts/{id}).")]
     async fn get_contract(
         &self,
-        Parameters(input): Parameters<ContractIdInput>,
+        arguments: Arguments<ContractIdInput>,
         extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let input = match arguments.parsed() {
+            Ok(input) => input,
+            Err(error) => return answer(Err(error)),
+        };
         let outcome = async {
             let client = SeekerClient::without_wallet(self.gateway.clone(), self.key(&extensions)?);
             Ok(client.contract(&input.contract_id).await?.body)
@@ -348,12 +412,17 @@ impl HiregateMcp {
     }
 
     #[tool(
+        input_schema = input_schema::<DisputeInput>(),
         output_schema = dispute_output(),description = "Open a dispute on a contract (POST /v1/contracts/{id}/disputes).")]
     async fn open_dispute(
         &self,
-        Parameters(input): Parameters<DisputeInput>,
+        arguments: Arguments<DisputeInput>,
         extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let input = match arguments.parsed() {
+            Ok(input) => input,
+            Err(error) => return answer(Err(error)),
+        };
         let outcome = async {
             let client = SeekerClient::without_wallet(self.gateway.clone(), self.key(&extensions)?);
             Ok(client

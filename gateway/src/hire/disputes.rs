@@ -76,7 +76,13 @@ const MAX_CLAIM_BYTES: usize = 16_000;
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisputeRequest {
-    /// Why the party disputes.
+    /// Why the party disputes: 1 to 2000 bytes, not blank, without U+0000 (the schema's 500
+    /// characters always fit in 2000 bytes).
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+    )]
     pub reason: String,
     /// What the party claims. A seeker's dispute requires `{"text": "…" (1 to 4000 bytes),
     /// "failing_paths": ["/json/pointer", …] (optional, at most 32)}` (other members are kept);
@@ -144,7 +150,12 @@ fn check_seeker_claim(claim: Option<&Value>) -> Result<(), ApiError> {
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DisputeAnswer {
-    /// What the other party says.
+    /// What the other party says: 1 to 2000 bytes, not blank, without U+0000.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+    )]
     pub statement: String,
     /// Its claim (free-form JSON).
     #[serde(default)]
@@ -156,9 +167,14 @@ pub struct DisputeAnswer {
 #[serde(deny_unknown_fields)]
 pub struct DecisionRequest {
     /// `settle` or `void`.
-    #[schema(value_type = String, example = "void")]
+    #[schema(value_type = String, example = "void", pattern = r"^(settle|void)$")]
     pub decision: DisputeDecision,
-    /// Why.
+    /// Why: 1 to 2000 bytes, not blank, without U+0000.
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+    )]
     pub reason: String,
 }
 
@@ -259,6 +275,31 @@ pub(crate) fn dispute_view(dispute: &DisputeRecord) -> Value {
 }
 
 impl HireService {
+    /// `caller` may dispute `contract_id`: 404 when there is no such contract, 403
+    /// `not_a_party` when it is not the contract's seeker or its worker's operator. Asked before
+    /// the dispute's body is read, so a stranger never learns how its body was wrong.
+    pub async fn authorize_dispute(
+        &self,
+        caller: &PrincipalId,
+        contract_id: &str,
+    ) -> Result<(), ApiError> {
+        let contract =
+            self.inner
+                .store
+                .get_contract(contract_id)
+                .await?
+                .ok_or(ApiError::NotFound {
+                    resource: "contract",
+                })?;
+        if !self.is_party(caller, &contract).await? {
+            return Err(ApiError::NotAParty {
+                message: "only the contract's seeker or its worker's operator may dispute it"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// Whether `caller` is the seeker of `contract` or the operator of its worker.
     async fn is_party(
         &self,
@@ -286,6 +327,8 @@ impl HireService {
         request: DisputeRequest,
         correlation_id: &str,
     ) -> Result<Value, ApiError> {
+        // Authorization before validation: a stranger learns nothing from its body's faults.
+        self.authorize_dispute(caller, contract_id).await?;
         check_reason(&request.reason)?;
         if let Some(claim) = &request.claim
             && claim.to_string().len() > MAX_CLAIM_BYTES
@@ -299,18 +342,6 @@ impl HireService {
             check_seeker_claim(request.claim.as_ref())?;
         }
         let store = &self.inner.store;
-        let contract = store
-            .get_contract(contract_id)
-            .await?
-            .ok_or(ApiError::NotFound {
-                resource: "contract",
-            })?;
-        if !self.is_party(caller, &contract).await? {
-            return Err(ApiError::NotAParty {
-                message: "only the contract's seeker or its worker's operator may dispute it"
-                    .to_owned(),
-            });
-        }
         let lock = self.inner.locks.lock_of(contract_id);
         let _guard = lock.lock_owned().await;
         let contract = store
@@ -820,7 +851,6 @@ impl HireService {
         request: DecisionRequest,
         correlation_id: &str,
     ) -> Result<Value, ApiError> {
-        check_reason(&request.reason)?;
         let store = &self.inner.store;
         let dispute = store
             .get_dispute(dispute_id)
@@ -828,6 +858,7 @@ impl HireService {
             .ok_or(ApiError::NotFound {
                 resource: "dispute",
             })?;
+        check_reason(&request.reason)?;
         let lock = self.inner.locks.lock_of(&dispute.contract_id);
         let _guard = lock.lock_owned().await;
         let already = || ApiError::Conflict {
@@ -953,6 +984,8 @@ impl HireService {
         answer: DisputeAnswer,
         correlation_id: &str,
     ) -> Result<Value, ApiError> {
+        // Authorization before validation (404 for anyone not a party, as the view answers).
+        self.view_dispute(Some(caller), dispute_id).await?;
         if answer.statement.trim().is_empty()
             || answer.statement.len() > MAX_REASON_BYTES
             || answer.statement.contains('\0')

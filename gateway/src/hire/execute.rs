@@ -472,7 +472,9 @@ impl HireService {
                         "state": contract.state,
                         "attempts_used": contract.attempts_used,
                         "retry_allowed": false,
-                        "last_error": last.and_then(|a| a.error.clone()),
+                        // Where the first answer put it: the worker's own error (HIRE's
+                        // `error` {code, message, details}) of the last attempt.
+                        "worker_error": last.and_then(|a| a.error.clone()),
                     }),
                 )
             }

@@ -80,14 +80,32 @@ impl HireService {
         )
     }
 
+    /// A `PAYMENT-SIGNATURE` that cannot be read (not base64, not JSON, not a v2
+    /// `PaymentPayload`, a malformed extension): a fresh 402 challenge whose `error` says what
+    /// was wrong, as the official x402 middleware answers, so a standard client signs again; the
+    /// stable `code` is in the body. Nothing is stored.
+    fn unreadable_payment(ctx: &Ctx, code: &str, message: &str) -> Reply {
+        Reply::payment_required(
+            &ctx.offer,
+            code,
+            message,
+            Some(&format!("{code}: {message}")),
+            json!({"contract_id": ctx.contract_id}),
+        )
+    }
+
     pub(super) async fn accept_payment(&self, ctx: &Ctx, header: &str) -> Result<Step, Reply> {
         let inner = &self.inner;
-        let payload: PaymentPayload = decode_header(header).map_err(|error| {
-            Reply::from(ApiError::BadRequest {
-                code: "invalid_payment_signature",
-                message: format!("PAYMENT-SIGNATURE cannot be read: {error}"),
-            })
-        })?;
+        let payload: PaymentPayload = match decode_header(header) {
+            Ok(payload) => payload,
+            Err(error) => {
+                return Ok(Step::Done(Self::unreadable_payment(
+                    ctx,
+                    "invalid_payment_signature",
+                    &format!("PAYMENT-SIGNATURE cannot be read: {error}"),
+                )));
+            }
+        };
         let requirements = ctx
             .offer
             .requirements()
@@ -104,12 +122,16 @@ impl HireService {
                 json!({"contract_id": ctx.contract_id, "fields": fields}),
             )));
         }
-        let identifier = payload.payment_identifier().map_err(|error| {
-            Reply::from(ApiError::BadRequest {
-                code: "invalid_payment_identifier",
-                message: format!("payment-identifier extension: {error}"),
-            })
-        })?;
+        let identifier = match payload.payment_identifier() {
+            Ok(identifier) => identifier,
+            Err(error) => {
+                return Ok(Step::Done(Self::unreadable_payment(
+                    ctx,
+                    "invalid_payment_identifier",
+                    &format!("payment-identifier extension: {error}"),
+                )));
+            }
+        };
         let payload_json = serde_json::to_value(&payload)
             .map_err(|e| internal(format!("payment payload: {e}")))?;
         let payload_hash = Digest::of_canonical(&payload_json)

@@ -39,10 +39,13 @@ pub fn router() -> Routes {
 #[into_params(parameter_in = Query)]
 pub(crate) struct ReconcileQuery {
     /// First block (default 0).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     from_block: Option<u64>,
     /// Last block (default: the chain head).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     to_block: Option<u64>,
     /// One CAIP-2 network (default: every configured chain).
+    #[param(pattern = r"^eip155:[1-9][0-9]{0,18}$")]
     network: Option<String>,
 }
 
@@ -120,12 +123,13 @@ fn reconcile_error(error: ReconcileError) -> ApiError {
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateKeyRequest {
     /// `seeker` or `operator`.
-    #[schema(value_type = String, example = "seeker")]
+    #[schema(value_type = String, example = "seeker", pattern = r"^(seeker|operator)$")]
     role: Role,
     /// Add a key to this existing account (`skr_…` / `opr_…`); omitted: a new account.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, pattern = r"^(skr|opr)_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     principal_id: Option<PrincipalId>,
-    /// Free-form note, at most 100 characters.
+    /// Free-form note, at most 100 characters, without U+0000.
+    #[schema(max_length = 100, pattern = r"^[^\u0000]*$")]
     label: Option<String>,
 }
 
@@ -214,14 +218,15 @@ pub(crate) async fn create_key(
 #[into_params(parameter_in = Query)]
 pub(crate) struct KeysQuery {
     /// Only this account's keys.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = r"^(skr|opr)_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     principal_id: Option<PrincipalId>,
     /// Also list revoked keys (default false).
     include_revoked: Option<bool>,
     /// `next_after` of the previous page.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = r"^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     after: Option<ApiKeyId>,
     /// Page size, 1–500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
 }
 

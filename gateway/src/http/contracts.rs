@@ -84,14 +84,21 @@ fn parse_contract_id(raw: &str) -> ApiResult<String> {
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     /// Only contracts in this state (e.g. `settled`).
+    #[param(
+        pattern = r"^(offered|authorizing|paid|executing|pending|delivered|verifying|accepted|rejected|disputed|settling|settled|settlement_failed|settlement_unknown|expired|failed|cancelled|voided|refunded)$"
+    )]
     state: Option<String>,
     /// Only contracts with this worker (`wk_…`).
+    #[param(pattern = r"^wk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     worker_id: Option<String>,
     /// Created at or after this RFC 3339 time.
+    #[param(format = DateTime)]
     created_after: Option<String>,
     /// Created before this RFC 3339 time.
+    #[param(format = DateTime)]
     created_before: Option<String>,
     /// Page size, 1–200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
     /// `next_cursor` of the previous page (opaque).
     cursor: Option<String>,
@@ -223,9 +230,9 @@ pub(crate) async fn get_contract(
     params(
         ("id" = String, Path, description = "Contract id (`ctr_…`)"),
         ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`"),
-        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets; never stored or logged"),
+        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets (`e30=` is `{}`); never stored or logged. Anything else is 400 `invalid_secrets_header`", pattern = r"^[A-Za-z0-9+/]*={0,2}$"),
     ),
-    request_body(content = Object, description = "Empty, or the contract's input unchanged"),
+    request_body(content = Option<Object>, description = "Empty, or the contract's input unchanged (any content type: the bytes are compared with the input as JSON)"),
     security(("seeker_key" = [])),
     responses(
         (status = 200, description = "Paid, executed, verified: the deliverable and the verification result. A repeated execute gets the stored answer with `duplicate: true` and `original` (`status: DUPLICATE_DETECTED`, `original_attempt_id`, `original_status`, `cached_at`)", body = Object,
@@ -233,16 +240,19 @@ pub(crate) async fn get_contract(
                     ("X-Correlation-ID" = String, description = "The hire's correlation id, fixed at proposal"),
                     ("X-Duplicate" = String, description = "`true` on the answer to a repeated execute: nothing ran again"))),
         (status = 202, description = "Paid; the worker accepted the task and works on it (`pending`): follow `GET /v1/contracts/{id}/events`. Or `status: queued`: the worker is at `max_parallel`, the paid contract waits in its queue (`queued.position`, `queued.eta_s`) and is forwarded when a slot frees", body = Object),
-        (status = 400, description = "`invalid_payment_signature`, `invalid_secrets_header`, `malformed_json`, `missing_contract_id`", body = ErrorBody),
+        (status = 400, description = "`invalid_secrets_header`, `malformed_json`, `missing_contract_id`", body = ErrorBody),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
-        (status = 402, description = "Payment required (no or refused `PAYMENT-SIGNATURE`); the body says why in `error.code`", body = ErrorBody,
+        (status = 402, description = "Payment required: no `PAYMENT-SIGNATURE` (`payment_required`), one that cannot be read (`invalid_payment_signature`: not base64, not JSON, not a v2 `PaymentPayload`; `invalid_payment_identifier`), or one refused (`payment_invalid`, `payment_mismatch`). Always a fresh challenge whose `error` says why, as the official x402 middleware answers", body = ErrorBody,
             headers(("PAYMENT-REQUIRED" = String, description = "x402 v2: base64 JSON `PaymentRequired` (accepted schemes, amount, asset, payTo, network)"))),
         (status = 403, description = "`forbidden` / `not_a_party`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts; `worker_retired` / `task_type_not_offered`: the listing was retired or stopped offering the task type, nothing was taken", body = ErrorBody),
         (status = 410, description = "`contract_expired`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 422, description = "`verification_failed`: the deliverable did not pass the pinned policy, nothing settled (`details.verification`); `status: failed` in the body as HIRE's failure answer", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the worker is at `max_parallel` and its queue (`contracts.worker_queue_depth`) is full; nothing was paid", body = ErrorBody),
+        (status = 502, description = "`worker_failed`: the attempt failed (HIRE's failure answer, `status: failed`). The worker's own error (its `error` {`code`, `message`, `details`}) is in `details.worker_error`, on the first answer and on a repeated execute alike; `details.retry_allowed` says whether executing again retries under the same payment", body = ErrorBody),
+        (status = 504, description = "`worker_timeout`: the worker did not answer within the SLA; `details` as for 502", body = ErrorBody),
         (status = 503, description = "`facilitator_unavailable` and other transient failures; `worker_unavailable`: the listing is marked unhealthy, the payment was not taken (or a paid attempt waited its SLA for the worker and ended without calling it); retry after `Retry-After`", body = ErrorBody),
     ),
 )]
@@ -269,9 +279,9 @@ pub(crate) async fn execute_by_path(
     params(
         ("X-Contract-ID" = String, Header, description = "Contract id (`ctr_…`)"),
         ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`"),
-        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets; never stored or logged"),
+        ("X-Hiregate-Secrets" = Option<String>, Header, description = "Superwire workers only: base64 of a JSON object of runtime secrets (`e30=` is `{}`); never stored or logged. Anything else is 400 `invalid_secrets_header`", pattern = r"^[A-Za-z0-9+/]*={0,2}$"),
     ),
-    request_body(content = Object, description = "Empty, or the contract's input unchanged"),
+    request_body(content = Option<Object>, description = "Empty, or the contract's input unchanged (any content type: the bytes are compared with the input as JSON)"),
     security(("seeker_key" = [])),
     responses(
         (status = 200, description = "Paid, executed, verified: the deliverable and the verification result. A repeated execute gets the stored answer with `duplicate: true` and `original` (`status: DUPLICATE_DETECTED`, `original_attempt_id`, `original_status`, `cached_at`)", body = Object,
@@ -279,16 +289,19 @@ pub(crate) async fn execute_by_path(
                     ("X-Correlation-ID" = String, description = "The hire's correlation id, fixed at proposal"),
                     ("X-Duplicate" = String, description = "`true` on the answer to a repeated execute: nothing ran again"))),
         (status = 202, description = "Paid; the worker accepted the task and works on it (`pending`): follow `GET /v1/contracts/{id}/events`. Or `status: queued`: the worker is at `max_parallel`, the paid contract waits in its queue (`queued.position`, `queued.eta_s`) and is forwarded when a slot frees", body = Object),
-        (status = 400, description = "`invalid_payment_signature`, `invalid_secrets_header`, `malformed_json`, `missing_contract_id`", body = ErrorBody),
+        (status = 400, description = "`invalid_secrets_header`, `malformed_json`, `missing_contract_id`", body = ErrorBody),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
-        (status = 402, description = "Payment required (no or refused `PAYMENT-SIGNATURE`); the body says why in `error.code`", body = ErrorBody,
+        (status = 402, description = "Payment required: no `PAYMENT-SIGNATURE` (`payment_required`), one that cannot be read (`invalid_payment_signature`: not base64, not JSON, not a v2 `PaymentPayload`; `invalid_payment_identifier`), or one refused (`payment_invalid`, `payment_mismatch`). Always a fresh challenge whose `error` says why, as the official x402 middleware answers", body = ErrorBody,
             headers(("PAYMENT-REQUIRED" = String, description = "x402 v2: base64 JSON `PaymentRequired` (accepted schemes, amount, asset, payTo, network)"))),
         (status = 403, description = "`forbidden` / `not_a_party`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 409, description = "`input_mismatch`, `payment_already_used`, `contract_cancelled`, state conflicts; `worker_retired` / `task_type_not_offered`: the listing was retired or stopped offering the task type, nothing was taken", body = ErrorBody),
         (status = 410, description = "`contract_expired`", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
+        (status = 422, description = "`verification_failed`: the deliverable did not pass the pinned policy, nothing settled (`details.verification`); `status: failed` in the body as HIRE's failure answer", body = ErrorBody),
         (status = 429, description = "`too_many_requests`: the worker is at `max_parallel` and its queue (`contracts.worker_queue_depth`) is full; nothing was paid", body = ErrorBody),
+        (status = 502, description = "`worker_failed`: the attempt failed (HIRE's failure answer, `status: failed`). The worker's own error (its `error` {`code`, `message`, `details`}) is in `details.worker_error`, on the first answer and on a repeated execute alike; `details.retry_allowed` says whether executing again retries under the same payment", body = ErrorBody),
+        (status = 504, description = "`worker_timeout`: the worker did not answer within the SLA; `details` as for 502", body = ErrorBody),
         (status = 503, description = "`facilitator_unavailable` and other transient failures; `worker_unavailable`: the listing is marked unhealthy, the payment was not taken (or a paid attempt waited its SLA for the worker and ended without calling it); retry after `Retry-After`", body = ErrorBody),
     ),
 )]

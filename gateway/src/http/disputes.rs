@@ -13,7 +13,7 @@ use axum::{
 use hiregate_contracts::id::ContractId;
 use serde_json::Value;
 
-use super::extract::{Admin, AppJson, AppPath, AppQuery, Party};
+use super::extract::{Admin, AppPath, AppQuery, DeferredJson, Party};
 use super::openapi::{ErrorBody, Routes, get, post};
 use crate::{
     error::{ApiError, ApiResult},
@@ -53,9 +53,9 @@ pub(crate) struct QueueQuery {
     path = "/v1/disputes",
     tag = "disputes",
     params(
-        ("state" = Option<String>, Query, description = "`open`, `escalated` (default) or `decided`"),
-        ("after" = Option<String>, Query, description = "`next_after` of the previous page"),
-        ("limit" = Option<u32>, Query, description = "1..=100, default 50"),
+        ("state" = Option<String>, Query, description = "`open`, `escalated` (default) or `decided`", pattern = r"^(open|escalated|decided)$"),
+        ("after" = Option<String>, Query, description = "`next_after` of the previous page (a dispute id; empty: the first page)", pattern = r"^(dsp_[0-9A-Za-z_]{1,60})?$"),
+        ("limit" = Option<u32>, Query, description = "1..=100, default 50", minimum = 1, maximum = 100),
     ),
     security(("admin_key" = [])),
     responses(
@@ -96,7 +96,8 @@ pub(crate) async fn dispute_queue(
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RefundRequest {
-    /// Why the arbiter refunds (recorded in the event log).
+    /// Why the arbiter refunds (recorded in the event log): 1 to 2000 bytes, not blank.
+    #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
     reason: String,
 }
 
@@ -124,11 +125,20 @@ pub(crate) async fn refund_contract(
     _admin: Admin,
     AppPath(id): AppPath<String>,
     headers: HeaderMap,
-    AppJson(request): AppJson<RefundRequest>,
+    body: DeferredJson<RefundRequest>,
 ) -> ApiResult<Json<Value>> {
     let contract_id: ContractId = id.trim().parse().map_err(|_| ApiError::NotFound {
         resource: "contract",
     })?;
+    // The contract first: 404 for none, whatever the body.
+    state
+        .store
+        .get_contract(contract_id.as_str())
+        .await?
+        .ok_or(ApiError::NotFound {
+            resource: "contract",
+        })?;
+    let request = body.parse()?;
     let reason = request.reason.trim();
     if reason.is_empty() || reason.len() > 2_000 {
         return Err(ApiError::Unprocessable {
@@ -187,11 +197,16 @@ pub(crate) async fn open_dispute(
     party: Party,
     AppPath(id): AppPath<String>,
     headers: HeaderMap,
-    AppJson(request): AppJson<DisputeRequest>,
+    body: DeferredJson<DisputeRequest>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let contract_id: ContractId = id.trim().parse().map_err(|_| ApiError::NotFound {
         resource: "contract",
     })?;
+    state
+        .hire
+        .authorize_dispute(&party.principal_id, contract_id.as_str())
+        .await?;
+    let request = body.parse()?;
     let body = state
         .hire
         .open_dispute(
@@ -259,9 +274,15 @@ pub(crate) async fn answer_dispute(
     party: Party,
     AppPath(id): AppPath<String>,
     headers: HeaderMap,
-    AppJson(answer): AppJson<DisputeAnswer>,
+    body: DeferredJson<DisputeAnswer>,
 ) -> ApiResult<Json<Value>> {
     let id = dispute_id(&id)?;
+    // 404 for anyone not a party of the dispute's contract, whatever the body.
+    state
+        .hire
+        .view_dispute(Some(&party.principal_id), id)
+        .await?;
+    let answer = body.parse()?;
     Ok(Json(
         state
             .hire
@@ -293,9 +314,11 @@ pub(crate) async fn decide_dispute(
     _admin: Admin,
     AppPath(id): AppPath<String>,
     headers: HeaderMap,
-    AppJson(request): AppJson<DecisionRequest>,
+    body: DeferredJson<DecisionRequest>,
 ) -> ApiResult<Json<Value>> {
     let id = dispute_id(&id)?;
+    state.hire.view_dispute(None, id).await?;
+    let request = body.parse()?;
     let body = state
         .hire
         .decide_dispute(id, request, &correlation_id(&headers))

@@ -95,14 +95,28 @@ fn start_after(headers: &HeaderMap, query: &EventsQuery) -> ApiResult<i64> {
     }
 }
 
+/// One Server-Sent Event of the contract's stream, as a client's SSE parser reads it.
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct ContractSseEvent {
+    /// The contract event's seq (what `Last-Event-ID` resumes after).
+    #[schema(pattern = r"^[0-9]+$")]
+    id: String,
+    /// The contract event's kind, e.g. `contract_offered`, `payment_verified`.
+    event: String,
+    /// The contract event as JSON: `contract_id`, `seq`, `kind`, `at`, `actor`, `from_state`,
+    /// `to_state`, `details`.
+    data: String,
+}
+
 #[utoipa::path(
     get,
     path = "/v1/contracts/{id}/events",
     tag = "contracts",
-    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("after" = Option<i64>, Query, description = "Start after this seq (first connection)"), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq (what a reconnecting EventSource sends); wins over `after`")),
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("after" = Option<i64>, Query, description = "Start after this seq (first connection)", minimum = 0), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq (what a reconnecting EventSource sends); wins over `after`", pattern = r"^[0-9]{0,18}$")),
     security(("seeker_key" = []), ("operator_key" = [])),
     responses(
-        (status = 200, description = "Server-Sent Events: one event per contract event (`id` = its seq), `: heartbeat` comments; ends after a terminal contract's log", content_type = "text/event-stream", body = String),
+        (status = 200, description = "Server-Sent Events: one event per contract event (`id` = its seq), `: heartbeat` comments; ends after a terminal contract's log", content_type = "text/event-stream", body = ContractSseEvent),
         (status = 400, description = "`invalid_event_id`", body = ErrorBody),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
         (status = 403, description = "`forbidden`", body = ErrorBody),

@@ -27,6 +27,43 @@ use crate::{
 #[from_request(via(axum::Json), rejection(ApiError))]
 pub struct AppJson<T>(pub T);
 
+/// A JSON body whose verdict waits for the handler: read with [`AppJson`]'s rules, but a
+/// malformed body is answered only when the handler asks for it with [`DeferredJson::parse`].
+///
+/// Authorization before validation. Extractors run before the handler, so an [`AppJson`] next to
+/// a path id answers 400/415/422 to a caller who may not act on that resource at all (another
+/// seeker disputing a contract): its errors would tell a stranger about a resource it must not
+/// see, and make clients fix a body that will never be accepted. Handlers of a path id with a
+/// body take this instead, check that the caller may act on the resource (404/403), then parse.
+#[derive(Debug)]
+pub struct DeferredJson<T>(Result<T, ApiError>);
+
+impl<T> DeferredJson<T> {
+    /// The body, or why it is refused (400 `malformed_json`, 413, 415, 422 `invalid_body`).
+    pub fn parse(self) -> Result<T, ApiError> {
+        self.0
+    }
+}
+
+impl<T, S> FromRequest<S> for DeferredJson<T>
+where
+    AppJson<T>: FromRequest<S, Rejection = ApiError>,
+    S: Send + Sync,
+{
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self(
+            AppJson::<T>::from_request(request, state)
+                .await
+                .map(|AppJson(value)| value),
+        ))
+    }
+}
+
 /// `axum::extract::Query` whose rejection is 400 `invalid_query`.
 #[derive(Debug, FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]

@@ -186,9 +186,10 @@ pub(crate) struct OwnKeysQuery {
     /// Also list revoked keys (default false).
     include_revoked: Option<bool>,
     /// `next_after` of the previous page.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = r"^key_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     after: Option<ApiKeyId>,
     /// Page size, 1–500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
 }
 

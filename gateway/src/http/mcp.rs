@@ -4,19 +4,34 @@
 //! purpose: it is one JSON-RPC endpoint whose methods and tool schemas MCP clients discover with
 //! `tools/list`, not a REST resource an OpenAPI operation could describe. It is merged beside
 //! the documented routes in [`super::router`], under the same middleware stack.
+//!
+//! Every refusal of a request that reached the transport is a JSON-RPC error object
+//! (`{"jsonrpc":"2.0","id":…,"error":{"code","message"}}`, `Content-Type: application/json`),
+//! which is what MCP clients read; rmcp's streamable HTTP server answers some with plain text
+//! (a body that is not a JSON-RPC message was 415 `text/plain`). [`json_rpc_errors`] checks a
+//! POST's body first: not JSON → 400 with -32700 (parse error); JSON that is not one JSON-RPC
+//! message (another shape, a batch array: MCP 2025-06-18 dropped batches) → 400 with -32600
+//! (invalid request); a content type other than JSON → 415 with -32600. Any other plain-text refusal of the transport (406 without an `Accept` of both JSON
+//! and SSE, 404 for an unknown session, …) keeps its status and becomes a -32600 error object
+//! carrying the transport's message. Authentication runs before all of it (401, the API's
+//! error body), so a caller without a seeker key learns nothing about its body.
 
 use std::sync::Arc;
 
 use axum::{
     Router,
-    extract::Request,
+    body::Body,
+    extract::{Request, State},
+    http::{Method, StatusCode, header},
     middleware::{self, Next},
-    response::Response,
+    response::{IntoResponse, Response},
 };
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::local::LocalSessionManager,
 };
+use serde_json::{Value, json};
 
 use super::extract::Seeker;
 use crate::{
@@ -47,12 +62,137 @@ pub fn router(state: &AppState) -> Router<AppState> {
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    // Layers run outermost last-added: the seeker check, then the JSON-RPC error answers.
     Router::new()
         .route_service(MCP_PATH, service)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
+            json_rpc_errors,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
             require_seeker,
         ))
+}
+
+/// JSON-RPC error codes (JSON-RPC 2.0 §5.1).
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+
+/// Longest plain-text refusal of the transport carried into an error's message.
+const MAX_TRANSPORT_MESSAGE: usize = 4_096;
+
+/// A JSON-RPC error object as the answer, with `status`.
+fn rpc_error(status: StatusCode, id: &Value, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    (status, axum::Json(body)).into_response()
+}
+
+/// Answers malformed POST bodies and the transport's plain-text refusals as JSON-RPC errors
+/// (see the module doc); a well-formed request passes through unchanged.
+async fn json_rpc_errors(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let request = if request.method() == Method::POST {
+        match checked_post(request, state.config.http.body_limit_bytes).await {
+            Ok(request) => request,
+            Err(refusal) => return refusal,
+        }
+    } else {
+        request
+    };
+    let response = next.run(request).await;
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !response.status().is_client_error() || is_json {
+        return response;
+    }
+    let status = response.status();
+    let text = axum::body::to_bytes(response.into_body(), MAX_TRANSPORT_MESSAGE)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let message = if text.trim().is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_owned()
+    } else {
+        text
+    };
+    rpc_error(status, &Value::Null, INVALID_REQUEST, &message)
+}
+
+/// A POST whose body is one JSON-RPC message the transport can read, rebuilt for it; or the
+/// JSON-RPC error that answers it.
+async fn checked_post(request: Request, body_limit: usize) -> Result<Request, Response> {
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
+    if content_type.as_deref() != Some("application/json") {
+        return Err(rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &Value::Null,
+            INVALID_REQUEST,
+            "Content-Type must be application/json: send one JSON-RPC message",
+        ));
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, body_limit).await else {
+        return Err(rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &Value::Null,
+            INVALID_REQUEST,
+            &format!("the request body exceeds {body_limit} bytes"),
+        ));
+    };
+    let value: Value = serde_json::from_slice(&bytes).map_err(|error| {
+        rpc_error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            PARSE_ERROR,
+            &format!("Parse error: the body is not JSON ({error})"),
+        )
+    })?;
+    if let Err(error) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        return Err(not_a_message(&value, &error));
+    }
+    // The same bytes again, whole: the headers (Content-Length included) still describe them.
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// The error for JSON that is not a JSON-RPC message the server reads: -32600 (invalid
+/// request), with the message's id when it has a well-formed one. (A request of a known method
+/// whose params do not fit is read as a custom request and answered by the server itself.)
+fn not_a_message(value: &Value, error: &serde_json::Error) -> Response {
+    if value.is_array() {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: JSON-RPC batches are not supported (MCP 2025-06-18 removed them); \
+             send one message per request",
+        );
+    }
+    let id = value
+        .get("id")
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+        .cloned()
+        .unwrap_or(Value::Null);
+    rpc_error(
+        StatusCode::BAD_REQUEST,
+        &id,
+        INVALID_REQUEST,
+        &format!(
+            "Invalid Request: not a JSON-RPC 2.0 message (jsonrpc \"2.0\", method, id): {error}"
+        ),
+    )
 }
 
 /// Lets only authenticated seekers through; the tools call the API again with the same key.

@@ -202,6 +202,119 @@ pub mod schemes {
     pub const CALLBACK: &str = "worker_callback_signature";
 }
 
+/// The answers every operation of a kind can give, added where the handler's own list leaves
+/// them out, so the document names every status the extractors can answer:
+/// a required JSON body → 400 `malformed_json`, 413 `payload_too_large`, 415
+/// `unsupported_media_type` (no body, or not JSON), 422 `invalid_body`; query parameters → 400
+/// `invalid_query`. A handler's own description of a status wins.
+struct ExtractorAnswers;
+
+impl ExtractorAnswers {
+    const BODY: [(&'static str, &'static str); 4] = [
+        ("400", "`malformed_json`: the body is not JSON"),
+        (
+            "413",
+            "`payload_too_large`: the body is larger than `http.body_limit_bytes`",
+        ),
+        (
+            "415",
+            "`unsupported_media_type`: no body, or a body not sent as `Content-Type: \
+             application/json`",
+        ),
+        (
+            "422",
+            "`invalid_body`: the JSON does not fit the body's schema",
+        ),
+    ];
+    const QUERY: (&'static str, &'static str) = (
+        "400",
+        "`invalid_query`: an unknown parameter, or a value outside its documented constraints",
+    );
+}
+
+impl Modify for ExtractorAnswers {
+    fn modify(&self, doc: &mut Document) {
+        use utoipa::openapi::{
+            ContentBuilder, Ref, RefOr, Required, path::ParameterIn, response::ResponseBuilder,
+        };
+        let error = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for item in doc.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.patch,
+                &mut item.delete,
+                &mut item.put,
+            ];
+            for operation in operations.into_iter().flatten() {
+                let json_body = operation.request_body.as_ref().is_some_and(|body| {
+                    matches!(body, RefOr::T(body)
+                        if matches!(body.required, Some(Required::True))
+                            && body.content.contains_key("application/json"))
+                });
+                let query = operation.parameters.iter().flatten().any(|parameter| {
+                    matches!(parameter, RefOr::T(p) if p.parameter_in == ParameterIn::Query)
+                });
+                for parameter in operation.parameters.iter_mut().flatten() {
+                    if let RefOr::T(parameter) = parameter {
+                        never_null(parameter);
+                    }
+                }
+                let mut wanted: Vec<(&str, &str)> = Vec::new();
+                if json_body {
+                    wanted.extend(Self::BODY);
+                }
+                if query {
+                    wanted.push(Self::QUERY);
+                }
+                for (status, description) in wanted {
+                    operation
+                        .responses
+                        .responses
+                        .entry(status.to_owned())
+                        .or_insert_with(|| error(description));
+                }
+            }
+        }
+    }
+}
+
+/// An optional query, header or path parameter may be absent; it is never JSON `null` (the
+/// wire has no such value, and a client sending the text `null` gets a 400). utoipa spells an
+/// `Option<T>` parameter as `type: [T, "null"]`; this keeps `T`.
+fn never_null(parameter: &mut utoipa::openapi::path::Parameter) {
+    use utoipa::openapi::{
+        RefOr,
+        schema::{Schema, SchemaType, Type},
+    };
+    let Some(RefOr::T(Schema::Object(schema))) = parameter.schema.as_mut() else {
+        return;
+    };
+    if let SchemaType::Array(types) = &schema.schema_type {
+        let kept: Vec<Type> = types
+            .iter()
+            .filter(|t| **t != Type::Null)
+            .cloned()
+            .collect();
+        schema.schema_type = match kept.as_slice() {
+            [single] => SchemaType::Type(single.clone()),
+            _ => SchemaType::Array(kept),
+        };
+    }
+}
+
 struct SecuritySchemes;
 
 impl Modify for SecuritySchemes {
@@ -257,7 +370,7 @@ impl Modify for SecuritySchemes {
             answer carries `PAYMENT-RESPONSE` (base64 JSON settlement response).",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    modifiers(&SecuritySchemes),
+    modifiers(&SecuritySchemes, &ExtractorAnswers),
     paths(
         super::ops::get_healthz,
         super::ops::get_readyz,
@@ -309,7 +422,7 @@ impl Modify for SecuritySchemes {
         super::webhooks::redeliver,
         super::webhooks::contract_deliveries,
     ),
-    components(schemas(ErrorBody, ErrorDetail)),
+    components(schemas(ErrorBody, ErrorDetail, super::workers::DiscoverySort)),
     tags(
         (name = "ops", description = "Liveness, readiness, metrics"),
         (name = "docs", description = "This document and its viewer"),

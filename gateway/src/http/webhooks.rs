@@ -132,7 +132,7 @@ fn delivery_json(delivery: &DeliveryRecord) -> Value {
     get,
     path = "/v1/webhooks/dead-letters",
     tag = "webhooks",
-    params(("after" = Option<String>, Query, description = "`next_after` of the previous page (`whd_<n>`)"), ("limit" = Option<u32>, Query, description = "Page size, 1–500 (default 100)")),
+    params(("after" = Option<String>, Query, description = "`next_after` of the previous page (`whd_<n>`; empty: the first page)", pattern = r"^(whd_[1-9][0-9]{0,17})?$"), ("limit" = Option<u32>, Query, description = "Page size, 1–500 (default 100)", minimum = 1, maximum = 500)),
     security(("seeker_key" = [])),
     responses(
         (status = 200, description = "`{dead_letters: [...], next_after}`", body = Object),

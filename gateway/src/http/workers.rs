@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    extract::{AppJson, AppPath, AppQuery, Operator},
+    extract::{AppJson, AppPath, AppQuery, DeferredJson, Operator},
     openapi::{ErrorBody, Routes, get},
 };
 use hiregate_contracts::reputation::{ReputationSnapshot, Window};
@@ -180,17 +180,18 @@ impl From<&WorkerListing> for OwnerWorker {
 #[into_params(parameter_in = Query)]
 pub(crate) struct DiscoveryQuery {
     /// Only workers offering this task type.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")]
     task_type: Option<TaskType>,
     /// Only workers charging at most this (atomic units; for `task_type` when given).
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = r"^(0|[1-9][0-9]{0,77})$")]
     max_price: Option<AtomicAmount>,
     /// Only healthy (true) or unhealthy (false) workers.
     healthy: Option<bool>,
     /// `next_after` of the previous page.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = r"^wk_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     after: Option<WorkerId>,
     /// Page size, 1–200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<u32>,
     /// `created` (default: oldest first) or `reputation` (best first: the lower bound of the
     /// 95 % Wilson interval of the pass rate in `window`, so a rate backed by more hires ranks
@@ -198,13 +199,15 @@ pub(crate) struct DiscoveryQuery {
     sort: Option<DiscoverySort>,
     /// Window of the reputation figures shown, sorted and filtered by: `7d`, `30d` (default) or
     /// `all`.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = r"^(7d|30d|all)$")]
     window: Option<Window>,
     /// Only workers whose verification pass rate in `window` is at least this (0–1); workers
     /// with no judged hire in the window are left out.
+    #[param(minimum = 0.0, maximum = 1.0)]
     min_pass_rate: Option<f64>,
     /// Only workers whose p95 latency from payment to verdict in `window` is at most this many
     /// milliseconds; workers with no judged hire in the window are left out.
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     max_p95_latency_ms: Option<u64>,
 }
 
@@ -495,9 +498,15 @@ pub(crate) async fn update_worker(
     State(state): State<AppState>,
     operator: Operator,
     AppPath(id): AppPath<String>,
-    AppJson(patch): AppJson<WorkerPatch>,
+    body: DeferredJson<WorkerPatch>,
 ) -> ApiResult<Json<OwnerWorker>> {
     let id = parse_worker_id(&id)?;
+    // Another operator's listing is 404 whatever the body.
+    state
+        .registry
+        .get_owned(&operator.principal_id, &id)
+        .await?;
+    let patch = body.parse()?;
     let listing = state
         .registry
         .update(&operator.principal_id, &id, patch)
@@ -537,8 +546,8 @@ pub(crate) async fn retire_worker(
     path = "/v1/operator/workers",
     tag = "workers",
     params(
-        ("after" = Option<String>, Query, description = "Last worker id of the previous page"),
-        ("limit" = Option<u32>, Query, description = "Page size"),
+        ("after" = Option<String>, Query, description = "`next_after` of the previous page", pattern = r"^wk_[0-7][0-9A-HJKMNP-TV-Z]{25}$"),
+        ("limit" = Option<u32>, Query, description = "Page size, 1–200 (default 50)", minimum = 1, maximum = 200),
     ),
     security(("operator_key" = [])),
     responses(

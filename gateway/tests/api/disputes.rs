@@ -865,3 +865,179 @@ async fn an_operators_dispute_of_an_escrowed_failure_is_refused_once_the_escrow_
     assert!(view(&env, &contract_id).await["dispute"].is_null());
     assert_eq!(env.balance(payer).await, payer_before);
 }
+
+/// `method path` as `key` with a raw body (`None`: no body and no content type).
+async fn raw(
+    env: &HireEnv,
+    method: Method,
+    path: &str,
+    key: &str,
+    body: Option<&str>,
+) -> (u16, Value) {
+    let mut request = env
+        .app
+        .client
+        .request(method, format!("{}{path}", env.app.address))
+        .bearer_auth(key);
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Bodies each route refuses from a caller who may act: not JSON, the wrong shape, no body.
+const BAD_BODIES: [Option<&str>; 4] = [Some("{not json"), Some("{}"), Some("[1]"), None];
+
+/// Authorization before validation, on every route with a resource id in its path and a JSON
+/// body: a caller who may not act on the resource gets 404/403 whatever its body, and only a
+/// caller who may gets the body's 400/415/422.
+#[tokio::test]
+async fn a_caller_who_may_not_act_is_refused_before_its_body_is_read() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let contract_id = accepted_contract(&env, "who may speak").await;
+    let (status, opened) = dispute(&env, &contract_id, &env.seeker_key, "not what I asked").await;
+    assert_eq!(status, 201, "{opened}");
+    let dispute_id = opened["dispute_id"].as_str().unwrap().to_owned();
+    let (stranger_seeker, _) = env.app.create_key("seeker").await;
+    let (stranger_operator, _) = env.app.create_key("operator").await;
+    let missing_contract = hiregate_contracts::id::ContractId::generate();
+    let missing_dispute = format!("dsp_{}", ulid::Ulid::new());
+    let missing_worker = format!("wk_{}", ulid::Ulid::new());
+
+    // (method, path, caller, status, code) for callers who may not act.
+    let refusals = [
+        (
+            Method::POST,
+            format!("/v1/contracts/{contract_id}/disputes"),
+            &stranger_seeker,
+            403,
+            "not_a_party",
+        ),
+        (
+            Method::POST,
+            format!("/v1/contracts/{contract_id}/disputes"),
+            &stranger_operator,
+            403,
+            "not_a_party",
+        ),
+        (
+            Method::POST,
+            format!("/v1/contracts/{missing_contract}/disputes"),
+            &env.seeker_key,
+            404,
+            "not_found",
+        ),
+        (
+            Method::POST,
+            format!("/v1/disputes/{dispute_id}/response"),
+            &stranger_seeker,
+            404,
+            "not_found",
+        ),
+        (
+            Method::POST,
+            format!("/v1/disputes/{dispute_id}/response"),
+            &stranger_operator,
+            404,
+            "not_found",
+        ),
+        (
+            Method::POST,
+            format!("/v1/disputes/{missing_dispute}/decision"),
+            &ADMIN_KEY.to_owned(),
+            404,
+            "not_found",
+        ),
+        (
+            Method::POST,
+            format!("/v1/contracts/{missing_contract}/refund"),
+            &ADMIN_KEY.to_owned(),
+            404,
+            "not_found",
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/workers/{}", env.worker_id),
+            &stranger_operator,
+            404,
+            "not_found",
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/workers/{missing_worker}"),
+            &env.operator_key,
+            404,
+            "not_found",
+        ),
+    ];
+    for (method, path, key, status, code) in &refusals {
+        for body in BAD_BODIES {
+            let (got, answer) = raw(&env, method.clone(), path, key, body).await;
+            assert_eq!(
+                (got, answer["error"]["code"].as_str()),
+                (*status, Some(*code)),
+                "{method} {path} with {body:?}: {answer}"
+            );
+        }
+    }
+
+    // The same bodies from callers who may act: the body's own answer.
+    let permitted = [
+        (
+            Method::POST,
+            format!("/v1/disputes/{dispute_id}/response"),
+            &env.operator_key,
+        ),
+        (
+            Method::POST,
+            format!("/v1/disputes/{dispute_id}/decision"),
+            &ADMIN_KEY.to_owned(),
+        ),
+        (
+            Method::POST,
+            format!("/v1/contracts/{contract_id}/refund"),
+            &ADMIN_KEY.to_owned(),
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/workers/{}", env.worker_id),
+            &env.operator_key,
+        ),
+    ];
+    for (method, path, key) in &permitted {
+        for (body, status, code) in [
+            (Some("{not json"), 400, "malformed_json"),
+            (
+                Some(r#"{"reason": 7, "x-unknown": true}"#),
+                422,
+                "invalid_body",
+            ),
+            (None, 415, "unsupported_media_type"),
+        ] {
+            let (got, answer) = raw(&env, method.clone(), path, key, body).await;
+            assert_eq!(
+                (got, answer["error"]["code"].as_str()),
+                (status, Some(code)),
+                "{method} {path} with {body:?}: {answer}"
+            );
+        }
+    }
+    // Nothing changed: the dispute is still open and unanswered, the contract still disputed.
+    let (status, view) = raw(
+        &env,
+        Method::GET,
+        &format!("/v1/disputes/{dispute_id}"),
+        ADMIN_KEY,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{view}");
+    assert!(
+        view["response"].is_null() && view["decision"].is_null(),
+        "{view}"
+    );
+}

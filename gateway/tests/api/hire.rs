@@ -634,21 +634,8 @@ async fn bad_inputs_get_stable_codes_and_change_nothing() {
             env.execute(&contract_id, None, Some(&json!({"text": "y"})))
                 .await,
         ),
-        (
-            400,
-            "invalid_payment_signature",
-            env.execute(&contract_id, Some("not base64 !!"), None).await,
-        ),
-        (
-            400,
-            "invalid_payment_signature",
-            env.execute(
-                &contract_id,
-                Some(&base64_json(&json!({"x402Version": 1, "payload": {}}))),
-                None,
-            )
-            .await,
-        ),
+        // An unreadable PAYMENT-SIGNATURE is a fresh 402 challenge: see
+        // `an_unreadable_payment_signature_gets_a_fresh_challenge`.
         (
             404,
             "not_found",
@@ -752,6 +739,98 @@ async fn bad_inputs_get_stable_codes_and_change_nothing() {
 fn base64_json(value: &Value) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(value.to_string())
+}
+
+/// The official x402 middleware answers a payment it cannot read with 402 and a fresh
+/// `PAYMENT-REQUIRED` whose `error` says why, and x402 clients act on that 402 (they sign
+/// again); a 400 would end their flow. The stable code stays in the body; nothing changes.
+#[tokio::test]
+async fn an_unreadable_payment_signature_gets_a_fresh_challenge() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let contract_id = env.contract(HireEnv::input("x"), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let events_before = env.event_kinds(&contract_id).await;
+
+    // A real payment whose payment-identifier extension is malformed.
+    let mut bad_extension = serde_json::to_value(env.sign(&challenge).await).unwrap();
+    bad_extension["extensions"] = json!({ PAYMENT_IDENTIFIER: "not an object" });
+    let cases = [
+        (
+            "not base64 !!".to_owned(),
+            "invalid_payment_signature",
+            "base64",
+        ),
+        (
+            base64_json(&json!("a string")),
+            "invalid_payment_signature",
+            "PAYMENT-SIGNATURE",
+        ),
+        (
+            {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.encode("{truncated")
+            },
+            "invalid_payment_signature",
+            "JSON",
+        ),
+        (
+            base64_json(&json!({"x402Version": 1, "payload": {}})),
+            "invalid_payment_signature",
+            "version",
+        ),
+        (
+            base64_json(&json!({"x402Version": 2, "payload": {}})),
+            "invalid_payment_signature",
+            "accepted",
+        ),
+        (
+            base64_json(&bad_extension),
+            "invalid_payment_identifier",
+            "payment-identifier",
+        ),
+    ];
+    for (header, code, says) in &cases {
+        for by_header_route in [false, true] {
+            let answer = if by_header_route {
+                crate::hire_env::answer(
+                    env.app
+                        .client
+                        .post(format!("{}/execute", env.app.address))
+                        .bearer_auth(&env.seeker_key)
+                        .header("x-contract-id", &contract_id)
+                        .header("payment-signature", header)
+                        .send()
+                        .await
+                        .unwrap(),
+                )
+                .await
+            } else {
+                env.execute(&contract_id, Some(header), None).await
+            };
+            assert_eq!(answer.status, 402, "{code} {says}: {:?}", answer.body);
+            assert_eq!(answer.code(), *code, "{:?}", answer.body);
+            assert_eq!(answer.header("cache-control"), Some("no-store"));
+            let fresh = answer.payment_required();
+            assert_eq!(
+                fresh.accepts, challenge.accepts,
+                "the same offer, to sign again"
+            );
+            let error = fresh.error.clone().unwrap_or_default();
+            assert!(error.starts_with(code), "{error}");
+            assert!(
+                error.to_lowercase().contains(&says.to_lowercase()),
+                "{code}: the challenge says what was wrong ({says}): {error}"
+            );
+        }
+    }
+    assert_eq!(env.state(&contract_id).await, "offered");
+    assert_eq!(env.event_kinds(&contract_id).await, events_before);
+    assert_eq!(env.worker.executions(), 0);
+
+    // The challenge is one to act on: a good payment now pays.
+    let payment = env.pay(&challenge).await;
+    let paid = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
 }
 
 #[tokio::test]

@@ -500,6 +500,17 @@ async fn failure_answer_moves_nothing(database: TestDatabase) {
     );
     assert_eq!(env.state(&contract_id).await, "failed");
     assert_eq!(env.balances().await, before, "nothing moved");
+
+    // A repeated execute answers the same failure, the worker's own error in the same place.
+    let again = env.execute(&contract_id, None, None).await;
+    assert_eq!(again.status, 502, "{:?}", again.body);
+    assert_eq!(again.body["error"]["code"], "worker_failed");
+    assert_eq!(
+        again.body["error"]["details"]["worker_error"], *worker_error,
+        "{:?}",
+        again.body
+    );
+    assert!(again.body["error"]["details"].get("last_error").is_none());
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ mod agent_cards;
 mod auth;
 mod cli;
 mod clocks;
+mod conformance;
 mod console;
 mod disputes;
 mod escrow;

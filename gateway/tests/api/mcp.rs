@@ -335,3 +335,175 @@ async fn hiregate_mcp_serves_the_tools_over_stdio() {
     );
     client.cancel().await.unwrap();
 }
+
+/// What MCP clients read from a refusal: a JSON-RPC error object with a JSON content type, never
+/// a plain-text body; checked on the raw wire, with a valid seeker key.
+#[tokio::test]
+async fn malformed_mcp_requests_get_json_rpc_errors() {
+    let app = crate::helpers::spawn_app().await;
+    let (seeker_key, _) = app.create_key("seeker").await;
+    let both = "application/json, text/event-stream";
+    let post = |body: &str, content_type: &str, accept: &str| {
+        app.client
+            .post(format!("{}/mcp", app.address))
+            .bearer_auth(&seeker_key)
+            .header("accept", accept.to_owned())
+            .header("content-type", content_type.to_owned())
+            .body(body.to_owned())
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}})
+    .to_string();
+    // (body, content type, accept, HTTP status, JSON-RPC code, id)
+    let cases = [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize""#,
+            "application/json",
+            both,
+            400,
+            -32700,
+            Value::Null,
+        ),
+        (
+            "not json at all",
+            "application/json",
+            both,
+            400,
+            -32700,
+            Value::Null,
+        ),
+        ("", "application/json", both, 400, -32700, Value::Null),
+        (
+            r#"{"hello":"world"}"#,
+            "application/json",
+            both,
+            400,
+            -32600,
+            Value::Null,
+        ),
+        ("42", "application/json", both, 400, -32600, Value::Null),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            "application/json",
+            both,
+            400,
+            -32600,
+            Value::Null,
+        ),
+        ("[]", "application/json", both, 400, -32600, Value::Null),
+        (
+            r#"{"jsonrpc":"2.0","id":7}"#,
+            "application/json",
+            both,
+            400,
+            -32600,
+            json!(7),
+        ),
+        // Well formed, but no session: the transport's own refusal, as JSON-RPC too.
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{}}}"#,
+            "application/json",
+            both,
+            400,
+            -32600,
+            Value::Null,
+        ),
+        (
+            initialize.as_str(),
+            "text/plain",
+            both,
+            415,
+            -32600,
+            Value::Null,
+        ),
+        (
+            initialize.as_str(),
+            "application/x-www-form-urlencoded",
+            both,
+            415,
+            -32600,
+            Value::Null,
+        ),
+        // The transport's own refusal (it must be able to answer with SSE), as JSON-RPC too.
+        (
+            initialize.as_str(),
+            "application/json",
+            "application/json",
+            406,
+            -32600,
+            Value::Null,
+        ),
+    ];
+    for (body, content_type, accept, status, code, id) in cases {
+        let response = post(body, content_type, accept).send().await.unwrap();
+        let got = response.status().as_u16();
+        let media = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let text = response.text().await.unwrap();
+        let answer: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{body:?} ({content_type}): not JSON: {got} {text}"));
+        assert_eq!(got, status, "{body:?} ({content_type}): {answer}");
+        assert!(media.starts_with("application/json"), "{body:?}: {media}");
+        assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{body:?}: {answer}");
+        assert!(answer["error"]["message"].is_string(), "{answer}");
+        assert_eq!(answer["id"], id, "{answer}");
+    }
+    // A well-formed initialize still opens a session.
+    let response = post(&initialize, "application/json", both)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+/// Arguments that do not fit a tool's input schema are the tool's error in the API's shape,
+/// like every other tool error, not a bare JSON-RPC error.
+#[tokio::test]
+async fn tool_argument_errors_have_the_api_error_shape() {
+    let (env, _wallet) = mcp_env(TestDatabase::sqlite(), PRICE, PRICE).await;
+    let client = connect(&env, &env.seeker_key).await;
+    for (tool, arguments) in [
+        ("get_contract", json!({})),
+        ("get_contract", json!({"contract_id": 7})),
+        ("describe_worker", json!({"worker": "wk_x"})),
+        (
+            "hire",
+            json!({"worker_id": env.worker_id, "task_type": "summarize"}),
+        ),
+        (
+            "open_dispute",
+            json!({"contract_id": "ctr_x", "reason": ["not", "text"]}),
+        ),
+        ("find_workers", json!({"min_reputation": "high"})),
+    ] {
+        let result = call(&client, tool, arguments.clone()).await;
+        assert_eq!(
+            result.is_error,
+            Some(true),
+            "{tool} {arguments}: {result:?}"
+        );
+        let error = &structured(&result)["error"];
+        assert_eq!(
+            error["code"], "invalid_argument",
+            "{tool} {arguments}: {result:?}"
+        );
+        assert!(error["message"].is_string(), "{error}");
+        assert!(error["details"]["arguments"].is_string(), "{error}");
+    }
+    // Nothing was proposed or paid.
+    let listed: Value = env
+        .app
+        .get("/v1/contracts", Some(&env.seeker_key))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["contracts"], json!([]), "{listed}");
+    client.cancel().await.unwrap();
+}

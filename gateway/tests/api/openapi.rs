@@ -11,6 +11,9 @@
 //!   is in the record but not in the document, and `every_route_is_documented` fails:
 //!   `an_undocumented_route_is_caught` shows exactly that with a deliberately undocumented
 //!   route.
+//! - An independent validator, `@apidevtools/swagger-parser` (npm, run through
+//!   `tools/interop/openapi-validate.mjs`), accepts the served document: it resolves every
+//!   `$ref`, so a schema referenced but never defined fails here.
 
 use std::collections::BTreeSet;
 
@@ -45,6 +48,46 @@ fn the_document_is_valid_openapi_3_1() {
     let mut broken = doc.clone();
     broken["paths"]["/healthz"]["get"]["responses"] = Value::String("none".into());
     assert!(!validator.is_valid(&broken));
+}
+
+/// What `tools/interop/openapi-validate.mjs` says of `document`.
+async fn independent_verdict(document: &Value) -> Value {
+    hiregate_payments::devnet::node_script(
+        "openapi-validate.mjs",
+        &serde_json::json!({ "document": document }),
+    )
+    .await
+    .expect("the validator runs")
+}
+
+#[tokio::test]
+async fn an_independent_validator_accepts_the_document() {
+    if !hiregate_payments::devnet::node_tools_or_skip(
+        "an_independent_validator_accepts_the_document",
+    ) {
+        return;
+    }
+    let app = spawn_app().await;
+    let served: Value = app.get("/openapi.json", None).await.json().await.unwrap();
+    let verdict = independent_verdict(&served).await;
+    assert_eq!(verdict["valid"], true, "{verdict}");
+    assert!(verdict["openapi"].as_str().unwrap().starts_with("3.1."));
+    assert_eq!(
+        verdict["paths"].as_u64(),
+        Some(served["paths"].as_object().unwrap().len() as u64)
+    );
+
+    // Not vacuous: a reference to a schema nobody defined fails it.
+    let mut dangling = served.clone();
+    dangling["paths"]["/healthz"]["get"]["responses"]["200"]["content"] = serde_json::json!({
+        "application/json": {"schema": {"$ref": "#/components/schemas/NoSuchSchema"}}
+    });
+    let verdict = independent_verdict(&dangling).await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    assert!(
+        verdict["error"].as_str().unwrap().contains("NoSuchSchema"),
+        "{verdict}"
+    );
 }
 
 #[test]
