@@ -101,15 +101,15 @@ pub enum Command {
     /// which has no curl), 1 otherwise.
     Healthcheck {
         /// The liveness URL to ask.
-        #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
+        #[arg(long, default_value = "http://127.0.0.1:8402/healthz")]
         url: String,
     },
     /// Act as a seeker against a running gateway: discover workers, hire one (paying with a
     /// local key, under a spending guard), list contracts, open disputes.
     Seeker(Box<crate::seeker_cli::SeekerArgs>),
     /// Serve the MCP tools over stdio for a local agent, against a running gateway, with the
-    /// seeker key of `HIREGATE_SEEKER_KEY` and the wallet and limits of the `[mcp]` section
-    /// (the day's spending is read from the configured database).
+    /// seeker key of `HIREGATE_SEEKER_KEY` (as `hiregate seeker`) and the wallet and limits of
+    /// the `[mcp]` section (the day's spending is read from the configured database).
     Mcp {
         /// Base URL of the gateway.
         #[arg(
@@ -341,10 +341,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 async fn mcp_command(settings: Settings, gateway: url::Url) -> anyhow::Result<ExitCode> {
     use rmcp::ServiceExt as _;
 
-    let seeker_key = std::env::var("HIREGATE_SEEKER_KEY")
-        .ok()
-        .filter(|key| !key.trim().is_empty())
-        .context("no seeker key: set HIREGATE_SEEKER_KEY")?;
+    let seeker_key = crate::seeker_cli::seeker_key_from_env()
+        .with_context(|| format!("no seeker key: set {}", crate::seeker_cli::SEEKER_KEY_ENV))?;
     let store = Store::connect(&settings.database)
         .await
         .context("cannot open the database")?;
