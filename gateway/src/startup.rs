@@ -147,6 +147,11 @@ impl App {
         let keys = load_key_ring(&settings.signing_key)?;
         let assets = AssetDirectory::from_settings(settings.chains.values());
         let metrics = Arc::new(Metrics::new());
+        for chain in settings.chains.values() {
+            for token in &chain.tokens {
+                metrics.track_asset(&chain.network, &token.address);
+            }
+        }
         let facilitator = match options.facilitator {
             Some(facilitator) => Some(facilitator),
             None => build_facilitator(&settings).await?,
