@@ -1,8 +1,9 @@
 //! The `hiregate` command line: `serve`, `migrate`, `keys create`, `check-config`,
 //! `facilitator` (the bundled x402 facilitator on its own), `receipt verify` (offline, with the
 //! JWKS), `reconcile` (the store's settlements against the chain; exit 0 agree, 1 mismatch,
-//! 2 could not run), `demo`, `healthcheck` (for container images), and `seeker …` (a seeker's hire from the shell, see
-//! [`crate::seeker_cli`]).
+//! 2 could not run), `demo`, `devnet` (a local chain for your own gateway, see
+//! [`crate::devnet_cli`]), `healthcheck` (for container images), `seeker …` (a seeker's hire
+//! from the shell, see [`crate::seeker_cli`]) and `mcp` (the MCP tools over stdio).
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
@@ -97,6 +98,13 @@ pub enum Command {
     /// Start a local chain (anvil + devnet token), the gateway with its bundled facilitator,
     /// and two example workers, then walk a seeker through a paid hire and a rejected one.
     Demo,
+    /// A local chain for running your own gateway (`devnet up`), and token balances on it
+    /// (`devnet balance`): the README's walkthrough.
+    Devnet {
+        /// Devnet operation.
+        #[command(subcommand)]
+        command: crate::devnet_cli::DevnetCommand,
+    },
     /// Exit 0 when a gateway's `/healthz` answers 200 (the container image's HEALTHCHECK,
     /// which has no curl), 1 otherwise.
     Healthcheck {
@@ -311,6 +319,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             // The demo already said what went wrong.
             Err(_) => Ok(ExitCode::FAILURE),
         },
+        Command::Devnet { command } => crate::devnet_cli::run(command).await,
         Command::Healthcheck { url } => {
             let client = reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(5))
