@@ -123,7 +123,8 @@ impl App {
         }
         if settings.facilitator.mode == FacilitatorMode::Embedded && settings.chains.is_empty() {
             tracing::warn!(
-                "no [chains] configured: the embedded facilitator cannot verify or settle payments"
+                "no [chains] configured: the embedded facilitator cannot verify or settle \
+                 payments (for a local chain and a configuration for it: `hiregate devnet up`)"
             );
         }
         if settings.signing_key.path.is_none() {
