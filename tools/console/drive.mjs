@@ -1,6 +1,6 @@
 // Drives the web console in a real headless Chromium (playwright-core, the distribution's
-// Chromium) through a seeker's, an operator's and an arbiter's pages, asserting on the rendered
-// DOM and saving a screenshot of every page.
+// Chromium) through a seeker's, an operator's and an arbiter's pages, and a phone-width (360 px)
+// sign-in and sign-out, asserting on the rendered DOM and saving a screenshot of every page.
 //
 // Input: a JSON document on stdin (written by gateway/tests/api/console.rs):
 //   { baseUrl, chromium, screenshotDir, seekerKey, operatorKey, adminKey, workerId,

@@ -3,8 +3,10 @@
 //! distribution's package, driven by `tools/console/drive.mjs` with `playwright-core`) over real
 //! hires on anvil: a seeker's contracts, live timeline, deliverable, verification, receipt
 //! verified in the browser (and an altered one refused), dispute, answer to an operator's dispute
-//! and webhook dead letters; an operator's workers with load, earnings, health history, failures
-//! and rejections; an arbiter's queue, both parties' statements and the decision.
+//! and webhook dead letters; an operator's workers with load, earnings (in the token's symbol,
+//! from `GET /v1/assets`), health history, failures and rejections; an arbiter's queue, both
+//! parties' statements and the decision; and on a 360 px phone, a header that fits with its
+//! sign-out button on screen.
 //! Screenshots of every page land in `target/console-screenshots/`.
 //!
 //! The browser test needs node, `npm ci` in `tools/` (scripts/install-tools.sh) and Chromium
