@@ -35,6 +35,13 @@ pub enum PolicyId {
 }
 
 impl PolicyId {
+    /// Every built-in policy.
+    pub const ALL: [Self; 3] = [
+        Self::SchemaOnlyV1,
+        Self::SchemaThresholdsV1,
+        Self::CrosscheckV1,
+    ];
+
     /// The wire identifier.
     #[must_use]
     pub const fn as_str(&self) -> &'static str {

@@ -243,6 +243,24 @@ impl AssetDirectory {
         Ok(info)
     }
 
+    /// Every token described without asking a chain: the configured ones and those already
+    /// read from a chain, ordered by chain and address.
+    pub fn known(&self) -> Vec<AssetInfo> {
+        let mut known: HashMap<(u64, Address), AssetInfo> = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        for (chain_id, chain) in self.chains.iter() {
+            for (address, info) in &chain.listed {
+                known.insert((*chain_id, *address), info.clone());
+            }
+        }
+        let mut known: Vec<(_, AssetInfo)> = known.into_iter().collect();
+        known.sort_by_key(|(key, _)| *key);
+        known.into_iter().map(|(_, info)| info).collect()
+    }
+
     fn cached(&self, chain_id: u64, address: Address) -> Option<AssetInfo> {
         self.cache
             .lock()

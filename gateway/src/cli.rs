@@ -1,8 +1,9 @@
 //! The `hiregate` command line: `serve`, `migrate`, `keys create`, `check-config`,
 //! `facilitator` (the bundled x402 facilitator on its own), `receipt verify` (offline, with the
 //! JWKS), `reconcile` (the store's settlements against the chain; exit 0 agree, 1 mismatch,
-//! 2 could not run), `demo`, `healthcheck` (for container images), and `seeker …` (a seeker's hire from the shell, see
-//! [`crate::seeker_cli`]).
+//! 2 could not run), `demo`, `devnet` (a local chain for your own gateway, see
+//! [`crate::devnet_cli`]), `healthcheck` (for container images), `seeker …` (a seeker's hire
+//! from the shell, see [`crate::seeker_cli`]) and `mcp` (the MCP tools over stdio).
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
@@ -97,19 +98,26 @@ pub enum Command {
     /// Start a local chain (anvil + devnet token), the gateway with its bundled facilitator,
     /// and two example workers, then walk a seeker through a paid hire and a rejected one.
     Demo,
+    /// A local chain for running your own gateway (`devnet up`), and token balances on it
+    /// (`devnet balance`): the README's walkthrough.
+    Devnet {
+        /// Devnet operation.
+        #[command(subcommand)]
+        command: crate::devnet_cli::DevnetCommand,
+    },
     /// Exit 0 when a gateway's `/healthz` answers 200 (the container image's HEALTHCHECK,
     /// which has no curl), 1 otherwise.
     Healthcheck {
         /// The liveness URL to ask.
-        #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
+        #[arg(long, default_value = "http://127.0.0.1:8402/healthz")]
         url: String,
     },
     /// Act as a seeker against a running gateway: discover workers, hire one (paying with a
     /// local key, under a spending guard), list contracts, open disputes.
     Seeker(Box<crate::seeker_cli::SeekerArgs>),
     /// Serve the MCP tools over stdio for a local agent, against a running gateway, with the
-    /// seeker key of `HIREGATE_SEEKER_KEY` and the wallet and limits of the `[mcp]` section
-    /// (the day's spending is read from the configured database).
+    /// seeker key of `HIREGATE_SEEKER_KEY` (as `hiregate seeker`) and the wallet and limits of
+    /// the `[mcp]` section (the day's spending is read from the configured database).
     Mcp {
         /// Base URL of the gateway.
         #[arg(
@@ -311,6 +319,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             // The demo already said what went wrong.
             Err(_) => Ok(ExitCode::FAILURE),
         },
+        Command::Devnet { command } => crate::devnet_cli::run(command).await,
         Command::Healthcheck { url } => {
             let client = reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(5))
@@ -341,10 +350,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 async fn mcp_command(settings: Settings, gateway: url::Url) -> anyhow::Result<ExitCode> {
     use rmcp::ServiceExt as _;
 
-    let seeker_key = std::env::var("HIREGATE_SEEKER_KEY")
-        .ok()
-        .filter(|key| !key.trim().is_empty())
-        .context("no seeker key: set HIREGATE_SEEKER_KEY")?;
+    let seeker_key = crate::seeker_cli::seeker_key_from_env()
+        .with_context(|| format!("no seeker key: set {}", crate::seeker_cli::SEEKER_KEY_ENV))?;
     let store = Store::connect(&settings.database)
         .await
         .context("cannot open the database")?;

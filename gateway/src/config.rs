@@ -30,6 +30,21 @@ pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config.default.toml");
 /// Prefix of the environment variables that override configuration keys.
 pub const ENV_PREFIX: &str = "HIREGATE_";
 
+/// `HIREGATE_*` variables that belong to something else than the configuration, lower-cased and
+/// without the prefix: `HIREGATE_CONFIG` names the file, `HIREGATE_TEST_DATABASE_URL` belongs to
+/// the test suite, the others to the client commands (`hiregate seeker`, `hiregate mcp`). A shell
+/// that exports them for a seeker can still run `hiregate serve`.
+pub const NOT_CONFIG_KEYS: &[&str] = &[
+    "config",
+    "test_database_url",
+    "gateway_url",
+    "seeker_key",
+    // The former name of HIREGATE_SEEKER_KEY, still read by `hiregate seeker`.
+    "api_key",
+    "seeker_wallet_key_file",
+    "seeker_max_price",
+];
+
 /// Shared, cheap-to-clone handle on validated settings.
 pub type Config = Arc<Settings>;
 
@@ -664,10 +679,11 @@ pub struct McpSettings {
     /// Hex private key of the paying wallet (never logged).
     #[serde(deserialize_with = "empty_secret_as_none", default)]
     pub wallet_private_key: Option<SecretString>,
-    /// The most one hire may cost, atomic units of the contract's asset.
+    /// The most one hire may cost, atomic units of the contract's asset (default 5 whole units of
+    /// a 6-decimals token, from `config.default.toml`).
     #[serde(default)]
     pub max_per_hire: u64,
-    /// The most the wallet may pay over any 24 hours, atomic units.
+    /// The most the wallet may pay over any 24 hours, atomic units (default 50 whole units).
     #[serde(default)]
     pub max_per_day: u64,
 }
@@ -698,9 +714,7 @@ impl EventStreamSettings {
 
 impl Settings {
     /// The layering without validation: defaults, then `config_file` (if any), then the
-    /// `HIREGATE_*` environment. `HIREGATE_CONFIG` names the file,
-    /// `HIREGATE_TEST_DATABASE_URL` belongs to the test suite, and `HIREGATE_SEEKER_KEY` and
-    /// `HIREGATE_GATEWAY_URL` to `hiregate mcp`, so none is a key.
+    /// `HIREGATE_*` environment, except the variables in [`NOT_CONFIG_KEYS`].
     pub fn figment(config_file: Option<&Path>) -> Result<Figment, ConfigError> {
         let mut figment = Figment::from(Toml::string(DEFAULT_CONFIG_TOML));
         if let Some(path) = config_file {
@@ -713,7 +727,7 @@ impl Settings {
         }
         Ok(figment.merge(
             Env::prefixed(ENV_PREFIX)
-                .ignore(&["config", "test_database_url", "seeker_key", "gateway_url"])
+                .ignore(NOT_CONFIG_KEYS)
                 // Lower-case, so errors name keys as they are written in the TOML files.
                 .map(|key| key.as_str().to_ascii_lowercase().into())
                 .split("__"),
@@ -1258,6 +1272,20 @@ mod tests {
             assert!(error.contains(field), "{field}: {error}");
             assert!(!error.contains("not-a-key"), "{error}");
         }
+    }
+
+    /// Setting only the wallet gives a working MCP `hire`: the limits have usable defaults
+    /// (5 and 50 whole units of a 6-decimals token), not 0, which would refuse every hire.
+    #[test]
+    fn a_wallet_alone_gets_usable_spending_limits() {
+        let key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+        let settings =
+            Settings::from_defaults_and(&format!("[mcp]\nwallet_private_key = \"{key}\"\n"))
+                .expect("a wallet alone is a valid [mcp] section");
+        assert_eq!(
+            (settings.mcp.max_per_hire, settings.mcp.max_per_day),
+            (5_000_000, 50_000_000)
+        );
     }
 
     #[test]

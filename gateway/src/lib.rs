@@ -56,6 +56,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod devnet_cli;
 pub mod error;
 pub mod events;
 pub mod facilitator;

@@ -6,7 +6,8 @@
 //! them. Only `hire` pays, from the wallet of the `[mcp]` section; before signing anything it
 //! checks the 402's amount against `mcp.max_per_hire` and, with the wallet's payments of the last
 //! 24 hours as recorded in the store, against `mcp.max_per_day`. A refusal is a tool error
-//! (`isError: true`) whose code is `spending_limit_exceeded`; nothing is signed then. The hires
+//! (`isError: true`) whose code is `spending_limit_exceeded` and whose message and
+//! `details.setting` name the limit's configuration key; nothing is signed then. The hires
 //! of one process are serialized from that check until their payment is recorded, so concurrent
 //! calls cannot pass the day limit together; instances sharing one wallet each hold their own
 //! lock, so give each instance its own wallet.
@@ -518,8 +519,9 @@ impl HiregateMcp {
         let Some(wallet) = &self.wallet else {
             return Err(ToolError::new(
                 "mcp_wallet_not_configured",
-                "this MCP server has no paying wallet ([mcp] wallet_private_key)",
-                Value::Null,
+                "this MCP server has no paying wallet: set [mcp] wallet_private_key \
+                 (HIREGATE_MCP__WALLET_PRIVATE_KEY)",
+                json!({"setting": "mcp.wallet_private_key"}),
             ));
         };
         let client = SeekerClient::new(
@@ -543,9 +545,11 @@ impl HiregateMcp {
                 &contract_id,
                 format!(
                     "contract {contract_id} costs {asked} atomic units, above the per-hire limit \
-                     of {}; nothing was signed or paid",
+                     of {} set by [mcp] max_per_hire (HIREGATE_MCP__MAX_PER_HIRE); nothing was \
+                     signed or paid",
                     wallet.max_per_hire
                 ),
+                "mcp.max_per_hire",
                 json!({"price": asked.to_string(), "max_per_hire": wallet.max_per_hire.to_string()}),
             ));
         }
@@ -556,10 +560,11 @@ impl HiregateMcp {
                 &contract_id,
                 format!(
                     "contract {contract_id} costs {asked} atomic units; with {spent} paid in the \
-                     last 24 hours that is above the per-day limit of {}; nothing was signed or \
-                     paid",
+                     last 24 hours that is above the per-day limit of {} set by [mcp] \
+                     max_per_day (HIREGATE_MCP__MAX_PER_DAY); nothing was signed or paid",
                     wallet.max_per_day
                 ),
+                "mcp.max_per_day",
                 json!({
                     "price": asked.to_string(),
                     "spent_last_24h": spent.to_string(),
@@ -692,7 +697,15 @@ fn dispute_output() -> Arc<JsonObject> {
     }))
 }
 
-fn limit_exceeded(contract_id: &str, message: String, mut details: Value) -> ToolError {
+/// A refusal by a spending limit; `details.setting` names the configuration key that set it, so
+/// an operator knows what to raise.
+fn limit_exceeded(
+    contract_id: &str,
+    message: String,
+    setting: &str,
+    mut details: Value,
+) -> ToolError {
     details["contract_id"] = json!(contract_id);
+    details["setting"] = json!(setting);
     ToolError::new("spending_limit_exceeded", message, details)
 }

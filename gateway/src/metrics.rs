@@ -17,11 +17,19 @@
 //! | `hiregate_reconciliation_mismatches` | kind | each reconciliation run ([`Metrics::record_reconciliation`]) |
 //! | `hiregate_reconciliations_total` | result (`ok`, `mismatch`, `error`) | the same |
 //!
+//! Outcome series start at zero: every label value known when the gateway starts (settlement
+//! outcomes, facilitator verdicts and errors, verification outcomes per built-in policy with
+//! `reason_code="none"`, probe results, reconciliation results and mismatch kinds, and the escrow
+//! outcomes and amounts of every token under `[chains.*.tokens]`) is present from the first scrape,
+//! so `rate(...)` and alerts work without `or vector(0)`. Series whose labels only exist at run
+//! time start when first seen: a listing's token when it is registered or probed
+//! ([`Metrics::track_asset`]), contract transitions, HTTP routes and worker latency.
+//!
 //! Why `prometheus-client` rather than the `metrics` facade + exporter: the facade installs a
 //! process-global recorder, and tests run many gateways in one process; a registry per app keeps
 //! their counters apart. Rendered in the OpenMetrics text format, which Prometheus scrapes.
 
-use std::{fmt::Write as _, sync::atomic::AtomicU64};
+use std::{fmt::Write as _, str::FromStr as _, sync::atomic::AtomicU64};
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder, text::encode},
@@ -33,6 +41,9 @@ use prometheus_client::{
     },
     registry::Registry,
 };
+
+use alloy::primitives::Address;
+use hiregate_contracts::policy::PolicyId;
 
 use crate::ledger::reconcile::{MismatchKind, ReconcileReport};
 
@@ -69,6 +80,11 @@ pub enum ProbeOutcome {
     Failed,
 }
 
+impl ProbeOutcome {
+    /// Every outcome.
+    pub const ALL: [Self; 2] = [Self::Passed, Self::Failed];
+}
+
 /// Labels of probe counters.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProbeLabels {
@@ -100,6 +116,13 @@ pub enum SettlementResult {
 }
 
 impl SettlementResult {
+    /// Every outcome.
+    pub const ALL: [Self; 3] = [
+        Self::Settled,
+        Self::SettlementFailed,
+        Self::SettlementUnknown,
+    ];
+
     /// The contract state name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -137,6 +160,19 @@ pub struct AssetLabels {
     pub asset: String,
 }
 
+impl AssetLabels {
+    /// The labels of `asset` on `network`, the address spelled EIP-55 whatever spelling it came
+    /// in, so one token is one series.
+    pub fn new(network: impl Into<String>, asset: &str) -> Self {
+        let asset = Address::from_str(asset.trim())
+            .map_or_else(|_| asset.to_owned(), |address| address.to_checksum(None));
+        Self {
+            network: network.into(),
+            asset,
+        }
+    }
+}
+
 /// What happened to an escrowed payment's money.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 pub enum EscrowOutcome {
@@ -153,6 +189,15 @@ pub enum EscrowOutcome {
 }
 
 impl EscrowOutcome {
+    /// Every outcome.
+    pub const ALL: [Self; 5] = [
+        Self::Authorized,
+        Self::Captured,
+        Self::Voided,
+        Self::Refunded,
+        Self::Reclaimed,
+    ];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -187,6 +232,9 @@ pub enum FacilitatorOperation {
 }
 
 impl FacilitatorOperation {
+    /// Every operation.
+    pub const ALL: [Self; 2] = [Self::Verify, Self::Settle];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -207,6 +255,9 @@ pub enum FacilitatorErrorKind {
 }
 
 impl FacilitatorErrorKind {
+    /// Every kind.
+    pub const ALL: [Self; 2] = [Self::Unknown, Self::Refused];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -245,6 +296,9 @@ pub enum FacilitatorCallOutcome {
 }
 
 impl FacilitatorCallOutcome {
+    /// Every outcome.
+    pub const ALL: [Self; 3] = [Self::Ok, Self::Refused, Self::Unknown];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -273,6 +327,9 @@ pub struct TransitionLabels {
     /// State after.
     pub to: String,
 }
+
+/// The `outcome` label values of verifications (a verdict's `verification_status`).
+pub const VERIFICATION_OUTCOMES: [&str; 3] = ["passed", "failed", "inconclusive"];
 
 /// Labels of verification outcomes.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -313,6 +370,9 @@ pub enum ReconcileResult {
 }
 
 impl ReconcileResult {
+    /// Every result.
+    pub const ALL: [Self; 3] = [Self::Ok, Self::Mismatch, Self::Error];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -503,7 +563,7 @@ impl Metrics {
             "Reconciliation runs by result",
             reconciliations.clone(),
         );
-        Self {
+        let metrics = Self {
             registry,
             http_requests,
             http_request_duration,
@@ -523,6 +583,68 @@ impl Metrics {
             worker_request_duration,
             reconciliation_mismatches,
             reconciliations,
+        };
+        metrics.start_outcomes_at_zero();
+        metrics
+    }
+
+    /// Creates every outcome series whose labels are known without any configuration, at zero
+    /// (`get_or_create_owned` adds a series without counting anything; the handle it returns is
+    /// dropped).
+    fn start_outcomes_at_zero(&self) {
+        for outcome in SettlementResult::ALL {
+            self.settlements
+                .get_or_create_owned(&SettlementLabels { outcome });
+        }
+        for operation in FacilitatorOperation::ALL {
+            for outcome in FacilitatorCallOutcome::ALL {
+                self.facilitator_calls
+                    .get_or_create_owned(&FacilitatorCallLabels { operation, outcome });
+            }
+            for kind in FacilitatorErrorKind::ALL {
+                self.facilitator_errors
+                    .get_or_create_owned(&FacilitatorErrorLabels { operation, kind });
+            }
+        }
+        for policy in PolicyId::ALL {
+            for outcome in VERIFICATION_OUTCOMES {
+                self.verifications.get_or_create_owned(&VerificationLabels {
+                    policy: policy.as_str().to_owned(),
+                    outcome: outcome.to_owned(),
+                    reason_code: "none".to_owned(),
+                });
+            }
+        }
+        for outcome in ProbeOutcome::ALL {
+            self.worker_probes
+                .get_or_create_owned(&ProbeLabels { outcome });
+        }
+        for result in ReconcileResult::ALL {
+            self.reconciliations
+                .get_or_create_owned(&ReconcileLabels { result });
+        }
+        // No run yet has found anything: the gauges read 0 until the first run sets them.
+        for kind in MismatchKind::ALL {
+            self.reconciliation_mismatches
+                .get_or_create_owned(&MismatchLabels { kind });
+        }
+    }
+
+    /// Creates the per-asset outcome series of `asset` on `network` at zero (settled amount,
+    /// escrow outcomes and amounts, capture fees), if they do not exist yet: called at start for
+    /// every configured token and for each listing's token as the gateway learns of it.
+    pub fn track_asset(&self, network: &str, asset: &str) {
+        let labels = AssetLabels::new(network, asset);
+        self.settled_amount.get_or_create_owned(&labels);
+        self.escrow_fees.get_or_create_owned(&labels);
+        for outcome in EscrowOutcome::ALL {
+            let escrow = EscrowLabels {
+                outcome,
+                network: labels.network.clone(),
+                asset: labels.asset.clone(),
+            };
+            self.escrow_outcomes.get_or_create_owned(&escrow);
+            self.escrow_amount.get_or_create_owned(&escrow);
         }
     }
 

@@ -9,6 +9,9 @@
 //!
 //! Exit codes: 0 done (accepted/settled), 1 error, [`EXIT_REFUSED_BY_GUARD`] refused by the
 //! guard (nothing signed), [`EXIT_NOT_ACCEPTED`] the hire ended without an accepted deliverable.
+//!
+//! The seeker key comes from `--api-key` or [`SEEKER_KEY_ENV`], the one variable every seeker
+//! command of the binary reads (`hiregate mcp` too, see [`seeker_key_from_env`]).
 
 use std::{
     cmp::Ordering,
@@ -37,6 +40,29 @@ pub const DEFAULT_MAX_PRICE: &str = "5";
 pub const EXIT_REFUSED_BY_GUARD: u8 = 2;
 /// Exit code of a paid hire that ended rejected, failed or otherwise not accepted.
 pub const EXIT_NOT_ACCEPTED: u8 = 3;
+/// The seeker API key of `hiregate seeker` and `hiregate mcp`.
+pub const SEEKER_KEY_ENV: &str = "HIREGATE_SEEKER_KEY";
+/// The name `hiregate seeker` used to read the key from; still read when [`SEEKER_KEY_ENV`] is
+/// unset, with a deprecation warning, so existing scripts keep working.
+pub const DEPRECATED_SEEKER_KEY_ENV: &str = "HIREGATE_API_KEY";
+
+/// The seeker key from the environment: [`SEEKER_KEY_ENV`], else the deprecated
+/// [`DEPRECATED_SEEKER_KEY_ENV`] (with a warning on stderr, never the key). Blank counts as unset.
+pub fn seeker_key_from_env() -> Option<String> {
+    let read = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|key| key.trim().to_owned())
+            .filter(|key| !key.is_empty())
+    };
+    read(SEEKER_KEY_ENV).or_else(|| {
+        let key = read(DEPRECATED_SEEKER_KEY_ENV)?;
+        eprintln!(
+            "warning: {DEPRECATED_SEEKER_KEY_ENV} is deprecated; set {SEEKER_KEY_ENV} instead"
+        );
+        Some(key)
+    })
+}
 
 /// States in which the gateway is still working on a paid contract (settlement included: an
 /// `exact` contract shows its deliverable once the money has moved).
@@ -62,8 +88,9 @@ pub struct SeekerArgs {
         default_value = "http://127.0.0.1:8402/"
     )]
     gateway: Url,
-    /// Seeker API key (`hg_sk_…`); prefer the environment variable over the command line.
-    #[arg(long, global = true, env = "HIREGATE_API_KEY", hide_env_values = true)]
+    /// Seeker API key (`hg_sk_…`); prefer the environment variable HIREGATE_SEEKER_KEY over the
+    /// command line (HIREGATE_API_KEY, its former name, is still read, with a warning).
+    #[arg(long, global = true)]
     api_key: Option<ApiKey>,
     /// What to do.
     #[command(subcommand)]
@@ -251,11 +278,12 @@ pub async fn run(args: SeekerArgs) -> anyhow::Result<ExitCode> {
         command,
     } = args;
     let gateway = with_trailing_slash(gateway);
+    // Read once, so the deprecation warning is printed once.
+    let api_key = api_key.map(|key| key.0).or_else(seeker_key_from_env);
     let key = || {
         api_key
             .clone()
-            .map(|key| key.0)
-            .context("no API key: set HIREGATE_API_KEY or pass --api-key")
+            .with_context(|| format!("no API key: set {SEEKER_KEY_ENV} or pass --api-key"))
     };
     match command {
         SeekerCommand::Workers {

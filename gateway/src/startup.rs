@@ -123,7 +123,8 @@ impl App {
         }
         if settings.facilitator.mode == FacilitatorMode::Embedded && settings.chains.is_empty() {
             tracing::warn!(
-                "no [chains] configured: the embedded facilitator cannot verify or settle payments"
+                "no [chains] configured: the embedded facilitator cannot verify or settle \
+                 payments (for a local chain and a configuration for it: `hiregate devnet up`)"
             );
         }
         if settings.signing_key.path.is_none() {
@@ -147,6 +148,11 @@ impl App {
         let keys = load_key_ring(&settings.signing_key)?;
         let assets = AssetDirectory::from_settings(settings.chains.values());
         let metrics = Arc::new(Metrics::new());
+        for chain in settings.chains.values() {
+            for token in &chain.tokens {
+                metrics.track_asset(&chain.network, &token.address);
+            }
+        }
         let facilitator = match options.facilitator {
             Some(facilitator) => Some(facilitator),
             None => build_facilitator(&settings).await?,
@@ -182,7 +188,7 @@ impl App {
             adapters: options.adapters.unwrap_or_default(),
             facilitator,
             keys,
-            assets,
+            assets: assets.clone(),
             escrow: crate::hire::escrow::EscrowOperators::from_settings(&config)?,
             base_url: base_url.clone(),
             metrics: metrics.clone(),
@@ -198,6 +204,7 @@ impl App {
             reputation,
             agent_cards,
             metrics,
+            assets,
             readiness_checks: readiness_checks.into(),
             admin_key_hash,
             shutdown: CancellationToken::new(),

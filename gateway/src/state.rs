@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     agent_cards::AgentCards,
+    assets::AssetDirectory,
     auth::{ApiKeyCache, ApiKeyHash},
     config::Config,
     hire::HireService,
@@ -58,6 +59,8 @@ pub struct SharedState {
     pub agent_cards: AgentCards,
     /// Prometheus registry of this app.
     pub metrics: Arc<Metrics>,
+    /// Token metadata (symbol, decimals) by chain and address.
+    pub assets: AssetDirectory,
     /// Extra `/readyz` checks (the facilitator's).
     pub readiness_checks: Arc<[Arc<dyn ReadinessCheck>]>,
     /// SHA-256 of `admin.api_key`, if configured (the key itself is not kept here).

@@ -1,13 +1,14 @@
 // Drives the web console in a real headless Chromium (playwright-core, the distribution's
-// Chromium) through a seeker's, an operator's and an arbiter's pages, asserting on the rendered
-// DOM and saving a screenshot of every page.
+// Chromium) through a seeker's, an operator's and an arbiter's pages, and a phone-width (360 px)
+// sign-in and sign-out, asserting on the rendered DOM and saving a screenshot of every page.
 //
 // Input: a JSON document on stdin (written by gateway/tests/api/console.rs):
 //   { baseUrl, chromium, screenshotDir, seekerKey, operatorKey, adminKey, workerId,
 //     settled: {contractId, eventKinds, summary, transaction}, live: {contractId},
 //     accepted: {contractId}, rejected: {contractId}, escalated: {disputeId, contractId},
 //     flaky: {contractId},
-//     newestFirst: [contract ids], earnings: {asset, amount}, deadLetter: {deliveryId} }
+//     newestFirst: [contract ids], earnings: {asset, amount, shown}, price: {amount, shown},
+//     deadLetter: {deliveryId} }
 // Protocol on stdout, one JSON object per line:
 //   {"step":"live_page_open","contractId":…}  the test should now pay that contract;
 //   {"done":true,"screenshots":[…],"checks":n}  everything held.
@@ -146,6 +147,10 @@ async function seeker(browser) {
   const content = JSON.parse(await page.textContent("#deliverable-content"));
   expectEqual(content.summary, input.settled.summary, "the released deliverable");
   expect(await page.$('#verification[data-status="passed"]'), "the verification passed");
+  expectEqual((await page.textContent("#payment-amount")).trim(), input.price.shown,
+    "the amount paid, in the token's symbol and decimals");
+  expectEqual((await page.getAttribute("#payment-amount", "data-amount")), input.price.amount,
+    "the amount paid, in atomic units");
   expectEqual((await page.textContent("#settlement-tx")).trim(), input.settled.transaction,
     "the settlement transaction");
   await page.click("#verify-receipt");
@@ -260,6 +265,11 @@ async function operator(browser) {
     "settled earnings");
   expectEqual(await page.getAttribute(`${row} .earning`, "data-asset"), input.earnings.asset,
     "the earnings' asset");
+  const earning = await page.textContent(`${row} .earning`);
+  expect(earning.startsWith(`${input.earnings.shown} (`),
+    `the earnings in the token's symbol, not its address: ${earning}`);
+  expect(!earning.toLowerCase().includes(input.earnings.asset.slice(0, 10).toLowerCase()),
+    `no token address where the symbol is known: ${earning}`);
   await shot(page, "operator-workers");
 
   await page.click(`${row} a`);
@@ -277,6 +287,34 @@ async function operator(browser) {
     "the rejection lists its failing paths");
   expect((await page.textContent("#worker-load")).includes("0 / 4"), "load against max_parallel");
   await shot(page, "operator-worker");
+  await context.close();
+}
+
+// A phone (360 px wide): the header wraps instead of overflowing, so the sign-out button is on
+// screen and works.
+async function phone(browser) {
+  const width = 360;
+  const context = await browser.newContext({ viewport: { width, height: 740 }, isMobile: true });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  watch(page, "phone");
+  for (const [key, role] of [[input.operatorKey, "operator"], [input.seekerKey, "seeker"]]) {
+    await signIn(page, key, role);
+    await page.waitForSelector("main table, main .muted");
+    const header = await page.$eval("header.bar", (bar) =>
+      ({ scrollWidth: bar.scrollWidth, clientWidth: bar.clientWidth }));
+    expect(header.scrollWidth <= header.clientWidth,
+      `${role}: the header fits its ${header.clientWidth} px (content ${header.scrollWidth} px)`);
+    const box = await (await page.$("#sign-out")).boundingBox();
+    expect(box && box.x >= 0 && box.x + box.width <= width && box.y >= 0,
+      `${role}: sign-out within the ${width} px viewport: ${JSON.stringify(box)}`);
+    await shot(page, `phone-${role}`);
+    // A real click at the button's place, which only lands if the button is on screen.
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    await page.waitForSelector("#login");
+    expect(await page.evaluate(() => sessionStorage.getItem("hiregate.console.key")) === null,
+      `${role}: signed out`);
+  }
   await context.close();
 }
 
@@ -330,6 +368,7 @@ const browser = await chromium.launch({
 try {
   await seeker(browser);
   await operator(browser);
+  await phone(browser);
   await arbiter(browser);
   if (problems.length) throw new Error(`the pages reported errors:\n${problems.join("\n")}`);
   say({ done: true, screenshots, checks });

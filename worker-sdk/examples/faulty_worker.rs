@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! WORKER_LISTEN=127.0.0.1:8082 FAULTY_MODE=invalid \
-//! WORKER_GATEWAY_JWKS_URL=http://127.0.0.1:8080/.well-known/jwks.json \
+//! WORKER_GATEWAY_JWKS_URL=http://127.0.0.1:8402/.well-known/jwks.json \
 //!   cargo run -p hiregate-worker-sdk --example faulty_worker
 //! ```
 //! See `hiregate_worker_sdk::example_workers::configure_from_env` for the other variables.

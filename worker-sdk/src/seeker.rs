@@ -212,7 +212,7 @@ impl std::fmt::Debug for SeekerClient {
 }
 
 impl SeekerClient {
-    /// A client for the gateway at `base` (e.g. `http://127.0.0.1:8080/`).
+    /// A client for the gateway at `base` (e.g. `http://127.0.0.1:8402/`, its default address).
     pub fn new(base: Url, api_key: impl Into<String>, signer: SeekerSigner) -> Self {
         Self {
             http: reqwest::Client::new(),

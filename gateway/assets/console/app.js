@@ -1,8 +1,8 @@
 // Entry point: sign-in with an API key, navigation by role, and the hash router
 // (`#/contracts/ctr_…`), so every page has a link that survives a reload.
 
-import { forget, signIn, storedKey, storedRole } from "./api.js";
-import { errorBox, fill, h } from "./dom.js";
+import { api, forget, signIn, storedKey, storedRole } from "./api.js";
+import { errorBox, fill, h, knowAssets } from "./dom.js";
 import * as seeker from "./seeker.js";
 import * as operator from "./operator.js";
 import * as arbiter from "./arbiter.js";
@@ -102,6 +102,9 @@ async function render() {
     const page = h("div", { class: "page" }, h("p", { class: "muted" }, "Loading…"));
     fill(main, page);
     try {
+      // Token symbols and decimals for the amounts on the page; without them amounts show in
+      // atomic units with the token's address.
+      knowAssets(await api.get("/v1/assets").then((answer) => answer.assets, () => []));
       await view(match, page);
     } catch (error) {
       if (error?.status === 401) {

@@ -3,7 +3,7 @@
 // replay, both parties' statements — and the final decision.
 
 import { api } from "./api.js";
-import { badge, card, errorBox, facts, fill, h, json, short, table, time, units } from "./dom.js";
+import { badge, card, errorBox, facts, fill, h, json, money, short, table, time } from "./dom.js";
 
 /** `#/disputes`. */
 export async function queue(main) {
@@ -71,7 +71,9 @@ export async function disputePage(main, id) {
           ["Seeker", contract.seeker_id],
           ["Worker", h("code", {}, contract.worker_id)],
           ["Task", contract.task_type],
-          ["Price", contract.terms?.price ? `${units(contract.terms.price.amount)} (${contract.terms.price.scheme})` : "—"],
+          ["Price", contract.terms?.price
+            ? `${money(contract.terms.price.amount, contract.terms.price.asset, contract.terms.price.network)} (${contract.terms.price.scheme})`
+            : "—"],
           ["Policy", contract.terms?.verification?.policy_id ?? "—"],
           ["Terms hash", h("code", {}, contract.terms_hash)],
         ]), h("details", {}, h("summary", {}, "Signed terms"), json(contract.terms)))),

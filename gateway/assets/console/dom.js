@@ -79,14 +79,39 @@ export function time(value) {
   return Number.isNaN(d.getTime()) ? String(value) : d.toISOString().replace("T", " ").slice(0, 19);
 }
 
-/** Atomic units of a 6-decimal token as a decimal string (`1500000` → `1.5`). */
-export function units(atomic, decimals = 6) {
+/** Atomic units as a decimal string in whole tokens (`1500000`, 6 decimals → `1.5`). */
+export function units(atomic, decimals) {
   const digits = String(atomic ?? "0").replace(/^0+(?=\d)/, "");
   if (!/^\d+$/.test(digits)) return String(atomic);
   const padded = digits.padStart(decimals + 1, "0");
   const whole = padded.slice(0, padded.length - decimals);
   const fraction = padded.slice(padded.length - decimals).replace(/0+$/, "");
   return fraction ? `${whole}.${fraction}` : whole;
+}
+
+// The tokens the gateway knows (`GET /v1/assets`), by lower-case address and by network too.
+const tokens = new Map();
+
+/** Remember the gateway's known tokens (the answer of `GET /v1/assets`). */
+export function knowAssets(list) {
+  tokens.clear();
+  for (const token of list ?? []) {
+    const address = String(token.address).toLowerCase();
+    tokens.set(`${token.network}|${address}`, token);
+    if (!tokens.has(address)) tokens.set(address, token);
+  }
+}
+
+/**
+ * An amount of `asset` (atomic units) for people: `1.25 USDC` when the gateway knows the token's
+ * symbol and decimals, else the atomic units and the token's address (nothing is guessed).
+ */
+export function money(atomic, asset, network) {
+  if (atomic === undefined || atomic === null) return "—";
+  const address = String(asset ?? "").toLowerCase();
+  const token = tokens.get(`${network}|${address}`) ?? tokens.get(address);
+  if (!token) return asset ? `${atomic} atomic units of ${short(asset, 10)}` : `${atomic} atomic units`;
+  return `${units(atomic, token.decimals)} ${token.symbol}`;
 }
 
 /** A short form of a long id or hash for tables. */

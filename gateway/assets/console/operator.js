@@ -3,7 +3,7 @@
 // rejections.
 
 import { api } from "./api.js";
-import { badge, card, errorBox, facts, fill, h, json, short, table, time, units } from "./dom.js";
+import { badge, card, errorBox, facts, fill, h, json, money, short, table, time } from "./dom.js";
 
 /** Probes listed on a worker's page (the API keeps more). */
 const HISTORY_SHOWN = 20;
@@ -19,7 +19,7 @@ function earnings(stats) {
   return h("span", { class: "earnings" }, stats.earnings.map((e, i) => [
     i ? "; " : null,
     h("span", { class: "earning", "data-asset": e.asset, "data-amount": e.amount },
-      `${units(e.amount)} of ${short(e.asset, 10)} (${e.payments} payment${e.payments === 1 ? "" : "s"})`),
+      `${money(e.amount, e.asset, e.network)} (${e.payments} payment${e.payments === 1 ? "" : "s"})`),
   ]));
 }
 
@@ -64,7 +64,8 @@ export async function workerPage(main, id) {
         ["Protocol", worker.protocol],
         ["Pay to", h("code", {}, worker.pay_to)],
         ["Network", worker.network],
-        ["Tasks", Object.entries(worker.tasks ?? {}).map(([t, o]) => `${t} at ${units(o.price)}`).join(", ")],
+        ["Tasks", Object.entries(worker.tasks ?? {})
+          .map(([t, o]) => `${t} at ${money(o.price, worker.asset, worker.network)}`).join(", ")],
         ["Last probe", `${time(worker.last_probe_at)}${worker.last_probe_error ? ` (${worker.last_probe_error})` : ""}`],
       ])),
       card("Load and earnings", facts([
@@ -81,7 +82,7 @@ export async function workerPage(main, id) {
             h("td", {}, h("code", {}, c.contract_id)),
             h("td", {}, badge(c.state)),
             h("td", {}, c.task_type),
-            h("td", {}, units(c.price?.amount)),
+            h("td", {}, money(c.price?.amount, c.price?.asset, c.price?.network)),
             h("td", {}, time(c.created_at)))), { id: "worker-contracts" })
         : h("p", { class: "muted", id: "no-worker-contracts" }, "No contracts yet.")),
     card("Health history",

@@ -2,7 +2,7 @@
 // deliverable, verification, receipt checked offline, dispute), webhooks (secret, dead letters).
 
 import { api, followEvents, query } from "./api.js";
-import { badge, card, errorBox, facts, fill, h, json, short, table, time, units } from "./dom.js";
+import { badge, card, errorBox, facts, fill, h, json, money, short, table, time } from "./dom.js";
 import { verifyReceipt } from "./receipt.js";
 
 const STATES = [
@@ -16,7 +16,8 @@ const TERMINAL = new Set([
 
 function price(p) {
   if (!p) return "—";
-  return `${units(p.amount)} (${p.amount} atomic) ${p.scheme ?? ""}`.trim();
+  return h("span", { class: "money", "data-amount": p.amount, "data-asset": p.asset },
+    `${money(p.amount, p.asset, p.network)} ${p.scheme ?? ""}`.trim());
 }
 
 /** `#/contracts`: filters in the URL's query part of the hash are not needed; the form holds them. */
@@ -140,7 +141,8 @@ function receiptCard(contract) {
         facts([
           ["Outcome", badge(claims.outcome)],
           ["Payer", claims.payment?.payer],
-          ["Amount", claims.payment ? units(claims.payment.amount) : null],
+          ["Amount", claims.payment
+            ? money(claims.payment.amount, claims.payment.asset, claims.payment.network) : null],
           ["Transaction", claims.payment?.tx_hash ? h("code", { id: "receipt-tx" }, claims.payment.tx_hash) : null],
           ["Deliverables", (claims.deliverable_digests ?? []).join(", ")],
           ["Verification", claims.verification_status],
@@ -254,7 +256,8 @@ export async function contractPage(main, id, signal) {
         card("Payment", p ? facts([
           ["State", badge(p.state)],
           ["Payer", h("code", {}, p.payer)],
-          ["Amount", `${units(p.amount)} (${p.amount} atomic)`],
+          ["Amount", h("span", { id: "payment-amount", "data-amount": p.amount },
+            money(p.amount, p.asset ?? contract.terms?.price?.asset, p.network))],
           ["Network", p.network],
           ["Settlement tx", contract.settlement?.transaction ? h("code", { id: "settlement-tx" }, contract.settlement.transaction) : "—"],
         ]) : h("p", { class: "muted" }, "Not paid yet."))),

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod agent_cards;
+pub mod assets;
 pub mod callbacks;
 pub mod cancel;
 pub mod console;
@@ -98,6 +99,7 @@ pub fn api_routes() -> openapi::Routes {
         .merge(workers::router())
         .merge(reputation::router())
         .merge(agent_cards::router())
+        .merge(assets::router())
         .merge(contracts::router())
         .merge(callbacks::router())
         .merge(cancel::router())

@@ -399,6 +399,7 @@ impl Modify for SecuritySchemes {
         super::reputation::worker_reputation,
         super::agent_cards::gateway_card,
         super::agent_cards::listing_card,
+        super::assets::list_assets,
         super::contracts::list_contracts,
         super::contracts::create_contract,
         super::contracts::get_contract,

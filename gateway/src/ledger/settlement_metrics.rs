@@ -14,9 +14,9 @@
 //! nothing locked, or of an `exact` authorization, moves no money), `payment_reclaimed` →
 //! reclaimed, `refund_issued` → refunded; the amount is the payment's.
 
-use std::{str::FromStr, sync::Arc};
+use std::sync::Arc;
 
-use alloy::primitives::{Address, U256};
+use alloy::primitives::U256;
 use tokio::sync::broadcast::{Receiver, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
@@ -102,16 +102,8 @@ async fn record_settled_amount(store: &Store, metrics: &Metrics, event: &LiveEve
     };
     metrics
         .settled_amount
-        .get_or_create(&AssetLabels {
-            network: payment.network,
-            asset: label_of_asset(&payment.asset),
-        })
+        .get_or_create(&AssetLabels::new(payment.network, &payment.asset))
         .inc_by(amount);
-}
-
-/// One label value per token whatever spelling the payment stored.
-fn label_of_asset(asset: &str) -> String {
-    Address::from_str(asset).map_or_else(|_| asset.to_owned(), |a| a.to_checksum(None))
 }
 
 async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
@@ -145,20 +137,17 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     } else {
         None
     };
-    let asset = label_of_asset(&payment.asset);
+    let money = AssetLabels::new(payment.network, &payment.asset);
     if let Some(fee) = fee {
         metrics
             .escrow_fees
-            .get_or_create(&AssetLabels {
-                network: payment.network.clone(),
-                asset: asset.clone(),
-            })
+            .get_or_create(&money)
             .inc_by(f64::from(fee));
     }
     let labels = EscrowLabels {
         outcome,
-        network: payment.network,
-        asset,
+        network: money.network,
+        asset: money.asset,
     };
     metrics.escrow_amount.get_or_create(&labels).inc_by(amount);
     metrics.escrow_outcomes.get_or_create(&labels).inc();

@@ -276,6 +276,7 @@ impl WorkerRegistry {
         self.store
             .insert_worker(&listing, &secret, now + self.health_interval())
             .await?;
+        self.track_asset_of(&listing);
         tracing::info!(worker_id = %listing.id, operator_id = %operator, protocol = listing.protocol.as_str(), "worker registered");
         Ok((listing, secret))
     }
@@ -413,7 +414,17 @@ impl WorkerRegistry {
         Ok(count)
     }
 
+    /// The listing's token gets its per-asset metric series (at zero until money moves), so
+    /// alerts on a listed token's outcomes work before its first payment.
+    fn track_asset_of(&self, listing: &WorkerListing) {
+        self.metrics.track_asset(
+            &listing.network.to_string(),
+            &listing.asset.address().to_string(),
+        );
+    }
+
     async fn probe_and_record(&self, listing: &WorkerListing) -> Result<(), StoreError> {
+        self.track_asset_of(listing);
         let result = match self
             .probe(
                 listing.protocol,

@@ -350,6 +350,15 @@ impl Store {
         self.get_worker(id).await
     }
 
+    /// Every (network, asset) a listing names or named (retired listings included), without
+    /// repeats: the tokens the gateway's answers may mention.
+    pub async fn listing_assets(&self) -> Result<Vec<(String, String)>, StoreError> {
+        const SQL: &str = "select distinct network, asset from worker order by network, asset";
+        Ok(on_backend!(self, pool => {
+            sqlx::query_as(SQL).fetch_all(pool).await?
+        }))
+    }
+
     /// The secret the worker signs callbacks with.
     pub async fn worker_callback_secret(
         &self,

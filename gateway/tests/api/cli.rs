@@ -218,3 +218,43 @@ async fn healthcheck_follows_healthz() {
     assert!(!missing.status.success());
     assert!(stderr(&missing).contains("404"), "{}", stderr(&missing));
 }
+
+/// A shell set up for `hiregate seeker` (as the README's walkthrough sets one up) can still run
+/// the gateway: the client commands' variables are not configuration keys.
+#[test]
+fn the_client_commands_variables_are_not_configuration_keys() {
+    let output = hiregate(
+        &["check-config"],
+        &[
+            ("HIREGATE_GATEWAY_URL", "http://127.0.0.1:8402/"),
+            ("HIREGATE_SEEKER_KEY", "hg_sk_not_a_config_key"),
+            ("HIREGATE_API_KEY", "hg_sk_not_a_config_key_either"),
+            ("HIREGATE_SEEKER_WALLET_KEY_FILE", "/nowhere/wallet.key"),
+            ("HIREGATE_SEEKER_MAX_PRICE", "2"),
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(!printed.contains("hg_sk_not_a_config_key"), "{printed}");
+}
+
+/// Every command that talks to a gateway by default talks to the address the gateway listens on
+/// by default.
+#[test]
+fn the_default_gateway_url_of_every_command_is_the_default_listen_address() {
+    let defaults = hiregate_gateway::config::Settings::from_defaults_and("").unwrap();
+    let listen = defaults.http.listen_address.to_string();
+    for command in [
+        &["healthcheck", "--help"][..],
+        &["seeker", "--help"],
+        &["mcp", "--help"],
+    ] {
+        let output = hiregate(command, &[]);
+        assert!(output.status.success(), "{command:?}: {}", stderr(&output));
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            help.contains(&format!("http://{listen}/")),
+            "{command:?} should default to http://{listen}/:\n{help}"
+        );
+    }
+}

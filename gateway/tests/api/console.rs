@@ -3,8 +3,10 @@
 //! distribution's package, driven by `tools/console/drive.mjs` with `playwright-core`) over real
 //! hires on anvil: a seeker's contracts, live timeline, deliverable, verification, receipt
 //! verified in the browser (and an altered one refused), dispute, answer to an operator's dispute
-//! and webhook dead letters; an operator's workers with load, earnings, health history, failures
-//! and rejections; an arbiter's queue, both parties' statements and the decision.
+//! and webhook dead letters; an operator's workers with load, earnings (in the token's symbol,
+//! from `GET /v1/assets`), health history, failures and rejections; an arbiter's queue, both
+//! parties' statements and the decision; and on a 360 px phone, a header that fits with its
+//! sign-out button on screen.
 //! Screenshots of every page land in `target/console-screenshots/`.
 //!
 //! The browser test needs node, `npm ci` in `tools/` (scripts/install-tools.sh) and Chromium
@@ -22,7 +24,9 @@ use std::{
     time::Duration,
 };
 
+use alloy::primitives::U256;
 use axum::{Router, extract::State, http::StatusCode, routing::post};
+use hiregate_gateway::assets::whole_units;
 use hiregate_gateway::http::console::{CONTENT_SECURITY_POLICY, asset_names};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -353,9 +357,16 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         "escalated": {"disputeId": dispute_id, "contractId": escalated},
         // settled, flaky and live before the operator looks (the accepted one's dispute
         // waits for the arbiter).
+        // Amounts show with the token's symbol and decimals (from GET /v1/assets), not its
+        // address: 4.5 and 1.5 hUSD.
         "earnings": {
             "asset": env.devnet.token().to_checksum(None),
             "amount": (3 * PRICE).to_string(),
+            "shown": format!("{} {}", whole_units(U256::from(3 * PRICE), 6), env.devnet.token_symbol()),
+        },
+        "price": {
+            "amount": PRICE.to_string(),
+            "shown": format!("{} {}", whole_units(U256::from(PRICE), 6), env.devnet.token_symbol()),
         },
         "flaky": {"contractId": flaky},
         "deadLetter": {"deliveryId": dead_letter},
@@ -541,6 +552,22 @@ async fn the_console_read_apis(database: TestDatabase) {
             "asset": env.devnet.token().to_checksum(None),
             "amount": (2 * PRICE).to_string(),
             "payments": 2,
+        }])
+    );
+    // The key to those amounts, for anyone: the listing's token with its symbol and decimals
+    // (read from the chain, the test's token not being configured).
+    let assets = env.app.get("/v1/assets", None).await;
+    assert_eq!(assets.status(), 200);
+    let assets: Value = assets.json().await.unwrap();
+    assert_eq!(
+        assets["assets"],
+        json!([{
+            "network": env.devnet.network(),
+            "address": env.devnet.token().to_checksum(None),
+            "symbol": env.devnet.token_symbol(),
+            "decimals": 6,
+            "name": env.devnet.token_name(),
+            "version": env.devnet.token_version(),
         }])
     );
     assert_eq!(stats["recent_failures"][0]["contract_id"], flaky.as_str());

@@ -418,7 +418,8 @@ async fn metrics_count_settlements(database: TestDatabase) {
             &text,
             r#"hiregate_facilitator_errors_total{operation="settle",kind="refused"}"#
         ),
-        None,
+        // Present from the start, at 0: no settle was refused.
+        Some(0.0),
         "{text}"
     );
 }

@@ -27,6 +27,7 @@ mod openapi;
 mod ops;
 mod outbound;
 mod outputs;
+mod readme;
 mod receipts;
 mod reputation;
 mod seeker_cli;

@@ -234,6 +234,13 @@ async fn a_hire_over_the_per_hire_limit_is_refused_before_signing() {
     assert_eq!(error["code"], "spending_limit_exceeded", "{error:#}");
     assert_eq!(error["details"]["price"], PRICE.to_string());
     assert_eq!(error["details"]["max_per_hire"], (PRICE - 1).to_string());
+    // The refusal says which setting to raise.
+    assert_eq!(error["details"]["setting"], "mcp.max_per_hire");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("[mcp] max_per_hire") && message.contains("HIREGATE_MCP__MAX_PER_HIRE"),
+        "{message}"
+    );
 
     // Nothing signed: no payment row, no execution, no money moved.
     assert_eq!(payments_from(&env, &wallet).await, 0);
@@ -265,6 +272,14 @@ async fn the_day_limit_refuses_the_hire_that_would_pass_it() {
     let error = &structured(&second)["error"];
     assert_eq!(error["code"], "spending_limit_exceeded", "{error:#}");
     assert_eq!(error["details"]["spent_last_24h"], PRICE.to_string());
+    assert_eq!(error["details"]["setting"], "mcp.max_per_day");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("[mcp] max_per_day"),
+        "{error:#}"
+    );
     assert_eq!(payments_from(&env, &wallet).await, 1);
     assert_eq!(env.worker.executions(), 1);
     assert_eq!(env.balance(wallet.address()).await, after_first);

@@ -161,10 +161,13 @@ async fn metrics_after_a_paid_hire_and_the_dashboard_uses_only_exported_names() 
             "{from} → {to} in\n{scrape}"
         );
     }
-    let verification_line = scrape
+    // One verdict counted; the family's other series (present from the start) are at 0.
+    let counted: Vec<&str> = scrape
         .lines()
-        .find(|l| l.starts_with("hiregate_verifications_total{"))
-        .unwrap_or_else(|| panic!("no verification sample in\n{scrape}"));
+        .filter(|l| l.starts_with("hiregate_verifications_total{") && !l.ends_with(" 0"))
+        .collect();
+    assert_eq!(counted.len(), 1, "{counted:?}");
+    let verification_line = counted[0];
     assert!(
         verification_line.contains("policy=\"vp."),
         "{verification_line}"
@@ -211,5 +214,93 @@ async fn metrics_after_a_paid_hire_and_the_dashboard_uses_only_exported_names() 
             exported.contains(&name.as_str()),
             "the dashboard queries {name}, which /metrics does not export:\n{scrape}"
         );
+    }
+}
+
+/// A token under `[chains.*.tokens]` of the fresh gateway below.
+const CONFIGURED_TOKEN: &str = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
+
+/// A fresh gateway exports every outcome series whose labels it knows at start, at 0, so
+/// `rate(hiregate_settlements_total{outcome="settlement_failed"}[5m]) > 0` and its siblings need
+/// no `or vector(0)`: settlement outcomes, facilitator verdicts and errors, verification
+/// outcomes per built-in policy, probe and reconciliation results, mismatch kinds, and the escrow
+/// outcomes, amounts and fees of every configured token.
+#[tokio::test]
+async fn a_fresh_gateway_exports_every_known_outcome_series_at_zero() {
+    // Nothing is asked of the chain or the facilitator before the first payment, so neither
+    // needs to answer for this test.
+    let app = crate::helpers::spawn_app_with(&format!(
+        r#"
+        [facilitator]
+        mode = "http"
+        url = "http://127.0.0.1:9/"
+        [chains.base]
+        network = "eip155:8453"
+        rpc_url = "http://127.0.0.1:9/"
+        tokens = [{{ address = "{}", name = "USD Coin", version = "2", decimals = 6, symbol = "USDC" }}]
+        "#,
+        CONFIGURED_TOKEN.to_lowercase()
+    ))
+    .await;
+    let scrape = app.get("/metrics", None).await.text().await.unwrap();
+    let zero = |name: &str, labels: &[(&str, &str)]| {
+        assert_eq!(
+            sample(&scrape, name, labels),
+            Some(0.0),
+            "{name}{labels:?} at 0 in\n{scrape}"
+        );
+    };
+    for outcome in ["settled", "settlement_failed", "settlement_unknown"] {
+        zero("hiregate_settlements_total", &[("outcome", outcome)]);
+    }
+    for operation in ["verify", "settle"] {
+        for outcome in ["ok", "refused", "unknown"] {
+            zero(
+                "hiregate_facilitator_calls_total",
+                &[("operation", operation), ("outcome", outcome)],
+            );
+        }
+        for kind in ["refused", "unknown"] {
+            zero(
+                "hiregate_facilitator_errors_total",
+                &[("operation", operation), ("kind", kind)],
+            );
+        }
+    }
+    for policy in [
+        "vp.schema_only.v1",
+        "vp.schema_thresholds.v1",
+        "vp.crosscheck.v1",
+    ] {
+        for outcome in ["passed", "failed", "inconclusive"] {
+            zero(
+                "hiregate_verifications_total",
+                &[
+                    ("policy", policy),
+                    ("outcome", outcome),
+                    ("reason_code", "none"),
+                ],
+            );
+        }
+    }
+    // (This family has spelled its values in Rust case since it was introduced.)
+    for outcome in ["Passed", "Failed"] {
+        zero("hiregate_worker_probes_total", &[("outcome", outcome)]);
+    }
+    for result in ["ok", "mismatch", "error"] {
+        zero("hiregate_reconciliations_total", &[("result", result)]);
+    }
+    zero(
+        "hiregate_reconciliation_mismatches",
+        &[("kind", "settled_without_transfer")],
+    );
+    // Per asset: the configured token, spelled EIP-55 as the outcomes will spell it.
+    let token = [("network", "eip155:8453"), ("asset", CONFIGURED_TOKEN)];
+    zero("hiregate_settled_amount_atomic_total", &token);
+    zero("hiregate_escrow_fees_atomic_total", &token);
+    for outcome in ["authorized", "captured", "voided", "refunded", "reclaimed"] {
+        let labels = [("outcome", outcome), token[0], token[1]];
+        zero("hiregate_escrow_outcomes_total", &labels);
+        zero("hiregate_escrow_amount_atomic_total", &labels);
     }
 }

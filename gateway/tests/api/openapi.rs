@@ -226,6 +226,7 @@ fn auth_errors_and_x402_headers_are_described() {
                 "get /metrics",
                 "get /openapi.json",
                 "get /readyz",
+                "get /v1/assets",
                 "get /v1/workers",
                 "get /v1/workers/{id}/agent-card.json",
                 "get /v1/workers/{id}/reputation",

@@ -55,7 +55,7 @@ async fn the_cli_hires_the_example_worker_and_pays_on_chain() {
     std::fs::write(&input_file, r#"{"text": "hired from the shell"}"#).unwrap();
     let connection = [
         ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
-        ("HIREGATE_API_KEY", env.seeker_key.as_str()),
+        ("HIREGATE_SEEKER_KEY", env.seeker_key.as_str()),
     ];
 
     // Discovery shows the worker and its price.
@@ -136,6 +136,25 @@ async fn the_cli_hires_the_example_worker_and_pays_on_chain() {
     assert!(shown.status.success(), "{}", text(&shown.stderr));
     let view: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(view["state"], "settled");
+    assert!(!text(&shown.stderr).contains("deprecated"));
+
+    // The key's former variable still works, with a warning that names the new one.
+    let former = seeker(
+        &["contract", &contract_id],
+        &[
+            ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
+            ("HIREGATE_API_KEY", env.seeker_key.as_str()),
+        ],
+    )
+    .await;
+    assert!(former.status.success(), "{}", text(&former.stderr));
+    let warning = text(&former.stderr);
+    assert!(
+        warning.contains("HIREGATE_API_KEY is deprecated")
+            && warning.contains("HIREGATE_SEEKER_KEY"),
+        "{warning}"
+    );
+    assert!(!warning.contains(env.seeker_key.as_str()));
 
     // Another seeker's key sees nothing of it: the gateway's 404, a non-zero exit.
     let (stranger, _) = env.app.create_key("seeker").await;
@@ -143,7 +162,7 @@ async fn the_cli_hires_the_example_worker_and_pays_on_chain() {
         &["contract", &contract_id],
         &[
             ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
-            ("HIREGATE_API_KEY", stranger.as_str()),
+            ("HIREGATE_SEEKER_KEY", stranger.as_str()),
         ],
     )
     .await;
@@ -175,7 +194,7 @@ async fn the_spending_guard_refuses_before_anything_is_signed() {
     ];
     let base = [
         ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
-        ("HIREGATE_API_KEY", env.seeker_key.as_str()),
+        ("HIREGATE_SEEKER_KEY", env.seeker_key.as_str()),
     ];
 
     // The price is 1.5: a guard one atomic unit below it (flag), then one from the environment.
@@ -218,7 +237,7 @@ async fn the_cli_disputes_an_accepted_hire_inside_its_window() {
     write_wallet_key(&env, &key_file);
     let connection = [
         ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
-        ("HIREGATE_API_KEY", env.seeker_key.as_str()),
+        ("HIREGATE_SEEKER_KEY", env.seeker_key.as_str()),
     ];
     let hired = seeker(
         &[
@@ -301,7 +320,7 @@ async fn the_cli_waits_for_pending_work_and_shows_its_progress() {
         ],
         &[
             ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
-            ("HIREGATE_API_KEY", env.seeker_key.as_str()),
+            ("HIREGATE_SEEKER_KEY", env.seeker_key.as_str()),
         ],
     )
     .await;
@@ -348,7 +367,7 @@ async fn the_cli_lists_own_contracts_newest_first_with_filters() {
         .await;
     let connection = [
         ("HIREGATE_GATEWAY_URL", env.app.address.as_str()),
-        ("HIREGATE_API_KEY", env.seeker_key.as_str()),
+        ("HIREGATE_SEEKER_KEY", env.seeker_key.as_str()),
     ];
 
     let listed = seeker(&["contracts", "--json"], &connection).await;
