@@ -333,7 +333,7 @@ async fn a_paid_retry_waits_for_an_unhealthy_worker_then_releases_the_payment() 
     let again = env.execute(&contract_id, None, None).await;
     assert_eq!(again.status, 502, "{:?}", again.body);
     assert_eq!(
-        again.body["error"]["details"]["last_error"]["code"],
+        again.body["error"]["details"]["worker_error"]["code"],
         "worker_unavailable"
     );
     assert_eq!(env.worker.executions(), 0);
