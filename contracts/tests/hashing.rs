@@ -335,8 +335,8 @@ proptest! {
             1 => changed_proposal["input"]["extra"] = json!(salt),
             2 => changed_proposal["output_schema"]["properties"]["issues"]["maxItems"] = json!(50 + salt),
             3 => changed_proposal["verification"]["policy_params"]["max_len"] = json!(65536 + salt),
-            4 => changed_proposal["sla"]["max_latency_ms"] = json!(30000 + salt % 1000),
-            5 => changed_proposal["sla"]["poll_window_s"] = json!(600 + salt % 1000),
+            4 => changed_proposal["sla"]["max_latency_ms"] = json!(30000 + 1 + salt % 1000),
+            5 => changed_proposal["sla"]["poll_window_s"] = json!(600 + 1 + salt % 1000),
             6 => changed_proposal["retry_policy"]["max_attempts"] = json!(3 + salt % 7),
             7 => changed_proposal["webhook_url"] = json!(format!("https://seeker.example.com/hooks/{salt}")),
             8 => changed_proposal["acceptance_window_s"] = json!(600 + salt),
@@ -345,7 +345,7 @@ proptest! {
             }
             10 => changed_context.seeker = SeekerId::from_ulid(Ulid::from_parts(1_700_000_000_000, 3 + u128::from(salt))),
             11 => changed_context.created_at = changed_context.created_at.plus_seconds(salt).unwrap(),
-            12 => changed_context.offer_ttl_s = 900 + salt % 1000,
+            12 => changed_context.offer_ttl_s = 900 + 1 + salt % 1000,
             13 => {
                 changed_offer.price = Price::new(
                     PaymentScheme::Exact,
