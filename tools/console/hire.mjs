@@ -257,6 +257,10 @@ async function run(browser) {
     ["7d", "30d", "all"], "the reputation windows");
   expectEqual(JSON.parse(await page.inputValue("#propose-input")), input.examples[0], "the first example prefilled");
   await shot(page, "hire-listing");
+  // A reload (or a shared link) finds the listing without discovery's page in memory.
+  await page.reload();
+  await page.waitForSelector("#propose-form");
+  expectEqual((await page.textContent("#listing-name")).trim(), input.workerName, "the listing after a reload");
 
   // The page's cheap check refuses a missing field: nothing is sent.
   await page.fill("#propose-input", '{"mode": "ok", "colour": "red"}');
