@@ -50,8 +50,12 @@ export async function signIn(key) {
   return role;
 }
 
-async function call(method, path, body, key = storedKey()) {
-  const headers = { Accept: "application/json" };
+/**
+ * One request to the gateway: `{status, ok, headers, body}` with the JSON body parsed (text when it
+ * is not JSON). Only a gateway that does not answer throws.
+ */
+async function send(method, path, { body, key = storedKey(), headers: extra = {} } = {}) {
+  const headers = { Accept: "application/json", ...extra };
   if (key) headers.Authorization = `Bearer ${key}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
@@ -74,21 +78,36 @@ async function call(method, path, body, key = storedKey()) {
       parsed = text;
     }
   }
-  if (!response.ok) {
-    const err = parsed?.error ?? {};
-    throw new ApiError(
-      response.status,
-      err.code ?? `http_${response.status}`,
-      err.message ?? `HTTP ${response.status}`,
-      err.details,
-    );
-  }
-  return parsed;
+  return { status: response.status, ok: response.ok, headers: response.headers, body: parsed };
+}
+
+/** The ApiError of an answer that is not a success, from its `{"error": {…}}` body. */
+export function errorOf(answer) {
+  const err = answer.body?.error ?? {};
+  return new ApiError(
+    answer.status,
+    err.code ?? `http_${answer.status}`,
+    err.message ?? `HTTP ${answer.status}`,
+    err.details,
+  );
+}
+
+async function call(method, path, body, key = storedKey()) {
+  const answer = await send(method, path, { body, key });
+  if (!answer.ok) throw errorOf(answer);
+  return answer.body;
 }
 
 export const api = {
   get: (path) => call("GET", path),
   post: (path, body = {}) => call("POST", path, body),
+  /**
+   * `POST /v1/contracts/{id}/execute`, with `payment` (a base64 PaymentPayload) in
+   * `PAYMENT-SIGNATURE` when given. Every answer is returned, not thrown: a 402 is the offer.
+   */
+  execute: (contractId, payment) => send("POST", `/v1/contracts/${contractId}/execute`, {
+    headers: payment ? { "PAYMENT-SIGNATURE": payment } : {},
+  }),
 };
 
 /** `?a=1&b=2` from an object, skipping empty values. */

@@ -4,6 +4,7 @@
 import { api, forget, signIn, storedKey, storedRole } from "./api.js";
 import { errorBox, fill, h, knowAssets } from "./dom.js";
 import * as seeker from "./seeker.js";
+import * as hire from "./hire.js";
 import * as operator from "./operator.js";
 import * as arbiter from "./arbiter.js";
 
@@ -12,7 +13,7 @@ const nav = document.getElementById("nav");
 const who = document.getElementById("who");
 
 const SECTIONS = {
-  seeker: [["#/contracts", "Contracts"], ["#/webhooks", "Webhooks"]],
+  seeker: [["#/hire", "Hire"], ["#/contracts", "Contracts"], ["#/webhooks", "Webhooks"]],
   operator: [["#/workers", "Workers"]],
   arbiter: [["#/disputes", "Dispute queue"]],
 };
@@ -25,6 +26,8 @@ let leave = new AbortController();
 function routes(role) {
   const table = {
     seeker: [
+      [/^#\/hire$/, (m, page) => hire.discover(page)],
+      [/^#\/hire\/(wk_[0-9A-Za-z]+)$/, (m, page) => hire.listingPage(page, m[1])],
       [/^#\/contracts$/, (m, page) => seeker.contractList(page)],
       [/^#\/contracts\/(ctr_[0-9A-Za-z]+)$/, (m, page) => seeker.contractPage(page, m[1], leave.signal)],
       [/^#\/webhooks$/, (m, page) => seeker.webhooks(page)],

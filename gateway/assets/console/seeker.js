@@ -1,9 +1,13 @@
-// Seeker pages: contracts (filtered list, newest first), one contract (live timeline, payment,
-// deliverable, verification, receipt checked offline, dispute), webhooks (secret, dead letters).
+// Seeker pages: contracts (filtered list, newest first), one contract (payment from a browser
+// wallet while it is offered, live timeline, deliverable, verification, receipt checked
+// offline, dispute), webhooks (secret, dead letters).
 
-import { api, followEvents, query } from "./api.js";
+import { api, errorOf, followEvents, query } from "./api.js";
 import { badge, card, errorBox, facts, fill, h, json, money, short, table, time } from "./dom.js";
 import { verifyReceipt } from "./receipt.js";
+import {
+  WalletError, browserWallet, chooseOffer, connect, decodeHeader, encodeHeader, signPayment,
+} from "./wallet.js";
 
 const STATES = [
   "", "offered", "paid", "executing", "pending", "delivered", "verifying", "accepted", "rejected",
@@ -228,6 +232,110 @@ function disputeCard(contract, onChange) {
   return card("Dispute", form);
 }
 
+/** The offer of the 402 must be the one the signed terms name; else nothing is signed. */
+function checkOfferAgainstTerms(offer, price) {
+  if (!price) return;
+  const differs = [];
+  if (String(offer.amount) !== String(price.amount)) differs.push(`amount ${offer.amount} ≠ ${price.amount}`);
+  if (offer.network !== price.network) differs.push(`network ${offer.network} ≠ ${price.network}`);
+  if (String(offer.asset).toLowerCase() !== String(price.asset).toLowerCase()) differs.push("token");
+  if (price.scheme && offer.scheme !== price.scheme) differs.push(`scheme ${offer.scheme} ≠ ${price.scheme}`);
+  if (differs.length) {
+    throw new WalletError("offer_mismatch",
+      `the gateway's payment offer differs from the signed terms (${differs.join(", ")}): nothing was signed`);
+  }
+}
+
+/** What the paid execute answered, for people. */
+function executeOutcome(answer) {
+  const header = answer.headers.get("payment-response");
+  let settlement = null;
+  try {
+    settlement = header ? decodeHeader(header) : null;
+  } catch {
+    settlement = null;
+  }
+  const receipt = settlement ? facts([
+    ["Settled", settlement.success ? "yes" : "no"],
+    ["Transaction", h("code", { id: "payment-response-tx" }, settlement.transaction || "—")],
+    ["Network", settlement.network],
+    ["Payer", settlement.payer ? h("code", {}, settlement.payer) : null],
+  ], { id: "payment-response", "data-success": String(Boolean(settlement.success)) }) : null;
+  if (answer.status === 200) {
+    return [h("p", { class: "ok", id: "pay-outcome", "data-outcome": "completed" },
+      "Paid and delivered: the deliverable passed verification."), receipt];
+  }
+  if (answer.status === 202) {
+    return [h("p", { class: "notice", id: "pay-outcome", "data-outcome": "pending" },
+      "Paid: the worker is still at it. The timeline shows each step as it happens."), receipt];
+  }
+  if (answer.status === 402) {
+    let reason = answer.body?.error?.message;
+    try {
+      reason = decodeHeader(answer.headers.get("payment-required")).error ?? reason;
+    } catch {
+      // The body's reason stands.
+    }
+    return [h("div", { class: "error", role: "alert", id: "pay-outcome", "data-outcome": "refused" },
+      `The gateway refused the payment: ${reason ?? "no reason given"}. Nothing was paid.`), receipt];
+  }
+  if (answer.status === 422 && answer.body?.error?.code === "verification_failed") {
+    return [h("div", { class: "error", role: "alert", id: "pay-outcome", "data-outcome": "rejected" },
+      "The deliverable failed verification: nothing was settled and nothing is shown. ",
+      "See the verification card for the failing paths."), receipt];
+  }
+  return [errorBox(errorOf(answer), { id: "pay-outcome", "data-outcome": "error" }), receipt];
+}
+
+/**
+ * The payment card of an offered contract: read the 402's offer, have the browser wallet sign
+ * it, send it in `PAYMENT-SIGNATURE`, then show `PAYMENT-RESPONSE`. `onPaid` refreshes the page;
+ * the timeline follows the hire meanwhile.
+ */
+function payCard(contract, onPaid) {
+  const price = contract.terms?.price;
+  const status = h("div", { id: "pay-status" });
+  const button = h("button", { type: "button", id: "pay-wallet" }, "Pay with browser wallet");
+  const step = (name, text) => {
+    status.dataset.step = name;
+    fill(status, h("p", { class: "muted" }, text));
+  };
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const provider = browserWallet();
+      step("offer", "Reading the payment offer…");
+      const challenge = await api.execute(contract.contract_id);
+      if (challenge.status !== 402) throw errorOf(challenge);
+      const paymentRequired = decodeHeader(challenge.headers.get("payment-required") ?? "");
+      const offer = chooseOffer(paymentRequired);
+      checkOfferAgainstTerms(offer, price);
+      step("wallet", "Confirm in your wallet…");
+      const { account, chainId } = await connect(provider, offer);
+      const payment = await signPayment(provider, account, chainId, paymentRequired, offer);
+      step("paying", `Signed by ${account}. The gateway verifies the payment, runs the task and checks `
+        + "the deliverable; the timeline below follows it live.");
+      const answer = await api.execute(contract.contract_id, encodeHeader(payment));
+      status.dataset.step = "answered";
+      fill(status, executeOutcome(answer));
+      if (answer.status !== 402) button.hidden = true;
+      await onPaid();
+    } catch (error) {
+      status.dataset.step = "stopped";
+      fill(status, errorBox(error, { id: "pay-error", "data-code": error?.code ?? "error" }));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return h("section", { class: "card", id: "pay" },
+    h("h2", {}, "Pay"),
+    h("p", {}, "Pay ", price ? h("strong", { id: "pay-amount" }, money(price.amount, price.asset, price.network)) : "the price",
+      ` ${price?.scheme === "auth-capture" ? "into escrow (released to the worker once the work passes)" : "(settled once the work passes)"}`,
+      ` on ${price?.network ?? "the contract's chain"} from your browser wallet. The wallet shows what it signs.`),
+    h("p", {}, button),
+    status);
+}
+
 /** `#/contracts/{id}`. */
 export async function contractPage(main, id, signal) {
   const timeline = h("ol", { class: "timeline", id: "timeline" });
@@ -235,12 +343,14 @@ export async function contractPage(main, id, signal) {
   const details = h("div", { id: "contract-details" });
   const seen = new Set();
   let shownState = null;
+  let shownContract = null;
   let latestState = null;
   let quiet = null;
 
   async function refresh() {
     const contract = await api.get(`/v1/contracts/${id}`);
     shownState = contract.state;
+    shownContract = contract;
     const p = contract.payment;
     fill(details,
       h("div", { class: "grid" },
@@ -282,12 +392,17 @@ export async function contractPage(main, id, signal) {
     }, 150);
   }
 
+  const payment = h("div", { id: "payment-slot" });
   fill(main,
     h("p", {}, h("a", { href: "#/contracts" }, "← contracts")),
     h("h1", {}, "Contract ", h("code", {}, id)),
+    payment,
     details,
     card("Timeline (live)", streamState, timeline));
   await refresh();
+  // Rendered once, outside the details the stream re-renders, so a payment in flight keeps its
+  // status; it stays after the payment to show PAYMENT-RESPONSE.
+  if (shownState === "offered") fill(payment, payCard(shownContract, refreshSoon));
 
   followEvents(`/v1/contracts/${id}/events`, (message) => {
     let event;

@@ -2,7 +2,9 @@
 //! into the binary (`gateway/assets/console/`; plain HTML, CSS and JS modules, no build step).
 //!
 //! The console is a client of the public JSON API with the caller's own API key, so it adds no
-//! authority of its own. Every answer carries a Content-Security-Policy that allows only this
+//! authority of its own. A seeker pays from the browser's own wallet (EIP-1193, `wallet.js`): the
+//! wallet signs the x402 authorization and the page sends it like any x402 client, so the
+//! console never holds a payment key either. Every answer carries a Content-Security-Policy that allows only this
 //! origin (no inline script or style, no other host), so a console page cannot load or send
 //! anything elsewhere even if an API value were to carry markup.
 
@@ -63,6 +65,21 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "seeker.js",
         "text/javascript; charset=utf-8",
         include_str!("../../assets/console/seeker.js"),
+    ),
+    (
+        "hire.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/console/hire.js"),
+    ),
+    (
+        "wallet.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/console/wallet.js"),
+    ),
+    (
+        "keccak.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/console/keccak.js"),
     ),
     (
         "operator.js",

@@ -7,7 +7,10 @@
 //! from `GET /v1/assets`), health history, failures and rejections; an arbiter's queue, both
 //! parties' statements and the decision; and on a 360 px phone, a header that fits with its
 //! sign-out button on screen.
-//! Screenshots of every page land in `target/console-screenshots/`.
+//! Screenshots of every page land in `target/console-screenshots/`. A second browser run
+//! (`tools/console/hire.mjs`) hires from the console and pays with an injected EIP-1193 wallet
+//! backed by a funded devnet key, `exact` and `auth-capture`, and the chain is checked after
+//! (screenshots in `target/console-hire-screenshots/`).
 //!
 //! The browser test needs node, `npm ci` in `tools/` (scripts/install-tools.sh) and Chromium
 //! (`/usr/bin/chromium`, or `HIREGATE_CHROMIUM`); without them it is skipped with a message,
@@ -24,7 +27,7 @@ use std::{
     time::Duration,
 };
 
-use alloy::primitives::U256;
+use alloy::primitives::{Address, B256, U256};
 use axum::{Router, extract::State, http::StatusCode, routing::post};
 use hiregate_gateway::assets::whole_units;
 use hiregate_gateway::http::console::{CONTENT_SECURITY_POLICY, asset_names};
@@ -33,6 +36,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::{
+    escrow_env::{EscrowEnv, escrow_env_with, price, token_store},
     helpers::{ADMIN_KEY, TestDatabase, eventually, spawn_app},
     hire_env::{HireEnv, PRICE, WorkerKind, hire_env},
 };
@@ -157,6 +161,61 @@ fn browser_tools_or_skip(test: &str) -> Option<BrowserTools> {
             eprintln!("SKIPPED: {test}: {reason}");
             None
         }
+    }
+}
+
+/// A `tools/console/*.mjs` script in node: its input on stdin, one JSON message per stdout line.
+struct Driver {
+    script: &'static str,
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+impl Driver {
+    async fn start(tools: &BrowserTools, script: &'static str, input: &Value) -> Self {
+        let mut child = tokio::process::Command::new(&tools.node)
+            .arg(workspace_root().join("tools/console").join(script))
+            .current_dir(workspace_root().join("tools"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node starts");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.to_string().as_bytes()).await.unwrap();
+        drop(stdin);
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
+            text
+        });
+        Self {
+            script,
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    /// The next message; `None` once the script's output ends.
+    async fn next_message(&mut self) -> Option<Value> {
+        let line = self.lines.next_line().await.unwrap()?;
+        Some(serde_json::from_str(&line).unwrap_or(Value::Null))
+    }
+
+    /// Waits for the script to exit and fails the test with its stderr if it failed.
+    async fn finish(mut self) {
+        let status = self.child.wait().await.unwrap();
+        let stderr = self.stderr.await.unwrap();
+        assert!(
+            status.success(),
+            "{} failed ({status}):\n{stderr}",
+            self.script
+        );
     }
 }
 
@@ -372,30 +431,10 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         "deadLetter": {"deliveryId": dead_letter},
     });
 
-    let mut child = tokio::process::Command::new(&tools.node)
-        .arg(workspace_root().join("tools/console/drive.mjs"))
-        .current_dir(workspace_root().join("tools"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node starts");
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.to_string().as_bytes()).await.unwrap();
-    drop(stdin);
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut stderr = child.stderr.take().unwrap();
-    let stderr_text = tokio::spawn(async move {
-        let mut text = String::new();
-        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
-        text
-    });
-
+    let mut driver = Driver::start(&tools, "drive.mjs", &input).await;
     let run = async {
         let mut done = None;
-        while let Some(line) = lines.next_line().await.unwrap() {
-            let message: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        while let Some(message) = driver.next_message().await {
             if message["step"] == "live_page_open" {
                 // The page is open and following the stream: pay now.
                 let answer = paid(&env, &live).await;
@@ -404,17 +443,13 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
                 done = Some(message);
             }
         }
-        (done, child.wait().await.unwrap())
+        driver.finish().await;
+        done
     };
     // A bound on a hung browser, not a timing assertion: the run takes seconds.
-    let (done, status) = tokio::time::timeout(Duration::from_secs(300), run)
+    let done = tokio::time::timeout(Duration::from_secs(300), run)
         .await
         .expect("the browser run ends");
-    let stderr_text = stderr_text.await.unwrap();
-    assert!(
-        status.success(),
-        "drive.mjs failed ({status}):\n{stderr_text}"
-    );
     let done = done.expect("drive.mjs reports done");
     assert!(done["checks"].as_u64().unwrap() > 30, "{done}");
 
@@ -444,6 +479,176 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         let bytes = std::fs::read(path).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"), "{}", path.display());
     }
+}
+
+/// A seeker hires from the console and pays with a browser wallet, in Chromium
+/// (`tools/console/hire.mjs`): discovery, the listing's input schema, examples and reputation,
+/// proposals refused by the page's input check (nothing sent) and by the gateway (its failing
+/// path shown), then an `exact` contract that a wallet on the wrong chain cannot pay (nothing
+/// signed or sent), that a user rejection (EIP-1193 4001) leaves offered, and that the third
+/// attempt pays; then an escrowed (`auth-capture`) one. The wallet is an EIP-1193 provider
+/// injected before the page's scripts whose `eth_signTypedData_v4` is signed in node by viem with
+/// the funded devnet key: the signatures are real, and the chain shows what they paid.
+#[tokio::test]
+async fn a_seeker_discovers_proposes_and_pays_from_a_browser_wallet_in_chromium() {
+    let Some(tools) = browser_tools_or_skip(
+        "a_seeker_discovers_proposes_and_pays_from_a_browser_wallet_in_chromium",
+    ) else {
+        return;
+    };
+    let EscrowEnv {
+        env,
+        operator,
+        treasury,
+    } = escrow_env_with(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        json!(["exact", "auth-capture"]),
+        json!({"fee_bps": 250}),
+    )
+    .await;
+    let name = "Summaries, checked";
+    let input_schema = json!({
+        "type": "object",
+        "required": ["text"],
+        "properties": {
+            "text": {"type": "string", "minLength": 1, "maxLength": 4000},
+            "mode": {"type": "string", "enum": ["ok", "slow"]},
+        },
+        "additionalProperties": false,
+    });
+    let examples = json!([
+        {"text": "A browser wallet pays for this summary."},
+        {"text": "This one is paid into escrow first.", "mode": "ok"},
+    ]);
+    let (status, listing) = call(
+        &env,
+        Method::PATCH,
+        &format!("/v1/workers/{}", env.worker_id),
+        &env.operator_key,
+        &json!({
+            "name": name,
+            "description": "Summarizes a text; every summary is checked against its schema.",
+            "input_schema": input_schema,
+            "examples": examples,
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{listing}");
+    let store = token_store(&env, operator).await;
+    let payer = env.wallet.address();
+    let payer_before = env.balance(payer).await;
+
+    let screenshot_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("console-hire-screenshots");
+    let input = json!({
+        "baseUrl": env.app.address,
+        "chromium": tools.chromium,
+        "screenshotDir": screenshot_dir,
+        "seekerKey": env.seeker_key,
+        "workerId": env.worker_id,
+        "workerName": name,
+        "walletKey": env.wallet.to_bytes().to_string(),
+        "chainId": env.devnet.chain_id(),
+        "network": env.devnet.network(),
+        "inputSchema": input_schema,
+        "examples": examples,
+        "price": {
+            "amount": PRICE.to_string(),
+            "shown": format!("{} {}", whole_units(U256::from(PRICE), 6), env.devnet.token_symbol()),
+        },
+    });
+    let mut driver = Driver::start(&tools, "hire.mjs", &input).await;
+    let run = async {
+        let mut done = None;
+        while let Some(message) = driver.next_message().await {
+            if message["done"] == true {
+                done = Some(message);
+            }
+        }
+        driver.finish().await;
+        done
+    };
+    // A bound on a hung browser, not a timing assertion: the run takes seconds.
+    let done = tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("the browser run ends")
+        .expect("hire.mjs reports done");
+    assert!(done["checks"].as_u64().unwrap() > 40, "{done}");
+    let text = |pointer: &str| {
+        done.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_owned()
+    };
+    let (exact, exact_tx) = (text("/exact/contractId"), text("/exact/transaction"));
+    let (escrowed, escrowed_tx) = (text("/escrowed/contractId"), text("/escrowed/transaction"));
+
+    // What the browser's payments did, seen from the store and the chain.
+    assert_eq!(env.state(&exact).await, "settled");
+    assert_eq!(env.state(&escrowed).await, "settled");
+    let fee = price() * U256::from(250) / U256::from(10_000);
+    assert_eq!(env.balance(payer).await, payer_before - price() - price());
+    assert_eq!(env.balance(env.pay_to).await, price() + price() - fee);
+    assert_eq!(env.balance(treasury).await, fee);
+    assert_eq!(env.balance(store).await, U256::ZERO);
+    let exact_payment = env
+        .app
+        .store
+        .payment_of_contract(&exact)
+        .await
+        .unwrap()
+        .expect("the exact contract's payment");
+    assert_eq!(exact_payment.payer.parse::<Address>().unwrap(), payer);
+    assert_eq!(exact_payment.settle_tx.as_deref(), Some(exact_tx.as_str()));
+    let exact_tx: B256 = exact_tx.parse().unwrap();
+    // The settlement consumed the authorization the wallet signed, and moved the price from the
+    // wallet to the worker, once.
+    assert_eq!(
+        env.devnet
+            .authorization_used_transactions(payer, exact_payment.nonce.parse().unwrap())
+            .await
+            .unwrap(),
+        vec![exact_tx]
+    );
+    assert_eq!(
+        env.devnet.transfers(payer, env.pay_to).await.unwrap(),
+        vec![(exact_tx, price())]
+    );
+    let escrowed_payment = env
+        .app
+        .store
+        .payment_of_contract(&escrowed)
+        .await
+        .unwrap()
+        .expect("the escrowed contract's payment");
+    assert_eq!(escrowed_payment.payer.parse::<Address>().unwrap(), payer);
+    assert!(escrowed_payment.authorize_tx.is_some());
+    assert_eq!(
+        escrowed_payment.settle_tx.as_deref(),
+        Some(escrowed_tx.as_str())
+    );
+    // The capture paid the worker its share out of the escrow.
+    assert_eq!(
+        env.devnet.transfers(store, env.pay_to).await.unwrap(),
+        vec![(escrowed_tx.parse::<B256>().unwrap(), price() - fee)]
+    );
+    // The declined and wrong-chain attempts left no trace but the one payment.
+    for contract_id in [&exact, &escrowed] {
+        let kinds = env.event_kinds(contract_id).await;
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| *k == "settlement_succeeded")
+                .count(),
+            1,
+            "{kinds:?}"
+        );
+    }
+    let (status, report) = get(&env, "/v1/admin/reconcile", ADMIN_KEY).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["ok"], true, "{report:#}");
 }
 
 async fn call(env: &HireEnv, method: Method, path: &str, key: &str, body: &Value) -> (u16, Value) {
