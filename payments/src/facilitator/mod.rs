@@ -14,7 +14,7 @@
 pub mod config;
 pub mod http_client;
 pub mod local;
-mod relayer;
+pub(crate) mod relayer;
 pub mod server;
 pub mod turns;
 
