@@ -190,33 +190,49 @@ impl LoadReport {
         self.hires.len() as f64 / self.elapsed.as_secs_f64().max(f64::EPSILON)
     }
 
-    /// The `q` quantile (0..=1) of the hires' latencies, in blocks.
-    pub fn latency_blocks(&self, q: f64) -> f64 {
+    /// The `q` quantile (0..=1) of the hires' latencies.
+    pub fn latency(&self, q: f64) -> Duration {
         let mut latencies: Vec<Duration> = self.hires.iter().map(|hire| hire.latency).collect();
         latencies.sort_unstable();
         if latencies.is_empty() {
-            return 0.0;
+            return Duration::ZERO;
         }
         let index = ((latencies.len() - 1) as f64 * q).round() as usize;
-        latencies[index].as_secs_f64() / self.block_time.as_secs_f64()
+        latencies[index]
+    }
+
+    /// The `q` quantile of the latencies in blocks; `None` on a chain that mines per
+    /// transaction.
+    pub fn latency_blocks(&self, q: f64) -> Option<f64> {
+        (!self.block_time.is_zero())
+            .then(|| self.latency(q).as_secs_f64() / self.block_time.as_secs_f64())
     }
 
     /// The header of [`Self::row`].
     pub fn header() -> &'static str {
-        "| block | scheme | c | hires | hires/s | p50 blocks | p99 blocks | tx/block (max) | payouts/block (max) | failures | double payments |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        "| block | scheme | c | hires | hires/s | p50 ms | p50 blocks | p99 blocks | tx/block (max) | payouts/block (max) | failures | double payments |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     }
 
     /// One table row; `double_payments` from [`BlockStack::check_money`].
     pub fn row(&self, double_payments: usize) -> String {
+        let blocks = |q| {
+            self.latency_blocks(q)
+                .map_or_else(|| "-".to_owned(), |blocks| format!("{blocks:.2}"))
+        };
+        let block = if self.block_time.is_zero() {
+            "auto".to_owned()
+        } else {
+            format!("{} s", self.block_time.as_secs())
+        };
         format!(
-            "| {} s | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} ({}) | {:.1} ({}) | {} | {} |",
-            self.block_time.as_secs(),
+            "| {block} | {} | {} | {} | {:.1} | {} | {} | {} | {:.1} ({}) | {:.1} ({}) | {} | {} |",
             self.scheme.name(),
             self.concurrency,
             self.hires.len(),
             self.hires_per_second(),
-            self.latency_blocks(0.5),
-            self.latency_blocks(0.99),
+            self.latency(0.5).as_millis(),
+            blocks(0.5),
+            blocks(0.99),
             self.transactions_per_block.mean,
             self.transactions_per_block.max,
             self.payouts_per_block.mean,
@@ -605,17 +621,24 @@ impl BlockStack {
             .collect()
     }
 
-    /// Waits until every instance has logged `needle` (e.g. that it learned another instance
-    /// sends from a key), or fails with the logs after `within`.
-    pub async fn wait_for_log(&self, needle: &str, within: Duration) -> HarnessResult<()> {
+    /// Waits until every instance has logged a line holding all of `needles` (e.g. that it
+    /// learned another instance sends from a key), or fails with the logs after `within`.
+    pub async fn wait_for_log(&self, needles: &[&str], within: Duration) -> HarnessResult<()> {
         let deadline = Instant::now() + within;
         loop {
-            if self.log_count(needle).iter().all(|count| *count > 0) {
+            let logged = self.gateways.iter().all(|gateway| {
+                gateway
+                    .process_ref()
+                    .output(crate::harness::Stream::Stdout)
+                    .lines()
+                    .any(|line| needles.iter().all(|needle| line.contains(needle)))
+            });
+            if logged {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(HarnessError::Payment(format!(
-                    "not every instance logged {needle:?} within {within:?}:\n{}",
+                    "not every instance logged {needles:?} within {within:?}:\n{}",
                     self.logs()
                 )));
             }
