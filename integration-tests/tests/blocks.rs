@@ -13,7 +13,8 @@
 //!
 //! Bench form (`HIREGATE_BLOCKS_BENCH=1`, e.g. with `--nocapture`): 1 s and 2 s blocks × 1, 8,
 //! 64 and 256 seekers × both schemes; prints the table of hires/s, p50/p99 latency in blocks,
-//! transactions and payouts per block, failures and double payments.
+//! transactions and payouts per block, failures and double payments; then 64 seekers against a
+//! worker with `max_parallel` 8 that answers at once (how many were answered 202).
 //!
 //! [`block_stack`]: hiregate_integration_tests::block_stack
 
@@ -25,6 +26,8 @@ use hiregate_integration_tests::{
 };
 
 const BENCH_ENV: &str = "HIREGATE_BLOCKS_BENCH";
+/// The worker's slots in the bench's last rows.
+const NARROW_WORKER_SLOTS: u32 = 8;
 
 fn binaries() -> Binaries {
     Binaries {
@@ -157,4 +160,43 @@ async fn block_time_table_bench() {
         reconcile.code,
         reconcile.stdout.trim()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_with_eight_slots_answering_at_once_bench() {
+    if !bench_mode() {
+        eprintln!("[blocks] the narrow-worker rows run with {BENCH_ENV}=1");
+        return;
+    }
+    // A paid hire that finds the worker's slots taken should wait for one rather than be
+    // answered 202: the rows count the hires that were not 200 with a settled PAYMENT-RESPONSE,
+    // and the 202 answers among them.
+    let mut stack = BlockStack::start(
+        binaries(),
+        BlockStackOptions {
+            worker_slots: NARROW_WORKER_SLOTS,
+            ..BlockStackOptions::default()
+        },
+    )
+    .await
+    .expect("stack starts");
+    let mut rows = Vec::new();
+    for scheme in [Scheme::Exact, Scheme::AuthCapture] {
+        let report = load(&mut stack, Duration::from_secs(1), scheme, 64, 128).await;
+        let accepted = report
+            .hires
+            .iter()
+            .filter(|hire| hire.status == 202)
+            .count();
+        let money = stack.check_money(&[&report]).await.expect("balances read");
+        rows.push(format!(
+            "{} 202 answers: {accepted}",
+            report.row(money.double_payments)
+        ));
+    }
+    println!("worker max_parallel {NARROW_WORKER_SLOTS}, answering at once:");
+    println!("{}", LoadReport::header());
+    for row in &rows {
+        println!("{row}");
+    }
 }
