@@ -21,7 +21,7 @@ use hiregate_payments::{
     ChainConfig, Facilitator, FacilitatorConfig, FacilitatorError, HttpFacilitatorClient,
     LocalFacilitator, Reason, RelayerKey, SettleRequest, SettleResponse, SupportedResponse,
     Timeouts, VerifyRequest, VerifyResponse, facilitator::http_client::StaticHeaders,
-    facilitator::local::LocalFacilitatorError, wire::Network,
+    facilitator::local::LocalFacilitatorError, facilitator::turns::KeyTurns, wire::Network,
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret as _;
@@ -92,9 +92,11 @@ pub fn bundled_facilitator_config(
     Ok(FacilitatorConfig { chains })
 }
 
-/// The facilitator `settings` ask for; `None` in embedded mode without chains.
+/// The facilitator `settings` ask for; `None` in embedded mode without chains. Embedded, its
+/// relayers take turns on their keys from `turns` (instances sharing a relayer key).
 pub async fn build_facilitator(
     settings: &Settings,
+    turns: Option<&dyn KeyTurns>,
 ) -> Result<Option<Arc<dyn Facilitator>>, FacilitatorSetupError> {
     let facilitator = &settings.facilitator;
     match facilitator.mode {
@@ -103,7 +105,7 @@ pub async fn build_facilitator(
                 return Ok(None);
             }
             let config = bundled_facilitator_config(settings)?;
-            let local = LocalFacilitator::connect(config).await?;
+            let local = LocalFacilitator::connect_with_turns(config, turns).await?;
             Ok(Some(Arc::new(local)))
         }
         FacilitatorMode::Http => {

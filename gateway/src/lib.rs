@@ -22,6 +22,7 @@
 //! | [`outbound`] | the one SSRF-filtering HTTP client for every outbound call |
 //! | [`readiness`] | `/readyz` check trait |
 //! | [`facilitator`] | `facilitator.mode` → embedded `LocalFacilitator` or HTTP client; its `/readyz` check |
+//! | [`key_turns`] | the chain keys this gateway sends from (relayer, escrow operator): which other instances send from them too (PostgreSQL advisory locks) and the turns their sends take then |
 //! | [`assets`] | token metadata (EIP-712 domain, decimals, symbol) from config or the chain |
 //! | [`signing`] | the gateway's Ed25519 signing key (file or ephemeral) → JWKS |
 //! | [`adapters`] | worker protocols behind `WorkerProtocol`: hire, wattswarm (ExecuteRequest, transport retries on one execution_id), superwire (SSE relay with Last-Event-ID resume, cancel, seeker secrets from `X-Hiregate-Secrets` into the executor body only) |
@@ -63,6 +64,7 @@ pub mod facilitator;
 pub mod hire;
 pub mod http;
 pub mod ids;
+pub mod key_turns;
 pub mod ledger;
 pub mod mcp;
 pub mod metrics;

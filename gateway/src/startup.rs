@@ -27,6 +27,7 @@ use crate::{
     },
     hire::{HireParts, HireService},
     http,
+    key_turns::GatewayKeyTurns,
     metrics::Metrics,
     outbound::{OutboundClient, OutboundError},
     readiness::ReadinessCheck,
@@ -101,6 +102,7 @@ pub struct App {
     base_url: Url,
     router: Router,
     state: AppState,
+    key_turns: Arc<GatewayKeyTurns>,
 }
 
 impl App {
@@ -153,9 +155,11 @@ impl App {
                 metrics.track_asset(&chain.network, &token.address);
             }
         }
+        // Before anything that sends from a chain key: the relayers and the operator join it.
+        let key_turns = Arc::new(GatewayKeyTurns::new(&store));
         let facilitator = match options.facilitator {
             Some(facilitator) => Some(facilitator),
-            None => build_facilitator(&settings).await?,
+            None => build_facilitator(&settings, Some(&*key_turns)).await?,
         }
         .map(|facilitator| MeteredFacilitator::wrap(facilitator, metrics.clone()));
         let mut readiness_checks = options.readiness_checks;
@@ -189,10 +193,15 @@ impl App {
             facilitator,
             keys,
             assets: assets.clone(),
-            escrow: crate::hire::escrow::EscrowOperators::from_settings(&config)?,
+            escrow: crate::hire::escrow::EscrowOperators::from_settings(
+                &config,
+                Some(&*key_turns),
+            )?,
             base_url: base_url.clone(),
             metrics: metrics.clone(),
         });
+        // Who else sends from this gateway's keys, known before the first send.
+        key_turns.refresh().await;
         let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl());
         let state = AppState::new(SharedState {
             config,
@@ -216,6 +225,7 @@ impl App {
             base_url,
             router,
             state,
+            key_turns,
         })
     }
 
@@ -247,6 +257,7 @@ impl App {
             router,
             state,
             local_addr,
+            key_turns,
             ..
         } = self;
         let app_token = state.shutdown.clone();
@@ -297,6 +308,7 @@ impl App {
             app_token.clone(),
         ));
         tasks.spawn(crate::allocator::release_freed_memory(app_token.clone()));
+        tasks.spawn(key_turns.run(app_token.clone()));
         tasks.close();
 
         tracing::info!(%local_addr, "hiregate gateway listening");

@@ -226,7 +226,7 @@ sync_send = true
             rpc = rpc_url,
             key = relayer.to_bytes(),
         ))?;
-        let embedded = build_facilitator(&settings)
+        let embedded = build_facilitator(&settings, None)
             .await?
             .ok_or("the embedded facilitator needs the devnet chain")?;
         let facilitator = Arc::new(TimedFacilitator {

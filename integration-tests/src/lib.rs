@@ -4,6 +4,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`harness`] | real processes for e2e tests: anvil devnet, `hiregate facilitator`, `hiregate serve` and an example worker as children (port 0, logs to files, killed on drop), wired as an [`harness::E2eStack`] |
+//! | [`block_stack`] | paid hires at real block times: anvil mining every 1–2 s, gateway instance(s) on the shipped defaults (embedded facilitator; own or shared relayer keys; one escrow operator), the echo worker, concurrent seekers paying `exact` or `auth-capture`; per-load figures (hires/s, latency in blocks, transactions and payouts per block) and the chain's account of every payment |
 //! | [`fault_proxy`] | a proxy between the gateway and a real facilitator that loses or garbles answers (before or after forwarding) on a per-path script |
 //! | [`money_stack`] | the money-truth deployment: devnet, official TS facilitator behind the fault proxy, gateway process(es) on SQLite or PostgreSQL, a scripted in-process worker whose deliverables carry a searchable marker |
 //! | [`postgres`] | a fresh, dropped-after PostgreSQL database per test (gateway instances on PostgreSQL, several sharing one) |
@@ -24,6 +25,7 @@
 //! the contract to its terminal state → compare the record with the chain (authorization logs,
 //! transfers, balances) and search every answer for the deliverable's marker.
 
+pub mod block_stack;
 pub mod fault_proxy;
 pub mod harness;
 pub mod money_stack;

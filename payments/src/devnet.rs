@@ -36,6 +36,8 @@
 //! - Accounts: anvil's deterministic dev account 0 deploys and mints (owner of the token);
 //!   account 1 is the [`Devnet::relayer`] for a facilitator; [`Devnet::funded_account`] makes fresh
 //!   random payers with ETH and tokens.
+//! - Block times: [`Devnet::set_interval_mining`] switches a devnet started with automine to a
+//!   block every few seconds (fund accounts first, at automine speed).
 //! - Fault tests: [`Devnet::set_automine`] / [`Devnet::mine_block`] / [`Devnet::mempool_size`]
 //!   leave a broadcast settlement unmined, [`Devnet::pending_transactions`] /
 //!   [`Devnet::drop_transaction`] inspect and empty the mempool; [`Devnet::authorization_used_transactions`] and
@@ -552,6 +554,21 @@ impl Devnet {
             .raw_request::<_, ()>("evm_setAutomine".into(), (on,))
             .await
             .map_err(DevnetError::rpc("evm_setAutomine"))
+    }
+
+    /// Mines a block every `interval` from now on, as a real chain does
+    /// (`evm_setIntervalMining`, whole seconds); [`Devnet::set_automine`] goes back to a block
+    /// per transaction. Lets a test fund its accounts at automine speed first.
+    pub async fn set_interval_mining(&self, interval: Duration) -> Result<(), DevnetError> {
+        if interval.as_secs() == 0 {
+            return Err(DevnetError::InvalidOptions(
+                "interval mining needs a whole number of seconds, at least one".into(),
+            ));
+        }
+        self.reader
+            .raw_request::<_, ()>("evm_setIntervalMining".into(), (interval.as_secs(),))
+            .await
+            .map_err(DevnetError::rpc("evm_setIntervalMining"))
     }
 
     /// Mines one block with whatever the mempool holds (`evm_mine`).

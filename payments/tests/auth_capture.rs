@@ -6,7 +6,8 @@
 //!   addresses): our facilitator verifies and settles the official client's fresh payload and
 //!   ours, balances move payer → operator token store, a replay is refused with the original
 //!   transaction named, and the operator's capture / void / refund move the money as the
-//!   escrow's events and `paymentState` then say.
+//!   escrow's events and `paymentState` then say. At a real block time (1 s) the operator's
+//!   concurrent captures are in flight together: several mined per block, each once.
 
 use alloy::primitives::{Address, U256};
 use hiregate_payments::auth_capture::{
@@ -105,7 +106,7 @@ mod onchain {
         AUTH_CAPTURE_SCHEME, AuthCaptureExtra, AuthCapturePayment, EscrowAddresses, METHOD_EIP3009,
         PaymentInfo,
     };
-    use hiregate_payments::devnet::{Devnet, node_script, node_tools_or_skip};
+    use hiregate_payments::devnet::{Devnet, DevnetOptions, node_script, node_tools_or_skip};
     use hiregate_payments::wire::{Extensions, UnknownFields, X402Version2};
     use hiregate_payments::{
         ChainConfig, Facilitator, FacilitatorConfig, LocalFacilitator, Network, PaymentPayload,
@@ -140,7 +141,14 @@ mod onchain {
         }
 
         async fn start_with(edit: impl FnOnce(&mut AuthCaptureExtra)) -> Self {
-            let devnet = Devnet::start()
+            Self::start_on(DevnetOptions::default(), edit).await
+        }
+
+        async fn start_on(
+            options: DevnetOptions,
+            edit: impl FnOnce(&mut AuthCaptureExtra),
+        ) -> Self {
+            let devnet = Devnet::start_with(options)
                 .await
                 .expect("devnet starts (scripts/install-tools.sh)");
             let network: Network = devnet.network().parse().unwrap();
@@ -973,5 +981,77 @@ mod onchain {
 
         shutdown.cancel();
         served.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn at_one_second_blocks_concurrent_captures_are_pipelined_several_per_block_each_once() {
+        const PAYMENTS: usize = 8;
+        const FEE_BPS: u16 = 100;
+        let env = Escrowed::start_on(
+            DevnetOptions {
+                block_time: Some(Duration::from_secs(1)),
+                ..DevnetOptions::default()
+            },
+            |_| {},
+        )
+        .await;
+        let mut infos = Vec::new();
+        let mut requests = Vec::new();
+        for _ in 0..PAYMENTS {
+            let payer = env.payer(AMOUNT).await;
+            let payload = env.sign(&payer).await;
+            infos.push(env.info(&payload));
+            requests.push(env.request(payload));
+        }
+        let authorized = futures::future::join_all(
+            requests
+                .iter()
+                .map(|request| env.facilitator.settle(request)),
+        )
+        .await;
+        for settled in authorized {
+            let settled = settled.unwrap();
+            assert!(settled.success, "{settled:?}");
+        }
+
+        let captures = futures::future::join_all(infos.iter().map(|info| {
+            env.operator
+                .capture(info, U256::from(AMOUNT), FEE_BPS, env.treasury)
+        }))
+        .await;
+
+        let mut blocks = Vec::new();
+        let mut transactions = std::collections::HashSet::new();
+        for capture in captures {
+            let receipt = capture.unwrap();
+            blocks.push(receipt.block_number.unwrap());
+            transactions.insert(receipt.tx_hash);
+        }
+        assert_eq!(transactions.len(), PAYMENTS, "a transaction per capture");
+        blocks.sort_unstable();
+        // Sent one after another, awaiting each receipt, they would take a block each.
+        assert!(
+            blocks.last().unwrap() - blocks.first().unwrap() <= 1,
+            "{PAYMENTS} captures sent at once were mined in blocks {blocks:?}"
+        );
+        let fee = AMOUNT * u64::from(FEE_BPS) / 10_000;
+        assert_eq!(
+            env.balance(env.receiver).await,
+            U256::from((AMOUNT - fee) * PAYMENTS as u64)
+        );
+        assert_eq!(
+            env.balance(env.treasury).await,
+            U256::from(fee * PAYMENTS as u64)
+        );
+        assert_eq!(env.balance(env.token_store().await).await, U256::ZERO);
+        for info in &infos {
+            let events = env
+                .operator
+                .events(env.operator.payment_hash(info), 0)
+                .await
+                .unwrap();
+            let totals = EscrowTotals::of(&events);
+            assert_eq!(totals.captured, U256::from(AMOUNT), "captured once");
+        }
     }
 }

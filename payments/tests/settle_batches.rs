@@ -6,6 +6,11 @@
 //! Faults are injected through the chain itself: automine off so a batch waits in the mempool,
 //! a payer's own transaction (higher tip, so mined first in the same block) draining its balance
 //! or cancelling its authorization, and `anvil_dropTransaction`.
+//!
+//! At real block times (anvil `--block-time`): settlements that arrive within a block all leave
+//! before the next one, in several transactions at consecutive nonces, even with sync sends
+//! (whose answer comes only with the block); watching them costs lookups per block, not per
+//! transaction and poll; and transactions sent again while the block is made never pay twice.
 
 #![cfg(feature = "devnet")]
 
@@ -22,6 +27,7 @@ use alloy::signers::Signer;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolStruct;
 use futures::future::join_all;
+use hiregate_payments::devnet::DevnetOptions;
 use hiregate_payments::devnet::bindings::{CancelAuthorization, DevnetUsd};
 use hiregate_payments::devnet::rpc_counter::RpcCounter;
 use hiregate_payments::exact::ledger::{
@@ -648,4 +654,165 @@ async fn one_payers_payments_sharing_a_batch_are_each_read_with_their_own_transf
     }
     assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
     assert_eq!(harness.balance(other_pay_to).await, U256::from(AMOUNT));
+}
+
+/// The block that mined each of `transactions`.
+async fn blocks_of(harness: &Harness, transactions: &HashSet<B256>) -> Vec<u64> {
+    let provider = harness.devnet.provider();
+    let mut blocks = Vec::new();
+    for transaction in transactions {
+        let receipt = provider
+            .get_transaction_receipt(*transaction)
+            .await
+            .unwrap()
+            .expect("mined");
+        blocks.push(receipt.block_number.unwrap());
+    }
+    blocks.sort_unstable();
+    blocks
+}
+
+/// Waits for the chain's next block, so what follows starts early in a block.
+async fn next_block(harness: &Harness) -> u64 {
+    let provider = harness.devnet.provider();
+    let now = provider.get_block_number().await.unwrap();
+    eventually("the next block", || async {
+        let head = provider.get_block_number().await.unwrap();
+        (head > now).then_some(head)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn at_one_second_blocks_settlements_of_one_block_leave_before_the_next_in_pipelined_transactions()
+ {
+    // A chain that mines every second, sends that may be synchronous (the answer of one would
+    // come only with the block) and batches of at most 4: 16 settlements need 4 transactions or
+    // more, which must all leave within the block they arrived in, at consecutive nonces.
+    let harness = Harness::start_with(DevnetOptions {
+        block_time: Some(Duration::from_secs(1)),
+        ..DevnetOptions::default()
+    })
+    .await;
+    let node = RpcCounter::start(harness.devnet.rpc_url().clone())
+        .await
+        .unwrap();
+    let facilitator = facilitator_with(&harness, |chain| {
+        chain.rpc_url = node.url();
+        chain.sync_send = true;
+        chain.settle_batch_max = 4;
+    })
+    .await;
+    const PAYMENTS: usize = 16;
+    let mut requests = Vec::new();
+    let mut payers = Vec::new();
+    for _ in 0..PAYMENTS {
+        let payer = harness.payer(AMOUNT).await;
+        requests.push(paid_request(&harness, &payer).await);
+        payers.push(payer.address());
+    }
+    let nonce_before = relayer_nonce(&harness).await;
+    let arrived_in = next_block(&harness).await + 1;
+    let lookups_before = node.calls_of("eth_getTransactionReceipt");
+
+    let outcomes = spawn_settles(&facilitator, &requests).await.unwrap();
+
+    let mut transactions = HashSet::new();
+    for (outcome, payer) in outcomes.iter().zip(&payers) {
+        assert!(outcome.success, "{outcome:?}");
+        let transaction: B256 = outcome.transaction.parse().unwrap();
+        assert_eq!(harness.transfers_from(*payer).await, vec![transaction]);
+        transactions.insert(transaction);
+    }
+    assert_eq!(
+        harness.balance(harness.pay_to).await,
+        U256::from(AMOUNT * PAYMENTS as u64)
+    );
+    let sent = relayer_nonce(&harness).await - nonce_before;
+    assert_eq!(
+        sent,
+        transactions.len() as u64,
+        "every transaction moved money"
+    );
+    assert!(sent >= 4, "batches of at most 4: {sent} transactions");
+    let blocks = blocks_of(&harness, &transactions).await;
+    // A sync send holding the nonce until its block would have needed a block per transaction.
+    assert!(
+        blocks.iter().all(|block| *block <= arrived_in + 1),
+        "settlements that arrived in block {arrived_in} were mined in blocks {blocks:?}"
+    );
+    let most_in_one_block = blocks
+        .chunk_by(|a, b| a == b)
+        .map(<[u64]>::len)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        most_in_one_block > 1,
+        "one relayer transaction per block: {blocks:?}"
+    );
+    // Watching costs per block, not per transaction per poll: a lookup by hash or two each.
+    let lookups = node.calls_of("eth_getTransactionReceipt") - lookups_before;
+    assert!(
+        lookups <= 3 * sent,
+        "{lookups} receipt lookups for {sent} transactions"
+    );
+    assert!(node.calls_of("eth_getBlockReceipts") > 0);
+}
+
+#[tokio::test]
+async fn at_two_second_blocks_replacements_at_the_same_nonces_pay_every_payment_once() {
+    // Transactions go unmined far past the resend bound while the block is made: each is sent
+    // again, at its own nonce, several times. Whichever version is mined, each payment moves
+    // once.
+    let harness = Harness::start_with(DevnetOptions {
+        block_time: Some(Duration::from_secs(2)),
+        ..DevnetOptions::default()
+    })
+    .await;
+    let node = RpcCounter::start(harness.devnet.rpc_url().clone())
+        .await
+        .unwrap();
+    let facilitator = facilitator_with(&harness, |chain| {
+        chain.rpc_url = node.url();
+        chain.resend_after_ms = 300;
+        chain.settle_batch_max = 2;
+    })
+    .await;
+    const PAYMENTS: usize = 8;
+    let mut requests = Vec::new();
+    let mut payers = Vec::new();
+    for _ in 0..PAYMENTS {
+        let payer = harness.payer(AMOUNT).await;
+        requests.push(paid_request(&harness, &payer).await);
+        payers.push(payer.address());
+    }
+    let nonce_before = relayer_nonce(&harness).await;
+    next_block(&harness).await;
+    let sends_before = node.calls_of("eth_sendRawTransaction");
+
+    let outcomes = spawn_settles(&facilitator, &requests).await.unwrap();
+
+    let mut transactions = HashSet::new();
+    for (outcome, payer) in outcomes.iter().zip(&payers) {
+        assert!(outcome.success, "{outcome:?}");
+        let transaction: B256 = outcome.transaction.parse().unwrap();
+        assert_eq!(
+            harness.transfers_from(*payer).await,
+            vec![transaction],
+            "moved once, by the version named"
+        );
+        assert_eq!(harness.balance(*payer).await, U256::ZERO);
+        transactions.insert(transaction);
+    }
+    assert_eq!(
+        harness.balance(harness.pay_to).await,
+        U256::from(AMOUNT * PAYMENTS as u64)
+    );
+    let mined = relayer_nonce(&harness).await - nonce_before;
+    assert_eq!(mined, transactions.len() as u64);
+    let sends = node.calls_of("eth_sendRawTransaction") - sends_before;
+    assert!(
+        sends > mined,
+        "{sends} sends for {mined} transactions: nothing was replaced"
+    );
 }

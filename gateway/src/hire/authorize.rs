@@ -81,7 +81,7 @@ impl HireService {
         let payment = match precheck(
             submission.payload,
             requirements,
-            operator.reader().addresses(),
+            operator.escrow().addresses(),
             now,
         ) {
             Ok(payment) => payment,
@@ -112,7 +112,7 @@ impl HireService {
             ))));
         };
         // The simulation runs `authorize` as the operator: what the gateway itself will send.
-        match verify_onchain(&provider, operator.reader().operator(), &payment).await {
+        match verify_onchain(&provider, operator.escrow().operator(), &payment).await {
             Ok(Ok(())) => {}
             Ok(Err(refusal)) => {
                 return Ok(Step::Done(Self::refuse_payment(
@@ -231,17 +231,15 @@ impl HireService {
             }
         }
         let info = &escrowed.payment.info;
-        let sent = {
-            let (_turn, operator) = escrowed.operator.turn().await;
-            operator
-                .authorize(
-                    info,
-                    escrowed.payment.payload.authorization.value.get(),
-                    operator.addresses().erc3009_collector,
-                    escrowed.payment.payload.signature.clone(),
-                )
-                .await
-        };
+        let operator = escrowed.operator.escrow();
+        let sent = operator
+            .authorize(
+                info,
+                escrowed.payment.payload.authorization.value.get(),
+                operator.addresses().erc3009_collector,
+                escrowed.payment.payload.signature.clone(),
+            )
+            .await;
         match sent {
             Ok(receipt) => {
                 self.authorized(ctx, payment, Some(receipt.tx_hash), Some(receipt.gas_used))

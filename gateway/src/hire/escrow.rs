@@ -4,7 +4,7 @@
 //!
 //! | item | role |
 //! |---|---|
-//! | [`EscrowOperators`] | per chain id: the operator (wallet provider + the configured escrow, collectors) |
+//! | [`EscrowOperators`] | per chain id: the operator (wallet provider + the configured escrow, collectors), sending through its own relayer (nonces pipelined, several calls per block) and taking turns on its key with the other instances |
 //! | [`payment_info`] | the on-chain `PaymentInfo` of a stored escrowed payment, rebuilt from the contract's own offer (never the client's copy) |
 //! | [`CaptureOrder`] | what a capture of a contract sends: the full price, the terms' fee bps and the treasury |
 //!
@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::str::FromStr as _;
 
 use alloy::{
+    network::EthereumWallet,
     primitives::{Address, B256, TxHash, U256},
     providers::{Provider as _, ProviderBuilder},
     signers::local::PrivateKeySigner,
@@ -28,6 +29,7 @@ use hiregate_payments::{
         Refusal,
         escrow::{EscrowEvent, EscrowEventKind, EscrowTotals},
     },
+    facilitator::turns::KeyTurns,
 };
 use secrecy::ExposeSecret as _;
 
@@ -36,30 +38,31 @@ use crate::{config::Settings, store::PaymentRecord};
 /// The escrow operators of the configured chains, by chain id.
 #[derive(Debug, Clone, Default)]
 pub struct EscrowOperators {
-    by_chain: HashMap<u64, std::sync::Arc<SerialOperator>>,
+    by_chain: HashMap<u64, std::sync::Arc<ChainOperator>>,
 }
 
-/// An operator whose transactions are sent one at a time.
+/// The operator of one chain.
 ///
-/// The operator key signs every escrow call of its chain, and its nonces come from the node's
-/// pending count: two calls in flight at once would take the same nonce. A refused send must
-/// not leave a nonce gap either (a cached nonce would skip one and every later transaction
-/// would wait forever), hence the node's count, asked under this lock.
+/// Its calls (authorize, capture, void) go out concurrently: the operator's relayer numbers
+/// them, so any number are in flight at once and several are mined per block, and one that
+/// stays unmined is sent again at its own nonce. Refunds alone take turns: each approves the
+/// refund collector for its amount and then spends that approval, and a refund running beside
+/// it could find the approval sufficient and spend it first.
 #[derive(Debug)]
-pub struct SerialOperator {
+pub struct ChainOperator {
     operator: EscrowOperator,
-    sending: tokio::sync::Mutex<()>,
+    refunds: tokio::sync::Mutex<()>,
 }
 
-impl SerialOperator {
-    /// The operator, for reads (`paymentState`, events) that need no turn.
-    pub fn reader(&self) -> &EscrowOperator {
+impl ChainOperator {
+    /// The operator: reads (`paymentState`, events) and calls.
+    pub fn escrow(&self) -> &EscrowOperator {
         &self.operator
     }
 
-    /// Waits for this operator's turn to send; hold the guard across the call.
-    pub async fn turn(&self) -> (tokio::sync::MutexGuard<'_, ()>, &EscrowOperator) {
-        (self.sending.lock().await, &self.operator)
+    /// Waits for this process's turn to refund; hold the guard from the approval to the refund.
+    pub async fn refund_turn(&self) -> (tokio::sync::MutexGuard<'_, ()>, &EscrowOperator) {
+        (self.refunds.lock().await, &self.operator)
     }
 }
 
@@ -75,9 +78,13 @@ pub enum EscrowSetupError {
 }
 
 impl EscrowOperators {
-    /// An operator for every chain of `settings` with an `operator_private_key`. Building one
-    /// makes no network call (the chain id comes from the validated config).
-    pub fn from_settings(settings: &Settings) -> Result<Self, EscrowSetupError> {
+    /// An operator for every chain of `settings` with an `operator_private_key`, taking turns
+    /// on its key from `turns` when given. Building one makes no network call (the chain id
+    /// comes from the validated config).
+    pub fn from_settings(
+        settings: &Settings,
+        turns: Option<&dyn KeyTurns>,
+    ) -> Result<Self, EscrowSetupError> {
         let mut by_chain = HashMap::new();
         for (name, chain) in &settings.chains {
             let (Some(key), Some(chain_id)) = (&chain.operator_private_key, chain.chain_id())
@@ -90,12 +97,12 @@ impl EscrowOperators {
                 }
             })?;
             let operator = signer.address();
+            let wallet = EthereumWallet::from(signer);
+            // Nonces, gas and fees come from the operator's relayer; the provider only signs.
             let provider = ProviderBuilder::new()
                 .disable_recommended_fillers()
-                .with_gas_estimation()
-                .with_simple_nonce_management()
                 .with_chain_id(chain_id)
-                .wallet(signer)
+                .wallet(wallet.clone())
                 .connect_http(chain.rpc_url.clone())
                 .erased();
             let addresses = EscrowAddresses {
@@ -103,16 +110,22 @@ impl EscrowOperators {
                 erc3009_collector: chain.erc3009_token_collector,
                 operator_refund_collector: chain.operator_refund_collector,
             };
-            let operator = EscrowOperator::new(provider, chain_id, addresses, operator)
+            let mut escrow = EscrowOperator::new(provider, chain_id, addresses, operator)
                 .with_receipt_timeout(
                     std::time::Duration::from_millis(settings.facilitator.settle_timeout_ms),
-                    std::time::Duration::from_millis(250),
+                    std::time::Duration::from_millis(100),
                 );
+            if chain.sync_send {
+                escrow = escrow.with_sync_send(wallet);
+            }
+            if let Some(turns) = turns {
+                escrow = escrow.with_turns(turns.join(chain_id, operator));
+            }
             by_chain.insert(
                 chain_id,
-                std::sync::Arc::new(SerialOperator {
-                    operator,
-                    sending: tokio::sync::Mutex::new(()),
+                std::sync::Arc::new(ChainOperator {
+                    operator: escrow,
+                    refunds: tokio::sync::Mutex::new(()),
                 }),
             );
         }
@@ -125,7 +138,7 @@ impl EscrowOperators {
     }
 
     /// The operator of `chain_id`, if the gateway has a key there.
-    pub fn get(&self, chain_id: u64) -> Option<&SerialOperator> {
+    pub fn get(&self, chain_id: u64) -> Option<&ChainOperator> {
         self.by_chain.get(&chain_id).map(AsRef::as_ref)
     }
 }
@@ -178,14 +191,14 @@ impl CaptureOrder {
 /// An escrowed payment as the chain knows it: the operator of its chain and its `PaymentInfo`,
 /// rebuilt from the stored payload against the contract's own offer.
 pub(super) struct EscrowedPayment<'a> {
-    pub(super) operator: &'a SerialOperator,
+    pub(super) operator: &'a ChainOperator,
     pub(super) payment: AuthCapturePayment,
 }
 
 impl EscrowedPayment<'_> {
     /// `getHash(paymentInfo)`: the key of `paymentState` and of the escrow's events.
     pub(super) fn hash(&self) -> B256 {
-        self.operator.reader().payment_hash(&self.payment.info)
+        self.operator.escrow().payment_hash(&self.payment.info)
     }
 }
 
@@ -276,7 +289,7 @@ impl super::HireService {
         let payload: PaymentPayload = serde_json::from_value(payment.payload.clone())
             .map_err(|e| format!("stored payment payload: {e}"))?;
         let payment =
-            AuthCapturePayment::parse(&payload, requirements, operator.reader().addresses())
+            AuthCapturePayment::parse(&payload, requirements, operator.escrow().addresses())
                 .map_err(|refusal| {
                     format!("stored escrowed payment: {}", refusal.reason.as_str())
                 })?;
@@ -303,7 +316,7 @@ impl super::HireService {
         let from_block = lookback.map_or(0, |blocks| latest.header.number.saturating_sub(blocks));
         let events = escrowed
             .operator
-            .reader()
+            .escrow()
             .events(escrowed.hash(), from_block)
             .await
             .map_err(rpc)?;

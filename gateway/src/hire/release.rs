@@ -56,10 +56,11 @@ impl HireService {
         };
         let view = match self.escrow_view(&escrowed).await {
             Ok(EscrowView::Held { .. }) => {
-                let sent = {
-                    let (_turn, operator) = escrowed.operator.turn().await;
-                    operator.void(&escrowed.payment.info).await
-                };
+                let sent = escrowed
+                    .operator
+                    .escrow()
+                    .void(&escrowed.payment.info)
+                    .await;
                 match &sent {
                     Ok(receipt) => {
                         tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, gas_used = receipt.gas_used, "escrow voided");
@@ -307,7 +308,7 @@ impl HireService {
                 return Err(chain_unavailable());
             }
         }
-        let (_turn, operator) = escrowed.operator.turn().await;
+        let (_turn, operator) = escrowed.operator.refund_turn().await;
         let refused = |refusal: &Refusal| {
             refund_refusal(
                 refusal,

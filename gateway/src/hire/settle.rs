@@ -303,17 +303,16 @@ impl HireService {
                 response: None,
             };
         };
-        let sent = {
-            let (_turn, operator) = escrowed.operator.turn().await;
-            operator
-                .capture(
-                    &escrowed.payment.info,
-                    order.amount,
-                    order.fee_bps,
-                    order.fee_receiver,
-                )
-                .await
-        };
+        let sent = escrowed
+            .operator
+            .escrow()
+            .capture(
+                &escrowed.payment.info,
+                order.amount,
+                order.fee_bps,
+                order.fee_receiver,
+            )
+            .await;
         let said = match &sent {
             Ok(receipt) => {
                 tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, gas_used = receipt.gas_used, "escrow captured");

@@ -28,6 +28,7 @@
 //! | `receipts` | `contract_receipt` (write-once per outcome, migrations 0006 and 0018; `contract_event` is append-only by trigger) |
 //! | `disputes` | `dispute` (one per contract; the other party's answer and the decision are each written once); the arbiter's queue by state |
 //! | `json` | none: the JSON binding and diagnostic-text rule every table uses |
+//! | `key_locks` | none: PostgreSQL advisory locks, the instances' claims on chain keys and their turns to send from them |
 //! | `script` | none: SQLite writes sent as one script that carries its own transaction (the temporary table `moved`) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
@@ -48,6 +49,7 @@ mod disputes;
 mod execution;
 mod jobs;
 mod json;
+mod key_locks;
 mod ledger;
 mod long_running;
 mod payments;
@@ -81,6 +83,7 @@ pub use execution::{
     VerificationRecord, WorkerLoad, WorkerStanding,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
+pub use key_locks::{KeyLocks, SendLock};
 pub use ledger::{LedgerEscrowPayment, LedgerPayment};
 pub use long_running::AUTHORIZATION_SWEEP_STATES;
 pub use payments::{NewPayment, PaymentRecord};

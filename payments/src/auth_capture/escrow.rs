@@ -4,7 +4,7 @@
 //! | item | what |
 //! |---|---|
 //! | [`revert_reason`] | a revert (escrow custom error, collector or token error, or revert string) → stable [`Reason`] |
-//! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing; an escrow address without code is refused), then sent and awaited; each [`EscrowReceipt`] carries the escrow events and token transfers it caused; [`EscrowOperator::capture_and_void`] captures part and releases the rest |
+//! | [`EscrowOperator`] | `authorize`, `charge`, `capture`, `void`, `refund` from the operator's wallet: simulated first (a refusal sends nothing; an escrow address without code is refused), then sent through the operator's relayer and awaited; each [`EscrowReceipt`] carries the escrow events and token transfers it caused; [`EscrowOperator::capture_and_void`] captures part and releases the rest |
 //! | [`EscrowOperator::simulate_refund`] | the whole refund (the collector's approval included, in one simulated block) before anything is sent |
 //! | [`EscrowOperator::payment_state`] | `paymentState(getHash(info))` |
 //! | [`EscrowOperator::events`] | the payment's `PaymentAuthorized` / `Charged` / `Captured` / `Voided` / `Reclaimed` / `Refunded` logs, oldest first |
@@ -14,23 +14,36 @@
 //! `paymentState` never resets (voided, reclaimed and fully refunded all read `(true, 0, 0)`),
 //! so an outcome is decided from the events; the state says what can still happen.
 //!
+//! The operator sends through the same relayer as the facilitator's settlements
+//! (`facilitator::relayer`): it numbers the transactions itself, so any number of escrow calls
+//! are in flight at once, at consecutive nonces, several in one block, each watched by the
+//! relayer's head follower and sent again at its own nonce (never doubled) when stuck. They are
+//! not batched into one transaction: the escrow takes these calls only from the operator itself
+//! (`onlySender(paymentInfo.operator)`), and a Multicall3 would be the sender. Calls that may
+//! run concurrently must not depend on each other's state (two refunds sharing one collector
+//! approval do: the caller orders those).
+//!
 //! Refunds go through the operator refund collector, which pulls the refunded amount from the
 //! operator's own wallet (the receiver is never clawed back): the operator must hold the
 //! tokens and have approved the collector ([`EscrowOperator::ensure_refund_allowance`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use alloy::network::EthereumWallet;
 use alloy::primitives::{Address, B256, Bytes, TxHash, U256};
 use alloy::providers::{DynProvider, Provider};
 use alloy::rpc::types::simulate::{SimBlock, SimulatePayload};
-use alloy::rpc::types::{Filter, Log, TransactionInput, TransactionReceipt, TransactionRequest};
+use alloy::rpc::types::{Filter, Log, TransactionInput, TransactionRequest};
 use alloy::sol_types::{SolCall, SolEvent, SolInterface};
 use alloy::transports::{RpcError, TransportError, TransportErrorKind};
 
 use super::abi::{IAuthCaptureEscrow, ICollectorReverts, IErc20Allowance};
 use super::{EscrowAddresses, PaymentInfo, Refusal};
+use crate::facilitator::config;
+use crate::facilitator::relayer::{Call, Fate, Relayer, RelayerOptions, SendError, SyncSend};
+use crate::facilitator::turns::SendTurns;
 use crate::reason::Reason;
 
 /// The stable reason for a revert, from its data when the node returned it (escrow custom
@@ -357,8 +370,9 @@ impl EscrowError {
 
 /// The operator (`captureAuthorizer`) of one escrow deployment on one chain.
 ///
-/// `provider` must sign for `operator` (a wallet filler with the operator key, and the usual
-/// nonce and gas fillers, as `ProviderBuilder::new().wallet(key)` gives).
+/// `provider` must sign for `operator` (a wallet filler with the operator key, as
+/// `ProviderBuilder::new().wallet(key)` gives); nonces, gas and fees are set by the operator's
+/// relayer. Clones share the relayer, hence one nonce sequence.
 #[derive(Clone)]
 pub struct EscrowOperator {
     provider: DynProvider,
@@ -366,7 +380,8 @@ pub struct EscrowOperator {
     addresses: EscrowAddresses,
     operator: Address,
     receipt_timeout: Duration,
-    poll_interval: Duration,
+    sending: RelayerOptions,
+    relayer: Arc<Relayer>,
     /// Set once the escrow address was seen holding code (a deployment never goes away).
     escrow_seen: Arc<AtomicBool>,
 }
@@ -383,7 +398,9 @@ impl std::fmt::Debug for EscrowOperator {
 }
 
 impl EscrowOperator {
-    /// An operator with a 60 s receipt timeout (the spec's figure).
+    /// An operator with a 60 s receipt timeout (the spec's figure), reading the head every
+    /// 100 ms while a call waits for its block and sending a call again at its nonce after 15 s
+    /// without a receipt (the facilitator's defaults).
     #[must_use]
     pub fn new(
         provider: DynProvider,
@@ -391,23 +408,70 @@ impl EscrowOperator {
         addresses: EscrowAddresses,
         operator: Address,
     ) -> Self {
+        let sending = RelayerOptions {
+            // The escrow takes its calls from the operator only: nothing to batch through.
+            multicall: None,
+            batch_max: 1,
+            batch_window: Duration::ZERO,
+            resend_after: Duration::from_millis(config::default_resend_after_ms()),
+            poll_interval: Duration::from_millis(config::default_receipt_poll_interval_ms()),
+            sync_send: None,
+            turns: None,
+        };
+        let relayer = Arc::new(Relayer::new(provider.clone(), operator, &sending));
         Self {
             provider,
             chain_id,
             addresses,
             operator,
             receipt_timeout: Duration::from_secs(60),
-            poll_interval: Duration::from_millis(100),
+            sending,
+            relayer,
             escrow_seen: Arc::default(),
         }
     }
 
-    /// Overrides how long a call waits for its receipt and how often it polls.
+    /// The same operator sending with `edit`ed options, through a new relayer.
+    fn resending(mut self, edit: impl FnOnce(&mut RelayerOptions)) -> Self {
+        edit(&mut self.sending);
+        self.relayer = Arc::new(Relayer::new(
+            self.provider.clone(),
+            self.operator,
+            &self.sending,
+        ));
+        self
+    }
+
+    /// Overrides how long a call waits for its receipt and how often the head is read while it
+    /// waits.
     #[must_use]
     pub fn with_receipt_timeout(mut self, timeout: Duration, poll_interval: Duration) -> Self {
         self.receipt_timeout = timeout;
-        self.poll_interval = poll_interval.max(Duration::from_millis(1));
-        self
+        self.resending(|sending| {
+            sending.poll_interval = poll_interval.max(Duration::from_millis(1))
+        })
+    }
+
+    /// Overrides how long a call may go without a receipt before it is sent again at its
+    /// nonce with higher fees.
+    #[must_use]
+    pub fn with_resend_after(self, resend_after: Duration) -> Self {
+        self.resending(|sending| sending.resend_after = resend_after.max(Duration::from_millis(1)))
+    }
+
+    /// Sends with `eth_sendRawTransactionSync` (EIP-7966) where the chain mines at once,
+    /// signing with `wallet` (the operator's key). See the facilitator's `sync_send`.
+    #[must_use]
+    pub fn with_sync_send(self, wallet: EthereumWallet) -> Self {
+        let chain_id = self.chain_id;
+        self.resending(|sending| sending.sync_send = Some(SyncSend { wallet, chain_id }))
+    }
+
+    /// Takes `turns` on the operator's key before each send: the key is shared with other
+    /// senders (every instance of a marketplace operates its escrow with one key).
+    #[must_use]
+    pub fn with_turns(self, turns: Arc<dyn SendTurns>) -> Self {
+        self.resending(|sending| sending.turns = Some(turns))
     }
 
     /// The operator's address.
@@ -741,7 +805,8 @@ impl EscrowOperator {
         Ok(Ok(()))
     }
 
-    /// Simulates from the operator, then sends and waits for the receipt.
+    /// Simulates from the operator, then sends through the operator's relayer and waits for the
+    /// receipt.
     async fn send(&self, to: Address, calldata: Vec<u8>) -> Result<EscrowReceipt, EscrowError> {
         if to == self.addresses.escrow {
             self.escrow_deployed()
@@ -751,29 +816,40 @@ impl EscrowOperator {
         if let Err(refusal) = simulate(&self.provider, self.operator, to, calldata.clone()).await? {
             return Err(EscrowError::Refused(refusal));
         }
-        let request = TransactionRequest::default()
-            .from(self.operator)
-            .to(to)
-            .input(TransactionInput::new(calldata.into()));
-        let pending = match self.provider.send_transaction(request).await {
-            Ok(pending) => pending,
-            // Gas estimation inside the send reverted: state moved since the simulation.
-            Err(error) => {
+        let call = Call {
+            to,
+            calldata: calldata.clone().into(),
+        };
+        // Boxed: the relayer's send is a large future, and every escrow call awaits it.
+        let broadcast = match Box::pin(self.relayer.send(call)).await {
+            Ok(broadcast) => broadcast,
+            // Its gas measurement reverted: state moved since the simulation. Asked again, the
+            // node names the reason in the escrow's own errors.
+            Err(SendError::Reverted(message)) => {
+                return Err(EscrowError::Refused(
+                    match simulate(&self.provider, self.operator, to, calldata).await? {
+                        Err(refusal) => refusal,
+                        Ok(_) => Refusal {
+                            reason: revert_reason(None, &message),
+                            message: Some(message),
+                        },
+                    },
+                ));
+            }
+            Err(SendError::Rpc(error)) => {
                 return Err(match revert_refusal(&error) {
                     Some(refusal) => EscrowError::Refused(refusal),
                     None => EscrowError::Rpc(error),
                 });
             }
         };
-        let tx_hash = *pending.tx_hash();
-        let receipt = wait_for_receipt(
-            &self.provider,
-            tx_hash,
-            self.receipt_timeout,
-            self.poll_interval,
-        )
-        .await?
-        .ok_or(EscrowError::Pending(tx_hash))?;
+        let receipt = match broadcast.fate_within(self.receipt_timeout).await {
+            Some(Fate::Mined(receipt)) => receipt,
+            // Unmined in time, or its nonce taken by a transaction sent elsewhere: either way
+            // the chain says later what happened (the events of the payment).
+            Some(Fate::Superseded) | None => return Err(EscrowError::Pending(broadcast.latest())),
+        };
+        let tx_hash = receipt.transaction_hash;
         if !receipt.status() {
             return Err(EscrowError::Reverted { tx_hash });
         }
@@ -1024,28 +1100,6 @@ pub async fn payment_events(
         .filter_map(decode_payment_event)
         .map(|(_, event)| event)
         .collect())
-}
-
-/// Polls for a receipt until `timeout`, quickly at first (a devnet mines at once).
-pub(crate) async fn wait_for_receipt(
-    provider: &DynProvider,
-    tx_hash: TxHash,
-    timeout: Duration,
-    poll_interval: Duration,
-) -> Result<Option<TransactionReceipt>, TransportError> {
-    let deadline = Instant::now() + timeout;
-    let mut delay = Duration::from_millis(5).min(poll_interval);
-    loop {
-        if let Some(receipt) = provider.get_transaction_receipt(tx_hash).await? {
-            return Ok(Some(receipt));
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(None);
-        }
-        tokio::time::sleep(delay.min(deadline - now)).await;
-        delay = (delay * 2).min(poll_interval);
-    }
 }
 
 #[cfg(test)]

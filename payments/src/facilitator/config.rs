@@ -83,7 +83,7 @@ fn default_receipt_timeout_secs() -> u64 {
     30
 }
 
-fn default_receipt_poll_interval_ms() -> u64 {
+pub(crate) fn default_receipt_poll_interval_ms() -> u64 {
     100
 }
 
@@ -95,7 +95,7 @@ fn default_settle_batch_window_ms() -> u64 {
     2
 }
 
-fn default_resend_after_ms() -> u64 {
+pub(crate) fn default_resend_after_ms() -> u64 {
     // Several blocks on the chains x402 settles on (2 s on Base, 12 s on Ethereum): a
     // transaction still unmined by then is underpriced or was dropped.
     15_000

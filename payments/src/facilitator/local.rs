@@ -46,6 +46,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use self::mined::MinedReceipts;
 use super::config::FacilitatorConfig;
 use super::relayer::{Broadcast, Call, Fate, Relayer, RelayerOptions, SendError, SyncSend};
+use super::turns::KeyTurns;
 use super::{Facilitator, FacilitatorError};
 use crate::auth_capture::{AUTH_CAPTURE_SCHEME, EscrowAddresses};
 use crate::clock::ChainClock;
@@ -139,8 +140,18 @@ impl std::fmt::Debug for Chain {
 
 impl LocalFacilitator {
     /// Connects to every configured chain and checks that each node serves the configured
-    /// chain id.
+    /// chain id. Each relayer is its key's only sender in this process; whether other
+    /// processes use the key is not asked ([`Self::connect_with_turns`] does).
     pub async fn connect(config: FacilitatorConfig) -> Result<Self, LocalFacilitatorError> {
+        Self::connect_with_turns(config, None).await
+    }
+
+    /// [`Self::connect`], with each relayer taking turns on its key from `turns` (gateway
+    /// instances that may share a relayer key).
+    pub async fn connect_with_turns(
+        config: FacilitatorConfig,
+        turns: Option<&dyn KeyTurns>,
+    ) -> Result<Self, LocalFacilitatorError> {
         if config.chains.is_empty() {
             return Err(LocalFacilitatorError::NoChains);
         }
@@ -189,6 +200,7 @@ impl LocalFacilitator {
                     wallet: EthereumWallet::from(chain.relayer_key.signer().clone()),
                     chain_id: expected,
                 }),
+                turns: turns.map(|turns| turns.join(expected, chain.relayer_key.address())),
             };
             let exact = ExactVerifier::new(
                 provider.clone(),

@@ -8,12 +8,15 @@
 //! - [`server`]: the HTTP face of any facilitator (`POST /verify`, `POST /settle`,
 //!   `GET /supported`, `GET /health`) and [`server::serve`] for `hiregate facilitator`.
 //! - [`config`]: [`config::FacilitatorConfig`] for the local facilitator.
+//! - [`turns`]: [`turns::KeyTurns`], how senders that share a key take turns (the gateway's
+//!   instances on one PostgreSQL).
 
 pub mod config;
 pub mod http_client;
 pub mod local;
-mod relayer;
+pub(crate) mod relayer;
 pub mod server;
+pub mod turns;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! The relayer: sends settlement transactions from one key with one nonce sequence.
 //!
-//! - [`Relayer::send`]: one call as its own transaction (escrow settlements).
+//! - [`Relayer::send`]: one call as its own transaction (escrow calls, which the escrow only
+//!   takes from the operator itself, so they cannot ride in a Multicall3 batch).
 //! - [`Relayer::submit`]: a call that may share its transaction. Calls submitted while the
 //!   relayer is busy sending, or while other settlements [announced](Relayer::announce) are still
 //!   being verified (for at most the batch window), leave together as one Multicall3
@@ -9,20 +10,34 @@
 //! - [`Broadcast`]: the transaction at one nonce, watched until that nonce is used. When no
 //!   receipt comes within the resend bound, the same call is sent again at the same nonce with
 //!   higher fees: a stuck transaction is replaced and a dropped one restored, never doubled, as a
-//!   nonce is used once. Whichever version is mined is the outcome.
+//!   nonce is used once and every version carries the same calls. Whichever version is mined is
+//!   the outcome.
 //!
 //! Nonces are assigned here rather than by a provider filler: the next nonce sits behind an
 //! async mutex held only for the `eth_sendRawTransaction` round trip, so sends queue for a nonce
-//! but wait for their receipts in parallel. A failed send forgets the cached nonce, and the next
-//! send re-reads the node's pending count, which resynchronises after a "nonce too low" or after
-//! another process used the same key.
+//! but wait for their receipts in parallel: on a chain that mines every few seconds, every
+//! settlement that arrives within a block is sent before the next one, at consecutive nonces,
+//! however many are in flight. A failed send forgets the cached nonce, and the next send
+//! re-reads the node's pending count, which resynchronises after a "nonce too low" or after
+//! another process used the same key. Senders that share a key can take [turns](super::turns)
+//! instead, so they never conflict.
 //!
-//! On a chain that mines in milliseconds (anvil, and L2s that answer EIP-7966) the relayer can
-//! send with `eth_sendRawTransactionSync`: the node answers with the receipt, so nothing polls
-//! for it. The nonce is then held until the answer (at most [`SYNC_SEND_WAIT`]), which queues
-//! the next sends behind the block and grows the batches; a transaction not mined by then, or
-//! whose answer is lost, is watched like any other, and a node without the method gets plain
-//! sends from then on.
+//! The relayer follows the chain head (`follower`): one task per relayer watches every
+//! broadcast. While the chain mines a transaction at once (anvil's automine, fast L2s), each new
+//! broadcast is looked up by hash within milliseconds; on a chain that mines on a schedule it
+//! reads the head instead and, per new block, that block's receipts (`eth_getBlockReceipts`), so
+//! the cost of watching does not grow with the transactions in flight.
+//!
+//! On a chain that mines in milliseconds the relayer can send with
+//! `eth_sendRawTransactionSync`: the node answers with the receipt, so nothing polls for it. The
+//! nonce is then held until the answer, which queues the next sends behind the block and grows
+//! the batches, but for at most [`SYNC_SEND_HOLD`]: an answer that has not come by then means the
+//! chain mines on a schedule, and holding the nonce for a block would allow one transaction per
+//! block. The relayer then lets the next send go, watches the transaction like any other, and
+//! sends plainly until the chain is seen mining at once again. A node without the method gets
+//! plain sends from then on.
+
+mod follower;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
@@ -36,10 +51,13 @@ use alloy::providers::{DynProvider, Provider};
 use alloy::rpc::types::{TransactionInput, TransactionReceipt, TransactionRequest};
 use alloy::sol_types::SolCall;
 use alloy::transports::{RpcError, TransportError};
-use tokio::sync::{Mutex, Notify, mpsc, oneshot, watch};
+use tokio::sync::{Mutex, MutexGuard, Notify, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use self::follower::Follower;
+use super::turns::SendTurns;
 use crate::exact::onchain::revert_message;
 use crate::multicall::IMulticall3;
 
@@ -47,12 +65,13 @@ use crate::multicall::IMulticall3;
 /// previous send's fate was unknown).
 const NONCE_ATTEMPTS: u32 = 4;
 
-/// First wait between receipt polls; doubled up to the configured poll interval. A devnet or a
-/// fast L2 mines within a millisecond or two, and every waiter of a batch waits on this poll.
-const FIRST_RECEIPT_POLL: Duration = Duration::from_millis(1);
+/// Longest a sync send holds the nonce. A chain that mines at once answers within
+/// milliseconds (a batch of 32 transfers on a busy 2-core devnet in tens of them); one that has
+/// not answered by then mines on a schedule, and the next send must not wait for its block.
+const SYNC_SEND_HOLD: Duration = Duration::from_millis(250);
 
-/// Longest a sync send holds the nonce. A chain that answers `eth_sendRawTransactionSync`
-/// mines in milliseconds; a transaction it has not mined by then is watched like a plain send's.
+/// How long the answer of a sync send is awaited at all (the node's own wait may be longer).
+/// A transaction still unmined is watched by the follower either way.
 const SYNC_SEND_WAIT: Duration = Duration::from_secs(1);
 
 /// JSON-RPC "method not found".
@@ -115,6 +134,8 @@ pub(crate) struct RelayerOptions {
     pub(crate) poll_interval: Duration,
     /// Send with `eth_sendRawTransactionSync`, signing with this wallet for this chain id.
     pub(crate) sync_send: Option<SyncSend>,
+    /// Turns on the key, when other senders may use it too.
+    pub(crate) turns: Option<Arc<dyn SendTurns>>,
 }
 
 /// What a sync send needs to sign its transaction itself: the hash must be known before the
@@ -149,20 +170,29 @@ struct Core {
     /// The last fee estimate and when it was asked for (see [`FEE_ESTIMATE_REUSE`]).
     fees: StdMutex<Option<(Instant, Eip1559Estimation)>>,
     resend_after: Duration,
-    poll_interval: Duration,
     sync_send: Option<SyncSend>,
     /// Cleared when the node turns out not to know `eth_sendRawTransactionSync`.
     sync_supported: AtomicBool,
+    turns: Option<Arc<dyn SendTurns>>,
+    /// Watches every broadcast until its nonce is used.
+    follower: Follower,
     stop: CancellationToken,
 }
 
 /// What the node said to a send.
 enum Sent {
-    /// It holds the transaction (or may: a sync send's answer was lost), not yet mined.
+    /// It holds the transaction, not yet mined.
     Accepted(TxHash),
     /// It mined the transaction (a sync send).
     Mined(Arc<TransactionReceipt>),
+    /// A sync send not answered within [`SYNC_SEND_HOLD`]: the node holds the transaction (or
+    /// may: the answer may still say otherwise).
+    Unanswered(TxHash, JoinHandle<SyncAnswer>),
 }
+
+/// What came of a sync send: the receipt, the node's refusal, or nothing within
+/// [`SYNC_SEND_WAIT`].
+type SyncAnswer = Result<Result<TransactionReceipt, TransportError>, tokio::time::error::Elapsed>;
 
 struct Batcher {
     queue: mpsc::UnboundedSender<Queued>,
@@ -203,7 +233,13 @@ pub(crate) struct Broadcast {
     first: TxHash,
     /// Hashes of the versions sent again at this nonce, the latest last.
     resent: StdMutex<Vec<TxHash>>,
-    fate: watch::Receiver<Option<Fate>>,
+    fate: watch::Sender<Option<Fate>>,
+    /// Set when the node turned the first version down after the relayer had moved on (a sync
+    /// send's late refusal): the follower sends it again at once, so no later nonce waits on a
+    /// gap.
+    refused: AtomicBool,
+    /// The relayer's stop: nobody waits for a fate once it is shutting down.
+    stop: CancellationToken,
 }
 
 impl std::fmt::Debug for Broadcast {
@@ -246,13 +282,31 @@ impl Broadcast {
             .push(hash);
     }
 
+    /// Records how it ended; the first fate stays.
+    fn conclude(&self, fate: Fate) {
+        self.fate.send_if_modified(|known| {
+            if known.is_some() {
+                return false;
+            }
+            *known = Some(fate);
+            true
+        });
+    }
+
+    fn concluded(&self) -> bool {
+        self.fate.borrow().is_some()
+    }
+
     /// Its fate, once known within `timeout`; `None` while still unmined.
     pub(crate) async fn fate_within(&self, timeout: Duration) -> Option<Fate> {
-        let mut fate = self.fate.clone();
-        match tokio::time::timeout(timeout, fate.wait_for(Option::is_some)).await {
-            Ok(Ok(known)) => known.clone(),
-            // The watcher stopped (the relayer is shutting down) or time ran out: unknown.
-            Ok(Err(_)) | Err(_) => None,
+        let mut fate = self.fate.subscribe();
+        tokio::select! {
+            known = tokio::time::timeout(timeout, fate.wait_for(Option::is_some)) => match known {
+                Ok(Ok(known)) => known.clone(),
+                Ok(Err(_)) | Err(_) => None,
+            },
+            // The relayer is shutting down: nobody watches any more, the fate stays unknown.
+            () = self.stop.cancelled() => self.fate.borrow().clone(),
         }
     }
 }
@@ -268,9 +322,10 @@ impl Relayer {
             next_nonce: Mutex::new(None),
             fees: StdMutex::new(None),
             resend_after: options.resend_after,
-            poll_interval: options.poll_interval,
             sync_send: options.sync_send.clone(),
             sync_supported: AtomicBool::new(true),
+            turns: options.turns.clone(),
+            follower: Follower::new(options.poll_interval),
             stop: stop.clone(),
         });
         let batcher = match options.multicall {
@@ -564,24 +619,55 @@ impl Core {
         }
     }
 
-    /// Takes the next nonce, sends, and starts watching the transaction.
+    /// Takes the next nonce (and the key's turn, when others send from it), sends, and starts
+    /// watching the transaction.
     async fn broadcast(self: &Arc<Self>, draft: Draft) -> Result<Arc<Broadcast>, SendError> {
         let mut next_nonce = self.next_nonce.lock().await;
+        let turn = match &self.turns {
+            Some(turns) => turns.take().await,
+            None => None,
+        };
+        let sent = self
+            .send_at_next_nonce(&mut next_nonce, &draft, turn.is_some())
+            .await;
+        if let Some(turn) = turn {
+            turn.end().await;
+        }
+        drop(next_nonce);
+        let (nonce, sent) = sent?;
+        Ok(self.track(nonce, sent, draft))
+    }
+
+    /// Sends `draft` at the next nonce, retrying on nonce conflicts. Within a turn on a shared
+    /// key the node's pending count is read first: the others' sends moved it.
+    async fn send_at_next_nonce(
+        &self,
+        next_nonce: &mut MutexGuard<'_, Option<u64>>,
+        draft: &Draft,
+        in_turn: bool,
+    ) -> Result<(u64, Sent), SendError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let nonce = match *next_nonce {
-                Some(nonce) => nonce,
-                None => {
-                    self.provider
+            let nonce = match **next_nonce {
+                Some(nonce) if !in_turn => nonce,
+                cached => {
+                    let pending = self
+                        .provider
                         .get_transaction_count(self.address)
                         .pending()
-                        .await?
+                        .await?;
+                    // A node behind a load balancer may not count this sender's own last send
+                    // yet: never go below what this sender used.
+                    cached.map_or(pending, |cached| cached.max(pending))
                 }
             };
             let request = draft.request(self.address, nonce);
             let sent = match &self.sync_send {
-                Some(sync) if self.sync_supported.load(Ordering::Relaxed) => {
+                Some(sync)
+                    if self.sync_supported.load(Ordering::Relaxed)
+                        && self.follower.mines_at_once() =>
+                {
                     self.send_and_wait(sync, request).await
                 }
                 _ => self
@@ -592,13 +678,12 @@ impl Core {
             };
             match sent {
                 Ok(sent) => {
-                    *next_nonce = Some(nonce + 1);
-                    drop(next_nonce);
-                    return Ok(self.track(nonce, sent, draft));
+                    **next_nonce = Some(nonce + 1);
+                    return Ok((nonce, sent));
                 }
                 Err(error) => {
                     // Whether the node kept the transaction is unknown; ask it next time.
-                    *next_nonce = None;
+                    **next_nonce = None;
                     if is_nonce_conflict(&error) && attempt < NONCE_ATTEMPTS {
                         tracing::warn!(relayer = %self.address, nonce, attempt, "nonce conflict, resyncing");
                         continue;
@@ -610,8 +695,9 @@ impl Core {
     }
 
     /// Signs `request` and sends it with `eth_sendRawTransactionSync`. `Err` only when the node
-    /// refused it; an answer that does not come within [`SYNC_SEND_WAIT`], or is lost, leaves
-    /// the transaction to be watched (and sent again at its nonce if the node never had it).
+    /// refused it; an answer that does not come within [`SYNC_SEND_HOLD`] leaves the
+    /// transaction to be watched while the answer is still awaited, and one that is lost leaves
+    /// it watched (and sent again at its nonce if the node never had it).
     async fn send_and_wait(
         &self,
         sync: &SyncSend,
@@ -623,26 +709,32 @@ impl Core {
             .await
             .map_err(|error| TransportError::local_usage_str(&format!("signing: {error}")))?;
         let hash = *envelope.tx_hash();
-        let encoded = envelope.encoded_2718();
-        let answer = tokio::time::timeout(
-            SYNC_SEND_WAIT,
-            self.provider.send_raw_transaction_sync(&encoded),
-        )
-        .await;
-        match answer {
-            Ok(Ok(receipt)) => Ok(Sent::Mined(Arc::new(receipt))),
-            Ok(Err(error)) if is_method_not_found(&error) => {
+        let encoded = Bytes::from(envelope.encoded_2718());
+        let provider = self.provider.clone();
+        let raw = encoded.clone();
+        // Its own task, so the request is not cut off when the relayer stops holding the nonce.
+        let mut answer = tokio::spawn(async move {
+            tokio::time::timeout(SYNC_SEND_WAIT, provider.send_raw_transaction_sync(&raw)).await
+        });
+        let Ok(joined) = tokio::time::timeout(SYNC_SEND_HOLD, &mut answer).await else {
+            tracing::debug!(relayer = %self.address, tx = %hash, "sync send not mined at once: the chain mines on a schedule, sending plainly");
+            self.follower.mined_later();
+            return Ok(Sent::Unanswered(hash, answer));
+        };
+        match joined {
+            Ok(Ok(Ok(receipt))) => Ok(Sent::Mined(Arc::new(receipt))),
+            Ok(Ok(Err(error))) if is_method_not_found(&error) => {
                 tracing::warn!(relayer = %self.address, "the node has no eth_sendRawTransactionSync; sending without it");
                 self.sync_supported.store(false, Ordering::Relaxed);
                 let pending = self.provider.send_raw_transaction(&encoded).await?;
                 Ok(Sent::Accepted(*pending.tx_hash()))
             }
-            Ok(Err(error @ RpcError::ErrorResp(_))) if !is_sync_wait_over(&error) => Err(error),
-            Ok(Err(error)) => {
+            Ok(Ok(Err(error @ RpcError::ErrorResp(_)))) if !is_sync_wait_over(&error) => Err(error),
+            Ok(Ok(Err(error))) => {
                 tracing::debug!(relayer = %self.address, tx = %hash, %error, "sync send unanswered, watching");
                 Ok(Sent::Accepted(hash))
             }
-            Err(_) => {
+            Ok(Err(_)) | Err(_) => {
                 tracing::debug!(relayer = %self.address, tx = %hash, "sync send not mined in time, watching");
                 Ok(Sent::Accepted(hash))
             }
@@ -651,73 +743,51 @@ impl Core {
 
     /// The broadcast of what was sent at `nonce`, watched until mined unless it already is.
     fn track(self: &Arc<Self>, nonce: u64, sent: Sent, draft: Draft) -> Arc<Broadcast> {
-        let (first, fate) = match sent {
-            Sent::Accepted(hash) => (hash, None),
-            Sent::Mined(receipt) => (receipt.transaction_hash, Some(Fate::Mined(receipt))),
+        let (first, fate, late_answer) = match sent {
+            Sent::Accepted(hash) => (hash, None, None),
+            Sent::Mined(receipt) => (receipt.transaction_hash, Some(Fate::Mined(receipt)), None),
+            Sent::Unanswered(hash, answer) => (hash, None, Some(answer)),
         };
         let mined = fate.is_some();
-        let (fate_tx, fate) = watch::channel(fate);
         let broadcast = Arc::new(Broadcast {
             nonce,
             first,
             resent: StdMutex::new(Vec::new()),
-            fate,
+            fate: watch::Sender::new(fate),
+            refused: AtomicBool::new(false),
+            stop: self.stop.clone(),
         });
         if !mined {
-            tokio::spawn(Arc::clone(self).watch(Arc::clone(&broadcast), draft, fate_tx));
+            self.follower.watch(self, Arc::clone(&broadcast), draft);
+        }
+        if let Some(answer) = late_answer {
+            tokio::spawn(Arc::clone(self).late_sync_answer(Arc::clone(&broadcast), answer));
         }
         broadcast
     }
 
-    /// Polls for a receipt of any version of `broadcast` until one is mined or its nonce is
-    /// used by something else, sending it again whenever the resend bound passes without one.
-    async fn watch(
+    /// The answer of a sync send that came after the relayer moved on: a receipt concludes the
+    /// broadcast, a refusal has it sent again at once (later nonces wait on this one).
+    async fn late_sync_answer(
         self: Arc<Self>,
         broadcast: Arc<Broadcast>,
-        mut draft: Draft,
-        fate: watch::Sender<Option<Fate>>,
+        answer: JoinHandle<SyncAnswer>,
     ) {
-        let mut delay = FIRST_RECEIPT_POLL.min(self.poll_interval);
-        let mut sent_at = Instant::now();
-        loop {
-            match self.find_receipt(&broadcast).await {
-                Ok(Some(receipt)) => {
-                    fate.send_replace(Some(Fate::Mined(Arc::new(receipt))));
-                    return;
+        match answer.await {
+            Ok(Ok(Ok(receipt))) => broadcast.conclude(Fate::Mined(Arc::new(receipt))),
+            Ok(Ok(Err(error)))
+                if is_method_not_found(&error)
+                    || (matches!(error, RpcError::ErrorResp(_)) && !is_sync_wait_over(&error)) =>
+            {
+                if is_method_not_found(&error) {
+                    self.sync_supported.store(false, Ordering::Relaxed);
                 }
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::debug!(relayer = %self.address, nonce = broadcast.nonce, %error, "receipt poll failed");
-                }
+                tracing::warn!(relayer = %self.address, nonce = broadcast.nonce, %error, "a sync send was refused after the relayer moved on; sending it again");
+                broadcast.refused.store(true, Ordering::Release);
+                self.follower.wake();
             }
-            if sent_at.elapsed() >= self.resend_after {
-                sent_at = Instant::now();
-                delay = FIRST_RECEIPT_POLL.min(self.poll_interval);
-                match self.resend(&broadcast, &mut draft).await {
-                    Ok(Resent::Sent) => {}
-                    Ok(Resent::NonceUsed) => match self.find_receipt(&broadcast).await {
-                        Ok(Some(receipt)) => {
-                            fate.send_replace(Some(Fate::Mined(Arc::new(receipt))));
-                            return;
-                        }
-                        Ok(None) => {
-                            tracing::warn!(relayer = %self.address, nonce = broadcast.nonce, "nonce used by a transaction not sent here");
-                            *self.next_nonce.lock().await = None;
-                            fate.send_replace(Some(Fate::Superseded));
-                            return;
-                        }
-                        Err(_) => {}
-                    },
-                    Err(error) => {
-                        tracing::warn!(relayer = %self.address, nonce = broadcast.nonce, %error, "resend failed, retrying later");
-                    }
-                }
-            }
-            tokio::select! {
-                () = self.stop.cancelled() => return,
-                () = tokio::time::sleep(delay) => {}
-            }
-            delay = (delay * 2).min(self.poll_interval);
+            // Lost or not mined within the wait: the follower watches it.
+            _ => {}
         }
     }
 
@@ -774,6 +844,27 @@ impl Core {
             }
             Err(error) if is_nonce_too_low(&error) => Ok(Resent::NonceUsed),
             Err(error) => Err(error),
+        }
+    }
+
+    /// What comes of a broadcast that went without a receipt past the resend bound (or whose
+    /// first version the node refused late): sent again at its nonce, or concluded when the
+    /// nonce turns out used.
+    async fn resend_unmined(&self, broadcast: &Broadcast, draft: &mut Draft) {
+        match self.resend(broadcast, draft).await {
+            Ok(Resent::Sent) => {}
+            Ok(Resent::NonceUsed) => match self.find_receipt(broadcast).await {
+                Ok(Some(receipt)) => broadcast.conclude(Fate::Mined(Arc::new(receipt))),
+                Ok(None) => {
+                    tracing::warn!(relayer = %self.address, nonce = broadcast.nonce, "nonce used by a transaction not sent here");
+                    *self.next_nonce.lock().await = None;
+                    broadcast.conclude(Fate::Superseded);
+                }
+                Err(_) => {}
+            },
+            Err(error) => {
+                tracing::warn!(relayer = %self.address, nonce = broadcast.nonce, %error, "resend failed, retrying later");
+            }
         }
     }
 }
