@@ -38,5 +38,6 @@ mod surface;
 mod sw4rm;
 mod wattswarm_wire;
 mod webhooks;
+mod wire_snapshot;
 mod workers;
 mod x402_discovery;
