@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod agent_cards;
+pub mod answers;
 pub mod assets;
 pub mod callbacks;
 pub mod cancel;
