@@ -64,6 +64,7 @@ macro_rules! error_codes {
 
 error_codes! {
     AcceptanceWindowTooLong => "acceptance_window_too_long",
+    AmountOverflow => "amount_overflow",
     AssetNotSupported => "asset_not_supported",
     AuthorizationWindowTooLong => "authorization_window_too_long",
     CallbackReplayed => "callback_replayed",
@@ -92,7 +93,10 @@ error_codes! {
     InputSchemaViolation => "input_schema_violation",
     /// Opaque: the cause is logged, never shown.
     InternalError => "internal_error",
+    InvalidAuthCaptureExtra => "invalid_auth_capture_extra",
     InvalidCallbackBody => "invalid_callback_body",
+    InvalidCaptureAuthorizer => "invalid_capture_authorizer",
+    InvalidCollector => "invalid_collector",
     InvalidCursor => "invalid_cursor",
     InvalidFilter => "invalid_filter",
     InvalidPaymentIdentifier => "invalid_payment_identifier",
@@ -111,15 +115,23 @@ error_codes! {
     PollWindowTooLong => "poll_window_too_long",
     ProfileNotDeclared => "profile_not_declared",
     ProtocolNotSupported => "protocol_not_supported",
+    RefundExceedsCapture => "refund_exceeds_capture",
     RefundNotFunded => "refund_not_funded",
     RefundNotPossible => "refund_not_possible",
     RefundPending => "refund_pending",
+    RefundRefused => "refund_refused",
     RefundWindowClosed => "refund_window_closed",
     SettlementFailed => "settlement_failed",
     TaskTypeNotOffered => "task_type_not_offered",
+    TokenCollectionFailed => "token_collection_failed",
     TooManyRequests => "too_many_requests",
     ValidationFailed => "validation_failed",
     VerificationFailed => "verification_failed",
+    VerifierCannotVerify => "verifier_cannot_verify",
+    VerifierIsWorker => "verifier_is_worker",
+    VerifierNotFound => "verifier_not_found",
+    VerifierSameOperator => "verifier_same_operator",
+    VerifierUnhealthy => "verifier_unhealthy",
     WebhookUrlNotHttps => "webhook_url_not_https",
     WorkerCapabilitiesUnavailable => "worker_capabilities_unavailable",
     WorkerFailed => "worker_failed",
@@ -128,6 +140,7 @@ error_codes! {
     WorkerTimeout => "worker_timeout",
     WorkerUnavailable => "worker_unavailable",
     WorkerUnhealthy => "worker_unhealthy",
+    ZeroAuthorization => "zero_authorization",
 }
 
 impl fmt::Display for ErrorCode {

@@ -149,7 +149,7 @@ pub fn execution(execution: Execution) -> Response {
         }
         answer = answer.header(X_DUPLICATE, HeaderValue::from_static("true"));
     }
-    if let Some(value) = correlation_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
+    if let Some(value) = correlation_id.and_then(|id| HeaderValue::from_str(id.as_str()).ok()) {
         answer = answer.header(X_CORRELATION_ID, value);
     }
     answer.into_response()
