@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 
 use crate::{
     auth::Role,
+    hire::error::HireError,
+    http::answers,
     registry::{
         RegistryError,
         probe::{ProbeFailure, ProbeFailureKind},
@@ -164,6 +166,9 @@ pub enum ApiError {
     /// Storage failure: logged, answered opaquely.
     #[error("internal error")]
     Store(#[from] StoreError),
+    /// The hire engine's refusal, answered as `http::answers` renders it.
+    #[error("{0}")]
+    Hire(#[from] HireError),
 }
 
 impl ApiError {
@@ -196,6 +201,7 @@ impl ApiError {
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::RequestTimeout | Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) | Self::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Hire(error) => answers::status_of(error.kind),
         }
     }
 
@@ -231,6 +237,7 @@ impl ApiError {
             Self::TooManyRequests { .. } => "too_many_requests",
             Self::RequestTimeout => "request_timeout",
             Self::Internal(_) | Self::Store(_) => "internal_error",
+            Self::Hire(error) => error.code.as_str(),
         }
     }
 
@@ -275,6 +282,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let Self::Hire(error) = self {
+            return answers::hire_error(&error);
+        }
         let status = self.status();
         if status.is_server_error()
             && !matches!(self, Self::RequestTimeout | Self::Unavailable { .. })

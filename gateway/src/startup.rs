@@ -113,28 +113,7 @@ impl App {
 
     /// Build with `options`.
     pub async fn build_with(settings: Settings, options: AppOptions) -> Result<Self, StartupError> {
-        let store = Store::connect(&settings.database).await?;
-        if settings.database.migrate_on_start {
-            store.migrate().await?;
-        }
-        let outbound = OutboundClient::new(&settings.outbound)?;
-        if settings.outbound.allow_private_targets {
-            tracing::warn!(
-                "outbound.allow_private_targets is on: private and loopback targets are reachable (development only)"
-            );
-        }
-        if settings.facilitator.mode == FacilitatorMode::Embedded && settings.chains.is_empty() {
-            tracing::warn!(
-                "no [chains] configured: the embedded facilitator cannot verify or settle \
-                 payments (for a local chain and a configuration for it: `hiregate devnet up`)"
-            );
-        }
-        if settings.signing_key.path.is_none() {
-            tracing::warn!(
-                "signing_key.path is empty: a new gateway key is generated at each start"
-            );
-        }
-
+        let store = connect_store(&settings).await?;
         let address = settings.http.listen_address;
         let listener = TcpListener::bind(address)
             .await
@@ -146,78 +125,7 @@ impl App {
             Some(url) => url.clone(),
             None => derived_base_url(local_addr),
         };
-
-        let keys = load_key_ring(&settings.signing_key)?;
-        let assets = AssetDirectory::from_settings(settings.chains.values());
-        let metrics = Arc::new(Metrics::new());
-        for chain in settings.chains.values() {
-            for token in &chain.tokens {
-                metrics.track_asset(&chain.network, &token.address);
-            }
-        }
-        // Before anything that sends from a chain key: the relayers and the operator join it.
-        let key_turns = Arc::new(GatewayKeyTurns::new(&store));
-        let facilitator = match options.facilitator {
-            Some(facilitator) => Some(facilitator),
-            None => build_facilitator(&settings, Some(&*key_turns)).await?,
-        }
-        .map(|facilitator| MeteredFacilitator::wrap(facilitator, metrics.clone()));
-        let mut readiness_checks = options.readiness_checks;
-        readiness_checks.push(Arc::new(FacilitatorReadiness::new(
-            &settings,
-            facilitator.clone(),
-            assets.clone(),
-        )));
-
-        let registry = WorkerRegistry::new(
-            store.clone(),
-            outbound.clone(),
-            Arc::new(options.probes.unwrap_or_default()),
-            settings.health.clone(),
-            metrics.clone(),
-        )
-        .with_max_fee_bps(settings.escrow.max_fee_bps);
-        let admin_key_hash = settings
-            .admin
-            .api_key
-            .as_ref()
-            .map(|key| ApiKeyHash::of(secrecy::ExposeSecret::expose_secret(key)));
-        let config = Arc::new(settings);
-        let reputation = ReputationBook::new(store.clone(), keys.clone());
-        let agent_cards = AgentCards::new(keys.clone(), &base_url);
-        let hire = HireService::new(HireParts {
-            config: config.clone(),
-            store: store.clone(),
-            outbound: outbound.clone(),
-            adapters: options.adapters.unwrap_or_default(),
-            facilitator,
-            keys,
-            assets: assets.clone(),
-            escrow: crate::hire::escrow::EscrowOperators::from_settings(
-                &config,
-                Some(&*key_turns),
-            )?,
-            base_url: base_url.clone(),
-            metrics: metrics.clone(),
-        });
-        // Who else sends from this gateway's keys, known before the first send.
-        key_turns.refresh().await;
-        let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl());
-        let state = AppState::new(SharedState {
-            config,
-            api_keys,
-            store,
-            outbound,
-            registry,
-            hire,
-            reputation,
-            agent_cards,
-            metrics,
-            assets,
-            readiness_checks: readiness_checks.into(),
-            admin_key_hash,
-            shutdown: CancellationToken::new(),
-        });
+        let (state, key_turns) = assemble(settings, options, store, base_url.clone()).await?;
         let router = http::router(state.clone());
         Ok(Self {
             listener,
@@ -323,6 +231,123 @@ impl App {
         tracing::info!("hiregate gateway stopped");
         served.map_err(StartupError::Serve)
     }
+}
+
+/// The gateway's services, built from `settings` without binding anything: the store
+/// (connected, and migrated when `database.migrate_on_start`), the worker registry, the hire
+/// engine and the rest of [`AppState`], with `base_url` as the gateway's public URL. [`App`]
+/// serves them over HTTP; tests and in-process callers drive the engine directly. Background
+/// loops are not started (see [`App::run_until_stopped`]).
+pub async fn build_services(
+    settings: Settings,
+    options: AppOptions,
+    base_url: Url,
+) -> Result<AppState, StartupError> {
+    let store = connect_store(&settings).await?;
+    Ok(assemble(settings, options, store, base_url).await?.0)
+}
+
+async fn connect_store(settings: &Settings) -> Result<Store, StartupError> {
+    let store = Store::connect(&settings.database).await?;
+    if settings.database.migrate_on_start {
+        store.migrate().await?;
+    }
+    Ok(store)
+}
+
+/// Everything but the listener, on a connected `store`; with the chain keys' turns, whose loop
+/// [`App::run_until_stopped`] runs.
+async fn assemble(
+    settings: Settings,
+    options: AppOptions,
+    store: Store,
+    base_url: Url,
+) -> Result<(AppState, Arc<GatewayKeyTurns>), StartupError> {
+    let outbound = OutboundClient::new(&settings.outbound)?;
+    if settings.outbound.allow_private_targets {
+        tracing::warn!(
+            "outbound.allow_private_targets is on: private and loopback targets are reachable (development only)"
+        );
+    }
+    if settings.facilitator.mode == FacilitatorMode::Embedded && settings.chains.is_empty() {
+        tracing::warn!(
+            "no [chains] configured: the embedded facilitator cannot verify or settle \
+             payments (for a local chain and a configuration for it: `hiregate devnet up`)"
+        );
+    }
+    if settings.signing_key.path.is_none() {
+        tracing::warn!("signing_key.path is empty: a new gateway key is generated at each start");
+    }
+
+    let keys = load_key_ring(&settings.signing_key)?;
+    let assets = AssetDirectory::from_settings(settings.chains.values());
+    let metrics = Arc::new(Metrics::new());
+    for chain in settings.chains.values() {
+        for token in &chain.tokens {
+            metrics.track_asset(&chain.network, &token.address);
+        }
+    }
+    // Before anything that sends from a chain key: the relayers and the operator join it.
+    let key_turns = Arc::new(GatewayKeyTurns::new(&store));
+    let facilitator = match options.facilitator {
+        Some(facilitator) => Some(facilitator),
+        None => build_facilitator(&settings, Some(&*key_turns)).await?,
+    }
+    .map(|facilitator| MeteredFacilitator::wrap(facilitator, metrics.clone()));
+    let mut readiness_checks = options.readiness_checks;
+    readiness_checks.push(Arc::new(FacilitatorReadiness::new(
+        &settings,
+        facilitator.clone(),
+        assets.clone(),
+    )));
+
+    let registry = WorkerRegistry::new(
+        store.clone(),
+        outbound.clone(),
+        Arc::new(options.probes.unwrap_or_default()),
+        settings.health.clone(),
+        metrics.clone(),
+    )
+    .with_max_fee_bps(settings.escrow.max_fee_bps);
+    let admin_key_hash = settings
+        .admin
+        .api_key
+        .as_ref()
+        .map(|key| ApiKeyHash::of(secrecy::ExposeSecret::expose_secret(key)));
+    let config = Arc::new(settings);
+    let reputation = ReputationBook::new(store.clone(), keys.clone());
+    let agent_cards = AgentCards::new(keys.clone(), &base_url);
+    let hire = HireService::new(HireParts {
+        config: config.clone(),
+        store: store.clone(),
+        outbound: outbound.clone(),
+        adapters: options.adapters.unwrap_or_default(),
+        facilitator,
+        keys,
+        assets: assets.clone(),
+        escrow: crate::hire::escrow::EscrowOperators::from_settings(&config, Some(&*key_turns))?,
+        base_url: base_url.clone(),
+        metrics: metrics.clone(),
+    });
+    // Who else sends from this gateway's keys, known before the first send.
+    key_turns.refresh().await;
+    let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl());
+    let state = AppState::new(SharedState {
+        config,
+        api_keys,
+        store,
+        outbound,
+        registry,
+        hire,
+        reputation,
+        agent_cards,
+        metrics,
+        assets,
+        readiness_checks: readiness_checks.into(),
+        admin_key_hash,
+        shutdown: CancellationToken::new(),
+    });
+    Ok((state, key_turns))
 }
 
 fn derived_base_url(addr: SocketAddr) -> Url {

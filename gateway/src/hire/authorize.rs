@@ -28,15 +28,12 @@ use serde_json::{Value, json};
 
 use super::{
     HireService,
+    error::{ErrorCode, HireError},
     escrow::{EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
     payment::{StoredKey, facilitator_unavailable, to_i64},
-    reply::Reply,
 };
-use crate::{
-    error::ApiError,
-    store::{AuthorizationOutcome, NewPayment, PaymentRecord, Transition},
-};
+use crate::store::{AuthorizationOutcome, NewPayment, PaymentRecord, Transition};
 
 /// The stored state of a payment whose `authorize` the chain refused.
 pub(super) const AUTHORIZATION_REFUSED: &str = "authorization_refused";
@@ -56,7 +53,7 @@ impl HireService {
         &self,
         ctx: &Ctx,
         submission: EscrowedSubmission<'_>,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let inner = &self.inner;
         let requirements = ctx
             .offer
@@ -64,19 +61,19 @@ impl HireService {
             .ok_or_else(|| internal("stored offer has no requirements"))?;
         let chain_id = ctx.terms.price().network().chain_id();
         let Some(operator) = inner.escrow.get(chain_id) else {
-            return Err(Reply::from(ApiError::Unavailable {
-                code: "escrow_not_available",
-                message: format!(
+            return Err(HireError::unavailable(
+                ErrorCode::EscrowNotAvailable,
+                format!(
                     "this gateway has no escrow operator for chain {chain_id} any more; nothing \
                      was charged"
                 ),
-                retry_after_s: 60,
-            }));
+                60,
+            ));
         };
         // The spec's times (validAfter, validBefore, captureDeadline) by the chain's clock.
         let now = match self.chain_now(ctx).await {
             Ok(now) => now,
-            Err(unavailable) => return Ok(Step::Done(unavailable)),
+            Err(unavailable) => return Ok(Step::Done(Err(unavailable))),
         };
         let payment = match precheck(
             submission.payload,
@@ -86,12 +83,12 @@ impl HireService {
         ) {
             Ok(payment) => payment,
             Err(refusal) => {
-                return Ok(Step::Done(Self::refuse_payment(
+                return Ok(Step::Done(Ok(Self::refuse_payment(
                     ctx,
                     refusal.reason.as_str(),
                     format!("the payment was refused: {}", refusal.reason.as_str()),
                     json!({"message": refusal.message}),
-                )));
+                ))));
             }
         };
         let key = StoredKey::of(&payment.key());
@@ -104,29 +101,29 @@ impl HireService {
         }
         // Before anything is simulated or locked on chain: a worker that cannot work now.
         if let Some(refusal) = self.worker_refusal(ctx).await? {
-            return Ok(Step::Done(refusal));
+            return Ok(Step::Done(Err(refusal)));
         }
         let Some((provider, _)) = inner.assets.chain(chain_id) else {
-            return Ok(Step::Done(facilitator_unavailable(&format!(
+            return Ok(Step::Done(Err(facilitator_unavailable(&format!(
                 "no node is configured for chain {chain_id}"
-            ))));
+            )))));
         };
         // The simulation runs `authorize` as the operator: what the gateway itself will send.
         match verify_onchain(&provider, operator.escrow().operator(), &payment).await {
             Ok(Ok(())) => {}
             Ok(Err(refusal)) => {
-                return Ok(Step::Done(Self::refuse_payment(
+                return Ok(Step::Done(Ok(Self::refuse_payment(
                     ctx,
                     refusal.reason.as_str(),
                     format!("the payment was refused: {}", refusal.reason.as_str()),
                     json!({"message": refusal.message}),
-                )));
+                ))));
             }
             Err(error) => {
                 tracing::warn!(contract_id = %ctx.contract_id, error = %error, "escrowed payment not verifiable now");
-                return Ok(Step::Done(facilitator_unavailable(
+                return Ok(Step::Done(Err(facilitator_unavailable(
                     "the chain cannot be asked",
-                )));
+                ))));
             }
         }
         let stored = NewPayment {
@@ -194,7 +191,7 @@ impl HireService {
         ctx: &Ctx,
         payment: &PaymentRecord,
         escrowed: &EscrowedPayment<'_>,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         // The chain first: a retry must not send what is already mined.
         match self.escrow_view(escrowed).await {
             Ok(EscrowView::NotAuthorized { chain_time }) => {
@@ -219,15 +216,15 @@ impl HireService {
                 // Locked and already released or captured while this contract never became
                 // `paid`: not something the gateway does; leave it for an operator to look at.
                 tracing::error!(contract_id = %ctx.contract_id, view = ?other, "escrowed payment moved on chain before the contract was paid");
-                return Ok(Step::Done(
-                    self.in_progress(ctx, ContractState::Authorizing),
-                ));
+                return Ok(Step::Done(Ok(
+                    self.in_progress(ctx, ContractState::Authorizing)
+                )));
             }
             Err(why) => {
                 tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "escrow state unknown; authorize waits");
-                return Ok(Step::Done(
-                    self.in_progress(ctx, ContractState::Authorizing),
-                ));
+                return Ok(Step::Done(Ok(
+                    self.in_progress(ctx, ContractState::Authorizing)
+                )));
             }
         }
         let info = &escrowed.payment.info;
@@ -273,9 +270,9 @@ impl HireService {
                     }
                     _ => {
                         tracing::warn!(contract_id = %ctx.contract_id, error = %error, "authorize outcome unknown; recovery asks the chain again");
-                        Ok(Step::Done(
-                            self.in_progress(ctx, ContractState::Authorizing),
-                        ))
+                        Ok(Step::Done(Ok(
+                            self.in_progress(ctx, ContractState::Authorizing)
+                        )))
                     }
                 }
             }
@@ -289,7 +286,7 @@ impl HireService {
         payment: &PaymentRecord,
         transaction: Option<alloy::primitives::TxHash>,
         gas_used: Option<u64>,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let transaction = transaction.map(|tx| tx.to_string());
         let event = self.event(
             ctx,
@@ -318,9 +315,7 @@ impl HireService {
                 Ok(Step::Again)
             }
             Transition::StateMismatch { .. } => Ok(Step::Again),
-            Transition::NotFound => Err(Reply::from(ApiError::NotFound {
-                resource: "contract",
-            })),
+            Transition::NotFound => Err(HireError::not_found("contract")),
         }
     }
 
@@ -330,7 +325,7 @@ impl HireService {
         ctx: &Ctx,
         payment: &PaymentRecord,
         reason: &str,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let event = self.event(
             ctx,
             "gateway",
@@ -350,24 +345,22 @@ impl HireService {
         {
             Transition::Applied { .. } => {
                 tracing::info!(contract_id = %ctx.contract_id, reason, "escrow refused the authorization; nothing held");
-                Ok(Step::Done(Self::refuse_payment(
+                Ok(Step::Done(Ok(Self::refuse_payment(
                     ctx,
                     reason,
                     format!(
                         "the escrow refused to lock the payment: {reason}; nothing was charged"
                     ),
                     json!({"payment_id": payment.payment_id}),
-                )))
+                ))))
             }
             Transition::StateMismatch { .. } => Ok(Step::Again),
-            Transition::NotFound => Err(Reply::from(ApiError::NotFound {
-                resource: "contract",
-            })),
+            Transition::NotFound => Err(HireError::not_found("contract")),
         }
     }
 
     /// Crash recovery of a contract left in `authorizing`.
-    pub(super) async fn resume_authorization(&self, ctx: &Ctx) -> Result<Step, Reply> {
+    pub(super) async fn resume_authorization(&self, ctx: &Ctx) -> Result<Step, HireError> {
         let payment = self
             .inner
             .store

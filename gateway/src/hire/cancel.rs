@@ -13,16 +13,16 @@
 //! Already `cancelled` → 200 again (idempotent). Delivered or later → 409
 //! `contract_already_delivered`; `failed` / `expired` → 409 `contract_finished`.
 
-use axum::http::StatusCode;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use serde_json::json;
 
 use super::{
     HireService,
+    error::{ErrorCode, HireError},
     execute::{Ctx, internal},
-    reply::Reply,
+    outcome::Cancellation,
 };
-use crate::{error::ApiError, ids::PrincipalId};
+use crate::ids::PrincipalId;
 
 /// Compare-and-set rounds before giving up on a contract whose state keeps moving.
 const MAX_ROUNDS: usize = 4;
@@ -34,27 +34,9 @@ impl HireService {
         seeker: &PrincipalId,
         contract_id: &str,
         correlation_id: &str,
-    ) -> Reply {
-        match self
-            .cancel_checked(seeker, contract_id, correlation_id)
-            .await
-        {
-            Ok(reply) | Err(reply) => reply,
-        }
-    }
-
-    async fn cancel_checked(
-        &self,
-        seeker: &PrincipalId,
-        contract_id: &str,
-        correlation_id: &str,
-    ) -> Result<Reply, Reply> {
+    ) -> Result<Cancellation, HireError> {
         let store = &self.inner.store;
-        let not_found = || {
-            Reply::from(ApiError::NotFound {
-                resource: "contract",
-            })
-        };
+        let not_found = || HireError::not_found("contract");
         let actor = format!("seeker:{seeker}");
         for _ in 0..MAX_ROUNDS {
             let contract = store
@@ -99,23 +81,23 @@ impl HireService {
                     return self.cancelled_answer(&ctx).await;
                 }
                 ContractState::Failed | ContractState::Expired => {
-                    return Err(Reply::from(ApiError::Conflict {
-                        code: "contract_finished",
-                        message: format!(
+                    return Err(HireError::conflict(
+                        ErrorCode::ContractFinished,
+                        format!(
                             "the contract already ended ({}); there is nothing to cancel",
                             state.as_str()
                         ),
-                    }));
+                    ));
                 }
                 _ => {
-                    return Err(Reply::from(ApiError::Conflict {
-                        code: "contract_already_delivered",
-                        message: format!(
+                    return Err(HireError::conflict(
+                        ErrorCode::ContractAlreadyDelivered,
+                        format!(
                             "the worker already delivered (state {}); a delivered contract \
                              cannot be cancelled, dispute it instead",
                             state.as_str()
                         ),
-                    }));
+                    ));
                 }
             }
         }
@@ -125,7 +107,7 @@ impl HireService {
     }
 
     /// Forward the cancel through the worker's protocol, where it has one, and log the outcome.
-    async fn tell_worker_cancelled(&self, ctx: &Ctx) -> Result<(), Reply> {
+    async fn tell_worker_cancelled(&self, ctx: &Ctx) -> Result<(), HireError> {
         let store = &self.inner.store;
         let Some(listing) = store.get_worker(&ctx.worker_id).await? else {
             return Ok(());
@@ -156,23 +138,15 @@ impl HireService {
         Ok(())
     }
 
-    async fn cancelled_answer(&self, ctx: &Ctx) -> Result<Reply, Reply> {
+    async fn cancelled_answer(&self, ctx: &Ctx) -> Result<Cancellation, HireError> {
         let payment = self
             .inner
             .store
             .payment_of_contract(&ctx.contract_id)
             .await?;
-        Ok(Reply::json(
-            StatusCode::OK,
-            json!({
-                "contract_id": ctx.contract_id,
-                "state": "cancelled",
-                "payment": payment.map(|p| json!({
-                    "payment_id": p.payment_id,
-                    "state": p.state,
-                    "settled": false,
-                })),
-            }),
-        ))
+        Ok(Cancellation {
+            contract_id: ctx.contract_id.clone(),
+            payment: payment.map(|p| (p.payment_id, p.state)),
+        })
     }
 }

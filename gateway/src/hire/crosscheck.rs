@@ -46,9 +46,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use url::Url;
 
+use super::error::{ErrorCode, HireError};
 use crate::{
     adapters::{execution_id, read_capabilities},
-    error::ApiError,
     ids::WorkerId,
     outbound::OutboundClient,
     registry::model::{HealthState, Protocol, WorkerListing},
@@ -62,15 +62,13 @@ pub async fn check_verifiers(
     client: &OutboundClient,
     worker: &WorkerListing,
     policy: &PolicyBinding,
-) -> Result<(), ApiError> {
+) -> Result<(), HireError> {
     let Some(quorum) = policy.quorum() else {
         return Ok(());
     };
     for verifier in &quorum.verifiers {
-        let refuse = |code: &'static str, message: String| ApiError::UnprocessableWithDetails {
-            code,
-            message,
-            details: json!({"verifier": verifier}),
+        let refuse = |code: ErrorCode, message: String| {
+            HireError::unprocessable(code, message).with_details(json!({"verifier": verifier}))
         };
         let listing = match WorkerId::from_str(verifier) {
             Ok(id) => store.get_worker(&id).await?,
@@ -78,19 +76,19 @@ pub async fn check_verifiers(
         };
         let Some(listing) = listing.filter(|l| l.retired_at.is_none()) else {
             return Err(refuse(
-                "verifier_not_found",
+                ErrorCode::VerifierNotFound,
                 format!("verifier `{verifier}` is not a listed worker"),
             ));
         };
         if listing.id == worker.id {
             return Err(refuse(
-                "verifier_is_worker",
+                ErrorCode::VerifierIsWorker,
                 "the hired worker cannot verify its own work".to_owned(),
             ));
         }
         if listing.operator_id == worker.operator_id {
             return Err(refuse(
-                "verifier_same_operator",
+                ErrorCode::VerifierSameOperator,
                 format!(
                     "verifier `{verifier}` belongs to the hired worker's operator; its vote                      would not be independent"
                 ),
@@ -98,13 +96,13 @@ pub async fn check_verifiers(
         }
         if listing.health != HealthState::Healthy {
             return Err(refuse(
-                "verifier_unhealthy",
+                ErrorCode::VerifierUnhealthy,
                 format!("verifier `{verifier}` is failing its health checks"),
             ));
         }
         if let Err(why) = serves_verify(client, &listing).await {
             return Err(refuse(
-                "verifier_cannot_verify",
+                ErrorCode::VerifierCannotVerify,
                 format!("verifier `{verifier}` does not serve /verify: {why}"),
             ));
         }

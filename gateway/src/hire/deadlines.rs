@@ -27,7 +27,8 @@ use hiregate_contracts::state::{ContractEvent, ContractState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{HireService, execute::Ctx, reply::Reply};
+use super::error::HireError;
+use super::{HireService, execute::Ctx};
 use crate::store::{ContractRecord, StoreError};
 
 /// Contracts handled per sweep round.
@@ -50,8 +51,8 @@ impl HireService {
             match self.resolve_expiring(contract).await {
                 Ok(true) => changed += 1,
                 Ok(false) => {}
-                Err(reply) => {
-                    tracing::warn!(contract_id = %contract.contract_id, status = %reply.status(), "authorization sweep could not resolve a contract");
+                Err(error) => {
+                    tracing::warn!(contract_id = %contract.contract_id, code = %error.code, "authorization sweep could not resolve a contract");
                 }
             }
         }
@@ -60,7 +61,7 @@ impl HireService {
 
     /// Settle or void one contract whose authorization is about to lapse. Skipped (false) when
     /// an execute holds the contract's lock: the next round looks again.
-    async fn resolve_expiring(&self, contract: &ContractRecord) -> Result<bool, Reply> {
+    async fn resolve_expiring(&self, contract: &ContractRecord) -> Result<bool, HireError> {
         let lock = self.inner.locks.lock_of(&contract.contract_id);
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(false);

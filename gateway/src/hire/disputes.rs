@@ -53,13 +53,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    HireService, evidence,
+    HireService,
+    error::{ErrorCode, HireError},
+    evidence,
     execute::{Ctx, internal},
     judge::StoredBytesError,
-    reply::Reply,
 };
 use crate::{
-    error::ApiError,
     ids::{PrincipalId, WorkerId},
     store::{
         ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
@@ -101,11 +101,8 @@ const MAX_FAILING_PATH_BYTES: usize = 512;
 
 /// A seeker's claim: the text the arbiter reads and, optionally, where the deliverable fails
 /// (JSON Pointers into it).
-fn check_seeker_claim(claim: Option<&Value>) -> Result<(), ApiError> {
-    let invalid = |reason: String| ApiError::Validation {
-        field: "claim".to_owned(),
-        reason,
-    };
+fn check_seeker_claim(claim: Option<&Value>) -> Result<(), HireError> {
+    let invalid = |reason: String| HireError::validation("claim".to_owned(), reason);
     let Some(claim) = claim.and_then(Value::as_object) else {
         return Err(invalid(
             "a seeker's dispute needs a claim {\"text\": …, \"failing_paths\": [...]}".to_owned(),
@@ -220,29 +217,30 @@ fn status_name(status: VerificationStatus) -> &'static str {
     }
 }
 
-fn check_reason(reason: &str) -> Result<(), ApiError> {
+fn check_reason(reason: &str) -> Result<(), HireError> {
     if reason.trim().is_empty() || reason.len() > MAX_REASON_BYTES {
-        return Err(ApiError::Validation {
-            field: "reason".to_owned(),
-            reason: format!("a reason of 1 to {MAX_REASON_BYTES} bytes is required"),
-        });
+        return Err(HireError::validation(
+            "reason".to_owned(),
+            format!("a reason of 1 to {MAX_REASON_BYTES} bytes is required"),
+        ));
     }
     // A reason is text for people and is stored in a text column, which cannot hold NUL on
     // PostgreSQL; refused alike on both backends (the JSON `claim` carries anything).
     if reason.contains('\0') {
-        return Err(ApiError::Validation {
-            field: "reason".to_owned(),
-            reason: "a reason must not contain U+0000".to_owned(),
-        });
+        return Err(HireError::validation(
+            "reason".to_owned(),
+            "a reason must not contain U+0000".to_owned(),
+        ));
     }
     Ok(())
 }
 
-fn reply_error(reply: &Reply) -> ApiError {
-    ApiError::internal(anyhow::anyhow!(
-        "dispute step failed with status {}",
-        reply.status()
-    ))
+/// A lifecycle step a dispute runs failed: whatever it said, the dispute request cannot be
+/// answered as the caller's fault, so it is a fault of the gateway (logged with its cause).
+#[allow(clippy::needless_pass_by_value)] // used as `map_err(step_failed)`
+fn step_failed(error: HireError) -> HireError {
+    let code = error.code;
+    HireError::internal(anyhow::Error::new(error).context(format!("dispute step failed ({code})")))
 }
 
 /// The JSON view of a dispute.
@@ -282,20 +280,17 @@ impl HireService {
         &self,
         caller: &PrincipalId,
         contract_id: &str,
-    ) -> Result<(), ApiError> {
-        let contract =
-            self.inner
-                .store
-                .get_contract(contract_id)
-                .await?
-                .ok_or(ApiError::NotFound {
-                    resource: "contract",
-                })?;
+    ) -> Result<(), HireError> {
+        let contract = self
+            .inner
+            .store
+            .get_contract(contract_id)
+            .await?
+            .ok_or(HireError::not_found("contract"))?;
         if !self.is_party(caller, &contract).await? {
-            return Err(ApiError::NotAParty {
-                message: "only the contract's seeker or its worker's operator may dispute it"
-                    .to_owned(),
-            });
+            return Err(HireError::not_a_party(
+                "only the contract's seeker or its worker's operator may dispute it".to_owned(),
+            ));
         }
         Ok(())
     }
@@ -305,11 +300,11 @@ impl HireService {
         &self,
         caller: &PrincipalId,
         contract: &ContractRecord,
-    ) -> Result<bool, ApiError> {
+    ) -> Result<bool, HireError> {
         if caller.is_seeker() {
             return Ok(contract.seeker_id == caller.as_str());
         }
-        let worker_id = WorkerId::from_str(&contract.worker_id).map_err(ApiError::internal)?;
+        let worker_id = WorkerId::from_str(&contract.worker_id).map_err(HireError::internal)?;
         Ok(self
             .inner
             .store
@@ -326,17 +321,17 @@ impl HireService {
         contract_id: &str,
         request: DisputeRequest,
         correlation_id: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, HireError> {
         // Authorization before validation: a stranger learns nothing from its body's faults.
         self.authorize_dispute(caller, contract_id).await?;
         check_reason(&request.reason)?;
         if let Some(claim) = &request.claim
             && claim.to_string().len() > MAX_CLAIM_BYTES
         {
-            return Err(ApiError::Validation {
-                field: "claim".to_owned(),
-                reason: format!("the claim may be at most {MAX_CLAIM_BYTES} bytes of JSON"),
-            });
+            return Err(HireError::validation(
+                "claim".to_owned(),
+                format!("the claim may be at most {MAX_CLAIM_BYTES} bytes of JSON"),
+            ));
         }
         if caller.is_seeker() {
             check_seeker_claim(request.claim.as_ref())?;
@@ -347,9 +342,7 @@ impl HireService {
         let contract = store
             .get_contract(contract_id)
             .await?
-            .ok_or(ApiError::NotFound {
-                resource: "contract",
-            })?;
+            .ok_or(HireError::not_found("contract"))?;
         let state = contract.state;
         let party = if caller.is_seeker() {
             Party::Seeker
@@ -362,10 +355,10 @@ impl HireService {
             Party::Operator => ("operator", format!("operator:{caller}")),
         };
         let dispute_id = format!("dsp_{}", ulid::Ulid::new());
-        let ctx = Ctx::of(&contract, correlation_id.to_owned(), actor.clone())
-            .map_err(|r| reply_error(&r))?;
+        let ctx =
+            Ctx::of(&contract, correlation_id.to_owned(), actor.clone()).map_err(step_failed)?;
         let event = ContractEvent::DisputeOpened { by: party };
-        let to = state.transition(&event).map_err(ApiError::internal)?;
+        let to = state.transition(&event).map_err(HireError::internal)?;
         let record = self.event(
             &ctx,
             &actor,
@@ -395,17 +388,17 @@ impl HireService {
             )
             .await
             .map_err(|error| match error {
-                StoreError::Duplicate { .. } => ApiError::Conflict {
-                    code: "dispute_already_open",
-                    message: "this contract already has a dispute".to_owned(),
-                },
-                other => ApiError::Store(other),
+                StoreError::Duplicate { .. } => HireError::conflict(
+                    ErrorCode::DisputeAlreadyOpen,
+                    "this contract already has a dispute".to_owned(),
+                ),
+                other => HireError::from(other),
             })?;
         if !matches!(opened, Transition::Applied { .. }) {
-            return Err(ApiError::Conflict {
-                code: "contract_not_disputable",
-                message: "the contract changed state while the dispute was being opened".to_owned(),
-            });
+            return Err(HireError::conflict(
+                ErrorCode::ContractNotDisputable,
+                "the contract changed state while the dispute was being opened".to_owned(),
+            ));
         }
         tracing::info!(
             contract_id,
@@ -415,11 +408,11 @@ impl HireService {
         );
         self.resolve_by_replay(&ctx, &dispute_id, state)
             .await
-            .map_err(|r| reply_error(&r))?;
+            .map_err(step_failed)?;
         let dispute = store
             .get_dispute(&dispute_id)
             .await?
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("dispute vanished")))?;
+            .ok_or_else(|| HireError::internal(anyhow::anyhow!("dispute vanished")))?;
         Ok(dispute_view(&dispute))
     }
 
@@ -428,30 +421,30 @@ impl HireService {
         contract: &ContractRecord,
         state: ContractState,
         party: Party,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), HireError> {
         let now = Utc::now();
         match (party, state) {
             (Party::Seeker, ContractState::Accepted) => {
                 match contract.deadline_at.filter(|end| *end > now) {
                     Some(_) => Ok(()),
-                    None => Err(ApiError::ConflictWithDetails {
-                        code: "dispute_window_closed",
-                        message: "the acceptance window of this contract is over: it can no \
+                    None => Err(HireError::conflict(
+                        ErrorCode::DisputeWindowClosed,
+                        "the acceptance window of this contract is over: it can no \
                                   longer be disputed"
                             .to_owned(),
-                        details: json!({"window_ended_at": contract.deadline_at, "now": now}),
-                    }),
+                    )
+                    .with_details(json!({"window_ended_at": contract.deadline_at, "now": now}))),
                 }
             }
             // Escrowed: the window of a rejection is the acceptance window, in `deadline_at`.
             (Party::Operator, ContractState::Rejected) if contract.deadline_at.is_some() => {
                 match contract.deadline_at.filter(|end| *end > now) {
                     Some(_) => Ok(()),
-                    None => Err(ApiError::ConflictWithDetails {
-                        code: "dispute_window_closed",
-                        message: "the dispute window of this rejection is over".to_owned(),
-                        details: json!({"window_ended_at": contract.deadline_at, "now": now}),
-                    }),
+                    None => Err(HireError::conflict(
+                        ErrorCode::DisputeWindowClosed,
+                        "the dispute window of this rejection is over".to_owned(),
+                    )
+                    .with_details(json!({"window_ended_at": contract.deadline_at, "now": now}))),
                 }
             }
             (Party::Operator, ContractState::Rejected) => {
@@ -460,60 +453,58 @@ impl HireService {
                     .store
                     .payment_of_contract(&contract.contract_id)
                     .await?
-                    .ok_or_else(|| ApiError::internal(anyhow::anyhow!("rejected, no payment")))?;
+                    .ok_or_else(|| HireError::internal(anyhow::anyhow!("rejected, no payment")))?;
                 let margin = i64::try_from(self.inner.config.contracts.settlement_margin_s)
                     .unwrap_or(i64::MAX);
                 let closes_at = payment.valid_before.saturating_sub(margin);
                 if closes_at > now.timestamp() {
                     Ok(())
                 } else {
-                    Err(ApiError::ConflictWithDetails {
-                        code: "dispute_window_closed",
-                        message: "the payment authorization is about to expire: the rejection \
+                    Err(HireError::conflict(
+                        ErrorCode::DisputeWindowClosed,
+                        "the payment authorization is about to expire: the rejection \
                                   can no longer be disputed"
                             .to_owned(),
-                        details: json!({
-                            "valid_before": payment.valid_before,
-                            "settlement_margin_s": margin,
-                            "closed_at": closes_at,
-                        }),
-                    })
+                    )
+                    .with_details(json!({
+                        "valid_before": payment.valid_before,
+                        "settlement_margin_s": margin,
+                        "closed_at": closes_at,
+                    })))
                 }
             }
             (Party::Operator, ContractState::Failed) => self.check_money_held(contract).await,
-            (party, state) => Err(ApiError::ConflictWithDetails {
-                code: "contract_not_disputable",
-                message: match party {
+            (party, state) => Err(HireError::conflict(
+                ErrorCode::ContractNotDisputable,
+                match party {
                     Party::Seeker => "a seeker may dispute an accepted contract only",
                     Party::Operator => "an operator may dispute a rejected or failed contract only",
                 }
                 .to_owned(),
-                details: json!({"state": state.as_str()}),
-            }),
+            )
+            .with_details(json!({"state": state.as_str()}))),
         }
     }
 
     /// A failed contract may be disputed only while its money is still held: the arbiter
     /// could not settle money that went back to the payer. 409 `money_released` otherwise.
-    async fn check_money_held(&self, contract: &ContractRecord) -> Result<(), ApiError> {
+    async fn check_money_held(&self, contract: &ContractRecord) -> Result<(), HireError> {
         let payment = self
             .inner
             .store
             .payment_of_contract(&contract.contract_id)
             .await?
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("failed, no payment")))?;
+            .ok_or_else(|| HireError::internal(anyhow::anyhow!("failed, no payment")))?;
         let margin =
             i64::try_from(self.inner.config.contracts.settlement_margin_s).unwrap_or(i64::MAX);
         let closes_at = payment.valid_before.saturating_sub(margin);
-        let released = |why: &str, message: &str| ApiError::ConflictWithDetails {
-            code: "money_released",
-            message: message.to_owned(),
-            details: json!({
+        let released = |why: &str, message: &str| {
+            HireError::conflict(ErrorCode::MoneyReleased, message.to_owned()).with_details(json!({
                 "reason": why,
                 "payment_state": payment.state,
                 "valid_before": payment.valid_before,
                 "settlement_margin_s": margin,
-            }),
+            }))
         };
         if payment.authorize_tx.is_some() {
             // Escrowed: a failure voids the escrow at once; once voided (or reclaimed by the
@@ -547,7 +538,7 @@ impl HireService {
         ctx: &Ctx,
         dispute_id: &str,
         disputed: ContractState,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), HireError> {
         let store = &self.inner.store;
         if disputed == ContractState::Failed {
             let skipped = json!({
@@ -653,7 +644,7 @@ impl HireService {
     /// The pinned policy run again on the stored deliverable and the evidence stored at the
     /// original verdict; only evidence that was unreachable then is fetched again.
     /// `Ok(Err(why))` when stored bytes fail their digest check.
-    async fn replay(&self, ctx: &Ctx) -> Result<Result<Replay, StoredBytesError>, Reply> {
+    async fn replay(&self, ctx: &Ctx) -> Result<Result<Replay, StoredBytesError>, HireError> {
         let inner = &self.inner;
         let (attempt_id, deliverable, digest) =
             match super::judge::stored_deliverable(&inner.store, &ctx.contract_id).await? {
@@ -743,7 +734,7 @@ impl HireService {
         ctx: &Ctx,
         dispute_id: &str,
         replay: &Value,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), HireError> {
         self.inner
             .store
             .append_contract_event(
@@ -768,7 +759,7 @@ impl HireService {
         decided_by: &str,
         reason: &str,
         via: DecidedVia,
-    ) -> Result<bool, Reply> {
+    ) -> Result<bool, HireError> {
         let store = &self.inner.store;
         let recorded = store
             .decide_dispute(
@@ -813,7 +804,7 @@ impl HireService {
         decision: DisputeDecision,
         decided_by: &str,
         dispute_id: &str,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), HireError> {
         match decision {
             DisputeDecision::Settle => {
                 self.settle(ctx, ContractState::Disputed).await?;
@@ -850,39 +841,34 @@ impl HireService {
         dispute_id: &str,
         request: DecisionRequest,
         correlation_id: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, HireError> {
         let store = &self.inner.store;
         let dispute = store
             .get_dispute(dispute_id)
             .await?
-            .ok_or(ApiError::NotFound {
-                resource: "dispute",
-            })?;
+            .ok_or(HireError::not_found("dispute"))?;
         check_reason(&request.reason)?;
         let lock = self.inner.locks.lock_of(&dispute.contract_id);
         let _guard = lock.lock_owned().await;
-        let already = || ApiError::Conflict {
-            code: "dispute_already_decided",
-            message: "this dispute is decided; decisions are final".to_owned(),
+        let already = || {
+            HireError::conflict(
+                ErrorCode::DisputeAlreadyDecided,
+                "this dispute is decided; decisions are final".to_owned(),
+            )
         };
         let current = store
             .get_dispute(dispute_id)
             .await?
-            .ok_or(ApiError::NotFound {
-                resource: "dispute",
-            })?;
+            .ok_or(HireError::not_found("dispute"))?;
         if current.decided_at.is_some() {
             return Err(already());
         }
-        let contract =
-            store
-                .get_contract(&dispute.contract_id)
-                .await?
-                .ok_or(ApiError::NotFound {
-                    resource: "contract",
-                })?;
+        let contract = store
+            .get_contract(&dispute.contract_id)
+            .await?
+            .ok_or(HireError::not_found("contract"))?;
         let ctx = Ctx::of(&contract, correlation_id.to_owned(), "admin".to_owned())
-            .map_err(|r| reply_error(&r))?;
+            .map_err(step_failed)?;
         let applied = self
             .apply_decision(
                 &ctx,
@@ -893,7 +879,7 @@ impl HireService {
                 DecidedVia::Arbiter,
             )
             .await
-            .map_err(|r| reply_error(&r))?;
+            .map_err(step_failed)?;
         if !applied {
             return Err(already());
         }
@@ -905,7 +891,7 @@ impl HireService {
         let dispute = store
             .get_dispute(dispute_id)
             .await?
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("dispute vanished")))?;
+            .ok_or_else(|| HireError::internal(anyhow::anyhow!("dispute vanished")))?;
         Ok(dispute_view(&dispute))
     }
 
@@ -914,11 +900,9 @@ impl HireService {
         &self,
         caller: Option<&PrincipalId>,
         dispute_id: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, HireError> {
         let store = &self.inner.store;
-        let not_found = || ApiError::NotFound {
-            resource: "dispute",
-        };
+        let not_found = || HireError::not_found("dispute");
         let dispute = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
         if let Some(caller) = caller {
             let contract = store
@@ -939,7 +923,7 @@ impl HireService {
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
-    ) -> Result<bool, Reply> {
+    ) -> Result<bool, HireError> {
         let Some(dispute) = self
             .inner
             .store
@@ -983,30 +967,28 @@ impl HireService {
         dispute_id: &str,
         answer: DisputeAnswer,
         correlation_id: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, HireError> {
         // Authorization before validation (404 for anyone not a party, as the view answers).
         self.view_dispute(Some(caller), dispute_id).await?;
         if answer.statement.trim().is_empty()
             || answer.statement.len() > MAX_REASON_BYTES
             || answer.statement.contains('\0')
         {
-            return Err(ApiError::Validation {
-                field: "statement".to_owned(),
-                reason: format!("a statement of 1 to {MAX_REASON_BYTES} bytes, without U+0000"),
-            });
+            return Err(HireError::validation(
+                "statement".to_owned(),
+                format!("a statement of 1 to {MAX_REASON_BYTES} bytes, without U+0000"),
+            ));
         }
         if let Some(claim) = &answer.claim
             && claim.to_string().len() > MAX_CLAIM_BYTES
         {
-            return Err(ApiError::Validation {
-                field: "claim".to_owned(),
-                reason: format!("the claim may be at most {MAX_CLAIM_BYTES} bytes of JSON"),
-            });
+            return Err(HireError::validation(
+                "claim".to_owned(),
+                format!("the claim may be at most {MAX_CLAIM_BYTES} bytes of JSON"),
+            ));
         }
         let store = &self.inner.store;
-        let not_found = || ApiError::NotFound {
-            resource: "dispute",
-        };
+        let not_found = || HireError::not_found("dispute");
         let dispute = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
         let contract = store
             .get_contract(&dispute.contract_id)
@@ -1021,16 +1003,16 @@ impl HireService {
             "operator"
         };
         if side == dispute.party {
-            return Err(ApiError::Conflict {
-                code: "dispute_opened_by_you",
-                message: "the opening party stated its side when it opened the dispute".to_owned(),
-            });
+            return Err(HireError::conflict(
+                ErrorCode::DisputeOpenedByYou,
+                "the opening party stated its side when it opened the dispute".to_owned(),
+            ));
         }
         if dispute.decided_at.is_some() {
-            return Err(ApiError::Conflict {
-                code: "dispute_already_decided",
-                message: "this dispute is decided; decisions are final".to_owned(),
-            });
+            return Err(HireError::conflict(
+                ErrorCode::DisputeAlreadyDecided,
+                "this dispute is decided; decisions are final".to_owned(),
+            ));
         }
         let by = format!("{side}:{caller}");
         let response = DisputeResponse {
@@ -1044,15 +1026,15 @@ impl HireService {
         if !store.answer_dispute(dispute_id, &response).await? {
             let current = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
             return Err(if current.decided_at.is_some() {
-                ApiError::Conflict {
-                    code: "dispute_already_decided",
-                    message: "this dispute is decided; decisions are final".to_owned(),
-                }
+                HireError::conflict(
+                    ErrorCode::DisputeAlreadyDecided,
+                    "this dispute is decided; decisions are final".to_owned(),
+                )
             } else {
-                ApiError::Conflict {
-                    code: "dispute_already_answered",
-                    message: "the other party's statement is recorded once".to_owned(),
-                }
+                HireError::conflict(
+                    ErrorCode::DisputeAlreadyAnswered,
+                    "the other party's statement is recorded once".to_owned(),
+                )
             });
         }
         store
@@ -1078,7 +1060,7 @@ impl HireService {
     async fn silent_arbiter_deadline(
         &self,
         contract_id: &str,
-    ) -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
+    ) -> Result<Option<chrono::DateTime<Utc>>, HireError> {
         let margin =
             i64::try_from(self.inner.config.contracts.settlement_margin_s).unwrap_or(i64::MAX);
         Ok(self
@@ -1105,7 +1087,7 @@ impl HireService {
         state: &str,
         after: Option<&str>,
         limit: u32,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, HireError> {
         let store = &self.inner.store;
         let disputes = store.list_disputes(state, after, limit).await?;
         let mut items = Vec::with_capacity(disputes.len());
@@ -1113,7 +1095,7 @@ impl HireService {
             let contract = store
                 .get_contract(&dispute.contract_id)
                 .await?
-                .ok_or_else(|| ApiError::internal(anyhow::anyhow!("dispute without contract")))?;
+                .ok_or_else(|| HireError::internal(anyhow::anyhow!("dispute without contract")))?;
             let view = self.contract_view(&contract, true).await?;
             let deadline_at = self.silent_arbiter_deadline(&contract.contract_id).await?;
             items.push(json!({

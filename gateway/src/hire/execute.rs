@@ -40,8 +40,7 @@
 
 use std::{str::FromStr, sync::Arc};
 
-use axum::body::Bytes;
-use axum::http::StatusCode;
+use bytes::Bytes;
 use chrono::Utc;
 use hiregate_contracts::{
     money::PaymentScheme,
@@ -51,10 +50,18 @@ use hiregate_contracts::{
 use hiregate_payments::SettleResponse;
 use serde_json::{Value, json};
 
-use super::{HireService, offer::StoredOffer, offered::Cached, reply::Reply};
+use super::{
+    HireService,
+    error::{ErrorCode, HireError},
+    offer::StoredOffer,
+    offered::Cached,
+    outcome::{
+        AcceptedWork, Execution, Failure, FailureKind, HireResult, Original, Outcome, Progress,
+        Settlement, SettlementFailure, WorkerTask,
+    },
+};
 use crate::{
     adapters::secrets::SeekerSecrets,
-    error::ApiError,
     ids::{PrincipalId, WorkerId},
     store::{
         AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord,
@@ -101,7 +108,7 @@ impl std::fmt::Debug for ExecuteRequest {
 
 /// What a step did: answered, or changed the state so the next step must look again.
 pub(super) enum Step {
-    Done(Reply),
+    Done(HireResult),
     Again,
 }
 
@@ -136,7 +143,7 @@ impl Ctx {
         contract: &ContractRecord,
         correlation_id: String,
         actor: String,
-    ) -> Result<Self, Reply> {
+    ) -> Result<Self, HireError> {
         let correlation_id = match (&contract.correlation_id, correlation_id.is_empty()) {
             (Some(own), _) => own.clone(),
             (None, false) => correlation_id,
@@ -173,50 +180,55 @@ fn acceptance_window_over(ctx: &Ctx, contract: &ContractRecord) -> bool {
         || contract.deadline_at.is_some_and(|end| end <= Utc::now())
 }
 
-impl From<StoreError> for Reply {
-    fn from(error: StoreError) -> Self {
-        Reply::from(ApiError::Store(error))
+fn contract_not_found() -> HireError {
+    HireError::not_found("contract")
+}
+
+pub(super) fn internal(message: impl Into<String>) -> HireError {
+    HireError::internal_msg(message)
+}
+
+/// An execute answered before it reached the contract's hire (the caller, the body, the
+/// store): neither a duplicate nor correlated.
+fn unlinked(result: HireResult) -> Execution {
+    Execution {
+        result,
+        duplicate_of: None,
+        correlation_id: None,
     }
-}
-
-fn contract_not_found() -> Reply {
-    Reply::from(ApiError::NotFound {
-        resource: "contract",
-    })
-}
-
-pub(super) fn internal(message: impl Into<String>) -> Reply {
-    Reply::from(ApiError::internal(anyhow::anyhow!(message.into())))
 }
 
 impl HireService {
     /// Run an execute call to its answer.
-    pub async fn execute(&self, request: ExecuteRequest) -> Reply {
+    pub async fn execute(&self, request: ExecuteRequest) -> Execution {
         // The unpaid call of an offered contract is answered from memory (see `offered`);
         // nothing it does can be cut short, so it needs no task of its own.
         if request.payment_signature.is_none()
-            && let Cached::Answer(reply) = self.inner.offers.answer(
+            && let Cached::Answer(result) = self.inner.offers.answer(
                 &request.contract_id,
                 request.seeker.as_str(),
                 &request.body,
             )
         {
-            return reply;
+            return unlinked(result);
         }
         let service = self.clone();
         match tokio::spawn(async move { service.execute_detached(request).await }).await {
-            Ok(reply) => reply,
-            Err(error) => internal(format!("execute task ended abnormally: {error}")),
+            Ok(execution) => execution,
+            Err(error) => unlinked(Err(internal(format!(
+                "execute task ended abnormally: {error}"
+            )))),
         }
     }
 
-    async fn execute_detached(&self, request: ExecuteRequest) -> Reply {
+    async fn execute_detached(&self, request: ExecuteRequest) -> Execution {
         match self.execute_checked(request).await {
-            Ok(reply) | Err(reply) => reply,
+            Ok(execution) => execution,
+            Err(error) => unlinked(Err(error)),
         }
     }
 
-    async fn execute_checked(&self, request: ExecuteRequest) -> Result<Reply, Reply> {
+    async fn execute_checked(&self, request: ExecuteRequest) -> Result<Execution, HireError> {
         let store = &self.inner.store;
         let lock = self.inner.locks.lock_of(&request.contract_id);
         // Uncontended (the common case), one read under the lock serves the caller's checks
@@ -235,11 +247,12 @@ impl HireService {
                     .get_contract(&ctx.contract_id)
                     .await?
                     .ok_or_else(contract_not_found)?;
-                let reply = self.in_progress_now(&ctx, current.state).await?;
-                return Ok(self
-                    .mark_duplicate(&current, reply)
-                    .await?
-                    .correlated(&ctx.correlation_id));
+                let progress = self.in_progress_now(&ctx, current.state).await?;
+                return Ok(Execution {
+                    result: Ok(progress),
+                    duplicate_of: Some(self.original_of(&current).await?),
+                    correlation_id: Some(ctx.correlation_id),
+                });
             };
             let current = store
                 .get_contract(&ctx.contract_id)
@@ -247,26 +260,30 @@ impl HireService {
                 .ok_or_else(contract_not_found)?;
             (guard, ctx, current)
         };
-        let reply = match self
+        let result = self
             .drive_from(
                 &ctx,
                 request.payment_signature.as_deref(),
                 Some(current.clone()),
             )
-            .await
-        {
-            Ok(reply) | Err(reply) => reply,
-        };
-        let reply = if is_repeat(&current) {
-            self.mark_duplicate(&current, reply).await?
+            .await;
+        let duplicate_of = if is_repeat(&current) {
+            Some(self.original_of(&current).await?)
         } else {
-            reply
+            None
         };
-        Ok(reply.correlated(&ctx.correlation_id))
+        Ok(Execution {
+            result,
+            duplicate_of,
+            correlation_id: Some(ctx.correlation_id),
+        })
     }
 
     /// The contract `request` names, if its seeker is the caller; 404 otherwise.
-    async fn contract_of_caller(&self, request: &ExecuteRequest) -> Result<ContractRecord, Reply> {
+    async fn contract_of_caller(
+        &self,
+        request: &ExecuteRequest,
+    ) -> Result<ContractRecord, HireError> {
         self.inner
             .store
             .get_contract(&request.contract_id)
@@ -276,7 +293,7 @@ impl HireService {
     }
 
     /// The context of `request` on `contract`, once its body is checked against the terms.
-    fn execute_ctx(request: &ExecuteRequest, contract: &ContractRecord) -> Result<Ctx, Reply> {
+    fn execute_ctx(request: &ExecuteRequest, contract: &ContractRecord) -> Result<Ctx, HireError> {
         let mut ctx = Ctx::of(
             contract,
             request.correlation_id.clone(),
@@ -289,9 +306,9 @@ impl HireService {
         Ok(ctx)
     }
 
-    /// The answer to a repeated execute, marked as such and linked to the original attempt
-    /// (SW4RM's `DUPLICATE_DETECTED`): what was stored when this call came in.
-    async fn mark_duplicate(&self, found: &ContractRecord, reply: Reply) -> Result<Reply, Reply> {
+    /// What a repeated execute is linked to (SW4RM's `DUPLICATE_DETECTED`): the original
+    /// attempt and the state stored when this call came in.
+    async fn original_of(&self, found: &ContractRecord) -> Result<Original, HireError> {
         let attempts = self.inner.store.list_attempts(&found.contract_id).await?;
         let original = attempts.last();
         tracing::info!(
@@ -300,22 +317,17 @@ impl HireService {
             original_attempt_id = original.map(|a| a.attempt_id.as_str()),
             "duplicate execute: answered from the stored state, nothing run again"
         );
-        Ok(reply.duplicate(json!({
-            "status": "DUPLICATE_DETECTED",
-            "original_attempt_id": original.map(|a| a.attempt_id.clone()),
-            "original_status": found.state,
-            "cached_at": found.updated_at,
-        })))
+        Ok(Original {
+            attempt_id: original.map(|a| a.attempt_id.clone()),
+            status: found.state,
+            cached_at: found.updated_at,
+        })
     }
 
     /// Take the contract through every step it can take now (pay, forward, settle) until one
     /// answers. Callers hold the contract's lock. Shared by execute and the background work
     /// (pending completions, automatic retries of pending work), which passes no payment.
-    pub(super) async fn drive(
-        &self,
-        ctx: &Ctx,
-        payment_signature: Option<&str>,
-    ) -> Result<Reply, Reply> {
+    pub(super) async fn drive(&self, ctx: &Ctx, payment_signature: Option<&str>) -> HireResult {
         self.drive_from(ctx, payment_signature, None).await
     }
 
@@ -326,7 +338,7 @@ impl HireService {
         ctx: &Ctx,
         payment_signature: Option<&str>,
         mut known: Option<ContractRecord>,
-    ) -> Result<Reply, Reply> {
+    ) -> HireResult {
         let store = &self.inner.store;
         for _ in 0..MAX_STEPS {
             let contract = match known.take() {
@@ -350,10 +362,10 @@ impl HireService {
                 ContractState::SettlementUnknown => {
                     self.settle(ctx, ContractState::SettlementUnknown).await?
                 }
-                _ => Step::Done(self.stored_answer(ctx, &contract).await?),
+                _ => Step::Done(self.stored_answer(ctx, &contract).await),
             };
-            if let Step::Done(reply) = step {
-                return Ok(reply);
+            if let Step::Done(result) = step {
+                return result;
             }
         }
         Err(internal(
@@ -376,7 +388,7 @@ impl HireService {
         &self,
         contract: &ContractRecord,
         correlation_id: String,
-    ) -> Result<Option<ContractState>, Reply> {
+    ) -> Result<Option<ContractState>, HireError> {
         let lock = self.inner.locks.lock_of(&contract.contract_id);
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(None);
@@ -404,30 +416,20 @@ impl HireService {
     }
 
     /// The answer for a contract whose state needs no action from this execute.
-    async fn stored_answer(&self, ctx: &Ctx, contract: &ContractRecord) -> Result<Reply, Reply> {
+    async fn stored_answer(&self, ctx: &Ctx, contract: &ContractRecord) -> HireResult {
         let store = &self.inner.store;
         let id = ctx.contract_id.as_str();
         let state = contract.state;
         Ok(match state {
             ContractState::Settled | ContractState::Accepted => {
-                let (body, payment) = self.result_body(ctx, contract).await?;
-                let reply = Reply::json(StatusCode::OK, body);
-                let settlement = payment
-                    .and_then(|p| p.settle_response)
-                    .and_then(|r| serde_json::from_value::<SettleResponse>(r).ok());
-                match settlement {
-                    Some(settlement) if state == ContractState::Settled => {
-                        reply.with_payment_response(&settlement)
-                    }
-                    _ => reply,
-                }
+                Outcome::Accepted(Box::new(self.accepted_work(ctx, contract).await?))
             }
             ContractState::Rejected | ContractState::Voided => {
                 let verification = store.latest_verification(id).await?;
                 hire_failure(
-                    StatusCode::UNPROCESSABLE_ENTITY,
+                    FailureKind::Rejected,
                     id,
-                    "verification_failed",
+                    ErrorCode::VerificationFailed,
                     "the deliverable did not pass the contract's verification policy; nothing \
                      was settled",
                     json!({
@@ -447,24 +449,20 @@ impl HireService {
                     .as_ref()
                     .and_then(|s| s.error_reason.as_ref())
                     .map(|r| r.as_str().to_owned());
-                let reply = Reply::error(
-                    StatusCode::PAYMENT_REQUIRED,
-                    "settlement_failed",
-                    "the facilitator refused to settle the payment; the deliverable is withheld",
-                    json!({"contract_id": id, "state": contract.state, "reason": reason}),
-                );
-                match settlement {
-                    Some(settlement) => reply.with_payment_response(&settlement),
-                    None => reply,
-                }
+                Outcome::SettlementFailed(Box::new(SettlementFailure {
+                    contract_id: id.to_owned(),
+                    state: contract.state,
+                    reason,
+                    settlement,
+                }))
             }
             ContractState::Failed => {
                 let attempts = store.list_attempts(id).await?;
                 let last = attempts.last();
                 hire_failure(
-                    StatusCode::BAD_GATEWAY,
+                    FailureKind::WorkerFailed,
                     id,
-                    "worker_failed",
+                    ErrorCode::WorkerFailed,
                     "the worker failed every attempt the contract allows; the payment was voided \
                      and nothing was settled",
                     json!({
@@ -478,30 +476,34 @@ impl HireService {
                     }),
                 )
             }
-            ContractState::Expired => Reply::from(ApiError::Gone {
-                code: "contract_expired",
-                message: "the contract's offer or payment authorization expired; propose a new \
-                          contract"
-                    .to_owned(),
-            }),
-            ContractState::Cancelled => Reply::from(ApiError::Conflict {
-                code: "contract_cancelled",
-                message: "the contract was cancelled".to_owned(),
-            }),
-            ContractState::Refunded => Reply::from(ApiError::Conflict {
-                code: "contract_refunded",
-                message: "the contract was settled, then refunded to the payer by an arbiter"
-                    .to_owned(),
-            }),
+            ContractState::Expired => {
+                return Err(HireError::gone(
+                    ErrorCode::ContractExpired,
+                    "the contract's offer or payment authorization expired; propose a new \
+                     contract",
+                ));
+            }
+            ContractState::Cancelled => {
+                return Err(HireError::conflict(
+                    ErrorCode::ContractCancelled,
+                    "the contract was cancelled",
+                ));
+            }
+            ContractState::Refunded => {
+                return Err(HireError::conflict(
+                    ErrorCode::ContractRefunded,
+                    "the contract was settled, then refunded to the payer by an arbiter",
+                ));
+            }
             _ => self.in_progress_now(ctx, contract.state).await?,
         })
     }
 
-    pub(super) fn in_progress(&self, ctx: &Ctx, state: ContractState) -> Reply {
+    pub(super) fn in_progress(&self, ctx: &Ctx, state: ContractState) -> Outcome {
         self.pending_work(ctx, state, None)
     }
 
-    /// 202 for work under way. HIRE's pending answer (`status`, `task_id`, `poll_url`,
+    /// Work under way: HIRE's pending answer (`status`, `task_id`, `poll_url`,
     /// `estimated_completion`) when the worker took the task asynchronously: `poll_url` is the
     /// gateway's contract view (the seeker never talks to the worker), `task_id` and
     /// `estimated_completion` are the worker's.
@@ -510,26 +512,24 @@ impl HireService {
         ctx: &Ctx,
         state: ContractState,
         attempt: Option<&AttemptRecord>,
-    ) -> Reply {
+    ) -> Outcome {
         let id = ctx.contract_id.as_str();
-        let mut body = json!({
-            "contract_id": id,
-            "state": state,
-            "status": if state == ContractState::Pending { "pending" } else { "in_progress" },
-            "message": "the contract is being worked on; poll it or follow its events",
-            "poll_url": self.contract_url(id),
-            "events_url": self.events_url(id),
-        });
-        if let Some(attempt) = attempt {
-            body["task_id"] = json!(attempt.worker_task_id);
-            body["estimated_completion"] = json!(attempt.estimated_completion);
+        Progress {
+            contract_id: id.to_owned(),
+            state,
+            poll_url: self.contract_url(id),
+            events_url: self.events_url(id),
+            worker_task: attempt.map(|attempt| WorkerTask {
+                task_id: attempt.worker_task_id.clone(),
+                estimated_completion: attempt.estimated_completion.clone(),
+            }),
         }
-        Reply::json(StatusCode::ACCEPTED, body).retry_after(1)
+        .into_outcome()
     }
 
     /// [`Self::pending_work`] for a contract in `state` now: a pending one names its worker's
     /// task.
-    async fn in_progress_now(&self, ctx: &Ctx, state: ContractState) -> Result<Reply, Reply> {
+    async fn in_progress_now(&self, ctx: &Ctx, state: ContractState) -> HireResult {
         let attempt = if state == ContractState::Pending {
             self.inner
                 .store
@@ -544,13 +544,14 @@ impl HireService {
         Ok(self.pending_work(ctx, state, attempt.as_ref()))
     }
 
-    /// The 200 body: the deliverable, its verification and the settlement; and the payment it
-    /// read (the caller's `PAYMENT-RESPONSE`).
-    async fn result_body(
+    /// Accepted work: the deliverable as the seeker may see it, its verification and the
+    /// settlement, with the facilitator's response once settled (the caller's
+    /// `PAYMENT-RESPONSE`).
+    async fn accepted_work(
         &self,
         ctx: &Ctx,
         contract: &ContractRecord,
-    ) -> Result<(Value, Option<PaymentRecord>), Reply> {
+    ) -> Result<AcceptedWork, HireError> {
         let store = &self.inner.store;
         let id = ctx.contract_id.as_str();
         let state = contract.state;
@@ -563,41 +564,46 @@ impl HireService {
         )?;
         let passed = verification.as_ref().is_some_and(|v| v.passed);
         let delivery = delivery_view(&pieces, content_released(ctx.terms.scheme(), state, passed));
-        let settlement = match state {
+        let (settlement, payment_response) = match state {
             ContractState::Settled => {
                 let response = payment.as_ref().and_then(|p| p.settle_response.clone());
-                json!({
-                    "status": "settled",
-                    "transaction": payment.as_ref().and_then(|p| p.settle_tx.clone()),
-                    "response": response,
-                })
+                let payment_response = response
+                    .clone()
+                    .and_then(|r| serde_json::from_value::<SettleResponse>(r).ok());
+                let settled = Settlement::Settled {
+                    transaction: payment.as_ref().and_then(|p| p.settle_tx.clone()),
+                    response,
+                };
+                (settled, payment_response)
             }
-            _ => json!({
-                "status": "deferred",
-                "settle_after": contract.deadline_at,
-                "message": "settlement waits until the acceptance window ends",
-            }),
+            _ => (
+                Settlement::Deferred {
+                    settle_after: contract.deadline_at,
+                },
+                None,
+            ),
         };
-        let metadata = worker_metadata(&attempts);
-        let content = delivery.as_ref().map(|d| &d["content"]);
-        let mut body = json!({
-            "status": hire_status(content),
-            "contract_id": id,
-            "state": contract.state,
-            "deliverable": content,
-            "deliverable_digest": delivery.as_ref().map(|d| d["digest"].clone()),
-            "deliverable_withheld": delivery.as_ref().and_then(|d| d.get("content_withheld").cloned()),
-            "verification": verification.map(|v| v.result),
-            "settlement": settlement,
-            "metadata": metadata,
-        });
-        if let Some(output) = content.map(|c| &c["output"]).filter(|o| !o.is_null()) {
-            body["output"] = output.clone();
-            if let Some(files) = hire_deliverables(output) {
-                body["deliverables"] = files;
-            }
-        }
-        Ok((body, payment))
+        let content = delivery.as_ref().map(|d| d["content"].clone());
+        let output = content
+            .as_ref()
+            .map(|c| c["output"].clone())
+            .filter(|o| !o.is_null());
+        Ok(AcceptedWork {
+            contract_id: id.to_owned(),
+            state,
+            status: hire_status(content.as_ref()),
+            deliverable_digest: delivery.as_ref().map(|d| d["digest"].clone()),
+            deliverable_withheld: delivery
+                .as_ref()
+                .and_then(|d| d.get("content_withheld").cloned()),
+            deliverable: content,
+            verification: verification.map(|v| v.result),
+            settlement,
+            metadata: worker_metadata(&attempts),
+            deliverables: output.as_ref().and_then(hire_deliverables),
+            output,
+            payment_response,
+        })
     }
 
     pub(super) fn event(
@@ -626,7 +632,7 @@ impl HireService {
         actor: &str,
         details: Value,
         deadline: Option<chrono::DateTime<Utc>>,
-    ) -> Result<bool, Reply> {
+    ) -> Result<bool, HireError> {
         let to = from
             .transition(event)
             .map_err(|e| internal(e.to_string()))?;
@@ -645,9 +651,7 @@ impl HireService {
         {
             Transition::Applied { .. } => Ok(true),
             Transition::StateMismatch { .. } => Ok(false),
-            Transition::NotFound => Err(Reply::from(ApiError::NotFound {
-                resource: "contract",
-            })),
+            Transition::NotFound => Err(contract_not_found()),
         }
     }
 }
@@ -702,24 +706,24 @@ pub fn worker_metadata(attempts: &[AttemptRecord]) -> Option<Value> {
         .and_then(|a| a.worker_metadata.clone())
 }
 
-/// An error reply that is also HIRE's failure answer: `{"status":"failed","contract_id",
-/// "error":{code,message,details}}`.
+/// HIRE's failure answer (`{"status":"failed","contract_id","error":{code,message,details}}`
+/// over REST).
 #[allow(clippy::needless_pass_by_value)] // callers build `details` inline with json!
 pub(super) fn hire_failure(
-    status: StatusCode,
+    kind: FailureKind,
     contract_id: &str,
-    code: &str,
+    code: ErrorCode,
     message: impl Into<String>,
     details: Value,
-) -> Reply {
-    Reply::json(
-        status,
-        json!({
-            "status": "failed",
-            "contract_id": contract_id,
-            "error": {"code": code, "message": message.into(), "details": details},
-        }),
-    )
+) -> Outcome {
+    Outcome::Failed(Box::new(Failure {
+        kind,
+        contract_id: contract_id.to_owned(),
+        code,
+        message: message.into(),
+        details,
+        retry_after: None,
+    }))
 }
 
 /// Whether an execute finding `contract` repeats one that was answered before: anything past
@@ -734,22 +738,21 @@ fn is_repeat(contract: &ContractRecord) -> bool {
 }
 
 /// An execute body must be empty or the contract's input (in any JSON spelling).
-pub(super) fn check_body(terms: &ContractTerms, body: &Bytes) -> Result<(), Reply> {
+pub(super) fn check_body(terms: &ContractTerms, body: &Bytes) -> Result<(), HireError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| Reply::from(ApiError::MalformedJson(e.to_string())))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| HireError::malformed_json(e.to_string()))?;
     let same = terms
         .task()
         .matches_input(&value)
         .map_err(|e| internal(format!("input digest: {e}")))?;
     if !same {
-        return Err(Reply::from(ApiError::Conflict {
-            code: "input_mismatch",
-            message: "the body is not this contract's input; send it unchanged or send no body"
-                .to_owned(),
-        }));
+        return Err(HireError::conflict(
+            ErrorCode::InputMismatch,
+            "the body is not this contract's input; send it unchanged or send no body".to_owned(),
+        ));
     }
     Ok(())
 }

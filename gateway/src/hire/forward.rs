@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use chrono::Utc;
 use hiregate_contracts::{
     canonical::to_canonical_vec,
@@ -15,14 +14,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     HireService,
-    execute::{Ctx, Step, hire_failure, internal},
+    error::{ErrorCode, HireError},
+    execute::{Ctx, Step, internal},
     hireable::{WorkerReadiness, worker_wait_until},
     offer::AuthorizationWindow,
-    reply::Reply,
+    outcome::{Failure, FailureKind, Outcome},
 };
 use crate::{
     adapters::{ForwardRequest, UpstreamEvents as _, WorkerAnswer, refuse_plain_http},
-    error::ApiError,
     metrics::WorkerLabels,
     registry::model::{Protocol, WorkerListing},
     store::{
@@ -60,7 +59,7 @@ async fn watch_cancel(
 }
 
 impl HireService {
-    pub(super) async fn forward(&self, ctx: &Ctx) -> Result<Step, Reply> {
+    pub(super) async fn forward(&self, ctx: &Ctx) -> Result<Step, HireError> {
         let inner = &self.inner;
         let settings = &inner.config.contracts;
         // Independent reads: on a pool they run side by side.
@@ -89,9 +88,10 @@ impl HireService {
         }
         let listing = listing.ok_or_else(|| internal("the contract's worker listing is gone"))?;
         if inner.adapters.get(listing.protocol).is_none() {
-            return Ok(Step::Done(Reply::from(ApiError::ProtocolNotSupported(
-                format!("no adapter for protocol `{}`", listing.protocol.as_str()),
-            ))));
+            return Ok(Step::Done(Err(HireError::protocol_not_supported(format!(
+                "no adapter for protocol `{}`",
+                listing.protocol.as_str()
+            )))));
         }
         // Before each attempt: a worker the health loop marked unhealthy is waited for.
         let wait_until = worker_wait_until(ctx, payment.valid_before, needed);
@@ -100,7 +100,7 @@ impl HireService {
             WorkerReadiness::Unavailable(listing) => (listing, true),
             WorkerReadiness::ContractMoved => return Ok(Step::Again),
             WorkerReadiness::WaitsApart => {
-                return Ok(Step::Done(self.in_progress(ctx, ContractState::Paid)));
+                return Ok(Step::Done(Ok(self.in_progress(ctx, ContractState::Paid))));
             }
         };
         let attempt_id = AttemptId::generate().to_string();
@@ -126,16 +126,14 @@ impl HireService {
         let attempt_no = match started {
             StartAttempt::Started { attempt_no } => attempt_no,
             StartAttempt::WorkerBusy { in_flight, ahead } => {
-                let reply = self
+                let queued = self
                     .queue_for_slot(ctx, in_flight, ahead, listing.max_parallel.get())
-                    .await?;
-                return Ok(Step::Done(reply));
+                    .await;
+                return Ok(Step::Done(queued));
             }
             StartAttempt::StateMismatch { .. } => return Ok(Step::Again),
             StartAttempt::NotFound => {
-                return Err(Reply::from(ApiError::NotFound {
-                    resource: "contract",
-                }));
+                return Err(HireError::not_found("contract"));
             }
         };
         if unavailable {
@@ -159,12 +157,13 @@ impl HireService {
         payment: &PaymentRecord,
         attempt_id: &str,
         attempt_no: u32,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let inner = &self.inner;
         let Some(adapter) = inner.adapters.get(listing.protocol).cloned() else {
-            return Ok(Step::Done(Reply::from(ApiError::ProtocolNotSupported(
-                format!("no adapter for protocol `{}`", listing.protocol.as_str()),
-            ))));
+            return Ok(Step::Done(Err(HireError::protocol_not_supported(format!(
+                "no adapter for protocol `{}`",
+                listing.protocol.as_str()
+            )))));
         };
         let timeout = Duration::from_millis(ctx.terms.sla().max_latency_ms());
         let relay = super::relay::ContractEventRelay::new(
@@ -294,11 +293,11 @@ impl HireService {
                     .await?
                     .into_iter()
                     .find(|a| a.attempt_id == attempt_id);
-                Ok(Step::Done(self.pending_work(
+                Ok(Step::Done(Ok(self.pending_work(
                     ctx,
                     ContractState::Pending,
                     attempt.as_ref(),
-                )))
+                ))))
             }
             WorkerAnswer::TimedOut => {
                 self.attempt_failed(
@@ -351,7 +350,7 @@ impl HireService {
         http_status: Option<u16>,
         error: Value,
         timed_out: bool,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let retry_allowed = self
             .end_failed_attempt(
                 ctx,
@@ -365,28 +364,28 @@ impl HireService {
                 timed_out,
             )
             .await?;
-        let (status, code, message) = if timed_out {
+        let (kind, code, message) = if timed_out {
             (
-                StatusCode::GATEWAY_TIMEOUT,
-                "worker_timeout",
+                FailureKind::WorkerTimedOut,
+                ErrorCode::WorkerTimeout,
                 "the worker did not answer within the contract's SLA",
             )
         } else {
             (
-                StatusCode::BAD_GATEWAY,
-                "worker_failed",
+                FailureKind::WorkerFailed,
+                ErrorCode::WorkerFailed,
                 "the worker failed this attempt",
             )
         };
-        Ok(Step::Done(attempt_failure(
+        Ok(Step::Done(Ok(Outcome::Failed(Box::new(attempt_failure(
             ctx,
-            status,
+            kind,
             code,
             message,
             attempt_no,
             retry_allowed,
             &error,
-        )))
+        ))))))
     }
 
     /// The worker stayed unhealthy for as long as the attempt could wait for it (see
@@ -400,7 +399,7 @@ impl HireService {
         payment: &PaymentRecord,
         attempt_id: &str,
         attempt_no: u32,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let error = json!({
             "kind": "unavailable",
             "code": "worker_unavailable",
@@ -420,10 +419,10 @@ impl HireService {
                 false,
             )
             .await?;
-        let reply = attempt_failure(
+        let mut failure = attempt_failure(
             ctx,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "worker_unavailable",
+            FailureKind::WorkerUnavailable,
+            ErrorCode::WorkerUnavailable,
             "the worker is failing its health checks and did not recover within the contract's \
              SLA; it was not called",
             attempt_no,
@@ -431,7 +430,7 @@ impl HireService {
             &error,
         );
         if !retry_allowed {
-            return Ok(Step::Done(reply));
+            return Ok(Step::Done(Ok(Outcome::Failed(Box::new(failure)))));
         }
         let next_probe_at = listing
             .last_probe_at
@@ -441,9 +440,10 @@ impl HireService {
                     .unwrap_or(chrono::Duration::MAX),
             )
             .unwrap_or_else(Utc::now);
-        Ok(Step::Done(
-            reply.retry_after(self.health_retry_after_s(next_probe_at)),
-        ))
+        failure.retry_after = Some(Duration::from_secs(
+            self.health_retry_after_s(next_probe_at),
+        ));
+        Ok(Step::Done(Ok(Outcome::Failed(Box::new(failure)))))
     }
 
     /// Record a failed attempt (`from` = `executing` or `pending`) and move the contract on:
@@ -461,7 +461,7 @@ impl HireService {
         http_status: Option<u16>,
         error: &Value,
         timed_out: bool,
-    ) -> Result<bool, Reply> {
+    ) -> Result<bool, HireError> {
         let retry_policy = ctx.terms.retry_policy();
         let retry_allowed = retry_policy.allows_retry_after(attempt_no);
         self.inner
@@ -507,7 +507,7 @@ impl HireService {
         ctx: &Ctx,
         payment: &PaymentRecord,
         reason: &str,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), HireError> {
         if payment.authorize_tx.is_some() {
             // Escrowed: the money is locked on chain and must be sent back.
             return self.release_escrow(ctx, payment, reason).await;
@@ -545,7 +545,7 @@ impl HireService {
         deliverable: Deliverable,
         http_status: u16,
         metadata: Option<Value>,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let inner = &self.inner;
         let store = &inner.store;
         let digest = deliverable
@@ -637,26 +637,26 @@ impl HireService {
 /// attempts left and the worker's error.
 fn attempt_failure(
     ctx: &Ctx,
-    status: StatusCode,
-    code: &str,
+    kind: FailureKind,
+    code: ErrorCode,
     message: &str,
     attempt_no: u32,
     retry_allowed: bool,
     error: &Value,
-) -> Reply {
+) -> Failure {
     let max_attempts = ctx.terms.retry_policy().max_attempts();
-    hire_failure(
-        status,
-        &ctx.contract_id,
+    Failure {
+        kind,
+        contract_id: ctx.contract_id.clone(),
         code,
-        if retry_allowed {
+        message: if retry_allowed {
             format!("{message}; execute again to retry under the same payment")
         } else {
             format!(
                 "{message}; no attempts are left, the payment was voided and nothing was settled"
             )
         },
-        json!({
+        details: json!({
             "contract_id": ctx.contract_id,
             "state": if retry_allowed { "paid" } else { "failed" },
             "attempt": attempt_no,
@@ -665,7 +665,8 @@ fn attempt_failure(
             "retry_allowed": retry_allowed,
             "worker_error": error,
         }),
-    )
+        retry_after: None,
+    }
 }
 
 /// Appends a worker's progress report (HIRE `partial` while the work goes on) to the

@@ -24,16 +24,16 @@
 
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
 use serde_json::json;
 
 use super::{
     HireService,
+    error::{ErrorCode, ErrorKind, HireError},
     execute::{Ctx, internal},
+    outcome::{FailureKind, Outcome, unfinished},
     queue::worker_full,
-    reply::Reply,
 };
 use crate::{
     registry::model::{HealthState, WorkerListing},
@@ -60,7 +60,7 @@ impl HireService {
     /// Why the contract's worker cannot take its payment now, if it cannot: retired or task
     /// type withdrawn (409), unhealthy (503 + `Retry-After`), no free slot and a full queue
     /// (429). One store read, asked before the payment is verified, stored or locked.
-    pub(super) async fn worker_refusal(&self, ctx: &Ctx) -> Result<Option<Reply>, Reply> {
+    pub(super) async fn worker_refusal(&self, ctx: &Ctx) -> Result<Option<HireError>, HireError> {
         let standing = self
             .inner
             .store
@@ -72,24 +72,26 @@ impl HireService {
             .ok_or_else(|| internal("the contract's worker listing is gone"))?;
         let details = json!({"contract_id": ctx.contract_id, "worker_id": ctx.worker_id});
         if standing.retired {
-            return Ok(Some(Reply::error(
-                StatusCode::CONFLICT,
-                "worker_retired",
-                "the worker was retired since this contract was offered and takes no new \
-                 contracts; nothing was charged",
-                details,
-            )));
+            return Ok(Some(
+                HireError::conflict(
+                    ErrorCode::WorkerRetired,
+                    "the worker was retired since this contract was offered and takes no new \
+                     contracts; nothing was charged",
+                )
+                .with_details(details),
+            ));
         }
         if !standing.offers_task {
-            return Ok(Some(Reply::error(
-                StatusCode::CONFLICT,
-                "task_type_not_offered",
-                format!(
-                    "the worker no longer offers task type `{}`; nothing was charged",
-                    ctx.terms.task().task_type().as_str()
-                ),
-                details,
-            )));
+            return Ok(Some(
+                HireError::conflict(
+                    ErrorCode::TaskTypeNotOffered,
+                    format!(
+                        "the worker no longer offers task type `{}`; nothing was charged",
+                        ctx.terms.task().task_type().as_str()
+                    ),
+                )
+                .with_details(details),
+            ));
         }
         if standing.health == HealthState::Unhealthy {
             return Ok(Some(self.worker_unavailable(ctx, &standing)));
@@ -102,21 +104,21 @@ impl HireService {
 
     /// 503 `worker_unavailable`: the listing is marked unhealthy; retry once it may have passed
     /// its next probe.
-    fn worker_unavailable(&self, ctx: &Ctx, standing: &WorkerStanding) -> Reply {
+    fn worker_unavailable(&self, ctx: &Ctx, standing: &WorkerStanding) -> HireError {
         let retry_after_s = self.health_retry_after_s(standing.next_probe_at);
-        Reply::error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "worker_unavailable",
+        HireError::new(
+            ErrorKind::Unavailable,
+            ErrorCode::WorkerUnavailable,
             "the worker is failing its health checks (it is down, or no longer lists this task \
              type); the payment was not taken, retry after Retry-After",
-            json!({
-                "contract_id": ctx.contract_id,
-                "worker_id": ctx.worker_id,
-                "health": HealthState::Unhealthy,
-                "retry_after_s": retry_after_s,
-            }),
         )
-        .retry_after(retry_after_s)
+        .with_details(json!({
+            "contract_id": ctx.contract_id,
+            "worker_id": ctx.worker_id,
+            "health": HealthState::Unhealthy,
+            "retry_after_s": retry_after_s,
+        }))
+        .with_retry_after(Duration::from_secs(retry_after_s))
     }
 
     /// Seconds until a listing probed next at `next_probe_at` may be healthy again: its next
@@ -135,7 +137,7 @@ impl HireService {
         ctx: &Ctx,
         mut listing: WorkerListing,
         wait_until: DateTime<Utc>,
-    ) -> Result<WorkerReadiness, Reply> {
+    ) -> Result<WorkerReadiness, HireError> {
         if !waits_for_health(&listing) {
             return Ok(WorkerReadiness::Ready(listing));
         }
@@ -204,18 +206,21 @@ impl HireService {
                     return;
                 }
             };
-            let reply = match Ctx::of(&contract, String::new(), "gateway".to_owned()) {
+            let result = match Ctx::of(&contract, String::new(), "gateway".to_owned()) {
                 Ok(mut ctx) => {
                     ctx.waits_in_line = true;
-                    match Box::pin(service.drive(&ctx, None)).await {
-                        Ok(reply) | Err(reply) => reply,
-                    }
+                    Box::pin(service.drive(&ctx, None)).await
                 }
-                Err(reply) => reply,
+                Err(error) => Err(error),
             };
-            if reply.status().is_server_error() && reply.status() != StatusCode::SERVICE_UNAVAILABLE
-            {
-                tracing::warn!(contract_id, status = %reply.status(), "waiting for the worker: the contract could not be taken on");
+            // Still unavailable is what the wait may end in; anything else unfinished is news.
+            let still_unavailable = match &result {
+                Err(error) => error.kind == ErrorKind::Unavailable,
+                Ok(Outcome::Failed(failure)) => failure.kind == FailureKind::WorkerUnavailable,
+                Ok(_) => false,
+            };
+            if let Some(code) = unfinished(&result).filter(|_| !still_unavailable) {
+                tracing::warn!(contract_id, %code, "waiting for the worker: the contract could not be taken on");
             }
         });
     }

@@ -14,9 +14,9 @@ use serde_json::json;
 use super::{
     HireService,
     crosscheck::Proposal,
+    error::HireError,
     evidence::{self, FetchedEvidence},
     execute::{Ctx, Step, internal},
-    reply::Reply,
 };
 use crate::store::{
     ContractStep, NewDeliverable, NewVerification, SideWrite, Store, StoreError, Transition,
@@ -29,7 +29,7 @@ impl HireService {
         attempt_id: &str,
         deliverable: &Deliverable,
         digest: Digest,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let policy = ctx.terms.verification();
         if !self
             .transition(
@@ -56,7 +56,7 @@ impl HireService {
         attempt_id: &str,
         deliverable: &Deliverable,
         digest: Digest,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let inner = &self.inner;
         let policy = ctx.terms.verification();
         let requests = deliverable.evidence_requests();
@@ -296,7 +296,7 @@ impl StoredBytesError {
 pub(super) async fn stored_deliverable(
     store: &Store,
     contract_id: &str,
-) -> Result<Result<(String, Deliverable, Digest), StoredBytesError>, Reply> {
+) -> Result<Result<(String, Deliverable, Digest), StoredBytesError>, HireError> {
     let stored = store.latest_deliverables(contract_id).await?;
     let Some(record) = stored.iter().find(|d| d.kind == "deliverable") else {
         return Ok(Err(StoredBytesError::Missing));

@@ -13,8 +13,8 @@ use hiregate_contracts::{id::ContractId, state::ContractState};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::error::{ErrorCode, HireError};
 use crate::{
-    error::ApiError,
     ids::{PrincipalId, WorkerId},
     store::{ContractQuery, ContractRecord, Store},
 };
@@ -90,23 +90,23 @@ pub struct ContractPage {
     pub next_cursor: Option<String>,
 }
 
-fn invalid_filter(field: &str, reason: impl Into<String>) -> ApiError {
-    ApiError::UnprocessableWithDetails {
-        code: "invalid_filter",
-        message: format!("{field}: {}", reason.into()),
-        details: json!({ "field": field }),
-    }
+fn invalid_filter(field: &str, reason: impl Into<String>) -> HireError {
+    HireError::unprocessable(
+        ErrorCode::InvalidFilter,
+        format!("{field}: {}", reason.into()),
+    )
+    .with_details(json!({ "field": field }))
 }
 
-fn invalid_cursor() -> ApiError {
-    ApiError::UnprocessableWithDetails {
-        code: "invalid_cursor",
-        message: "cursor is not a next_cursor this endpoint returned".to_owned(),
-        details: json!({ "field": "cursor" }),
-    }
+fn invalid_cursor() -> HireError {
+    HireError::unprocessable(
+        ErrorCode::InvalidCursor,
+        "cursor is not a next_cursor this endpoint returned".to_owned(),
+    )
+    .with_details(json!({ "field": "cursor" }))
 }
 
-fn parse_time(field: &str, raw: Option<&str>) -> Result<Option<DateTime<Utc>>, ApiError> {
+fn parse_time(field: &str, raw: Option<&str>) -> Result<Option<DateTime<Utc>>, HireError> {
     raw.map(|raw| {
         DateTime::parse_from_rfc3339(raw)
             .map(|t| t.with_timezone(&Utc))
@@ -123,7 +123,7 @@ fn encode_cursor(contract: &ContractRecord) -> String {
     ))
 }
 
-fn decode_cursor(raw: &str) -> Result<(DateTime<Utc>, String), ApiError> {
+fn decode_cursor(raw: &str) -> Result<(DateTime<Utc>, String), HireError> {
     let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid_cursor())?;
     let text = String::from_utf8(bytes).map_err(|_| invalid_cursor())?;
     let (millis, id) = text.split_once(':').ok_or_else(invalid_cursor)?;
@@ -141,7 +141,7 @@ pub async fn list_contracts(
     store: &Store,
     scope: ListScope,
     filters: &ListFilters,
-) -> Result<ContractPage, ApiError> {
+) -> Result<ContractPage, HireError> {
     let limit = filters.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(invalid_filter(
@@ -228,7 +228,10 @@ mod tests {
             &URL_SAFE_NO_PAD.encode("12:wk_01J9ZQ4X1V8E6W0M3C5T7B2N4K"),
             &URL_SAFE_NO_PAD.encode("x:ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4K"),
         ] {
-            assert_eq!(decode_cursor(bad).unwrap_err().code(), "invalid_cursor");
+            assert_eq!(
+                decode_cursor(bad).unwrap_err().code.as_str(),
+                "invalid_cursor"
+            );
         }
     }
 }

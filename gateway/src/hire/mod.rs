@@ -22,7 +22,8 @@
 //! | [`relay`] | worker events (Superwire SSE, stream output events, HIRE progress reports) appended to the contract's event log |
 //! | [`locks`] | one in-process lock per contract |
 //! | [`queue`] | a worker's queue beyond `max_parallel`: 202 with the position, forwarded in order when a slot frees; 429 past it |
-//! | [`reply`] | execute answers with x402 and HIRE headers |
+//! | [`error`] | [`error::HireError`]: the engine's refusals and faults, with a stable [`error::ErrorCode`] |
+//! | [`outcome`] | [`outcome::Outcome`]: what a hire came to (payment required, accepted, pending, queued, failed), for each transport to render |
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
 //! | [`deadlines`] | authorizations settled or voided before `validBefore`, stale `settling` rescued; the background runner |
 //! | [`disputes`] | disputes of accepted (seeker) and rejected (operator) contracts: replay, arbiter decisions, the silent arbiter's void |
@@ -47,6 +48,7 @@ pub mod cancel;
 pub mod crosscheck;
 pub mod deadlines;
 pub mod disputes;
+pub mod error;
 pub mod escrow;
 pub mod evidence;
 pub mod execute;
@@ -57,6 +59,7 @@ pub mod listing;
 pub mod locks;
 pub mod offer;
 pub mod offered;
+pub mod outcome;
 mod payment;
 pub mod pending;
 pub mod protocol_terms;
@@ -65,7 +68,6 @@ pub mod receipts;
 mod recovery;
 pub mod relay;
 mod release;
-pub mod reply;
 mod settle;
 mod stream;
 pub mod sweep;
@@ -97,6 +99,7 @@ use url::Url;
 
 use self::{
     bazaar::ListingDiscovery,
+    error::{ErrorCode, HireError},
     locks::ContractLocks,
     offer::{AuthorizationWindow, StoredOffer},
     offered::OfferCache,
@@ -105,7 +108,6 @@ use crate::{
     adapters::ProtocolAdapters,
     assets::{AssetDirectory, AssetLookupError},
     config::Config,
-    error::ApiError,
     ids::{PrincipalId, WorkerId},
     outbound::OutboundClient,
     registry::model::{HealthState, Protocol, WorkerListing},
@@ -299,13 +301,13 @@ impl HireService {
         seeker: &PrincipalId,
         request: ContractRequest,
         correlation_id: &str,
-    ) -> Result<CreatedContract, ApiError> {
+    ) -> Result<CreatedContract, HireError> {
         let inner = &self.inner;
         let listing = inner
             .store
             .get_worker(&request.worker_id)
             .await?
-            .ok_or(ApiError::NotFound { resource: "worker" })?;
+            .ok_or(HireError::not_found("worker"))?;
         check_hireable(&listing, &request.task_type)?;
         check_input(&listing, &request.input)?;
         if let Some(webhook) = &request.webhook_url
@@ -313,20 +315,20 @@ impl HireService {
             && webhook.as_url().scheme() != "https"
         {
             // Refused now rather than every delivery failing later.
-            return Err(ApiError::UnprocessableWithDetails {
-                code: "webhook_url_not_https",
-                message: "webhook_url must be an https URL on this gateway \
+            return Err(HireError::unprocessable(
+                ErrorCode::WebhookUrlNotHttps,
+                "webhook_url must be an https URL on this gateway \
                           (outbound.require_https)"
                     .to_owned(),
-                details: json!({
-                    "field": "webhook_url",
-                    "required_scheme": "https",
-                    "setting": "outbound.require_https",
-                }),
-            });
+            )
+            .with_details(json!({
+                "field": "webhook_url",
+                "required_scheme": "https",
+                "setting": "outbound.require_https",
+            })));
         }
         if inner.adapters.get(listing.protocol).is_none() {
-            return Err(ApiError::ProtocolNotSupported(format!(
+            return Err(HireError::protocol_not_supported(format!(
                 "workers speaking `{}` cannot be hired yet",
                 listing.protocol.as_str()
             )));
@@ -336,26 +338,24 @@ impl HireService {
             .lookup(listing.network.chain_id(), listing.asset.address())
             .await
             .map_err(|error| match error {
-                AssetLookupError::Unreachable { .. } => ApiError::Unavailable {
-                    code: "chain_unavailable",
-                    message: error.to_string(),
-                    retry_after_s: 5,
-                },
-                other => ApiError::Unprocessable {
-                    code: "asset_not_supported",
-                    message: format!("the worker's payment asset cannot be used: {other}"),
-                },
+                AssetLookupError::Unreachable { .. } => {
+                    HireError::unavailable(ErrorCode::ChainUnavailable, error.to_string(), 5)
+                }
+                other => HireError::unprocessable(
+                    ErrorCode::AssetNotSupported,
+                    format!("the worker's payment asset cannot be used: {other}"),
+                ),
             })?;
 
         let scheme = request
             .payment_scheme
             .unwrap_or_else(|| listing.payment_schemes.default_scheme());
         if !listing.payment_schemes.accepts(scheme) {
-            return Err(ApiError::UnprocessableWithDetails {
-                code: "payment_scheme_not_accepted",
-                message: format!("the worker does not accept `{scheme}` payments"),
-                details: json!({ "accepted": listing.payment_schemes.as_slice() }),
-            });
+            return Err(HireError::unprocessable(
+                ErrorCode::PaymentSchemeNotAccepted,
+                format!("the worker does not accept `{scheme}` payments"),
+            )
+            .with_details(json!({ "accepted": listing.payment_schemes.as_slice() })));
         }
         let escrow = match scheme {
             PaymentScheme::Exact => None,
@@ -388,7 +388,7 @@ impl HireService {
                     .unwrap_or(settings.default_acceptance_window_s),
             ),
         };
-        let seeker_id = SeekerId::from_str(seeker.as_str()).map_err(ApiError::internal)?;
+        let seeker_id = SeekerId::from_str(seeker.as_str()).map_err(HireError::internal)?;
         let context = OfferContext {
             contract_id: ContractId::generate(),
             seeker: seeker_id,
@@ -421,7 +421,7 @@ impl HireService {
             None => terms
                 .offer_expires_at()
                 .plus_seconds(window.total_s)
-                .map_err(ApiError::internal)?,
+                .map_err(HireError::internal)?,
         };
 
         let contract_id = terms.contract_id().clone();
@@ -440,10 +440,10 @@ impl HireService {
         let token = inner
             .keys
             .issue_contract_token(&terms, now, token_expiry)
-            .map_err(ApiError::internal)?;
-        let terms_hash = terms.terms_hash().map_err(ApiError::internal)?;
-        let terms_json = serde_json::to_value(&terms).map_err(ApiError::internal)?;
-        let offer_json = serde_json::to_value(&stored_offer).map_err(ApiError::internal)?;
+            .map_err(HireError::internal)?;
+        let terms_hash = terms.terms_hash().map_err(HireError::internal)?;
+        let terms_json = serde_json::to_value(&terms).map_err(HireError::internal)?;
+        let offer_json = serde_json::to_value(&stored_offer).map_err(HireError::internal)?;
         inner
             .store
             .insert_contract(
@@ -502,15 +502,17 @@ impl HireService {
 
     /// The gateway's escrow parameters for a contract with `listing`'s worker: the escrow and
     /// operator of the listing's chain, the listing's fee (or the default) and the treasury.
-    fn escrow_policy(&self, listing: &WorkerListing) -> Result<EscrowPolicy, ApiError> {
+    fn escrow_policy(&self, listing: &WorkerListing) -> Result<EscrowPolicy, HireError> {
         let config = &self.inner.config;
         let chain_id = listing.network.chain_id();
-        let unavailable = |why: String| ApiError::Unprocessable {
-            code: "escrow_not_available",
-            message: format!(
-                "auth-capture payments are not available on {}: {why}",
-                listing.network
-            ),
+        let unavailable = |why: String| {
+            HireError::unprocessable(
+                ErrorCode::EscrowNotAvailable,
+                format!(
+                    "auth-capture payments are not available on {}: {why}",
+                    listing.network
+                ),
+            )
         };
         let chain = config
             .chains
@@ -529,13 +531,13 @@ impl HireService {
             .map_or(config.escrow.default_fee_bps, |fee| fee.fee_bps);
         if fee_bps > config.escrow.max_fee_bps {
             // A listing stored under a looser bound than the one configured now.
-            return Err(ApiError::Unprocessable {
-                code: "fee_policy_out_of_bounds",
-                message: format!(
+            return Err(HireError::unprocessable(
+                ErrorCode::FeePolicyOutOfBounds,
+                format!(
                     "the worker's marketplace fee of {fee_bps} bps exceeds this gateway's escrow.max_fee_bps of {}",
                     config.escrow.max_fee_bps
                 ),
-            });
+            ));
         }
         let contract_address =
             |a: alloy::primitives::Address| ContractAddress::from_bytes(a.into_array());
@@ -554,37 +556,29 @@ impl HireService {
     }
 
     /// Escrowed contracts may run long, within the `[escrow]` bounds.
-    fn check_escrow_bounds(&self, terms: &ContractTerms) -> Result<(), ApiError> {
+    fn check_escrow_bounds(&self, terms: &ContractTerms) -> Result<(), HireError> {
         let escrow = &self.inner.config.escrow;
         if terms.acceptance_window_s() > escrow.max_acceptance_window_s {
-            return Err(ApiError::UnprocessableWithDetails {
-                code: "acceptance_window_too_long",
-                message: format!(
+            return Err(HireError::unprocessable(ErrorCode::AcceptanceWindowTooLong, format!(
                     "acceptance_window_s {} exceeds escrow.max_acceptance_window_s ({} s) for auth-capture contracts",
                     terms.acceptance_window_s(),
                     escrow.max_acceptance_window_s
-                ),
-                details: json!({
+                )).with_details(json!({
                     "limit": "escrow.max_acceptance_window_s",
                     "requested_s": terms.acceptance_window_s(),
                     "max_s": escrow.max_acceptance_window_s,
-                }),
-            });
+                })));
         }
         if terms.sla().poll_window_s() > escrow.max_pending_s {
-            return Err(ApiError::UnprocessableWithDetails {
-                code: "poll_window_too_long",
-                message: format!(
+            return Err(HireError::unprocessable(ErrorCode::PollWindowTooLong, format!(
                     "sla.poll_window_s {} exceeds escrow.max_pending_s ({} s) for auth-capture contracts",
                     terms.sla().poll_window_s(),
                     escrow.max_pending_s
-                ),
-                details: json!({
+                )).with_details(json!({
                     "limit": "escrow.max_pending_s",
                     "requested_s": terms.sla().poll_window_s(),
                     "max_s": escrow.max_pending_s,
-                }),
-            });
+                })));
         }
         Ok(())
     }
@@ -595,27 +589,23 @@ impl HireService {
         &self,
         caller: &PrincipalId,
         contract_id: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Value, HireError> {
         let store = &self.inner.store;
         let contract = store
             .get_contract(contract_id)
             .await?
-            .ok_or(ApiError::NotFound {
-                resource: "contract",
-            })?;
+            .ok_or(HireError::not_found("contract"))?;
         let allowed = if caller.is_seeker() {
             contract.seeker_id == caller.as_str()
         } else {
-            let worker_id = WorkerId::from_str(&contract.worker_id).map_err(ApiError::internal)?;
+            let worker_id = WorkerId::from_str(&contract.worker_id).map_err(HireError::internal)?;
             store
                 .get_worker(&worker_id)
                 .await?
                 .is_some_and(|listing| &listing.operator_id == caller)
         };
         if !allowed {
-            return Err(ApiError::NotFound {
-                resource: "contract",
-            });
+            return Err(HireError::not_found("contract"));
         }
         // The operator may see what its worker delivered; the seeker only what it paid for.
         let state = contract.state;
@@ -623,7 +613,7 @@ impl HireService {
         let mut view = self
             .contract_view(&contract, reveal)
             .await
-            .map_err(ApiError::from)?;
+            .map_err(HireError::from)?;
         if let Some(receipt) = self.receipt_of(&contract).await? {
             view["receipt"] = json!(receipt.token);
         }
@@ -635,14 +625,14 @@ impl HireService {
         &self,
         contract: &ContractRecord,
         state: ContractState,
-    ) -> Result<bool, ApiError> {
+    ) -> Result<bool, HireError> {
         let scheme = contract
             .terms
             .pointer("/price/scheme")
             .and_then(Value::as_str)
             .and_then(|name| PaymentScheme::from_str(name).ok())
             .ok_or_else(|| {
-                ApiError::internal(anyhow::anyhow!("stored terms have no payment scheme"))
+                HireError::internal(anyhow::anyhow!("stored terms have no payment scheme"))
             })?;
         // Only a dispute needs the verdict (whose dispute is it); skip the read otherwise.
         let passed = if state == ContractState::Disputed {
@@ -743,55 +733,54 @@ impl HireService {
 /// Listed, not retired, healthy, and offering the task type.
 /// The input must satisfy the listing's input schema before anything is signed, so a seeker
 /// learns of a malformed task before paying for it.
-fn check_input(listing: &WorkerListing, input: &Value) -> Result<(), ApiError> {
+fn check_input(listing: &WorkerListing, input: &Value) -> Result<(), HireError> {
     let violations = listing
         .metadata
         .input_violations(input)
-        .map_err(ApiError::internal)?;
+        .map_err(HireError::internal)?;
     if violations.is_empty() {
         return Ok(());
     }
-    Err(ApiError::UnprocessableWithDetails {
-        code: "input_schema_violation",
-        message: format!(
+    Err(HireError::unprocessable(
+        ErrorCode::InputSchemaViolation,
+        format!(
             "the input does not satisfy the worker's input_schema (first failing path: `{}`)",
             violations[0].instance_path
         ),
-        details: json!({
-            "violations": violations
-                .iter()
-                .map(|v| json!({
-                    "instance_path": v.instance_path,
-                    "schema_path": v.schema_path,
-                    "message": v.message,
-                }))
-                .collect::<Vec<_>>(),
-        }),
-    })
+    )
+    .with_details(json!({
+        "violations": violations
+            .iter()
+            .map(|v| json!({
+                "instance_path": v.instance_path,
+                "schema_path": v.schema_path,
+                "message": v.message,
+            }))
+            .collect::<Vec<_>>(),
+    })))
 }
 
-fn check_hireable(listing: &WorkerListing, task_type: &str) -> Result<(), ApiError> {
+fn check_hireable(listing: &WorkerListing, task_type: &str) -> Result<(), HireError> {
     if listing.retired_at.is_some() {
-        return Err(ApiError::Conflict {
-            code: "worker_retired",
-            message: "the worker is retired and takes no new contracts".to_owned(),
-        });
+        return Err(HireError::conflict(
+            ErrorCode::WorkerRetired,
+            "the worker is retired and takes no new contracts".to_owned(),
+        ));
     }
     if listing.health != HealthState::Healthy {
-        return Err(ApiError::Conflict {
-            code: "worker_unhealthy",
-            message: "the worker is failing its health checks and takes no new contracts"
-                .to_owned(),
-        });
+        return Err(HireError::conflict(
+            ErrorCode::WorkerUnhealthy,
+            "the worker is failing its health checks and takes no new contracts".to_owned(),
+        ));
     }
     let offered = crate::registry::model::TaskType::from_str(task_type)
         .ok()
         .is_some_and(|t| listing.tasks.get(&t).is_some());
     if !offered {
-        return Err(ApiError::Unprocessable {
-            code: "task_type_not_offered",
-            message: format!("the worker does not offer task type `{task_type}`"),
-        });
+        return Err(HireError::unprocessable(
+            ErrorCode::TaskTypeNotOffered,
+            format!("the worker does not offer task type `{task_type}`"),
+        ));
     }
     Ok(())
 }
@@ -805,33 +794,33 @@ fn check_exact_bounds(
     terms: &ContractTerms,
     window: &AuthorizationWindow,
     settings: &crate::config::ContractSettings,
-) -> Result<(), ApiError> {
+) -> Result<(), HireError> {
     let max_s = settings.max_authorization_window_s;
     let poll_window_s = terms.sla().poll_window_s();
     let without_polling_s = window.total_s.saturating_sub(window.poll_window_s);
     if window.poll_window_s > 0 && window.total_s > max_s && without_polling_s <= max_s {
-        return Err(ApiError::UnprocessableWithDetails {
-            code: "poll_window_too_long",
-            message: format!(
+        return Err(HireError::unprocessable(
+            ErrorCode::PollWindowTooLong,
+            format!(
                 "sla.poll_window_s {poll_window_s} needs a payment authorization valid for {} s, \
                  longer than an exact payment authorization may live ({max_s} s, \
                  contracts.max_authorization_window_s): ask for payment_scheme \
                  \"auth-capture\" for long-running work, or a shorter poll window",
                 window.total_s
             ),
-            details: json!({
-                "limit": "contracts.max_authorization_window_s",
-                "requested_s": poll_window_s,
-                "required_s": window.total_s,
-                "max_s": max_s,
-                "breakdown": window,
-            }),
-        });
+        )
+        .with_details(json!({
+            "limit": "contracts.max_authorization_window_s",
+            "requested_s": poll_window_s,
+            "required_s": window.total_s,
+            "max_s": max_s,
+            "breakdown": window,
+        })));
     }
     if window.total_s > max_s {
-        return Err(ApiError::UnprocessableWithDetails {
-            code: "authorization_window_too_long",
-            message: format!(
+        return Err(HireError::unprocessable(
+            ErrorCode::AuthorizationWindowTooLong,
+            format!(
                 "this contract needs a payment authorization valid for {} s (SLA × attempts + \
                  verification + acceptance window + settlement margin), more than the \
                  gateway's maximum of {max_s} s (contracts.max_authorization_window_s): lower \
@@ -839,13 +828,13 @@ fn check_exact_bounds(
                  for payment_scheme \"auth-capture\" where the worker accepts it",
                 window.total_s
             ),
-            details: json!({
-                "limit": "contracts.max_authorization_window_s",
-                "required_s": window.total_s,
-                "max_s": max_s,
-                "breakdown": window,
-            }),
-        });
+        )
+        .with_details(json!({
+            "limit": "contracts.max_authorization_window_s",
+            "required_s": window.total_s,
+            "max_s": max_s,
+            "breakdown": window,
+        })));
     }
     Ok(())
 }
@@ -855,11 +844,9 @@ fn worker_offer(
     listing: &WorkerListing,
     task_type: &str,
     scheme: PaymentScheme,
-) -> Result<WorkerOffer, ApiError> {
-    let unusable = |message: String| ApiError::Unprocessable {
-        code: "worker_offer_unusable",
-        message,
-    };
+) -> Result<WorkerOffer, HireError> {
+    let unusable =
+        |message: String| HireError::unprocessable(ErrorCode::WorkerOfferUnusable, message);
     let listing_task = crate::registry::model::TaskType::from_str(task_type)
         .map_err(|e| unusable(e.to_string()))?;
     let task_offer = listing
@@ -873,7 +860,7 @@ fn worker_offer(
         ))
     })?;
     let worker_id = hiregate_contracts::id::WorkerId::from_str(listing.id.as_str())
-        .map_err(ApiError::internal)?;
+        .map_err(HireError::internal)?;
     let endpoint = EndpointUrl::try_from(listing.endpoint.url().clone())
         .map_err(|e| unusable(e.to_string()))?;
     let protocol = match listing.protocol {
@@ -911,7 +898,7 @@ fn worker_offer(
 }
 
 /// A refused proposal as a 422 naming the field at fault.
-fn terms_error(error: &TermsError) -> ApiError {
+fn terms_error(error: &TermsError) -> HireError {
     let field = match error {
         TermsError::Schema(_) | TermsError::TooManySchemas => "output_schema",
         TermsError::Policy(_) => "verification",
@@ -924,8 +911,5 @@ fn terms_error(error: &TermsError) -> ApiError {
         TermsError::WorkerMismatch { .. } | TermsError::ZeroPayoutAddress => "worker_id",
         _ => "contract",
     };
-    ApiError::Validation {
-        field: field.to_owned(),
-        reason: error.to_string(),
-    }
+    HireError::validation(field.to_owned(), error.to_string())
 }

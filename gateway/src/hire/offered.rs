@@ -15,14 +15,17 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use chrono::Utc;
 use hiregate_contracts::terms::ContractTerms;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
-use super::reply::{PreparedReply, Reply};
-use crate::{error::ApiError, events::LiveEvent};
+use super::{
+    error::HireError,
+    outcome::{HireResult, Outcome, PaymentDemand},
+};
+use crate::events::LiveEvent;
 
 /// Offered contracts kept per instance; beyond this the least recently used are dropped.
 const CAPACITY: usize = 50_000;
@@ -32,7 +35,8 @@ const CAPACITY: usize = 50_000;
 pub struct OfferedContract {
     seeker_id: String,
     terms: ContractTerms,
-    challenge: PreparedReply,
+    /// Its 402: one demand, rendered once by the transport answering it.
+    demand: Arc<PaymentDemand>,
     /// The last raw body found equal to the contract's input: clients resend the same bytes,
     /// which then need no canonicalisation.
     matching_body: Mutex<Option<Bytes>>,
@@ -44,7 +48,7 @@ pub enum Cached {
     /// Not cached (or expired): take the slow path.
     Miss,
     /// Answer this.
-    Answer(Reply),
+    Answer(HireResult),
 }
 
 /// Offered contracts by id. Cheap to clone.
@@ -70,26 +74,24 @@ impl Default for OfferCache {
 }
 
 impl OfferCache {
-    /// Remember the 402 of an offered contract (called by the slow path right after it built
-    /// one). Replies that cannot be prepared (plain API errors) are not kept.
+    /// Remember the payment demand of an offered contract (called by the slow path right
+    /// after it made one).
     pub fn remember(
         &self,
         contract_id: &str,
         seeker_id: &str,
         terms: &ContractTerms,
-        challenge: &Reply,
+        demand: Arc<PaymentDemand>,
     ) {
-        if let Some(challenge) = PreparedReply::of(challenge) {
-            self.entries.insert(
-                contract_id.to_owned(),
-                Arc::new(OfferedContract {
-                    seeker_id: seeker_id.to_owned(),
-                    terms: terms.clone(),
-                    challenge,
-                    matching_body: Mutex::new(None),
-                }),
-            );
-        }
+        self.entries.insert(
+            contract_id.to_owned(),
+            Arc::new(OfferedContract {
+                seeker_id: seeker_id.to_owned(),
+                terms: terms.clone(),
+                demand,
+                matching_body: Mutex::new(None),
+            }),
+        );
     }
 
     /// The answer to an unpaid execute of `contract_id` by `seeker_id` with `body`, if the
@@ -99,9 +101,7 @@ impl OfferCache {
             return Cached::Miss;
         };
         if entry.seeker_id != seeker_id {
-            return Cached::Answer(Reply::from(ApiError::NotFound {
-                resource: "contract",
-            }));
+            return Cached::Answer(Err(HireError::not_found("contract")));
         }
         if entry.terms.offer_expired(Utc::now().into()) {
             self.entries.remove(contract_id);
@@ -114,8 +114,8 @@ impl OfferCache {
             .as_ref()
             .is_some_and(|seen| seen == body);
         if !seen {
-            if let Err(reply) = super::execute::check_body(&entry.terms, body) {
-                return Cached::Answer(reply);
+            if let Err(error) = super::execute::check_body(&entry.terms, body) {
+                return Cached::Answer(Err(error));
             }
             if !body.is_empty() {
                 *entry
@@ -124,7 +124,7 @@ impl OfferCache {
                     .unwrap_or_else(PoisonError::into_inner) = Some(body.clone());
             }
         }
-        Cached::Answer(Reply::prepared(&entry.challenge))
+        Cached::Answer(Ok(Outcome::PaymentRequired(Arc::clone(&entry.demand))))
     }
 
     /// Forget `contract_id` (something happened to it).

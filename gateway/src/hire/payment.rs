@@ -1,5 +1,7 @@
 //! `offered`: the 402 challenge and the payment that moves a contract to `paid`.
 
+use std::sync::Arc;
+
 use alloy::primitives::U256;
 use chrono::Utc;
 use hiregate_contracts::{
@@ -14,14 +16,12 @@ use serde_json::{Value, json};
 use super::{
     HireService,
     authorize::{AUTHORIZATION_REFUSED, EscrowedSubmission},
+    error::{ErrorCode, HireError},
     execute::{Ctx, Step, internal},
     offer::SIGNING_SLACK_S,
-    reply::Reply,
+    outcome::{HireResult, Outcome, PaymentDemand},
 };
-use crate::{
-    error::ApiError,
-    store::{NewPayment, PayOutcome, PaymentRecord},
-};
+use crate::store::{NewPayment, PayOutcome, PaymentRecord};
 
 /// Clock skew tolerated between the seeker's clock and ours when bounding `validBefore`.
 const VALID_BEFORE_SKEW_S: u64 = 60;
@@ -31,7 +31,7 @@ impl HireService {
         &self,
         ctx: &Ctx,
         payment_signature: Option<&str>,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         if ctx.terms.offer_expired(Utc::now().into()) {
             self.transition(
                 ctx,
@@ -45,19 +45,22 @@ impl HireService {
             return Ok(Step::Again);
         }
         let Some(header) = payment_signature else {
-            let challenge = Reply::payment_required(
+            let demand = Arc::new(PaymentDemand::new(
                 &ctx.offer,
-                "payment_required",
+                ErrorCode::PaymentRequired,
                 "this contract must be paid: send PAYMENT-SIGNATURE as PAYMENT-REQUIRED describes",
                 None,
                 json!({"contract_id": ctx.contract_id}),
-            );
+            ));
             // Under the contract's lock and seen `offered`: a payment on this instance can only
             // commit after this, and its event then forgets the entry.
-            self.inner
-                .offers
-                .remember(&ctx.contract_id, &ctx.seeker_id, &ctx.terms, &challenge);
-            return Ok(Step::Done(challenge));
+            self.inner.offers.remember(
+                &ctx.contract_id,
+                &ctx.seeker_id,
+                &ctx.terms,
+                Arc::clone(&demand),
+            );
+            return Ok(Step::Done(Ok(Outcome::PaymentRequired(demand))));
         };
         self.accept_payment(ctx, header).await
     }
@@ -67,43 +70,43 @@ impl HireService {
         reason: &str,
         message: String,
         mut details: Value,
-    ) -> Reply {
+    ) -> Outcome {
         if let Some(object) = details.as_object_mut() {
             object.insert("contract_id".into(), json!(ctx.contract_id));
         }
-        Reply::payment_required(
+        Outcome::PaymentRequired(Arc::new(PaymentDemand::new(
             &ctx.offer,
-            "payment_invalid",
+            ErrorCode::PaymentInvalid,
             message,
             Some(reason),
             details,
-        )
+        )))
     }
 
     /// A `PAYMENT-SIGNATURE` that cannot be read (not base64, not JSON, not a v2
     /// `PaymentPayload`, a malformed extension): a fresh 402 challenge whose `error` says what
     /// was wrong, as the official x402 middleware answers, so a standard client signs again; the
     /// stable `code` is in the body. Nothing is stored.
-    fn unreadable_payment(ctx: &Ctx, code: &str, message: &str) -> Reply {
-        Reply::payment_required(
+    fn unreadable_payment(ctx: &Ctx, code: ErrorCode, message: &str) -> Outcome {
+        Outcome::PaymentRequired(Arc::new(PaymentDemand::new(
             &ctx.offer,
             code,
             message,
             Some(&format!("{code}: {message}")),
             json!({"contract_id": ctx.contract_id}),
-        )
+        )))
     }
 
-    pub(super) async fn accept_payment(&self, ctx: &Ctx, header: &str) -> Result<Step, Reply> {
+    pub(super) async fn accept_payment(&self, ctx: &Ctx, header: &str) -> Result<Step, HireError> {
         let inner = &self.inner;
         let payload: PaymentPayload = match decode_header(header) {
             Ok(payload) => payload,
             Err(error) => {
-                return Ok(Step::Done(Self::unreadable_payment(
+                return Ok(Step::Done(Ok(Self::unreadable_payment(
                     ctx,
-                    "invalid_payment_signature",
+                    ErrorCode::InvalidPaymentSignature,
                     &format!("PAYMENT-SIGNATURE cannot be read: {error}"),
-                )));
+                ))));
             }
         };
         let requirements = ctx
@@ -114,22 +117,24 @@ impl HireService {
         if !mismatched.is_empty() {
             let fields: Vec<String> = mismatched.iter().map(|f| format!("accepted.{f}")).collect();
             let names = fields.join(", ");
-            return Ok(Step::Done(Reply::payment_required(
-                &ctx.offer,
-                "payment_mismatch",
-                format!("the payment's {names} does not match this contract's offer"),
-                Some(&format!("accepted_requirements_mismatch: {names}")),
-                json!({"contract_id": ctx.contract_id, "fields": fields}),
-            )));
+            return Ok(Step::Done(Ok(Outcome::PaymentRequired(Arc::new(
+                PaymentDemand::new(
+                    &ctx.offer,
+                    ErrorCode::PaymentMismatch,
+                    format!("the payment's {names} does not match this contract's offer"),
+                    Some(&format!("accepted_requirements_mismatch: {names}")),
+                    json!({"contract_id": ctx.contract_id, "fields": fields}),
+                ),
+            )))));
         }
         let identifier = match payload.payment_identifier() {
             Ok(identifier) => identifier,
             Err(error) => {
-                return Ok(Step::Done(Self::unreadable_payment(
+                return Ok(Step::Done(Ok(Self::unreadable_payment(
                     ctx,
-                    "invalid_payment_identifier",
+                    ErrorCode::InvalidPaymentIdentifier,
                     &format!("payment-identifier extension: {error}"),
-                )));
+                ))));
             }
         };
         let payload_json = serde_json::to_value(&payload)
@@ -158,18 +163,18 @@ impl HireService {
         let key = match payload.payment_key() {
             Ok(key) => key,
             Err(reason) => {
-                return Ok(Step::Done(Self::refuse_payment(
+                return Ok(Step::Done(Ok(Self::refuse_payment(
                     ctx,
                     reason.as_str(),
                     "the payment payload is not an EIP-3009 exact payment".to_owned(),
                     json!({}),
-                )));
+                ))));
             }
         };
         let key = StoredKey::of(&key);
         let now = match self.chain_now(ctx).await {
             Ok(now) => now,
-            Err(unavailable) => return Ok(Step::Done(unavailable)),
+            Err(unavailable) => return Ok(Step::Done(Err(unavailable))),
         };
         let refusal = self.authorization_refusal(ctx, &payload, requirements, now);
         // The facilitator's verdict is read-only, so it is asked alongside the store's two
@@ -203,18 +208,18 @@ impl HireService {
             return Ok(Step::Done(refusal));
         }
         if let Some(refusal) = unavailable? {
-            return Ok(Step::Done(refusal));
+            return Ok(Step::Done(Err(refusal)));
         }
         let verdict = match verdict {
             None => {
-                return Ok(Step::Done(facilitator_unavailable(
+                return Ok(Step::Done(Err(facilitator_unavailable(
                     "no facilitator is configured",
-                )));
+                ))));
             }
             Some(Ok(verdict)) => verdict,
             Some(Err(error)) => {
                 tracing::warn!(contract_id = %ctx.contract_id, error = %error, "facilitator /verify outcome unknown");
-                return Ok(Step::Done(facilitator_unavailable(&error.to_string())));
+                return Ok(Step::Done(Err(facilitator_unavailable(&error.to_string()))));
             }
         };
         if !verdict.is_valid {
@@ -223,12 +228,12 @@ impl HireService {
                 .as_ref()
                 .map_or("invalid_payment", |r| r.as_str())
                 .to_owned();
-            return Ok(Step::Done(Self::refuse_payment(
+            return Ok(Step::Done(Ok(Self::refuse_payment(
                 ctx,
                 &reason,
                 format!("the facilitator refused the payment: {reason}"),
                 json!({"facilitator_message": verdict.invalid_message}),
-            )));
+            ))));
         }
         let exact = payload
             .exact_evm()
@@ -293,7 +298,7 @@ impl HireService {
     /// a second, so a paid hire costs no node round trip of its own except the one hire a
     /// second that refreshes it. A node that cannot be asked leaves the payment unjudged: 503,
     /// nothing stored.
-    pub(super) async fn chain_now(&self, ctx: &Ctx) -> Result<Now, Reply> {
+    pub(super) async fn chain_now(&self, ctx: &Ctx) -> Result<Now, HireError> {
         let chain_id = ctx.terms.price().network().chain_id();
         self.inner.assets.chain_now(chain_id).await.map_err(|error| {
             tracing::warn!(contract_id = %ctx.contract_id, error = %error, "the chain's clock cannot be read");
@@ -309,18 +314,18 @@ impl HireService {
         payload: &PaymentPayload,
         requirements: &PaymentRequirements,
         now: Now,
-    ) -> Option<Reply> {
+    ) -> Option<HireResult> {
         if let Err(reason) = precheck(payload, requirements, now) {
-            return Some(Self::refuse_payment(
+            return Some(Ok(Self::refuse_payment(
                 ctx,
                 reason.as_str(),
                 format!("the payment was refused: {}", reason.as_str()),
                 json!({}),
-            ));
+            )));
         }
         let exact = match payload.exact_evm() {
             Ok(exact) => exact,
-            Err(reason) => return Some(internal(reason.as_str().to_owned())),
+            Err(reason) => return Some(Err(internal(reason.as_str().to_owned()))),
         };
         let authorization = &exact.authorization;
         // The chain kills the authorization at `validBefore` by its own clock: the window is
@@ -330,7 +335,7 @@ impl HireService {
             .saturating_add(requirements.max_timeout_seconds)
             .saturating_sub(SIGNING_SLACK_S);
         if authorization.valid_before.get() < U256::from(earliest_valid_before) {
-            return Some(Self::refuse_payment(
+            return Some(Ok(Self::refuse_payment(
                 ctx,
                 "authorization_window_too_short",
                 format!(
@@ -339,7 +344,7 @@ impl HireService {
                     requirements.max_timeout_seconds
                 ),
                 json!({"min_valid_before": earliest_valid_before}),
-            ));
+            )));
         }
         // A far validBefore would let a contract lie in a working state for years after a
         // crash, and the authorization window is what every deadline of the hire is sized by.
@@ -348,7 +353,7 @@ impl HireService {
             .saturating_add(self.inner.config.contracts.max_authorization_window_s)
             .saturating_add(VALID_BEFORE_SKEW_S);
         if authorization.valid_before.get() > U256::from(latest_valid_before) {
-            return Some(Self::refuse_payment(
+            return Some(Ok(Self::refuse_payment(
                 ctx,
                 "authorization_window_too_long",
                 format!(
@@ -357,7 +362,7 @@ impl HireService {
                     self.inner.config.contracts.max_authorization_window_s
                 ),
                 json!({"max_valid_before": latest_valid_before}),
-            ));
+            )));
         }
         None
     }
@@ -373,7 +378,7 @@ impl HireService {
         event: &crate::store::NewContractEvent,
         identifier: Option<&hiregate_payments::PaymentIdentifier>,
         key: &StoredKey,
-    ) -> Result<Option<Step>, Reply> {
+    ) -> Result<Option<Step>, HireError> {
         let inner = &self.inner;
         match inner
             .store
@@ -408,9 +413,7 @@ impl HireService {
             }
             // Another payment won the race; this one was not stored and is never settled.
             PayOutcome::StateMismatch { .. } => Ok(Some(Step::Again)),
-            PayOutcome::NotFound => Err(Reply::from(ApiError::NotFound {
-                resource: "contract",
-            })),
+            PayOutcome::NotFound => Err(HireError::not_found("contract")),
         }
     }
 
@@ -422,43 +425,42 @@ impl HireService {
         existing: &PaymentRecord,
         payload_hash: &str,
         by_identifier: bool,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         if by_identifier && existing.payload_hash != payload_hash {
-            return Err(Reply::from(ApiError::Conflict {
-                code: "payment_identifier_conflict",
-                message: "this payment identifier was already used with a different payment"
-                    .to_owned(),
-            }));
+            return Err(HireError::conflict(
+                ErrorCode::PaymentIdentifierConflict,
+                "this payment identifier was already used with a different payment".to_owned(),
+            ));
         }
         if existing.contract_id != ctx.contract_id {
-            return Err(Reply::from(ApiError::Conflict {
-                code: "payment_already_used",
-                message: "this payment authorization already paid another contract".to_owned(),
-            }));
+            return Err(HireError::conflict(
+                ErrorCode::PaymentAlreadyUsed,
+                "this payment authorization already paid another contract".to_owned(),
+            ));
         }
         // The escrow refused to lock it once; it never will (and the contract is `offered`
         // again, so looking again would only find it again).
         if existing.state == AUTHORIZATION_REFUSED {
-            return Ok(Step::Done(Self::refuse_payment(
+            return Ok(Step::Done(Ok(Self::refuse_payment(
                 ctx,
                 AUTHORIZATION_REFUSED,
                 "the escrow refused to lock this payment; sign a new one".to_owned(),
                 json!({"payment_id": existing.payment_id}),
-            )));
+            ))));
         }
         Ok(Step::Again)
     }
 }
 
-pub(super) fn facilitator_unavailable(why: &str) -> Reply {
-    Reply::from(ApiError::Unavailable {
-        code: "facilitator_unavailable",
-        message: format!(
+pub(super) fn facilitator_unavailable(why: &str) -> HireError {
+    HireError::unavailable(
+        ErrorCode::FacilitatorUnavailable,
+        format!(
             "the payment could not be verified right now ({why}); nothing was executed or \
              charged, retry later"
         ),
-        retry_after_s: 5,
-    })
+        5,
+    )
 }
 
 pub(super) fn to_i64(value: U256) -> i64 {

@@ -33,7 +33,6 @@
 
 use std::{str::FromStr, time::Duration};
 
-use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
 use hiregate_contracts::{canonical::Digest, state::ContractState};
 use hiregate_worker_sdk::webhook::{WebhookError, WebhookSecret};
@@ -44,15 +43,15 @@ use url::Url;
 
 use super::{
     HireService,
+    error::{ErrorCode, ErrorKind, HireError},
     execute::{Ctx, internal},
     forward::sla_exceeded_error,
-    reply::Reply,
+    outcome::{CallbackReceipt, unfinished},
 };
 use crate::{
     adapters::{
         FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
     },
-    error::ApiError,
     ids::JobId,
     store::{AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError},
 };
@@ -93,7 +92,7 @@ pub(super) enum Finished {
 
 impl HireService {
     /// Start watching `attempt_id`, which just went `pending`: one poll job per attempt.
-    pub(super) async fn watch_pending(&self, ctx: &Ctx, attempt_id: &str) -> Result<(), Reply> {
+    pub(super) async fn watch_pending(&self, ctx: &Ctx, attempt_id: &str) -> Result<(), HireError> {
         let now = Utc::now();
         let first_poll = millis(self.inner.config.contracts.poll_interval_ms);
         let payload = serde_json::to_value(PollJob {
@@ -148,8 +147,8 @@ impl HireService {
         let recorded = match Box::pin(self.poll_once(&job)).await {
             Ok(PollNext::Done) => store.complete_job(&job.id, owner, now).await,
             Ok(PollNext::At(at, why)) => store.reschedule_job(&job.id, owner, now, at, &why).await,
-            Err(reply) => {
-                tracing::warn!(job_id = %job.id, status = %reply.status(), "poll job failed; retrying");
+            Err(error) => {
+                tracing::warn!(job_id = %job.id, code = %error.code, "poll job failed; retrying");
                 let at = now + self.poll_delay(job.attempts);
                 store
                     .reschedule_job(&job.id, owner, now, at, "poll job error")
@@ -178,7 +177,7 @@ impl HireService {
         millis(delay)
     }
 
-    async fn poll_once(&self, job: &JobRecord) -> Result<PollNext, Reply> {
+    async fn poll_once(&self, job: &JobRecord) -> Result<PollNext, HireError> {
         let Ok(watch) = serde_json::from_value::<PollJob>(job.payload.clone()) else {
             tracing::warn!(job_id = %job.id, "poll job payload does not parse; dropped");
             return Ok(PollNext::Done);
@@ -270,7 +269,7 @@ impl HireService {
     async fn pending_attempt(
         &self,
         watch: &PollJob,
-    ) -> Result<Option<(ContractRecord, AttemptRecord)>, Reply> {
+    ) -> Result<Option<(ContractRecord, AttemptRecord)>, HireError> {
         let store = &self.inner.store;
         let Some(contract) = store.get_contract(&watch.contract_id).await? else {
             return Ok(None);
@@ -294,7 +293,7 @@ impl HireService {
         attempt: &AttemptRecord,
         answer: WorkerAnswer,
         actor: &str,
-    ) -> Result<Finished, Reply> {
+    ) -> Result<Finished, HireError> {
         let lock = self.inner.locks.lock_of(&ctx.contract_id);
         let _guard = lock.lock_owned().await;
         let store = &self.inner.store;
@@ -384,7 +383,11 @@ impl HireService {
 
     /// The attempt outlived `sla.max_latency_ms`: it failed with `sla_exceeded`; the retry
     /// policy decides between another attempt (same payment) and `failed` (void).
-    async fn pending_sla_exceeded(&self, ctx: &Ctx, attempt: &AttemptRecord) -> Result<(), Reply> {
+    async fn pending_sla_exceeded(
+        &self,
+        ctx: &Ctx,
+        attempt: &AttemptRecord,
+    ) -> Result<(), HireError> {
         {
             let lock = self.inner.locks.lock_of(&ctx.contract_id);
             let _guard = lock.lock_owned().await;
@@ -423,20 +426,18 @@ impl HireService {
     pub(super) async fn drive_contract(&self, contract_id: &str, correlation_id: &str) {
         let lock = self.inner.locks.lock_of(contract_id);
         let _guard = lock.lock_owned().await;
-        let reply = match self.inner.store.get_contract(contract_id).await {
+        let result = match self.inner.store.get_contract(contract_id).await {
             Ok(Some(contract)) => {
                 match Ctx::of(&contract, correlation_id.to_owned(), "gateway".to_owned()) {
-                    Ok(ctx) => match self.drive(&ctx, None).await {
-                        Ok(reply) | Err(reply) => reply,
-                    },
-                    Err(reply) => reply,
+                    Ok(ctx) => self.drive(&ctx, None).await,
+                    Err(error) => Err(error),
                 }
             }
             Ok(None) => return,
-            Err(error) => Reply::from(error),
+            Err(error) => Err(HireError::from(error)),
         };
-        if reply.status().is_server_error() {
-            tracing::warn!(contract_id, status = %reply.status(), "background drive did not finish");
+        if let Some(code) = unfinished(&result) {
+            tracing::warn!(contract_id, %code, "background drive did not finish");
         }
     }
 
@@ -453,32 +454,15 @@ impl HireService {
     pub async fn worker_callback(
         &self,
         contract_id: &str,
-        headers: &HeaderMap,
+        signature: Result<CallbackSignature, WebhookError>,
         body: &[u8],
         correlation_id: &str,
-    ) -> Reply {
-        match self
-            .worker_callback_checked(contract_id, headers, body, correlation_id)
-            .await
-        {
-            Ok(reply) | Err(reply) => reply,
-        }
-    }
-
-    async fn worker_callback_checked(
-        &self,
-        contract_id: &str,
-        headers: &HeaderMap,
-        body: &[u8],
-        correlation_id: &str,
-    ) -> Result<Reply, Reply> {
+    ) -> Result<CallbackReceipt, HireError> {
         let store = &self.inner.store;
         let contract = store
             .get_contract(contract_id)
             .await?
-            .ok_or(ApiError::NotFound {
-                resource: "contract",
-            })?;
+            .ok_or(HireError::not_found("contract"))?;
         let ctx = Ctx::of(&contract, correlation_id.to_owned(), "gateway".to_owned())?;
         let secret = store
             .worker_callback_secret(&ctx.worker_id)
@@ -487,17 +471,25 @@ impl HireService {
         let secret = WebhookSecret::from_str(secret.reveal())
             .map_err(|e| internal(format!("stored callback secret: {e}")))?;
         let tolerance = Duration::from_secs(self.inner.config.contracts.callback_tolerance_s);
-        let verified = secret
-            .verify_with_tolerance(headers, body, Utc::now(), tolerance)
+        let verified = signature
+            .and_then(|signature| {
+                secret.verify_parts(
+                    &signature.id,
+                    &signature.timestamp,
+                    &signature.signature,
+                    body,
+                    Utc::now(),
+                    tolerance,
+                )
+            })
             .map_err(|error| refused_signature(&error))?;
         let worker_id = ctx.worker_id.as_str();
         if store.callback_seen(worker_id, &verified.id).await? {
-            return Err(Reply::error(
-                StatusCode::CONFLICT,
-                "callback_replayed",
+            return Err(HireError::conflict(
+                ErrorCode::CallbackReplayed,
                 "a callback with this webhook-id was already accepted",
-                json!({"contract_id": contract_id, "webhook_id": verified.id}),
-            ));
+            )
+            .with_details(json!({"contract_id": contract_id, "webhook_id": verified.id})));
         }
         let report: Value = serde_json::from_slice(body).map_err(|e| bad_body(&e.to_string()))?;
         if report.get("contract_id").and_then(Value::as_str) != Some(contract_id) {
@@ -520,13 +512,12 @@ impl HireService {
             .rev()
             .find(|a| a.state == "pending");
         let not_pending = |state: Option<ContractState>| {
-            Reply::error(
-                StatusCode::CONFLICT,
-                "contract_not_pending",
+            HireError::conflict(
+                ErrorCode::ContractNotPending,
                 "the contract is not waiting for this worker's report (it was already \
                  delivered, failed, timed out or cancelled); nothing changed",
-                json!({"contract_id": contract_id, "state": state}),
             )
+            .with_details(json!({"contract_id": contract_id, "state": state}))
         };
         let Some(attempt) = attempt.filter(|_| contract.state == ContractState::Pending) else {
             self.record_late_result(&ctx, Some(contract.state), &verified.id, &report, body)
@@ -537,12 +528,11 @@ impl HireService {
         if let (Some(reported), Some(expected)) = (task_id, attempt.worker_task_id.as_deref())
             && reported != expected
         {
-            return Err(Reply::error(
-                StatusCode::CONFLICT,
-                "callback_task_mismatch",
+            return Err(HireError::conflict(
+                ErrorCode::CallbackTaskMismatch,
                 "the callback names another task than the one the contract waits for",
-                json!({"contract_id": contract_id, "task_id": reported}),
-            ));
+            )
+            .with_details(json!({"contract_id": contract_id, "task_id": reported})));
         }
         if let WorkerAnswer::Pending { progress, .. } = &answer {
             if let Some(progress) = progress.clone() {
@@ -554,10 +544,10 @@ impl HireService {
                 );
                 super::forward::relay_progress(&relay, attempt.attempt_no, progress).await;
             }
-            return Ok(Reply::json(
-                StatusCode::ACCEPTED,
-                json!({"contract_id": contract_id, "status": "noted", "state": contract.state}),
-            ));
+            return Ok(CallbackReceipt::Noted {
+                contract_id: contract_id.to_owned(),
+                state: contract.state,
+            });
         }
         let actor = format!("worker:{worker_id}");
         match self.finish_pending(&ctx, &attempt, answer, &actor).await? {
@@ -578,10 +568,10 @@ impl HireService {
         tokio::spawn(async move {
             service.drive_contract(&owned_id, &owned_correlation).await;
         });
-        Ok(Reply::json(
-            StatusCode::OK,
-            json!({"contract_id": contract_id, "status": "accepted", "state": state}),
-        ))
+        Ok(CallbackReceipt::Applied {
+            contract_id: contract_id.to_owned(),
+            state,
+        })
     }
 }
 
@@ -597,7 +587,7 @@ impl HireService {
         webhook_id: &str,
         report: &Value,
         body: &[u8],
-    ) -> Result<(), Reply> {
+    ) -> Result<(), HireError> {
         let store = &self.inner.store;
         let worker_id = ctx.worker_id.as_str();
         if store.callback_seen(worker_id, webhook_id).await? {
@@ -634,6 +624,19 @@ impl HireService {
     }
 }
 
+/// A callback's Standard Webhooks signature (`webhook-id`, `webhook-timestamp`,
+/// `webhook-signature`), as the transport received it. A transport that cannot read one of
+/// them passes the [`WebhookError`] naming it instead.
+#[derive(Debug, Clone)]
+pub struct CallbackSignature {
+    /// `webhook-id`.
+    pub id: String,
+    /// `webhook-timestamp`.
+    pub timestamp: String,
+    /// `webhook-signature`.
+    pub signature: String,
+}
+
 /// When pending `attempt` must have ended: its start plus the contract's `sla.max_latency_ms`
 /// (the time to answer) plus `sla.poll_window_s` (HIRE's long-running wait).
 pub(super) fn sla_deadline(ctx: &Ctx, attempt: &AttemptRecord) -> DateTime<Utc> {
@@ -648,32 +651,28 @@ fn millis(ms: u64) -> chrono::Duration {
     chrono::Duration::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
-fn bad_body(why: &str) -> Reply {
-    Reply::from(ApiError::BadRequest {
-        code: "invalid_callback_body",
-        message: format!("the callback body is not a hire task report: {why}"),
-    })
+fn bad_body(why: &str) -> HireError {
+    HireError::bad_request(
+        ErrorCode::InvalidCallbackBody,
+        format!("the callback body is not a hire task report: {why}"),
+    )
 }
 
-fn refused_signature(error: &WebhookError) -> Reply {
+fn refused_signature(error: &WebhookError) -> HireError {
     let (code, message) = match error {
         WebhookError::MissingHeader(_) | WebhookError::InvalidHeader(_) => (
-            "callback_unsigned",
+            ErrorCode::CallbackUnsigned,
             "send webhook-id, webhook-timestamp and webhook-signature (Standard Webhooks)",
         ),
         WebhookError::TimestampTooOld | WebhookError::TimestampTooNew => (
-            "callback_timestamp_out_of_window",
+            ErrorCode::CallbackTimestampOutOfWindow,
             "webhook-timestamp is too far from the gateway's clock",
         ),
         WebhookError::NoMatchingSignature => (
-            "callback_signature_invalid",
+            ErrorCode::CallbackSignatureInvalid,
             "webhook-signature does not match the body under the worker's callback secret",
         ),
     };
-    Reply::error(
-        StatusCode::UNAUTHORIZED,
-        code,
-        message,
-        json!({"reason": error.to_string()}),
-    )
+    HireError::new(ErrorKind::Unauthenticated, code, message)
+        .with_details(json!({"reason": error.to_string()}))
 }

@@ -17,10 +17,10 @@
 use hiregate_contracts::{terms::ExecutionTerms, wire::wattswarm::Capabilities};
 use serde_json::json;
 
+use super::error::{ErrorCode, HireError};
 use crate::{
     adapters::read_capabilities,
     adapters::wattswarm::DEFAULT_PROFILE,
-    error::ApiError,
     outbound::OutboundClient,
     registry::model::{Protocol, WorkerListing},
 };
@@ -39,14 +39,16 @@ pub async fn pin(
     client: &OutboundClient,
     listing: &WorkerListing,
     choices: ExecutionChoices<'_>,
-) -> Result<ExecutionTerms, ApiError> {
-    let unsupported = |field: &str| ApiError::UnprocessableWithDetails {
-        code: "option_not_supported",
-        message: format!(
-            "`{field}` does not apply to a `{}` worker",
-            listing.protocol.as_str()
-        ),
-        details: json!({"field": field, "protocol": listing.protocol.as_str()}),
+) -> Result<ExecutionTerms, HireError> {
+    let unsupported = |field: &str| {
+        HireError::unprocessable(
+            ErrorCode::OptionNotSupported,
+            format!(
+                "`{field}` does not apply to a `{}` worker",
+                listing.protocol.as_str()
+            ),
+        )
+        .with_details(json!({"field": field, "protocol": listing.protocol.as_str()}))
     };
     if choices.profile.is_some() && listing.protocol != Protocol::Wattswarm {
         return Err(unsupported("profile"));
@@ -72,14 +74,14 @@ pub async fn pin(
                     wanted.to_owned()
                 }
                 Some(wanted) => {
-                    return Err(ApiError::UnprocessableWithDetails {
-                        code: "profile_not_declared",
-                        message: format!(
+                    return Err(HireError::unprocessable(
+                        ErrorCode::ProfileNotDeclared,
+                        format!(
                             "the executor does not declare the profile `{wanted}` in its \
                              /capabilities"
                         ),
-                        details: json!({"profile": wanted, "declared": capabilities.profiles}),
-                    });
+                    )
+                    .with_details(json!({"profile": wanted, "declared": capabilities.profiles})));
                 }
                 None => capabilities
                     .profiles
@@ -101,11 +103,13 @@ pub async fn pin(
 async fn capabilities(
     client: &OutboundClient,
     listing: &WorkerListing,
-) -> Result<Capabilities, ApiError> {
-    let unavailable = |why: String| ApiError::Unavailable {
-        code: "worker_capabilities_unavailable",
-        message: format!("the executor's /capabilities could not be read: {why}"),
-        retry_after_s: 5,
+) -> Result<Capabilities, HireError> {
+    let unavailable = |why: String| {
+        HireError::unavailable(
+            ErrorCode::WorkerCapabilitiesUnavailable,
+            format!("the executor's /capabilities could not be read: {why}"),
+            5,
+        )
     };
     read_capabilities(client, &listing.endpoint)
         .await

@@ -17,14 +17,18 @@
 //! they release any unforwarded contract: nothing is charged. A slot goes to the contract queued
 //! first (see [`crate::store::Store::start_attempt`]): a later execute cannot jump the queue.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
-use axum::http::StatusCode;
 use chrono::Utc;
 use hiregate_contracts::state::ContractState;
 use serde_json::json;
 
-use super::{HireService, execute::Ctx, reply::Reply};
+use super::{
+    HireService,
+    error::{ErrorCode, ErrorKind, HireError},
+    execute::Ctx,
+    outcome::{HireResult, Outcome, QueuePlace, unfinished},
+};
 use crate::store::{StoreError, WorkerLoad};
 
 /// Queued contracts the dispatcher looks at per round.
@@ -39,7 +43,7 @@ impl HireService {
         in_flight: u32,
         ahead: u32,
         max_parallel: u32,
-    ) -> Result<Reply, Reply> {
+    ) -> HireResult {
         let depth = self.inner.config.contracts.worker_queue_depth;
         let store = &self.inner.store;
         if depth == 0 {
@@ -48,7 +52,7 @@ impl HireService {
                 max_parallel,
                 queued: ahead,
             };
-            return Ok(worker_full(load, depth));
+            return Err(worker_full(load, depth));
         }
         let was_queued = store
             .get_contract(&ctx.contract_id)
@@ -85,27 +89,18 @@ impl HireService {
         let eta_s = rounds.saturating_mul(sla_s);
         let eta_at = Utc::now() + chrono::Duration::seconds(i64::try_from(eta_s).unwrap_or(0));
         let id = ctx.contract_id.as_str();
-        Ok(Reply::json(
-            StatusCode::ACCEPTED,
-            json!({
-                "contract_id": id,
-                "state": "paid",
-                "status": "queued",
-                "message": "the worker is busy: the paid contract waits in its queue and is \
-                            forwarded when a slot frees; cancelling it charges nothing",
-                "queued": {
-                    "position": position,
-                    "queue_depth": depth,
-                    "in_flight": in_flight,
-                    "max_parallel": max_parallel,
-                    "eta_s": eta_s,
-                    "eta_at": eta_at,
-                },
-                "poll_url": self.contract_url(id),
-                "events_url": self.events_url(id),
-            }),
-        )
-        .retry_after(sla_s.clamp(1, 30)))
+        Ok(Outcome::Queued(QueuePlace {
+            contract_id: id.to_owned(),
+            position,
+            queue_depth: depth,
+            in_flight,
+            max_parallel,
+            eta_s,
+            eta_at,
+            poll_url: self.contract_url(id),
+            events_url: self.events_url(id),
+            retry_after: Duration::from_secs(sla_s.clamp(1, 30)),
+        }))
     }
 
     /// One dispatcher round: for each worker with free slots, forward its longest-waiting
@@ -144,20 +139,18 @@ impl HireService {
             let service = self.clone();
             tokio::spawn(async move {
                 let _guard = guard;
-                let reply = match service.inner.store.get_contract(&contract_id).await {
+                let result = match service.inner.store.get_contract(&contract_id).await {
                     Ok(Some(current)) if current.state == ContractState::Paid => {
                         match Ctx::of(&current, String::new(), "gateway".to_owned()) {
-                            Ok(ctx) => match Box::pin(service.drive(&ctx, None)).await {
-                                Ok(reply) | Err(reply) => reply,
-                            },
-                            Err(reply) => reply,
+                            Ok(ctx) => Box::pin(service.drive(&ctx, None)).await,
+                            Err(error) => Err(error),
                         }
                     }
                     Ok(_) => return,
-                    Err(error) => Reply::from(error),
+                    Err(error) => Err(HireError::from(error)),
                 };
-                if reply.status().is_server_error() {
-                    tracing::warn!(contract_id = %contract_id, status = %reply.status(), "queued contract could not be forwarded");
+                if let Some(code) = unfinished(&result) {
+                    tracing::warn!(contract_id = %contract_id, %code, "queued contract could not be forwarded");
                 }
             });
         }
@@ -167,21 +160,21 @@ impl HireService {
 
 /// 429: no free slot and no room in the queue; nothing was paid. Asked before the payment is
 /// verified (see [`super::hireable`]), so nobody pays for a hire that cannot even wait.
-pub(super) fn worker_full(load: WorkerLoad, depth: u32) -> Reply {
-    Reply::error(
-        StatusCode::TOO_MANY_REQUESTS,
-        "too_many_requests",
+pub(super) fn worker_full(load: WorkerLoad, depth: u32) -> HireError {
+    HireError::new(
+        ErrorKind::Busy,
+        ErrorCode::TooManyRequests,
         format!(
             "the worker is at its max_parallel limit ({} contracts in flight) and its queue is \
              full ({} of {depth} waiting); nothing was charged, retry shortly",
             load.in_flight, load.queued
         ),
-        json!({
-            "in_flight": load.in_flight,
-            "max_parallel": load.max_parallel,
-            "queued": load.queued,
-            "queue_depth": depth,
-        }),
     )
-    .retry_after(1)
+    .with_details(json!({
+        "in_flight": load.in_flight,
+        "max_parallel": load.max_parallel,
+        "queued": load.queued,
+        "queue_depth": depth,
+    }))
+    .with_retry_after(Duration::from_secs(1))
 }

@@ -21,8 +21,8 @@ use hiregate_contracts::{
 };
 
 use super::HireService;
+use super::error::{ErrorCode, HireError};
 use crate::{
-    error::ApiError,
     ids::{PrincipalId, WorkerId},
     store::{ContractRecord, ReceiptRecord, StoreError},
 };
@@ -37,11 +37,9 @@ impl HireService {
         &self,
         caller: &PrincipalId,
         contract_id: &str,
-    ) -> Result<ContractRecord, ApiError> {
+    ) -> Result<ContractRecord, HireError> {
         let store = &self.inner.store;
-        let not_found = || ApiError::NotFound {
-            resource: "contract",
-        };
+        let not_found = || HireError::not_found("contract");
         let contract = store
             .get_contract(contract_id)
             .await?
@@ -49,7 +47,7 @@ impl HireService {
         let allowed = if caller.is_seeker() {
             contract.seeker_id == caller.as_str()
         } else {
-            let worker_id = WorkerId::from_str(&contract.worker_id).map_err(ApiError::internal)?;
+            let worker_id = WorkerId::from_str(&contract.worker_id).map_err(HireError::internal)?;
             store
                 .get_worker(&worker_id)
                 .await?
@@ -68,18 +66,18 @@ impl HireService {
         &self,
         caller: &PrincipalId,
         contract_id: &str,
-    ) -> Result<ReceiptRecord, ApiError> {
+    ) -> Result<ReceiptRecord, HireError> {
         let contract = self.contract_for_party(caller, contract_id).await?;
-        self.receipt_of(&contract)
-            .await?
-            .ok_or_else(|| ApiError::Conflict {
-                code: "contract_not_terminal",
-                message: format!(
+        self.receipt_of(&contract).await?.ok_or_else(|| {
+            HireError::conflict(
+                ErrorCode::ContractNotTerminal,
+                format!(
                     "contract is `{}`: a receipt is issued once it is settled, voided, failed, \
                      cancelled or expired",
                     contract.state
                 ),
-            })
+            )
+        })
     }
 
     /// The receipt of `contract`, issuing and storing it on first use; `None` while the
@@ -87,7 +85,7 @@ impl HireService {
     pub(crate) async fn receipt_of(
         &self,
         contract: &ContractRecord,
-    ) -> Result<Option<ReceiptRecord>, ApiError> {
+    ) -> Result<Option<ReceiptRecord>, HireError> {
         let store = &self.inner.store;
         let state = contract.state;
         if !state.is_terminal() {
@@ -118,7 +116,7 @@ impl HireService {
             .inner
             .keys
             .sign_json(RECEIPT_TOKEN_TYPE, &receipt)
-            .map_err(ApiError::internal)?;
+            .map_err(HireError::internal)?;
         let stored = store
             .insert_receipt_once(&ReceiptRecord {
                 contract_id: contract.contract_id.clone(),
@@ -136,7 +134,7 @@ impl HireService {
         contract: &ContractRecord,
         outcome: ContractState,
         iat: i64,
-    ) -> Result<Receipt, ApiError> {
+    ) -> Result<Receipt, HireError> {
         let store = &self.inner.store;
         let id = contract.contract_id.as_str();
         let payment = store.payment_of_contract(id).await?;
@@ -144,7 +142,7 @@ impl HireService {
         let verification = store.latest_verification(id).await?;
         let dispute = store.dispute_of_contract(id).await?;
         let corrupt = |what: &str| {
-            ApiError::from(StoreError::corrupt(
+            HireError::from(StoreError::corrupt(
                 "contract",
                 &format!("{id}: stored {what} is not a valid digest"),
             ))
@@ -152,7 +150,7 @@ impl HireService {
         let digest = |raw: &str, what: &str| Digest::from_str(raw).map_err(|_| corrupt(what));
         Ok(Receipt {
             iss: ISSUER.to_owned(),
-            sub: ContractId::from_str(id).map_err(ApiError::internal)?,
+            sub: ContractId::from_str(id).map_err(HireError::internal)?,
             iat,
             terms_hash: digest(&contract.terms_hash, "terms_hash")?,
             outcome,
@@ -200,7 +198,7 @@ impl HireService {
         &self,
         caller: &PrincipalId,
         contract_id: &str,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, HireError> {
         let contract = self.contract_for_party(caller, contract_id).await?;
         let store = &self.inner.store;
         let mut out = String::new();

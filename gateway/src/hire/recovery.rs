@@ -29,9 +29,9 @@ use serde_json::json;
 
 use super::{
     HireService,
+    error::{ErrorKind, HireError},
     execute::{Ctx, Step, internal},
     judge::stored_deliverable,
-    reply::Reply,
 };
 use crate::store::{ContractRecord, StoreError};
 
@@ -65,8 +65,8 @@ impl HireService {
                 match self.resume(&contract, state).await {
                     Ok(true) => resumed += 1,
                     Ok(false) => {}
-                    Err(reply) => {
-                        tracing::warn!(contract_id = %contract.contract_id, state = state.as_str(), status = %reply.status(), "stale contract not resumed");
+                    Err(error) => {
+                        tracing::warn!(contract_id = %contract.contract_id, state = state.as_str(), code = %error.code, "stale contract not resumed");
                     }
                 }
             }
@@ -92,7 +92,11 @@ impl HireService {
     }
 
     /// Take `contract` over if it is really stale and nobody beat us to it, then resume it.
-    async fn resume(&self, contract: &ContractRecord, state: ContractState) -> Result<bool, Reply> {
+    async fn resume(
+        &self,
+        contract: &ContractRecord,
+        state: ContractState,
+    ) -> Result<bool, HireError> {
         let lock = self.inner.locks.lock_of(&contract.contract_id);
         // An execute (or another loop) of this instance is working on it: not stale.
         let Ok(_guard) = lock.try_lock_owned() else {
@@ -157,13 +161,19 @@ impl HireService {
         };
         if let Step::Again = step {
             // Carry on as an execute would: forward a paid contract, settle an accepted one.
-            self.drive(&ctx, None).await?;
+            // What it answers (a refusal, work under way) is the execute's to show; only a
+            // fault of the gateway means the contract was not resumed.
+            if let Err(error) = self.drive(&ctx, None).await
+                && error.kind == ErrorKind::Internal
+            {
+                return Err(error);
+            }
         }
         Ok(true)
     }
 
     /// `executing` left behind: ask the worker again for the contract's latest attempt.
-    async fn resume_attempt(&self, ctx: &Ctx) -> Result<Step, Reply> {
+    async fn resume_attempt(&self, ctx: &Ctx) -> Result<Step, HireError> {
         let store = &self.inner.store;
         let attempt = store
             .list_attempts(&ctx.contract_id)

@@ -21,14 +21,11 @@ use hiregate_payments::{EscrowError, Reason, auth_capture::Refusal};
 
 use super::{
     HireService,
+    error::{ErrorCode, HireError},
     escrow::{EscrowView, EscrowedPayment},
     execute::{Ctx, internal},
-    reply::Reply,
 };
-use crate::{
-    error::ApiError,
-    store::{PaymentRecord, StoreError},
-};
+use crate::store::{PaymentRecord, StoreError};
 
 /// Payments handled per sweep round.
 const BATCH: u32 = 50;
@@ -42,7 +39,7 @@ impl HireService {
         ctx: &Ctx,
         payment: &PaymentRecord,
         reason: &str,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), HireError> {
         let store = &self.inner.store;
         store
             .set_payment_release(&payment.payment_id, "voiding", None, Utc::now())
@@ -92,7 +89,7 @@ impl HireService {
         escrowed: &EscrowedPayment<'_>,
         view: EscrowView,
         reason: &str,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), HireError> {
         let (state, transaction, kind, actor) = match view {
             EscrowView::Voided { transaction } => {
                 ("voided", transaction, "payment_voided", "gateway")
@@ -146,7 +143,7 @@ impl HireService {
 
     /// An escrowed rejection whose dispute window is over (or that had none): `rejected →
     /// voided`, and the escrow's void.
-    pub(super) async fn void_rejected(&self, ctx: &Ctx) -> Result<(), Reply> {
+    pub(super) async fn void_rejected(&self, ctx: &Ctx) -> Result<(), HireError> {
         let Some(payment) = self
             .inner
             .store
@@ -179,7 +176,7 @@ impl HireService {
         from: ContractState,
         payment: &PaymentRecord,
         transaction: Option<alloy::primitives::TxHash>,
-    ) -> Result<(), Reply> {
+    ) -> Result<(), HireError> {
         let transaction = transaction.map(|tx| tx.to_string());
         if from.holds_authorization() {
             self.transition(
@@ -213,42 +210,40 @@ impl HireService {
         contract_id: &str,
         reason: &str,
         correlation_id: String,
-    ) -> Result<serde_json::Value, ApiError> {
+    ) -> Result<serde_json::Value, HireError> {
         let store = &self.inner.store;
         let lock = self.inner.locks.lock_of(contract_id);
         let _guard = lock.lock_owned().await;
         let contract = store
             .get_contract(contract_id)
             .await?
-            .ok_or(ApiError::NotFound {
-                resource: "contract",
-            })?;
+            .ok_or(HireError::not_found("contract"))?;
         let ctx = Ctx::of(&contract, correlation_id, "arbiter".to_owned())
-            .map_err(|_| ApiError::internal(anyhow::anyhow!("stored contract does not parse")))?;
+            .map_err(|_| HireError::internal(anyhow::anyhow!("stored contract does not parse")))?;
         let Some(escrow_terms) = ctx.terms.escrow() else {
-            return Err(ApiError::ConflictWithDetails {
-                code: "refund_not_possible",
-                message: "only escrowed (auth-capture) contracts can be refunded".to_owned(),
-                details: json!({"scheme": "exact"}),
-            });
+            return Err(HireError::conflict(
+                ErrorCode::RefundNotPossible,
+                "only escrowed (auth-capture) contracts can be refunded".to_owned(),
+            )
+            .with_details(json!({"scheme": "exact"})));
         };
         let payment = store
             .payment_of_contract(contract_id)
             .await?
-            .ok_or_else(|| ApiError::internal(anyhow::anyhow!("settled contract, no payment")))?;
+            .ok_or_else(|| HireError::internal(anyhow::anyhow!("settled contract, no payment")))?;
         if contract.state == ContractState::Refunded {
             return Ok(
                 json!({"contract_id": contract_id, "state": contract.state, "refund_transaction": payment.release_tx}),
             );
         }
         if contract.state != ContractState::Settled {
-            return Err(ApiError::ConflictWithDetails {
-                code: "refund_not_possible",
-                message: "only a settled (captured) contract can be refunded; void applies \
+            return Err(HireError::conflict(
+                ErrorCode::RefundNotPossible,
+                "only a settled (captured) contract can be refunded; void applies \
                           before"
                     .to_owned(),
-                details: json!({"state": contract.state}),
-            });
+            )
+            .with_details(json!({"state": contract.state})));
         }
         // The escrow judges the deadline by its block time, which may run ahead of ours.
         let refund_deadline = escrow_terms.refund_deadline_unix();
@@ -261,7 +256,7 @@ impl HireService {
         }
         let escrowed = self
             .escrowed_payment(&ctx, &payment)
-            .map_err(|why| ApiError::internal(anyhow::anyhow!(why)))?;
+            .map_err(|why| HireError::internal(anyhow::anyhow!(why)))?;
         self.send_refund(&ctx, &payment, &escrowed, refund_deadline)
             .await?;
         match self
@@ -274,13 +269,13 @@ impl HireService {
                 "refund_transaction": transaction,
                 "amount": payment.amount,
             })),
-            None => Err(ApiError::Unavailable {
-                code: "refund_pending",
-                message: "the refund was sent but is not confirmed on chain yet; it is \
+            None => Err(HireError::unavailable(
+                ErrorCode::RefundPending,
+                "the refund was sent but is not confirmed on chain yet; it is \
                           reconciled in the background"
                     .to_owned(),
-                retry_after_s: 5,
-            }),
+                5,
+            )),
         }
     }
 
@@ -292,14 +287,14 @@ impl HireService {
         payment: &PaymentRecord,
         escrowed: &EscrowedPayment<'_>,
         refund_deadline: u64,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), HireError> {
         let amount = escrowed.payment.payload.authorization.value.get();
         match self.escrow_view(escrowed).await {
             Ok(EscrowView::Captured { refunded, .. }) if refunded >= amount => return Ok(()),
             Ok(EscrowView::Captured { .. }) => {}
             Ok(other) => {
                 tracing::error!(contract_id = %ctx.contract_id, view = ?other, "settled contract whose escrow shows no capture");
-                return Err(ApiError::internal(anyhow::anyhow!(
+                return Err(HireError::internal(anyhow::anyhow!(
                     "the escrow shows no capture for a settled contract"
                 )));
             }
@@ -391,7 +386,7 @@ impl HireService {
         payment: &PaymentRecord,
         escrowed: &EscrowedPayment<'_>,
         reason: &str,
-    ) -> Result<Option<String>, ApiError> {
+    ) -> Result<Option<String>, HireError> {
         let amount = escrowed.payment.payload.authorization.value.get();
         let Ok(EscrowView::Captured {
             refunded,
@@ -420,7 +415,7 @@ impl HireService {
             None,
         )
         .await
-        .map_err(|_| ApiError::internal(anyhow::anyhow!("refund transition failed")))?;
+        .map_err(|_| HireError::internal(anyhow::anyhow!("refund transition failed")))?;
         self.inner
             .store
             .set_payment_release(
@@ -446,8 +441,8 @@ impl HireService {
             .await?
         {
             looked += 1;
-            if let Err(reply) = self.resume_release(&payment).await {
-                tracing::warn!(payment_id = %payment.payment_id, status = %reply.status(), "escrow release not resumed");
+            if let Err(error) = self.resume_release(&payment).await {
+                tracing::warn!(payment_id = %payment.payment_id, code = %error.code, "escrow release not resumed");
             }
         }
         for payment in store
@@ -457,8 +452,8 @@ impl HireService {
             .await?
         {
             looked += 1;
-            if let Err(reply) = self.notice_reclaim(&payment).await {
-                tracing::warn!(payment_id = %payment.payment_id, status = %reply.status(), "reclaim check failed");
+            if let Err(error) = self.notice_reclaim(&payment).await {
+                tracing::warn!(payment_id = %payment.payment_id, code = %error.code, "reclaim check failed");
             }
         }
         Ok(looked)
@@ -468,7 +463,7 @@ impl HireService {
         &self,
         payment: &PaymentRecord,
         prefix: &str,
-    ) -> Result<Option<(Ctx, ContractState)>, Reply> {
+    ) -> Result<Option<(Ctx, ContractState)>, HireError> {
         let Some(contract) = self.inner.store.get_contract(&payment.contract_id).await? else {
             return Ok(None);
         };
@@ -481,7 +476,7 @@ impl HireService {
         Ok(Some((ctx, state)))
     }
 
-    async fn resume_release(&self, payment: &PaymentRecord) -> Result<(), Reply> {
+    async fn resume_release(&self, payment: &PaymentRecord) -> Result<(), HireError> {
         let lock = self.inner.locks.lock_of(&payment.contract_id);
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(());
@@ -494,8 +489,7 @@ impl HireService {
             // Not on chain yet: it stays `refunding` (a transaction may still be mined); the
             // arbiter's next call resends only what the events do not show.
             self.finish_refund(&ctx, payment, &escrowed, "resumed")
-                .await
-                .map_err(Reply::from)?;
+                .await?;
             return Ok(());
         }
         if state.holds_authorization() {
@@ -505,7 +499,7 @@ impl HireService {
         self.release_escrow(&ctx, payment, "resumed").await
     }
 
-    async fn notice_reclaim(&self, payment: &PaymentRecord) -> Result<(), Reply> {
+    async fn notice_reclaim(&self, payment: &PaymentRecord) -> Result<(), HireError> {
         let lock = self.inner.locks.lock_of(&payment.contract_id);
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(());
@@ -527,20 +521,20 @@ impl HireService {
     }
 }
 
-fn chain_unavailable() -> ApiError {
-    ApiError::Unavailable {
-        code: "chain_unavailable",
-        message: "the chain cannot be asked now; nothing was sent".to_owned(),
-        retry_after_s: 5,
-    }
+fn chain_unavailable() -> HireError {
+    HireError::unavailable(
+        ErrorCode::ChainUnavailable,
+        "the chain cannot be asked now; nothing was sent".to_owned(),
+        5,
+    )
 }
 
-fn refund_window_closed(refund_deadline: u64) -> ApiError {
-    ApiError::ConflictWithDetails {
-        code: "refund_window_closed",
-        message: "the escrow's refund deadline has passed by the chain's clock".to_owned(),
-        details: json!({"refund_deadline": refund_deadline}),
-    }
+fn refund_window_closed(refund_deadline: u64) -> HireError {
+    HireError::conflict(
+        ErrorCode::RefundWindowClosed,
+        "the escrow's refund deadline has passed by the chain's clock".to_owned(),
+    )
+    .with_details(json!({"refund_deadline": refund_deadline}))
 }
 
 /// The answer to a refund the escrow refused (in simulation, or its approval's), by the
@@ -553,39 +547,38 @@ fn refund_refusal(
     operator: alloy::primitives::Address,
     amount: &str,
     refund_deadline: u64,
-) -> ApiError {
+) -> HireError {
     let message = refusal.message.clone();
     match refusal.reason {
         Reason::RefundDeadlineExpired => refund_window_closed(refund_deadline),
-        Reason::RefundNotFunded | Reason::InsufficientBalance => ApiError::ConflictWithDetails {
-            code: "refund_not_funded",
-            message: "the operator's wallet cannot fund the refund; nothing was refunded"
-                .to_owned(),
-            details: json!({
-                "operator": operator.to_checksum(None),
-                "amount": amount,
-                "escrow_message": message,
-            }),
-        },
-        ref reason => ApiError::ConflictWithDetails {
-            code: escrow_code(reason),
-            message: format!("the escrow refuses the refund ({reason}); nothing was refunded"),
-            details: json!({"reason": reason.as_str(), "escrow_message": message}),
-        },
+        Reason::RefundNotFunded | Reason::InsufficientBalance => HireError::conflict(
+            ErrorCode::RefundNotFunded,
+            "the operator's wallet cannot fund the refund; nothing was refunded".to_owned(),
+        )
+        .with_details(json!({
+            "operator": operator.to_checksum(None),
+            "amount": amount,
+            "escrow_message": message,
+        })),
+        ref reason => HireError::conflict(
+            escrow_code(reason),
+            format!("the escrow refuses the refund ({reason}); nothing was refunded"),
+        )
+        .with_details(json!({"reason": reason.as_str(), "escrow_message": message})),
     }
 }
 
-/// The escrow's stable reason as a `'static` error code (`refund_refused` for one outside the
-/// escrow's vocabulary).
-fn escrow_code(reason: &Reason) -> &'static str {
+/// The escrow's stable reason as an error code (`refund_refused` for one outside the escrow's
+/// vocabulary).
+fn escrow_code(reason: &Reason) -> ErrorCode {
     match reason {
-        Reason::RefundExceedsCapture => "refund_exceeds_capture",
-        Reason::InvalidCaptureAuthorizer => "invalid_capture_authorizer",
-        Reason::InvalidCollector => "invalid_collector",
-        Reason::TokenCollectionFailed => "token_collection_failed",
-        Reason::InvalidAuthCaptureExtra => "invalid_auth_capture_extra",
-        Reason::ZeroAuthorization => "zero_authorization",
-        Reason::AmountOverflow => "amount_overflow",
-        _ => "refund_refused",
+        Reason::RefundExceedsCapture => ErrorCode::RefundExceedsCapture,
+        Reason::InvalidCaptureAuthorizer => ErrorCode::InvalidCaptureAuthorizer,
+        Reason::InvalidCollector => ErrorCode::InvalidCollector,
+        Reason::TokenCollectionFailed => ErrorCode::TokenCollectionFailed,
+        Reason::InvalidAuthCaptureExtra => ErrorCode::InvalidAuthCaptureExtra,
+        Reason::ZeroAuthorization => ErrorCode::ZeroAuthorization,
+        Reason::AmountOverflow => ErrorCode::AmountOverflow,
+        _ => ErrorCode::RefundRefused,
     }
 }

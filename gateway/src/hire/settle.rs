@@ -41,14 +41,11 @@ use serde_json::json;
 
 use super::{
     HireService,
+    error::HireError,
     escrow::{CaptureOrder, EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
-    reply::Reply,
 };
-use crate::{
-    error::ApiError,
-    store::{PaymentRecord, SettlementOutcome, Transition},
-};
+use crate::store::{PaymentRecord, SettlementOutcome, Transition};
 
 /// What the gateway concluded about one settlement.
 pub(super) enum Decision {
@@ -96,7 +93,7 @@ impl HireService {
     /// Settle the contract's payment from `from` (`accepted`, `disputed`,
     /// `settlement_unknown`, or `settling` taken over after a crash), deciding the outcome
     /// from the chain.
-    pub(super) async fn settle(&self, ctx: &Ctx, from: ContractState) -> Result<Step, Reply> {
+    pub(super) async fn settle(&self, ctx: &Ctx, from: ContractState) -> Result<Step, HireError> {
         let inner = &self.inner;
         let payment = inner
             .store
@@ -121,7 +118,7 @@ impl HireService {
                 Err(why) => {
                     if from == ContractState::SettlementUnknown {
                         tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "capture still unknown");
-                        return Ok(Step::Done(self.in_progress(ctx, from)));
+                        return Ok(Step::Done(Ok(self.in_progress(ctx, from))));
                     }
                 }
             }
@@ -151,7 +148,7 @@ impl HireService {
                     );
                     if from == ContractState::SettlementUnknown {
                         tracing::info!(contract_id = %ctx.contract_id, %reason, "settlement waits for the chain's clock");
-                        return Ok(Step::Done(self.in_progress(ctx, from)));
+                        return Ok(Step::Done(Ok(self.in_progress(ctx, from))));
                     }
                     let decision = Decision::Unknown {
                         reason,
@@ -162,7 +159,7 @@ impl HireService {
                 ChainView::Anomaly(why) | ChainView::Unreachable(why) => {
                     if from == ContractState::SettlementUnknown {
                         tracing::warn!(contract_id = %ctx.contract_id, reason = %why, "settlement still unknown");
-                        return Ok(Step::Done(self.in_progress(ctx, from)));
+                        return Ok(Step::Done(Ok(self.in_progress(ctx, from))));
                     }
                 }
             }
@@ -201,9 +198,7 @@ impl HireService {
                 Transition::Applied { .. } => {}
                 Transition::StateMismatch { .. } => return Ok(Step::Again),
                 Transition::NotFound => {
-                    return Err(Reply::from(ApiError::NotFound {
-                        resource: "contract",
-                    }));
+                    return Err(HireError::not_found("contract"));
                 }
             }
         }
@@ -215,7 +210,7 @@ impl HireService {
         &'a self,
         ctx: &Ctx,
         payment: &PaymentRecord,
-    ) -> Result<Option<EscrowedPayment<'a>>, Reply> {
+    ) -> Result<Option<EscrowedPayment<'a>>, HireError> {
         match ctx.terms.escrow() {
             Some(_) => self
                 .escrowed_payment(ctx, payment)
@@ -232,7 +227,7 @@ impl HireService {
         ctx: &Ctx,
         payment: &PaymentRecord,
         escrowed: Option<&EscrowedPayment<'_>>,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let decision = self.settlement_decision(ctx, payment, escrowed).await;
         self.record_settlement(ctx, ContractState::Settling, payment, decision)
             .await
@@ -251,7 +246,7 @@ impl HireService {
         ctx: &Ctx,
         payment: &PaymentRecord,
         escrowed: Option<&EscrowedPayment<'_>>,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let now = Utc::now();
         let grace = chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
             .unwrap_or(chrono::Duration::zero());
@@ -262,9 +257,9 @@ impl HireService {
             .await?
         else {
             // Retried less than the grace ago (here or on another instance), or moved on.
-            return Ok(Step::Done(
-                self.in_progress(ctx, ContractState::SettlementUnknown),
-            ));
+            return Ok(Step::Done(Ok(
+                self.in_progress(ctx, ContractState::SettlementUnknown)
+            )));
         };
         tracing::info!(contract_id = %ctx.contract_id, retry, "settlement retried");
         let decision = self.settlement_decision(ctx, payment, escrowed).await;
@@ -568,7 +563,7 @@ impl HireService {
         from: ContractState,
         payment: &PaymentRecord,
         decision: Decision,
-    ) -> Result<Step, Reply> {
+    ) -> Result<Step, HireError> {
         let (state, kind, transaction, response, details) = match decision {
             Decision::Reclaimed { transaction } => {
                 return self
@@ -628,7 +623,7 @@ impl HireService {
                     Utc::now(),
                 )
                 .await?;
-            return Ok(Step::Done(self.in_progress(ctx, state)));
+            return Ok(Step::Done(Ok(self.in_progress(ctx, state))));
         }
         let record = self.event(ctx, "gateway", kind.name(), details);
         let applied = self
@@ -659,7 +654,7 @@ impl HireService {
         if state == ContractState::SettlementUnknown {
             // Retrying at once would most likely meet the same trouble; the settlement sweep
             // asks the chain again after `contracts.recovery_grace_ms`.
-            return Ok(Step::Done(self.in_progress(ctx, state)));
+            return Ok(Step::Done(Ok(self.in_progress(ctx, state))));
         }
         Ok(Step::Again)
     }

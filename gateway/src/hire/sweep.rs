@@ -41,8 +41,8 @@ impl HireService {
                     tracing::info!(contract_id = %contract.contract_id, %state, "sweep settled");
                 }
                 Ok(None) => {}
-                Err(reply) => {
-                    tracing::warn!(contract_id = %contract.contract_id, status = %reply.status(), "sweep could not settle");
+                Err(error) => {
+                    tracing::warn!(contract_id = %contract.contract_id, code = %error.code, "sweep could not settle");
                 }
             }
         }

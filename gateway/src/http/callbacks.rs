@@ -9,10 +9,12 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use hiregate_contracts::id::ContractId;
+use hiregate_worker_sdk::webhook::{HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, WebhookError};
 
+use super::answers;
 use super::extract::AppPath;
 use super::openapi::{ErrorBody, Routes, post};
-use crate::{error::ApiError, state::AppState};
+use crate::{error::ApiError, hire::pending::CallbackSignature, state::AppState};
 
 /// The worker callback route.
 pub fn router() -> Routes {
@@ -59,9 +61,29 @@ pub(crate) async fn worker_callback(
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map_or_else(|| format!("req_{}", ulid::Ulid::new()), str::to_owned);
-    state
-        .hire
-        .worker_callback(contract_id.as_str(), &headers, &body, &correlation_id)
-        .await
-        .into_response()
+    let signature = callback_signature(&headers);
+    answers::callback_receipt(
+        state
+            .hire
+            .worker_callback(contract_id.as_str(), signature, &body, &correlation_id)
+            .await,
+    )
+}
+
+/// The Standard Webhooks headers of a callback, or the first one missing or unreadable (in
+/// the order the standard checks them).
+fn callback_signature(headers: &HeaderMap) -> Result<CallbackSignature, WebhookError> {
+    let header = |name: &'static str| -> Result<String, WebhookError> {
+        headers
+            .get(name)
+            .ok_or(WebhookError::MissingHeader(name))?
+            .to_str()
+            .map(str::to_owned)
+            .map_err(|_| WebhookError::InvalidHeader(name))
+    };
+    Ok(CallbackSignature {
+        id: header(HEADER_ID)?,
+        timestamp: header(HEADER_TIMESTAMP)?,
+        signature: header(HEADER_SIGNATURE)?,
+    })
 }

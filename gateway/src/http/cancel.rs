@@ -8,6 +8,7 @@ use axum::{
 };
 use hiregate_contracts::id::ContractId;
 
+use super::answers;
 use super::extract::{AppPath, Seeker};
 use super::openapi::{ErrorBody, Routes, post};
 use crate::{error::ApiError, state::AppState};
@@ -47,9 +48,10 @@ pub(crate) async fn cancel_contract(
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map_or_else(|| format!("req_{}", ulid::Ulid::new()), str::to_owned);
-    state
-        .hire
-        .cancel_contract(&seeker.principal_id, contract_id.as_str(), &correlation_id)
-        .await
-        .into_response()
+    answers::cancellation(
+        state
+            .hire
+            .cancel_contract(&seeker.principal_id, contract_id.as_str(), &correlation_id)
+            .await,
+    )
 }

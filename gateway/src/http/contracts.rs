@@ -16,6 +16,7 @@ use hiregate_contracts::id::ContractId;
 use serde::Deserialize;
 
 use super::{
+    answers,
     extract::{AppJson, AppPath, AppQuery, Caller, Party, Seeker},
     openapi::{ErrorBody, Routes, get, post},
 };
@@ -362,7 +363,7 @@ async fn execute(
             .into_response();
         }
     };
-    state
+    let execution = state
         .hire
         .execute(ExecuteRequest {
             contract_id,
@@ -372,8 +373,8 @@ async fn execute(
             correlation_id: correlation_id(&headers),
             secrets,
         })
-        .await
-        .into_response()
+        .await;
+    answers::execution(execution)
 }
 
 /// `GET /.well-known/jwks.json`: the keys that verify contract tokens.

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod agent_cards;
+pub mod answers;
 pub mod assets;
 pub mod callbacks;
 pub mod cancel;
@@ -157,8 +158,8 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
                 header::LOCATION,
             ]
             .into_iter()
-            .chain(crate::hire::reply::INFORMATIONAL_HEADERS)
-            .chain(crate::hire::reply::HIRE_TRACKING_HEADERS)
+            .chain(answers::INFORMATIONAL_HEADERS)
+            .chain(answers::HIRE_TRACKING_HEADERS)
             .collect::<Vec<_>>(),
         )
         .max_age(Duration::from_secs(600))
