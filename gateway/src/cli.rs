@@ -119,7 +119,8 @@ pub enum Command {
     /// seeker key of `HIREGATE_SEEKER_KEY` (as `hiregate seeker`) and the wallet and limits of
     /// the `[mcp]` section (the day's spending is read from the configured database).
     Mcp {
-        /// Base URL of the gateway.
+        /// Public base URL of the gateway (what the tools' answers point to); the tools run the
+        /// engine in this process on the gateway's configuration.
         #[arg(
             long,
             env = "HIREGATE_GATEWAY_URL",
@@ -353,16 +354,22 @@ async fn mcp_command(settings: Settings, gateway: url::Url) -> anyhow::Result<Ex
 
     let seeker_key = crate::seeker_cli::seeker_key_from_env()
         .with_context(|| format!("no seeker key: set {}", crate::seeker_cli::SEEKER_KEY_ENV))?;
-    let store = Store::connect(&settings.database)
-        .await
-        .context("cannot open the database")?;
     let wallet = crate::mcp::McpWallet::from_settings(&settings.mcp);
-    let server = crate::mcp::HiregateMcp::over_stdio(gateway, seeker_key, wallet, store.clone())
+    // The tools call the engine in this process, on the gateway's configuration: its database,
+    // chains and signing key, with `gateway` as the public URL its answers point to.
+    let services = crate::startup::build_services(
+        settings,
+        crate::startup::AppOptions::default(),
+        crate::seeker_cli::with_trailing_slash(gateway),
+    )
+    .await
+    .context("cannot start the engine (database, chains, signing key)")?;
+    let server = crate::mcp::HiregateMcp::over_stdio(services.clone(), seeker_key, wallet)
         .serve(rmcp::transport::stdio())
         .await
         .context("the MCP client did not initialize")?;
     server.waiting().await.context("the MCP session failed")?;
-    store.close().await;
+    services.store.close().await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::{
     auth::Role,
-    hire::error::HireError,
+    hire::error::{ErrorKind, HireError},
     http::answers,
     registry::{
         RegistryError,
@@ -280,30 +280,55 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// `{"code", "message", "details"}`, as the answer's `error` shows it (the MCP server's
+    /// tool errors carry it too).
+    pub fn error_object(&self) -> Value {
+        match self {
+            Self::Hire(error) => json!({
+                "code": error.code.as_str(),
+                "message": error.message,
+                "details": error.details_or_empty(),
+            }),
+            other => json!({
+                "code": other.code(),
+                "message": other.to_string(),
+                "details": other.details(),
+            }),
+        }
+    }
+
+    /// Log a fault of the gateway with its cause (the answer stays opaque): in the request's
+    /// span, or the tool call's.
+    pub fn log_if_fault(&self) {
+        let status = self.status();
+        if !status.is_server_error()
+            || matches!(self, Self::RequestTimeout | Self::Unavailable { .. })
+        {
+            return;
+        }
+        let cause = match self {
+            Self::Internal(error) => format!("{error:#}"),
+            Self::Store(error) => error_chain(error),
+            Self::Hire(error) if error.kind != ErrorKind::Internal => return,
+            Self::Hire(error) => error
+                .cause
+                .as_ref()
+                .map_or_else(|| error.message.clone(), |cause| format!("{cause:#}")),
+            other => other.to_string(),
+        };
+        tracing::error!(error.message = %self, error.cause_chain = %cause, "request failed");
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if let Self::Hire(error) = self {
             return answers::hire_error(&error);
         }
         let status = self.status();
-        if status.is_server_error()
-            && !matches!(self, Self::RequestTimeout | Self::Unavailable { .. })
-        {
-            // The response stays opaque; the cause goes to the log, in the request's span.
-            let cause = match &self {
-                Self::Internal(error) => format!("{error:#}"),
-                Self::Store(error) => error_chain(error),
-                other => other.to_string(),
-            };
-            tracing::error!(error.message = %self, error.cause_chain = %cause, "request failed");
-        }
-        let body = json!({
-            "error": {
-                "code": self.code(),
-                "message": self.to_string(),
-                "details": self.details(),
-            }
-        });
+        self.log_if_fault();
+        let body = json!({ "error": self.error_object() });
         let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();
         if status == StatusCode::UNAUTHORIZED {

@@ -1,9 +1,12 @@
 //! The MCP server: hiregate's seeker side as Model Context Protocol tools, served over
 //! streamable HTTP at `/mcp` (behind the seeker's API key) and over stdio by `hiregate mcp`.
 //!
-//! The tools are a facade over the gateway's own public HTTP API, called with the caller's
-//! seeker key through the worker SDK's [`SeekerClient`], so every rule of the API applies to
-//! them. Only `hire` pays, from the wallet of the `[mcp]` section; before signing anything it
+//! The tools call the engine directly (the hire service, the registry's discovery, the
+//! reputation book) as the caller's seeker, the same calls the REST handlers make, so every rule
+//! of the API applies to them; nothing goes through HTTP. Over `/mcp` the caller is the seeker
+//! the request was authenticated as; `hiregate mcp` runs the engine in its own process on the
+//! gateway's configuration (database, chains, signing key) and authenticates its seeker key on
+//! every call. Only `hire` pays, from the wallet of the `[mcp]` section; before signing anything it
 //! checks the 402's amount against `mcp.max_per_hire` and, with the wallet's payments of the last
 //! 24 hours as recorded in the store, against `mcp.max_per_day`. A refusal is a tool error
 //! (`isError: true`) whose code is `spending_limit_exceeded` and whose message and
@@ -13,14 +16,20 @@
 //! lock, so give each instance its own wallet.
 //!
 //! Tool errors carry the API's shape, `{"error": {"code", "message", "details"}}`, arguments that
-//! do not fit a tool's input schema included (`invalid_argument`, see [`Arguments`]).
+//! do not fit a tool's input schema included (`invalid_argument`, see [`Arguments`]). What the
+//! engine refuses is `gateway_error`, with the API's `status` and `error` in its details, as
+//! the API would have answered it.
 
 use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
-use axum::http::{header, request::Parts};
+use axum::http::request::Parts;
 use chrono::Utc;
-use hiregate_worker_sdk::seeker::{SeekerClient, SeekerError};
+use hiregate_payments::{
+    AUTH_CAPTURE_SCHEME, AuthCaptureSignOptions, PaymentPayload, PaymentRequired, encode_header,
+    sign_auth_capture_payment, sign_exact_payment,
+};
+use hiregate_worker_sdk::seeker::ContractView;
 use rmcp::{
     ErrorData, ServerHandler,
     handler::server::{
@@ -36,12 +45,21 @@ use rmcp::{
 use secrecy::ExposeSecret as _;
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
-use url::Url;
 
 use crate::{
+    auth::{ApiKey, Role},
     config::McpSettings,
-    seeker_cli::{ACCEPTED, hire_report, in_progress, with_trailing_slash},
-    store::Store,
+    error::ApiError,
+    hire::{
+        ContractRequest,
+        disputes::DisputeRequest,
+        execute::ExecuteRequest,
+        outcome::{Execution, FailureKind, Outcome},
+    },
+    http::{answers, reputation::reputation_view, workers::discovery_page},
+    ids::PrincipalId,
+    seeker_cli::{ACCEPTED, hire_report, in_progress},
+    state::AppState,
 };
 
 /// How often `hire` looks at a paid contract still in progress.
@@ -86,29 +104,32 @@ impl McpWallet {
     }
 }
 
-/// Where the seeker key of a tool call comes from.
+/// The seeker an `/mcp` request was authenticated as, put in the request's extensions by the
+/// route's seeker check for the tools to act as.
+#[derive(Debug, Clone)]
+pub struct McpSeeker(pub PrincipalId);
+
+/// Who the tools act as.
 #[derive(Clone)]
 enum SeekerKey {
-    /// `/mcp`: the `Authorization` header the request was authenticated with.
+    /// `/mcp`: the seeker each request was authenticated as ([`McpSeeker`]).
     FromRequest,
-    /// stdio: the key `hiregate mcp` was started with.
+    /// stdio: the key `hiregate mcp` was started with, authenticated on every call.
     Fixed(String),
 }
 
 /// The tool handler; one per MCP session, cheap to clone.
 #[derive(Clone)]
 pub struct HiregateMcp {
-    gateway: Url,
+    services: AppState,
     key: SeekerKey,
     wallet: Option<McpWallet>,
-    store: Store,
-    http: reqwest::Client,
 }
 
 impl fmt::Debug for HiregateMcp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HiregateMcp")
-            .field("gateway", &self.gateway.as_str())
+            .field("gateway", &self.services.hire.base_url().as_str())
             .field("wallet", &self.wallet)
             .finish_non_exhaustive()
     }
@@ -139,21 +160,19 @@ impl ToolError {
     }
 }
 
-impl From<SeekerError> for ToolError {
-    fn from(error: SeekerError) -> Self {
-        match error {
-            SeekerError::Api {
-                status,
-                code,
-                message,
-                body,
-            } => Self::new(
-                "gateway_error",
-                format!("{code}: {message}"),
-                json!({"status": status, "gateway_error": body.get("error")}),
-            ),
-            other => Self::new("gateway_unreachable", other.to_string(), Value::Null),
-        }
+impl From<ApiError> for ToolError {
+    /// What the API would have answered: `gateway_error` with its status and error object.
+    fn from(error: ApiError) -> Self {
+        error.log_if_fault();
+        let status = error.status().as_u16();
+        let object = error.error_object();
+        api_error(status, &json!({ "error": object }))
+    }
+}
+
+impl From<crate::hire::error::HireError> for ToolError {
+    fn from(error: crate::hire::error::HireError) -> Self {
+        ApiError::from(error).into()
     }
 }
 
@@ -269,28 +288,21 @@ pub struct DisputeInput {
 
 #[tool_router]
 impl HiregateMcp {
-    /// The handler of `/mcp`: seeker keys come from each request's `Authorization` header.
-    pub fn over_http(gateway: Url, wallet: Option<McpWallet>, store: Store) -> Self {
-        Self::new(gateway, SeekerKey::FromRequest, wallet, store)
-    }
-
-    /// The handler of `hiregate mcp`: every call uses `seeker_key`.
-    pub fn over_stdio(
-        gateway: Url,
-        seeker_key: String,
-        wallet: Option<McpWallet>,
-        store: Store,
-    ) -> Self {
-        Self::new(gateway, SeekerKey::Fixed(seeker_key), wallet, store)
-    }
-
-    fn new(gateway: Url, key: SeekerKey, wallet: Option<McpWallet>, store: Store) -> Self {
+    /// The handler of `/mcp`: each call acts as the seeker its request was authenticated as.
+    pub fn over_http(services: AppState, wallet: Option<McpWallet>) -> Self {
         Self {
-            gateway: with_trailing_slash(gateway),
-            key,
+            services,
+            key: SeekerKey::FromRequest,
             wallet,
-            store,
-            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The handler of `hiregate mcp`: every call acts as the seeker of `seeker_key`.
+    pub fn over_stdio(services: AppState, seeker_key: String, wallet: Option<McpWallet>) -> Self {
+        Self {
+            services,
+            key: SeekerKey::Fixed(seeker_key),
+            wallet,
         }
     }
 
@@ -303,23 +315,22 @@ impl HiregateMcp {
     async fn find_workers(
         &self,
         arguments: Arguments<FindWorkersInput>,
-        extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let input = match arguments.parsed() {
             Ok(input) => input,
             Err(error) => return answer(Err(error)),
         };
-        let mut query: Vec<(&str, String)> = Vec::new();
+        let mut query = serde_json::Map::new();
         if let Some(task_type) = input.task_type {
-            query.push(("task_type", task_type));
+            query.insert("task_type".to_owned(), json!(task_type));
         }
         if let Some(max_price) = input.max_price {
-            query.push(("max_price", max_price));
+            query.insert("max_price".to_owned(), json!(max_price));
         }
         if let Some(min) = input.min_reputation {
-            query.push(("min_pass_rate", min.to_string()));
+            query.insert("min_pass_rate".to_owned(), json!(min));
         }
-        answer(self.get_json("v1/workers", &query, &extensions).await)
+        answer(self.discover(query).await)
     }
 
     #[tool(
@@ -331,7 +342,6 @@ impl HiregateMcp {
     async fn describe_worker(
         &self,
         arguments: Arguments<WorkerIdInput>,
-        extensions: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
         let input = match arguments.parsed() {
             Ok(input) => input,
@@ -339,10 +349,8 @@ impl HiregateMcp {
         };
         let id = input.worker_id.as_str();
         let outcome = async {
-            let listing = self.find_listing(id, &extensions).await?;
-            let reputation = self
-                .get_json(&format!("v1/workers/{id}/reputation"), &[], &extensions)
-                .await?;
+            let listing = self.find_listing(id).await?;
+            let reputation = reputation_view(&self.services, id).await?;
             Ok(json!({"listing": listing, "reputation": reputation}))
         }
         .await;
@@ -365,8 +373,8 @@ impl HiregateMcp {
             Err(error) => return answer(Err(error)),
         };
         let outcome = async {
-            let client = SeekerClient::without_wallet(self.gateway.clone(), self.key(&extensions)?);
-            Ok(client.propose(&input.to_json()).await?.body)
+            let seeker = self.seeker(&extensions).await?;
+            Ok(self.propose(&seeker, &input).await?.1)
         }
         .await;
         answer(outcome)
@@ -405,8 +413,8 @@ impl HiregateMcp {
             Err(error) => return answer(Err(error)),
         };
         let outcome = async {
-            let client = SeekerClient::without_wallet(self.gateway.clone(), self.key(&extensions)?);
-            Ok(client.contract(&input.contract_id).await?.body)
+            let seeker = self.seeker(&extensions).await?;
+            self.contract_view(&seeker, &input.contract_id).await
         }
         .await;
         answer(outcome)
@@ -425,10 +433,8 @@ impl HiregateMcp {
             Err(error) => return answer(Err(error)),
         };
         let outcome = async {
-            let client = SeekerClient::without_wallet(self.gateway.clone(), self.key(&extensions)?);
-            Ok(client
-                .open_dispute(&input.contract_id, &input.reason, input.claim.as_ref())
-                .await?)
+            let seeker = self.seeker(&extensions).await?;
+            self.dispute(&seeker, &input).await
         }
         .await;
         answer(outcome)
@@ -448,67 +454,142 @@ impl ServerHandler for HiregateMcp {
 }
 
 impl HiregateMcp {
-    /// The seeker key of this call.
-    fn key(&self, extensions: &Extensions) -> Result<String, ToolError> {
+    /// The seeker this call acts as.
+    async fn seeker(&self, extensions: &Extensions) -> Result<PrincipalId, ToolError> {
+        let unauthorized = || ToolError::new("unauthorized", "no seeker API key", Value::Null);
         match &self.key {
-            SeekerKey::Fixed(key) => Ok(key.clone()),
             SeekerKey::FromRequest => extensions
                 .get::<Parts>()
-                .and_then(|parts| parts.headers.get(header::AUTHORIZATION))
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "))
-                .map(|key| key.trim().to_owned())
-                .ok_or_else(|| ToolError::new("unauthorized", "no seeker API key", Value::Null)),
+                .and_then(|parts| parts.extensions.get::<McpSeeker>())
+                .map(|seeker| seeker.0.clone())
+                .ok_or_else(unauthorized),
+            // As the API checks a bearer key: malformed or unknown 401, another role 403.
+            SeekerKey::Fixed(key) => {
+                let key = ApiKey::parse(key).map_err(|_| ApiError::InvalidCredentials)?;
+                let record = self
+                    .services
+                    .api_keys
+                    .find(&self.services.store, &key.hash())
+                    .await
+                    .map_err(ApiError::from)?
+                    .ok_or(ApiError::InvalidCredentials)?;
+                if record.role != Role::Seeker {
+                    return Err(ApiError::Forbidden {
+                        required: Role::Seeker,
+                    }
+                    .into());
+                }
+                Ok(record.principal_id)
+            }
         }
+    }
+
+    /// One discovery page, as `GET /v1/workers` with `query` answers it.
+    async fn discover(&self, query: serde_json::Map<String, Value>) -> Result<Value, ToolError> {
+        let query = serde_json::from_value(Value::Object(query))
+            .map_err(|error| ApiError::InvalidQuery(error.to_string()))?;
+        let page = discovery_page(&self.services, query).await?;
+        serde_json::to_value(page).map_err(|error| ApiError::internal(error).into())
     }
 
     /// The listing `id` as discovery shows it to seekers (`GET /v1/workers/{id}` is the
     /// operator's view), page by page.
-    async fn find_listing(&self, id: &str, extensions: &Extensions) -> Result<Value, ToolError> {
-        let mut query = vec![("limit", "200".to_owned())];
+    async fn find_listing(&self, id: &str) -> Result<Value, ToolError> {
+        let mut after: Option<String> = None;
         loop {
-            let page = self.get_json("v1/workers", &query, extensions).await?;
+            let mut query = serde_json::Map::new();
+            query.insert("limit".to_owned(), json!(200));
+            if let Some(after) = &after {
+                query.insert("after".to_owned(), json!(after));
+            }
+            let page = self.discover(query).await?;
             if let Some(listing) = page["workers"]
                 .as_array()
                 .and_then(|workers| workers.iter().find(|worker| worker["id"] == id))
             {
                 return Ok(listing.clone());
             }
-            let Some(after) = page["next_after"].as_str() else {
+            let Some(next) = page["next_after"].as_str() else {
                 return Err(ToolError::new(
                     "not_found",
                     format!("no listed worker {id}"),
                     json!({"worker_id": id}),
                 ));
             };
-            query = vec![("limit", "200".to_owned()), ("after", after.to_owned())];
+            after = Some(next.to_owned());
         }
     }
 
-    async fn get_json(
+    /// `POST /v1/contracts` for `seeker`: the contract id and the created contract's JSON.
+    async fn propose(
         &self,
-        path: &str,
-        query: &[(&str, String)],
-        extensions: &Extensions,
+        seeker: &PrincipalId,
+        input: &ProposalInput,
+    ) -> Result<(String, Value), ToolError> {
+        let request: ContractRequest = serde_json::from_value(input.to_json())
+            .map_err(|error| ApiError::InvalidBody(error.to_string()))?;
+        let created = self
+            .services
+            .hire
+            .create_contract(seeker, request, &correlation_id())
+            .await?;
+        Ok((created.contract_id.to_string(), created.body))
+    }
+
+    /// `GET /v1/contracts/{id}` for `seeker`.
+    async fn contract_view(&self, seeker: &PrincipalId, id: &str) -> Result<Value, ToolError> {
+        let id = parse_contract_id(id)?;
+        Ok(self.services.hire.view_contract(seeker, &id).await?)
+    }
+
+    /// `POST /v1/contracts/{id}/disputes` for `seeker`: the dispute's JSON.
+    async fn dispute(
+        &self,
+        seeker: &PrincipalId,
+        input: &DisputeInput,
     ) -> Result<Value, ToolError> {
-        let url = self
-            .gateway
-            .join(path)
-            .map_err(|error| ToolError::new("invalid_argument", error.to_string(), Value::Null))?;
-        let response = self
-            .http
-            .get(url)
-            .bearer_auth(self.key(extensions)?)
-            .query(query)
-            .send()
+        let id = parse_contract_id(&input.contract_id)?;
+        let hire = &self.services.hire;
+        hire.authorize_dispute(seeker, &id).await?;
+        let request: DisputeRequest =
+            serde_json::from_value(json!({"reason": input.reason, "claim": input.claim}))
+                .map_err(|error| ApiError::InvalidBody(error.to_string()))?;
+        Ok(hire
+            .open_dispute(seeker, &id, request, &correlation_id())
+            .await?)
+    }
+
+    /// An execute of `contract_id` by `seeker`, with `payment` if any.
+    async fn execute(
+        &self,
+        seeker: &PrincipalId,
+        contract_id: &str,
+        payment: Option<String>,
+    ) -> Execution {
+        self.services
+            .hire
+            .execute(ExecuteRequest {
+                contract_id: contract_id.to_owned(),
+                seeker: seeker.clone(),
+                body: bytes::Bytes::new(),
+                payment_signature: payment,
+                correlation_id: correlation_id(),
+                secrets: None,
+            })
             .await
-            .map_err(SeekerError::from)?;
-        let status = response.status().as_u16();
-        let body: Value = response.json().await.map_err(SeekerError::from)?;
-        if status >= 400 {
-            return Err(api_error(status, body));
+    }
+
+    /// The payment the unpaid execute of `contract_id` demands.
+    async fn challenge(
+        &self,
+        seeker: &PrincipalId,
+        contract_id: &str,
+    ) -> Result<PaymentRequired, ToolError> {
+        match self.execute(seeker, contract_id, None).await.result {
+            Ok(Outcome::PaymentRequired(demand)) => Ok(demand.challenge.clone()),
+            Ok(other) => Err(unexpected(other)),
+            Err(error) => Err(error.into()),
         }
-        Ok(body)
     }
 
     async fn hire_inner(
@@ -524,14 +605,9 @@ impl HiregateMcp {
                 json!({"setting": "mcp.wallet_private_key"}),
             ));
         };
-        let client = SeekerClient::new(
-            self.gateway.clone(),
-            self.key(extensions)?,
-            wallet.signer.clone(),
-        );
-        let offered = client.propose(&input.to_json()).await?;
-        let contract_id = offered.id.clone();
-        let challenge = client.challenge(&contract_id).await?;
+        let seeker = self.seeker(extensions).await?;
+        let (contract_id, _) = self.propose(&seeker, input).await?;
+        let challenge = self.challenge(&seeker, &contract_id).await?;
         // The limits are checked against what could be signed: the largest of the 402's offers.
         let asked = challenge
             .accepts
@@ -573,22 +649,34 @@ impl HiregateMcp {
             ));
         }
 
-        let payment = client.sign_for(&challenge).await?;
-        let outcome = client.execute_with_payment(&contract_id, &payment).await?;
+        let payment = sign_for(&wallet.signer, &challenge).await?;
+        let paid = self
+            .execute(&seeker, &contract_id, Some(encode_header(&payment)))
+            .await;
         // The payment row exists once execute answered: the next hire's check counts it.
         drop(spending);
-        if !matches!(outcome.status, 200 | 202 | 422) {
-            return Err(api_error(outcome.status, outcome.body));
-        }
+        let payment_response = match paid.result {
+            // Accepted, work under way, or rejected by verification: the contract tells the rest.
+            Ok(Outcome::Accepted(work)) => work.payment_response,
+            Ok(Outcome::Pending(_) | Outcome::InProgress(_) | Outcome::Queued(_)) => None,
+            Ok(Outcome::Failed(failure)) if failure.kind == FailureKind::Rejected => None,
+            Ok(other) => return Err(unexpected(other)),
+            Err(error) => return Err(error.into()),
+        };
         let started = tokio::time::Instant::now();
         let view = loop {
-            let view = client.contract(&contract_id).await?;
-            if !in_progress(&view.state, &view.body) || started.elapsed() > HIRE_WAIT {
-                break view;
+            let body = self.contract_view(&seeker, &contract_id).await?;
+            let state = body["state"].as_str().unwrap_or_default().to_owned();
+            if !in_progress(&state, &body) || started.elapsed() > HIRE_WAIT {
+                break ContractView {
+                    id: contract_id.clone(),
+                    state,
+                    body,
+                };
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         };
-        let mut report = hire_report(&view, outcome.payment_response.as_ref());
+        let mut report = hire_report(&view, payment_response.as_ref());
         report["accepted"] = json!(ACCEPTED.contains(&view.state.as_str()));
         report["paid_from"] = json!(payer);
         Ok(report)
@@ -598,6 +686,7 @@ impl HiregateMcp {
     /// and instances).
     async fn spent_today(&self, payer: &str) -> Result<U256, ToolError> {
         let amounts = self
+            .services
             .store
             .payment_amounts_by_payer_since(payer, Utc::now() - DAY)
             .await
@@ -611,21 +700,82 @@ impl HiregateMcp {
     }
 }
 
-/// A gateway error answer as a tool error.
-fn api_error(status: u16, body: Value) -> ToolError {
+/// An answer of the API (its status and body) as a tool error: `gateway_error`, the API's code
+/// and message in the message, its status and `error` in the details.
+fn api_error(status: u16, body: &Value) -> ToolError {
     let text = |pointer: &str| {
         body.pointer(pointer)
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned()
     };
-    SeekerError::Api {
-        status,
-        code: text("/error/code"),
-        message: text("/error/message"),
-        body,
-    }
-    .into()
+    ToolError::new(
+        "gateway_error",
+        format!("{}: {}", text("/error/code"), text("/error/message")),
+        json!({"status": status, "gateway_error": body.get("error")}),
+    )
+}
+
+/// An outcome the tool did not ask for (a payment refused, a failed hire), as the API answers
+/// it.
+fn unexpected(outcome: Outcome) -> ToolError {
+    let (status, body) = answers::status_and_body(outcome);
+    api_error(status.as_u16(), &body)
+}
+
+/// The contract id of a path, or the API's 404 for one that is not a contract id.
+fn parse_contract_id(raw: &str) -> Result<String, ApiError> {
+    raw.trim()
+        .parse::<hiregate_contracts::id::ContractId>()
+        .map(|id| id.to_string())
+        .map_err(|_| ApiError::NotFound {
+            resource: "contract",
+        })
+}
+
+/// A correlation id for the engine calls of one tool call.
+fn correlation_id() -> String {
+    format!("mcp_{}", ulid::Ulid::new())
+}
+
+/// A payment for the first `exact` or `auth-capture` offer of `challenge` on an EVM network,
+/// signed by `signer` as the official `@x402/evm` client signs it, echoing its extensions.
+async fn sign_for(
+    signer: &PrivateKeySigner,
+    challenge: &PaymentRequired,
+) -> Result<PaymentPayload, ToolError> {
+    let offer = challenge
+        .accepts
+        .iter()
+        .find(|offer| {
+            (offer.scheme == "exact" || offer.scheme == AUTH_CAPTURE_SCHEME)
+                && offer.network.as_str().starts_with("eip155:")
+        })
+        .ok_or_else(|| {
+            ToolError::new(
+                "no_payable_offer",
+                "the contract offers no exact or auth-capture payment on an EVM network",
+                Value::Null,
+            )
+        })?;
+    let now = u64::try_from(Utc::now().timestamp()).unwrap_or_default();
+    let resource = Some(challenge.resource.clone());
+    let signed = if offer.scheme == AUTH_CAPTURE_SCHEME {
+        sign_auth_capture_payment(
+            signer,
+            offer,
+            resource,
+            now,
+            &AuthCaptureSignOptions::default(),
+        )
+        .await
+    } else {
+        sign_exact_payment(signer, offer, resource, now).await
+    };
+    let mut payment = signed
+        .map_err(|error| ToolError::new("payment_not_signed", error.to_string(), Value::Null))?;
+    payment.extensions = challenge.extensions.clone();
+    Ok(payment)
 }
 
 /// An output schema: `properties` (all optional) plus the `error` a failed call answers.

@@ -160,6 +160,22 @@ pub fn outcome(outcome: Outcome) -> Response {
     outcome_answer(outcome).into_response()
 }
 
+/// An outcome's status and JSON body as the API answers it (for callers that report an
+/// answer in the API's terms, as the MCP server's tool errors do).
+pub fn status_and_body(outcome: Outcome) -> (StatusCode, Value) {
+    let answer = outcome_answer(outcome);
+    let body = match answer.body {
+        Body::Json(value) => value,
+        Body::Serialized(bytes) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        Body::Error(error) => json!({"error": {
+            "code": error.code.as_str(),
+            "message": error.message,
+            "details": error.details_or_empty(),
+        }}),
+    };
+    (answer.status, body)
+}
+
 fn outcome_answer(outcome: Outcome) -> Answer {
     match outcome {
         Outcome::PaymentRequired(demand) => demand_answer(&demand),

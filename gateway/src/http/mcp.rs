@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 use super::extract::Seeker;
 use crate::{
-    mcp::{HiregateMcp, McpWallet},
+    mcp::{HiregateMcp, McpSeeker, McpWallet},
     state::AppState,
 };
 
@@ -44,21 +44,14 @@ pub const MCP_PATH: &str = "/mcp";
 
 /// `/mcp`, answering 401 (the API's JSON error) to anything without a valid seeker key.
 pub fn router(state: &AppState) -> Router<AppState> {
-    let gateway = state.hire.base_url().clone();
     let wallet = McpWallet::from_settings(&state.config.mcp);
-    let store = state.store.clone();
+    let services = state.clone();
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(state.shutdown.child_token())
         // Hosts are the reverse proxy's business; every request here carries a seeker key.
         .disable_allowed_hosts();
     let service = StreamableHttpService::new(
-        move || {
-            Ok(HiregateMcp::over_http(
-                gateway.clone(),
-                wallet.clone(),
-                store.clone(),
-            ))
-        },
+        move || Ok(HiregateMcp::over_http(services.clone(), wallet.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );
@@ -195,7 +188,10 @@ fn not_a_message(value: &Value, error: &serde_json::Error) -> Response {
     )
 }
 
-/// Lets only authenticated seekers through; the tools call the API again with the same key.
-async fn require_seeker(_seeker: Seeker, request: Request, next: Next) -> Response {
+/// Lets only authenticated seekers through, and tells the tools which seeker they act as.
+async fn require_seeker(seeker: Seeker, mut request: Request, next: Next) -> Response {
+    request
+        .extensions_mut()
+        .insert(McpSeeker(seeker.principal_id));
     next.run(request).await
 }

@@ -53,6 +53,12 @@ pub(crate) async fn worker_reputation(
     State(state): State<AppState>,
     AppPath(id): AppPath<String>,
 ) -> ApiResult<Json<ReputationView>> {
+    Ok(Json(reputation_view(&state, &id).await?))
+}
+
+/// The signed reputation of listing `id` (what `GET /v1/workers/{id}/reputation` answers; the
+/// MCP server's `describe_worker` shows the same).
+pub(crate) async fn reputation_view(state: &AppState, id: &str) -> ApiResult<ReputationView> {
     let not_found = || ApiError::NotFound { resource: "worker" };
     let worker_id: WorkerId = id.parse().map_err(|_| not_found())?;
     state
@@ -61,9 +67,9 @@ pub(crate) async fn worker_reputation(
         .await?
         .ok_or_else(not_found)?;
     let signed = state.reputation.of(&worker_id).await?;
-    Ok(Json(ReputationView {
+    Ok(ReputationView {
         worker_id,
         snapshot: signed.token.clone(),
         reputation: signed.snapshot.clone(),
-    }))
+    })
 }

@@ -301,6 +301,15 @@ pub(crate) async fn list_workers(
     State(state): State<AppState>,
     AppQuery(query): AppQuery<DiscoveryQuery>,
 ) -> ApiResult<Json<DiscoveryPage>> {
+    Ok(Json(discovery_page(&state, query).await?))
+}
+
+/// The discovery page `query` asks for (what `GET /v1/workers` answers; the MCP server's
+/// `find_workers` asks the same).
+pub(crate) async fn discovery_page(
+    state: &AppState,
+    query: DiscoveryQuery,
+) -> ApiResult<DiscoveryPage> {
     let limit = query.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(ApiError::InvalidQuery(format!(
@@ -346,10 +355,10 @@ pub(crate) async fn list_workers(
                 ReputationSummary::of(&reputation.snapshot, window, query.task_type.as_ref());
             workers.push(PublicWorker::from(listing).with_reputation(summary));
         }
-        return Ok(Json(DiscoveryPage {
+        return Ok(DiscoveryPage {
             workers,
             next_after,
-        }));
+        });
     }
 
     // Reputation changes what comes first, so every candidate is ranked before a page is cut;
@@ -399,10 +408,10 @@ pub(crate) async fn list_workers(
     } else {
         None
     };
-    Ok(Json(DiscoveryPage {
+    Ok(DiscoveryPage {
         workers,
         next_after,
-    }))
+    })
 }
 
 /// `POST /v1/workers` (operator): probe the endpoint, then list it. 201 with the listing and
