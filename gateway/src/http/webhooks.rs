@@ -190,12 +190,12 @@ pub(crate) async fn redeliver(
     };
     let event_id = parse_message_id(&id).ok_or_else(not_found)?;
     let seeker_id = seeker.principal_id.as_str();
-    match state
+    let delivery = match state
         .store
         .redeliver_webhook(seeker_id, event_id, Utc::now())
         .await?
     {
-        Redelivery::Requeued => {}
+        Redelivery::Requeued(delivery) => delivery,
         Redelivery::NotFound => return Err(not_found()),
         Redelivery::NotDead { state } => {
             return Err(ApiError::Conflict {
@@ -203,17 +203,12 @@ pub(crate) async fn redeliver(
                 message: format!("delivery {id} is {state}, not a dead letter"),
             });
         }
-    }
+    };
     tracing::info!(
         event_id,
         seeker_id,
         "webhook dead letter queued for redelivery"
     );
-    let delivery = state
-        .store
-        .get_webhook_delivery(seeker_id, event_id)
-        .await?
-        .ok_or_else(not_found)?;
     Ok((StatusCode::ACCEPTED, Json(delivery_json(&delivery))).into_response())
 }
 

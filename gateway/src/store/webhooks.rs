@@ -144,10 +144,11 @@ pub struct DeliveryRecord {
 }
 
 /// Outcome of [`Store::redeliver_webhook`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Redelivery {
-    /// Queued again (and its endpoint re-enabled).
-    Requeued,
+    /// Queued again (and its endpoint re-enabled): the delivery as requeued, read in the same
+    /// transaction, so a dispatcher that claims it right after the commit cannot show through.
+    Requeued(Box<DeliveryRecord>),
     /// Not a dead letter: `pending` or `delivered`.
     NotDead {
         /// Its state.
@@ -577,6 +578,10 @@ impl Store {
             (select url from webhook_delivery where event_id = $2)";
         const STATE: &str =
             "select state from webhook_delivery where event_id = $1 and seeker_id = $2";
+        let read = format!(
+            "{} where d.seeker_id = $1 and d.event_id = $2",
+            delivery_select()
+        );
         on_backend_write!(self, pool => {
             let mut tx = pool.begin().await?;
             let changed = sqlx::query(REQUEUE)
@@ -602,8 +607,13 @@ impl Store {
                 .bind(event_id)
                 .execute(&mut *tx)
                 .await?;
+            let requeued: DeliveryRow = sqlx::query_as(&read)
+                .bind(seeker_id)
+                .bind(event_id)
+                .fetch_one(&mut *tx)
+                .await?;
             tx.commit().await?;
-            Ok(Redelivery::Requeued)
+            Ok(Redelivery::Requeued(Box::new(DeliveryRecord::try_from(requeued)?)))
         })
     }
 
