@@ -21,7 +21,9 @@ use super::{
     outcome::{Failure, FailureKind, Outcome},
 };
 use crate::{
-    adapters::{ForwardRequest, UpstreamEvents as _, WorkerAnswer, refuse_plain_http},
+    adapters::{
+        ForwardRequest, UpstreamEvents as _, WorkerAnswer, WorkerProtocol, refuse_plain_http,
+    },
     metrics::WorkerLabels,
     registry::model::{Protocol, WorkerListing},
     store::{
@@ -165,66 +167,16 @@ impl HireService {
                 listing.protocol.as_str()
             )))));
         };
-        let timeout = Duration::from_millis(ctx.terms.sla().max_latency_ms());
+        let worker_actor = format!("worker:{}", listing.id);
         let relay = super::relay::ContractEventRelay::new(
             inner.store.clone(),
             &ctx.contract_id,
             &ctx.correlation_id,
-            format!("worker:{}", listing.id),
+            worker_actor.clone(),
         );
-        let cancelled = CancellationToken::new();
-        let attempt_over = CancellationToken::new();
-        let _stop_watching = attempt_over.clone().drop_guard();
-        // Only Superwire holds a run open across the call (its stream); the other protocols
-        // are told of a cancel by the cancel step itself.
-        if listing.protocol == Protocol::Superwire {
-            tokio::spawn(watch_cancel(
-                inner.store.clone(),
-                ctx.contract_id.clone(),
-                cancelled.clone(),
-                attempt_over,
-            ));
-        }
-        let asked = std::time::Instant::now();
-        let answer = adapter
-            .execute(
-                &inner.outbound,
-                &ForwardRequest {
-                    endpoint: &listing.endpoint,
-                    contract_id: &ctx.contract_id,
-                    attempt: attempt_no,
-                    contract_token: &ctx.contract_token,
-                    task_type: ctx.terms.task().task_type().as_str(),
-                    input: ctx.terms.task().input(),
-                    output_schemas: ctx.terms.task().output_schemas(),
-                    protocol_options: &listing.protocol_options,
-                    events: &relay,
-                    timeout,
-                    correlation_id: &ctx.correlation_id,
-                    secrets: ctx.secrets.as_ref(),
-                    terms: &ctx.terms,
-                    cancelled: &cancelled,
-                },
-            )
+        let answer = self
+            .ask_worker(ctx, listing, adapter.as_ref(), attempt_no, &relay)
             .await;
-        let answer = refuse_plain_http(answer, inner.outbound.requires_https());
-        let worker_actor = format!("worker:{}", listing.id);
-        // A stream output is read to its end within the same SLA, still `executing`.
-        let answer = Box::pin(self.collect_stream(
-            ctx,
-            answer,
-            attempt_no,
-            &worker_actor,
-            tokio::time::Instant::from_std(asked) + timeout,
-        ))
-        .await;
-        inner
-            .metrics
-            .worker_request_duration
-            .get_or_create(&WorkerLabels {
-                worker_id: listing.id.to_string(),
-            })
-            .observe(asked.elapsed().as_secs_f64());
         match answer {
             WorkerAnswer::Delivered {
                 deliverable,
@@ -243,61 +195,9 @@ impl HireService {
                 )
                 .await
             }
-            WorkerAnswer::Pending {
-                task_id,
-                poll_url,
-                estimated_completion,
-                http_status,
-                progress,
-            } => {
-                if let Some(progress) = progress {
-                    relay_progress(&relay, attempt_no, progress).await;
-                }
-                inner
-                    .store
-                    .finish_attempt(
-                        attempt_id,
-                        &AttemptEnd {
-                            state: "pending".to_owned(),
-                            http_status: Some(http_status),
-                            error: None,
-                            worker_task_id: task_id.clone(),
-                            poll_url: poll_url.as_ref().map(|u| u.to_string()),
-                            worker_metadata: None,
-                            estimated_completion: estimated_completion.clone(),
-                            finished_at: None,
-                        },
-                    )
-                    .await?;
-                // Polling `poll_url` (a durable job, see `pending`) and the worker's signed
-                // callback move the contract from `pending` to `delivered`; until then executes
-                // answer 202.
-                if self
-                    .transition(
-                        ctx,
-                        ContractState::Executing,
-                        &ContractEvent::WorkerPending,
-                        &worker_actor,
-                        json!({"attempt_no": attempt_no, "worker_task_id": task_id,
-                               "poll_url": poll_url.as_ref().map(url::Url::as_str),
-                               "estimated_completion": estimated_completion}),
-                        None,
-                    )
-                    .await?
-                {
-                    self.watch_pending(ctx, attempt_id).await?;
-                }
-                let attempt = inner
-                    .store
-                    .list_attempts(&ctx.contract_id)
-                    .await?
-                    .into_iter()
-                    .find(|a| a.attempt_id == attempt_id);
-                Ok(Step::Done(Ok(self.pending_work(
-                    ctx,
-                    ContractState::Pending,
-                    attempt.as_ref(),
-                ))))
+            pending @ WorkerAnswer::Pending { .. } => {
+                self.attempt_pending(ctx, attempt_id, attempt_no, &worker_actor, &relay, pending)
+                    .await
             }
             WorkerAnswer::TimedOut => {
                 self.attempt_failed(
@@ -334,6 +234,142 @@ impl HireService {
                 .await
             }
         }
+    }
+
+    /// Send attempt `attempt_no` to the worker through its protocol's `adapter` and wait for its
+    /// answer within the SLA (a stream output read to its end within the same SLA), relaying
+    /// its events to the contract's log. A Superwire run is cancelled if the contract is.
+    async fn ask_worker(
+        &self,
+        ctx: &Ctx,
+        listing: &WorkerListing,
+        adapter: &dyn WorkerProtocol,
+        attempt_no: u32,
+        relay: &super::relay::ContractEventRelay,
+    ) -> WorkerAnswer {
+        let inner = &self.inner;
+        let timeout = Duration::from_millis(ctx.terms.sla().max_latency_ms());
+        let cancelled = CancellationToken::new();
+        let attempt_over = CancellationToken::new();
+        let _stop_watching = attempt_over.clone().drop_guard();
+        // Only Superwire holds a run open across the call (its stream); the other protocols
+        // are told of a cancel by the cancel step itself.
+        if listing.protocol == Protocol::Superwire {
+            tokio::spawn(watch_cancel(
+                inner.store.clone(),
+                ctx.contract_id.clone(),
+                cancelled.clone(),
+                attempt_over,
+            ));
+        }
+        let asked = std::time::Instant::now();
+        let answer = adapter
+            .execute(
+                &inner.outbound,
+                &ForwardRequest {
+                    endpoint: &listing.endpoint,
+                    contract_id: &ctx.contract_id,
+                    attempt: attempt_no,
+                    contract_token: &ctx.contract_token,
+                    task_type: ctx.terms.task().task_type().as_str(),
+                    input: ctx.terms.task().input(),
+                    output_schemas: ctx.terms.task().output_schemas(),
+                    protocol_options: &listing.protocol_options,
+                    events: relay,
+                    timeout,
+                    correlation_id: &ctx.correlation_id,
+                    secrets: ctx.secrets.as_ref(),
+                    terms: &ctx.terms,
+                    cancelled: &cancelled,
+                },
+            )
+            .await;
+        let answer = refuse_plain_http(answer, inner.outbound.requires_https());
+        let worker_actor = format!("worker:{}", listing.id);
+        let answer = Box::pin(self.collect_stream(
+            ctx,
+            answer,
+            attempt_no,
+            &worker_actor,
+            tokio::time::Instant::from_std(asked) + timeout,
+        ))
+        .await;
+        inner
+            .metrics
+            .worker_request_duration
+            .get_or_create(&WorkerLabels {
+                worker_id: listing.id.to_string(),
+            })
+            .observe(asked.elapsed().as_secs_f64());
+        answer
+    }
+
+    /// The worker took attempt `attempt_no` asynchronously (`pending`): the attempt records its
+    /// task, the contract goes `executing → pending`, a durable poll job watches it (the worker's
+    /// signed callback may finish it first, see `pending`), and the answer is 202 until then.
+    async fn attempt_pending(
+        &self,
+        ctx: &Ctx,
+        attempt_id: &str,
+        attempt_no: u32,
+        worker_actor: &str,
+        relay: &super::relay::ContractEventRelay,
+        pending: WorkerAnswer,
+    ) -> Result<Step, HireError> {
+        let WorkerAnswer::Pending {
+            task_id,
+            poll_url,
+            estimated_completion,
+            http_status,
+            progress,
+        } = pending
+        else {
+            return Err(internal("attempt_pending takes a pending answer"));
+        };
+        let store = &self.inner.store;
+        if let Some(progress) = progress {
+            relay_progress(relay, attempt_no, progress).await;
+        }
+        store
+            .finish_attempt(
+                attempt_id,
+                &AttemptEnd {
+                    state: "pending".to_owned(),
+                    http_status: Some(http_status),
+                    error: None,
+                    worker_task_id: task_id.clone(),
+                    poll_url: poll_url.as_ref().map(|u| u.to_string()),
+                    worker_metadata: None,
+                    estimated_completion: estimated_completion.clone(),
+                    finished_at: None,
+                },
+            )
+            .await?;
+        if self
+            .transition(
+                ctx,
+                ContractState::Executing,
+                &ContractEvent::WorkerPending,
+                worker_actor,
+                json!({"attempt_no": attempt_no, "worker_task_id": task_id,
+                       "poll_url": poll_url.as_ref().map(url::Url::as_str),
+                       "estimated_completion": estimated_completion}),
+                None,
+            )
+            .await?
+        {
+            self.watch_pending(ctx, attempt_id).await?;
+        }
+        let attempt = store
+            .list_attempts(&ctx.contract_id)
+            .await?
+            .into_iter()
+            .find(|a| a.attempt_id == attempt_id);
+        Ok(Step::Done(Ok(self.pending_work(
+            ctx,
+            ContractState::Pending,
+            attempt.as_ref(),
+        ))))
     }
 
     /// Record a failed attempt (see [`Self::end_failed_attempt`]) and answer 504

@@ -7,9 +7,9 @@ use hiregate_contracts::{
     canonical::Digest,
     deliverable::Deliverable,
     state::{ContractEvent, ContractState},
-    verify::{VerificationRequest, VerificationStatus},
+    verify::{VerificationRequest, VerificationResult, VerificationStatus, VoteSet},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{
     HireService,
@@ -59,65 +59,8 @@ impl HireService {
     ) -> Result<Step, HireError> {
         let inner = &self.inner;
         let policy = ctx.terms.verification();
-        let requests = deliverable.evidence_requests();
-        let (evidence, fetched) = evidence::fetch_all(
-            &inner.outbound,
-            &requests,
-            Duration::from_secs(inner.config.contracts.verification_budget_s.max(1)),
-            inner.config.outbound.max_response_bytes,
-        )
-        .await;
-        if !fetched.is_empty() {
-            match inner
-                .store
-                .insert_deliverables(&evidence_pieces(ctx, attempt_id, &fetched))
-                .await
-            {
-                // Stored by a judgement that a crash cut short; the bytes are the digest's.
-                Ok(()) | Err(StoreError::Duplicate { .. }) => {}
-                Err(other) => return Err(other.into()),
-            }
-        }
-        let candidate_id = digest.to_string();
-        let proposal = Proposal::of_attempt(&inner.store, &ctx.terms, attempt_id).await?;
-        // vp.crosscheck.v1 quorums: the named verifier workers vote (fail-closed), bounded by
-        // half the verification budget (the other half is for evidence fetches).
-        let votes = super::crosscheck::collect_votes(
-            &inner.store,
-            &inner.outbound,
-            &super::crosscheck::VoteRequest {
-                candidate_id: &candidate_id,
-                proposal: &proposal,
-                deliverable,
-                output_schemas: ctx.terms.task().output_schemas(),
-                policy,
-                timeout: Duration::from_millis(
-                    inner.config.contracts.verification_budget_s.max(1) * 500,
-                ),
-            },
-        )
-        .await;
-        let result = inner
-            .verifier
-            .verify(&VerificationRequest {
-                candidate_id: &candidate_id,
-                execution_id: &proposal.execution_id,
-                deliverable,
-                output_schemas: ctx.terms.task().output_schemas(),
-                policy,
-                evidence: &evidence,
-                votes: votes.as_ref(),
-            })
-            .map_err(|e| internal(format!("verification could not run: {e}")))?;
-        let mut result_json =
-            serde_json::to_value(&result).map_err(|e| internal(format!("verification: {e}")))?;
-        // Each vote with its verifier_result_hash, for the audit trail and dispute replay.
-        if let (Some(votes), Some(object)) = (&votes, result_json.as_object_mut()) {
-            object.insert(
-                "votes".to_owned(),
-                serde_json::to_value(votes).map_err(|e| internal(format!("votes: {e}")))?,
-            );
-        }
+        let (result, result_json, votes) =
+            self.verdict(ctx, attempt_id, deliverable, digest).await?;
         let verification = NewVerification {
             verification_id: format!("vrf_{}", ulid::Ulid::new()),
             contract_id: ctx.contract_id.clone(),
@@ -223,6 +166,81 @@ impl HireService {
             self.void_rejected(ctx).await?;
         }
         Ok(Step::Again)
+    }
+
+    /// The verdict on `deliverable` (attempt `attempt_id`, digest `digest`) by the contract's
+    /// pinned policy: the evidence it names fetched (and stored), the quorum's votes for a
+    /// `vp.crosscheck.v1` policy, the verifier run. Returns the result, its JSON as stored (with
+    /// the votes) and the votes.
+    async fn verdict(
+        &self,
+        ctx: &Ctx,
+        attempt_id: &str,
+        deliverable: &Deliverable,
+        digest: Digest,
+    ) -> Result<(VerificationResult, Value, Option<VoteSet>), HireError> {
+        let inner = &self.inner;
+        let policy = ctx.terms.verification();
+        let requests = deliverable.evidence_requests();
+        let (evidence, fetched) = evidence::fetch_all(
+            &inner.outbound,
+            &requests,
+            Duration::from_secs(inner.config.contracts.verification_budget_s.max(1)),
+            inner.config.outbound.max_response_bytes,
+        )
+        .await;
+        if !fetched.is_empty() {
+            match inner
+                .store
+                .insert_deliverables(&evidence_pieces(ctx, attempt_id, &fetched))
+                .await
+            {
+                // Stored by a judgement that a crash cut short; the bytes are the digest's.
+                Ok(()) | Err(StoreError::Duplicate { .. }) => {}
+                Err(other) => return Err(other.into()),
+            }
+        }
+        let candidate_id = digest.to_string();
+        let proposal = Proposal::of_attempt(&inner.store, &ctx.terms, attempt_id).await?;
+        // vp.crosscheck.v1 quorums: the named verifier workers vote (fail-closed), bounded by
+        // half the verification budget (the other half is for evidence fetches).
+        let votes = super::crosscheck::collect_votes(
+            &inner.store,
+            &inner.outbound,
+            &super::crosscheck::VoteRequest {
+                candidate_id: &candidate_id,
+                proposal: &proposal,
+                deliverable,
+                output_schemas: ctx.terms.task().output_schemas(),
+                policy,
+                timeout: Duration::from_millis(
+                    inner.config.contracts.verification_budget_s.max(1) * 500,
+                ),
+            },
+        )
+        .await;
+        let result = inner
+            .verifier
+            .verify(&VerificationRequest {
+                candidate_id: &candidate_id,
+                execution_id: &proposal.execution_id,
+                deliverable,
+                output_schemas: ctx.terms.task().output_schemas(),
+                policy,
+                evidence: &evidence,
+                votes: votes.as_ref(),
+            })
+            .map_err(|e| internal(format!("verification could not run: {e}")))?;
+        let mut result_json =
+            serde_json::to_value(&result).map_err(|e| internal(format!("verification: {e}")))?;
+        // Each vote with its verifier_result_hash, for the audit trail and dispute replay.
+        if let (Some(votes), Some(object)) = (&votes, result_json.as_object_mut()) {
+            object.insert(
+                "votes".to_owned(),
+                serde_json::to_value(votes).map_err(|e| internal(format!("votes: {e}")))?,
+            );
+        }
+        Ok((result, result_json, votes))
     }
 }
 

@@ -106,7 +106,7 @@ use self::{
 };
 use crate::{
     adapters::ProtocolAdapters,
-    assets::{AssetDirectory, AssetLookupError},
+    assets::{AssetDirectory, AssetInfo, AssetLookupError},
     config::Config,
     ids::{PrincipalId, WorkerId},
     outbound::OutboundClient,
@@ -238,6 +238,14 @@ pub struct CreatedContract {
     pub body: Value,
 }
 
+/// What an offer's authorization window allows: the window itself, the offer's
+/// `maxTimeoutSeconds`, and when the contract token expires.
+struct OfferBounds {
+    window: AuthorizationWindow,
+    max_timeout_s: u64,
+    token_expiry: Timestamp,
+}
+
 impl HireService {
     /// Assemble the service.
     pub fn new(parts: HireParts) -> Self {
@@ -295,13 +303,71 @@ impl HireService {
         self.url(&format!("/v1/contracts/{contract_id}/events"))
     }
 
-    /// Propose, check and sign a contract for `seeker`.
+    /// Propose, check and sign a contract for `seeker`: the listing and the proposal checked,
+    /// the terms built and bounded, the contract stored `offered` with its x402 offer.
     pub async fn create_contract(
         &self,
         seeker: &PrincipalId,
         request: ContractRequest,
         correlation_id: &str,
     ) -> Result<CreatedContract, HireError> {
+        let (listing, asset) = self.hireable_listing(&request).await?;
+        let now = Timestamp::from(Utc::now());
+        let terms = self.proposed_terms(&listing, request, seeker, now).await?;
+        let bounds = self.bounded_window(&terms)?;
+        let contract_id = terms.contract_id().clone();
+        let stored_offer = StoredOffer::build(
+            &terms,
+            &asset,
+            listing.pay_to.address(),
+            &self.execute_url(contract_id.as_str()),
+            bounds.max_timeout_s,
+            &ListingDiscovery {
+                name: listing.metadata.name.as_deref(),
+                description: listing.metadata.description.as_deref(),
+                input_schema: listing.metadata.input_schema.as_ref().map(|s| s.as_json()),
+            },
+        );
+        let signed = self.sign_and_store(
+            &terms,
+            &stored_offer,
+            &bounds,
+            &listing,
+            seeker,
+            now,
+            correlation_id,
+        );
+        let (token, terms_hash, terms_json) = signed.await?;
+        tracing::info!(contract_id = %contract_id, worker_id = %listing.id, seeker_id = %seeker, "contract offered");
+        let body = json!({
+            "contract_id": contract_id,
+            "correlation_id": correlation_id,
+            "state": "offered",
+            "terms": terms_json,
+            "terms_hash": terms_hash,
+            "gateway_jws": token,
+            "jwks_url": self.url("/.well-known/jwks.json"),
+            "payment": {
+                "x402": stored_offer.payment_required,
+                "informational": stored_offer.informational(),
+                "authorization_window": bounds.window,
+            },
+            "links": {
+                "self": self.contract_url(contract_id.as_str()),
+                "execute": self.execute_url(contract_id.as_str()),
+                "events": self.events_url(contract_id.as_str()),
+            },
+            "offer_expires_at": terms.offer_expires_at(),
+        });
+        Ok(CreatedContract { contract_id, body })
+    }
+
+    /// The listing `request` names, if it can be hired as asked (listed, hireable, the input
+    /// fits, a webhook it can reach, a protocol with an adapter), and its payment asset.
+    async fn hireable_listing(
+        &self,
+        request: &ContractRequest,
+    ) -> Result<(WorkerListing, AssetInfo), HireError> {
         let inner = &self.inner;
         let listing = inner
             .store
@@ -317,9 +383,7 @@ impl HireService {
             // Refused now rather than every delivery failing later.
             return Err(HireError::unprocessable(
                 ErrorCode::WebhookUrlNotHttps,
-                "webhook_url must be an https URL on this gateway \
-                          (outbound.require_https)"
-                    .to_owned(),
+                "webhook_url must be an https URL on this gateway (outbound.require_https)",
             )
             .with_details(json!({
                 "field": "webhook_url",
@@ -346,7 +410,20 @@ impl HireService {
                     format!("the worker's payment asset cannot be used: {other}"),
                 ),
             })?;
+        Ok((listing, asset))
+    }
 
+    /// The terms of `request` with `listing`'s worker: the payment scheme it accepts (escrow
+    /// policy included), its offer, the protocol choices pinned, the proposal admitted by the
+    /// contracts crate, and the crosscheck verifiers it names eligible.
+    async fn proposed_terms(
+        &self,
+        listing: &WorkerListing,
+        request: ContractRequest,
+        seeker: &PrincipalId,
+        now: Timestamp,
+    ) -> Result<ContractTerms, HireError> {
+        let inner = &self.inner;
         let scheme = request
             .payment_scheme
             .unwrap_or_else(|| listing.payment_schemes.default_scheme());
@@ -359,19 +436,18 @@ impl HireService {
         }
         let escrow = match scheme {
             PaymentScheme::Exact => None,
-            PaymentScheme::AuthCapture => Some(self.escrow_policy(&listing)?),
+            PaymentScheme::AuthCapture => Some(self.escrow_policy(listing)?),
         };
-        let offer = worker_offer(&listing, &request.task_type, scheme)?;
+        let offer = worker_offer(listing, &request.task_type, scheme)?;
         let execution = protocol_terms::pin(
             &inner.outbound,
-            &listing,
+            listing,
             protocol_terms::ExecutionChoices {
                 profile: request.profile.as_deref(),
                 reuse_cached_outputs: request.reuse_cached_outputs,
             },
         )
         .await?;
-        let now = Timestamp::from(Utc::now());
         let settings = &inner.config.contracts;
         let proposal = ContractProposal {
             worker_id: offer.worker.id().clone(),
@@ -400,20 +476,23 @@ impl HireService {
             ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
                 .map_err(|e| terms_error(&e))?
                 .with_execution(execution);
-        crosscheck::check_verifiers(
-            &inner.store,
-            &inner.outbound,
-            &listing,
-            terms.verification(),
-        )
-        .await?;
-        let window = AuthorizationWindow::for_terms(&terms, settings);
+        crosscheck::check_verifiers(&inner.store, &inner.outbound, listing, terms.verification())
+            .await?;
+        Ok(terms)
+    }
+
+    /// The authorization window of `terms`, checked against the gateway's bounds (the escrow's
+    /// for `auth-capture`, one authorization's for `exact`), and the offer's `maxTimeoutSeconds`
+    /// and contract token expiry it implies.
+    fn bounded_window(&self, terms: &ContractTerms) -> Result<OfferBounds, HireError> {
+        let config = &self.inner.config;
+        let window = AuthorizationWindow::for_terms(terms, &config.contracts);
         match terms.escrow() {
-            Some(_) => self.check_escrow_bounds(&terms)?,
-            None => check_exact_bounds(&terms, &window, settings)?,
+            Some(_) => self.check_escrow_bounds(terms)?,
+            None => check_exact_bounds(terms, &window, &config.contracts)?,
         }
         let max_timeout_s = match terms.escrow() {
-            Some(_) => inner.config.escrow.payment_window_s,
+            Some(_) => config.escrow.payment_window_s,
             None => window.total_s,
         };
         let token_expiry = match terms.escrow() {
@@ -423,32 +502,39 @@ impl HireService {
                 .plus_seconds(window.total_s)
                 .map_err(HireError::internal)?,
         };
-
-        let contract_id = terms.contract_id().clone();
-        let stored_offer = StoredOffer::build(
-            &terms,
-            &asset,
-            listing.pay_to.address(),
-            &self.execute_url(contract_id.as_str()),
+        Ok(OfferBounds {
+            window,
             max_timeout_s,
-            &ListingDiscovery {
-                name: listing.metadata.name.as_deref(),
-                description: listing.metadata.description.as_deref(),
-                input_schema: listing.metadata.input_schema.as_ref().map(|s| s.as_json()),
-            },
-        );
+            token_expiry,
+        })
+    }
+
+    /// Sign the contract token and store the contract `offered` with its offer and first
+    /// event. Returns the token, the terms hash and the terms as stored.
+    #[allow(clippy::too_many_arguments)]
+    async fn sign_and_store(
+        &self,
+        terms: &ContractTerms,
+        stored_offer: &StoredOffer,
+        bounds: &OfferBounds,
+        listing: &WorkerListing,
+        seeker: &PrincipalId,
+        now: Timestamp,
+        correlation_id: &str,
+    ) -> Result<(String, hiregate_contracts::canonical::Digest, Value), HireError> {
+        let inner = &self.inner;
         let token = inner
             .keys
-            .issue_contract_token(&terms, now, token_expiry)
+            .issue_contract_token(terms, now, bounds.token_expiry)
             .map_err(HireError::internal)?;
         let terms_hash = terms.terms_hash().map_err(HireError::internal)?;
-        let terms_json = serde_json::to_value(&terms).map_err(HireError::internal)?;
-        let offer_json = serde_json::to_value(&stored_offer).map_err(HireError::internal)?;
+        let terms_json = serde_json::to_value(terms).map_err(HireError::internal)?;
+        let offer_json = serde_json::to_value(stored_offer).map_err(HireError::internal)?;
         inner
             .store
             .insert_contract(
                 &NewContract {
-                    contract_id: contract_id.to_string(),
+                    contract_id: terms.contract_id().to_string(),
                     seeker_id: seeker.to_string(),
                     worker_id: listing.id.to_string(),
                     task_type: terms.task().task_type().to_string(),
@@ -470,34 +556,13 @@ impl HireService {
                         "task_type": terms.task().task_type(),
                         "price": terms.price(),
                         "terms_hash": terms_hash,
-                        "max_timeout_seconds": max_timeout_s,
+                        "max_timeout_seconds": bounds.max_timeout_s,
                         "payment_scheme": terms.scheme(),
                     }),
                 },
             )
             .await?;
-        tracing::info!(contract_id = %contract_id, worker_id = %listing.id, seeker_id = %seeker, "contract offered");
-        let body = json!({
-            "contract_id": contract_id,
-            "correlation_id": correlation_id,
-            "state": "offered",
-            "terms": terms_json,
-            "terms_hash": terms_hash,
-            "gateway_jws": token,
-            "jwks_url": self.url("/.well-known/jwks.json"),
-            "payment": {
-                "x402": stored_offer.payment_required,
-                "informational": stored_offer.informational(),
-                "authorization_window": window,
-            },
-            "links": {
-                "self": self.contract_url(contract_id.as_str()),
-                "execute": self.execute_url(contract_id.as_str()),
-                "events": self.events_url(contract_id.as_str()),
-            },
-            "offer_expires_at": terms.offer_expires_at(),
-        });
-        Ok(CreatedContract { contract_id, body })
+        Ok((token, terms_hash, terms_json))
     }
 
     /// The gateway's escrow parameters for a contract with `listing`'s worker: the escrow and

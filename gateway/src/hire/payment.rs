@@ -97,16 +97,57 @@ impl HireService {
         )))
     }
 
+    /// A `PAYMENT-SIGNATURE` for an `offered` contract: read and matched against the offer, then
+    /// taken as an escrowed or an exact payment. A payment already stored (same authorization or
+    /// payment identifier) is answered by what it paid.
     pub(super) async fn accept_payment(&self, ctx: &Ctx, header: &str) -> Result<Step, HireError> {
-        let inner = &self.inner;
+        let (payload, identifier) = match Self::read_payment(ctx, header)? {
+            Ok(read) => read,
+            Err(refusal) => return Ok(Step::Done(Ok(refusal))),
+        };
+        let payload_json = serde_json::to_value(&payload)
+            .map_err(|e| internal(format!("payment payload: {e}")))?;
+        let payload_hash = Digest::of_canonical(&payload_json)
+            .map_err(|e| internal(format!("payment payload: {e}")))?
+            .to_string();
+        if let Some(id) = &identifier
+            && let Some(existing) = self
+                .inner
+                .store
+                .find_payment_by_identifier(id.as_str())
+                .await?
+        {
+            return self.known_payment(ctx, &existing, &payload_hash, true);
+        }
+        let submission = EscrowedSubmission {
+            payload: &payload,
+            payload_json,
+            payload_hash,
+            identifier,
+        };
+        if ctx.terms.escrow().is_some() {
+            return self.accept_escrowed_payment(ctx, submission).await;
+        }
+        self.accept_exact_payment(ctx, submission).await
+    }
+
+    /// The payload of `header` and its payment identifier, or the fresh challenge answering a
+    /// header that cannot be read or a payment that does not claim this contract's offer.
+    fn read_payment(
+        ctx: &Ctx,
+        header: &str,
+    ) -> Result<
+        Result<(PaymentPayload, Option<hiregate_payments::PaymentIdentifier>), Outcome>,
+        HireError,
+    > {
         let payload: PaymentPayload = match decode_header(header) {
             Ok(payload) => payload,
             Err(error) => {
-                return Ok(Step::Done(Ok(Self::unreadable_payment(
+                return Ok(Err(Self::unreadable_payment(
                     ctx,
                     ErrorCode::InvalidPaymentSignature,
                     &format!("PAYMENT-SIGNATURE cannot be read: {error}"),
-                ))));
+                )));
             }
         };
         let requirements = ctx
@@ -117,66 +158,69 @@ impl HireService {
         if !mismatched.is_empty() {
             let fields: Vec<String> = mismatched.iter().map(|f| format!("accepted.{f}")).collect();
             let names = fields.join(", ");
-            return Ok(Step::Done(Ok(Outcome::PaymentRequired(Arc::new(
-                PaymentDemand::new(
-                    &ctx.offer,
-                    ErrorCode::PaymentMismatch,
-                    format!("the payment's {names} does not match this contract's offer"),
-                    Some(&format!("accepted_requirements_mismatch: {names}")),
-                    json!({"contract_id": ctx.contract_id, "fields": fields}),
-                ),
+            return Ok(Err(Outcome::PaymentRequired(Arc::new(PaymentDemand::new(
+                &ctx.offer,
+                ErrorCode::PaymentMismatch,
+                format!("the payment's {names} does not match this contract's offer"),
+                Some(&format!("accepted_requirements_mismatch: {names}")),
+                json!({"contract_id": ctx.contract_id, "fields": fields}),
             )))));
         }
-        let identifier = match payload.payment_identifier() {
-            Ok(identifier) => identifier,
-            Err(error) => {
-                return Ok(Step::Done(Ok(Self::unreadable_payment(
-                    ctx,
-                    ErrorCode::InvalidPaymentIdentifier,
-                    &format!("payment-identifier extension: {error}"),
-                ))));
-            }
+        match payload.payment_identifier() {
+            Ok(identifier) => Ok(Ok((payload, identifier))),
+            Err(error) => Ok(Err(Self::unreadable_payment(
+                ctx,
+                ErrorCode::InvalidPaymentIdentifier,
+                &format!("payment-identifier extension: {error}"),
+            ))),
+        }
+    }
+
+    /// An `exact` (EIP-3009) payment: judged (prechecks by the chain's clock, the worker's
+    /// standing, the facilitator's verdict), then stored with `offered → paid` and forwarded.
+    async fn accept_exact_payment(
+        &self,
+        ctx: &Ctx,
+        submission: EscrowedSubmission<'_>,
+    ) -> Result<Step, HireError> {
+        let key = match self.judge_exact_payment(ctx, &submission).await? {
+            Ok(key) => key,
+            Err(step) => return Ok(step),
         };
-        let payload_json = serde_json::to_value(&payload)
-            .map_err(|e| internal(format!("payment payload: {e}")))?;
-        let payload_hash = Digest::of_canonical(&payload_json)
-            .map_err(|e| internal(format!("payment payload: {e}")))?
-            .to_string();
-        if let Some(id) = &identifier
-            && let Some(existing) = inner.store.find_payment_by_identifier(id.as_str()).await?
-        {
-            return self.known_payment(ctx, &existing, &payload_hash, true);
-        }
-        if ctx.terms.escrow().is_some() {
-            return self
-                .accept_escrowed_payment(
-                    ctx,
-                    EscrowedSubmission {
-                        payload: &payload,
-                        payload_json,
-                        payload_hash,
-                        identifier,
-                    },
-                )
-                .await;
-        }
+        self.record_exact_payment(ctx, submission, &key).await
+    }
+
+    /// Whether an `exact` payment may be taken: its stored key when it may, else the step that
+    /// answers it (a known payment, a refusal, a worker that cannot work, no verdict).
+    async fn judge_exact_payment(
+        &self,
+        ctx: &Ctx,
+        submission: &EscrowedSubmission<'_>,
+    ) -> Result<Result<StoredKey, Step>, HireError> {
+        let inner = &self.inner;
+        let payload = submission.payload;
+        let payload_hash = &submission.payload_hash;
+        let requirements = ctx
+            .offer
+            .requirements()
+            .ok_or_else(|| internal("stored offer has no requirements"))?;
         let key = match payload.payment_key() {
             Ok(key) => key,
             Err(reason) => {
-                return Ok(Step::Done(Ok(Self::refuse_payment(
+                return Ok(Err(Step::Done(Ok(Self::refuse_payment(
                     ctx,
                     reason.as_str(),
                     "the payment payload is not an EIP-3009 exact payment".to_owned(),
                     json!({}),
-                ))));
+                )))));
             }
         };
         let key = StoredKey::of(&key);
         let now = match self.chain_now(ctx).await {
             Ok(now) => now,
-            Err(unavailable) => return Ok(Step::Done(Err(unavailable))),
+            Err(unavailable) => return Ok(Err(Step::Done(Err(unavailable)))),
         };
-        let refusal = self.authorization_refusal(ctx, &payload, requirements, now);
+        let refusal = self.authorization_refusal(ctx, payload, requirements, now);
         // The facilitator's verdict is read-only, so it is asked alongside the store's two
         // reads: one wait instead of three. It is used only when neither read answers first.
         let verify = async {
@@ -202,24 +246,28 @@ impl HireService {
             verify,
         );
         if let Some(existing) = existing? {
-            return self.known_payment(ctx, &existing, &payload_hash, false);
+            return self
+                .known_payment(ctx, &existing, payload_hash, false)
+                .map(Err);
         }
         if let Some(refusal) = refusal {
-            return Ok(Step::Done(refusal));
+            return Ok(Err(Step::Done(refusal)));
         }
         if let Some(refusal) = unavailable? {
-            return Ok(Step::Done(Err(refusal)));
+            return Ok(Err(Step::Done(Err(refusal))));
         }
         let verdict = match verdict {
             None => {
-                return Ok(Step::Done(Err(facilitator_unavailable(
+                return Ok(Err(Step::Done(Err(facilitator_unavailable(
                     "no facilitator is configured",
-                ))));
+                )))));
             }
             Some(Ok(verdict)) => verdict,
             Some(Err(error)) => {
                 tracing::warn!(contract_id = %ctx.contract_id, error = %error, "facilitator /verify outcome unknown");
-                return Ok(Step::Done(Err(facilitator_unavailable(&error.to_string()))));
+                return Ok(Err(Step::Done(Err(facilitator_unavailable(
+                    &error.to_string(),
+                )))));
             }
         };
         if !verdict.is_valid {
@@ -228,13 +276,30 @@ impl HireService {
                 .as_ref()
                 .map_or("invalid_payment", |r| r.as_str())
                 .to_owned();
-            return Ok(Step::Done(Ok(Self::refuse_payment(
+            return Ok(Err(Step::Done(Ok(Self::refuse_payment(
                 ctx,
                 &reason,
                 format!("the facilitator refused the payment: {reason}"),
                 json!({"facilitator_message": verdict.invalid_message}),
-            ))));
+            )))));
         }
+        Ok(Ok(key))
+    }
+
+    /// Store a judged `exact` payment and move the contract `offered → paid` in one
+    /// transaction, then forward at once.
+    async fn record_exact_payment(
+        &self,
+        ctx: &Ctx,
+        submission: EscrowedSubmission<'_>,
+        key: &StoredKey,
+    ) -> Result<Step, HireError> {
+        let EscrowedSubmission {
+            payload,
+            payload_json,
+            payload_hash,
+            identifier,
+        } = submission;
         let exact = payload
             .exact_evm()
             .map_err(|r| internal(r.as_str().to_owned()))?;
@@ -276,7 +341,7 @@ impl HireService {
                 ContractState::Paid,
                 &event,
                 identifier.as_ref(),
-                &key,
+                key,
             )
             .await?
         {
