@@ -12,7 +12,6 @@ use hiregate_contracts::{
     deliverable::EvidenceRequest,
     verify::{EvidenceFetch, EvidenceSet, FetchFailure},
 };
-use reqwest::StatusCode;
 use url::Url;
 
 use crate::outbound::{OutboundClient, OutboundError};
@@ -80,8 +79,10 @@ async fn fetch_one(
         .get(url, timeout)
         .await
         .map_err(|error| classify(&error, limit_bytes))?;
+    // The outbound fetch's own status (a worker's evidence host), not an answer of ours: 401/403
+    // mean the evidence exists but is not ours to read.
     let status = response.status();
-    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+    if matches!(status.as_u16(), 401 | 403) {
         return Err(EvidenceFetch::Failed(FetchFailure::AuthDenied));
     }
     if !status.is_success() {
