@@ -28,6 +28,7 @@ pub mod receipts;
 pub mod reputation;
 pub mod webhooks;
 pub mod workers;
+pub mod x402_resource;
 
 use std::time::{Duration, Instant};
 
@@ -108,6 +109,7 @@ pub fn api_routes() -> openapi::Routes {
         .merge(receipts::router())
         .merge(events::router())
         .merge(webhooks::router())
+        .merge(x402_resource::router())
 }
 
 fn make_span(request: &Request) -> tracing::Span {
