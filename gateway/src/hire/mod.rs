@@ -34,6 +34,7 @@
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
 //! | [`receipts`] | signed receipts of terminal contracts (issued once per outcome, stored) and the JSON-lines export of the event log |
 //! | `recovery` | crash recovery: contracts left in a working state past its time bound are taken over by one instance and resumed |
+//! | [`resource`] | the stable x402 resource of a listing's task type: the unpaid 402 signed in memory (nothing stored), the paid offer made a contract once and driven by execute, the contract's capability token |
 //! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
 //!
 //! Flow of a contract: [`HireService::create_contract`] checks the worker (listed, healthy, not
@@ -70,6 +71,7 @@ pub mod receipts;
 mod recovery;
 pub mod relay;
 mod release;
+pub mod resource;
 mod settle;
 mod slots;
 mod stream;
