@@ -21,6 +21,7 @@
 //! | [`state`] | the lifecycle: [`ContractState`](state::ContractState) + [`ContractEvent`](state::ContractEvent) → `transition` |
 //! | [`deliverable`] | the one internal [`Deliverable`](deliverable::Deliverable) form and its digest |
 //! | [`wire`] | HIRE, WattSwarm and Superwire shapes and their conversion into deliverables |
+//! | [`verdict`] | [`VerificationStatus`](verdict::VerificationStatus): passed, failed or inconclusive, shared by the verifier and the WattSwarm wire |
 //! | [`verify`] | the deterministic [`Verifier`](verify::Verifier): evidence checks, schemas, thresholds, cross-check quorum |
 //! | [`receipt`] | the gateway-signed [`Receipt`](receipt::Receipt) of a terminal contract and offline [`verify_receipt`](receipt::verify_receipt) |
 //! | [`reputation`] | a worker listing's figures from its verified, paid outcomes only (self-dealing excluded, 7 d / 30 d / all), the signed [`ReputationSnapshot`](reputation::ReputationSnapshot) and offline [`verify_reputation_snapshot`](reputation::verify_reputation_snapshot) |
@@ -55,5 +56,6 @@ pub mod state;
 pub mod terms;
 pub mod time;
 pub mod token;
+pub mod verdict;
 pub mod verify;
 pub mod wire;

@@ -32,20 +32,8 @@ use crate::policy::{
 };
 use crate::reason;
 use crate::schema::{MAX_INSTANCE_DEPTH, OutputSchema, SchemaCache, SchemaError, SchemaViolation};
+pub use crate::verdict::VerificationStatus;
 use crate::wire::wattswarm::VerifyResponse;
-
-/// Outcome class of a verification.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerificationStatus {
-    /// The deliverable satisfies the policy: settle.
-    Passed,
-    /// The deliverable breaks the policy: settle nothing.
-    Failed,
-    /// The policy could not be decided (evidence unreachable, too few verifiers): settle
-    /// nothing, and a dispute replay may decide it later.
-    Inconclusive,
-}
 
 /// Why evidence could not be fetched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

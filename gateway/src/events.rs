@@ -1,130 +1,17 @@
-//! Contract events as the outside world sees them, and their live fan-out.
-//!
-//! [`LiveEvent`] is the public shape of a `contract_event` row (SSE `data:` and the webhook
-//! `data` field): no correlation id, nothing about payments beyond what the hire flow put in
-//! `details`. [`EventBus`] is an in-process broadcast the [`Store`](crate::store::Store)
-//! publishes to after each event commits; SSE streams and the webhook delivery loop subscribe
-//! to it so they react at once instead of polling. It only ever speeds things up: a receiver
-//! that lags, or an event written by another gateway instance, is caught by the database poll
-//! the readers keep running anyway.
-//!
-//! [`event_stream`] turns a contract's log into the SSE body of `GET /v1/contracts/{id}/events`:
-//! replay after a cursor, then follow live events, ids = per-contract `seq` (gap-free, so a
+//! The SSE stream of a contract's log: [`event_stream`] turns it into the body of
+//! `GET /v1/contracts/{id}/events`: replay after a cursor, then follow live events from the
+//! store's [`EventBus`](crate::store::bus::EventBus), ids = per-contract `seq` (gap-free, so a
 //! resumed stream has no gap and no duplicate), and end once the contract is terminal and its
 //! log has been sent.
 
-use std::{collections::VecDeque, convert::Infallible, str::FromStr, sync::Arc, time::Duration};
+use std::{collections::VecDeque, convert::Infallible, sync::Arc, time::Duration};
 
 use axum::response::sse::Event;
-use chrono::{DateTime, Utc};
 use futures::Stream;
-use hiregate_contracts::state::ContractState;
-use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{ContractEvent, NewContractEvent, Store, StoreError};
-
-/// Buffered notices per subscriber before it lags (and falls back to the database). Every
-/// notice stays alive until this many newer ones push it out of the ring, whether or not anyone
-/// still needs it: 4,096 kept about 9 MiB of a gateway holding 10,000 pending contracts. 1,024 is
-/// still half a second of events at 200 hires a second.
-const BUS_CAPACITY: usize = 1024;
-
-/// One contract event, public view.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LiveEvent {
-    /// Contract.
-    pub contract_id: String,
-    /// 1, 2, 3… per contract; the SSE event id.
-    pub seq: i64,
-    /// Event type (`contract_offered`, `paid`, `settled`, …).
-    pub kind: String,
-    /// When it happened (UTC).
-    pub at: DateTime<Utc>,
-    /// Who caused it (`seeker:<id>`, `gateway`, `facilitator`, …).
-    pub actor: String,
-    /// State before, for transitions.
-    pub from_state: Option<String>,
-    /// State after, for transitions.
-    pub to_state: Option<String>,
-    /// Structured details.
-    pub details: Value,
-}
-
-impl From<ContractEvent> for LiveEvent {
-    fn from(event: ContractEvent) -> Self {
-        Self {
-            contract_id: event.contract_id,
-            seq: event.seq,
-            kind: event.kind,
-            at: event.at,
-            actor: event.actor,
-            from_state: event.from_state,
-            to_state: event.to_state,
-            details: event.details,
-        }
-    }
-}
-
-impl LiveEvent {
-    /// The view of an event just appended with `seq`.
-    pub fn appended(
-        contract_id: &str,
-        seq: i64,
-        event: &NewContractEvent,
-        from_state: Option<&str>,
-        to_state: Option<&str>,
-    ) -> Self {
-        Self {
-            contract_id: contract_id.to_owned(),
-            seq,
-            kind: event.kind.clone(),
-            at: event.at,
-            actor: event.actor.clone(),
-            from_state: from_state.map(str::to_owned),
-            to_state: to_state.map(str::to_owned),
-            details: event.details.clone(),
-        }
-    }
-
-    /// Whether this event moved the contract into a terminal state.
-    pub fn is_terminal(&self) -> bool {
-        self.to_state.as_deref().is_some_and(is_terminal_state)
-    }
-}
-
-/// Whether a stored state name is terminal (unknown names are not: keep streaming).
-pub fn is_terminal_state(state: &str) -> bool {
-    ContractState::from_str(state).is_ok_and(|s| s.is_terminal())
-}
-
-/// In-process fan-out of committed events. Cheap to clone; clones share the channel.
-#[derive(Debug, Clone)]
-pub struct EventBus {
-    sender: broadcast::Sender<Arc<LiveEvent>>,
-}
-
-impl Default for EventBus {
-    fn default() -> Self {
-        Self {
-            sender: broadcast::channel(BUS_CAPACITY).0,
-        }
-    }
-}
-
-impl EventBus {
-    /// Announce a committed event. Nobody listening is fine.
-    pub fn publish(&self, event: LiveEvent) {
-        let _no_subscribers_is_fine = self.sender.send(Arc::new(event));
-    }
-
-    /// Receive events committed from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
-        self.sender.subscribe()
-    }
-}
+use crate::store::{Store, StoreError, bus::LiveEvent};
 
 /// Timing of an event stream.
 #[derive(Debug, Clone, Copy)]

@@ -30,8 +30,8 @@
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`ledger`] | the audit of money: `hiregate reconcile` / `GET /v1/admin/reconcile` (store vs chain for a block range), settlement metrics from the event bus |
 //! | [`mcp`] | the MCP server (`/mcp` over streamable HTTP, `hiregate mcp` over stdio): seeker tools over the public API; `hire` pays from the `[mcp]` wallet within its spending limits |
-//! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query |
-//! | [`events`] | public contract events, the in-process event bus, the SSE stream of `GET /v1/contracts/{id}/events` |
+//! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query; the in-process event bus ([`store::bus`]) |
+//! | [`events`] | the SSE stream of `GET /v1/contracts/{id}/events`: replay from the store, then live events from its bus |
 //! | [`webhooks`] | seeker webhooks: secrets, signed messages, the leased delivery loop, retries and dead letters |
 //!
 //! Main flow: `main` parses the CLI → [`config::Settings::load`] → [`telemetry::init`] →

@@ -45,7 +45,7 @@ use prometheus_client::{
 use alloy::primitives::Address;
 use hiregate_contracts::policy::PolicyId;
 
-use crate::ledger::reconcile::{MismatchKind, ReconcileReport};
+use crate::ledger::{reconcile::ReconcileReport, report::MismatchKind};
 
 /// Content type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

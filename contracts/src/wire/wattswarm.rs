@@ -8,7 +8,7 @@ use crate::deliverable::{
     ArtifactRef, Deliverable, DeliverableError, DeliveryStatus, InlineEvidence, Output,
 };
 use crate::policy::PolicyBindingWire;
-use crate::verify::VerificationStatus;
+use crate::verdict::VerificationStatus;
 
 /// `GET /capabilities`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,30 +21,21 @@ use alloy::primitives::U256;
 use chrono::Utc;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use hiregate_payments::{
-    PaymentIdentifier, PaymentPayload, Reason,
+    Reason,
     auth_capture::{escrow::EscrowError, precheck, verify::verify_onchain},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{
     HireService,
     error::{ErrorCode, HireError},
     escrow::{EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
-    payment::{StoredKey, facilitator_unavailable, to_i64},
+    submission::{
+        AUTHORIZATION_REFUSED, EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64,
+    },
 };
 use crate::store::{AuthorizationOutcome, NewPayment, PaymentRecord, Transition};
-
-/// The stored state of a payment whose `authorize` the chain refused.
-pub(super) const AUTHORIZATION_REFUSED: &str = "authorization_refused";
-
-/// A checked escrowed payment, ready to be stored.
-pub(super) struct EscrowedSubmission<'a> {
-    pub(super) payload: &'a PaymentPayload,
-    pub(super) payload_json: Value,
-    pub(super) payload_hash: String,
-    pub(super) identifier: Option<PaymentIdentifier>,
-}
 
 impl HireService {
     /// An `auth-capture` payment for an `offered` contract: checked, stored as `authorizing`,

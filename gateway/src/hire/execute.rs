@@ -54,7 +54,7 @@ use super::{
     HireService,
     error::{ErrorCode, HireError},
     offer::StoredOffer,
-    offered::Cached,
+    offered::{Cached, check_body},
     outcome::{
         AcceptedWork, Execution, Failure, FailureKind, HireResult, Original, Outcome, Progress,
         Settlement, SettlementFailure, WorkerTask,
@@ -736,26 +736,6 @@ fn is_repeat(contract: &ContractRecord) -> bool {
         ContractState::Paid => contract.queued_at.is_some(),
         _ => true,
     }
-}
-
-/// An execute body must be empty or the contract's input (in any JSON spelling).
-pub(super) fn check_body(terms: &ContractTerms, body: &Bytes) -> Result<(), HireError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(());
-    }
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| HireError::malformed_json(e.to_string()))?;
-    let same = terms
-        .task()
-        .matches_input(&value)
-        .map_err(|e| internal(format!("input digest: {e}")))?;
-    if !same {
-        return Err(HireError::conflict(
-            ErrorCode::InputMismatch,
-            "the body is not this contract's input; send it unchanged or send no body".to_owned(),
-        ));
-    }
-    Ok(())
 }
 
 /// Whether a contract in `state` may show its deliverable's content to the seeker: only once

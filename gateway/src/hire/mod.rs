@@ -7,6 +7,7 @@
 //! | [`execute`] | the execute flow: one lock, one loop over the contract's state, duplicates, stored answers |
 //! | `payment` | `offered`: the 402 and the payment (prechecks, facilitator /verify, `paid`) |
 //! | `authorize` | escrowed payments: `offered` → `authorizing` → `paid` once the escrow's `authorize` is mined |
+//! | `submission` | a payment between its checks and its row: the escrowed submission, stored key spellings, the refused-authorization state, the facilitator-unavailable answer (shared by `payment` and `authorize`) |
 //! | `forward` | `paid` → `executing`: an attempt at the worker, and its answer (delivered, pending, failed) |
 //! | `hireable` | whether the listing can work now: asked when the payment arrives (retired, task type withdrawn, unhealthy, full: refused before anything is held) and before each attempt (an unhealthy worker is waited for within the SLA, else the attempt ends without calling it) |
 //! | `stream` | stream outputs: the worker's SSE read to its end (relayed, resumed with `Last-Event-ID`, bounded) and assembled into the deliverable before `delivered` |
@@ -74,6 +75,7 @@ pub mod resource;
 mod settle;
 mod slots;
 mod stream;
+mod submission;
 pub mod sweep;
 
 use std::{str::FromStr, sync::Arc};

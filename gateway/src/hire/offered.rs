@@ -6,7 +6,7 @@
 //!
 //! Correctness across states: the cache only ever holds contracts this instance saw `offered`.
 //! Every committed event of a contract on this instance removes its entry (a listener on the
-//! store's [`EventBus`](crate::events::EventBus); a lagging listener clears everything), so an
+//! store's [`EventBus`](crate::store::bus::EventBus); a lagging listener clears everything), so an
 //! instance never serves a 402 for a contract it knows is no longer offered. Another instance's
 //! payment is not seen here until the entry is rebuilt, so a 402 may be stale across instances;
 //! that is harmless: a payment signed for it reaches the slow path, which reads the stored state
@@ -18,14 +18,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use chrono::Utc;
 use hiregate_contracts::terms::ContractTerms;
+use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    error::HireError,
+    error::{ErrorCode, HireError},
     outcome::{HireResult, Outcome, PaymentDemand},
 };
-use crate::events::LiveEvent;
+use crate::store::bus::LiveEvent;
 
 /// Offered contracts kept per instance; beyond this the least recently used are dropped.
 const CAPACITY: usize = 50_000;
@@ -114,7 +115,7 @@ impl OfferCache {
             .as_ref()
             .is_some_and(|seen| seen == body);
         if !seen {
-            if let Err(error) = super::execute::check_body(&entry.terms, body) {
+            if let Err(error) = check_body(&entry.terms, body) {
                 return Cached::Answer(Err(error));
             }
             if !body.is_empty() {
@@ -151,4 +152,25 @@ impl OfferCache {
             }
         }
     }
+}
+
+/// An execute body must be empty or the contract's input (in any JSON spelling).
+/// Checked on both paths: from memory here, and on the slow path of `execute`.
+pub(super) fn check_body(terms: &ContractTerms, body: &Bytes) -> Result<(), HireError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| HireError::malformed_json(e.to_string()))?;
+    let same = terms
+        .task()
+        .matches_input(&value)
+        .map_err(|e| HireError::internal_msg(format!("input digest: {e}")))?;
+    if !same {
+        return Err(HireError::conflict(
+            ErrorCode::InputMismatch,
+            "the body is not this contract's input; send it unchanged or send no body".to_owned(),
+        ));
+    }
+    Ok(())
 }

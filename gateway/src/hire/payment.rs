@@ -15,11 +15,13 @@ use serde_json::{Value, json};
 
 use super::{
     HireService,
-    authorize::{AUTHORIZATION_REFUSED, EscrowedSubmission},
     error::{ErrorCode, HireError},
     execute::{Ctx, Step, internal},
     offer::SIGNING_SLACK_S,
     outcome::{HireResult, Outcome, PaymentDemand},
+    submission::{
+        AUTHORIZATION_REFUSED, EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64,
+    },
 };
 use crate::store::{NewPayment, PayOutcome, PaymentRecord};
 
@@ -514,42 +516,5 @@ impl HireService {
             ))));
         }
         Ok(Step::Again)
-    }
-}
-
-pub(super) fn facilitator_unavailable(why: &str) -> HireError {
-    HireError::unavailable(
-        ErrorCode::FacilitatorUnavailable,
-        format!(
-            "the payment could not be verified right now ({why}); nothing was executed or \
-             charged, retry later"
-        ),
-        5,
-    )
-}
-
-pub(super) fn to_i64(value: U256) -> i64 {
-    u64::try_from(value)
-        .ok()
-        .and_then(|v| i64::try_from(v).ok())
-        .unwrap_or(i64::MAX)
-}
-
-/// The stored spelling of a payment key: CAIP-2 network, EIP-55 asset and payer, `0x` nonce.
-pub(super) struct StoredKey {
-    pub(super) network: String,
-    pub(super) asset: String,
-    pub(super) payer: String,
-    pub(super) nonce: String,
-}
-
-impl StoredKey {
-    pub(super) fn of(key: &hiregate_payments::PaymentKey) -> Self {
-        Self {
-            network: key.network.as_str().to_owned(),
-            asset: key.asset.to_checksum(None),
-            payer: key.payer.to_checksum(None),
-            nonce: key.nonce.to_string(),
-        }
     }
 }

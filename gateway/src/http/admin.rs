@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     extract::{Admin, AppJson, AppPath, AppQuery},
     keys::{self, KeyPage, KeyView, RotatedKey},
-    openapi::{ErrorBody, Routes, delete, get, post},
+    routes::{ErrorBody, Routes, delete, get, post},
 };
 use crate::{
     auth::{IssueKeyError, Role, issue_api_key},

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     extract::AppPath,
-    openapi::{ErrorBody, Routes, get},
+    routes::{ErrorBody, Routes, get},
 };
 use crate::{
     error::{ApiError, ApiResult},

@@ -14,7 +14,7 @@ use alloy::primitives::Address;
 use axum::{Json, extract::State};
 use serde::Serialize;
 
-use super::openapi::{Routes, get};
+use super::routes::{Routes, get};
 use crate::{assets::AssetInfo, error::ApiResult, state::AppState};
 
 /// How long one token's metadata may take to read from its chain.

@@ -13,7 +13,7 @@ use hiregate_worker_sdk::webhook::{HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP
 
 use super::answers;
 use super::extract::AppPath;
-use super::openapi::{ErrorBody, Routes, post};
+use super::routes::{ErrorBody, Routes, post};
 use crate::{error::ApiError, hire::pending::CallbackSignature, state::AppState};
 
 /// The worker callback route.

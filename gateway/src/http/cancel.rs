@@ -10,7 +10,7 @@ use hiregate_contracts::id::ContractId;
 
 use super::answers;
 use super::extract::{AppPath, Seeker};
-use super::openapi::{ErrorBody, Routes, post};
+use super::routes::{ErrorBody, Routes, post};
 use crate::{error::ApiError, state::AppState};
 
 /// The cancel route.

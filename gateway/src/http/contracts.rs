@@ -18,7 +18,7 @@ use serde::Deserialize;
 use super::{
     answers,
     extract::{AppJson, AppPath, AppQuery, Caller, Party, Seeker},
-    openapi::{ErrorBody, Routes, get, post},
+    routes::{ErrorBody, Routes, get, post},
 };
 use crate::{
     adapters::secrets::{SECRETS_HEADER, SeekerSecrets},

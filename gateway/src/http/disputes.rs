@@ -14,7 +14,7 @@ use hiregate_contracts::id::ContractId;
 use serde_json::Value;
 
 use super::extract::{Admin, AppPath, AppQuery, DeferredJson, Party};
-use super::openapi::{ErrorBody, Routes, get, post};
+use super::routes::{ErrorBody, Routes, get, post};
 use crate::{
     error::{ApiError, ApiResult},
     hire::disputes::{DecisionRequest, DisputeAnswer, DisputeRequest, MAX_QUEUE_PAGE},

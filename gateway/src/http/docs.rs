@@ -10,7 +10,7 @@ use axum::{
 
 use super::{
     extract::AppPath,
-    openapi::{ErrorBody, Routes, get},
+    routes::{ErrorBody, Routes, get},
 };
 use crate::error::ApiError;
 

@@ -20,7 +20,7 @@ use hiregate_contracts::id::ContractId;
 use serde::Deserialize;
 
 use super::extract::{AppPath, AppQuery, Party};
-use super::openapi::{ErrorBody, Routes, get};
+use super::routes::{ErrorBody, Routes, get};
 use crate::{
     error::{ApiError, ApiResult},
     events::{StreamTiming, event_stream},

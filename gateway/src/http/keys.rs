@@ -12,7 +12,7 @@
 
 use super::{
     extract::{AppPath, AppQuery, Caller},
-    openapi::{ErrorBody, Routes, delete, get, post},
+    routes::{ErrorBody, Routes, delete, get, post},
 };
 use crate::{
     auth::{Role, revoke_api_key, rotate_api_key},

@@ -1,6 +1,6 @@
 //! `/mcp`: the MCP server ([`crate::mcp`]) over streamable HTTP, for seekers only.
 //!
-//! Not registered through [`super::openapi::Routes`] and absent from the OpenAPI document on
+//! Not registered through [`super::routes::Routes`] and absent from the OpenAPI document on
 //! purpose: it is one JSON-RPC endpoint whose methods and tool schemas MCP clients discover with
 //! `tools/list`, not a REST resource an OpenAPI operation could describe. It is merged beside
 //! the documented routes in [`super::router`], under the same middleware stack.

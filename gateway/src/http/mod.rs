@@ -1,6 +1,6 @@
 //! The HTTP API: one router per resource, merged here under the shared middleware stack.
-//! Routes are registered through [`openapi::Routes`] (see there why); `/openapi.json` describes
-//! them all and `/docs` shows that description.
+//! Routes are registered through [`routes::Routes`] (see there why); `/openapi.json` describes
+//! them all ([`openapi`]) and `/docs` shows that description.
 //!
 //! Layers, outermost first: request id (`x-request-id`, generated if absent) → trace span
 //! (method, matched route, request id) → request-id propagation to the response → CORS →
@@ -26,6 +26,7 @@ pub mod openapi;
 pub mod ops;
 pub mod receipts;
 pub mod reputation;
+pub mod routes;
 pub mod webhooks;
 pub mod workers;
 pub mod x402_resource;
@@ -88,10 +89,10 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Every route of the API, registered through [`openapi::Routes`] so the OpenAPI coverage test
+/// Every route of the API, registered through [`routes::Routes`] so the OpenAPI coverage test
 /// sees exactly what is served.
-pub fn api_routes() -> openapi::Routes {
-    openapi::Routes::new()
+pub fn api_routes() -> routes::Routes {
+    routes::Routes::new()
         .merge(ops::router())
         .merge(openapi::router())
         .merge(docs::router())

@@ -9,7 +9,7 @@ use axum::{
 };
 use serde_json::{Map, Value, json};
 
-use super::openapi::{Routes, get};
+use super::routes::{Routes, get};
 use crate::{error::ApiError, metrics, state::AppState};
 
 /// `/healthz`, `/readyz`, `/metrics`.

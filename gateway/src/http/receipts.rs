@@ -11,7 +11,7 @@ use hiregate_contracts::id::ContractId;
 use serde_json::json;
 
 use super::extract::{AppPath, Party};
-use super::openapi::{ErrorBody, Routes, get};
+use super::routes::{ErrorBody, Routes, get};
 use crate::{
     error::{ApiError, ApiResult},
     state::AppState,

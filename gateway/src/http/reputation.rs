@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{
     extract::AppPath,
-    openapi::{ErrorBody, Routes, get},
+    routes::{ErrorBody, Routes, get},
 };
 use crate::{
     error::{ApiError, ApiResult},

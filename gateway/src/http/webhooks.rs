@@ -18,7 +18,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::openapi::{ErrorBody, Routes, get, post};
+use super::routes::{ErrorBody, Routes, get, post};
 use super::{
     events::contract_for_party,
     extract::{AppPath, AppQuery, Seeker},

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::{
     extract::{AppJson, AppPath, AppQuery, DeferredJson, Operator},
-    openapi::{ErrorBody, Routes, get},
+    routes::{ErrorBody, Routes, get},
 };
 use hiregate_contracts::reputation::{ReputationSnapshot, Window};
 

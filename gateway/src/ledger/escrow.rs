@@ -46,7 +46,7 @@ use serde::Serialize;
 
 use super::{
     chain::{SettleTx, TransferLog},
-    reconcile::{Mismatch, MismatchKind, ReconcileError, Tally, decimal, optional_decimal},
+    report::{Mismatch, MismatchKind, ReconcileError, Tally, decimal, optional_decimal},
 };
 use crate::{
     hire::{escrow::CaptureOrder, offer::StoredOffer},

@@ -21,12 +21,12 @@ use tokio::sync::broadcast::{Receiver, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    events::LiveEvent,
     hire::escrow::CaptureOrder,
     metrics::{
         AssetLabels, EscrowLabels, EscrowOutcome, Metrics, SettlementLabels, SettlementResult,
     },
     store::Store,
+    store::bus::LiveEvent,
 };
 
 /// Count settlement outcomes from `events` (subscribe before anything can settle) until

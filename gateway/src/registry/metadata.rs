@@ -17,7 +17,7 @@ use hiregate_contracts::schema::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::model::InvalidField;
+use super::invalid::InvalidField;
 
 /// Longest listing name, in characters.
 pub const MAX_NAME_CHARS: usize = 100;

@@ -9,6 +9,7 @@
 //! healthy again after one pass; missed probes never delete anything.
 
 pub mod health;
+pub mod invalid;
 pub mod metadata;
 pub mod model;
 pub mod probe;
@@ -155,7 +156,7 @@ pub enum RegistryError {
     },
     /// A field breaks a rule of this gateway (e.g. a fee above `escrow.max_fee_bps`).
     #[error(transparent)]
-    Invalid(#[from] model::InvalidField),
+    Invalid(#[from] invalid::InvalidField),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -209,11 +210,11 @@ impl WorkerRegistry {
         Ok(())
     }
 
-    fn check_fee(&self, fee: Option<&FeePolicy>) -> Result<(), model::InvalidField> {
+    fn check_fee(&self, fee: Option<&FeePolicy>) -> Result<(), invalid::InvalidField> {
         let Some(fee) = fee else { return Ok(()) };
         fee.check()?;
         if fee.fee_bps > self.max_fee_bps {
-            return Err(model::InvalidField::new(
+            return Err(invalid::InvalidField::new(
                 "fee_policy.fee_bps",
                 format!(
                     "must be at most {} (this gateway's escrow.max_fee_bps)",

@@ -16,26 +16,8 @@ use url::Url;
 use hiregate_contracts::money::EvmAddress as ContractAddress;
 pub use hiregate_contracts::money::{Network, PaymentScheme};
 
+use super::invalid::InvalidField;
 use crate::ids::{PrincipalId, WorkerId};
-
-/// A value in a listing is malformed. `field` is the JSON field at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {reason}")]
-pub struct InvalidField {
-    /// JSON path of the field, e.g. `tasks.summarize.price`.
-    pub field: String,
-    /// What is wrong.
-    pub reason: String,
-}
-
-impl InvalidField {
-    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-}
 
 /// How the gateway talks to a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]

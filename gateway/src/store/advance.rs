@@ -16,7 +16,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::execution::{
+use super::hire_values::{
     AttemptEnd, AuthorizationOutcome, NewDeliverable, NewVerification, SettlementOutcome,
 };
 use super::{

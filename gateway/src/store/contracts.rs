@@ -10,6 +10,7 @@
 //! so per contract `seq` is gap-free and commits in order: an SSE reader resuming after `n`
 //! never misses an event that commits later with a smaller number.
 
+use super::bus::LiveEvent;
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
@@ -125,6 +126,22 @@ pub struct ContractEvent {
     pub to_state: Option<String>,
     /// Structured details.
     pub details: serde_json::Value,
+}
+
+/// The public view of a stored event (SSE `data:`, the webhook `data` field).
+impl From<ContractEvent> for LiveEvent {
+    fn from(event: ContractEvent) -> Self {
+        Self {
+            contract_id: event.contract_id,
+            seq: event.seq,
+            kind: event.kind,
+            at: event.at,
+            actor: event.actor,
+            from_state: event.from_state,
+            to_state: event.to_state,
+            details: event.details,
+        }
+    }
 }
 
 /// Outcome of [`Store::transition_contract`].

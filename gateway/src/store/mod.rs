@@ -22,11 +22,13 @@
 //! | `contracts` | `contract`, `contract_event`; the caller's contract listing |
 //! | `payments` | `payment` |
 //! | `execution` | the paid hire's transactions: `payment` + `contract`, `attempt`, `deliverable`, `verification` |
+//! | `hire_values` | none: the values the paid hire's steps write (attempt end, deliverable, verification, authorization and settlement outcomes), shared by `execution` and `advance` |
 //! | `jobs` | `job` |
 //! | `webhooks` | `webhook_secret`, `webhook_endpoint`, `webhook_delivery`, `webhook_attempt` (outbox filled by a trigger on `contract_event`) |
 //! | `reputation` | read-only: one listing's ended paid contracts as reputation facts (payment, first verdict, last attempt, dispute, self-dealing) |
 //! | `receipts` | `contract_receipt` (write-once per outcome, migrations 0006 and 0018; `contract_event` is append-only by trigger) |
 //! | `disputes` | `dispute` (one per contract; the other party's answer and the decision are each written once); the arbiter's queue by state |
+//! | `bus` | none: the in-process [`EventBus`] of committed events and their public [`LiveEvent`] view |
 //! | `json` | none: the JSON binding and diagnostic-text rule every table uses |
 //! | `key_locks` | none: PostgreSQL advisory locks, the instances' claims on chain keys and their turns to send from them |
 //! | `script` | none: SQLite writes sent as one script that carries its own transaction (the temporary table `moved`) |
@@ -45,10 +47,12 @@
 
 mod advance;
 mod api_keys;
+pub mod bus;
 mod capabilities;
 mod contracts;
 mod disputes;
 mod execution;
+mod hire_values;
 mod jobs;
 mod json;
 mod key_locks;
@@ -80,9 +84,12 @@ pub use contracts::{
 };
 pub use disputes::{DisputeDecisionRecord, DisputeRecord, DisputeResponse, NewDispute};
 pub use execution::{
-    AttemptEnd, AttemptRecord, AuthorizationOutcome, DeliverableRecord, IN_FLIGHT_STATES,
-    NewAttempt, NewDeliverable, NewVerification, PayOutcome, SettlementOutcome, StartAttempt,
-    VerificationRecord, WorkerLoad, WorkerStanding,
+    AttemptRecord, IN_FLIGHT_STATES, NewAttempt, PayOutcome, StartAttempt, WorkerLoad,
+    WorkerStanding,
+};
+pub use hire_values::{
+    AttemptEnd, AuthorizationOutcome, DeliverableRecord, NewDeliverable, NewVerification,
+    SettlementOutcome, VerificationRecord,
 };
 pub use jobs::{Enqueued, JobRecord, NewJob};
 pub use key_locks::{KeyLocks, SendLock};
@@ -99,10 +106,9 @@ pub use worker_stats::{
 };
 pub use workers::{PROBE_HISTORY_KEPT, ProbeResult, WorkerQuery};
 
-use crate::{
-    config::{DatabaseKind, DatabaseSettings},
-    events::{EventBus, LiveEvent},
-};
+use bus::{EventBus, LiveEvent};
+
+use crate::config::{DatabaseKind, DatabaseSettings};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
@@ -412,13 +418,16 @@ impl Store {
         from_state: Option<&str>,
         to_state: Option<&str>,
     ) {
-        self.events.publish(LiveEvent::appended(
-            contract_id,
+        self.events.publish(LiveEvent {
+            contract_id: contract_id.to_owned(),
             seq,
-            event,
-            from_state,
-            to_state,
-        ));
+            kind: event.kind.clone(),
+            at: event.at,
+            actor: event.actor.clone(),
+            from_state: from_state.map(str::to_owned),
+            to_state: to_state.map(str::to_owned),
+            details: event.details.clone(),
+        });
     }
 
     /// Apply pending migrations. Safe to run from several instances at once (sqlx takes a

@@ -20,8 +20,8 @@ use url::Url;
 use super::{message_body, message_id, retry::next_delay, seeker_secret};
 use crate::{
     config::WebhookSettings,
-    events::LiveEvent,
     outbound::OutboundClient,
+    store::bus::LiveEvent,
     store::{ClaimedDelivery, DeliveryAttemptRecord, DeliveryFinish, Store, StoreError},
 };
 

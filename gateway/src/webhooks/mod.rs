@@ -30,7 +30,7 @@ use hiregate_worker_sdk::WebhookSecret;
 use serde_json::{Value, json};
 
 use crate::{
-    events::LiveEvent,
+    store::bus::LiveEvent,
     store::{Store, StoreError, WebhookSecretRecord},
 };
 

@@ -19,7 +19,8 @@ use std::collections::BTreeSet;
 
 use hiregate_gateway::http::{
     api_routes,
-    openapi::{self, ApiDoc, Routes, undocumented_routes, unserved_operations},
+    openapi::{ApiDoc, undocumented_routes, unserved_operations},
+    routes::{self, Routes},
 };
 use reqwest::header;
 use serde_json::Value;
@@ -144,7 +145,7 @@ async fn undocumented() -> &'static str {
 fn an_undocumented_route_is_caught() {
     let routes = api_routes().merge(Routes::new().route(
         "/v1/undocumented",
-        openapi::get(undocumented).post(undocumented),
+        routes::get(undocumented).post(undocumented),
     ));
     let missing = undocumented_routes(&routes, &ApiDoc::openapi());
     assert_eq!(
@@ -156,7 +157,7 @@ fn an_undocumented_route_is_caught() {
     );
     // A new method on a documented path is caught as well.
     let routes = api_routes()
-        .merge(Routes::new().route("/v1/contracts/{id}/execute", openapi::get(undocumented)));
+        .merge(Routes::new().route("/v1/contracts/{id}/execute", routes::get(undocumented)));
     assert_eq!(
         undocumented_routes(&routes, &ApiDoc::openapi()),
         vec![(
