@@ -244,7 +244,7 @@ impl FromRequestParts<AppState> for Party {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         // A wallet seeker's capability token (contracts hired over the stable x402 resource).
-        if let Some(party) = super::x402_resource::capability_party(&parts.headers, state).await {
+        if let Some(party) = capability_party(&parts.headers, state).await {
             return party;
         }
         match authenticate(parts, state).await? {
@@ -259,4 +259,39 @@ impl FromRequestParts<AppState> for Party {
             }),
         }
     }
+}
+
+/// The party a capability token (`hg_cap_…`) stands for: the seeker of the one contract it was
+/// issued for. `None` when the bearer credential is not a capability token; an unknown token
+/// is 401 `invalid_api_key`, the same answer as an unknown key, so it tells nothing about any
+/// contract.
+async fn capability_party(
+    headers: &axum::http::HeaderMap,
+    state: &AppState,
+) -> Option<Result<Party, ApiError>> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer")
+        || !token.starts_with(crate::hire::resource::CAPABILITY_PREFIX)
+    {
+        return None;
+    }
+    let seeker = match state
+        .store
+        .seeker_of_capability(ApiKeyHash::of(token).as_str())
+        .await
+    {
+        Ok(seeker) => seeker,
+        Err(error) => return Some(Err(error.into())),
+    };
+    Some(
+        seeker
+            .and_then(|seeker| seeker.parse::<PrincipalId>().ok())
+            .map(|principal_id| Party {
+                principal_id,
+                role: Role::Seeker,
+            })
+            .ok_or(ApiError::InvalidCredentials),
+    )
 }

@@ -1,8 +1,7 @@
 //! The stable x402 resources: `POST /x402/workers/{worker_id}/{task_type}` (anyone with an x402
 //! client: the body is the task input, the 402 is paid like any x402 resource) and their
 //! catalogue `GET /discovery/resources` (the x402 bazaar discovery list). The capability token
-//! a paid answer carries is accepted by [`super::extract::Party`] through
-//! [`capability_party`].
+//! a paid answer carries is accepted by [`super::extract::Party`].
 //!
 //! Handlers only parse; [`crate::hire::resource`] does the work, and the answer is execute's
 //! ([`answers::execution`]) with the contract's id, links and capability token added.
@@ -18,14 +17,13 @@ use serde_json::{Value, json};
 
 use super::{
     answers,
-    extract::{AppPath, AppQuery, Party},
-    openapi::{ErrorBody, Routes, get, post},
+    extract::{AppPath, AppQuery},
+    routes::{ErrorBody, Routes, get, post},
 };
 use crate::{
-    auth::{ApiKeyHash, Role},
     error::{ApiError, ApiResult},
-    hire::resource::{CAPABILITY_PREFIX, CatalogueFilter, ResourceExecution, ResourceRequest},
-    ids::{PrincipalId, WorkerId},
+    hire::resource::{CatalogueFilter, ResourceExecution, ResourceRequest},
+    ids::WorkerId,
     state::AppState,
 };
 
@@ -196,37 +194,4 @@ pub(crate) async fn discovery_resources(
     AppQuery(filter): AppQuery<CatalogueFilter>,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(state.hire.resource_catalogue(&filter).await?))
-}
-
-/// The party a capability token (`hg_cap_…`) stands for: the seeker of the one contract it was
-/// issued for. `None` when the bearer credential is not a capability token; an unknown token
-/// is 401 `invalid_api_key`, the same answer as an unknown key, so it tells nothing about any
-/// contract.
-pub(crate) async fn capability_party(
-    headers: &HeaderMap,
-    state: &AppState,
-) -> Option<Result<Party, ApiError>> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim();
-    if !scheme.eq_ignore_ascii_case("bearer") || !token.starts_with(CAPABILITY_PREFIX) {
-        return None;
-    }
-    let seeker = match state
-        .store
-        .seeker_of_capability(ApiKeyHash::of(token).as_str())
-        .await
-    {
-        Ok(seeker) => seeker,
-        Err(error) => return Some(Err(error.into())),
-    };
-    Some(
-        seeker
-            .and_then(|seeker| seeker.parse::<PrincipalId>().ok())
-            .map(|principal_id| Party {
-                principal_id,
-                role: Role::Seeker,
-            })
-            .ok_or(ApiError::InvalidCredentials),
-    )
 }
