@@ -354,3 +354,71 @@ async fn a_restarted_gateway_keeps_the_settled_contract_and_never_charges_twice(
     );
     assert_eq!(stack.worker.executions().await.unwrap(), 1, "ran twice");
 }
+
+/// The stable x402 resource of the listing, paid by the official `@x402/fetch` client with no
+/// key and no contract call: the gateway process signs the offer in its 402, the client echoes
+/// it, the payment settles on chain, and the capability token of the answer reads the contract.
+#[tokio::test]
+async fn the_official_x402_fetch_client_pays_a_listings_stable_url() {
+    if !node_tools_or_skip("the_official_x402_fetch_client_pays_a_listings_stable_url") {
+        return;
+    }
+    let stack = start_stack().await;
+    let wallet = funded_wallet(&stack).await;
+    let payer = wallet.address();
+    let text = "paid over the stable URL by @x402/fetch";
+    let before = stack.balances(payer).await.unwrap();
+    let url = stack
+        .gateway_url()
+        .join(&format!("x402/workers/{}/{SUMMARIZE}", stack.worker_id))
+        .unwrap();
+    let result = node_script(
+        "pay.mjs",
+        &json!({
+            "url": url.as_str(),
+            "privateKey": wallet.to_bytes().to_string(),
+            "method": "POST",
+            "body": { "text": text },
+            "allowedAssets": [{
+                "network": stack.devnet.network(),
+                "asset": stack.devnet.token().to_checksum(None),
+            }],
+        }),
+    )
+    .await
+    .expect("pay.mjs runs");
+
+    assert_eq!(result["status"], 200, "{result}\n{}", stack.logs());
+    let settlement = &result["paymentResponse"];
+    assert_eq!(settlement["success"], true, "{result}");
+    assert!(same_address(&settlement["payer"], payer), "{settlement}");
+    let transaction = settlement["transaction"].as_str().expect("a transaction");
+    assert_mined_transfer(&stack, transaction).await;
+    assert_eq!(
+        result["body"]["deliverable"]["output"]["content"]["summary"], text,
+        "{}",
+        result["body"]
+    );
+    let after = stack.balances(payer).await.unwrap();
+    assert_eq!(after.payer, before.payer - price(), "payer paid the price");
+    assert_eq!(after.payee, before.payee + price(), "payTo got the price");
+
+    // The capability token, not an API key, reads the contract.
+    let contract_url = result["body"]["links"]["contract"].as_str().unwrap();
+    let token = result["body"]["access"]["token"].as_str().unwrap();
+    let view: Value = stack
+        .http()
+        .get(contract_url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["state"], "settled", "{view}");
+    assert_eq!(view["settlement"]["transaction"], transaction, "{view}");
+    let stranger = stack.http().get(contract_url).send().await.unwrap();
+    assert_eq!(stranger.status(), 401);
+    assert_eq!(stack.worker.executions().await.unwrap(), 1);
+}

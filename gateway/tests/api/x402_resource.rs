@@ -14,7 +14,7 @@ use sqlx::{Connection as _, Row as _};
 
 use crate::{
     escrow_env::escrow_env,
-    helpers::TestDatabase,
+    helpers::{ADMIN_KEY, TestDatabase},
     hire_env::{Answer, HireEnv, PRICE, WorkerKind, answer, hire_env, hire_listing, now},
 };
 
@@ -46,6 +46,14 @@ async fn offer(env: &HireEnv, worker_id: &str, body: &Value) -> PaymentRequired 
     let unpaid = call(env, worker_id, body, None).await;
     assert_eq!(unpaid.status, 402, "{:?}", unpaid.body);
     unpaid.payment_required()
+}
+
+/// The gateway's records equal the chain's transfers (`GET /v1/admin/reconcile`).
+async fn assert_reconciled(env: &HireEnv) {
+    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
+    assert_eq!(response.status(), 200);
+    let report: Value = response.json().await.unwrap();
+    assert_eq!(report["ok"], true, "{report:#}");
 }
 
 /// Rows per table, except the health prober's history (it runs in the background).
@@ -330,6 +338,7 @@ async fn paid_call(database: TestDatabase) {
     assert_eq!(again.payment_response().transaction, settlement.transaction);
     assert_eq!(env.worker.executions(), 1);
     assert_eq!(env.balances().await, after);
+    assert_reconciled(&env).await;
 }
 
 #[tokio::test]
@@ -390,6 +399,7 @@ async fn duplicates(database: TestDatabase) {
         rows(&counts, "payment").unwrap(),
         rows(&counts_before, "payment").unwrap() + 1
     );
+    assert_reconciled(&env).await;
 }
 
 #[tokio::test]
@@ -493,6 +503,7 @@ async fn a_rejected_deliverable_is_neither_paid_nor_shown() {
             .await
             .unwrap()
     );
+    assert_reconciled(&env).await;
     // The token shows the verdict, never the work.
     let token = rejected.body["access"]["token"].as_str().unwrap();
     let view: Value = env
