@@ -25,6 +25,7 @@
 //! | [`verify`] | the deterministic [`Verifier`](verify::Verifier): evidence checks, schemas, thresholds, cross-check quorum |
 //! | [`receipt`] | the gateway-signed [`Receipt`](receipt::Receipt) of a terminal contract and offline [`verify_receipt`](receipt::verify_receipt) |
 //! | [`reputation`] | a worker listing's figures from its verified, paid outcomes only (self-dealing excluded, 7 d / 30 d / all), the signed [`ReputationSnapshot`](reputation::ReputationSnapshot) and offline [`verify_reputation_snapshot`](reputation::verify_reputation_snapshot) |
+//! | [`webhook`] | Standard Webhooks signing and verification (`whsec_` secrets): worker callbacks and seeker webhooks, both ends |
 //! | [`reason`] | WattSwarm-numbered `u16` reason codes |
 //!
 //! ## Main flow (as the gateway uses it)
@@ -58,4 +59,5 @@ pub mod time;
 pub mod token;
 pub mod verdict;
 pub mod verify;
+pub mod webhook;
 pub mod wire;

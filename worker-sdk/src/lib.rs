@@ -9,7 +9,7 @@
 //! | [`handler`] | what authors write: [`TaskHandler`] (an async closure), [`TaskContext`], [`TaskOutcome`] |
 //! | [`protocol`] | wire types: [`TaskReport`] (`completed`/`failed`/`pending`/`partial`), [`Output`], capabilities, health, errors, header names |
 //! | [`gateway_auth`] | contract-token check against the gateway JWKS (fixed or fetched + cached) |
-//! | [`webhook`] | Standard Webhooks signing and verification (`whsec_` secrets) |
+//! | [`webhook`] | Standard Webhooks signing and verification (`whsec_` secrets), re-exported from the contracts crate (the gateway signs and checks with the same code) |
 //! | [`hosted`] | outputs the worker hosts: files (`GET /files/{task_id}/{name}`, with their checksum) and SSE streams (`GET /streams/{task_id}`, numbered events, `Last-Event-ID` resume, closing `done`) |
 //! | [`callback`] | signed completion callbacks to the gateway for work that went `pending` |
 //! | [`ids`] | [`ContractId`], [`TaskId`], [`TaskType`], [`Attempt`] — valid by construction |
@@ -116,7 +116,8 @@ pub mod seeker;
 pub mod serve;
 pub mod testing;
 pub mod verify;
-pub mod webhook;
+/// Standard Webhooks signing and verification: the contracts crate's, which the gateway uses too.
+pub use hiregate_contracts::webhook;
 pub mod worker;
 
 pub use callback::{CallbackConfig, CallbackShape, CompletionCallback};

@@ -34,8 +34,8 @@
 use std::{str::FromStr, time::Duration};
 
 use chrono::{DateTime, Utc};
+use hiregate_contracts::webhook::{WebhookError, WebhookSecret};
 use hiregate_contracts::{canonical::Digest, state::ContractState};
-use hiregate_worker_sdk::webhook::{WebhookError, WebhookSecret};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;

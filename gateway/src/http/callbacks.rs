@@ -9,7 +9,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use hiregate_contracts::id::ContractId;
-use hiregate_worker_sdk::webhook::{HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, WebhookError};
+use hiregate_contracts::webhook::{HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP, WebhookError};
 
 use super::answers;
 use super::extract::AppPath;

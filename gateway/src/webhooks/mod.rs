@@ -26,7 +26,7 @@ pub mod delivery;
 pub mod retry;
 
 use chrono::{DateTime, Utc};
-use hiregate_worker_sdk::WebhookSecret;
+use hiregate_contracts::webhook::WebhookSecret;
 use serde_json::{Value, json};
 
 use crate::{

@@ -6,18 +6,20 @@
 //! space-separated signatures (key rotation); one match is enough.
 //!
 //! Workers use [`WebhookSecret::sign_headers`] for completion callbacks to the gateway; the
-//! gateway and seekers use [`WebhookSecret::verify`] on what they receive. Replay protection
+//! gateway and seekers use [`WebhookSecret::verify`] on what they receive. It lives here, below
+//! both ends: the gateway signs its seeker webhooks and checks worker callbacks with it, and the
+//! worker SDK re-exports it as `hiregate_worker_sdk::webhook`. Replay protection
 //! beyond the timestamp window (remembering seen `webhook-id`s) is the receiver's job.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
+use http::{HeaderMap, HeaderValue};
 use rand::RngCore as _;
 use sha2::Sha256;
 
