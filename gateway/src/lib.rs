@@ -13,7 +13,7 @@
 //! | [`startup`] | [`startup::App`]: build (store, migrations, client, router, bound listener), run |
 //! | [`state`] | [`state::AppState`] shared by handlers and loops |
 //! | [`error`] | [`error::ApiError`]: stable codes, `{"error":{code,message,details}}` |
-//! | [`http`] | routers (`ops`, `admin`, `keys`, `workers`, `contracts`, …) registered through `openapi::Routes`, the OpenAPI document (`/openapi.json`) and its viewer (`/docs`), the web console (`/console`, embedded assets), middleware, extractors (JSON, auth) |
+//! | [`http`] | routers (`ops`, `admin`, `keys`, `workers`, `contracts`, …) registered through `openapi::Routes`, the OpenAPI document (`/openapi.json`) and its viewer (`/docs`), the web console (`/console`, embedded assets), the stable x402 resources (`/x402/workers/{id}/{task}`) and their discovery list (`/discovery/resources`), middleware, extractors (JSON, auth: API keys and contract capability tokens) |
 //! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, revocation and rotation (with the key cache), callback secrets |
 //! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
 //! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop; listing metadata (name, description, input schema, examples) |
@@ -26,7 +26,7 @@
 //! | [`assets`] | token metadata (EIP-712 domain, decimals, symbol) from config or the chain |
 //! | [`signing`] | the gateway's Ed25519 signing key (file or ephemeral) → JWKS |
 //! | [`adapters`] | worker protocols behind `WorkerProtocol`: hire, wattswarm (ExecuteRequest, transport retries on one execution_id), superwire (SSE relay with Last-Event-ID resume, cancel, seeker secrets from `X-Hiregate-Secrets` into the executor body only) |
-//! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle; disputes (replay, arbiter decisions, the silent arbiter's void) |
+//! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle; the stable x402 resource per listing and task type (a signed offer in the 402, the contract made when it is paid); disputes (replay, arbiter decisions, the silent arbiter's void) |
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`ledger`] | the audit of money: `hiregate reconcile` / `GET /v1/admin/reconcile` (store vs chain for a block range), settlement metrics from the event bus |
 //! | [`mcp`] | the MCP server (`/mcp` over streamable HTTP, `hiregate mcp` over stdio): seeker tools over the public API; `hire` pays from the `[mcp]` wallet within its spending limits |

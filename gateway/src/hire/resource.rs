@@ -224,8 +224,10 @@ impl HireService {
             Err(error) => return ResourceExecution::unpaid(Err(error)),
         };
         let contract_id = terms.contract_id().to_string();
-        if let Err(error) = self.contract_of_offer(&request, &terms, &header).await {
-            return ResourceExecution::unpaid(Err(error));
+        match self.contract_of_offer(&request, &terms, &header).await {
+            Ok(None) => {}
+            Ok(Some(refusal)) => return ResourceExecution::unpaid(Ok(refusal)),
+            Err(error) => return ResourceExecution::unpaid(Err(error)),
         }
         let seeker = match PrincipalId::from_str(terms.seeker().as_str()) {
             Ok(seeker) => seeker,
@@ -489,17 +491,18 @@ impl HireService {
     /// The contract of a paid offer: created `offered` from the signed terms unless it exists
     /// (the contract id is the offer's, so concurrent payments of one offer make one
     /// contract). An offer that expired before its contract was made is refused with nothing
-    /// stored.
+    /// stored, and so is a payment not worth a contract ([`Self::unworthy_payment`]): the
+    /// answer is then `Some` refusal.
     async fn contract_of_offer(
         &self,
         request: &ResourceRequest,
         terms: &ContractTerms,
         header: &str,
-    ) -> Result<(), HireError> {
+    ) -> Result<Option<Outcome>, HireError> {
         let store = &self.inner.store;
         let contract_id = terms.contract_id().to_string();
         if store.contract_state(&contract_id).await?.is_some() {
-            return Ok(());
+            return Ok(None);
         }
         if terms.offer_expired(Utc::now().into()) {
             return Err(HireError::gone(
@@ -534,6 +537,9 @@ impl HireService {
             .and_then(|payload| payload.accepted.extra.get(OFFER_EXTRA_KEY).cloned())
             .ok_or_else(|| offer_unreadable("missing"))?;
         let offer = self.resource_offer(terms, &asset, &listing, &bounds, &signed)?;
+        if let Some(refusal) = self.unworthy_payment(&offer, header).await? {
+            return Ok(Some(refusal));
+        }
         let seeker = PrincipalId::from_str(terms.seeker().as_str()).map_err(HireError::internal)?;
         match self
             .sign_and_store(
@@ -549,10 +555,81 @@ impl HireService {
         {
             Ok(_) => {
                 tracing::info!(contract_id = %contract_id, worker_id = %listing.id, "contract made from a paid x402 resource offer");
-                Ok(())
+                Ok(None)
             }
-            Err(error) if is_duplicate(&error) => Ok(()),
+            Err(error) if is_duplicate(&error) => Ok(None),
             Err(error) => Err(error),
+        }
+    }
+
+    /// Why an `exact` payment of `offer` is not worth making its contract, if it is not: it
+    /// fails the local checks against the offer (payTo, amount, network, asset, domain), or its
+    /// EIP-3009 signature is not its payer's. An EOA's signature is checked here; a contract
+    /// wallet's (which only the chain can judge) by the facilitator's `/verify`. Offers are free,
+    /// so without this a flood of forged payments would leave a contract row each. Escrowed
+    /// (`auth-capture`) payments are judged by the engine alone.
+    async fn unworthy_payment(
+        &self,
+        offer: &StoredOffer,
+        header: &str,
+    ) -> Result<Option<Outcome>, HireError> {
+        let Some(requirements) = offer.requirements() else {
+            return Ok(None);
+        };
+        let Ok(payload) = decode_header::<PaymentPayload>(header) else {
+            return Ok(None);
+        };
+        if requirements.scheme != hiregate_contracts::money::PaymentScheme::Exact.as_str() {
+            return Ok(None);
+        }
+        let refuse = |reason: &str| {
+            Some(Outcome::PaymentRequired(std::sync::Arc::new(
+                PaymentDemand::new(
+                    offer,
+                    ErrorCode::PaymentInvalid,
+                    format!("the payment was refused: {reason}"),
+                    Some(reason),
+                    json!({}),
+                ),
+            )))
+        };
+        let payment = match hiregate_payments::ExactPayment::parse(&payload, requirements) {
+            Ok(payment) => payment,
+            Err(reason) => return Ok(refuse(reason.as_str())),
+        };
+        let signer = alloy::primitives::Signature::from_raw(&payment.payload.signature)
+            .ok()
+            .and_then(|signature| {
+                signature
+                    .recover_address_from_prehash(&payment.signing_hash())
+                    .ok()
+            });
+        if signer == Some(payment.payer()) {
+            return Ok(None);
+        }
+        let Some(facilitator) = &self.inner.facilitator else {
+            // The engine answers 503 for it, with nothing stored either.
+            return Err(super::submission::facilitator_unavailable(
+                "no facilitator is configured",
+            ));
+        };
+        match facilitator
+            .verify(&hiregate_payments::VerifyRequest::new(
+                payload.clone(),
+                requirements.clone(),
+            ))
+            .await
+        {
+            Ok(verdict) if verdict.is_valid => Ok(None),
+            Ok(verdict) => Ok(refuse(
+                verdict
+                    .invalid_reason
+                    .as_ref()
+                    .map_or("invalid_payment", |r| r.as_str()),
+            )),
+            Err(error) => Err(super::submission::facilitator_unavailable(
+                &error.to_string(),
+            )),
         }
     }
 

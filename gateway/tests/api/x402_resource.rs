@@ -462,6 +462,19 @@ async fn a_payment_for_one_listings_offer_pays_no_other() {
     let missing = call(&env, &env.worker_id, &input, Some(&encode_header(&bare))).await;
     assert_eq!(missing.status, 402);
     assert_eq!(missing.code(), "payment_mismatch");
+    // A forged signature (a free offer, a made-up payment) makes no contract.
+    let mut unsigned = env.sign(&challenge).await;
+    unsigned.payload["signature"] = json!(format!("0x{}", "11".repeat(65)));
+    let forged_payment = call(
+        &env,
+        &env.worker_id,
+        &input,
+        Some(&encode_header(&unsigned)),
+    )
+    .await;
+    assert_eq!(forged_payment.status, 402, "{:?}", forged_payment.body);
+    assert_eq!(forged_payment.code(), "payment_invalid");
+    assert_eq!(row_counts(&env.app.database_url).await, counts);
     // Another body than the one offered is a conflict, not a payment.
     let changed = call(
         &env,
