@@ -20,6 +20,7 @@ use figment::{
     Figment,
     providers::{Env, Format, Toml},
 };
+use hiregate_payments::SyncSendMode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Deserializer};
 use url::Url;
@@ -379,12 +380,13 @@ pub struct ChainSettings {
     /// devnet but not most hosted RPCs of a real chain.
     #[serde(default)]
     pub settlement_lookback_blocks: Option<u64>,
-    /// The embedded facilitator sends settlements with `eth_sendRawTransactionSync` (EIP-7966)
-    /// and takes the receipt from the answer instead of polling for it. Only for chains that
-    /// mine in milliseconds (anvil, some L2s): each settlement transaction holds the relayer's
-    /// next nonce until it is mined.
+    /// The embedded facilitator (and the escrow operator) send with `eth_sendRawTransactionSync`
+    /// (EIP-7966) and take the receipt from the answer instead of polling for it: `true`,
+    /// `false`, or `"auto"` (the default: when the node has the method). A sync send holds the
+    /// relayer's next nonce until it is mined, at most a quarter second: a chain that does not
+    /// mine at once is noticed and gets plain sends.
     #[serde(default)]
-    pub sync_send: bool,
+    pub sync_send: SyncSendMode,
     /// Hex private key of the gateway's escrow operator on this chain: the `captureAuthorizer`
     /// of `auth-capture` offers, which sends capture, void and refund. Empty: this chain offers
     /// `exact` only.

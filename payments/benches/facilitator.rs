@@ -265,7 +265,12 @@ async fn start_facilitator(
         devnet.rpc_url().clone(),
         RelayerKey::new(relayer),
     );
-    chain.sync_send = sync_send;
+    // Explicit both ways: the figures compare the two.
+    chain.sync_send = if sync_send {
+        hiregate_payments::SyncSendMode::On
+    } else {
+        hiregate_payments::SyncSendMode::Off
+    };
     let config = FacilitatorConfig {
         chains: vec![chain],
     };

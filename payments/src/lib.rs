@@ -94,7 +94,7 @@ pub use clock::{ChainClock, Now};
 pub use exact::sign::{SignError, SignOptions, sign_exact_payment, sign_exact_payment_with};
 pub use exact::{ExactEvmPayload, ExactPayment, PaymentKey, precheck};
 pub use extension::{PaymentIdentifier, PaymentIdentifierError};
-pub use facilitator::config::{ChainConfig, FacilitatorConfig, RelayerKey};
+pub use facilitator::config::{ChainConfig, FacilitatorConfig, RelayerKey, SyncSendMode};
 pub use facilitator::http_client::{AuthHeaders, HttpFacilitatorClient, Timeouts};
 pub use facilitator::local::LocalFacilitator;
 pub use facilitator::server::{router, serve};

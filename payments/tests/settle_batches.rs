@@ -304,7 +304,10 @@ async fn many_concurrent_settles_and_their_duplicates_move_every_payment_exactly
 #[tokio::test]
 async fn with_sync_sends_concurrent_settles_and_duplicates_move_every_payment_exactly_once() {
     let harness = Harness::start().await;
-    let facilitator = facilitator_with(&harness, |chain| chain.sync_send = true).await;
+    let facilitator = facilitator_with(&harness, |chain| {
+        chain.sync_send = hiregate_payments::SyncSendMode::On
+    })
+    .await;
     every_payment_twice_at_once_moves_once(&harness, &facilitator).await;
 }
 
@@ -475,7 +478,10 @@ async fn a_stuck_settlement_is_replaced_at_the_same_nonce_and_paid_once() {
 #[tokio::test]
 async fn a_sync_send_not_mined_in_time_is_watched_until_mined_and_paid_once() {
     let harness = Harness::start().await;
-    let facilitator = facilitator_with(&harness, |chain| chain.sync_send = true).await;
+    let facilitator = facilitator_with(&harness, |chain| {
+        chain.sync_send = hiregate_payments::SyncSendMode::On
+    })
+    .await;
     let payer = harness.payer(AMOUNT).await;
     let request = paid_request(&harness, &payer).await;
     let nonce_before = relayer_nonce(&harness).await;
@@ -518,7 +524,7 @@ async fn with_sync_sends_a_node_without_the_method_gets_plain_sends() {
     .await
     .unwrap();
     let facilitator = facilitator_with(&harness, |chain| {
-        chain.sync_send = true;
+        chain.sync_send = hiregate_payments::SyncSendMode::On;
         chain.rpc_url = node.url();
     })
     .await;
@@ -699,7 +705,7 @@ async fn at_one_second_blocks_settlements_of_one_block_leave_before_the_next_in_
         .unwrap();
     let facilitator = facilitator_with(&harness, |chain| {
         chain.rpc_url = node.url();
-        chain.sync_send = true;
+        chain.sync_send = hiregate_payments::SyncSendMode::On;
         chain.settle_batch_max = 4;
     })
     .await;

@@ -24,7 +24,7 @@ use alloy::{
 use hiregate_contracts::terms::ContractTerms;
 use hiregate_payments::{
     AuthCapturePayment, EscrowAddresses, EscrowOperator, PaymentInfo, PaymentPayload,
-    PaymentRequirements,
+    PaymentRequirements, SyncSendMode,
     auth_capture::{
         Refusal,
         escrow::{EscrowEvent, EscrowEventKind, EscrowTotals},
@@ -115,7 +115,9 @@ impl EscrowOperators {
                     std::time::Duration::from_millis(settings.facilitator.settle_timeout_ms),
                     std::time::Duration::from_millis(100),
                 );
-            if chain.sync_send {
+            // `auto` as `true`: building makes no network call, and the relayer sends
+            // plainly from its first answer of a node without the method.
+            if chain.sync_send != SyncSendMode::Off {
                 escrow = escrow.with_sync_send(wallet);
             }
             if let Some(turns) = turns {

@@ -63,10 +63,12 @@ pub struct ChainConfig {
     /// Send settlement transactions with `eth_sendRawTransactionSync` (EIP-7966), whose answer
     /// is the receipt, instead of sending and polling for it. For chains that mine in
     /// milliseconds (anvil with instant mining, L2s with sub-second blocks): each transaction
-    /// holds the relayer's next nonce until it is mined (at most a second), so on a slower
-    /// chain sends would queue behind every block. A node without the method gets plain sends.
+    /// holds the relayer's next nonce until it is mined (at most a quarter second; a chain that
+    /// has not mined it by then is seen mining on a schedule and gets plain sends until it
+    /// mines at once again). `auto` (the default) asks the node at start whether it has the
+    /// method; a node without it gets plain sends in every mode.
     #[serde(default)]
-    pub sync_send: bool,
+    pub sync_send: SyncSendMode,
     /// `auth-capture`: the `AuthCaptureEscrow`; `None` is the canonical v1.0 deployment
     /// (also what the devnet places its look-alike at).
     #[serde(default)]
@@ -101,6 +103,63 @@ pub(crate) fn default_resend_after_ms() -> u64 {
     15_000
 }
 
+/// Whether settlements are sent with `eth_sendRawTransactionSync` (see
+/// [`ChainConfig::sync_send`]): `true`, `false` or `"auto"` in configuration files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncSendMode {
+    /// Plain sends, the receipt looked up.
+    Off,
+    /// Sync sends (plain ones on a node without the method).
+    On,
+    /// Sync sends when the node has the method, asked once at start.
+    #[default]
+    Auto,
+}
+
+impl<'de> Deserialize<'de> for SyncSendMode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            Flag(bool),
+            Word(String),
+        }
+        match Wire::deserialize(deserializer)? {
+            Wire::Flag(true) => Ok(Self::On),
+            Wire::Flag(false) => Ok(Self::Off),
+            // Environment variables arrive as text.
+            Wire::Word(word) => match word.to_ascii_lowercase().as_str() {
+                "auto" => Ok(Self::Auto),
+                "true" => Ok(Self::On),
+                "false" => Ok(Self::Off),
+                other => Err(serde::de::Error::custom(format!(
+                    "sync_send is true, false or \"auto\", not {other:?}"
+                ))),
+            },
+        }
+    }
+}
+
+impl SyncSendMode {
+    /// Whether to send with `eth_sendRawTransactionSync` on the node behind `provider`
+    /// (`auto` asks it).
+    pub async fn resolve(self, provider: &alloy::providers::DynProvider) -> bool {
+        match self {
+            Self::Off => false,
+            Self::On => true,
+            Self::Auto => {
+                let has = super::relayer::node_has_sync_send(provider).await;
+                tracing::info!(
+                    sync_send = has,
+                    "sync_send = \"auto\": the node {} eth_sendRawTransactionSync",
+                    if has { "has" } else { "lacks" }
+                );
+                has
+            }
+        }
+    }
+}
+
 /// Multicall3's address on every chain that has it.
 pub const MULTICALL3_CANONICAL: Address =
     alloy::primitives::address!("cA11bde05977b3631167028862bE2a173976CA11");
@@ -121,7 +180,7 @@ impl ChainConfig {
             settle_batch_window_ms: default_settle_batch_window_ms(),
             multicall3: None,
             resend_after_ms: default_resend_after_ms(),
-            sync_send: false,
+            sync_send: SyncSendMode::default(),
             escrow: None,
             erc3009_collector: None,
             operator_refund_collector: None,

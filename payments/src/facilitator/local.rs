@@ -196,7 +196,7 @@ impl LocalFacilitator {
                 batch_window: chain.settle_batch_window(),
                 resend_after: chain.resend_after(),
                 poll_interval: chain.receipt_poll_interval(),
-                sync_send: chain.sync_send.then(|| SyncSend {
+                sync_send: chain.sync_send.resolve(&provider).await.then(|| SyncSend {
                     wallet: EthereumWallet::from(chain.relayer_key.signer().clone()),
                     chain_id: expected,
                 }),

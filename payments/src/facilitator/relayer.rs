@@ -908,6 +908,22 @@ fn is_nonce_too_low(error: &TransportError) -> bool {
     error_message(error).is_some_and(|message| message.contains("nonce too low"))
 }
 
+/// Whether the node behind `provider` has `eth_sendRawTransactionSync`: asked with an empty
+/// transaction, which a node with the method refuses as undecodable and one without it as an
+/// unknown method. A node that cannot be asked is taken as not having it (plain sends work on
+/// every node).
+pub(crate) async fn node_has_sync_send(provider: &DynProvider) -> bool {
+    let asked = provider
+        .raw_request::<_, serde_json::Value>("eth_sendRawTransactionSync".into(), ("0x",))
+        .await;
+    match asked {
+        Ok(_) => true,
+        Err(error) if is_method_not_found(&error) => false,
+        Err(RpcError::ErrorResp(_)) => true,
+        Err(_) => false,
+    }
+}
+
 fn is_method_not_found(error: &TransportError) -> bool {
     matches!(error, RpcError::ErrorResp(payload) if payload.code == METHOD_NOT_FOUND)
 }
