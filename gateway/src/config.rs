@@ -561,6 +561,9 @@ pub struct ContractSettings {
     /// Paid contracts that may wait for a free slot of one worker beyond its `max_parallel`;
     /// past it execute answers 429 before anyone pays. 0: no queue.
     pub worker_queue_depth: u32,
+    /// Longest a paid execute holds its request for a slot of a full worker, ms, when the
+    /// expected wait fits the contract's SLA; longer waits answer 202 `queued`. 0: never held.
+    pub queue_hold_max_ms: u64,
     /// Period of the settlement sweep, ms.
     pub sweep_interval_ms: u64,
     /// First poll of pending work, ms after the worker answered `pending`; the delay doubles

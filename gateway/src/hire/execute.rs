@@ -128,9 +128,10 @@ pub(super) struct Ctx {
     /// The `exact` payment this execute stored, as stored: what forwarding and judging read,
     /// fields a payment keeps until its settlement begins. Background work reads the store.
     pub(super) paid_with: std::sync::OnceLock<Box<PaymentRecord>>,
-    /// Whether this drive may wait in line for a worker marked unhealthy (a seeker's execute,
-    /// or the task spawned for that wait); background rounds hand the wait to a task of its
-    /// own instead of holding up their loop (see `hireable`).
+    /// Whether this drive may wait in line (a seeker's execute, or the task spawned for that
+    /// wait): for a worker marked unhealthy (background rounds hand that wait to a task of its
+    /// own instead of holding up their loop, see `hireable`), and for a slot of a full worker
+    /// when the wait is short (background work leaves the contract queued, see `queue`).
     pub(super) waits_in_line: bool,
 }
 

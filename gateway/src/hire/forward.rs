@@ -19,6 +19,7 @@ use super::{
     hireable::{WorkerReadiness, worker_wait_until},
     offer::AuthorizationWindow,
     outcome::{Failure, FailureKind, Outcome},
+    queue::Held,
 };
 use crate::{
     adapters::{
@@ -111,33 +112,50 @@ impl HireService {
             // The attempt is opened only to be ended: the worker is not called.
             forwarded["worker_called"] = json!(false);
         }
-        let started = inner
-            .store
-            .start_attempt(
-                &ctx.contract_id,
-                ctx.worker_id.as_str(),
-                listing.max_parallel.get(),
-                &NewAttempt {
-                    attempt_id: attempt_id.clone(),
-                    payment_id: payment.payment_id.clone(),
-                    started_at: Utc::now(),
-                },
-                &self.event(ctx, "gateway", ContractEvent::Forwarded.name(), forwarded),
-            )
-            .await?;
-        let attempt_no = match started {
-            StartAttempt::Started { attempt_no } => attempt_no,
-            StartAttempt::WorkerBusy { in_flight, ahead } => {
-                let queued = self
-                    .queue_for_slot(ctx, in_flight, ahead, listing.max_parallel.get())
-                    .await;
-                return Ok(Step::Done(queued));
-            }
-            StartAttempt::StateMismatch { .. } => return Ok(Step::Again),
-            StartAttempt::NotFound => {
-                return Err(HireError::not_found("contract"));
+        let max_parallel = listing.max_parallel.get();
+        let mut hold = None;
+        let attempt_no = loop {
+            let started = inner
+                .store
+                .start_attempt(
+                    &ctx.contract_id,
+                    ctx.worker_id.as_str(),
+                    max_parallel,
+                    &NewAttempt {
+                        attempt_id: attempt_id.clone(),
+                        payment_id: payment.payment_id.clone(),
+                        started_at: Utc::now(),
+                    },
+                    &self.event(
+                        ctx,
+                        "gateway",
+                        ContractEvent::Forwarded.name(),
+                        forwarded.clone(),
+                    ),
+                )
+                .await?;
+            match started {
+                StartAttempt::Started { attempt_no } => break attempt_no,
+                StartAttempt::WorkerBusy { in_flight, ahead } => {
+                    match self
+                        .queue_for_slot(ctx, &mut hold, in_flight, ahead, max_parallel)
+                        .await?
+                    {
+                        Held::TryAgain => {}
+                        Held::Answer(answer) => return Ok(Step::Done(answer)),
+                    }
+                }
+                StartAttempt::StateMismatch { .. } => return Ok(Step::Again),
+                StartAttempt::NotFound => {
+                    return Err(HireError::not_found("contract"));
+                }
             }
         };
+        drop(hold);
+        self.inner
+            .slots
+            .line(ctx.worker_id.as_str())
+            .attempt_started(&ctx.contract_id);
         if unavailable {
             return self
                 .attempt_unavailable(ctx, &listing, &payment, &attempt_id, attempt_no)
@@ -530,6 +548,9 @@ impl HireService {
                 None,
             )
             .await?;
+        if applied {
+            self.slot_freed(ctx);
+        }
         if applied && !retry_allowed {
             self.record_void(ctx, payment, "retries_exhausted").await?;
         }
@@ -665,6 +686,7 @@ impl HireService {
             store.finish_attempt(attempt_id, &end).await?;
             return Ok(Step::Again);
         }
+        self.slot_freed(ctx);
         self.judge(ctx, attempt_id, &deliverable, digest).await
     }
 }

@@ -22,7 +22,8 @@
 //! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifiers' eligibility at proposal (independent, healthy, serving `/verify`), their `/verify` votes, fail-closed |
 //! | [`relay`] | worker events (Superwire SSE, stream output events, HIRE progress reports) appended to the contract's event log |
 //! | [`locks`] | one in-process lock per contract |
-//! | [`queue`] | a worker's queue beyond `max_parallel`: 202 with the position, forwarded in order when a slot frees; 429 past it |
+//! | [`queue`] | a worker's queue beyond `max_parallel`: a short wait is held and answered with the result, a long one 202 with the position (forwarded in order when a slot frees); 429 past it |
+//! | `slots` | each worker's slots as this instance sees them: the slot time (EWMA), held executes woken in queue order the moment a slot frees |
 //! | [`error`] | [`error::HireError`]: the engine's refusals and faults, with a stable [`error::ErrorCode`] |
 //! | [`outcome`] | [`outcome::Outcome`]: what a hire came to (payment required, accepted, pending, queued, failed), for each transport to render |
 //! | [`pending`] | pending work: durable poll jobs, worker callbacks, SLA deadlines; the first terminal report wins |
@@ -33,6 +34,7 @@
 //! | [`cancel`] | `POST /v1/contracts/{id}/cancel`: before delivery → `cancelled`, authorization voided |
 //! | [`receipts`] | signed receipts of terminal contracts (issued once per outcome, stored) and the JSON-lines export of the event log |
 //! | `recovery` | crash recovery: contracts left in a working state past its time bound are taken over by one instance and resumed |
+//! | [`resource`] | the stable x402 resource of a listing's task type: the unpaid 402 signed in memory (nothing stored), the paid offer made a contract once and driven by execute, the contract's capability token |
 //! | [`sweep`] | background settlement of accepted contracts whose acceptance window ended, and reconciliation of unknown outcomes |
 //!
 //! Flow of a contract: [`HireService::create_contract`] checks the worker (listed, healthy, not
@@ -69,7 +71,9 @@ pub mod receipts;
 mod recovery;
 pub mod relay;
 mod release;
+pub mod resource;
 mod settle;
+mod slots;
 mod stream;
 mod submission;
 pub mod sweep;
@@ -182,6 +186,7 @@ struct Inner {
     assets: AssetDirectory,
     verifier: Verifier,
     locks: ContractLocks,
+    slots: slots::WorkerSlots,
     offers: OfferCache,
     escrow: escrow::EscrowOperators,
     base_url: Url,
@@ -262,6 +267,7 @@ impl HireService {
                 assets: parts.assets,
                 verifier: Verifier::default(),
                 locks: ContractLocks::default(),
+                slots: slots::WorkerSlots::default(),
                 offers: OfferCache::default(),
                 escrow: parts.escrow,
                 base_url: parts.base_url,

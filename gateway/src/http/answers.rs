@@ -9,7 +9,7 @@
 //! | `PaymentRequired` | 402, `PAYMENT-REQUIRED`, `Cache-Control: no-store`, `X-Payment-*`, `{"error":…}` |
 //! | `Accepted` | 200 with the deliverable (`PAYMENT-RESPONSE` once settled) |
 //! | `SettlementFailed` | 402 `settlement_failed` with `PAYMENT-RESPONSE` |
-//! | `Pending` / `InProgress` / `Queued` | 202 with where to look, `Retry-After` |
+//! | `Pending` / `InProgress` / `Queued` | 202 with where to look, `Retry-After` (`Queued`: `Location`, the contract to poll) |
 //! | `Failed` | 422 / 502 / 503 / 504, HIRE's `{"status":"failed","contract_id","error"}` |
 //! | `HireError` | the kind's status, `{"error":{"code","message","details"}}`, `Retry-After` |
 //!
@@ -94,6 +94,14 @@ impl Answer {
 
     fn retry_after(self, seconds: u64) -> Self {
         self.header(header::RETRY_AFTER, HeaderValue::from(seconds))
+    }
+
+    /// `Location`: where a client that cannot wait finds the result.
+    fn location(self, url: &str) -> Self {
+        match HeaderValue::from_str(url) {
+            Ok(value) => self.header(header::LOCATION, value),
+            Err(_) => self,
+        }
     }
 
     fn payment_response(self, settlement: Option<&SettleResponse>) -> Self {
@@ -338,6 +346,7 @@ fn queued(place: &QueuePlace) -> Answer {
         }),
     )
     .retry_after(place.retry_after.as_secs())
+    .location(&place.poll_url)
 }
 
 /// HIRE's failure answer: `{"status":"failed","contract_id","error":{code,message,details}}`.

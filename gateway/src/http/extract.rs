@@ -226,7 +226,8 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// A seeker or an operator (the parties of a contract), authenticated by API key.
+/// A seeker or an operator (the parties of a contract), authenticated by API key, or the
+/// seeker of one contract by its capability token (`hg_cap_…`).
 #[derive(Debug, Clone)]
 pub struct Party {
     /// The account.
@@ -242,6 +243,10 @@ impl FromRequestParts<AppState> for Party {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        // A wallet seeker's capability token (contracts hired over the stable x402 resource).
+        if let Some(party) = super::x402_resource::capability_party(&parts.headers, state).await {
+            return party;
+        }
         match authenticate(parts, state).await? {
             Caller::Key(record) if matches!(record.role, Role::Seeker | Role::Operator) => {
                 Ok(Self {

@@ -29,6 +29,7 @@ pub mod reputation;
 pub mod routes;
 pub mod webhooks;
 pub mod workers;
+pub mod x402_resource;
 
 use std::time::{Duration, Instant};
 
@@ -109,6 +110,7 @@ pub fn api_routes() -> routes::Routes {
         .merge(receipts::router())
         .merge(events::router())
         .merge(webhooks::router())
+        .merge(x402_resource::router())
 }
 
 fn make_span(request: &Request) -> tracing::Span {

@@ -297,6 +297,8 @@ impl Modify for SecuritySchemes {
         super::webhooks::dead_letters,
         super::webhooks::redeliver,
         super::webhooks::contract_deliveries,
+        super::x402_resource::hire_resource,
+        super::x402_resource::discovery_resources,
     ),
     components(schemas(ErrorBody, ErrorDetail, super::workers::DiscoverySort)),
     tags(
@@ -310,6 +312,7 @@ impl Modify for SecuritySchemes {
         (name = "receipts", description = "Signed receipts and the event log export"),
         (name = "webhooks", description = "Seeker webhooks: secrets and dead letters"),
         (name = "admin", description = "Admin-only operations"),
+        (name = "x402", description = "Stable x402 resources per listing and task type (no account: any x402 client pays), and their discovery list"),
     ),
 )]
 pub struct ApiDoc;

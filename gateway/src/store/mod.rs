@@ -34,6 +34,7 @@
 //! | `script` | none: SQLite writes sent as one script that carries its own transaction (the temporary table `moved`) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
+//! | `capabilities` | `contract_capability`: SHA-256 of the capability tokens of contracts hired over the stable x402 resource |
 //!
 //! Every event append publishes the committed event on the store's [`EventBus`] (SSE streams and
 //! the webhook loop listen), after the commit so listeners never see an event that rolled back.
@@ -47,6 +48,7 @@
 mod advance;
 mod api_keys;
 pub mod bus;
+mod capabilities;
 mod contracts;
 mod disputes;
 mod execution;

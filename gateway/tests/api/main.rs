@@ -41,3 +41,4 @@ mod webhooks;
 mod wire_snapshot;
 mod workers;
 mod x402_discovery;
+mod x402_resource;

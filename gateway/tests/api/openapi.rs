@@ -221,6 +221,7 @@ fn auth_errors_and_x402_headers_are_described() {
                 "get /console",
                 "get /console/",
                 "get /console/{file}",
+                "get /discovery/resources",
                 "get /docs",
                 "get /docs/{asset}",
                 "get /healthz",
@@ -231,12 +232,18 @@ fn auth_errors_and_x402_headers_are_described() {
                 "get /v1/workers",
                 "get /v1/workers/{id}/agent-card.json",
                 "get /v1/workers/{id}/reputation",
+                // The stable x402 resource: paid with x402, no account.
+                "post /x402/workers/{worker_id}/{task_type}",
             ]
             .map(str::to_owned)
         )
     );
 
-    for path in ["/v1/contracts/{id}/execute", "/execute"] {
+    for path in [
+        "/v1/contracts/{id}/execute",
+        "/execute",
+        "/x402/workers/{worker_id}/{task_type}",
+    ] {
         let execute = &doc["paths"][path]["post"];
         assert!(
             execute["responses"]["402"]["headers"]
