@@ -19,14 +19,16 @@ use serde_json::{Value, json};
 use super::{
     answers,
     extract::{AppPath, AppQuery, Party},
-    openapi::{ErrorBody, Routes, get, post},
+    routes::{ErrorBody, Routes, get, post},
 };
 use crate::{
-    auth::{ApiKeyHash, Role},
     error::{ApiError, ApiResult},
     hire::resource::{CAPABILITY_PREFIX, CatalogueFilter, ResourceExecution, ResourceRequest},
-    ids::{PrincipalId, WorkerId},
     state::AppState,
+};
+use hiregate_store::{
+    ids::{PrincipalId, WorkerId},
+    keys::{ApiKeyHash, Role},
 };
 
 /// The contract an x402 resource payment made, on every answer past the offer.
