@@ -22,12 +22,9 @@ use std::{
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use hiregate_gateway::{
-    config::Settings,
-    startup::App,
-    store::{NewContractEvent, Store},
-};
+use hiregate_gateway::{config::Settings, startup::App};
 use hiregate_payments::devnet::Devnet;
+use hiregate_store::{NewContractEvent, Store};
 use hiregate_worker_sdk::{
     GatewayKeys,
     example_workers::{echo_builder, echo_handler, summary_output_schema},

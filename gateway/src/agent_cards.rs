@@ -32,10 +32,8 @@ use hiregate_contracts::token::{AGENT_CARD_TOKEN_TYPE, KeyRing};
 use serde_json::{Value, json};
 use url::Url;
 
-use crate::{
-    error::ApiError,
-    registry::model::{TaskType, WorkerListing},
-};
+use crate::error::ApiError;
+use hiregate_store::listing::model::{TaskType, WorkerListing};
 
 /// The A2A protocol version the cards follow.
 pub const A2A_PROTOCOL_VERSION: &str = "1.0";

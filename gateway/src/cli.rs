@@ -12,16 +12,15 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
 use crate::{
-    auth::{Role, issue_api_key},
+    auth::issue_api_key,
     config::Settings,
     facilitator::bundled_facilitator_config,
-    ids::PrincipalId,
     ledger::{ReconcileRequest, reconcile},
     shutdown,
     startup::App,
-    store::Store,
     telemetry,
 };
+use hiregate_store::{Store, ids::PrincipalId, keys::Role};
 
 /// hiregate: an x402 payment gateway for hiring AI agents.
 #[derive(Debug, Parser)]

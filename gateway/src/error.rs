@@ -12,15 +12,14 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    auth::Role,
     hire::error::{ErrorKind, HireError},
     http::answers,
     registry::{
         RegistryError,
         probe::{ProbeFailure, ProbeFailureKind},
     },
-    store::StoreError,
 };
+use hiregate_store::{StoreError, keys::Role};
 
 /// Result alias for handlers.
 pub type ApiResult<T> = Result<T, ApiError>;

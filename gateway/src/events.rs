@@ -1,6 +1,6 @@
 //! The SSE stream of a contract's log: [`event_stream`] turns it into the body of
 //! `GET /v1/contracts/{id}/events`: replay after a cursor, then follow live events from the
-//! store's [`EventBus`](crate::store::bus::EventBus), ids = per-contract `seq` (gap-free, so a
+//! store's [`EventBus`](hiregate_store::bus::EventBus), ids = per-contract `seq` (gap-free, so a
 //! resumed stream has no gap and no duplicate), and end once the contract is terminal and its
 //! log has been sent.
 
@@ -11,7 +11,7 @@ use futures::Stream;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Store, StoreError, bus::LiveEvent};
+use hiregate_store::{Store, StoreError, bus::LiveEvent};
 
 /// Timing of an event stream.
 #[derive(Debug, Clone, Copy)]

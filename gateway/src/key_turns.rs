@@ -31,7 +31,7 @@ use hiregate_payments::facilitator::turns::{KeyTurns, SendTurn, SendTurns};
 use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{KeyLocks, SendLock, Store};
+use hiregate_store::{KeyLocks, SendLock, Store};
 
 /// How often the claimants of each key are counted again.
 pub const REFRESH: Duration = Duration::from_secs(5);

@@ -14,8 +14,7 @@
 //! | [`state`] | [`state::AppState`] shared by handlers and loops |
 //! | [`error`] | [`error::ApiError`]: stable codes, `{"error":{code,message,details}}` |
 //! | [`http`] | routers (`ops`, `admin`, `keys`, `workers`, `contracts`, …) registered through `openapi::Routes`, the OpenAPI document (`/openapi.json`) and its viewer (`/docs`), the web console (`/console`, embedded assets), the stable x402 resources (`/x402/workers/{id}/{task}`) and their discovery list (`/discovery/resources`), middleware, extractors (JSON, auth: API keys and contract capability tokens) |
-//! | [`auth`] | API keys (`hg_sk_`/`hg_op_`, SHA-256 stored), roles, revocation and rotation (with the key cache), callback secrets |
-//! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
+//! | [`auth`] | issuing, revoking and rotating API keys, the key cache (the key values, roles and callback secrets are `hiregate_store::keys`) |
 //! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop; listing metadata (name, description, input schema, examples) |
 //! | [`agent_cards`] | A2A v1.0 Agent Cards of healthy listings and of the marketplace, signed by the gateway (detached JWS) |
 //! | [`reputation`] | signed reputation snapshots of worker listings from verified, paid outcomes (cached briefly); discovery's reputation sort and filters |
@@ -30,7 +29,6 @@
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`ledger`] | the audit of money: `hiregate reconcile` / `GET /v1/admin/reconcile` (store vs chain for a block range), settlement metrics from the event bus |
 //! | [`mcp`] | the MCP server (`/mcp` over streamable HTTP, `hiregate mcp` over stdio): seeker tools over the public API; `hire` pays from the `[mcp]` wallet within its spending limits |
-//! | [`store`] | [`store::Store`] over SQLite or PostgreSQL; every SQL query; the in-process event bus ([`store::bus`]) |
 //! | [`events`] | the SSE stream of `GET /v1/contracts/{id}/events`: replay from the store, then live events from its bus |
 //! | [`webhooks`] | seeker webhooks: secrets, signed messages, the leased delivery loop, retries and dead letters |
 //!
@@ -40,7 +38,7 @@
 //! A request passes request-id → trace → CORS → metrics → timeout → body limit → handler;
 //! handlers authenticate through extractors ([`http::extract::Seeker`], `Operator`, `Admin`),
 //! call a service ([`registry::WorkerRegistry`], [`hire::HireService`]) that uses the
-//! [`store::Store`], the [`outbound::OutboundClient`] and the facilitator, and answer JSON or an
+//! [`hiregate_store::Store`], the [`outbound::OutboundClient`] and the facilitator, and answer JSON or an
 //! [`error::ApiError`].
 //!
 //! The paid hire: `POST /v1/contracts` signs terms (contracts crate) and fixes the x402 offer;
@@ -63,7 +61,6 @@ pub mod events;
 pub mod facilitator;
 pub mod hire;
 pub mod http;
-pub mod ids;
 pub mod key_turns;
 pub mod ledger;
 pub mod mcp;
@@ -77,6 +74,5 @@ pub mod shutdown;
 pub mod signing;
 pub mod startup;
 pub mod state;
-pub mod store;
 pub mod telemetry;
 pub mod webhooks;

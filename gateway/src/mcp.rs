@@ -47,7 +47,6 @@ use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
 use crate::{
-    auth::{ApiKey, Role},
     config::McpSettings,
     error::ApiError,
     hire::{
@@ -57,9 +56,12 @@ use crate::{
         outcome::{Execution, FailureKind, Outcome},
     },
     http::{answers, reputation::reputation_view, workers::discovery_page},
-    ids::PrincipalId,
     seeker_cli::{ACCEPTED, hire_report, in_progress},
     state::AppState,
+};
+use hiregate_store::{
+    ids::PrincipalId,
+    keys::{ApiKey, Role},
 };
 
 /// How often `hire` looks at a paid contract still in progress.

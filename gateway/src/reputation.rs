@@ -18,7 +18,8 @@ use hiregate_contracts::{
     token::{KeyRing, REPUTATION_TOKEN_TYPE},
 };
 
-use crate::{error::ApiError, ids::WorkerId, store::Store};
+use crate::error::ApiError;
+use hiregate_store::{Store, ids::WorkerId};
 
 /// How long a computed snapshot is served before it is computed again.
 pub const SNAPSHOT_TTL: Duration = Duration::from_secs(30);

@@ -20,7 +20,7 @@ use crate::{
     adapters::ProtocolAdapters,
     agent_cards::AgentCards,
     assets::AssetDirectory,
-    auth::{ApiKeyCache, ApiKeyHash},
+    auth::ApiKeyCache,
     config::{FacilitatorMode, Settings},
     facilitator::{
         FacilitatorReadiness, FacilitatorSetupError, MeteredFacilitator, build_facilitator,
@@ -35,8 +35,8 @@ use crate::{
     reputation::ReputationBook,
     signing::{SigningKeyError, load_key_ring},
     state::{AppState, SharedState},
-    store::{Store, StoreError},
 };
+use hiregate_store::{Store, StoreError, keys::ApiKeyHash};
 
 /// The app could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]

@@ -7,18 +7,11 @@ use std::{fmt, ops::Deref, sync::Arc};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    agent_cards::AgentCards,
-    assets::AssetDirectory,
-    auth::{ApiKeyCache, ApiKeyHash},
-    config::Config,
-    hire::HireService,
-    metrics::Metrics,
-    outbound::OutboundClient,
-    readiness::ReadinessCheck,
-    registry::WorkerRegistry,
-    reputation::ReputationBook,
-    store::Store,
+    agent_cards::AgentCards, assets::AssetDirectory, auth::ApiKeyCache, config::Config,
+    hire::HireService, metrics::Metrics, outbound::OutboundClient, readiness::ReadinessCheck,
+    registry::WorkerRegistry, reputation::ReputationBook,
 };
+use hiregate_store::{Store, keys::ApiKeyHash};
 
 /// Shared state of the HTTP API and the background loops: a handle on [`SharedState`].
 #[derive(Clone)]

@@ -20,12 +20,12 @@ use hiregate_gateway::{
         execute::ExecuteRequest,
         outcome::{Execution, FailureKind, Outcome, Settlement},
     },
-    ids::PrincipalId,
     registry::NewWorker,
     startup::{AppOptions, build_services},
     state::AppState,
 };
 use hiregate_payments::{PaymentRequired, devnet::Devnet, encode_header, sign_exact_payment};
+use hiregate_store::ids::PrincipalId;
 use hiregate_worker_sdk::{
     GatewayKeys, RunningServer, Worker,
     example_workers::{

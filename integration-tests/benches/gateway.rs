@@ -183,7 +183,7 @@ async fn direct_worker_calls(calls: usize) -> BenchResult<Series> {
 /// key; stopped when dropped.
 struct Deployment {
     gateway: Url,
-    store: hiregate_gateway::store::Store,
+    store: hiregate_store::Store,
     seeker_key: String,
     worker_id: String,
     facilitator: Arc<TimedFacilitator>,

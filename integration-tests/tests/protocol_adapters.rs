@@ -9,7 +9,7 @@ use alloy::{
     primitives::{Address, U256},
     signers::local::PrivateKeySigner,
 };
-use hiregate_gateway::{config::Settings, startup::App, store::Store, telemetry};
+use hiregate_gateway::{config::Settings, startup::App, telemetry};
 use hiregate_integration_tests::postgres::PostgresDatabase;
 use hiregate_integration_tests::reference::superwire::{self, StreamCut};
 use hiregate_integration_tests::reference::wattswarm::{
@@ -17,6 +17,7 @@ use hiregate_integration_tests::reference::wattswarm::{
     VerifierBehaviour, VerifierConfig,
 };
 use hiregate_payments::devnet::Devnet;
+use hiregate_store::Store;
 use hiregate_worker_sdk::seeker::{ExecuteOutcome, SeekerClient};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -1421,7 +1422,7 @@ async fn verifiers_that_cannot_vote_independently_are_refused_before_signing() {
     env.store
         .record_probe(
             &failing_id.parse().expect("worker id"),
-            &hiregate_gateway::store::ProbeResult::Failed {
+            &hiregate_store::ProbeResult::Failed {
                 reason: "health check failed: connection refused".to_owned(),
             },
             1,

@@ -19,10 +19,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-use crate::{
-    outbound::OutboundClient,
-    registry::model::{Protocol, ProtocolOptions, WorkerEndpoint},
-};
+use crate::outbound::OutboundClient;
+use hiregate_store::listing::model::{Protocol, ProtocolOptions, WorkerEndpoint};
 
 /// Where an adapter relays the worker's own progress events (Superwire's SSE events), so they
 /// land in the contract's event log and from there reach SSE and webhooks. Details must carry

@@ -52,10 +52,8 @@ use super::{
     CancelOutcome, FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch,
     sse,
 };
-use crate::{
-    outbound::{OutboundClient, OutboundError},
-    registry::model::{WorkerEndpoint, WorkflowSource},
-};
+use crate::outbound::{OutboundClient, OutboundError};
+use hiregate_store::listing::model::{WorkerEndpoint, WorkflowSource};
 
 /// Response header naming the run of a streaming `/execute`.
 pub const RUN_ID_HEADER: &str = "x-superwire-run-id";

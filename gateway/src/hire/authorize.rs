@@ -35,7 +35,7 @@ use super::{
         AUTHORIZATION_REFUSED, EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64,
     },
 };
-use crate::store::{AuthorizationOutcome, NewPayment, PaymentRecord, Transition};
+use hiregate_store::{AuthorizationOutcome, NewPayment, PaymentRecord, Transition};
 
 impl HireService {
     /// An `auth-capture` payment for an `offered` contract: checked, stored as `authorizing`,

@@ -49,10 +49,12 @@ use url::Url;
 use super::error::{ErrorCode, HireError};
 use crate::{
     adapters::{execution_id, read_capabilities},
-    ids::WorkerId,
     outbound::OutboundClient,
-    registry::model::{HealthState, Protocol, WorkerListing},
-    store::{Store, StoreError},
+};
+use hiregate_store::{
+    Store, StoreError,
+    ids::WorkerId,
+    listing::model::{HealthState, Protocol, WorkerListing},
 };
 
 /// Refuses a contract whose quorum names a verifier that cannot cast an independent vote

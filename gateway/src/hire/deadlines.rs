@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::HireError;
 use super::{HireService, execute::Ctx};
-use crate::store::{ContractRecord, StoreError};
+use hiregate_store::{ContractRecord, StoreError};
 
 /// Contracts handled per sweep round.
 const BATCH: u32 = 50;

@@ -59,12 +59,10 @@ use super::{
     execute::{Ctx, internal},
     judge::StoredBytesError,
 };
-use crate::{
+use hiregate_store::{
+    ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
+    NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
     ids::{PrincipalId, WorkerId},
-    store::{
-        ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
-        NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
-    },
 };
 
 /// Longest accepted dispute or decision reason, in bytes.

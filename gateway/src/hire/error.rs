@@ -10,7 +10,7 @@ use std::{fmt, time::Duration};
 
 use serde_json::Value;
 
-use crate::store::StoreError;
+use hiregate_store::StoreError;
 
 /// What sort of refusal an error is; each transport answers each kind in its own way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,7 +33,8 @@ use hiregate_payments::{
 };
 use secrecy::ExposeSecret as _;
 
-use crate::{config::Settings, store::PaymentRecord};
+use crate::config::Settings;
+use hiregate_store::PaymentRecord;
 
 /// The escrow operators of the configured chains, by chain id.
 #[derive(Debug, Clone, Default)]

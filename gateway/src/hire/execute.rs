@@ -60,13 +60,11 @@ use super::{
         Settlement, SettlementFailure, WorkerTask,
     },
 };
-use crate::{
-    adapters::secrets::SeekerSecrets,
+use crate::adapters::secrets::SeekerSecrets;
+use hiregate_store::{
+    AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord, StoreError,
+    Transition,
     ids::{PrincipalId, WorkerId},
-    store::{
-        AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord,
-        StoreError, Transition,
-    },
 };
 
 /// Steps one execute may take (pay, forward, settle, answer) before it must have answered.

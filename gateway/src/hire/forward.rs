@@ -26,11 +26,11 @@ use crate::{
         ForwardRequest, UpstreamEvents as _, WorkerAnswer, WorkerProtocol, refuse_plain_http,
     },
     metrics::WorkerLabels,
-    registry::model::{Protocol, WorkerListing},
-    store::{
-        AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite,
-        StartAttempt, Store, StoreError, Transition,
-    },
+};
+use hiregate_store::{
+    AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite, StartAttempt,
+    Store, StoreError, Transition,
+    listing::model::{Protocol, WorkerListing},
 };
 
 /// How often a streaming attempt looks in the store for a cancel (taken by any instance).

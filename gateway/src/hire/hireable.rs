@@ -35,9 +35,9 @@ use super::{
     outcome::{FailureKind, Outcome, unfinished},
     queue::worker_full,
 };
-use crate::{
-    registry::model::{HealthState, WorkerListing},
-    store::WorkerStanding,
+use hiregate_store::{
+    WorkerStanding,
+    listing::model::{HealthState, WorkerListing},
 };
 
 /// Longest pause between two looks at a waited-for listing's health.

@@ -18,7 +18,7 @@ use super::{
     evidence::{self, FetchedEvidence},
     execute::{Ctx, Step, internal},
 };
-use crate::store::{
+use hiregate_store::{
     ContractStep, NewDeliverable, NewVerification, SideWrite, Store, StoreError, Transition,
 };
 

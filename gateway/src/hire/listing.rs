@@ -14,9 +14,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::error::{ErrorCode, HireError};
-use crate::{
+use hiregate_store::{
+    ContractQuery, ContractRecord, Store,
     ids::{PrincipalId, WorkerId},
-    store::{ContractQuery, ContractRecord, Store},
 };
 
 /// Default page size.

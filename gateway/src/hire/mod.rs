@@ -114,10 +114,12 @@ use crate::{
     adapters::ProtocolAdapters,
     assets::{AssetDirectory, AssetInfo, AssetLookupError},
     config::Config,
-    ids::{PrincipalId, WorkerId},
     outbound::OutboundClient,
-    registry::model::{HealthState, Protocol, WorkerListing},
-    store::{ContractRecord, NewContract, NewContractEvent, Store, StoreError},
+};
+use hiregate_store::{
+    ContractRecord, NewContract, NewContractEvent, Store, StoreError,
+    ids::{PrincipalId, WorkerId},
+    listing::model::{HealthState, Protocol, WorkerListing},
 };
 
 /// `POST /v1/contracts` body. In the OpenAPI document the `contracts` crate's types are JSON
@@ -846,7 +848,7 @@ fn check_hireable(listing: &WorkerListing, task_type: &str) -> Result<(), HireEr
             "the worker is failing its health checks and takes no new contracts".to_owned(),
         ));
     }
-    let offered = crate::registry::model::TaskType::from_str(task_type)
+    let offered = hiregate_store::listing::model::TaskType::from_str(task_type)
         .ok()
         .is_some_and(|t| listing.tasks.get(&t).is_some());
     if !offered {
@@ -920,7 +922,7 @@ fn worker_offer(
 ) -> Result<WorkerOffer, HireError> {
     let unusable =
         |message: String| HireError::unprocessable(ErrorCode::WorkerOfferUnusable, message);
-    let listing_task = crate::registry::model::TaskType::from_str(task_type)
+    let listing_task = hiregate_store::listing::model::TaskType::from_str(task_type)
         .map_err(|e| unusable(e.to_string()))?;
     let task_offer = listing
         .tasks

@@ -6,7 +6,7 @@
 //!
 //! Correctness across states: the cache only ever holds contracts this instance saw `offered`.
 //! Every committed event of a contract on this instance removes its entry (a listener on the
-//! store's [`EventBus`](crate::store::bus::EventBus); a lagging listener clears everything), so an
+//! store's [`EventBus`](hiregate_store::bus::EventBus); a lagging listener clears everything), so an
 //! instance never serves a 402 for a contract it knows is no longer offered. Another instance's
 //! payment is not seen here until the entry is rebuilt, so a 402 may be stale across instances;
 //! that is harmless: a payment signed for it reaches the slow path, which reads the stored state
@@ -26,7 +26,7 @@ use super::{
     error::{ErrorCode, HireError},
     outcome::{HireResult, Outcome, PaymentDemand},
 };
-use crate::store::bus::LiveEvent;
+use hiregate_store::bus::LiveEvent;
 
 /// Offered contracts kept per instance; beyond this the least recently used are dropped.
 const CAPACITY: usize = 50_000;

@@ -23,7 +23,7 @@ use super::{
         AUTHORIZATION_REFUSED, EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64,
     },
 };
-use crate::store::{NewPayment, PayOutcome, PaymentRecord};
+use hiregate_store::{NewPayment, PayOutcome, PaymentRecord};
 
 /// Clock skew tolerated between the seeker's clock and ours when bounding `validBefore`.
 const VALID_BEFORE_SKEW_S: u64 = 60;
@@ -442,7 +442,7 @@ impl HireService {
         ctx: &Ctx,
         payment: &NewPayment,
         to: ContractState,
-        event: &crate::store::NewContractEvent,
+        event: &hiregate_store::NewContractEvent,
         identifier: Option<&hiregate_payments::PaymentIdentifier>,
         key: &StoredKey,
     ) -> Result<Option<Step>, HireError> {

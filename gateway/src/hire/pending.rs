@@ -48,13 +48,10 @@ use super::{
     forward::sla_exceeded_error,
     outcome::{CallbackReceipt, unfinished},
 };
-use crate::{
-    adapters::{
-        FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
-    },
-    ids::JobId,
-    store::{AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError},
+use crate::adapters::{
+    FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
 };
+use hiregate_store::{AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError, ids::JobId};
 
 /// `job.kind` of the poll jobs.
 pub const POLL_JOB: &str = "poll_worker";

@@ -19,11 +19,10 @@ use serde_json::json;
 
 use super::error::{ErrorCode, HireError};
 use crate::{
-    adapters::read_capabilities,
-    adapters::wattswarm::DEFAULT_PROFILE,
+    adapters::{read_capabilities, wattswarm::DEFAULT_PROFILE},
     outbound::OutboundClient,
-    registry::model::{Protocol, WorkerListing},
 };
+use hiregate_store::listing::model::{Protocol, WorkerListing};
 
 /// What the seeker asked for, as far as execution choices go.
 #[derive(Debug, Clone, Copy, Default)]

@@ -21,7 +21,7 @@
 //! dies with its instance leaves a queued contract the dispatcher forwards). A queued contract
 //! is an ordinary `paid` one, so the seeker's cancel and the authorization deadline release it
 //! as they release any unforwarded contract: nothing is charged. A slot goes to the contract
-//! queued first (see [`crate::store::Store::start_attempt`]): a later execute cannot jump the
+//! queued first (see [`hiregate_store::Store::start_attempt`]): a later execute cannot jump the
 //! queue, held or not.
 
 use std::{
@@ -42,7 +42,7 @@ use super::{
     outcome::{HireResult, Outcome, QueuePlace, unfinished},
     slots::{Place, RECHECK, WorkerLine},
 };
-use crate::store::{StoreError, WorkerLoad};
+use hiregate_store::{StoreError, WorkerLoad};
 
 /// Queued contracts the dispatcher looks at per round.
 const DISPATCH_BATCH: u32 = 64;

@@ -22,9 +22,9 @@ use hiregate_contracts::{
 
 use super::HireService;
 use super::error::{ErrorCode, HireError};
-use crate::{
+use hiregate_store::{
+    ContractRecord, ReceiptRecord, StoreError,
     ids::{PrincipalId, WorkerId},
-    store::{ContractRecord, ReceiptRecord, StoreError},
 };
 
 /// Events read per query while exporting a log.

@@ -33,7 +33,7 @@ use super::{
     execute::{Ctx, Step, internal},
     judge::stored_deliverable,
 };
-use crate::store::{ContractRecord, StoreError};
+use hiregate_store::{ContractRecord, StoreError};
 
 /// Contracts examined per state and round.
 const BATCH: u32 = 100;

@@ -6,10 +6,8 @@ use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::Value;
 
-use crate::{
-    adapters::UpstreamEvents,
-    store::{NewContractEvent, Store},
-};
+use crate::adapters::UpstreamEvents;
+use hiregate_store::{NewContractEvent, Store};
 
 /// Appends relayed worker events to one contract's event log.
 #[derive(Debug, Clone)]

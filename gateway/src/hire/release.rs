@@ -25,7 +25,7 @@ use super::{
     escrow::{EscrowView, EscrowedPayment},
     execute::{Ctx, internal},
 };
-use crate::store::{PaymentRecord, StoreError};
+use hiregate_store::{PaymentRecord, StoreError};
 
 /// Payments handled per sweep round.
 const BATCH: u32 = 50;

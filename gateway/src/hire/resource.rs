@@ -39,12 +39,12 @@ use super::{
     offer::StoredOffer,
     outcome::{Execution, Outcome, PaymentDemand},
 };
-use crate::{
-    assets::AssetInfo,
-    auth::ApiKeyHash,
+use crate::assets::AssetInfo;
+use hiregate_store::{
+    StoreError,
     ids::{PrincipalId, WorkerId},
-    registry::model::WorkerListing,
-    store::StoreError,
+    keys::ApiKeyHash,
+    listing::model::WorkerListing,
 };
 
 /// The key of `accepts[].extra` that carries the signed offer.
@@ -706,14 +706,14 @@ impl HireService {
     /// list's shape (`{x402Version, items, pagination}`): the stable URL, what one payment of
     /// it asks for (the 402 of a call adds the signed offer), its schemas and description.
     pub async fn resource_catalogue(&self, filter: &CatalogueFilter) -> Result<Value, HireError> {
-        use crate::registry::model::HealthState;
+        use hiregate_store::listing::model::HealthState;
         let mut listings = Vec::new();
         let mut after = None;
         loop {
             let page = self
                 .inner
                 .store
-                .list_workers(&crate::store::WorkerQuery {
+                .list_workers(&hiregate_store::WorkerQuery {
                     task_type: None,
                     max_price: None,
                     health: Some(HealthState::Healthy),
@@ -766,7 +766,7 @@ impl HireService {
         &self,
         listing: &WorkerListing,
         task_type: &str,
-        task: &crate::registry::model::TaskOffer,
+        task: &hiregate_store::listing::model::TaskOffer,
         asset: &AssetInfo,
     ) -> Value {
         let scheme = listing.payment_schemes.default_scheme();

@@ -45,7 +45,7 @@ use super::{
     escrow::{CaptureOrder, EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
 };
-use crate::store::{PaymentRecord, SettlementOutcome, Transition};
+use hiregate_store::{PaymentRecord, SettlementOutcome, Transition};
 
 /// What the gateway concluded about one settlement.
 pub(super) enum Decision {

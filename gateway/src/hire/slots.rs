@@ -8,7 +8,7 @@
 //!                                queue order is woken, and parked (202) contracts dispatched
 //! ```
 //!
-//! The store stays the judge of who gets a slot (see [`crate::store::Store::start_attempt`]):
+//! The store stays the judge of who gets a slot (see [`hiregate_store::Store::start_attempt`]):
 //! a woken execute only asks it again. What lives here is a hint, per instance: a slot freed
 //! on another instance (or an end this module does not hear of, a cancel) is seen at the held
 //! execute's next look ([`RECHECK`]) or by the dispatcher's job round.

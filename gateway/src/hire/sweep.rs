@@ -13,7 +13,7 @@ use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
 use super::HireService;
-use crate::store::StoreError;
+use hiregate_store::StoreError;
 
 /// Contracts settled per sweep round.
 const BATCH: u32 = 50;

@@ -18,11 +18,14 @@ use super::{
     routes::{ErrorBody, Routes, delete, get, post},
 };
 use crate::{
-    auth::{IssueKeyError, Role, issue_api_key},
+    auth::{IssueKeyError, issue_api_key},
     error::{ApiError, ApiResult},
-    ids::{ApiKeyId, PrincipalId},
     ledger::{ReconcileError, ReconcileReport, ReconcileRequest, reconcile},
     state::AppState,
+};
+use hiregate_store::{
+    ids::{ApiKeyId, PrincipalId},
+    keys::Role,
 };
 
 /// `/v1/admin/*`.

@@ -11,11 +11,9 @@ use super::{
 };
 use crate::{
     error::{ApiError, ApiResult},
-    ids::WorkerId,
-    registry::model::HealthState,
     state::AppState,
-    store::WorkerQuery,
 };
+use hiregate_store::{WorkerQuery, ids::WorkerId, listing::model::HealthState};
 
 /// Healthy listings the marketplace card reads at most.
 const MAX_LISTINGS: u32 = 1_000;

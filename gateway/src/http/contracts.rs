@@ -22,15 +22,17 @@ use super::{
 };
 use crate::{
     adapters::secrets::{SECRETS_HEADER, SeekerSecrets},
-    auth::Role,
     error::{ApiError, ApiResult},
     hire::{
         ContractRequest,
         execute::ExecuteRequest,
         listing::{ContractPage, ListFilters, ListScope, list_contracts as list},
     },
-    ids::{CorrelationId, CorrelationIdError},
     state::AppState,
+};
+use hiregate_store::{
+    ids::{CorrelationId, CorrelationIdError},
+    keys::Role,
 };
 
 /// Contract and execute routes.

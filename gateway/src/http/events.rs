@@ -24,9 +24,11 @@ use super::routes::{ErrorBody, Routes, get};
 use crate::{
     error::{ApiError, ApiResult},
     events::{StreamTiming, event_stream},
-    ids::{PrincipalId, WorkerId},
     state::AppState,
-    store::{ContractRecord, Store},
+};
+use hiregate_store::{
+    ContractRecord, Store,
+    ids::{PrincipalId, WorkerId},
 };
 
 /// The event stream route.

@@ -13,12 +13,11 @@ use axum::{
     http::{StatusCode, header::AUTHORIZATION, request::Parts},
 };
 
-use crate::{
-    auth::{ApiKey, ApiKeyHash, Role},
-    error::ApiError,
+use crate::{error::ApiError, state::AppState};
+use hiregate_store::{
+    ApiKeyRecord,
     ids::{ApiKeyId, PrincipalId},
-    state::AppState,
-    store::ApiKeyRecord,
+    keys::{ApiKey, ApiKeyHash, Role},
 };
 
 /// `axum::Json` whose rejections are [`ApiError`]s (bad JSON → 400 `malformed_json`, wrong

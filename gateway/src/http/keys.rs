@@ -15,14 +15,17 @@ use super::{
     routes::{ErrorBody, Routes, delete, get, post},
 };
 use crate::{
-    auth::{Role, revoke_api_key, rotate_api_key},
+    auth::{revoke_api_key, rotate_api_key},
     error::{ApiError, ApiResult},
-    ids::{ApiKeyId, PrincipalId},
     state::AppState,
-    store::{ApiKeyInfo, ApiKeyRecord},
 };
 use axum::{Json, extract::State};
 use chrono::{DateTime, Utc};
+use hiregate_store::{
+    ApiKeyInfo, ApiKeyRecord,
+    ids::{ApiKeyId, PrincipalId},
+    keys::Role,
+};
 use serde::{Deserialize, Serialize};
 
 /// Most keys in one page.

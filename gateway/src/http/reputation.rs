@@ -10,9 +10,9 @@ use super::{
 };
 use crate::{
     error::{ApiError, ApiResult},
-    ids::WorkerId,
     state::AppState,
 };
+use hiregate_store::ids::WorkerId;
 
 /// The reputation route.
 pub fn router() -> Routes {

@@ -26,9 +26,9 @@ use super::{
 use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
-    store::{DeliveryRecord, Redelivery},
     webhooks::{message_id, parse_message_id, rotate_secret},
 };
+use hiregate_store::{DeliveryRecord, Redelivery};
 
 const MAX_PAGE: u32 = 500;
 

@@ -28,17 +28,19 @@ use hiregate_contracts::reputation::{ReputationSnapshot, Window};
 
 use crate::{
     error::{ApiError, ApiResult},
+    registry::{NewWorker, WorkerPatch},
+    state::AppState,
+};
+use hiregate_store::{
+    IN_FLIGHT_STATES, PROBE_HISTORY_KEPT, StatsLimits, WorkerQuery,
     ids::{PrincipalId, WorkerId},
-    registry::{
-        NewWorker, WorkerPatch,
+    listing::{
         metadata::ListingMetadata,
         model::{
             AtomicAmount, EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes,
             Protocol, TaskCatalog, TaskOffer, TaskType, WorkerEndpoint, WorkerListing,
         },
     },
-    state::AppState,
-    store::{IN_FLIGHT_STATES, PROBE_HISTORY_KEPT, StatsLimits, WorkerQuery},
 };
 
 /// Default and largest discovery page.

@@ -23,9 +23,9 @@ use super::{
 use crate::{
     error::{ApiError, ApiResult},
     hire::resource::{CatalogueFilter, ResourceExecution, ResourceRequest},
-    ids::WorkerId,
     state::AppState,
 };
+use hiregate_store::ids::WorkerId;
 
 /// The contract an x402 resource payment made, on every answer past the offer.
 pub const X_CONTRACT_ID: HeaderName = HeaderName::from_static("x-hiregate-contract-id");

@@ -48,10 +48,8 @@ use super::{
     chain::{SettleTx, TransferLog},
     report::{Mismatch, MismatchKind, ReconcileError, Tally, decimal, optional_decimal},
 };
-use crate::{
-    hire::{escrow::CaptureOrder, offer::StoredOffer},
-    store::LedgerEscrowPayment,
-};
+use crate::hire::{escrow::CaptureOrder, offer::StoredOffer};
+use hiregate_store::LedgerEscrowPayment;
 
 /// One step of an escrowed payment's life on chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

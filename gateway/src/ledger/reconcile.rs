@@ -44,10 +44,8 @@ use super::{
     escrow::{EscrowReport, Escrowed},
     report::{Mismatch, MismatchKind, ReconcileError, Tally, decimal},
 };
-use crate::{
-    config::ChainSettings,
-    store::{LedgerPayment, Store},
-};
+use crate::config::ChainSettings;
+use hiregate_store::{LedgerPayment, Store};
 
 /// Stored payments read per query.
 const PAYMENT_PAGE: u32 = 500;

@@ -6,7 +6,7 @@
 use alloy::primitives::U256;
 use serde::Serialize;
 
-use crate::store::StoreError;
+use hiregate_store::StoreError;
 
 /// Reconciliation could not run. A mismatch is not an error: it is in the report.
 #[derive(Debug, thiserror::Error)]

@@ -25,9 +25,8 @@ use crate::{
     metrics::{
         AssetLabels, EscrowLabels, EscrowOutcome, Metrics, SettlementLabels, SettlementResult,
     },
-    store::Store,
-    store::bus::LiveEvent,
 };
+use hiregate_store::{Store, bus::LiveEvent};
 
 /// Count settlement outcomes from `events` (subscribe before anything can settle) until
 /// `shutdown`.

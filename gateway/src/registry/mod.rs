@@ -9,9 +9,6 @@
 //! healthy again after one pass; missed probes never delete anything.
 
 pub mod health;
-pub mod invalid;
-pub mod metadata;
-pub mod model;
 pub mod probe;
 
 use std::sync::Arc;
@@ -19,21 +16,20 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde::Deserialize;
 
-use self::{
-    metadata::ListingMetadata,
+use self::probe::{ProbeFailure, ProbeRegistry};
+use crate::{config::HealthSettings, metrics::Metrics, outbound::OutboundClient};
+use hiregate_store::listing::{
+    invalid,
+    metadata::{self, ListingMetadata},
     model::{
-        EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes, Protocol,
+        self, EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes, Protocol,
         ProtocolOptions, TaskCatalog, WorkerEndpoint, WorkerListing,
     },
-    probe::{ProbeFailure, ProbeRegistry},
 };
-use crate::{
-    auth::CallbackSecret,
-    config::HealthSettings,
+use hiregate_store::{
+    Store, StoreError, WorkerQuery,
     ids::{PrincipalId, WorkerId},
-    metrics::Metrics,
-    outbound::OutboundClient,
-    store::{Store, StoreError, WorkerQuery},
+    keys::CallbackSecret,
 };
 
 /// A registration request, parsed.
@@ -435,14 +431,14 @@ impl WorkerRegistry {
             )
             .await
         {
-            Ok(_) => crate::store::ProbeResult::Passed,
-            Err(error) => crate::store::ProbeResult::Failed {
+            Ok(_) => hiregate_store::ProbeResult::Passed,
+            Err(error) => hiregate_store::ProbeResult::Failed {
                 reason: error.to_string(),
             },
         };
         let outcome = match result {
-            crate::store::ProbeResult::Passed => crate::metrics::ProbeOutcome::Passed,
-            crate::store::ProbeResult::Failed { .. } => crate::metrics::ProbeOutcome::Failed,
+            hiregate_store::ProbeResult::Passed => crate::metrics::ProbeOutcome::Passed,
+            hiregate_store::ProbeResult::Failed { .. } => crate::metrics::ProbeOutcome::Failed,
         };
         self.metrics
             .worker_probes

@@ -13,8 +13,8 @@ use std::{collections::HashMap, fmt, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::model::{Protocol, ProtocolOptions, TaskType, WorkerEndpoint};
 use crate::outbound::{OutboundClient, OutboundError};
+use hiregate_store::listing::model::{Protocol, ProtocolOptions, TaskType, WorkerEndpoint};
 
 /// Which step of a probe failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

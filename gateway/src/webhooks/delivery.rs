@@ -18,11 +18,9 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use super::{message_body, message_id, retry::next_delay, seeker_secret};
-use crate::{
-    config::WebhookSettings,
-    outbound::OutboundClient,
-    store::bus::LiveEvent,
-    store::{ClaimedDelivery, DeliveryAttemptRecord, DeliveryFinish, Store, StoreError},
+use crate::{config::WebhookSettings, outbound::OutboundClient};
+use hiregate_store::{
+    ClaimedDelivery, DeliveryAttemptRecord, DeliveryFinish, Store, StoreError, bus::LiveEvent,
 };
 
 /// What the loop needs. Cheap to clone.

@@ -29,10 +29,7 @@ use chrono::{DateTime, Utc};
 use hiregate_contracts::webhook::WebhookSecret;
 use serde_json::{Value, json};
 
-use crate::{
-    store::bus::LiveEvent,
-    store::{Store, StoreError, WebhookSecretRecord},
-};
+use hiregate_store::{Store, StoreError, WebhookSecretRecord, bus::LiveEvent};
 
 /// A seeker's secret could not be loaded.
 #[derive(Debug, thiserror::Error)]

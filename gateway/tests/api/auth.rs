@@ -111,7 +111,7 @@ async fn admin_creates_keys_for_new_or_existing_accounts() {
     assert_ne!(second["api_key"], created["api_key"]);
     let record = app
         .store
-        .find_api_key(&hiregate_gateway::auth::ApiKey::parse(key).unwrap().hash())
+        .find_api_key(&hiregate_store::keys::ApiKey::parse(key).unwrap().hash())
         .await
         .unwrap()
         .expect("stored by hash");
@@ -188,7 +188,7 @@ async fn status(app: &crate::helpers::TestApp, key: &str) -> u16 {
 
 /// Revokes `key`'s record straight in the store (no API revokes keys yet).
 async fn revoke_in_store(app: &crate::helpers::TestApp, key: &str) {
-    let parsed = hiregate_gateway::auth::ApiKey::parse(key).unwrap();
+    let parsed = hiregate_store::keys::ApiKey::parse(key).unwrap();
     let record = app
         .store
         .find_api_key(&parsed.hash())

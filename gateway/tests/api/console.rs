@@ -362,14 +362,14 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         .await;
 
     // The health loop has probed the worker by now (every 200 ms).
-    let worker_id: hiregate_gateway::ids::WorkerId = env.worker_id.parse().unwrap();
+    let worker_id: hiregate_store::ids::WorkerId = env.worker_id.parse().unwrap();
     eventually(WAIT, "a probe in the health history", || async {
         let stats = env
             .app
             .store
             .worker_stats(
                 &worker_id,
-                hiregate_gateway::store::StatsLimits {
+                hiregate_store::StatsLimits {
                     failures: 1,
                     rejections: 1,
                     probes: 1,

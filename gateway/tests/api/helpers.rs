@@ -18,9 +18,9 @@ use figment::{
 use hiregate_gateway::{
     config::{DEFAULT_CONFIG_TOML, Settings},
     startup::App,
-    store::Store,
     telemetry,
 };
+use hiregate_store::Store;
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::task::JoinHandle;

@@ -508,7 +508,7 @@ async fn a_gateway_restarted_while_work_is_pending_resumes_polling_and_settles_o
     } = env;
     drop(app);
     assert_eq!(
-        hiregate_gateway::store::Store::connect(
+        hiregate_store::Store::connect(
             &hiregate_gateway::config::Settings::from_defaults_and(&format!(
                 "[database]\nurl = \"{url}\""
             ))

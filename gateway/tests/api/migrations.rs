@@ -2,7 +2,7 @@
 
 use std::{collections::BTreeSet, path::Path};
 
-use hiregate_gateway::store::Store;
+use hiregate_store::Store;
 
 fn file_names(dialect: &str) -> BTreeSet<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -6,15 +6,14 @@ use std::{collections::BTreeMap, collections::BTreeSet, time::Duration};
 
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
-use hiregate_gateway::{
-    auth::{ApiKeyHash, CallbackSecret, Role},
-    config::{DatabaseSettings, Settings},
+use hiregate_gateway::config::Settings;
+use hiregate_store::{
+    ContractQuery, Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment,
+    ProbeResult, Store, StoreError, Transition, WorkerQuery,
     ids::{ApiKeyId, JobId, PrincipalId, WorkerId},
-    registry::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
-    store::{
-        ContractQuery, Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment,
-        ProbeResult, Store, StoreError, Transition, WorkerQuery,
-    },
+    keys::{ApiKeyHash, CallbackSecret, Role},
+    listing::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
+    settings::DatabaseSettings,
 };
 use serde_json::json;
 
@@ -186,7 +185,7 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
         id: WorkerId::generate(),
         operator_id: operator.clone(),
         endpoint: "https://worker.example/agent".parse().unwrap(),
-        protocol: hiregate_gateway::registry::model::Protocol::Hire,
+        protocol: hiregate_store::listing::model::Protocol::Hire,
         pay_to: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
             .parse()
             .unwrap(),
@@ -198,11 +197,11 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
         max_parallel: 4.try_into().unwrap(),
         protocol_options: Default::default(),
         // Both schemes and a fee, so every listing these tests store round-trips them.
-        payment_schemes: hiregate_gateway::registry::model::PaymentSchemes::from_stored(
+        payment_schemes: hiregate_store::listing::model::PaymentSchemes::from_stored(
             "auth-capture,exact",
         )
         .unwrap(),
-        fee_policy: Some(hiregate_gateway::registry::model::FeePolicy { fee_bps: 250 }),
+        fee_policy: Some(hiregate_store::listing::model::FeePolicy { fee_bps: 250 }),
         health: HealthState::Healthy,
         consecutive_misses: 0,
         last_probe_at: Some(at),
@@ -863,8 +862,8 @@ async fn jobs_are_leased_exactly_once(store: Store) {
 }
 
 /// A seeker's dispute of `contract_id`.
-fn seeker_dispute(contract_id: &str) -> hiregate_gateway::store::NewDispute {
-    hiregate_gateway::store::NewDispute {
+fn seeker_dispute(contract_id: &str) -> hiregate_store::NewDispute {
+    hiregate_store::NewDispute {
         dispute_id: format!("dsp_{}", ulid::Ulid::new()),
         contract_id: contract_id.to_owned(),
         party: "seeker".into(),
@@ -880,8 +879,8 @@ fn paid_then_executing<'a>(
     paid: &'a NewContractEvent,
     executing: &'a NewContractEvent,
     deadline: Option<DateTime<Utc>>,
-) -> [hiregate_gateway::store::ContractStep<'a>; 2] {
-    use hiregate_gateway::store::ContractStep;
+) -> [hiregate_store::ContractStep<'a>; 2] {
+    use hiregate_store::ContractStep;
     [
         ContractStep {
             from: "offered",
@@ -901,7 +900,7 @@ fn paid_then_executing<'a>(
 /// `advance_contract` is one statement on PostgreSQL and one transaction on SQLite: the two
 /// must agree on the seqs handed out, on a missed compare-and-set and on a failing write.
 async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: Store) {
-    use hiregate_gateway::store::{ContractStep, SideWrite, Transition};
+    use hiregate_store::{ContractStep, SideWrite, Transition};
     let contract_id = contract_for(&store).await;
     let dispute = || seeker_dispute(&contract_id);
     let events_logged = || async {
@@ -1010,7 +1009,7 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
 /// there would make it fail ("cannot start a transaction within a transaction") or take the
 /// dropped writes into its own commit.
 async fn a_write_dropped_half_way_commits_all_or_nothing(database: &TestDatabase) {
-    use hiregate_gateway::store::SideWrite;
+    use hiregate_store::SideWrite;
     let store = open_with(database, 1).await;
     let mut applied = 0;
     for delay_micros in (0..600).step_by(15) {
@@ -1068,7 +1067,7 @@ async fn a_write_dropped_half_way_commits_all_or_nothing(database: &TestDatabase
 /// other seven find the worker busy and write nothing. On PostgreSQL each start counts the
 /// worker's load after taking its row lock, so it sees every start committed before it.
 async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(store: Store) {
-    use hiregate_gateway::store::{NewAttempt, PayOutcome, StartAttempt};
+    use hiregate_store::{NewAttempt, PayOutcome, StartAttempt};
     let worker = listing(&PrincipalId::generate_operator(), &[("summarize", "1")]);
     insert(&store, &worker).await;
     let mut contracts = Vec::new();
@@ -1148,7 +1147,7 @@ async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(stor
 }
 
 async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
-    use hiregate_gateway::store::{DisputeDecisionRecord, NewDispute};
+    use hiregate_store::{DisputeDecisionRecord, NewDispute};
     let contract_id = contract_for(&store).await;
     let opened = NewDispute {
         dispute_id: format!("dsp_{}", ulid::Ulid::new()),
@@ -1259,7 +1258,7 @@ fn assert_faithful(stored: &serde_json::Value, written: &serde_json::Value, what
 }
 
 async fn edge_characters_round_trip_through_every_json_column(store: Store) {
-    use hiregate_gateway::store::{
+    use hiregate_store::{
         AttemptEnd, NewAttempt, NewDeliverable, NewDispute, NewVerification, PayOutcome,
         SettlementOutcome, StartAttempt,
     };

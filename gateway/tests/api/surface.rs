@@ -4,7 +4,7 @@
 //! checked at registration and enforced at proposal).
 
 use chrono::{DateTime, Utc};
-use hiregate_gateway::store::{NewContract, NewContractEvent};
+use hiregate_store::{NewContract, NewContractEvent};
 use reqwest::Method;
 use serde_json::{Value, json};
 

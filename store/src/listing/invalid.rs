@@ -13,7 +13,7 @@ pub struct InvalidField {
 }
 
 impl InvalidField {
-    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             reason: reason.into(),

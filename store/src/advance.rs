@@ -192,7 +192,7 @@ pub(super) fn shift_placeholders(template: &str, offset: usize) -> (String, usiz
 macro_rules! bind_side_write {
     ($query:expr, $statement:expr) => {
         match $statement {
-            $crate::store::SideWrite::Deliverable(piece) => $query
+            $crate::SideWrite::Deliverable(piece) => $query
                 .bind(&piece.deliverable_id)
                 .bind(&piece.contract_id)
                 .bind(&piece.attempt_id)
@@ -204,22 +204,18 @@ macro_rules! bind_side_write {
                 .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
                 .bind(&piece.content)
                 .bind(piece.source_url.as_deref())
-                .bind($crate::store::to_millis(piece.created_at)),
-            $crate::store::SideWrite::AttemptEnd { attempt_id, end } => $query
+                .bind($crate::to_millis(piece.created_at)),
+            $crate::SideWrite::AttemptEnd { attempt_id, end } => $query
                 .bind(attempt_id)
                 .bind(&end.state)
                 .bind(end.http_status.map(i32::from))
-                .bind(end.error.as_ref().map($crate::store::json::JsonText))
+                .bind(end.error.as_ref().map($crate::json::JsonText))
                 .bind(end.worker_task_id.as_deref())
                 .bind(end.poll_url.as_deref())
-                .bind(end.finished_at.map($crate::store::to_millis))
-                .bind(
-                    end.worker_metadata
-                        .as_ref()
-                        .map($crate::store::json::JsonText),
-                )
+                .bind(end.finished_at.map($crate::to_millis))
+                .bind(end.worker_metadata.as_ref().map($crate::json::JsonText))
                 .bind(end.estimated_completion.as_deref()),
-            $crate::store::SideWrite::Verification(result) => $query
+            $crate::SideWrite::Verification(result) => $query
                 .bind(&result.verification_id)
                 .bind(&result.contract_id)
                 .bind(&result.attempt_id)
@@ -228,20 +224,20 @@ macro_rules! bind_side_write {
                 .bind(&result.policy_hash)
                 .bind(result.passed)
                 .bind(result.score)
-                .bind($crate::store::json::JsonText(&result.reason_codes))
+                .bind($crate::json::JsonText(&result.reason_codes))
                 .bind(&result.status)
                 .bind(&result.verifier_result_hash)
-                .bind($crate::store::json::JsonText(&result.result))
-                .bind($crate::store::to_millis(result.created_at)),
-            $crate::store::SideWrite::Dispute(dispute) => $query
+                .bind($crate::json::JsonText(&result.result))
+                .bind($crate::to_millis(result.created_at)),
+            $crate::SideWrite::Dispute(dispute) => $query
                 .bind(&dispute.dispute_id)
                 .bind(&dispute.contract_id)
                 .bind(&dispute.party)
                 .bind(&dispute.opened_by)
                 .bind(&dispute.reason)
-                .bind(dispute.claim.as_ref().map($crate::store::json::JsonText))
-                .bind($crate::store::to_millis(dispute.created_at)),
-            $crate::store::SideWrite::Payment(payment) => $query
+                .bind(dispute.claim.as_ref().map($crate::json::JsonText))
+                .bind($crate::to_millis(dispute.created_at)),
+            $crate::SideWrite::Payment(payment) => $query
                 .bind(&payment.payment_id)
                 .bind(&payment.contract_id)
                 .bind(&payment.network)
@@ -251,20 +247,20 @@ macro_rules! bind_side_write {
                 .bind(&payment.amount)
                 .bind(payment.valid_after)
                 .bind(payment.valid_before)
-                .bind($crate::store::json::JsonText(&payment.payload))
+                .bind($crate::json::JsonText(&payment.payload))
                 .bind(&payment.payload_hash)
                 .bind(payment.payment_identifier.as_deref())
                 .bind(&payment.state)
-                .bind($crate::store::to_millis(payment.created_at)),
-            $crate::store::SideWrite::SettlementBegun {
+                .bind($crate::to_millis(payment.created_at)),
+            $crate::SideWrite::SettlementBegun {
                 contract_id,
                 payment_id,
                 at,
             } => $query
                 .bind(payment_id)
-                .bind($crate::store::to_millis(at))
+                .bind($crate::to_millis(at))
                 .bind(contract_id),
-            $crate::store::SideWrite::AuthorizationFinished {
+            $crate::SideWrite::AuthorizationFinished {
                 payment_id,
                 outcome,
                 at,
@@ -272,8 +268,8 @@ macro_rules! bind_side_write {
                 .bind(payment_id)
                 .bind(outcome.payment_state)
                 .bind(outcome.transaction)
-                .bind($crate::store::to_millis(at)),
-            $crate::store::SideWrite::SettlementFinished {
+                .bind($crate::to_millis(at)),
+            $crate::SideWrite::SettlementFinished {
                 payment_id,
                 outcome,
                 at,
@@ -281,8 +277,8 @@ macro_rules! bind_side_write {
                 .bind(payment_id)
                 .bind(&outcome.payment_state)
                 .bind(outcome.transaction.as_deref())
-                .bind(outcome.response.as_ref().map($crate::store::json::JsonText))
-                .bind($crate::store::to_millis(at)),
+                .bind(outcome.response.as_ref().map($crate::json::JsonText))
+                .bind($crate::to_millis(at)),
         }
     };
 }
@@ -291,12 +287,12 @@ macro_rules! bind_side_write {
 /// A macro (not a fn) because the executor's type differs per backend.
 macro_rules! apply_side_write {
     ($exec:expr, $write:expr) => {{
-        let write: $crate::store::SideWrite<'_> = $write;
+        let write: $crate::SideWrite<'_> = $write;
         let sql = write.sql_alone();
-        $crate::store::advance::bind_side_write!(sqlx::query(&sql), write)
+        $crate::advance::bind_side_write!(sqlx::query(&sql), write)
             .execute($exec)
             .await
-            .map_err($crate::store::SideWrite::error_of([&write]))?;
+            .map_err($crate::SideWrite::error_of([&write]))?;
     }};
 }
 pub(crate) use apply_side_write;

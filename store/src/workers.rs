@@ -10,12 +10,14 @@ use super::{
     to_millis,
 };
 use crate::{
-    auth::CallbackSecret,
     ids::{PrincipalId, WorkerId},
-    registry::metadata::{InputSchema, ListingMetadata},
-    registry::model::{
-        AtomicAmount, FeePolicy, HealthState, MaxParallel, OutputSchema, PaymentSchemes,
-        TaskCatalog, TaskOffer, TaskType, WorkerListing,
+    keys::CallbackSecret,
+    listing::{
+        metadata::{InputSchema, ListingMetadata},
+        model::{
+            AtomicAmount, FeePolicy, HealthState, MaxParallel, OutputSchema, PaymentSchemes,
+            TaskCatalog, TaskOffer, TaskType, WorkerListing,
+        },
     },
 };
 

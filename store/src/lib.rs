@@ -1,5 +1,19 @@
+//! # hiregate-store
+//!
 //! Persistence: one [`Store`] over SQLite or PostgreSQL, chosen by the database URL's scheme.
-//! Every SQL statement of the gateway lives under this module.
+//! Every SQL statement of the gateway lives in this crate, with the migrations it embeds
+//! (`migrations/sqlite`, `migrations/postgres`), the in-process event bus of committed events,
+//! and the records the tables hold. It sits on the contracts crate and knows nothing of HTTP or
+//! of the hire's rules: the engine (`hiregate-engine`) drives it.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`settings`] | `[database]`: [`settings::DatabaseSettings`], the URL and its backend |
+//! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
+//! | [`keys`] | API keys (`hg_sk_`/`hg_op_`, only their SHA-256 stored), [`keys::Role`], worker callback secrets |
+//! | [`listing`] | a worker listing: its model (endpoint, protocol, tasks and prices, schemes, fee, health), its shown metadata, [`listing::invalid::InvalidField`] |
+//! | [`bus`] | the in-process [`EventBus`] of committed events and their public [`LiveEvent`] view |
+//! | this module | [`Store`], [`StoreError`], the backend macros, and the tables below |
 //!
 //! Queries are runtime-checked (`sqlx::query_as`), written once with `$n` placeholders, which
 //! both drivers accept; `on_backend!` expands each body once per pool type, so both are
@@ -14,7 +28,7 @@
 //! texts (`last_error`, `last_probe_error`, webhook attempt errors) go through
 //! `json::diagnostic`, which turns U+0000 into U+FFFD.
 //!
-//! | module | tables |
+//! | private module | tables |
 //! |---|---|
 //! | `api_keys` | `api_key` |
 //! | `workers` | `worker`, `worker_task`, `worker_probe` (the newest probes per listing) |
@@ -53,15 +67,19 @@ mod contracts;
 mod disputes;
 mod execution;
 mod hire_values;
+pub mod ids;
 mod jobs;
 mod json;
 mod key_locks;
+pub mod keys;
 mod ledger;
+pub mod listing;
 mod long_running;
 mod payments;
 mod receipts;
 mod reputation;
 mod script;
+pub mod settings;
 mod webhooks;
 mod worker_stats;
 mod workers;
@@ -108,7 +126,7 @@ pub use workers::{PROBE_HISTORY_KEPT, ProbeResult, WorkerQuery};
 
 use bus::{EventBus, LiveEvent};
 
-use crate::config::{DatabaseKind, DatabaseSettings};
+use crate::settings::{DatabaseKind, DatabaseSettings};
 
 static SQLITE_MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATOR: Migrator = sqlx::migrate!("../migrations/postgres");
@@ -154,7 +172,8 @@ impl StoreError {
         }
     }
 
-    pub(crate) fn corrupt(entity: &'static str, reason: &dyn std::fmt::Display) -> Self {
+    /// A stored value that no longer parses; callers that parse stored text answer with it too.
+    pub fn corrupt(entity: &'static str, reason: &dyn std::fmt::Display) -> Self {
         Self::Corrupt {
             entity,
             reason: reason.to_string(),
@@ -176,8 +195,8 @@ macro_rules! on_backend {
             $store.count_round_trip();
             &$store.backend
         } {
-            $crate::store::Backend::Sqlite($pool) => $body,
-            $crate::store::Backend::Postgres($pool) => $body,
+            $crate::Backend::Sqlite($pool) => $body,
+            $crate::Backend::Postgres($pool) => $body,
         }
     };
 }
@@ -194,11 +213,11 @@ macro_rules! on_backend_write {
             $store.count_round_trip();
             &$store.backend
         } {
-            $crate::store::Backend::Sqlite($pool) => {
+            $crate::Backend::Sqlite($pool) => {
                 let _turn = $store.sqlite_writer.lock().await;
                 $body
             }
-            $crate::store::Backend::Postgres($pool) => $body,
+            $crate::Backend::Postgres($pool) => $body,
         }
     };
 }
@@ -234,18 +253,18 @@ macro_rules! transition_or_return {
         $tx:ident, $outcome:ident,
         $contract_id:expr, $from:expr, $to:expr, $deadline:expr, $event:expr $(,)?
     ) => {{
-        let seq: Option<i64> = sqlx::query_scalar($crate::store::contracts::CONTRACT_CAS)
+        let seq: Option<i64> = sqlx::query_scalar($crate::contracts::CONTRACT_CAS)
             .bind($contract_id)
             .bind($from)
             .bind($to)
             .bind($deadline)
-            .bind($crate::store::to_millis($event.at))
+            .bind($crate::to_millis($event.at))
             .fetch_optional(&mut *$tx)
             .await?;
         let Some(seq) = seq else {
-            $crate::store::return_state_mismatch!($tx, $outcome, $contract_id);
+            $crate::return_state_mismatch!($tx, $outcome, $contract_id);
         };
-        $crate::store::insert_event!($tx, $contract_id, seq, $event, Some($from), Some($to));
+        $crate::insert_event!($tx, $contract_id, seq, $event, Some($from), Some($to));
         seq
     }};
 }
@@ -276,8 +295,8 @@ impl Dialect for sqlx::Postgres {
 /// `contracts::INSERT_EVENT`. `$from` / `$to` are bound as given (`Option` of a state).
 macro_rules! insert_event {
     ($tx:ident, $contract_id:expr, $seq:expr, $event:expr, $from:expr, $to:expr $(,)?) => {{
-        let query = sqlx::query($crate::store::contracts::INSERT_EVENT);
-        $crate::store::bind_event!(query, $contract_id, $event, $from, $to)
+        let query = sqlx::query($crate::contracts::INSERT_EVENT);
+        $crate::bind_event!(query, $contract_id, $event, $from, $to)
             .bind($seq)
             .execute(&mut *$tx)
             .await?;
@@ -291,13 +310,13 @@ macro_rules! bind_event {
     ($query:expr, $contract_id:expr, $event:expr, $from:expr, $to:expr) => {
         $query
             .bind($contract_id)
-            .bind($crate::store::to_millis($event.at))
+            .bind($crate::to_millis($event.at))
             .bind(&$event.actor)
             .bind(&$event.correlation_id)
             .bind(&$event.kind)
             .bind($from)
             .bind($to)
-            .bind($crate::store::json::JsonText(&$event.details))
+            .bind($crate::json::JsonText(&$event.details))
     };
 }
 pub(crate) use bind_event;

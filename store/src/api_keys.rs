@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, from_millis, on_backend, on_backend_write, to_millis};
 use crate::{
-    auth::{ApiKeyHash, Role},
     ids::{ApiKeyId, PrincipalId},
+    keys::{ApiKeyHash, Role},
 };
 
 const ENTITY: &str = "api_key";

@@ -326,10 +326,7 @@ impl Store {
     }
 
     /// The state `contract_id` is in; `None` when it does not exist.
-    pub(crate) async fn contract_state(
-        &self,
-        contract_id: &str,
-    ) -> Result<Option<String>, StoreError> {
+    pub async fn contract_state(&self, contract_id: &str) -> Result<Option<String>, StoreError> {
         const SQL: &str = "select state from contract where contract_id = $1";
         Ok(on_backend!(self, pool => {
             sqlx::query_scalar(SQL).bind(contract_id).fetch_optional(pool).await?

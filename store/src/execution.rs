@@ -15,7 +15,7 @@
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
-use crate::registry::model::HealthState;
+use crate::listing::model::HealthState;
 
 use super::hire_values::{
     AttemptEnd, AuthorizationOutcome, DeliverableRecord, NewDeliverable, NewVerification,
