@@ -121,7 +121,13 @@ test("a worker in-process: token checked, eight concurrent executes run once, ha
   const bodies = await Promise.all(answers.map((a) => a.json()));
   assert.equal(runs, 1);
   assert.equal(new Set(bodies.map((b) => b.task_id)).size, 1);
-  assert.deepEqual(bodies[0].output, { type: "json", content: { summary: "once", confidence: 0.9 } });
+  // The call that reaches the worker first waits for the result; a duplicate arriving while it
+  // runs is told `pending` with the same task (which one is first is not the array's order).
+  const finished = bodies.filter((b) => b.status !== "pending");
+  assert.ok(finished.length >= 1, "the first call answers the result");
+  for (const body of finished) {
+    assert.deepEqual(body.output, { type: "json", content: { summary: "once", confidence: 0.9 } });
+  }
   const other = contractId();
   const crashed = await worker.fetch(new Request("http://worker.test/execute", {
     method: "POST",
