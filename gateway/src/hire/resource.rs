@@ -73,6 +73,27 @@ pub struct ResourceRequest {
     pub correlation_id: String,
 }
 
+impl ResourceRequest {
+    /// The proposal a call of the stable resource stands for: `input` for the listing's task
+    /// type with the listing's defaults for everything else (the URL has no room for more).
+    fn proposal(&self, input: Value) -> ContractRequest {
+        ContractRequest {
+            worker_id: self.worker_id.clone(),
+            task_type: self.task_type.clone(),
+            input,
+            output_schema: None,
+            verification: None,
+            sla: None,
+            retry_policy: None,
+            webhook_url: None,
+            acceptance_window_s: None,
+            payment_scheme: None,
+            profile: None,
+            reuse_cached_outputs: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for ResourceRequest {
     // PAYMENT-SIGNATURE is a bearer instrument until settled: never print it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -280,20 +301,7 @@ impl HireService {
         code: ErrorCode,
         reason: Option<&str>,
     ) -> Result<Outcome, HireError> {
-        let proposal = ContractRequest {
-            worker_id: request.worker_id.clone(),
-            task_type: request.task_type.clone(),
-            input,
-            output_schema: None,
-            verification: None,
-            sla: None,
-            retry_policy: None,
-            webhook_url: None,
-            acceptance_window_s: None,
-            payment_scheme: None,
-            profile: None,
-            reuse_cached_outputs: None,
-        };
+        let proposal = request.proposal(input);
         let (listing, asset) = self
             .hireable_listing(&proposal)
             .await
@@ -511,20 +519,7 @@ impl HireService {
                  fresh one",
             ));
         }
-        let proposal = ContractRequest {
-            worker_id: request.worker_id.clone(),
-            task_type: request.task_type.clone(),
-            input: terms.task().input().clone(),
-            output_schema: None,
-            verification: None,
-            sla: None,
-            retry_policy: None,
-            webhook_url: None,
-            acceptance_window_s: None,
-            payment_scheme: None,
-            profile: None,
-            reuse_cached_outputs: None,
-        };
+        let proposal = request.proposal(terms.task().input().clone());
         let (listing, asset) = self
             .hireable_listing(&proposal)
             .await

@@ -5,7 +5,7 @@
 use axum::{
     body::Bytes,
     extract::{State, rejection::BytesRejection},
-    http::{HeaderMap, StatusCode},
+    http::HeaderMap,
     response::{IntoResponse, Response},
 };
 use hiregate_contracts::id::ContractId;
@@ -52,10 +52,7 @@ pub(crate) async fn worker_callback(
     };
     let body = match body {
         Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return ApiError::PayloadTooLarge.into_response();
-        }
-        Err(rejection) => return ApiError::InvalidBody(rejection.body_text()).into_response(),
+        Err(rejection) => return ApiError::from(rejection).into_response(),
     };
     let correlation_id = headers
         .get("x-request-id")

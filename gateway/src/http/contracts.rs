@@ -343,14 +343,9 @@ async fn execute(
 ) -> Response {
     let body = match body {
         Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return ApiError::PayloadTooLarge.into_response();
-        }
-        Err(rejection) => return ApiError::InvalidBody(rejection.body_text()).into_response(),
+        Err(rejection) => return ApiError::from(rejection).into_response(),
     };
-    let payment_signature = headers
-        .get("payment-signature")
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let payment_signature = super::extract::payment_signature(&headers);
     let secrets = match headers
         .get(SECRETS_HEADER)
         .map(|v| SeekerSecrets::from_header(v.as_bytes()))

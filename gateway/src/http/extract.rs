@@ -8,7 +8,7 @@
 use axum::{
     extract::{
         FromRequest, FromRequestParts,
-        rejection::{JsonRejection, PathRejection, QueryRejection},
+        rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection},
     },
     http::{StatusCode, header::AUTHORIZATION, request::Parts},
 };
@@ -85,6 +85,23 @@ impl From<JsonRejection> for ApiError {
             other => Self::InvalidBody(other.body_text()),
         }
     }
+}
+
+/// A raw body that could not be read: 413 past the body limit, else 400.
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return Self::PayloadTooLarge;
+        }
+        Self::InvalidBody(rejection.body_text())
+    }
+}
+
+/// `PAYMENT-SIGNATURE` as sent (decoded later, where a bad one is answered with a fresh 402).
+pub fn payment_signature(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get("payment-signature")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
 impl From<QueryRejection> for ApiError {

@@ -89,14 +89,9 @@ pub(crate) async fn hire_resource(
     };
     let body = match body {
         Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return ApiError::PayloadTooLarge.into_response();
-        }
-        Err(rejection) => return ApiError::InvalidBody(rejection.body_text()).into_response(),
+        Err(rejection) => return ApiError::from(rejection).into_response(),
     };
-    let payment_signature = headers
-        .get("payment-signature")
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let payment_signature = super::extract::payment_signature(&headers);
     let correlation_id = headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
