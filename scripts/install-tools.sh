@@ -10,7 +10,8 @@
 #     .tools/a2a-venv, whose AgentCard definition and card signature verifier the agent-card
 #     tests check the gateway's cards with,
 #   - the Python SDK (sdks/python, editable) with its dependencies pinned by
-#     sdks/python/requirements.lock (hashes; the official `x402` client among them) in
+#     sdks/python/requirements.lock (hashes; the official `x402` client and its `x402.mcp` wrapper
+#     with the official MCP client `mcp`, which tools/interop/mcp-hire.py drives, among them) in
 #     .tools/sdk-venv, and the TypeScript SDK's packages (sdks/typescript/package-lock.json,
 #     the official @x402/* among them) in sdks/typescript/node_modules, for the SDK suites
 #     (integration-tests/tests/sdks.rs),
