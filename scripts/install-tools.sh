@@ -3,6 +3,8 @@
 #   - anvil (npm @foundry-rs/anvil-linux-amd64), the local EVM of the devnet,
 #   - solc (npm), which compiles the devnet token,
 #   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts,
+#   - the official MCP TypeScript SDK (@modelcontextprotocol/sdk), which tools/interop/mcp-hire.mjs
+#     hires over the gateway's /mcp with,
 #   - @apidevtools/swagger-parser, the independent OpenAPI validator of the OpenAPI test,
 #   - playwright-core, which drives the web console's browser tests, and Chromium from the
 #     distribution's packages (Debian `chromium`) for it to drive; no browser is downloaded by npm,

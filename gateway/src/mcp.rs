@@ -879,7 +879,7 @@ impl HiregateMcp {
                     "error": reason,
                     "resource": resource,
                     "accepts": accepts,
-                    "status": status.as_u16(),
+                    "http_status": status.as_u16(),
                     "failure": failure,
                 });
                 if let Some(fields) = object.as_object_mut() {
@@ -926,10 +926,10 @@ fn under_way(hired: &ResourceExecution) -> bool {
 
 /// `PAYMENT-SIGNATURE` of the `PaymentPayload` a tool call carries in `_meta["x402/payment"]`:
 /// base64 of its JSON, which the engine reads as it reads the HTTP header. Python's `x402.mcp`
-/// sends its pydantic dump with explicit `null`s for unset optional fields (`extensions`,
-/// `resource.mimeType`, …), which the wire type reads as absent; those are dropped here, on the
-/// payload's own fields and on `resource` and `accepted` only: `accepted.extra` (the signed offer)
-/// and `payload` (the signature) stay byte for byte as sent.
+/// sends its pydantic dump with explicit `null`s for unset optional fields (`extensions` when the
+/// offer had none, `resource.mimeType`, …), and the wire type refuses `extensions: null`; those
+/// `null`s are dropped here, on the payload's own fields and on `resource` and `accepted` only:
+/// `accepted.extra` (the signed offer) and `payload` (the signature) stay as sent.
 fn payment_header(payment: &Value) -> String {
     let mut payment = payment.clone();
     if let Some(object) = payment.as_object_mut() {
@@ -1094,6 +1094,7 @@ fn hire_output() -> Arc<JsonObject> {
 
 /// `hire_worker`'s output: the paid answer (execute's, with `contract_id`, `links`, `access`) or,
 /// on `isError`, the x402 `PaymentRequired` (whose `error` is x402's string) or the API's error.
+/// Every one of them fits it: the TypeScript MCP SDK checks error results against it too.
 fn hire_worker_output() -> Arc<JsonObject> {
     let Value::Object(schema) = json!({
         "type": "object",
@@ -1114,7 +1115,11 @@ fn hire_worker_output() -> Arc<JsonObject> {
             "accepts": {"type": "array"},
             "resource": {"type": "object"},
             "error": {"description": "x402's reason (string), or the API's error object."},
-            "failure": {"description": "The API's error of a hire that failed after payment."}
+            "failure": {"description": "The API's error of a hire that failed after payment."},
+            "http_status": {
+                "type": "integer",
+                "description": "The status the stable x402 resource answers a failed hire with."
+            }
         }
     }) else {
         unreachable!("a JSON object literal");

@@ -1,8 +1,9 @@
 //! x402 over MCP (the x402 MCP transport): `hire_worker` on `/mcp` with no account, paid by the
 //! caller's own wallet on a real anvil chain with real signatures. The official Python clients
-//! (`mcp` over streamable HTTP, wrapped by `x402.mcp`'s `x402MCPSession`) hire end to end and a
-//! rejected deliverable is neither paid nor shown; eight identical paid calls at once make one
-//! execution and one transfer; an unpaid call stores nothing.
+//! (`mcp` over streamable HTTP, wrapped by `x402.mcp`'s `x402MCPSession`) and the official
+//! TypeScript MCP SDK (with the official `@x402/core` + `@x402/evm` signer) hire end to end and a
+//! rejected deliverable is neither paid nor shown; eight identical paid calls at once (rmcp, and
+//! the TypeScript SDK) make one execution and one transfer; an unpaid call stores nothing.
 
 use alloy::primitives::U256;
 use hiregate_payments::PaymentRequired;
@@ -305,4 +306,113 @@ async fn an_unpaid_tool_call_stores_nothing_and_refused_payments_get_a_fresh_off
         "unauthorized"
     );
     client.cancel().await.unwrap();
+}
+
+/// `tools/interop/mcp-hire.mjs`: the official TypeScript MCP SDK hires `input` over `/mcp`,
+/// signing with the official x402 client, and sends the paid call `copies` times at once.
+async fn typescript_client_hires(env: &HireEnv, input: &Value, copies: usize) -> Value {
+    hiregate_payments::devnet::node_script(
+        "mcp-hire.mjs",
+        &json!({
+            "url": format!("{}/mcp", env.app.address),
+            "privateKey": env.wallet.to_bytes().to_string(),
+            "workerId": env.worker_id,
+            "taskType": "summarize",
+            "input": input,
+            "copies": copies,
+        }),
+    )
+    .await
+    .expect("mcp-hire.mjs runs")
+}
+
+/// The MCP TypeScript SDK is installed with the other npm tools (tools/package.json); a tree
+/// installed before it was added says so instead of failing on the import (never under CI).
+fn typescript_mcp_sdk_or_skip(test: &str) -> bool {
+    if !hiregate_payments::devnet::node_tools_or_skip(test) {
+        return false;
+    }
+    let marker = hiregate_payments::devnet::workspace_root()
+        .join("tools/node_modules/@modelcontextprotocol/sdk/package.json");
+    if marker.is_file() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: CI=true and {} is missing",
+        marker.display()
+    );
+    eprintln!(
+        "skipped: {test}: {} missing; run scripts/install-tools.sh",
+        marker.display()
+    );
+    false
+}
+
+#[tokio::test]
+async fn the_official_typescript_mcp_sdk_hires_and_eight_copies_of_one_payment_pay_once() {
+    let test = "the_official_typescript_mcp_sdk_hires_and_eight_copies_of_one_payment_pay_once";
+    if !typescript_mcp_sdk_or_skip(test) {
+        return;
+    }
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let text = "hired by the MCP TypeScript SDK";
+    let before = env.balances().await;
+    let hired = typescript_client_hires(&env, &HireEnv::input(text), 8).await;
+    assert!(
+        hired["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("hire_worker")),
+        "{hired}"
+    );
+    assert_ne!(hired["found"]["isError"], true, "{hired}");
+    assert_eq!(hired["unpaid"]["isError"], true, "{hired}");
+    assert_eq!(hired["unpaid"]["structuredContent"]["x402Version"], 2);
+    let paid = hired["paid"].as_array().unwrap();
+    assert_eq!(paid.len(), 8, "{hired}");
+    let mut contracts = std::collections::BTreeSet::new();
+    let mut transactions = std::collections::BTreeSet::new();
+    for result in paid {
+        assert_ne!(result["isError"], true, "{result}");
+        let settlement = &result["_meta"]["x402/payment-response"];
+        assert_eq!(settlement["success"], true, "{result}");
+        transactions.insert(settlement["transaction"].as_str().unwrap().to_owned());
+        contracts.insert(
+            result["structuredContent"]["contract_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+        assert_eq!(
+            result["structuredContent"]["output"]["content"]["summary"], text,
+            "{result}"
+        );
+    }
+    assert_eq!(contracts.len(), 1, "one contract");
+    assert_eq!(transactions.len(), 1, "one settlement transaction");
+    assert_eq!(env.worker.executions(), 1, "one execution");
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE), "one transfer");
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+    assert_reconciled(&env).await;
+
+    // A rejected deliverable: an error result, no settlement, no work shown, nothing moved.
+    let faulty = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let before = faulty.balances().await;
+    let rejected =
+        typescript_client_hires(&faulty, &json!({"text": "x", "mode": "invalid"}), 1).await;
+    let result = &rejected["paid"][0];
+    assert_eq!(result["isError"], true, "{rejected}");
+    assert!(
+        result["_meta"]["x402/payment-response"].is_null(),
+        "{rejected}"
+    );
+    assert_eq!(
+        result["structuredContent"]["failure"]["code"], "verification_failed",
+        "{rejected}"
+    );
+    assert!(result["structuredContent"].get("output").is_none());
+    assert_eq!(faulty.balances().await, before, "nothing moved");
+    assert_reconciled(&faulty).await;
 }
