@@ -6,7 +6,7 @@
 //! the TypeScript SDK) make one execution and one transfer; an unpaid call stores nothing.
 
 use alloy::primitives::U256;
-use hiregate_payments::PaymentRequired;
+use hiregate_payments::{AuthCaptureSignOptions, PaymentRequired, sign_auth_capture_payment};
 use rmcp::{
     RoleClient, ServiceExt as _,
     model::{CallToolRequestParams, CallToolResult, RequestMetaObject},
@@ -18,8 +18,9 @@ use rmcp::{
 use serde_json::{Value, json};
 
 use crate::{
+    escrow_env::escrow_env,
     helpers::TestDatabase,
-    hire_env::{HireEnv, PRICE, WorkerKind, hire_env},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_listing, now},
     x402_resource::{assert_reconciled, row_counts},
 };
 
@@ -31,24 +32,30 @@ async fn connect_anonymous(env: &HireEnv) -> RunningService<RoleClient, ()> {
         .expect("the MCP session initializes without a key")
 }
 
-fn hire_arguments(env: &HireEnv, input: &Value) -> serde_json::Map<String, Value> {
-    let Value::Object(arguments) =
-        json!({"worker_id": env.worker_id, "task_type": "summarize", "input": input})
-    else {
-        unreachable!("an object literal");
-    };
-    arguments
-}
-
-/// `hire_worker` with `payment` (a `PaymentPayload` as JSON) in `_meta["x402/payment"]`, if any.
+/// `hire_worker` of `env`'s worker with `payment` (a `PaymentPayload` as JSON) in
+/// `_meta["x402/payment"]`, if any.
 async fn hire_worker(
     client: &RunningService<RoleClient, ()>,
     env: &HireEnv,
     input: &Value,
     payment: Option<&Value>,
 ) -> CallToolResult {
-    let mut params =
-        CallToolRequestParams::new("hire_worker").with_arguments(hire_arguments(env, input));
+    hire_worker_at(client, &env.worker_id, input, payment).await
+}
+
+/// `hire_worker` of the listing `worker_id`.
+async fn hire_worker_at(
+    client: &RunningService<RoleClient, ()>,
+    worker_id: &str,
+    input: &Value,
+    payment: Option<&Value>,
+) -> CallToolResult {
+    let Value::Object(arguments) =
+        json!({"worker_id": worker_id, "task_type": "summarize", "input": input})
+    else {
+        unreachable!("an object literal");
+    };
+    let mut params = CallToolRequestParams::new("hire_worker").with_arguments(arguments);
     if let Some(payment) = payment {
         let mut meta = RequestMetaObject::new();
         meta.insert("x402/payment".to_owned(), payment.clone());
@@ -212,7 +219,19 @@ async fn official_client_hires(env: &HireEnv, input: &Value) -> Value {
 
 #[tokio::test]
 async fn eight_identical_paid_tool_calls_make_one_execution_one_transfer() {
-    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    eight_identical_paid_tool_calls(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn eight_identical_paid_tool_calls_make_one_execution_one_transfer_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    eight_identical_paid_tool_calls(database).await;
+}
+
+async fn eight_identical_paid_tool_calls(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
     let client = connect_anonymous(&env).await;
     let input = HireEnv::input("eight at once over MCP");
     let challenge = payment_required(&hire_worker(&client, &env, &input, None).await);
@@ -415,4 +434,117 @@ async fn the_official_typescript_mcp_sdk_hires_and_eight_copies_of_one_payment_p
     assert!(result["structuredContent"].get("output").is_none());
     assert_eq!(faulty.balances().await, before, "nothing moved");
     assert_reconciled(&faulty).await;
+}
+
+#[tokio::test]
+async fn a_payment_for_one_listings_offer_pays_no_other_listing_over_mcp() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    // A second listing with the same price and payout: only the offer tells them apart.
+    let response = env
+        .app
+        .register_worker(
+            &env.operator_key,
+            &hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    let other = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = connect_anonymous(&env).await;
+    let input = HireEnv::input("for the first listing");
+    let challenge = payment_required(&hire_worker(&client, &env, &input, None).await);
+    let payment = serde_json::to_value(env.sign(&challenge).await).unwrap();
+    let before = env.balances().await;
+    let counts = row_counts(&env.app.database_url).await;
+
+    let elsewhere =
+        payment_required(&hire_worker_at(&client, &other, &input, Some(&payment)).await);
+    assert!(
+        elsewhere
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("accepted_requirements_mismatch"),
+        "{elsewhere:?}"
+    );
+    // A forged signature makes no contract either: a fresh offer saying why.
+    let mut unsigned = payment.clone();
+    unsigned["payload"]["signature"] = json!(format!("0x{}", "11".repeat(65)));
+    let forged = payment_required(&hire_worker(&client, &env, &input, Some(&unsigned)).await);
+    assert!(forged.error.is_some(), "{forged:?}");
+    assert_eq!(env.balances().await, before);
+    assert_eq!(row_counts(&env.app.database_url).await, counts);
+    assert_eq!(env.worker.executions(), 0);
+
+    // The payment still pays what it was signed for.
+    let paid = hire_worker(&client, &env, &input, Some(&payment)).await;
+    assert_ne!(paid.is_error, Some(true), "{paid:?}");
+    assert_eq!(env.worker.executions(), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn long_work_is_awaited_and_answered_verified_and_settled() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let client = connect_anonymous(&env).await;
+    // The worker takes the task asynchronously and delivers after 3 s.
+    let input = json!({"text": "async over MCP", "mode": "pending", "delay_ms": 3000});
+    let challenge = payment_required(&hire_worker(&client, &env, &input, None).await);
+    let payment = serde_json::to_value(env.sign(&challenge).await).unwrap();
+    let before = env.balances().await;
+    let started = std::time::Instant::now();
+    let paid = hire_worker(&client, &env, &input, Some(&payment)).await;
+    assert!(started.elapsed() >= std::time::Duration::from_secs(3));
+    assert_ne!(paid.is_error, Some(true), "{paid:?}");
+    let body = paid.structured_content.as_ref().unwrap();
+    assert_eq!(
+        body["output"]["content"]["summary"], "async over MCP",
+        "{body}"
+    );
+    let settlement = &paid.meta.as_ref().expect("_meta")["x402/payment-response"];
+    assert_eq!(settlement["success"], true, "{paid:?}");
+    assert_eq!(
+        env.balances().await.0,
+        before.0 - U256::from(PRICE),
+        "paid once the deliverable was verified"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_escrowed_listing_is_paid_with_auth_capture_over_mcp() {
+    let escrow = escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
+    let env = &escrow.env;
+    let client = connect_anonymous(env).await;
+    let input = HireEnv::input("escrow me over MCP");
+    let challenge = payment_required(&hire_worker(&client, env, &input, None).await);
+    assert_eq!(challenge.accepts[0].scheme, "auth-capture");
+    let payment = sign_auth_capture_payment(
+        &env.wallet,
+        &challenge.accepts[0],
+        Some(challenge.resource.clone()),
+        now(),
+        &AuthCaptureSignOptions::default(),
+    )
+    .await
+    .unwrap();
+    let before = env.balance(env.wallet.address()).await;
+    let paid = hire_worker(
+        &client,
+        env,
+        &input,
+        Some(&serde_json::to_value(payment).unwrap()),
+    )
+    .await;
+    assert_ne!(paid.is_error, Some(true), "{paid:?}");
+    let body = paid.structured_content.as_ref().unwrap();
+    assert!(!body["output"].is_null(), "verified and released: {body}");
+    assert_eq!(
+        env.balance(env.wallet.address()).await,
+        before - U256::from(PRICE),
+        "the payer's money left its wallet (escrow, then capture)"
+    );
+    client.cancel().await.unwrap();
 }
