@@ -548,3 +548,36 @@ async fn an_escrowed_listing_is_paid_with_auth_capture_over_mcp() {
     );
     client.cancel().await.unwrap();
 }
+
+/// The figure for the notes: 10,000 unpaid `hire_worker` calls over one MCP session (32 at a
+/// time) leave every table as it was.
+/// `cargo test -p hiregate-gateway --all-features --test api mcp_x402::unpaid_mcp_flood -- --ignored --nocapture`
+#[tokio::test]
+#[ignore = "a measurement (10,000 calls), run by hand"]
+async fn unpaid_mcp_flood_of_ten_thousand_calls_leaves_the_store_unchanged() {
+    use futures::StreamExt as _;
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let client = connect_anonymous(&env).await;
+    let before = row_counts(&env.app.database_url).await;
+    let started = std::time::Instant::now();
+    let (env, client) = (&env, &client);
+    let refusals: Vec<bool> = futures::stream::iter(0..10_000)
+        .map(|i| async move {
+            let input = HireEnv::input(&format!("flood {i}"));
+            let result = hire_worker(client, env, &input, None).await;
+            result.is_error == Some(true)
+                && result.structured_content.as_ref().unwrap()["x402Version"] == 2
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let elapsed = started.elapsed();
+    assert!(refusals.iter().all(|paid_nothing| *paid_nothing));
+    let after = row_counts(&env.app.database_url).await;
+    println!(
+        "10000 unpaid MCP calls in {elapsed:?} ({:.0}/s); rows before {before:?}; rows after {after:?}",
+        10_000.0 / elapsed.as_secs_f64()
+    );
+    assert_eq!(after, before);
+    assert_eq!(env.worker.executions(), 0);
+}
