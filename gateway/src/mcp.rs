@@ -1146,3 +1146,45 @@ fn limit_exceeded(
     details["setting"] = json!(setting);
     ToolError::new("spending_limit_exceeded", message, details)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payment_meta_becomes_the_header_without_pydantic_nulls_but_with_the_offer_intact() {
+        let sent = json!({
+            "x402Version": 2,
+            "extensions": null,
+            "resource": {"url": "https://gw/x402/workers/wk_1/summarize", "mimeType": null},
+            "accepted": {
+                "scheme": "exact",
+                "network": "eip155:31337",
+                "amount": "1",
+                "asset": "0x0000000000000000000000000000000000000001",
+                "payTo": "0x0000000000000000000000000000000000000002",
+                "maxTimeoutSeconds": 60,
+                "extra": {"name": "USD", "version": "2", "hiregate": {"terms": {"note": null}}}
+            },
+            "payload": {"signature": "0x00", "authorization": {"nonce": null}}
+        });
+        let header = payment_header(&sent);
+        let decoded: Value = serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(&header)
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(decoded.get("extensions").is_none());
+        assert!(decoded["resource"].get("mimeType").is_none());
+        // The signed offer and the signature are the caller's, null or not.
+        assert_eq!(decoded["accepted"]["extra"], sent["accepted"]["extra"]);
+        assert_eq!(decoded["payload"], sent["payload"]);
+        // And the engine reads it as the wire type.
+        let payload: PaymentPayload = hiregate_payments::decode_header(&header).unwrap();
+        assert_eq!(payload.accepted.scheme, "exact");
+        // Without the clean-up the wire type refuses `extensions: null`.
+        let raw = base64::engine::general_purpose::STANDARD.encode(sent.to_string());
+        assert!(hiregate_payments::decode_header::<PaymentPayload>(&raw).is_err());
+    }
+}
