@@ -296,10 +296,13 @@ async fn mcp_is_open_without_credentials_but_refuses_keys_that_are_not_a_seekers
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "test", "version": "0"}}});
+    // A contract's capability token opens that contract's read routes, not the account tools.
+    let capability = format!("hg_cap_{}", "A".repeat(86));
     for key in [
         None,
         Some("hg_sk_not_a_key"),
         Some(env.operator_key.as_str()),
+        Some(capability.as_str()),
     ] {
         let mut request = http
             .post(format!("{}/mcp", env.app.address))

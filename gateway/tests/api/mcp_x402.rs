@@ -482,6 +482,7 @@ async fn a_payment_for_one_listings_offer_pays_no_other_listing_over_mcp() {
     let paid = hire_worker(&client, &env, &input, Some(&payment)).await;
     assert_ne!(paid.is_error, Some(true), "{paid:?}");
     assert_eq!(env.worker.executions(), 1);
+    assert_reconciled(&env).await;
     client.cancel().await.unwrap();
 }
 
@@ -510,6 +511,8 @@ async fn long_work_is_awaited_and_answered_verified_and_settled() {
         before.0 - U256::from(PRICE),
         "paid once the deliverable was verified"
     );
+    assert_eq!(env.worker.executions(), 1, "the repeats ran nothing again");
+    assert_reconciled(&env).await;
     client.cancel().await.unwrap();
 }
 
