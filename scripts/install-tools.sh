@@ -3,6 +3,8 @@
 #   - anvil (npm @foundry-rs/anvil-linux-amd64), the local EVM of the devnet,
 #   - solc (npm), which compiles the devnet token,
 #   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts,
+#   - the official MCP TypeScript SDK (@modelcontextprotocol/sdk), which tools/interop/mcp-hire.mjs
+#     hires over the gateway's /mcp with,
 #   - @apidevtools/swagger-parser, the independent OpenAPI validator of the OpenAPI test,
 #   - playwright-core, which drives the web console's browser tests, and Chromium from the
 #     distribution's packages (Debian `chromium`) for it to drive; no browser is downloaded by npm,
@@ -10,7 +12,8 @@
 #     .tools/a2a-venv, whose AgentCard definition and card signature verifier the agent-card
 #     tests check the gateway's cards with,
 #   - the Python SDK (sdks/python, editable) with its dependencies pinned by
-#     sdks/python/requirements.lock (hashes; the official `x402` client among them) in
+#     sdks/python/requirements.lock (hashes; the official `x402` client and its `x402.mcp` wrapper
+#     with the official MCP client `mcp`, which tools/interop/mcp-hire.py drives, among them) in
 #     .tools/sdk-venv, and the TypeScript SDK's packages (sdks/typescript/package-lock.json,
 #     the official @x402/* among them) in sdks/typescript/node_modules, for the SDK suites
 #     (integration-tests/tests/sdks.rs),

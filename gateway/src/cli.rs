@@ -114,9 +114,11 @@ pub enum Command {
     /// Act as a seeker against a running gateway: discover workers, hire one (paying with a
     /// local key, under a spending guard), list contracts, open disputes.
     Seeker(Box<crate::seeker_cli::SeekerArgs>),
-    /// Serve the MCP tools over stdio for a local agent, against a running gateway, with the
-    /// seeker key of `HIREGATE_SEEKER_KEY` (as `hiregate seeker`) and the wallet and limits of
-    /// the `[mcp]` section (the day's spending is read from the configured database).
+    /// Serve the MCP tools over stdio for a local agent, against a running gateway. Discovery
+    /// and `hire_worker` (paid by the agent's own x402 wallet) need nothing more; the seeker
+    /// key of `HIREGATE_SEEKER_KEY` (as `hiregate seeker`), if set, enables the account tools,
+    /// and the wallet and limits of the `[mcp]` section the gateway-wallet `hire` (the day's
+    /// spending is read from the configured database).
     Mcp {
         /// Public base URL of the gateway (what the tools' answers point to); the tools run the
         /// engine in this process on the gateway's configuration.
@@ -351,8 +353,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 async fn mcp_command(settings: Settings, gateway: url::Url) -> anyhow::Result<ExitCode> {
     use rmcp::ServiceExt as _;
 
-    let seeker_key = crate::seeker_cli::seeker_key_from_env()
-        .with_context(|| format!("no seeker key: set {}", crate::seeker_cli::SEEKER_KEY_ENV))?;
+    // Optional: without it the account tools answer `unauthorized`, hire_worker still works.
+    let seeker_key = crate::seeker_cli::seeker_key_from_env();
     let wallet = crate::mcp::McpWallet::from_settings(&settings.mcp);
     // The tools call the engine in this process, on the gateway's configuration: its database,
     // chains and signing key, with `gateway` as the public URL its answers point to.

@@ -28,7 +28,7 @@
 //! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle; the stable x402 resource per listing and task type (a signed offer in the 402, the contract made when it is paid); disputes (replay, arbiter decisions, the silent arbiter's void) |
 //! | [`metrics`] | per-app Prometheus registry |
 //! | [`ledger`] | the audit of money: `hiregate reconcile` / `GET /v1/admin/reconcile` (store vs chain for a block range), settlement metrics from the event bus |
-//! | [`mcp`] | the MCP server (`/mcp` over streamable HTTP, `hiregate mcp` over stdio): seeker tools over the public API; `hire` pays from the `[mcp]` wallet within its spending limits |
+//! | [`mcp`] | the MCP server (`/mcp` over streamable HTTP, `hiregate mcp` over stdio): `hire_worker`, the stable x402 resource as a tool paid by the caller's own wallet per the x402 MCP transport (no key), and discovery; with a seeker key the account tools, where `hire` pays from the `[mcp]` wallet within its spending limits |
 //! | [`events`] | the SSE stream of `GET /v1/contracts/{id}/events`: replay from the store, then live events from its bus |
 //! | [`webhooks`] | seeker webhooks: secrets, signed messages, the leased delivery loop, retries and dead letters |
 //!

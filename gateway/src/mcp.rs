@@ -1,12 +1,30 @@
 //! The MCP server: hiregate's seeker side as Model Context Protocol tools, served over
-//! streamable HTTP at `/mcp` (behind the seeker's API key) and over stdio by `hiregate mcp`.
+//! streamable HTTP at `/mcp` and over stdio by `hiregate mcp`.
+//!
+//! Two ways to pay. `hire_worker` needs no account: it is the stable x402 resource of a
+//! listing's task type ([`crate::hire::resource`]) as a tool, paid per call by the caller's own
+//! wallet as the x402 MCP transport says. Called without payment it answers the
+//! `PaymentRequired` (the gateway-signed offer in `accepts[0].extra.hiregate`) as a tool result
+//! with `isError: true`, in `structuredContent` and, JSON-encoded, in `content[0].text`; nothing
+//! is stored. Called again with the same arguments and `_meta["x402/payment"]` (the
+//! `PaymentPayload` the caller's x402 client signed), it makes the contract from the offer,
+//! executes, verifies and settles it, and answers the verified deliverable with
+//! `_meta["x402/payment-response"]` (the settlement), the contract id and a capability token for
+//! the contract's read routes. A refused payment is a fresh `PaymentRequired` whose `error` says
+//! why; a hire that failed after payment (a deliverable rejected by verification, a worker that
+//! failed) is the spec's settlement failure: `isError`, the `PaymentRequired` shape with the
+//! payment's own `accepted` and the API's error as `failure`, no deliverable, nothing settled.
+//! The discovery tools need no account either. The other tools act on a seeker account: over
+//! `/mcp` the seeker whose API key the request sends, over stdio the key `hiregate mcp` was
+//! started with (optional: without one only those tools are refused).
 //!
 //! The tools call the engine directly (the hire service, the registry's discovery, the
 //! reputation book) as the caller's seeker, the same calls the REST handlers make, so every rule
 //! of the API applies to them; nothing goes through HTTP. Over `/mcp` the caller is the seeker
 //! the request was authenticated as; `hiregate mcp` runs the engine in its own process on the
 //! gateway's configuration (database, chains, signing key) and authenticates its seeker key on
-//! every call. Only `hire` pays, from the wallet of the `[mcp]` section; before signing anything it
+//! every call. `hire` pays from the wallet of the `[mcp]` section (the gateway-wallet mode,
+//! custodial: for a trusted local agent over stdio); before signing anything it
 //! checks the 402's amount against `mcp.max_per_hire` and, with the wallet's payments of the last
 //! 24 hours as recorded in the store, against `mcp.max_per_day`. A refusal is a tool error
 //! (`isError: true`) whose code is `spending_limit_exceeded` and whose message and
@@ -21,6 +39,8 @@
 //! the API would have answered it.
 
 use std::{fmt, str::FromStr, sync::Arc, time::Duration};
+
+use base64::Engine as _;
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use axum::http::request::Parts;
@@ -37,7 +57,8 @@ use rmcp::{
         tool::ToolCallContext,
     },
     model::{
-        CallToolResult, Extensions, Implementation, JsonObject, ServerCapabilities, ServerConfig,
+        CallToolResult, Extensions, Implementation, JsonObject, MetaObject, RequestMetaObject,
+        ServerCapabilities, ServerConfig,
     },
     schemars::{self, JsonSchema},
     tool, tool_handler, tool_router,
@@ -54,20 +75,30 @@ use crate::{
         disputes::DisputeRequest,
         execute::ExecuteRequest,
         outcome::{Execution, FailureKind, Outcome},
+        resource::{ResourceExecution, ResourceRequest},
     },
-    http::{answers, reputation::reputation_view, workers::discovery_page},
+    http::{
+        answers, reputation::reputation_view, workers::discovery_page, x402_resource::access_fields,
+    },
     seeker_cli::{ACCEPTED, hire_report, in_progress},
     state::AppState,
 };
 use hiregate_store::{
-    ids::PrincipalId,
+    ids::{PrincipalId, WorkerId},
     keys::{ApiKey, Role},
 };
+
+/// The `_meta` key of the `PaymentPayload` on a paid tool call (x402 MCP transport).
+pub const PAYMENT_META_KEY: &str = "x402/payment";
+/// The `_meta` key of the settlement response on a paid tool result (x402 MCP transport).
+pub const PAYMENT_RESPONSE_META_KEY: &str = "x402/payment-response";
 
 /// How often `hire` looks at a paid contract still in progress.
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// How long `hire` waits for a verdict before answering with the contract as it stands.
 const HIRE_WAIT: Duration = Duration::from_secs(120);
+/// How often `hire_worker` asks again about paid work still under way.
+const HIRE_WORKER_POLL: Duration = Duration::from_secs(1);
 /// Window of the per-day limit.
 const DAY: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
@@ -116,8 +147,8 @@ pub struct McpSeeker(pub PrincipalId);
 enum SeekerKey {
     /// `/mcp`: the seeker each request was authenticated as ([`McpSeeker`]).
     FromRequest,
-    /// stdio: the key `hiregate mcp` was started with, authenticated on every call.
-    Fixed(String),
+    /// stdio: the key `hiregate mcp` was started with, if any, authenticated on every call.
+    Fixed(Option<String>),
 }
 
 /// The tool handler; one per MCP session, cheap to clone.
@@ -238,6 +269,18 @@ pub struct WorkerIdInput {
     pub worker_id: String,
 }
 
+/// `hire_worker` input: the stable x402 resource of a listing's task type and its body.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HireWorkerInput {
+    /// Worker id (`wk_…`), as find_workers lists it.
+    pub worker_id: String,
+    /// One of the worker's task types.
+    pub task_type: String,
+    /// The task input, checked against the listing's input schema. The paid call must send
+    /// the same input as the unpaid one: the offer is signed for its digest.
+    pub input: Value,
+}
+
 /// `propose_contract` and `hire` input: the proposal of `POST /v1/contracts`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ProposalInput {
@@ -299,8 +342,13 @@ impl HiregateMcp {
         }
     }
 
-    /// The handler of `hiregate mcp`: every call acts as the seeker of `seeker_key`.
-    pub fn over_stdio(services: AppState, seeker_key: String, wallet: Option<McpWallet>) -> Self {
+    /// The handler of `hiregate mcp`: every call acts as the seeker of `seeker_key` (without
+    /// one, only the tools that need no account answer).
+    pub fn over_stdio(
+        services: AppState,
+        seeker_key: Option<String>,
+        wallet: Option<McpWallet>,
+    ) -> Self {
         Self {
             services,
             key: SeekerKey::Fixed(seeker_key),
@@ -403,6 +451,30 @@ impl HiregateMcp {
     }
 
     #[tool(
+        input_schema = input_schema::<HireWorkerInput>(),
+        output_schema = hire_worker_output(),
+        description = "Hire a worker, paid by your own wallet with x402 (no account, no API \
+                       key). Call it without payment: the result is the x402 PaymentRequired \
+                       (isError, structuredContent), nothing is stored. Call it again with the \
+                       same arguments and _meta[\"x402/payment\"] = the PaymentPayload your x402 \
+                       client signed for accepts[0] (its extra echoed unchanged): the contract \
+                       is made, executed and verified, the payment settled only for a verified \
+                       deliverable; the result is the deliverable with \
+                       _meta[\"x402/payment-response\"], contract_id and a capability token."
+    )]
+    async fn hire_worker(
+        &self,
+        arguments: Arguments<HireWorkerInput>,
+        meta: RequestMetaObject,
+    ) -> Result<CallToolResult, ErrorData> {
+        let input = match arguments.parsed() {
+            Ok(input) => input,
+            Err(error) => return answer(Err(error)),
+        };
+        Ok(Box::pin(self.hire_worker_inner(input, &meta)).await)
+    }
+
+    #[tool(
         input_schema = input_schema::<ContractIdInput>(),
         output_schema = contract_output(),description = "Show one of the seeker's contracts (GET /v1/contracts/{id}).")]
     async fn get_contract(
@@ -450,7 +522,9 @@ impl ServerHandler for HiregateMcp {
             .with_server_info(Implementation::new("hiregate", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Hire AI workers through the hiregate gateway: find_workers, describe_worker, \
-                 then hire (pays within the configured spending limits) or propose_contract.",
+                 then hire_worker, paid per call by your own wallet with x402 (no account). \
+                 With a seeker API key: propose_contract, get_contract, open_dispute, and hire \
+                 (pays from the server's configured wallet within its spending limits).",
             )
     }
 }
@@ -458,7 +532,15 @@ impl ServerHandler for HiregateMcp {
 impl HiregateMcp {
     /// The seeker this call acts as.
     async fn seeker(&self, extensions: &Extensions) -> Result<PrincipalId, ToolError> {
-        let unauthorized = || ToolError::new("unauthorized", "no seeker API key", Value::Null);
+        let unauthorized = || {
+            ToolError::new(
+                "unauthorized",
+                "this tool acts on a seeker account: send its API key (Authorization: Bearer \
+                 hg_sk_…; HIREGATE_SEEKER_KEY for hiregate mcp). hire_worker and the \
+                 discovery tools need none",
+                Value::Null,
+            )
+        };
         match &self.key {
             SeekerKey::FromRequest => extensions
                 .get::<Parts>()
@@ -466,7 +548,8 @@ impl HiregateMcp {
                 .map(|seeker| seeker.0.clone())
                 .ok_or_else(unauthorized),
             // As the API checks a bearer key: malformed or unknown 401, another role 403.
-            SeekerKey::Fixed(key) => {
+            SeekerKey::Fixed(None) => Err(unauthorized()),
+            SeekerKey::Fixed(Some(key)) => {
                 let key = ApiKey::parse(key).map_err(|_| ApiError::InvalidCredentials)?;
                 let record = self
                     .services
@@ -684,6 +767,137 @@ impl HiregateMcp {
         Ok(report)
     }
 
+    /// `hire_worker`: the stable resource's call with the payment of `_meta`, if any; while the
+    /// paid work is under way the same call is made again (the engine answers a repeat from
+    /// what is stored and never runs the work twice), up to [`HIRE_WAIT`].
+    async fn hire_worker_inner(
+        &self,
+        input: HireWorkerInput,
+        meta: &RequestMetaObject,
+    ) -> CallToolResult {
+        let Ok(worker_id) = input.worker_id.trim().parse::<WorkerId>() else {
+            return ToolError::from(ApiError::NotFound { resource: "worker" }).into_result();
+        };
+        let payment = meta.get(PAYMENT_META_KEY).filter(|v| !v.is_null()).cloned();
+        let body = match serde_json::to_vec(&input.input) {
+            Ok(body) => bytes::Bytes::from(body),
+            Err(error) => return ToolError::from(ApiError::internal(error)).into_result(),
+        };
+        let request = ResourceRequest {
+            worker_id,
+            task_type: input.task_type,
+            body,
+            payment_signature: payment.as_ref().map(payment_header),
+            correlation_id: correlation_id(),
+        };
+        let started = tokio::time::Instant::now();
+        let mut hired = self.services.hire.hire_resource(request.clone()).await;
+        while under_way(&hired) && started.elapsed() < HIRE_WAIT {
+            tokio::time::sleep(HIRE_WORKER_POLL).await;
+            hired = self.services.hire.hire_resource(request.clone()).await;
+        }
+        self.hire_worker_answer(hired, &request, payment.as_ref())
+    }
+
+    /// A call of the stable resource as the x402 MCP transport answers it (see the module doc).
+    fn hire_worker_answer(
+        &self,
+        hired: ResourceExecution,
+        request: &ResourceRequest,
+        payment: Option<&Value>,
+    ) -> CallToolResult {
+        let ResourceExecution {
+            execution,
+            contract_id,
+            capability,
+        } = hired;
+        let access = match (&contract_id, &capability) {
+            (Some(contract_id), Some(token)) => access_fields(&self.services, contract_id, token),
+            _ => serde_json::Map::new(),
+        };
+        let outcome = match execution.result {
+            Ok(outcome) => outcome,
+            Err(error) => return ToolError::from(error).into_result(),
+        };
+        match outcome {
+            Outcome::PaymentRequired(demand) => payment_required_result(&demand.challenge),
+            Outcome::Accepted(work) => {
+                let settlement = work.payment_response.clone();
+                let (_, mut body) = answers::status_and_body(Outcome::Accepted(work));
+                if let Some(object) = body.as_object_mut() {
+                    object.extend(access);
+                }
+                let mut result = CallToolResult::structured(body);
+                // Settled now, or (an acceptance window) later: the response only once it is.
+                if let Some(settlement) = settlement
+                    && let Ok(settlement) = serde_json::to_value(settlement)
+                {
+                    let mut meta = MetaObject::new();
+                    meta.insert(PAYMENT_RESPONSE_META_KEY.to_owned(), settlement);
+                    result.meta = Some(meta);
+                }
+                result
+            }
+            outcome @ (Outcome::Pending(_) | Outcome::InProgress(_) | Outcome::Queued(_)) => {
+                // Paid, the verdict not in yet after HIRE_WAIT: the contract to follow with the
+                // capability token; nothing is settled before the deliverable is verified.
+                let (_, mut body) = answers::status_and_body(outcome);
+                if let Some(object) = body.as_object_mut() {
+                    object.extend(access);
+                }
+                CallToolResult::structured(body)
+            }
+            outcome @ (Outcome::Failed(_) | Outcome::SettlementFailed(_)) => {
+                let settlement = match &outcome {
+                    Outcome::SettlementFailed(failure) => failure.settlement.clone(),
+                    _ => None,
+                };
+                let (status, body) = answers::status_and_body(outcome);
+                let failure = body.get("error").cloned().unwrap_or(Value::Null);
+                let reason = format!(
+                    "{}: {}",
+                    failure["code"].as_str().unwrap_or("hire_failed"),
+                    failure["message"].as_str().unwrap_or_default()
+                );
+                let resource = payment
+                    .and_then(|payment| payment.get("resource"))
+                    .filter(|resource| resource.is_object())
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        json!({"url": self.services.hire.resource_url(
+                            request.worker_id.as_str(),
+                            &request.task_type,
+                        )})
+                    });
+                let accepts: Vec<Value> = payment
+                    .and_then(|payment| payment.get("accepted"))
+                    .cloned()
+                    .into_iter()
+                    .collect();
+                let mut object = json!({
+                    "x402Version": 2,
+                    "error": reason,
+                    "resource": resource,
+                    "accepts": accepts,
+                    "http_status": status.as_u16(),
+                    "failure": failure,
+                });
+                if let Some(fields) = object.as_object_mut() {
+                    fields.extend(access);
+                }
+                let mut result = CallToolResult::structured_error(object);
+                if let Some(settlement) = settlement
+                    && let Ok(settlement) = serde_json::to_value(settlement)
+                {
+                    let mut meta = MetaObject::new();
+                    meta.insert(PAYMENT_RESPONSE_META_KEY.to_owned(), settlement);
+                    result.meta = Some(meta);
+                }
+                result
+            }
+        }
+    }
+
     /// What the wallet paid in the last 24 hours, by the store (so it holds across restarts
     /// and instances).
     async fn spent_today(&self, payer: &str) -> Result<U256, ToolError> {
@@ -699,6 +913,42 @@ impl HiregateMcp {
             .iter()
             .filter_map(|amount| U256::from_str(amount).ok())
             .fold(U256::ZERO, U256::saturating_add))
+    }
+}
+
+/// Whether a paid hire is still under way (the worker works, or the engine is between steps).
+fn under_way(hired: &ResourceExecution) -> bool {
+    matches!(
+        hired.execution.result,
+        Ok(Outcome::Pending(_) | Outcome::InProgress(_) | Outcome::Queued(_))
+    )
+}
+
+/// `PAYMENT-SIGNATURE` of the `PaymentPayload` a tool call carries in `_meta["x402/payment"]`:
+/// base64 of its JSON, which the engine reads as it reads the HTTP header. Python's `x402.mcp`
+/// sends its pydantic dump with explicit `null`s for unset optional fields (`extensions` when the
+/// offer had none, `resource.mimeType`, …), and the wire type refuses `extensions: null`; those
+/// `null`s are dropped here, on the payload's own fields and on `resource` and `accepted` only:
+/// `accepted.extra` (the signed offer) and `payload` (the signature) stay as sent.
+fn payment_header(payment: &Value) -> String {
+    let mut payment = payment.clone();
+    if let Some(object) = payment.as_object_mut() {
+        object.retain(|_, value| !value.is_null());
+        for key in ["resource", "accepted"] {
+            if let Some(inner) = object.get_mut(key).and_then(Value::as_object_mut) {
+                inner.retain(|_, value| !value.is_null());
+            }
+        }
+    }
+    base64::engine::general_purpose::STANDARD.encode(payment.to_string())
+}
+
+/// The x402 MCP transport's payment-required result: `isError`, the `PaymentRequired` as
+/// `structuredContent` and as the JSON text of `content[0]`.
+fn payment_required_result(challenge: &PaymentRequired) -> CallToolResult {
+    match serde_json::to_value(challenge) {
+        Ok(value) => CallToolResult::structured_error(value),
+        Err(error) => ToolError::from(ApiError::internal(error)).into_result(),
     }
 }
 
@@ -842,6 +1092,41 @@ fn hire_output() -> Arc<JsonObject> {
     }))
 }
 
+/// `hire_worker`'s output: the paid answer (execute's, with `contract_id`, `links`, `access`) or,
+/// on `isError`, the x402 `PaymentRequired` (whose `error` is x402's string) or the API's error.
+/// Every one of them fits it: the TypeScript MCP SDK checks error results against it too.
+fn hire_worker_output() -> Arc<JsonObject> {
+    let Value::Object(schema) = json!({
+        "type": "object",
+        "properties": {
+            "contract_id": {"type": "string"},
+            "status": {"type": "string", "description": "completed, partial, pending, …"},
+            "output": {"description": "The verified deliverable (HIRE's output)."},
+            "deliverable": {"description": "The deliverable with its digest."},
+            "verification": {},
+            "settlement": {},
+            "links": {"type": "object", "description": "The contract, its events and receipt."},
+            "access": {
+                "type": "object",
+                "description": "The capability token of the contract's read routes \
+                                (Authorization: Bearer hg_cap_…)."
+            },
+            "x402Version": {"description": "Set on a payment-required or failed call (isError)."},
+            "accepts": {"type": "array"},
+            "resource": {"type": "object"},
+            "error": {"description": "x402's reason (string), or the API's error object."},
+            "failure": {"description": "The API's error of a hire that failed after payment."},
+            "http_status": {
+                "type": "integer",
+                "description": "The status the stable x402 resource answers a failed hire with."
+            }
+        }
+    }) else {
+        unreachable!("a JSON object literal");
+    };
+    Arc::new(schema)
+}
+
 fn dispute_output() -> Arc<JsonObject> {
     output_schema(json!({
         "dispute_id": {"type": "string"},
@@ -860,4 +1145,46 @@ fn limit_exceeded(
     details["contract_id"] = json!(contract_id);
     details["setting"] = json!(setting);
     ToolError::new("spending_limit_exceeded", message, details)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payment_meta_becomes_the_header_without_pydantic_nulls_but_with_the_offer_intact() {
+        let sent = json!({
+            "x402Version": 2,
+            "extensions": null,
+            "resource": {"url": "https://gw/x402/workers/wk_1/summarize", "mimeType": null},
+            "accepted": {
+                "scheme": "exact",
+                "network": "eip155:31337",
+                "amount": "1",
+                "asset": "0x0000000000000000000000000000000000000001",
+                "payTo": "0x0000000000000000000000000000000000000002",
+                "maxTimeoutSeconds": 60,
+                "extra": {"name": "USD", "version": "2", "hiregate": {"terms": {"note": null}}}
+            },
+            "payload": {"signature": "0x00", "authorization": {"nonce": null}}
+        });
+        let header = payment_header(&sent);
+        let decoded: Value = serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(&header)
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(decoded.get("extensions").is_none());
+        assert!(decoded["resource"].get("mimeType").is_none());
+        // The signed offer and the signature are the caller's, null or not.
+        assert_eq!(decoded["accepted"]["extra"], sent["accepted"]["extra"]);
+        assert_eq!(decoded["payload"], sent["payload"]);
+        // And the engine reads it as the wire type.
+        let payload: PaymentPayload = hiregate_payments::decode_header(&header).unwrap();
+        assert_eq!(payload.accepted.scheme, "exact");
+        // Without the clean-up the wire type refuses `extensions: null`.
+        let raw = base64::engine::general_purpose::STANDARD.encode(sent.to_string());
+        assert!(hiregate_payments::decode_header::<PaymentPayload>(&raw).is_err());
+    }
 }

@@ -47,11 +47,14 @@
 //!   method, and can refuse one method as a node without it does.
 //! - [`node_script`]: runs an interop script of `tools/interop/` (official x402 SDK) with JSON in
 //!   and out; [`node_tools_or_skip`] lets Node-dependent tests skip outside CI.
+//! - [`python_script`]: the same for a Python interop script, run in `.tools/sdk-venv` (official
+//!   x402 Python SDK and MCP client); [`python_tools_or_skip`] likewise.
 
 mod anvil;
 pub mod bindings;
 mod error;
 mod node;
+mod python;
 pub mod rpc_counter;
 
 use std::{
@@ -73,6 +76,10 @@ pub use error::DevnetError;
 pub use node::{
     DEFAULT_NODE_SCRIPT_TIMEOUT, NODE_ENV, check_node_tools, interop_dir, node_script,
     node_script_with_timeout, node_tools_or_skip,
+};
+pub use python::{
+    DEFAULT_PYTHON_SCRIPT_TIMEOUT, SDK_PYTHON_ENV, check_python_tools, python_script,
+    python_tools_or_skip, sdk_python,
 };
 
 use anvil::{AnvilArgs, AnvilProcess, locate_anvil};

@@ -1,4 +1,6 @@
-//! `/mcp`: the MCP server ([`crate::mcp`]) over streamable HTTP, for seekers only.
+//! `/mcp`: the MCP server ([`crate::mcp`]) over streamable HTTP. Open to anyone: discovery and
+//! `hire_worker` (paid per call by the caller's own x402 wallet) need no account; the tools that
+//! act on a seeker account need its API key (`Authorization: Bearer hg_sk_…`).
 //!
 //! Not registered through [`super::routes::Routes`] and absent from the OpenAPI document on
 //! purpose: it is one JSON-RPC endpoint whose methods and tool schemas MCP clients discover with
@@ -13,8 +15,9 @@
 //! message (another shape, a batch array: MCP 2025-06-18 dropped batches) → 400 with -32600
 //! (invalid request); a content type other than JSON → 415 with -32600. Any other plain-text refusal of the transport (406 without an `Accept` of both JSON
 //! and SSE, 404 for an unknown session, …) keeps its status and becomes a -32600 error object
-//! carrying the transport's message. Authentication runs before all of it (401, the API's
-//! error body), so a caller without a seeker key learns nothing about its body.
+//! carrying the transport's message. A request that sends credentials has them checked before
+//! all of it (401/403, the API's error body for a wrong or non-seeker key); one without
+//! credentials passes, and its tools act as nobody.
 
 use std::sync::Arc;
 
@@ -22,7 +25,7 @@ use axum::{
     Router,
     body::Body,
     extract::{Request, State},
-    http::{Method, StatusCode, header},
+    http::{Method, StatusCode, header, request::Parts},
     middleware::{self, Next},
     response::{IntoResponse, Response},
 };
@@ -42,7 +45,7 @@ use crate::{
 /// The path MCP clients connect to.
 pub const MCP_PATH: &str = "/mcp";
 
-/// `/mcp`, answering 401 (the API's JSON error) to anything without a valid seeker key.
+/// `/mcp`, answering 401/403 (the API's JSON error) to credentials that are not a seeker key.
 pub fn router(state: &AppState) -> Router<AppState> {
     let wallet = McpWallet::from_settings(&state.config.mcp);
     let services = state.clone();
@@ -55,17 +58,14 @@ pub fn router(state: &AppState) -> Router<AppState> {
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    // Layers run outermost last-added: the seeker check, then the JSON-RPC error answers.
+    // Layers run outermost last-added: the credentials check, then the JSON-RPC error answers.
     Router::new()
         .route_service(MCP_PATH, service)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             json_rpc_errors,
         ))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            require_seeker,
-        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), seeker_if_any))
 }
 
 /// JSON-RPC error codes (JSON-RPC 2.0 §5.1).
@@ -188,10 +188,22 @@ fn not_a_message(value: &Value, error: &serde_json::Error) -> Response {
     )
 }
 
-/// Lets only authenticated seekers through, and tells the tools which seeker they act as.
-async fn require_seeker(seeker: Seeker, mut request: Request, next: Next) -> Response {
-    request
-        .extensions_mut()
-        .insert(McpSeeker(seeker.principal_id));
-    next.run(request).await
+/// Tells the tools which seeker they act as when the request sends a key; refuses a key that is
+/// not a seeker's (as every seeker route does); lets a request without credentials through.
+async fn seeker_if_any(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if !request.headers().contains_key(header::AUTHORIZATION) {
+        return next.run(request).await;
+    }
+    let (mut parts, body): (Parts, Body) = request.into_parts();
+    match <Seeker as axum::extract::FromRequestParts<AppState>>::from_request_parts(
+        &mut parts, &state,
+    )
+    .await
+    {
+        Ok(seeker) => {
+            parts.extensions.insert(McpSeeker(seeker.principal_id));
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(error) => error.into_response(),
+    }
 }

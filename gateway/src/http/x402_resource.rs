@@ -129,13 +129,7 @@ async fn with_access(state: &AppState, hired: ResourceExecution) -> Response {
     let Some(token) = capability else {
         return Response::from_parts(parts, body);
     };
-    let base = state
-        .hire
-        .base_url()
-        .as_str()
-        .trim_end_matches('/')
-        .to_owned();
-    let contract_url = format!("{base}/v1/contracts/{contract_id}");
+    let contract_url = contract_url(state, &contract_id);
     if parts.status == StatusCode::ACCEPTED
         && let Ok(value) = HeaderValue::from_str(&contract_url)
     {
@@ -144,31 +138,51 @@ async fn with_access(state: &AppState, hired: ResourceExecution) -> Response {
     let bytes = to_bytes(body, usize::MAX).await.unwrap_or_default();
     let mut json: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}));
     if let Some(object) = json.as_object_mut() {
-        object.insert("contract_id".to_owned(), json!(contract_id));
-        object.insert(
-            "links".to_owned(),
-            json!({
-                "contract": contract_url,
-                "events": format!("{contract_url}/events"),
-                "receipt": format!("{contract_url}/receipt"),
-            }),
-        );
-        object.insert(
-            "access".to_owned(),
-            json!({
-                "token_type": "Bearer",
-                "token": token,
-                "grants": ["contract", "events", "receipt", "disputes"],
-                "note": "send it as `Authorization: Bearer <token>` on the links; it is shown \
-                         with every paid answer of this request and stored only hashed",
-            }),
-        );
+        object.extend(access_fields(state, &contract_id, &token));
     }
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(
         parts,
         axum::body::Body::from(serde_json::to_vec(&json).unwrap_or_default()),
     )
+}
+
+/// The contract view's URL.
+pub(crate) fn contract_url(state: &AppState, contract_id: &str) -> String {
+    let base = state.hire.base_url().as_str().trim_end_matches('/');
+    format!("{base}/v1/contracts/{contract_id}")
+}
+
+/// What a paid answer of a stable resource adds for the wallet seeker to follow its contract:
+/// `contract_id`, `links` and `access` (the capability token). The MCP hire tool answers the
+/// same fields.
+pub(crate) fn access_fields(
+    state: &AppState,
+    contract_id: &str,
+    token: &str,
+) -> serde_json::Map<String, Value> {
+    let contract_url = contract_url(state, contract_id);
+    let mut fields = serde_json::Map::new();
+    fields.insert("contract_id".to_owned(), json!(contract_id));
+    fields.insert(
+        "links".to_owned(),
+        json!({
+            "contract": contract_url,
+            "events": format!("{contract_url}/events"),
+            "receipt": format!("{contract_url}/receipt"),
+        }),
+    );
+    fields.insert(
+        "access".to_owned(),
+        json!({
+            "token_type": "Bearer",
+            "token": token,
+            "grants": ["contract", "events", "receipt", "disputes"],
+            "note": "send it as `Authorization: Bearer <token>` on the links; it is shown \
+                     with every paid answer of this request and stored only hashed",
+        }),
+    );
+    fields
 }
 
 /// `GET /discovery/resources`: one x402 resource per healthy listing and task type, in the

@@ -20,6 +20,7 @@ mod hostile_answers;
 mod ledger;
 mod long_running;
 mod mcp;
+mod mcp_x402;
 mod migrations;
 mod money_truth;
 mod observability;

@@ -1,6 +1,8 @@
 //! The MCP server with the official `rmcp` client: over streamable HTTP at `/mcp` (tools listed
 //! with schemas, discovery, a paid hire of the example worker on anvil, spending limits refused
-//! before anything is signed, 401 without a seeker key) and over stdio (`hiregate mcp`).
+//! before anything is signed, open without credentials but 401/403 for a key that is not a
+//! seeker's) and over stdio (`hiregate mcp`, with and without a seeker key). `hire_worker`, paid
+//! by the caller's own wallet, is `mcp_x402.rs`.
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use rmcp::{
@@ -16,14 +18,15 @@ use serde_json::{Value, json};
 
 use crate::{
     helpers::TestDatabase,
-    hire_env::{HireEnv, PRICE, SEEKER_FUNDS, WorkerKind, hire_env_on},
+    hire_env::{HireEnv, PRICE, SEEKER_FUNDS, WorkerKind, chain_settings, hire_env_on},
 };
 
-const TOOLS: [&str; 6] = [
+const TOOLS: [&str; 7] = [
     "find_workers",
     "describe_worker",
     "propose_contract",
     "hire",
+    "hire_worker",
     "get_contract",
     "open_dispute",
 ];
@@ -287,16 +290,19 @@ async fn the_day_limit_refuses_the_hire_that_would_pass_it() {
 }
 
 #[tokio::test]
-async fn mcp_without_a_seeker_key_is_401() {
+async fn mcp_is_open_without_credentials_but_refuses_keys_that_are_not_a_seekers() {
     let (env, _wallet) = mcp_env(TestDatabase::sqlite(), PRICE, PRICE).await;
     let http = reqwest::Client::new();
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "test", "version": "0"}}});
+    // A contract's capability token opens that contract's read routes, not the account tools.
+    let capability = format!("hg_cap_{}", "A".repeat(86));
     for key in [
         None,
         Some("hg_sk_not_a_key"),
         Some(env.operator_key.as_str()),
+        Some(capability.as_str()),
     ] {
         let mut request = http
             .post(format!("{}/mcp", env.app.address))
@@ -307,6 +313,11 @@ async fn mcp_without_a_seeker_key_is_401() {
         }
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
+        if key.is_none() {
+            // A wallet is all an x402 caller has: the session opens.
+            assert_eq!(status, 200, "{}", response.text().await.unwrap());
+            continue;
+        }
         let body: Value = response.json().await.unwrap();
         assert!(matches!(status, 401 | 403), "{key:?}: {status} {body}");
         assert!(body["error"]["code"].is_string(), "{body}");
@@ -348,6 +359,52 @@ async fn hiregate_mcp_serves_the_tools_over_stdio() {
         env.worker_id.as_str(),
         "{found:?}"
     );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn hiregate_mcp_over_stdio_needs_no_seeker_key_for_discovery_and_hire_worker() {
+    let (env, _wallet) = mcp_env(TestDatabase::sqlite(), PRICE, PRICE).await;
+    let database_url = env.app.database_url.clone();
+    let address = env.app.address.clone();
+    // The engine runs in the child: it needs the chain the listing is paid on.
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), chain_settings(&env.devnet, "")).unwrap();
+    let transport = TokioChildProcess::new(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_hiregate")).configure(|command| {
+            for (name, _) in std::env::vars() {
+                if name.starts_with("HIREGATE_") {
+                    command.env_remove(name);
+                }
+            }
+            command
+                .arg("mcp")
+                .arg("--gateway")
+                .arg(&address)
+                .env("HIREGATE_CONFIG", config.path())
+                .env("HIREGATE_DATABASE__URL", &database_url);
+        }),
+    )
+    .expect("spawn hiregate mcp");
+    let client = ().serve(transport).await.expect("stdio session initializes");
+    let found = call(&client, "find_workers", json!({})).await;
+    assert_eq!(
+        structured(&found)["workers"][0]["id"],
+        env.worker_id.as_str(),
+        "{found:?}"
+    );
+    let unpaid = call(&client, "hire_worker", hire_arguments(&env, "over stdio")).await;
+    assert_eq!(unpaid.is_error, Some(true), "{unpaid:?}");
+    assert_eq!(structured(&unpaid)["x402Version"], 2, "{unpaid:?}");
+    assert!(structured(&unpaid)["accepts"][0]["extra"]["hiregate"].is_object());
+    let refused = call(
+        &client,
+        "get_contract",
+        json!({"contract_id": "ctr_01J00000000000000000000000"}),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true));
+    assert_eq!(structured(&refused)["error"]["code"], "unauthorized");
     client.cancel().await.unwrap();
 }
 

@@ -99,11 +99,16 @@ pub enum DevnetError {
     /// The npm tools the interop scripts import are not installed.
     #[error("interop tools missing: {0}; run scripts/install-tools.sh")]
     NodeToolsMissing(String),
-    /// The script name is not a plain `*.mjs` file name under `tools/interop/`.
-    #[error("invalid interop script name {0:?}: expected a file name like \"sign.mjs\"")]
+    /// The Python interop tools (`.tools/sdk-venv` with the locked SDKs) are not installed.
+    #[error("python interop tools missing: {0}; run scripts/install-tools.sh")]
+    PythonToolsMissing(String),
+    /// The script name is not a plain `*.mjs` (or `*.py`) file name under `tools/interop/`.
+    #[error(
+        "invalid interop script name {0:?}: expected a file name like \"sign.mjs\" or \"mcp-hire.py\""
+    )]
     InvalidScriptName(String),
     /// The script ran and failed.
-    #[error("node script {script} failed ({status}): {stderr}")]
+    #[error("interop script {script} failed ({status}): {stderr}")]
     NodeScriptFailed {
         /// The script.
         script: String,
@@ -113,7 +118,7 @@ pub enum DevnetError {
         stderr: String,
     },
     /// The script did not finish in time (it was killed).
-    #[error("node script {script} did not finish within {timeout:?}")]
+    #[error("interop script {script} did not finish within {timeout:?}")]
     NodeScriptTimeout {
         /// The script.
         script: String,
@@ -121,7 +126,7 @@ pub enum DevnetError {
         timeout: Duration,
     },
     /// The script succeeded but did not print one JSON document.
-    #[error("node script {script} printed no valid JSON ({source}); stdout: {stdout}")]
+    #[error("interop script {script} printed no valid JSON ({source}); stdout: {stdout}")]
     NodeScriptOutput {
         /// The script.
         script: String,
@@ -132,7 +137,7 @@ pub enum DevnetError {
         stdout: String,
     },
     /// Talking to the script's process failed.
-    #[error("node script {script}: {source}")]
+    #[error("interop script {script}: {source}")]
     NodeScriptIo {
         /// The script.
         script: String,

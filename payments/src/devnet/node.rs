@@ -100,13 +100,25 @@ pub async fn node_script_with_timeout(
         return Err(DevnetError::InvalidScriptName(script.to_owned()));
     }
     check_node_tools()?;
+    let mut command = Command::new(node_binary()?);
+    command.arg(&path);
+    run_json_script(command, script, input, timeout).await
+}
+
+/// Runs `command` (an interop script) in the workspace root with `input` as JSON on stdin and
+/// returns the one JSON document it prints, within `timeout` (killed past it).
+pub(super) async fn run_json_script(
+    mut command: Command,
+    script: &str,
+    input: &Value,
+    timeout: Duration,
+) -> Result<Value, DevnetError> {
     let io_error = |source| DevnetError::NodeScriptIo {
         script: script.to_owned(),
         source,
     };
 
-    let mut child = Command::new(node_binary()?)
-        .arg(&path)
+    let mut child = command
         .current_dir(workspace_root())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
