@@ -349,7 +349,7 @@ impl ChainSettings {
     }
 }
 
-/// One entry of `chains.<name>.tokens`: an EIP-3009 token and its metadata.
+/// One entry of `chains.<name>.tokens`: a token, its metadata and how `exact` payments move it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSettings {
@@ -357,8 +357,15 @@ pub struct TokenSettings {
     pub address: String,
     /// EIP-712 domain name (x402 `extra.name`).
     pub name: String,
-    /// EIP-712 domain version (x402 `extra.version`).
+    /// EIP-712 domain version (x402 `extra.version`); may be empty for a `permit2` token
+    /// without EIP-2612.
+    #[serde(default)]
     pub version: String,
+    /// `"eip3009"` (the default) or `"permit2"`: x402 `extra.assetTransferMethod` of its
+    /// `exact` offers. Permit2 works for any ERC-20; an EIP-3009 token may be listed as
+    /// `permit2` too.
+    #[serde(default)]
+    pub transfer_method: crate::assets::TransferMethod,
     /// ERC-20 decimals.
     pub decimals: u8,
     /// ERC-20 symbol (HIRE `X-Payment-Currency`).
@@ -793,10 +800,15 @@ impl Settings {
                 if !seen.insert(token.address.to_ascii_lowercase()) {
                     return Err(ConfigError::invalid(field("address"), "listed twice"));
                 }
-                if token.name.is_empty() || token.version.is_empty() || token.symbol.is_empty() {
+                let needs_version = token.transfer_method == crate::assets::TransferMethod::Eip3009;
+                if token.name.is_empty()
+                    || (needs_version && token.version.is_empty())
+                    || token.symbol.is_empty()
+                {
                     return Err(ConfigError::invalid(
                         field("name"),
-                        "name, version and symbol must not be empty",
+                        "name, version and symbol must not be empty (version may be for a \
+                         permit2 token)",
                     ));
                 }
                 if token.decimals > 77 {
