@@ -536,3 +536,88 @@ async fn an_eip3009_token_configured_for_permit2_is_offered_and_paid_over_permit
     assert_eq!(allowance(&env, usdc).await, U256::from(ALLOWANCE - PRICE));
     assert_reconciled(&env).await;
 }
+
+#[tokio::test]
+async fn a_permit2_settlement_behind_the_gateways_back_is_reported_then_found_on_chain() {
+    use hiregate_payments::{
+        ChainConfig, Facilitator as _, FacilitatorConfig, LocalFacilitator, Network, RelayerKey,
+        SettleRequest,
+    };
+    use std::str::FromStr as _;
+    let devnet = Devnet::start().await.expect("anvil devnet starts");
+    let env = permit2_env_on(
+        devnet,
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        false,
+        "[contracts]\nsweep_interval_ms = 200\njobs_interval_ms = 200\nrecovery_grace_ms = 500\n",
+        true,
+    )
+    .await;
+    let asset = env.devnet.permit_token();
+    let before = balances(&env, asset).await;
+    // A contract held in its acceptance window, its permit settled meanwhile by someone else
+    // (an independent bundled facilitator with its own relayer): money the store does not show.
+    let contract_id = env
+        .contract(
+            HireEnv::input("held, then settled elsewhere"),
+            json!({"acceptance_window_s": 4}),
+        )
+        .await;
+    let challenge = env.challenge(&contract_id).await;
+    let payload = sign(&env, &challenge).await;
+    let paid = env
+        .execute(&contract_id, Some(&encode_header(&payload)), None)
+        .await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+    assert_eq!(env.state(&contract_id).await, "accepted");
+    let outsider = LocalFacilitator::connect(FacilitatorConfig {
+        chains: vec![ChainConfig::new(
+            Network::from_str(&env.devnet.network()).unwrap(),
+            env.devnet.rpc_url().clone(),
+            RelayerKey::new(env.devnet.fresh_relayer().await.unwrap()),
+        )],
+    })
+    .await
+    .unwrap();
+    let elsewhere = outsider
+        .settle(&SettleRequest::new(
+            payload.clone(),
+            challenge.accepts[0].clone(),
+        ))
+        .await
+        .unwrap();
+    assert!(elsewhere.success, "{elsewhere:?}");
+    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
+    let report: Value = response.json().await.unwrap();
+    assert_eq!(report["ok"], false, "{report:#}");
+    let mismatches = report["mismatches"].as_array().unwrap();
+    assert_eq!(mismatches.len(), 1, "{report:#}");
+    assert_eq!(mismatches[0]["kind"], "used_not_recorded_settled");
+    assert_eq!(mismatches[0]["contract_id"], contract_id.as_str());
+    assert_eq!(mismatches[0]["transaction"], elsewhere.transaction.as_str());
+
+    // When the window closes the gateway settles: the facilitator finds the nonce spent, and the
+    // chain names the settlement, which the contract records. Nothing moves twice.
+    crate::helpers::eventually(
+        std::time::Duration::from_secs(30),
+        "settled from the chain",
+        || async { (env.state(&contract_id).await == "settled").then_some(()) },
+    )
+    .await;
+    let stored = env
+        .app
+        .store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.settle_tx.as_deref(),
+        Some(elsewhere.transaction.as_str())
+    );
+    let after = balances(&env, asset).await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE));
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+    assert_reconciled(&env).await;
+}
