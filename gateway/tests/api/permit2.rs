@@ -621,3 +621,62 @@ async fn a_permit2_settlement_behind_the_gateways_back_is_reported_then_found_on
     assert_eq!(after.1, before.1 + U256::from(PRICE));
     assert_reconciled(&env).await;
 }
+
+#[tokio::test]
+async fn the_rust_sdk_seeker_pays_a_permit2_contract() {
+    use hiregate_worker_sdk::seeker::SeekerClient;
+    let env = permit2_env(TestDatabase::sqlite(), WorkerKind::Echo, false, true).await;
+    let asset = env.devnet.permit_token();
+    let before = balances(&env, asset).await;
+    let client = SeekerClient::new(
+        url::Url::parse(&env.app.address).unwrap(),
+        env.seeker_key.clone(),
+        std::sync::Arc::new(env.wallet.clone()),
+    );
+    let contract = client
+        .propose(&json!({
+            "worker_id": env.worker_id,
+            "task_type": "summarize",
+            "input": HireEnv::input("hired by the SDK in a plain ERC-20"),
+        }))
+        .await
+        .unwrap();
+    let outcome = client.execute(&contract.id).await.unwrap();
+    assert_eq!(outcome.status, 200, "{:?}", outcome.body);
+    assert!(outcome.payment_response.unwrap().success);
+    let payment = outcome.payment.unwrap();
+    assert!(
+        payment.permit2_evm().is_ok(),
+        "the SDK signed a Permit2 payment"
+    );
+    let after = balances(&env, asset).await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE));
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+    assert_reconciled(&env).await;
+}
+
+#[tokio::test]
+async fn discovery_lists_a_permit2_listing_with_its_transfer_method() {
+    let env = permit2_env(TestDatabase::sqlite(), WorkerKind::Echo, false, false).await;
+    let list: Value = env
+        .app
+        .get("/discovery/resources", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let item = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["resource"] == resource_url(&env).as_str())
+        .unwrap()
+        .clone();
+    let accepts = &item["accepts"][0];
+    assert_eq!(accepts["scheme"], "exact");
+    assert_eq!(accepts["extra"]["assetTransferMethod"], "permit2");
+    assert_eq!(
+        accepts["asset"],
+        env.devnet.permit_token().to_checksum(None)
+    );
+}
