@@ -1328,6 +1328,37 @@ mod tests {
     }
 
     #[test]
+    fn a_token_may_be_paid_over_permit2_and_then_needs_no_domain_version() {
+        let chain = "[chains.devnet]\nnetwork = \"eip155:31337\"\nrpc_url = \"http://127.0.0.1:8545\"\n\
+            relayer_private_key = \"0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d\"\n";
+        let token = |rest: &str| {
+            format!(
+                "{chain}[[chains.devnet.tokens]]\naddress = \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"\n\
+                 name = \"Plain\"\ndecimals = 18\nsymbol = \"PLN\"\n{rest}"
+            )
+        };
+        let settings =
+            Settings::from_defaults_and(&token("transfer_method = \"permit2\"")).unwrap();
+        let listed = &settings.chains["devnet"].tokens[0];
+        assert_eq!(
+            listed.transfer_method,
+            crate::assets::TransferMethod::Permit2
+        );
+        assert!(listed.version.is_empty());
+        // EIP-3009 (the default) signs with the token's domain: its version is required.
+        assert_eq!(invalid_key(&token("")), "chains.devnet.tokens[0].name");
+        let settings =
+            Settings::from_defaults_and(&token("version = \"2\"\ntransfer_method = \"eip3009\""))
+                .unwrap();
+        assert_eq!(
+            settings.chains["devnet"].tokens[0].transfer_method,
+            crate::assets::TransferMethod::Eip3009
+        );
+        let err = Settings::from_defaults_and(&token("transfer_method = \"erc7710\"")).unwrap_err();
+        assert!(err.to_string().contains("transfer_method"), "{err}");
+    }
+
+    #[test]
     fn type_errors_name_the_key() {
         let err = Settings::from_defaults_and("[database]\nurl = \"mysql://x\"").unwrap_err();
         let message = err.to_string();

@@ -697,3 +697,62 @@ async fn discovery_lists_a_permit2_listing_with_its_transfer_method() {
         env.devnet.permit_token().to_checksum(None)
     );
 }
+
+#[tokio::test]
+async fn auth_capture_is_refused_for_a_token_paid_over_permit2_and_exact_is_offered() {
+    let escrow = crate::escrow_env::escrow_env(
+        TestDatabase::sqlite(),
+        json!(["exact", "auth-capture"]),
+        Value::Null,
+    )
+    .await;
+    let env = &escrow.env;
+    let mut listing = hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4);
+    listing["asset"] = json!(env.devnet.permit_token().to_checksum(None));
+    listing["payment_schemes"] = json!(["auth-capture", "exact"]);
+    let response = env.app.register_worker(&env.operator_key, &listing).await;
+    assert_eq!(response.status(), 201);
+    let worker_id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let propose = |scheme: Option<&str>| {
+        let mut body = json!({
+            "worker_id": worker_id,
+            "task_type": "summarize",
+            "input": HireEnv::input("escrow in a plain ERC-20?"),
+        });
+        if let Some(scheme) = scheme {
+            body["payment_scheme"] = json!(scheme);
+        }
+        async move {
+            env.app
+                .send_json(
+                    reqwest::Method::POST,
+                    "/v1/contracts",
+                    Some(&env.seeker_key),
+                    &body,
+                )
+                .await
+        }
+    };
+    // The listing prefers auth-capture, which the escrow cannot take in this token.
+    let refused = propose(None).await;
+    assert_eq!(refused.status(), 422);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body["error"]["code"], "payment_scheme_not_accepted",
+        "{body}"
+    );
+    assert_eq!(body["error"]["details"]["asset_transfer_method"], "permit2");
+    // Asking for exact gets the Permit2 offer.
+    let offered = propose(Some("exact")).await;
+    assert_eq!(offered.status(), 201);
+    let contract_id = offered.json::<Value>().await.unwrap()["contract_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let challenge = env.challenge(&contract_id).await;
+    assert_eq!(challenge.accepts[0].scheme, "exact");
+    assert_eq!(challenge.accepts[0].asset_transfer_method(), "permit2");
+}
