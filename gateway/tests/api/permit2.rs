@@ -756,3 +756,75 @@ async fn auth_capture_is_refused_for_a_token_paid_over_permit2_and_exact_is_offe
     assert_eq!(challenge.accepts[0].scheme, "exact");
     assert_eq!(challenge.accepts[0].asset_transfer_method(), "permit2");
 }
+
+/// The official TypeScript facilitator (`tools/interop/facilitator-server.mjs`: `x402Facilitator`
+/// with `registerExactEvmScheme`) serving `devnet` with its relayer: (child, base URL).
+async fn official_facilitator(devnet: &Devnet) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt as _;
+    let node = std::env::var_os(hiregate_payments::devnet::NODE_ENV)
+        .unwrap_or_else(|| std::ffi::OsString::from("node"));
+    let mut child = tokio::process::Command::new(node)
+        .arg(hiregate_payments::devnet::interop_dir().join("facilitator-server.mjs"))
+        .arg("--rpc-url")
+        .arg(devnet.rpc_url().as_str())
+        .arg("--chain-id")
+        .arg(devnet.chain_id().to_string())
+        .env(
+            "FACILITATOR_RELAYER_KEY",
+            devnet.relayer().to_bytes().to_string(),
+        )
+        .current_dir(hiregate_payments::devnet::workspace_root())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.trim().strip_prefix("facilitator listening on ") {
+                return url.to_owned();
+            }
+        }
+        panic!("the facilitator exited before listening");
+    })
+    .await
+    .expect("the facilitator listens");
+    (child, url)
+}
+
+#[tokio::test]
+async fn the_official_typescript_facilitator_settles_a_permit2_hire_for_the_gateway() {
+    if !hiregate_payments::devnet::node_tools_or_skip(
+        "the_official_typescript_facilitator_settles_a_permit2_hire_for_the_gateway",
+    ) {
+        return;
+    }
+    let devnet = Devnet::start().await.expect("anvil devnet starts");
+    let (_facilitator, url) = official_facilitator(&devnet).await;
+    let env = permit2_env_on(
+        devnet,
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        false,
+        &format!("[facilitator]\nmode = \"http\"\nurl = \"{url}\"\n"),
+        true,
+    )
+    .await;
+    let asset = env.devnet.permit_token();
+    let input = HireEnv::input("settled by the official facilitator");
+    let challenge = offer(&env, &input).await;
+    assert_eq!(challenge.accepts[0].asset_transfer_method(), "permit2");
+    // An external facilitator is not assumed to submit EIP-2612 permits.
+    assert!(!challenge.extensions.contains_key("eip2612GasSponsoring"));
+    let before = balances(&env, asset).await;
+    let result = official_client_pays(&env, &input, asset, false).await;
+    assert_eq!(result["status"], 200, "{result}");
+    assert_eq!(result["paymentResponse"]["success"], true, "{result}");
+    let after = balances(&env, asset).await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE));
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+    let contract_id = result["body"]["contract_id"].as_str().unwrap();
+    assert_eq!(env.state(contract_id).await, "settled");
+    let report = assert_reconciled(&env).await;
+    assert_eq!(report["matched"].as_array().unwrap().len(), 1, "{report:#}");
+}
