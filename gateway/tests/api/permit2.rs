@@ -828,3 +828,38 @@ async fn the_official_typescript_facilitator_settles_a_permit2_hire_for_the_gate
     let report = assert_reconciled(&env).await;
     assert_eq!(report["matched"].as_array().unwrap().len(), 1, "{report:#}");
 }
+
+#[tokio::test]
+async fn a_forged_or_mismatched_permit2_payment_makes_no_contract() {
+    let env = permit2_env(TestDatabase::sqlite(), WorkerKind::Echo, false, true).await;
+    let input = HireEnv::input("forged");
+    let challenge = offer(&env, &input).await;
+    let contract_id = challenge.accepts[0].extra["hiregate"]["terms"]["contract_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let before = balances(&env, env.devnet.permit_token()).await;
+    // Another key's signature over the same permit: the offer is free, so no contract row.
+    let mut forged = sign(&env, &challenge).await;
+    forged.payload["signature"] = json!(format!("0x{}", "11".repeat(65)));
+    let answer = call(&env, &input, Some(&encode_header(&forged))).await;
+    assert_eq!(answer.status, 402, "{:?}", answer.body);
+    assert_eq!(answer.code(), "payment_invalid");
+    // A permit paying someone else than the offer's payTo.
+    let mut elsewhere = sign(&env, &challenge).await;
+    elsewhere.payload["permit2Authorization"]["witness"]["to"] =
+        json!(PrivateKeySigner::random().address().to_checksum(None));
+    let answer = call(&env, &input, Some(&encode_header(&elsewhere))).await;
+    assert_eq!(answer.status, 402, "{:?}", answer.body);
+    assert_eq!(answer.code(), "payment_invalid");
+    assert!(
+        env.app
+            .store
+            .get_contract(&contract_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(env.worker.executions(), 0);
+    assert_eq!(balances(&env, env.devnet.permit_token()).await, before);
+}
