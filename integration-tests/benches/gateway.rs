@@ -37,22 +37,24 @@ use std::{
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use async_trait::async_trait;
-use common::{BenchResult, PostgresDatabase, Series, ms, percentile};
+use common::{
+    BenchResult, PostgresDatabase, Series, create_key, gateway_settings, list_echo_worker, ms,
+    percentile, serve_echo_worker,
+};
 use futures::{StreamExt as _, stream};
 use hiregate_gateway::{
-    config::Settings,
     facilitator::build_facilitator,
     startup::{App, AppOptions},
 };
 use hiregate_payments::devnet::rpc_counter::{self, RpcCounter};
 use hiregate_payments::{
-    Facilitator, FacilitatorError, PaymentPayload, PaymentRequired,
+    Facilitator, FacilitatorError, PaymentPayload, PaymentRequired, SyncSendMode,
     devnet::Devnet,
     wire::{SettleRequest, SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse},
 };
 use hiregate_worker_sdk::{
     GatewayKeys, RunningServer,
-    example_workers::{SUMMARIZE, echo_builder, echo_handler, summary_output_schema},
+    example_workers::{SUMMARIZE, echo_builder, echo_handler},
     ids::ContractId,
     seeker::SeekerClient,
     testing::TestTokenIssuer,
@@ -73,7 +75,6 @@ const MIN_CONCURRENT_EXECUTES: usize = 64;
 const CONCURRENCY: usize = 8;
 /// Sequential hires over which store operations and node calls are counted.
 const COUNTED_HIRES: usize = 20;
-const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
 
 /// The embedded facilitator with a stopwatch on `/verify` and `/settle`.
 struct TimedFacilitator {
@@ -203,29 +204,12 @@ impl Deployment {
     /// anvil at `rpc_url`: the node itself, or an [`RpcCounter`] in front of it.
     async fn start(devnet: &Devnet, database_url: &str, rpc_url: &Url) -> BenchResult<Self> {
         let relayer = devnet.fresh_relayer().await?;
-        let settings = Settings::from_defaults_and(&format!(
-            r#"
-[http]
-listen_address = "127.0.0.1:0"
-[database]
-url = "{database_url}"
-max_connections = 16
-[admin]
-api_key = "{ADMIN_KEY}"
-[outbound]
-allow_private_targets = true
-require_https = false
-[chains.devnet]
-network = "{network}"
-rpc_url = "{rpc}"
-relayer_private_key = "{key}"
-# anvil mines each transaction as it arrives: the send's answer is the receipt.
-sync_send = true
-"#,
-            network = devnet.network(),
-            rpc = rpc_url,
-            key = relayer.to_bytes(),
-        ))?;
+        let mut settings = gateway_settings(database_url, devnet, rpc_url, &relayer)?;
+        settings.database.max_connections = 16;
+        // anvil mines each transaction as it arrives: the send's answer is the receipt.
+        for chain in settings.chains.values_mut() {
+            chain.sync_send = SyncSendMode::On;
+        }
         let embedded = build_facilitator(&settings, None)
             .await?
             .ok_or("the embedded facilitator needs the devnet chain")?;
@@ -247,42 +231,14 @@ sync_send = true
         let stop = CancellationToken::new();
         tokio::spawn(app.run_until_stopped(stop.child_token()));
 
-        let worker = echo_builder()
-            .gateway_keys(GatewayKeys::remote(gateway.join(".well-known/jwks.json")?))
-            .max_concurrent_tasks(64)
-            .build(echo_handler())?;
-        let worker_stop = stop.child_token();
-        let worker =
-            hiregate_worker_sdk::serve(worker.router(), "127.0.0.1:0".parse()?, async move {
-                worker_stop.cancelled().await
-            })
-            .await?;
-
+        let worker = serve_echo_worker(&gateway, &stop, Some(64)).await?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
             .build()?;
         let operator_key = create_key(&http, &gateway, "operator").await?;
         let seeker_key = create_key(&http, &gateway, "seeker").await?;
-        let listing = ok_json(
-            http.post(gateway.join("v1/workers")?)
-                .bearer_auth(&operator_key)
-                .json(&json!({
-                    "endpoint": worker.base_url().as_str(),
-                    "protocol": "hire",
-                    "pay_to": PrivateKeySigner::random().address().to_checksum(None),
-                    "network": devnet.network(),
-                    "asset": devnet.token().to_checksum(None),
-                    "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
-                    "max_parallel": 32
-                }))
-                .send()
-                .await?,
-        )
-        .await?;
-        let worker_id = listing["id"]
-            .as_str()
-            .ok_or_else(|| format!("no id in {listing}"))?
-            .to_owned();
+        let worker_id =
+            list_echo_worker(&http, &gateway, &operator_key, &worker, devnet, PRICE, 32).await?;
         Ok(Self {
             gateway,
             store,
@@ -484,30 +440,6 @@ async fn measure_backend(
             wall: concurrent_wall,
         },
     })
-}
-
-async fn create_key(http: &reqwest::Client, gateway: &Url, role: &str) -> BenchResult<String> {
-    let body = ok_json(
-        http.post(gateway.join("v1/admin/keys")?)
-            .bearer_auth(ADMIN_KEY)
-            .json(&json!({"role": role, "label": "bench"}))
-            .send()
-            .await?,
-    )
-    .await?;
-    match body["api_key"].as_str() {
-        Some(key) => Ok(key.to_owned()),
-        None => Err(format!("no api_key in {body}").into()),
-    }
-}
-
-async fn ok_json(response: reqwest::Response) -> BenchResult<Value> {
-    let status = response.status();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        return Err(format!("gateway answered {status}: {body}").into());
-    }
-    Ok(body)
 }
 
 fn print_backend(name: &str, direct: &Series, figures: &BackendFigures) {

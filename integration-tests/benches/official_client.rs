@@ -12,26 +12,22 @@
 //! default), the worker-sdk echo worker listed. The contracts are proposed before the clock
 //! starts (the official client pays a URL; proposing is hiregate's own step).
 
+mod common;
+
 use std::{sync::Arc, time::Duration};
 
 use alloy::{primitives::U256, providers::Provider, signers::local::PrivateKeySigner};
-use hiregate_gateway::{config::Settings, startup::App};
+use common::{BenchResult, create_key, gateway_settings, list_echo_worker, serve_echo_worker};
+use hiregate_gateway::{config::LogLevel, startup::App};
 use hiregate_payments::devnet::{
     Devnet, MULTICALL3_ADDRESS, node_script_with_timeout, node_tools_or_skip,
 };
-use hiregate_worker_sdk::{
-    GatewayKeys,
-    example_workers::{SUMMARIZE, echo_builder, echo_handler, summary_output_schema},
-    seeker::SeekerClient,
-};
+use hiregate_worker_sdk::{example_workers::SUMMARIZE, seeker::SeekerClient};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
 const PRICE: u64 = 1_000;
 const WARMUP: usize = 8;
-
-type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> BenchResult<()> {
@@ -62,76 +58,20 @@ async fn main() -> BenchResult<()> {
     let folder = tempfile::tempdir()?;
     let database = format!("sqlite://{}", folder.path().join("bench.db").display());
     let stop = CancellationToken::new();
-    let settings = Settings::from_defaults_and(&format!(
-        r#"
-[http]
-listen_address = "127.0.0.1:0"
-[log]
-level = "warn"
-[database]
-url = "{database}"
-[admin]
-api_key = "{ADMIN_KEY}"
-[outbound]
-allow_private_targets = true
-require_https = false
-[chains.devnet]
-network = "{network}"
-rpc_url = "{rpc}"
-relayer_private_key = "{key}"
-"#,
-        network = devnet.network(),
-        rpc = devnet.rpc_url(),
-        key = devnet.fresh_relayer().await?.to_bytes(),
-    ))?;
+    let relayer = devnet.fresh_relayer().await?;
+    let mut settings = gateway_settings(&database, &devnet, devnet.rpc_url(), &relayer)?;
+    settings.log.level = LogLevel::Warn;
     let app = App::build(settings).await?;
     let gateway = app.base_url().clone();
     let store = app.state().store.clone();
     tokio::spawn(app.run_until_stopped(stop.child_token()));
-    let worker = echo_builder()
-        .gateway_keys(GatewayKeys::remote(gateway.join(".well-known/jwks.json")?))
-        .build(echo_handler())?;
-    let worker_stop = stop.child_token();
-    let _worker = hiregate_worker_sdk::serve(worker.router(), "127.0.0.1:0".parse()?, async move {
-        worker_stop.cancelled().await;
-    })
-    .await?;
+    let worker = serve_echo_worker(&gateway, &stop, None).await?;
 
     let http = reqwest::Client::new();
-    let key = |role: &'static str| {
-        let http = http.clone();
-        let url = gateway.join("v1/admin/keys");
-        async move {
-            let body: Value = http
-                .post(url?)
-                .bearer_auth(ADMIN_KEY)
-                .json(&json!({"role": role}))
-                .send()
-                .await?
-                .json()
-                .await?;
-            BenchResult::Ok(body["api_key"].as_str().ok_or("no api_key")?.to_owned())
-        }
-    };
-    let operator_key = key("operator").await?;
-    let seeker_key = key("seeker").await?;
-    let listing: Value = http
-        .post(gateway.join("v1/workers")?)
-        .bearer_auth(&operator_key)
-        .json(&json!({
-            "endpoint": _worker.base_url().as_str(),
-            "protocol": "hire",
-            "pay_to": PrivateKeySigner::random().address().to_checksum(None),
-            "network": devnet.network(),
-            "asset": devnet.token().to_checksum(None),
-            "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
-            "max_parallel": 64
-        }))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let worker_id = listing["id"].as_str().ok_or("no listing id")?.to_owned();
+    let operator_key = create_key(&http, &gateway, "operator").await?;
+    let seeker_key = create_key(&http, &gateway, "seeker").await?;
+    let worker_id =
+        list_echo_worker(&http, &gateway, &operator_key, &worker, &devnet, PRICE, 64).await?;
 
     let hires = WARMUP + per_level * levels.len();
     let payer = devnet

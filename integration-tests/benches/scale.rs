@@ -23,7 +23,7 @@ use std::{
 };
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
-use common::{BenchResult, PostgresDatabase};
+use common::{ADMIN_KEY, BenchResult, PostgresDatabase, create_key, list_echo_worker};
 use futures::{StreamExt as _, stream};
 use hiregate_integration_tests::harness::{Binaries, GatewayConfig, GatewayProcess, RecoveryKnobs};
 use hiregate_payments::devnet::Devnet;
@@ -31,7 +31,7 @@ use hiregate_worker_sdk::{
     GatewayKeys, RunningServer,
     example_workers::{
         FaultyBehaviour, FaultyMode, SUMMARIZE, echo_builder, echo_handler, faulty_builder,
-        faulty_handler, summary_output_schema,
+        faulty_handler,
     },
     seeker::SeekerClient,
 };
@@ -39,7 +39,6 @@ use serde_json::{Value, json};
 use url::Url;
 
 const PRICE: u64 = 1_000;
-const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
 /// Requests in flight while filling the gateway.
 const FILL_CONCURRENCY: usize = 32;
 /// How long the gateway is left alone before its RSS is read: what it holds at rest once the
@@ -115,53 +114,6 @@ async fn gateway(
     Ok(GatewayProcess::start_named(&binaries(), &config, dir, name).await?)
 }
 
-async fn ok_json(response: reqwest::Response) -> BenchResult<Value> {
-    let status = response.status();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        return Err(format!("gateway answered {status}: {body}").into());
-    }
-    Ok(body)
-}
-
-async fn key(http: &reqwest::Client, gateway: &Url, role: &str) -> BenchResult<String> {
-    let body = ok_json(
-        http.post(gateway.join("v1/admin/keys")?)
-            .bearer_auth(ADMIN_KEY)
-            .json(&json!({"role": role, "label": format!("bench {role}")}))
-            .send()
-            .await?,
-    )
-    .await?;
-    Ok(body["api_key"].as_str().ok_or("no api_key")?.to_owned())
-}
-
-async fn list_worker(
-    http: &reqwest::Client,
-    gateway: &Url,
-    operator_key: &str,
-    worker: &RunningServer,
-    devnet: &Devnet,
-) -> BenchResult<String> {
-    let listing = ok_json(
-        http.post(gateway.join("v1/workers")?)
-            .bearer_auth(operator_key)
-            .json(&json!({
-                "endpoint": worker.base_url().as_str(),
-                "protocol": "hire",
-                "pay_to": PrivateKeySigner::random().address().to_checksum(None),
-                "network": devnet.network(),
-                "asset": devnet.token().to_checksum(None),
-                "tasks": {SUMMARIZE: {"price": PRICE.to_string(), "output_schema": summary_output_schema()}},
-                "max_parallel": 10_000
-            }))
-            .send()
-            .await?,
-    )
-    .await?;
-    Ok(listing["id"].as_str().ok_or("no listing id")?.to_owned())
-}
-
 /// Propose, pay and execute one contract; returns its id and the execute's status.
 async fn hire(seeker: &SeekerClient, worker_id: &str, input: Value) -> BenchResult<(String, u16)> {
     let contract = seeker
@@ -210,9 +162,10 @@ impl Deployment {
             .pool_max_idle_per_host(256)
             .build()?;
         let first = gateways[0].url();
-        let operator_key = key(&http, &first, "operator").await?;
-        let seeker_key = key(&http, &first, "seeker").await?;
-        let worker_id = list_worker(&http, &first, &operator_key, &worker, devnet).await?;
+        let operator_key = create_key(&http, &first, "operator").await?;
+        let seeker_key = create_key(&http, &first, "seeker").await?;
+        let worker_id =
+            list_echo_worker(&http, &first, &operator_key, &worker, devnet, PRICE, 10_000).await?;
         Ok(Self {
             http,
             gateways,

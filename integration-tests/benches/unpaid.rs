@@ -10,6 +10,8 @@
 //! folder with its embedded facilitator, the worker-sdk echo worker listed, a seeker key and one
 //! offered contract whose `POST /v1/contracts/{id}/execute` (no payment) every request hits.
 
+mod common;
+
 use std::{process::Command, sync::Arc};
 
 use alloy::signers::local::PrivateKeySigner;
@@ -19,20 +21,13 @@ use axum::{
     response::IntoResponse,
     routing::post,
 };
-use hiregate_gateway::{config::Settings, startup::App};
+use common::{BenchResult, create_key, gateway_settings, list_echo_worker, serve_echo_worker};
+use hiregate_gateway::{config::LogLevel, startup::App};
 use hiregate_payments::devnet::Devnet;
-use hiregate_worker_sdk::{
-    GatewayKeys, RunningServer,
-    example_workers::{SUMMARIZE, echo_builder, echo_handler, summary_output_schema},
-    seeker::SeekerClient,
-};
-use serde_json::{Value, json};
+use hiregate_worker_sdk::{RunningServer, example_workers::SUMMARIZE, seeker::SeekerClient};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use url::Url;
-
-const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
-
-type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// What wrk reported for one target.
 struct Load {
@@ -126,60 +121,26 @@ async fn deploy(
     database_url: &str,
     stop: &CancellationToken,
 ) -> BenchResult<(Url, String, String, RunningServer)> {
-    let settings = Settings::from_defaults_and(&format!(
-        r#"
-[http]
-listen_address = "127.0.0.1:0"
-[log]
-level = "warn"
-[database]
-url = "{database_url}"
-[admin]
-api_key = "{ADMIN_KEY}"
-[outbound]
-allow_private_targets = true
-require_https = false
-[chains.devnet]
-network = "{network}"
-rpc_url = "{rpc}"
-relayer_private_key = "{key}"
-"#,
-        network = devnet.network(),
-        rpc = devnet.rpc_url(),
-        key = devnet.fresh_relayer().await?.to_bytes(),
-    ))?;
+    let relayer = devnet.fresh_relayer().await?;
+    let mut settings = gateway_settings(database_url, devnet, devnet.rpc_url(), &relayer)?;
+    settings.log.level = LogLevel::Warn;
     let app = App::build(settings).await?;
     let gateway = app.base_url().clone();
     tokio::spawn(app.run_until_stopped(stop.child_token()));
-
-    let worker = echo_builder()
-        .gateway_keys(GatewayKeys::remote(gateway.join(".well-known/jwks.json")?))
-        .build(echo_handler())?;
-    let worker_stop = stop.child_token();
-    let worker = hiregate_worker_sdk::serve(worker.router(), "127.0.0.1:0".parse()?, async move {
-        worker_stop.cancelled().await
-    })
-    .await?;
+    let worker = serve_echo_worker(&gateway, stop, None).await?;
     let http = reqwest::Client::new();
     let operator_key = create_key(&http, &gateway, "operator").await?;
     let seeker_key = create_key(&http, &gateway, "seeker").await?;
-    let listing: Value = http
-        .post(gateway.join("v1/workers")?)
-        .bearer_auth(&operator_key)
-        .json(&json!({
-            "endpoint": worker.base_url().as_str(),
-            "protocol": "hire",
-            "pay_to": PrivateKeySigner::random().address().to_checksum(None),
-            "network": devnet.network(),
-            "asset": devnet.token().to_checksum(None),
-            "tasks": {SUMMARIZE: {"price": "1000000", "output_schema": summary_output_schema()}},
-            "max_parallel": 32
-        }))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let worker_id = listing["id"].as_str().ok_or("no listing id")?.to_owned();
+    let worker_id = list_echo_worker(
+        &http,
+        &gateway,
+        &operator_key,
+        &worker,
+        devnet,
+        1_000_000,
+        32,
+    )
+    .await?;
     let seeker = SeekerClient::new(
         gateway.clone(),
         seeker_key.clone(),
@@ -193,18 +154,6 @@ relayer_private_key = "{key}"
         }))
         .await?;
     Ok((gateway, seeker_key, contract.id, worker))
-}
-
-async fn create_key(http: &reqwest::Client, gateway: &Url, role: &str) -> BenchResult<String> {
-    let body: Value = http
-        .post(gateway.join("v1/admin/keys")?)
-        .bearer_auth(ADMIN_KEY)
-        .json(&json!({"role": role}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    Ok(body["api_key"].as_str().ok_or("no api_key")?.to_owned())
 }
 
 /// Runs wrk against `url` with POST and reads its summary through a Lua `done` hook.

@@ -5,6 +5,12 @@
 //! A contract counts as paid when a payment row exists for it (rows are only written for
 //! payments that verified); the newest row is the one that paid. The self-dealing test is done
 //! here, in SQL, because it needs every payout address the listing's operator ever used.
+//!
+//! Who the seeker is: the API-key principal that proposed the contract, or, for a contract hired
+//! with no account (the stable x402 resource mints a seeker id per offer, which no key belongs
+//! to), the wallet that paid (`wallet:` and its lowercased address). Otherwise every wallet hire
+//! would count as a new seeker, and one wallet hiring a listing a hundred times would look like
+//! a hundred independent customers.
 
 use std::{str::FromStr, sync::LazyLock};
 
@@ -44,7 +50,9 @@ struct FactRow {
 impl Store {
     /// The paid contracts of `worker_id` that were judged or ended, as reputation facts.
     pub async fn hire_facts(&self, worker_id: &WorkerId) -> Result<Vec<HireFact>, StoreError> {
-        const SQL: &str = "select c.contract_id, c.task_type, c.seeker_id, c.state, \
+        const SQL: &str = "select c.contract_id, c.task_type, \
+            case when exists (select 1 from api_key k where k.principal_id = c.seeker_id) \
+                then c.seeker_id else 'wallet:' || lower(p.payer) end as seeker_id, c.state, \
             coalesce((select min(v.created_at) from verification v \
                 where v.contract_id = c.contract_id), c.updated_at) as decided_at, p.network, p.asset, p.amount, p.payer, \
             (select min(e.at) from contract_event e \

@@ -23,12 +23,15 @@ use std::str::FromStr;
 
 use bytes::Bytes;
 use chrono::Utc;
+use hiregate_contracts::money::PaymentScheme;
 use hiregate_contracts::{
     terms::ContractTerms,
     time::Timestamp,
     token::{DetachedSignature, verify_detached},
 };
-use hiregate_payments::{PaymentPayload, decode_header};
+use hiregate_payments::{
+    AuthCapturePayment, PaymentPayload, auth_capture::verify::check_signature, decode_header,
+};
 use serde_json::{Value, json};
 
 use super::{
@@ -559,12 +562,14 @@ impl HireService {
         }
     }
 
-    /// Why an `exact` payment of `offer` is not worth making its contract, if it is not: it
-    /// fails the local checks against the offer (payTo, amount, network, asset, domain), or its
-    /// EIP-3009 (or Permit2) signature is not its payer's. An EOA's signature is checked here; a contract
-    /// wallet's (which only the chain can judge) by the facilitator's `/verify`. Offers are free,
-    /// so without this a flood of forged payments would leave a contract row each. Escrowed
-    /// (`auth-capture`) payments are judged by the engine alone.
+    /// Why a payment of `offer` is not worth making its contract, if it is not: it fails the
+    /// local checks against the offer (payTo, amount, network, asset, domain; for
+    /// `auth-capture` also the escrow, collector and payment info), or its signature (EIP-3009,
+    /// Permit2 or the escrow's) is not its payer's. An EOA's signature is checked here; a
+    /// contract wallet's (which only the chain can judge) by the facilitator's `/verify`
+    /// (`exact`) or the wallet's `isValidSignature` (`auth-capture`). Offers are free, so
+    /// without this a flood of forged payments would leave a contract row each. Whatever passes
+    /// is judged again, in full, by the engine.
     async fn unworthy_payment(
         &self,
         offer: &StoredOffer,
@@ -576,9 +581,6 @@ impl HireService {
         let Ok(payload) = decode_header::<PaymentPayload>(header) else {
             return Ok(None);
         };
-        if requirements.scheme != hiregate_contracts::money::PaymentScheme::Exact.as_str() {
-            return Ok(None);
-        }
         let refuse = |reason: &str| {
             Some(Outcome::PaymentRequired(std::sync::Arc::new(
                 PaymentDemand::new(
@@ -590,6 +592,16 @@ impl HireService {
                 ),
             )))
         };
+        match PaymentScheme::from_str(&requirements.scheme) {
+            Ok(PaymentScheme::Exact) => {}
+            Ok(PaymentScheme::AuthCapture) => {
+                let refusal = self
+                    .escrowed_payment_refusal(requirements, &payload)
+                    .await?;
+                return Ok(refusal.and_then(|reason| refuse(reason.as_str())));
+            }
+            Err(_) => return Ok(None),
+        }
         // What was signed, by whom: an EIP-3009 authorization, or a Permit2 permit when the
         // offer says so.
         let signed =
@@ -643,6 +655,37 @@ impl HireService {
             Err(error) => Err(super::submission::facilitator_unavailable(
                 &error.to_string(),
             )),
+        }
+    }
+
+    /// Why an escrowed payment of `offer` is refused before its contract is written, if it is:
+    /// it does not parse against the offer's requirements on this gateway's escrow, or its signature is
+    /// neither its EOA payer's nor accepted by its wallet contract. `None` also when this
+    /// gateway has no operator or node for the chain: the engine answers that, storing nothing.
+    async fn escrowed_payment_refusal(
+        &self,
+        requirements: &hiregate_payments::wire::PaymentRequirements,
+        payload: &PaymentPayload,
+    ) -> Result<Option<hiregate_payments::reason::Reason>, HireError> {
+        let Some(chain_id) = requirements.network.eip155_chain_id() else {
+            return Ok(None);
+        };
+        let (Some(operator), Some((provider, _))) = (
+            self.inner.escrow.get(chain_id),
+            self.inner.assets.chain(chain_id),
+        ) else {
+            return Ok(None);
+        };
+        let payment =
+            match AuthCapturePayment::parse(payload, requirements, operator.escrow().addresses()) {
+                Ok(payment) => payment,
+                Err(refusal) => return Ok(Some(refusal.reason)),
+            };
+        match check_signature(&provider, &payment).await {
+            Ok(verdict) => Ok(verdict.err().map(|refusal| refusal.reason)),
+            Err(error) => Err(super::submission::facilitator_unavailable(&format!(
+                "the chain could not be asked about the payer's wallet: {error}"
+            ))),
         }
     }
 
@@ -784,7 +827,7 @@ impl HireService {
     ) -> Value {
         let scheme = listing.payment_schemes.default_scheme();
         let network = hiregate_payments::wire::Network::eip155(listing.network.chain_id());
-        let requirements = if scheme == hiregate_contracts::money::PaymentScheme::Exact
+        let requirements = if scheme == PaymentScheme::Exact
             && asset.transfer_method == crate::assets::TransferMethod::Permit2
         {
             hiregate_payments::PaymentRequirements::exact_permit2_evm(
@@ -859,10 +902,10 @@ impl HireService {
 
     /// `maxTimeoutSeconds` of a default proposal (the SLA and retries a call of the resource
     /// gets): the authorization window for `exact`, the escrow's payment window otherwise.
-    fn default_max_timeout_s(&self, scheme: hiregate_contracts::money::PaymentScheme) -> u64 {
+    fn default_max_timeout_s(&self, scheme: PaymentScheme) -> u64 {
         use hiregate_contracts::terms::{RetryPolicy, Sla};
         let config = &self.inner.config;
-        if scheme == hiregate_contracts::money::PaymentScheme::AuthCapture {
+        if scheme == PaymentScheme::AuthCapture {
             return config.escrow.payment_window_s;
         }
         let sla = Sla::default();

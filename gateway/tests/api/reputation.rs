@@ -326,3 +326,48 @@ async fn reputation_bad_input_is_a_clear_error() {
             .is_none()
     );
 }
+
+/// Hires over the stable x402 resource have no API-key seeker (each offer mints its own seeker
+/// id): the wallet that paid is the seeker, so three hires by one wallet are one seeker, not
+/// three.
+async fn one_wallet_is_one_seeker(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let path = format!("/x402/workers/{}/summarize", env.worker_id);
+    for text in ["first", "second", "third"] {
+        let input = HireEnv::input(text);
+        let unpaid = env.app.send_json(Method::POST, &path, None, &input).await;
+        assert_eq!(unpaid.status(), 402);
+        let challenge = crate::hire_env::answer(unpaid).await.payment_required();
+        let payment = env.pay(&challenge).await;
+        let paid = env
+            .app
+            .client
+            .post(format!("{}{path}", env.app.address))
+            .header("PAYMENT-SIGNATURE", payment)
+            .json(&input)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(paid.status(), 200, "{}", paid.text().await.unwrap());
+    }
+    let (_, snapshot) = reputation(&env, &env.worker_id).await;
+    for window in Window::ALL {
+        let figures = snapshot.figures(window, None).unwrap();
+        assert_eq!(figures.hires.value, 3, "{window}");
+        assert_eq!(figures.hires.distinct_seekers, 1, "one wallet, {window}");
+        assert_eq!(figures.hires_settled.distinct_seekers, 1, "{window}");
+    }
+}
+
+#[tokio::test]
+async fn one_wallet_hiring_without_an_account_counts_as_one_seeker() {
+    one_wallet_is_one_seeker(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn one_wallet_hiring_without_an_account_counts_as_one_seeker_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    one_wallet_is_one_seeker(database).await;
+}

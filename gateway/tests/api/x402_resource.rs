@@ -561,7 +561,8 @@ async fn long_work_answers_202_with_a_location_the_token_reads() {
 }
 
 #[tokio::test]
-async fn an_escrowed_listing_is_paid_with_auth_capture_over_the_stable_url() {
+async fn an_escrowed_listing_is_paid_with_auth_capture_over_the_stable_url_and_forgeries_store_nothing()
+ {
     let escrow = escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
     let env = &escrow.env;
     let input = HireEnv::input("escrow me");
@@ -578,6 +579,16 @@ async fn an_escrowed_listing_is_paid_with_auth_capture_over_the_stable_url() {
     .await
     .unwrap();
     let before = env.balance(env.wallet.address()).await;
+    // A forged signature on an escrowed payment makes no contract either (offers are free: a
+    // flood of these must not leave rows behind).
+    let counts = row_counts(&env.app.database_url).await;
+    let mut unsigned = payload.clone();
+    unsigned.payload["signature"] = json!(format!("0x{}", "11".repeat(65)));
+    let forged = call(env, &env.worker_id, &input, Some(&encode_header(&unsigned))).await;
+    assert_eq!(forged.status, 402, "{:?}", forged.body);
+    assert_eq!(forged.code(), "payment_invalid");
+    assert_eq!(row_counts(&env.app.database_url).await, counts);
+
     let paid = call(env, &env.worker_id, &input, Some(&encode_header(&payload))).await;
     assert_eq!(paid.status, 200, "{:?}", paid.body);
     assert!(
