@@ -248,6 +248,18 @@ async fn official_client_pays_a_permit2_listing(database: TestDatabase) {
         U256::from(ALLOWANCE - PRICE),
         "Permit2 used the approval for the price"
     );
+    // The relayer's cost of one Permit2 settlement (proxy → Permit2 → token), for the notes.
+    let receipt = {
+        use alloy::providers::Provider as _;
+        env.devnet
+            .provider()
+            .get_transaction_receipt(transaction.parse().unwrap())
+            .await
+            .unwrap()
+            .expect("mined")
+    };
+    eprintln!("permit2 exact settlement gas used: {}", receipt.gas_used);
+    assert!(receipt.gas_used < 200_000, "{}", receipt.gas_used);
     let contract_id = result["body"]["contract_id"].as_str().unwrap();
     assert_eq!(env.state(contract_id).await, "settled");
     let stored = env
