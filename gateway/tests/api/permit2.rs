@@ -875,3 +875,66 @@ async fn a_forged_or_mismatched_permit2_payment_makes_no_contract() {
     assert_eq!(env.worker.executions(), 0);
     assert_eq!(balances(&env, env.devnet.permit_token()).await, before);
 }
+
+#[tokio::test]
+async fn the_mcp_hire_tool_pays_a_permit2_listing_from_its_wallet() {
+    let devnet = Devnet::start().await.expect("anvil devnet starts");
+    let asset = devnet.permit_token();
+    let mcp_wallet = devnet
+        .funded_account(U256::from(SEEKER_FUNDS))
+        .await
+        .expect("funded MCP wallet");
+    devnet
+        .mint_permit_token(mcp_wallet.address(), U256::from(SEEKER_FUNDS))
+        .await
+        .unwrap();
+    devnet
+        .approve_permit2(&mcp_wallet, asset, U256::from(ALLOWANCE))
+        .await
+        .unwrap();
+    let extra = format!(
+        "[mcp]\nwallet_private_key = \"{}\"\nmax_per_hire = {PRICE}\nmax_per_day = {}\n",
+        mcp_wallet.to_bytes(),
+        10 * PRICE
+    );
+    let env = permit2_env_on(
+        devnet,
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        false,
+        &extra,
+        false,
+    )
+    .await;
+    let payer_before = env
+        .devnet
+        .permit_token_balance(mcp_wallet.address())
+        .await
+        .unwrap();
+    let client = crate::mcp::connect(&env, &env.seeker_key).await;
+    let hired = crate::mcp::call(
+        &client,
+        "hire",
+        crate::mcp::hire_arguments(&env, "hired over MCP in a plain ERC-20"),
+    )
+    .await;
+    assert_ne!(hired.is_error, Some(true), "{hired:?}");
+    let outcome = crate::mcp::structured(&hired);
+    assert_eq!(outcome["state"], "settled", "{outcome:#}");
+    assert_eq!(
+        env.devnet
+            .permit_token_balance(mcp_wallet.address())
+            .await
+            .unwrap(),
+        payer_before - U256::from(PRICE)
+    );
+    assert_eq!(
+        env.devnet
+            .permit2_allowance(asset, mcp_wallet.address())
+            .await
+            .unwrap(),
+        U256::from(ALLOWANCE - PRICE)
+    );
+    client.cancel().await.unwrap();
+    assert_reconciled(&env).await;
+}
