@@ -6,6 +6,12 @@
 //! listed there, else reads `name()`, `version()`, `decimals()` and `symbol()` from the chain
 //! once and caches the answer (token metadata does not change).
 //!
+//! It also says how an `exact` payment moves the token ([`TransferMethod`]): EIP-3009 when the
+//! token has it, else Permit2, which works for any ERC-20 (x402 `extra.assetTransferMethod =
+//! "permit2"`). A listed token says so in its `transfer_method` (so USDC can be paid over
+//! Permit2 too); an unlisted one is asked `authorizationState(address,bytes32)`, EIP-3009's
+//! view: a token that answers it is paid with EIP-3009, one that reverts with Permit2.
+//!
 //! It also holds each chain's node and clock ([`AssetDirectory::chain_now`]): payment windows
 //! and escrow deadlines are judged by the chain's block time, as the chain judges them (see
 //! [`hiregate_payments::clock`]).
@@ -27,13 +33,37 @@ use hiregate_payments::{ChainClock, Now};
 use crate::config::ChainSettings;
 
 alloy::sol! {
-    /// The metadata calls of an EIP-3009 (USDC-like) token.
+    /// The metadata calls of an EIP-3009 (USDC-like) token; a plain ERC-20 may lack `version()`
+    /// and `authorizationState()`.
     #[sol(rpc)]
     interface Eip3009Metadata {
         function name() external view returns (string);
         function version() external view returns (string);
         function decimals() external view returns (uint8);
         function symbol() external view returns (string);
+        function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
+    }
+}
+
+/// How an `exact` payment moves a token: x402's `extra.assetTransferMethod`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransferMethod {
+    /// EIP-3009 `transferWithAuthorization` (USDC and tokens like it).
+    #[default]
+    Eip3009,
+    /// Permit2's `permitWitnessTransferFrom` through the x402 exact proxy: any ERC-20 whose
+    /// holder approved Permit2 once (or signs an EIP-2612 permit the settlement submits).
+    Permit2,
+}
+
+impl TransferMethod {
+    /// The wire name (`eip3009`, `permit2`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Eip3009 => "eip3009",
+            Self::Permit2 => "permit2",
+        }
     }
 }
 
@@ -46,12 +76,14 @@ pub struct AssetInfo {
     pub address: Address,
     /// EIP-712 domain name.
     pub name: String,
-    /// EIP-712 domain version.
+    /// EIP-712 domain version; empty for a Permit2-paid token that has none (no EIP-2612).
     pub version: String,
     /// ERC-20 decimals.
     pub decimals: u8,
     /// ERC-20 symbol.
     pub symbol: String,
+    /// How `exact` payments move it.
+    pub transfer_method: TransferMethod,
 }
 
 /// `atomic` units of a token with `decimals` as a plain decimal in whole units (`5000000` with 6
@@ -76,6 +108,18 @@ impl AssetInfo {
     /// `atomic` in whole units of this token (see [`whole_units`]).
     pub fn whole_units(&self, atomic: U256) -> String {
         whole_units(atomic, self.decimals)
+    }
+
+    /// The token's EIP-712 domain (`extra {name, version}`), when it has one: always for
+    /// EIP-3009, and for a Permit2-paid token with EIP-2612 (which the `eip2612GasSponsoring`
+    /// extension signs for).
+    pub fn domain(&self) -> Option<hiregate_payments::TokenDomain> {
+        (!self.name.is_empty() && !self.version.is_empty()).then(|| {
+            hiregate_payments::TokenDomain {
+                name: self.name.clone(),
+                version: self.version.clone(),
+            }
+        })
     }
 }
 
@@ -157,6 +201,7 @@ impl AssetDirectory {
                             version: token.version.clone(),
                             decimals: token.decimals,
                             symbol: token.symbol.clone(),
+                            transfer_method: token.transfer_method,
                         },
                     ))
                 })
@@ -309,7 +354,27 @@ async fn read_metadata(
         }
     };
     let name = token.name().call().await.map_err(classify("name"))?;
-    let version = token.version().call().await.map_err(classify("version"))?;
+    // EIP-3009's own view decides the transfer method: a token without it is paid over Permit2.
+    let transfer_method = match token
+        .authorizationState(Address::ZERO, alloy::primitives::B256::ZERO)
+        .call()
+        .await
+    {
+        Ok(_) => TransferMethod::Eip3009,
+        Err(alloy::contract::Error::TransportError(source)) if !is_revert(&source) => {
+            return Err(AssetLookupError::Unreachable { chain_id, source });
+        }
+        Err(_) => TransferMethod::Permit2,
+    };
+    let version = match token.version().call().await {
+        Ok(version) => version,
+        // A plain ERC-20 without EIP-2612 has no domain version; Permit2 does not need one.
+        Err(alloy::contract::Error::TransportError(source)) if !is_revert(&source) => {
+            return Err(AssetLookupError::Unreachable { chain_id, source });
+        }
+        Err(_) if transfer_method == TransferMethod::Permit2 => String::new(),
+        Err(error) => return Err(classify("version")(error)),
+    };
     let decimals = token
         .decimals()
         .call()
@@ -323,6 +388,7 @@ async fn read_metadata(
         version,
         decimals,
         symbol,
+        transfer_method,
     })
 }
 
@@ -344,6 +410,7 @@ mod tests {
             version: "2".into(),
             decimals,
             symbol: "USDC".into(),
+            transfer_method: TransferMethod::Eip3009,
         }
     }
 

@@ -349,7 +349,7 @@ impl ChainSettings {
     }
 }
 
-/// One entry of `chains.<name>.tokens`: an EIP-3009 token and its metadata.
+/// One entry of `chains.<name>.tokens`: a token, its metadata and how `exact` payments move it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSettings {
@@ -357,8 +357,15 @@ pub struct TokenSettings {
     pub address: String,
     /// EIP-712 domain name (x402 `extra.name`).
     pub name: String,
-    /// EIP-712 domain version (x402 `extra.version`).
+    /// EIP-712 domain version (x402 `extra.version`); may be empty for a `permit2` token
+    /// without EIP-2612.
+    #[serde(default)]
     pub version: String,
+    /// `"eip3009"` (the default) or `"permit2"`: x402 `extra.assetTransferMethod` of its
+    /// `exact` offers. Permit2 works for any ERC-20; an EIP-3009 token may be listed as
+    /// `permit2` too.
+    #[serde(default)]
+    pub transfer_method: crate::assets::TransferMethod,
     /// ERC-20 decimals.
     pub decimals: u8,
     /// ERC-20 symbol (HIRE `X-Payment-Currency`).
@@ -793,10 +800,15 @@ impl Settings {
                 if !seen.insert(token.address.to_ascii_lowercase()) {
                     return Err(ConfigError::invalid(field("address"), "listed twice"));
                 }
-                if token.name.is_empty() || token.version.is_empty() || token.symbol.is_empty() {
+                let needs_version = token.transfer_method == crate::assets::TransferMethod::Eip3009;
+                if token.name.is_empty()
+                    || (needs_version && token.version.is_empty())
+                    || token.symbol.is_empty()
+                {
                     return Err(ConfigError::invalid(
                         field("name"),
-                        "name, version and symbol must not be empty",
+                        "name, version and symbol must not be empty (version may be for a \
+                         permit2 token)",
                     ));
                 }
                 if token.decimals > 77 {
@@ -1313,6 +1325,37 @@ mod tests {
             "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
         );
         assert!(!format!("{settings:?}").contains("5de4111afa1a4b94"));
+    }
+
+    #[test]
+    fn a_token_may_be_paid_over_permit2_and_then_needs_no_domain_version() {
+        let chain = "[chains.devnet]\nnetwork = \"eip155:31337\"\nrpc_url = \"http://127.0.0.1:8545\"\n\
+            relayer_private_key = \"0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d\"\n";
+        let token = |rest: &str| {
+            format!(
+                "{chain}[[chains.devnet.tokens]]\naddress = \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"\n\
+                 name = \"Plain\"\ndecimals = 18\nsymbol = \"PLN\"\n{rest}"
+            )
+        };
+        let settings =
+            Settings::from_defaults_and(&token("transfer_method = \"permit2\"")).unwrap();
+        let listed = &settings.chains["devnet"].tokens[0];
+        assert_eq!(
+            listed.transfer_method,
+            crate::assets::TransferMethod::Permit2
+        );
+        assert!(listed.version.is_empty());
+        // EIP-3009 (the default) signs with the token's domain: its version is required.
+        assert_eq!(invalid_key(&token("")), "chains.devnet.tokens[0].name");
+        let settings =
+            Settings::from_defaults_and(&token("version = \"2\"\ntransfer_method = \"eip3009\""))
+                .unwrap();
+        assert_eq!(
+            settings.chains["devnet"].tokens[0].transfer_method,
+            crate::assets::TransferMethod::Eip3009
+        );
+        let err = Settings::from_defaults_and(&token("transfer_method = \"erc7710\"")).unwrap_err();
+        assert!(err.to_string().contains("transfer_method"), "{err}");
     }
 
     #[test]

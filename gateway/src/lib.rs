@@ -22,7 +22,7 @@
 //! | [`readiness`] | `/readyz` check trait |
 //! | [`facilitator`] | `facilitator.mode` → embedded `LocalFacilitator` or HTTP client; its `/readyz` check |
 //! | [`key_turns`] | the chain keys this gateway sends from (relayer, escrow operator): which other instances send from them too (PostgreSQL advisory locks) and the turns their sends take then |
-//! | [`assets`] | token metadata (EIP-712 domain, decimals, symbol) from config or the chain |
+//! | [`assets`] | token metadata (EIP-712 domain, decimals, symbol) and how `exact` payments move the token (EIP-3009, or Permit2 for any ERC-20) from config or the chain |
 //! | [`signing`] | the gateway's Ed25519 signing key (file or ephemeral) → JWKS |
 //! | [`adapters`] | worker protocols behind `WorkerProtocol`: hire, wattswarm (ExecuteRequest, transport retries on one execution_id), superwire (SSE relay with Last-Event-ID resume, cancel, seeker secrets from `X-Hiregate-Secrets` into the executor body only) |
 //! | [`hire`] | `POST /v1/contracts`, the contract view, and execute: 402 → pay → forward → verify → settle; the stable x402 resource per listing and task type (a signed offer in the 402, the contract made when it is paid); disputes (replay, arbiter decisions, the silent arbiter's void) |

@@ -46,8 +46,9 @@ use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use axum::http::request::Parts;
 use chrono::Utc;
 use hiregate_payments::{
-    AUTH_CAPTURE_SCHEME, AuthCaptureSignOptions, PaymentPayload, PaymentRequired, encode_header,
-    sign_auth_capture_payment, sign_exact_payment,
+    AUTH_CAPTURE_SCHEME, AuthCaptureSignOptions, PaymentPayload, PaymentRequired,
+    Permit2SignOptions, encode_header, permit2::METHOD_PERMIT2, sign_auth_capture_payment,
+    sign_exact_payment, sign_permit2_payment,
 };
 use hiregate_worker_sdk::seeker::ContractView;
 use rmcp::{
@@ -1021,6 +1022,9 @@ async fn sign_for(
             &AuthCaptureSignOptions::default(),
         )
         .await
+    } else if offer.asset_transfer_method() == METHOD_PERMIT2 {
+        // Any ERC-20: the wallet must have approved Permit2 on the token once.
+        sign_permit2_payment(signer, offer, resource, now, &Permit2SignOptions::default()).await
     } else {
         sign_exact_payment(signer, offer, resource, now).await
     };

@@ -5,9 +5,12 @@
 // stdin:  {"url": "http://…", "privateKey": "0x…", "method"?: "POST", "authorization"?: "Bearer …",
 //          "body"?: <JSON value or string>, "headers"?: {name: value},
 //          "allowedAssets"?: [{"network": "eip155:…", "asset": "0x…"}],
-//          "scheme"?: "exact" | "auth-capture"}
+//          "scheme"?: "exact" | "auth-capture", "rpcUrl"?: "http://…"}
 // `scheme` picks the official client registered for EVM networks: `ExactEvmScheme` (default) or
-// `AuthCaptureEvmScheme` (escrowed payments); the 402 must offer that scheme.
+// `AuthCaptureEvmScheme` (escrowed payments); the 402 must offer that scheme. `rpcUrl` gives the
+// exact client a node to read from, which it needs to offer the `eip2612GasSponsoring` extension
+// of a Permit2 payment (it signs an EIP-2612 permit approving Permit2 when the payer's allowance
+// is short and the 402 declares the extension); without it the payer must have approved Permit2.
 // stdout: {"status": 200, "headers": {…}, "body": <JSON if it parses, else text>,
 //          "paymentResponse": <decoded PAYMENT-RESPONSE, or null>}
 //
@@ -21,7 +24,7 @@ import { readJsonInput, required, run, writeJsonOutput } from "./io.mjs";
 
 const REQUEST_TIMEOUT_MS = 120_000;
 const SCHEME_CLIENTS = {
-  exact: (account) => new ExactEvmScheme(account),
+  exact: (account, rpcUrl) => new ExactEvmScheme(account, rpcUrl ? { rpcUrl } : undefined),
   "auth-capture": (account) => new AuthCaptureEvmScheme(account),
 };
 
@@ -51,7 +54,7 @@ run(async () => {
   }
 
   const payingFetch = wrapFetchWithPaymentFromConfig(fetch, {
-    schemes: [{ network: "eip155:*", client: schemeClient(account) }],
+    schemes: [{ network: "eip155:*", client: schemeClient(account, input.rpcUrl) }],
     spendControls: { allowedAssets: Array.isArray(input.allowedAssets) ? input.allowedAssets : true },
   });
   const response = await payingFetch(url, {

@@ -13,8 +13,8 @@ use alloy::primitives::Address;
 use alloy::signers::Signer;
 use hiregate_payments::{
     AUTH_CAPTURE_SCHEME, AuthCaptureSignOptions, HeaderError, PaymentPayload, PaymentRequired,
-    SettleResponse, SignError, decode_header, encode_header, sign_auth_capture_payment,
-    sign_exact_payment,
+    Permit2SignOptions, SettleResponse, SignError, decode_header, encode_header,
+    permit2::METHOD_PERMIT2, sign_auth_capture_payment, sign_exact_payment, sign_permit2_payment,
 };
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -374,6 +374,10 @@ impl SeekerClient {
                 &AuthCaptureSignOptions::default(),
             )
             .await?
+        } else if offer.asset_transfer_method() == METHOD_PERMIT2 {
+            // Any ERC-20: the wallet must have approved Permit2 on the token once.
+            sign_permit2_payment(signer, offer, resource, now, &Permit2SignOptions::default())
+                .await?
         } else {
             sign_exact_payment(signer, offer, resource, now).await?
         };

@@ -301,6 +301,12 @@ impl HireService {
         )
     }
 
+    /// Whether the facilitator submits a payer's EIP-2612 permit with a Permit2 settlement (the
+    /// `eip2612GasSponsoring` extension): the embedded one does; an external one is not assumed to.
+    fn submits_eip2612_permits(&self) -> bool {
+        self.inner.config.facilitator.mode == crate::config::FacilitatorMode::Embedded
+    }
+
     fn execute_url(&self, contract_id: &str) -> String {
         self.url(&format!("/v1/contracts/{contract_id}/execute"))
     }
@@ -324,6 +330,7 @@ impl HireService {
         let (listing, asset) = self.hireable_listing(&request).await?;
         let now = Timestamp::from(Utc::now());
         let terms = self.proposed_terms(&listing, request, seeker, now).await?;
+        offer::check_transfer_method(&terms, &asset)?;
         let bounds = self.bounded_window(&terms)?;
         let contract_id = terms.contract_id().clone();
         let stored_offer = StoredOffer::build(
@@ -337,6 +344,7 @@ impl HireService {
                 description: listing.metadata.description.as_deref(),
                 input_schema: listing.metadata.input_schema.as_ref().map(|s| s.as_json()),
             },
+            self.submits_eip2612_permits(),
         );
         let signed = self.sign_and_store(
             &terms,

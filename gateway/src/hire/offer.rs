@@ -12,19 +12,55 @@
 //! authorized on chain, so `maxTimeoutSeconds` is `escrow.payment_window_s`; how long the money
 //! stays locked is the signed terms' capture deadline, carried in `extra` with the rest of the
 //! x402 `auth-capture` EVM fields (see [`auth_capture_extra`]).
+//!
+//! An `exact` offer in a token paid over Permit2 ([`TransferMethod::Permit2`]: any ERC-20, or an
+//! EIP-3009 token configured so) carries `extra.assetTransferMethod = "permit2"` (and the
+//! token's EIP-712 domain when it has one), which is what the official `@x402/evm` client reads
+//! to sign a Permit2 `PermitWitnessTransferFrom` instead of an EIP-3009 authorization. With the
+//! embedded facilitator, which submits EIP-2612 permits, the 402 also declares the
+//! `eip2612GasSponsoring` extension for tokens with a domain: a payer who never approved
+//! Permit2 may sign a permit instead of sending an approval.
 
 use alloy::primitives::{Address, U256};
 use hiregate_contracts::{escrow::EscrowTerms, terms::ContractTerms};
 use hiregate_payments::{
     PaymentRequired, PaymentRequirements, ResourceInfo, TokenDomain,
     extension::{PAYMENT_IDENTIFIER, declare_payment_identifier},
+    permit2::extension::{EIP2612_GAS_SPONSORING, eip2612_gas_sponsoring_offer},
     wire::{Extensions, Network, UnknownFields, X402Version2},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::bazaar::{self, ListingDiscovery};
-use crate::{assets::AssetInfo, config::ContractSettings};
+use super::{
+    bazaar::{self, ListingDiscovery},
+    error::{ErrorCode, HireError},
+};
+use crate::{
+    assets::{AssetInfo, TransferMethod},
+    config::ContractSettings,
+};
+
+/// Refuses terms whose scheme cannot move `asset`: the `auth-capture` escrow's collector takes
+/// EIP-3009 authorizations only, so a token paid over Permit2 is offered `exact`.
+pub fn check_transfer_method(terms: &ContractTerms, asset: &AssetInfo) -> Result<(), HireError> {
+    if terms.escrow().is_some() && asset.transfer_method == TransferMethod::Permit2 {
+        return Err(HireError::unprocessable(
+            ErrorCode::PaymentSchemeNotAccepted,
+            format!(
+                "`{}` needs an EIP-3009 token; {} is paid over Permit2: ask for payment_scheme \
+                 \"exact\"",
+                terms.scheme(),
+                asset.symbol
+            ),
+        )
+        .with_details(serde_json::json!({
+            "asset": asset.address.to_checksum(None),
+            "asset_transfer_method": asset.transfer_method.as_str(),
+        })));
+    }
+    Ok(())
+}
 
 /// Seconds of tolerance when checking a payment's `validBefore` against the offer's
 /// `maxTimeoutSeconds`: clients compute it from their own clock at signing time, a little before
@@ -134,6 +170,8 @@ impl StoredOffer {
     /// The offer of `terms` paid in `asset`, for the resource at `execute_url`. `max_timeout_s`
     /// is the authorization window (`exact`) or the payment window (`auth-capture`). The
     /// listing's `discovery` fields go where x402 catalogues read them ([`super::bazaar`]).
+    /// `gas_sponsoring`: the facilitator submits EIP-2612 permits (declared for Permit2 offers
+    /// of tokens with a domain).
     pub fn build(
         terms: &ContractTerms,
         asset: &AssetInfo,
@@ -141,24 +179,41 @@ impl StoredOffer {
         execute_url: &str,
         max_timeout_s: u64,
         discovery: &ListingDiscovery<'_>,
+        gas_sponsoring: bool,
     ) -> Self {
         let price = terms.price();
-        let domain = TokenDomain {
-            name: asset.name.clone(),
-            version: asset.version.clone(),
+        let network = Network::eip155(price.network().chain_id());
+        let amount = U256::from(price.amount().units());
+        let domain = asset.domain();
+        let permit2 = terms.escrow().is_none() && asset.transfer_method == TransferMethod::Permit2;
+        let requirements = if permit2 {
+            PaymentRequirements::exact_permit2_evm(
+                network,
+                amount,
+                asset.address,
+                pay_to,
+                max_timeout_s,
+                domain.as_ref(),
+            )
+        } else {
+            let domain = domain.clone().unwrap_or_else(|| TokenDomain {
+                name: asset.name.clone(),
+                version: asset.version.clone(),
+            });
+            let mut requirements = PaymentRequirements::exact_evm(
+                network,
+                amount,
+                asset.address,
+                pay_to,
+                max_timeout_s,
+                &domain,
+            );
+            if let Some(escrow) = terms.escrow() {
+                requirements.scheme = terms.scheme().as_str().to_owned();
+                requirements.extra = auth_capture_extra(escrow, &domain);
+            }
+            requirements
         };
-        let mut requirements = PaymentRequirements::exact_evm(
-            Network::eip155(price.network().chain_id()),
-            U256::from(price.amount().units()),
-            asset.address,
-            pay_to,
-            max_timeout_s,
-            &domain,
-        );
-        if let Some(escrow) = terms.escrow() {
-            requirements.scheme = terms.scheme().as_str().to_owned();
-            requirements.extra = auth_capture_extra(escrow, &domain);
-        }
         let task = terms.task();
         let mut resource = ResourceInfo::new(execute_url);
         resource.description = Some(match discovery.description {
@@ -178,6 +233,12 @@ impl StoredOffer {
             PAYMENT_IDENTIFIER.to_owned(),
             declare_payment_identifier(false),
         );
+        if permit2 && gas_sponsoring && domain.is_some() {
+            extensions.insert(
+                EIP2612_GAS_SPONSORING.to_owned(),
+                eip2612_gas_sponsoring_offer(),
+            );
+        }
         extensions.insert(
             bazaar::BAZAAR.to_owned(),
             bazaar::extension(

@@ -9,7 +9,10 @@ use hiregate_contracts::{
     state::{ContractEvent, ContractState},
 };
 use hiregate_payments::{
-    Now, PaymentPayload, VerifyRequest, decode_header, precheck, wire::PaymentRequirements,
+    Now, PaymentPayload, Reason, VerifyRequest, decode_header,
+    permit2::{self, METHOD_PERMIT2},
+    precheck,
+    wire::PaymentRequirements,
 };
 use serde_json::{Value, json};
 
@@ -27,6 +30,35 @@ use hiregate_store::{NewPayment, PayOutcome, PaymentRecord};
 
 /// Clock skew tolerated between the seeker's clock and ours when bounding `validBefore`.
 const VALID_BEFORE_SKEW_S: u64 = 60;
+
+/// What an `exact` payment signed, whichever way it moves the token: the amount and the window
+/// the chain enforces. EIP-3009: `value`, `validAfter`, `validBefore`. Permit2: the permitted
+/// amount, the witness's `validAfter`, and the permit's `deadline`, after which Permit2 refuses
+/// it as EIP-3009 refuses an authorization past `validBefore`.
+struct SignedWindow {
+    amount: U256,
+    valid_after: U256,
+    valid_before: U256,
+}
+
+impl SignedWindow {
+    fn of(payload: &PaymentPayload) -> Result<Self, Reason> {
+        if permit2::is_permit2_shaped(&payload.payload) {
+            let permit = payload.permit2_evm()?.permit2_authorization;
+            return Ok(Self {
+                amount: permit.permitted.amount.get(),
+                valid_after: permit.witness.valid_after.get(),
+                valid_before: permit.deadline.get(),
+            });
+        }
+        let authorization = payload.exact_evm()?.authorization;
+        Ok(Self {
+            amount: authorization.value.get(),
+            valid_after: authorization.valid_after.get(),
+            valid_before: authorization.valid_before.get(),
+        })
+    }
+}
 
 impl HireService {
     pub(super) async fn offered(
@@ -178,8 +210,9 @@ impl HireService {
         }
     }
 
-    /// An `exact` (EIP-3009) payment: judged (prechecks by the chain's clock, the worker's
-    /// standing, the facilitator's verdict), then stored with `offered → paid` and forwarded.
+    /// An `exact` payment (EIP-3009, or Permit2 when the offer says so): judged (prechecks by
+    /// the chain's clock, the worker's standing, the facilitator's verdict), then stored with
+    /// `offered → paid` under its replay key (the EIP-3009 or the Permit2 nonce) and forwarded.
     async fn accept_exact_payment(
         &self,
         ctx: &Ctx,
@@ -212,7 +245,7 @@ impl HireService {
                 return Ok(Err(Step::Done(Ok(Self::refuse_payment(
                     ctx,
                     reason.as_str(),
-                    "the payment payload is not an EIP-3009 exact payment".to_owned(),
+                    "the payment payload is not an exact payment (EIP-3009 or Permit2)".to_owned(),
                     json!({}),
                 )))));
             }
@@ -302,10 +335,7 @@ impl HireService {
             payload_hash,
             identifier,
         } = submission;
-        let exact = payload
-            .exact_evm()
-            .map_err(|r| internal(r.as_str().to_owned()))?;
-        let authorization = &exact.authorization;
+        let signed = SignedWindow::of(payload).map_err(|r| internal(r.as_str().to_owned()))?;
         let payment = NewPayment {
             payment_id: format!("pay_{}", ulid::Ulid::new()),
             contract_id: ctx.contract_id.clone(),
@@ -313,9 +343,9 @@ impl HireService {
             asset: key.asset.clone(),
             payer: key.payer.clone(),
             nonce: key.nonce.clone(),
-            amount: authorization.value.to_string(),
-            valid_after: to_i64(authorization.valid_after.get()),
-            valid_before: to_i64(authorization.valid_before.get()),
+            amount: signed.amount.to_string(),
+            valid_after: to_i64(signed.valid_after),
+            valid_before: to_i64(signed.valid_before),
             payload: payload_json,
             payload_hash: payload_hash.clone(),
             payment_identifier: identifier.as_ref().map(|id| id.as_str().to_owned()),
@@ -382,7 +412,13 @@ impl HireService {
         requirements: &PaymentRequirements,
         now: Now,
     ) -> Option<HireResult> {
-        if let Err(reason) = precheck(payload, requirements, now) {
+        // The offer names the transfer method: a payload of the other shape fails its precheck.
+        let checked = if requirements.asset_transfer_method() == METHOD_PERMIT2 {
+            permit2::precheck(payload, requirements, now).map(|_| ())
+        } else {
+            precheck(payload, requirements, now)
+        };
+        if let Err(reason) = checked {
             return Some(Ok(Self::refuse_payment(
                 ctx,
                 reason.as_str(),
@@ -390,18 +426,17 @@ impl HireService {
                 json!({}),
             )));
         }
-        let exact = match payload.exact_evm() {
-            Ok(exact) => exact,
+        let valid_before = match SignedWindow::of(payload) {
+            Ok(signed) => signed.valid_before,
             Err(reason) => return Some(Err(internal(reason.as_str().to_owned()))),
         };
-        let authorization = &exact.authorization;
         // The chain kills the authorization at `validBefore` by its own clock: the window is
         // measured from the later of the two clocks.
         let earliest_valid_before = now
             .latest()
             .saturating_add(requirements.max_timeout_seconds)
             .saturating_sub(SIGNING_SLACK_S);
-        if authorization.valid_before.get() < U256::from(earliest_valid_before) {
+        if valid_before < U256::from(earliest_valid_before) {
             return Some(Ok(Self::refuse_payment(
                 ctx,
                 "authorization_window_too_short",
@@ -419,7 +454,7 @@ impl HireService {
             .latest()
             .saturating_add(self.inner.config.contracts.max_authorization_window_s)
             .saturating_add(VALID_BEFORE_SKEW_S);
-        if authorization.valid_before.get() > U256::from(latest_valid_before) {
+        if valid_before > U256::from(latest_valid_before) {
             return Some(Ok(Self::refuse_payment(
                 ctx,
                 "authorization_window_too_long",

@@ -316,6 +316,7 @@ impl HireService {
         let terms = self
             .proposed_terms(&listing, proposal, &seeker, now)
             .await?;
+        super::offer::check_transfer_method(&terms, &asset)?;
         let bounds = self.bounded_window(&terms)?;
         let signed = self.sign_offer(&terms)?;
         let offer = self.resource_offer(&terms, &asset, &listing, &bounds, &signed)?;
@@ -403,6 +404,7 @@ impl HireService {
                 description: listing.metadata.description.as_deref(),
                 input_schema: listing.metadata.input_schema.as_ref().map(|s| s.as_json()),
             },
+            self.submits_eip2612_permits(),
         );
         offer.payment_required.resource.description =
             Some(resource_description(listing, task_type));
@@ -562,12 +564,12 @@ impl HireService {
 
     /// Why a payment of `offer` is not worth making its contract, if it is not: it fails the
     /// local checks against the offer (payTo, amount, network, asset, domain; for
-    /// `auth-capture` also the escrow, collector and payment info), or its signature is not
-    /// its payer's. An EOA's signature is checked here; a contract wallet's (which only the
-    /// chain can judge) by the facilitator's `/verify` (`exact`) or the wallet's
-    /// `isValidSignature` (`auth-capture`). Offers are free, so without this a flood of forged
-    /// payments would leave a contract row each. Whatever passes is judged again, in full, by
-    /// the engine.
+    /// `auth-capture` also the escrow, collector and payment info), or its signature (EIP-3009,
+    /// Permit2 or the escrow's) is not its payer's. An EOA's signature is checked here; a
+    /// contract wallet's (which only the chain can judge) by the facilitator's `/verify`
+    /// (`exact`) or the wallet's `isValidSignature` (`auth-capture`). Offers are free, so
+    /// without this a flood of forged payments would leave a contract row each. Whatever passes
+    /// is judged again, in full, by the engine.
     async fn unworthy_payment(
         &self,
         offer: &StoredOffer,
@@ -600,18 +602,34 @@ impl HireService {
             }
             Err(_) => return Ok(None),
         }
-        let payment = match hiregate_payments::ExactPayment::parse(&payload, requirements) {
-            Ok(payment) => payment,
+        // What was signed, by whom: an EIP-3009 authorization, or a Permit2 permit when the
+        // offer says so.
+        let signed =
+            if requirements.asset_transfer_method() == hiregate_payments::permit2::METHOD_PERMIT2 {
+                hiregate_payments::Permit2Payment::parse(&payload, requirements).map(|payment| {
+                    (
+                        payment.payload.signature.clone(),
+                        payment.signing_hash(),
+                        payment.payer(),
+                    )
+                })
+            } else {
+                hiregate_payments::ExactPayment::parse(&payload, requirements).map(|payment| {
+                    (
+                        payment.payload.signature.clone(),
+                        payment.signing_hash(),
+                        payment.payer(),
+                    )
+                })
+            };
+        let (signature, hash, payer) = match signed {
+            Ok(signed) => signed,
             Err(reason) => return Ok(refuse(reason.as_str())),
         };
-        let signer = alloy::primitives::Signature::from_raw(&payment.payload.signature)
+        let signer = alloy::primitives::Signature::from_raw(&signature)
             .ok()
-            .and_then(|signature| {
-                signature
-                    .recover_address_from_prehash(&payment.signing_hash())
-                    .ok()
-            });
-        if signer == Some(payment.payer()) {
+            .and_then(|signature| signature.recover_address_from_prehash(&hash).ok());
+        if signer == Some(payer) {
             return Ok(None);
         }
         let Some(facilitator) = &self.inner.facilitator else {
@@ -808,19 +826,34 @@ impl HireService {
         asset: &AssetInfo,
     ) -> Value {
         let scheme = listing.payment_schemes.default_scheme();
-        let domain = hiregate_payments::TokenDomain {
-            name: asset.name.clone(),
-            version: asset.version.clone(),
+        let network = hiregate_payments::wire::Network::eip155(listing.network.chain_id());
+        let requirements = if scheme == PaymentScheme::Exact
+            && asset.transfer_method == crate::assets::TransferMethod::Permit2
+        {
+            hiregate_payments::PaymentRequirements::exact_permit2_evm(
+                network,
+                task.price.value(),
+                asset.address,
+                listing.pay_to.address(),
+                self.default_max_timeout_s(scheme),
+                asset.domain().as_ref(),
+            )
+        } else {
+            let domain = hiregate_payments::TokenDomain {
+                name: asset.name.clone(),
+                version: asset.version.clone(),
+            };
+            let mut requirements = hiregate_payments::PaymentRequirements::exact_evm(
+                network,
+                task.price.value(),
+                asset.address,
+                listing.pay_to.address(),
+                self.default_max_timeout_s(scheme),
+                &domain,
+            );
+            requirements.scheme = scheme.as_str().to_owned();
+            requirements
         };
-        let mut requirements = hiregate_payments::PaymentRequirements::exact_evm(
-            hiregate_payments::wire::Network::eip155(listing.network.chain_id()),
-            task.price.value(),
-            asset.address,
-            listing.pay_to.address(),
-            self.default_max_timeout_s(scheme),
-            &domain,
-        );
-        requirements.scheme = scheme.as_str().to_owned();
         let discovery = ListingDiscovery {
             name: listing.metadata.name.as_deref(),
             description: listing.metadata.description.as_deref(),

@@ -24,6 +24,12 @@
 //! "Used" never depends on who broadcast: a settle that timed out after the transfer, a crashed
 //! instance's transaction mined late, or another facilitator's all read the same on chain, and
 //! EIP-3009 lets a nonce move money once, so a second `/settle` can never pay twice.
+//!
+//! A Permit2 payment (`exact` with `assetTransferMethod: "permit2"`) reads the same table with
+//! Permit2's facts ([`hiregate_payments::permit2::ledger`]): "used" is the nonce's bit in the
+//! payer's Permit2 bitmap, traced to the proxy settlement carrying the permit and its
+//! `Transfer(payer → payTo)`; "cancelled" is the payer invalidating the nonce; `validBefore` is
+//! the permit's `deadline`. Permit2 nonces, too, move money at most once.
 
 use std::{str::FromStr, time::Duration};
 
@@ -35,6 +41,10 @@ use hiregate_payments::{
     exact::ledger::{
         AuthorizationOnChain, AuthorizationRef, authorization_on_chain, settlement_in_receipt,
         settlement_in_transaction, token_balance, transaction_pending,
+    },
+    permit2::{
+        self, PERMIT2_ADDRESS,
+        ledger::{Permit2OnChain, Permit2Ref, permit_on_chain},
     },
 };
 use serde_json::json;
@@ -438,11 +448,23 @@ impl HireService {
         payment: &PaymentRecord,
         transaction: TxHash,
     ) -> Result<bool, String> {
-        let authorization = authorization_ref(payment)?;
         // The embedded facilitator holds the node's receipt of its own settlement: the same
         // chain fact, without asking the node for it a second time.
         let mined = (self.inner.facilitator.as_ref())
             .and_then(|facilitator| facilitator.mined_receipt(transaction));
+        if let Some(permit) = permit_ref(ctx, payment)? {
+            let found = match mined {
+                Some(receipt) => permit2::ledger::settlement_in_receipt(&receipt, permit),
+                None => {
+                    let (provider, _) = self.chain_of(payment)?;
+                    permit2::ledger::settlement_in_transaction(&provider, transaction, permit)
+                        .await
+                        .map_err(|e| format!("chain RPC failed: {e}"))?
+                }
+            };
+            return Ok(found.is_some_and(|transfer| permit2_amount_matches(payment, &transfer)));
+        }
+        let authorization = authorization_ref(payment)?;
         let found = match mined {
             Some(receipt) => settlement_in_receipt(&receipt, authorization),
             None => {
@@ -476,6 +498,11 @@ impl HireService {
         own_broadcast: Option<TxHash>,
     ) -> Result<ChainView, String> {
         let (provider, lookback) = self.chain_of(payment)?;
+        if let Some(permit) = permit_ref(ctx, payment)? {
+            return self
+                .ask_chain_permit2(ctx, payment, own_broadcast, &provider, lookback, permit)
+                .await;
+        }
         let authorization = authorization_ref(payment)?;
         let rpc = |e: alloy::transports::TransportError| format!("chain RPC failed: {e}");
         match authorization_on_chain(&provider, authorization, lookback)
@@ -501,29 +528,40 @@ impl HireService {
             }
             AuthorizationOnChain::Canceled => Ok(ChainView::Dead("authorization_canceled")),
             AuthorizationOnChain::Unused { block_timestamp } => {
-                let block_time = i64::try_from(block_timestamp).unwrap_or(i64::MAX);
-                if block_time >= payment.valid_before {
-                    return Ok(ChainView::Dead("authorization_expired"));
-                }
-                if block_time < payment.valid_after {
-                    return Ok(ChainView::NotYetValid {
-                        valid_after: payment.valid_after,
-                    });
-                }
-                if let Some(transaction) = own_broadcast
-                    && transaction_pending(&provider, transaction)
-                        .await
-                        .map_err(rpc)?
-                {
-                    return Ok(ChainView::Usable { payer_short: false });
-                }
-                let amount = U256::from_str(&payment.amount).unwrap_or(U256::MAX);
-                let balance = token_balance(&provider, authorization.asset, authorization.payer)
-                    .await
-                    .map_err(rpc)?;
-                Ok(ChainView::Usable {
-                    payer_short: balance < amount,
-                })
+                unused_view(&provider, payment, block_timestamp, own_broadcast, false).await
+            }
+        }
+    }
+
+    /// [`Self::ask_chain`] for a Permit2 payment: Permit2's nonce bitmap, the proxy settlement
+    /// that used it and its transfer.
+    async fn ask_chain_permit2(
+        &self,
+        ctx: &Ctx,
+        payment: &PaymentRecord,
+        own_broadcast: Option<TxHash>,
+        provider: &alloy::providers::DynProvider,
+        lookback: Option<u64>,
+        permit: Permit2Ref,
+    ) -> Result<ChainView, String> {
+        let on_chain = permit_on_chain(provider, permit, lookback)
+            .await
+            .map_err(|e| format!("chain RPC failed: {e}"))?;
+        match on_chain {
+            Permit2OnChain::Settled(transfer) if permit2_amount_matches(payment, &transfer) => {
+                Ok(ChainView::Moved(transfer.transaction))
+            }
+            Permit2OnChain::Settled(_) | Permit2OnChain::UsedUntraced => {
+                let why = format!(
+                    "the Permit2 nonce is used on chain but not by the expected transfer \
+                     ({on_chain:?})"
+                );
+                tracing::error!(contract_id = %ctx.contract_id, %why, "settlement anomaly");
+                Ok(ChainView::Anomaly(why))
+            }
+            Permit2OnChain::Invalidated => Ok(ChainView::Dead("permit2_nonce_invalidated")),
+            Permit2OnChain::Unused { block_timestamp } => {
+                unused_view(provider, payment, block_timestamp, own_broadcast, true).await
             }
         }
     }
@@ -658,6 +696,116 @@ impl HireService {
         }
         Ok(Step::Again)
     }
+}
+
+/// What the chain says of a payment whose authorization (or Permit2 nonce) is unused as of a
+/// block at `block_timestamp`: dead past `validBefore` (Permit2: `deadline`), not valid yet
+/// before `validAfter`, else usable, with the payer short when its balance (and, over Permit2,
+/// its allowance to Permit2, unless the payment carries an EIP-2612 permit) cannot cover it.
+async fn unused_view(
+    provider: &alloy::providers::DynProvider,
+    payment: &PaymentRecord,
+    block_timestamp: u64,
+    own_broadcast: Option<TxHash>,
+    over_permit2: bool,
+) -> Result<ChainView, String> {
+    let rpc = |e: alloy::transports::TransportError| format!("chain RPC failed: {e}");
+    let block_time = i64::try_from(block_timestamp).unwrap_or(i64::MAX);
+    if block_time >= payment.valid_before {
+        return Ok(ChainView::Dead("authorization_expired"));
+    }
+    if block_time < payment.valid_after {
+        return Ok(ChainView::NotYetValid {
+            valid_after: payment.valid_after,
+        });
+    }
+    if let Some(transaction) = own_broadcast
+        && transaction_pending(provider, transaction)
+            .await
+            .map_err(rpc)?
+    {
+        return Ok(ChainView::Usable { payer_short: false });
+    }
+    let authorization = authorization_ref(payment)?;
+    let amount = U256::from_str(&payment.amount).unwrap_or(U256::MAX);
+    let balance = token_balance(provider, authorization.asset, authorization.payer)
+        .await
+        .map_err(rpc)?;
+    let mut payer_short = balance < amount;
+    // A signed EIP-2612 permit approves Permit2 in the settlement itself.
+    let permits_permit2 = over_permit2
+        && serde_json::from_value::<PaymentPayload>(payment.payload.clone())
+            .ok()
+            .and_then(|payload| {
+                permit2::extension::Eip2612GasSponsoring::from_extensions(&payload.extensions)
+                    .ok()
+                    .flatten()
+            })
+            .is_some();
+    if over_permit2 && !payer_short && !permits_permit2 {
+        let allowance = permit2_allowance(provider, authorization.asset, authorization.payer)
+            .await
+            .map_err(rpc)?;
+        payer_short = allowance < amount;
+    }
+    Ok(ChainView::Usable { payer_short })
+}
+
+/// `owner`'s allowance to Permit2 on `asset` at the latest block.
+async fn permit2_allowance(
+    provider: &alloy::providers::DynProvider,
+    asset: Address,
+    owner: Address,
+) -> Result<U256, alloy::transports::TransportError> {
+    use alloy::{providers::Provider as _, sol_types::SolCall as _};
+    let call = permit2::onchain::IErc20::allowanceCall {
+        owner,
+        spender: PERMIT2_ADDRESS,
+    };
+    let returned = provider
+        .call(
+            alloy::rpc::types::TransactionRequest::default()
+                .to(asset)
+                .input(alloy::rpc::types::TransactionInput::new(
+                    call.abi_encode().into(),
+                )),
+        )
+        .await?;
+    permit2::onchain::IErc20::allowanceCall::abi_decode_returns(&returned)
+        .map_err(|e| alloy::transports::TransportError::local_usage_str(&e.to_string()))
+}
+
+/// The Permit2 authorization of `payment` (token, payer, the offer's `payTo`, nonce) when it was
+/// paid over Permit2; `None` for an EIP-3009 payment.
+fn permit_ref(ctx: &Ctx, payment: &PaymentRecord) -> Result<Option<Permit2Ref>, String> {
+    let shaped = payment
+        .payload
+        .get("payload")
+        .is_some_and(permit2::is_permit2_shaped);
+    if !shaped {
+        return Ok(None);
+    }
+    let authorization = authorization_ref(payment)?;
+    let to = ctx
+        .offer
+        .requirements()
+        .and_then(|r| Address::from_str(&r.pay_to).ok())
+        .ok_or_else(|| "the stored offer has no payout address".to_owned())?;
+    Ok(Some(Permit2Ref {
+        token: authorization.asset,
+        owner: authorization.payer,
+        to,
+        nonce: U256::from_be_bytes(authorization.nonce.0),
+    }))
+}
+
+/// Whether a Permit2 settlement (already known to move the token from the payer to `payTo`)
+/// moved exactly the stored amount.
+fn permit2_amount_matches(
+    payment: &PaymentRecord,
+    transfer: &permit2::onchain::Permit2Transfer,
+) -> bool {
+    U256::from_str(&payment.amount).is_ok_and(|amount| amount == transfer.amount)
 }
 
 /// A transaction a facilitator reported for this payment (a `settlement_pending` answer or an

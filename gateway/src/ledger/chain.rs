@@ -2,6 +2,12 @@
 //! the escrow's payment events of known payments, and the receipts of settlement (and escrow)
 //! transactions.
 //!
+//! Permit2 records a used nonce in a bitmap and logs nothing of its own, so a Permit2
+//! settlement's "authorization use" is read from the transaction itself: a call of an x402
+//! Permit2 proxy carrying the permit's owner and nonce ([`permit_in_calldata`]). It is reported
+//! as an [`AuthorizationUse`] of the token the owner's `Transfer` moved, so EIP-3009 and Permit2
+//! payments reconcile alike.
+//!
 //! Nodes and hosted RPCs cap `eth_getLogs` by block span and by result size, so logs are read
 //! in windows of `chunk_blocks` and topic lists in groups of [`TOPICS_PER_QUERY`]; receipts are
 //! fetched [`RECEIPT_CONCURRENCY`] at a time.
@@ -20,6 +26,7 @@ use hiregate_payments::{
     EscrowEvent,
     auth_capture::escrow::{PAYMENT_EVENT_SIGNATURES, decode_payment_event},
     exact::onchain::IEip3009Token,
+    permit2::onchain::permit_in_calldata,
 };
 
 /// Default block span of one `eth_getLogs` (what common hosted RPCs accept).
@@ -48,7 +55,8 @@ pub struct TransferLog {
     pub log_index: u64,
 }
 
-/// A token `AuthorizationUsed` log: an EIP-3009 authorization was consumed.
+/// A token `AuthorizationUsed` log: an EIP-3009 authorization was consumed; or a Permit2
+/// proxy settlement that used the permit of `authorizer` with `nonce` (as 32 bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthorizationUse {
     /// Token contract.
@@ -197,16 +205,71 @@ impl ChainReader {
             // A receipt without a block is not mined yet.
             return Ok(SettleTx::NotFound);
         };
+        let transfers: Vec<TransferLog> =
+            receipt.logs().iter().filter_map(decode_transfer).collect();
+        let mut authorization_uses: Vec<AuthorizationUse> = receipt
+            .logs()
+            .iter()
+            .filter_map(decode_authorization_use)
+            .collect();
+        // No EIP-3009 use: perhaps a Permit2 settlement, which only its calldata names.
+        if authorization_uses.is_empty() && receipt.status() {
+            authorization_uses.extend(self.permit_use(tx, &transfers).await?);
+        }
         Ok(SettleTx::Mined {
             block,
             success: receipt.status(),
-            transfers: receipt.logs().iter().filter_map(decode_transfer).collect(),
-            authorization_uses: receipt
-                .logs()
-                .iter()
-                .filter_map(decode_authorization_use)
-                .collect(),
+            transfers,
+            authorization_uses,
         })
+    }
+
+    /// The Permit2 use of `tx`, a successful transaction whose token `transfers` are given:
+    /// `Some` when it is a proxy settlement and its owner's transfer names the token.
+    async fn permit_use(
+        &self,
+        tx: TxHash,
+        transfers: &[TransferLog],
+    ) -> Result<Option<AuthorizationUse>, TransportError> {
+        let Some(sent) = self.provider.get_transaction_by_hash(tx).await? else {
+            return Ok(None);
+        };
+        let Some((owner, nonce)) = permit_in_calldata(alloy::consensus::Transaction::input(&sent))
+        else {
+            return Ok(None);
+        };
+        Ok(transfers
+            .iter()
+            .find(|transfer| transfer.from == owner)
+            .map(|transfer| AuthorizationUse {
+                asset: transfer.asset,
+                authorizer: owner,
+                nonce: B256::from(nonce),
+                tx,
+                block: transfer.block,
+            }))
+    }
+
+    /// The Permit2 uses of the transactions of `transfers` (successful, since they logged a
+    /// transfer), one per transaction that is a proxy settlement, [`RECEIPT_CONCURRENCY`]
+    /// transactions at a time.
+    pub async fn permit_uses(
+        &self,
+        transfers: &[&TransferLog],
+    ) -> Result<Vec<AuthorizationUse>, TransportError> {
+        let mut by_tx: HashMap<TxHash, Vec<TransferLog>> = HashMap::new();
+        for transfer in transfers {
+            by_tx
+                .entry(transfer.tx)
+                .or_default()
+                .push((*transfer).clone());
+        }
+        let found: Vec<Option<AuthorizationUse>> = futures::stream::iter(by_tx)
+            .map(|(tx, transfers)| async move { self.permit_use(tx, &transfers).await })
+            .buffer_unordered(RECEIPT_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(found.into_iter().flatten().collect())
     }
 
     /// The escrow's payment events (`PaymentAuthorized`, `…Captured`, `…Voided`,

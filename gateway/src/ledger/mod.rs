@@ -2,7 +2,7 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | [`reconcile`] | [`reconcile::reconcile`]: for a block range, settled payments vs the token's `Transfer` / `AuthorizationUsed` logs → [`reconcile::ReconcileReport`] (`hiregate reconcile`, `GET /v1/admin/reconcile`) |
+//! | [`reconcile`] | [`reconcile::reconcile`]: for a block range, settled payments vs the token's `Transfer` / `AuthorizationUsed` logs (Permit2: the proxy settlement carrying the permit) → [`reconcile::ReconcileReport`] (`hiregate reconcile`, `GET /v1/admin/reconcile`) |
 //! | [`escrow`] | escrowed (`auth-capture`) payments: the store's steps (authorize, capture, void, refund, reclaim) against the escrow's events, per payment and in totals per asset |
 //! | [`report`] | what both sections of a report speak: [`report::Mismatch`] and its kinds, [`report::Tally`], [`report::ReconcileError`] |
 //! | [`chain`] | log reads in block windows (token logs, escrow events), receipts with bounded concurrency |

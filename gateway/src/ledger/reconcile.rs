@@ -9,12 +9,15 @@
 //!    the record falls in the range (the store keeps no block numbers). A settled record whose
 //!    transaction the chain does not know is reported whatever the range.
 //! 3. Read the range's `Transfer` logs to the payout addresses the store knows (contracts and
-//!    listings) and the `AuthorizationUsed` logs of the payers the store knows.
+//!    listings) and the `AuthorizationUsed` logs of the payers the store knows. Permit2 logs no
+//!    use: a transfer no settled record or EIP-3009 use accounts for is read as a Permit2 use
+//!    when its transaction is an x402 Permit2 proxy settlement (owner and nonce from its
+//!    calldata, see [`super::chain`]).
 //! 4. Compare:
 //!
 //! | kind | what it means |
 //! |---|---|
-//! | `settled_without_transfer` | a settled record whose transaction does not hold its `AuthorizationUsed(payer, nonce)` and a `Transfer(payer → pay_to, amount)` of its asset (reverted, unknown, other amount or recipient) |
+//! | `settled_without_transfer` | a settled record whose transaction does not hold its `AuthorizationUsed(payer, nonce)` (for a Permit2 payment: is not a Permit2 proxy settlement carrying its permit, owner and nonce) and a `Transfer(payer → pay_to, amount)` of its asset (reverted, unknown, other amount or recipient) |
 //! | `used_not_recorded_settled` | the chain used the authorization of a stored payment, in any state, that the store does not record as settled with that transaction: money moved that the ledger does not show — the worst kind |
 //! | `orphan_transfer` | a `Transfer` to a payout address that no stored payment explains (a matched settlement, or the authorization use of a payment with the same payer, payee and amount in the same transaction) |
 //!
@@ -471,10 +474,28 @@ async fn reconcile_network(
         .transfers_to(&assets, &payees.into_iter().collect::<Vec<_>>(), from, to)
         .await
         .map_err(rpc(network))?;
-    let uses = reader
+    let mut uses = reader
         .authorization_uses_by(&assets, &payers.into_iter().collect::<Vec<_>>(), from, to)
         .await
         .map_err(rpc(network))?;
+    // Permit2 settlements log no use of their own: the transfers that neither a settled
+    // record's transaction nor an EIP-3009 use accounts for are asked whether they are proxy
+    // settlements carrying a stored payment's permit.
+    let accounted: HashSet<TxHash> = uses
+        .iter()
+        .map(|u| u.tx)
+        .chain(settle_txs.keys().copied())
+        .collect();
+    let unaccounted: Vec<&TransferLog> = transfers
+        .iter()
+        .filter(|t| !accounted.contains(&t.tx))
+        .collect();
+    uses.extend(
+        reader
+            .permit_uses(&unaccounted)
+            .await
+            .map_err(rpc(network))?,
+    );
 
     let hashes: Vec<B256> = escrowed.iter().filter_map(Escrowed::hash).collect();
     let escrow_events = reader

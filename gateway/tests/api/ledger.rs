@@ -238,7 +238,10 @@ async fn reconcile_agrees_with_a_real_settlement_and_reports_each_mismatch_on_po
 }
 
 /// `hiregate reconcile` with a config file; returns (exit code, stdout, stderr).
-async fn hiregate_reconcile(config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+pub(crate) async fn hiregate_reconcile(
+    config: &std::path::Path,
+    args: &[&str],
+) -> (i32, String, String) {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hiregate"));
     command
         .arg("reconcile")

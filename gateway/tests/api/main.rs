@@ -28,6 +28,7 @@ mod openapi;
 mod ops;
 mod outbound;
 mod outputs;
+mod permit2;
 mod readme;
 mod receipts;
 mod reputation;

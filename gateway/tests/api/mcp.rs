@@ -52,7 +52,7 @@ async fn mcp_env(
     (env, wallet)
 }
 
-async fn connect(env: &HireEnv, key: &str) -> RunningService<RoleClient, ()> {
+pub(crate) async fn connect(env: &HireEnv, key: &str) -> RunningService<RoleClient, ()> {
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", env.app.address))
         .auth_header(key);
     ().serve(StreamableHttpClientTransport::from_config(config))
@@ -60,7 +60,7 @@ async fn connect(env: &HireEnv, key: &str) -> RunningService<RoleClient, ()> {
         .expect("the MCP session initializes")
 }
 
-async fn call(
+pub(crate) async fn call(
     client: &RunningService<RoleClient, ()>,
     tool: &str,
     arguments: Value,
@@ -74,11 +74,11 @@ async fn call(
         .unwrap_or_else(|error| panic!("{tool}: {error}"))
 }
 
-fn structured(result: &CallToolResult) -> Value {
+pub(crate) fn structured(result: &CallToolResult) -> Value {
     result.structured_content.clone().unwrap_or(Value::Null)
 }
 
-fn hire_arguments(env: &HireEnv, text: &str) -> Value {
+pub(crate) fn hire_arguments(env: &HireEnv, text: &str) -> Value {
     json!({"worker_id": env.worker_id, "task_type": "summarize", "input": {"text": text}})
 }
 

@@ -73,9 +73,12 @@ pub struct Eip2612GasSponsoring {
 }
 
 impl Eip2612GasSponsoring {
-    /// The permit in `extensions`, if the payload carries one with `info`. Present but
-    /// malformed (a field missing, not a decimal, not an address, a signature that is not 65
-    /// bytes) is [`Reason::Eip2612ExtensionInvalid`].
+    /// The permit in `extensions`, if the payload carries one with `info`. An `info` without
+    /// every field of a permit is none: it is the server's declaration echoed back (the official
+    /// client merges the 402's extensions into every payload, and signs a permit only when the
+    /// payer's allowance to Permit2 is short), which the official facilitator ignores too.
+    /// Present but malformed (not a decimal, not an address, a signature that is not 65 bytes)
+    /// is [`Reason::Eip2612ExtensionInvalid`].
     pub fn from_extensions(extensions: &Extensions) -> Result<Option<Self>, Reason> {
         let Some(info) = extensions
             .get(EIP2612_GAS_SPONSORING)
@@ -83,6 +86,23 @@ impl Eip2612GasSponsoring {
         else {
             return Ok(None);
         };
+        let filled = |key: &str| {
+            info.get(key)
+                .is_some_and(|value| !value.is_null() && value.as_str() != Some(""))
+        };
+        let permit_fields = [
+            "from",
+            "asset",
+            "spender",
+            "amount",
+            "nonce",
+            "deadline",
+            "signature",
+            "version",
+        ];
+        if !permit_fields.iter().all(|key| filled(key)) {
+            return Ok(None);
+        }
         let bad = || Reason::Eip2612ExtensionInvalid;
         let text = |key: &str| info.get(key).and_then(Value::as_str).ok_or_else(bad);
         let address = |key: &str| -> Result<Address, Reason> {

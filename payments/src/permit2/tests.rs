@@ -243,6 +243,41 @@ async fn an_eip2612_permit_rides_along_and_is_checked() {
     );
 }
 
+#[tokio::test]
+async fn the_servers_declaration_echoed_back_is_no_permit() {
+    // The official client merges the 402's `eip2612GasSponsoring` declaration into every
+    // payload and adds the permit fields only when it signs one: the bare echo is no permit,
+    // as the official facilitator reads it, and a half-filled one is refused.
+    let signer = PrivateKeySigner::random();
+    let offer = exact_offer();
+    let mut payload =
+        sign_permit2_payment(&signer, &offer, None, NOW, &Permit2SignOptions::default())
+            .await
+            .unwrap();
+    payload.extensions.insert(
+        extension::EIP2612_GAS_SPONSORING.into(),
+        extension::eip2612_gas_sponsoring_offer(),
+    );
+    let payment = precheck(&payload, &offer, NOW).unwrap();
+    assert!(payment.eip2612.is_none());
+    let info = &mut payload.extensions["eip2612GasSponsoring"]["info"];
+    for (key, value) in [
+        ("from", signer.address().to_checksum(None)),
+        ("asset", TOKEN.to_checksum(None)),
+        ("spender", PERMIT2_ADDRESS.to_checksum(None)),
+        ("amount", "10000".to_owned()),
+        ("nonce", "0".to_owned()),
+        ("deadline", (NOW + 60).to_string()),
+        ("signature", "0x1234".to_owned()),
+    ] {
+        info[key] = value.into();
+    }
+    assert_eq!(
+        precheck(&payload, &offer, NOW).map(|_| ()),
+        Err(Reason::Eip2612ExtensionInvalid)
+    );
+}
+
 #[test]
 fn hex_nonces_of_the_spec_example_read_as_numbers() {
     let authorization: Permit2Authorization = serde_json::from_value(serde_json::json!({
