@@ -8,6 +8,7 @@
 //! body limit (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON
 //! error).
 
+pub mod a2a;
 pub mod admin;
 pub mod agent_cards;
 pub mod answers;
@@ -97,6 +98,7 @@ pub fn api_routes() -> routes::Routes {
         .merge(events::router())
         .merge(webhooks::router())
         .merge(x402_resource::router())
+        .merge(a2a::router())
 }
 
 fn cors_layer(origins: &[String]) -> CorsLayer {

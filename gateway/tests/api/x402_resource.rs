@@ -49,7 +49,7 @@ async fn offer(env: &HireEnv, worker_id: &str, body: &Value) -> PaymentRequired 
 }
 
 /// The gateway's records equal the chain's transfers (`GET /v1/admin/reconcile`).
-async fn assert_reconciled(env: &HireEnv) {
+pub(crate) async fn assert_reconciled(env: &HireEnv) {
     let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
     assert_eq!(response.status(), 200);
     let report: Value = response.json().await.unwrap();
@@ -57,7 +57,7 @@ async fn assert_reconciled(env: &HireEnv) {
 }
 
 /// Rows per table, except the health prober's history (it runs in the background).
-async fn row_counts(database_url: &str) -> Vec<(String, i64)> {
+pub(crate) async fn row_counts(database_url: &str) -> Vec<(String, i64)> {
     let tables_sql = if database_url.starts_with("sqlite:") {
         "select name from sqlite_master where type = 'table' and name not like 'sqlite_%' order by name"
     } else {

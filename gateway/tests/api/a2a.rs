@@ -1,0 +1,561 @@
+//! A2A for real (A2A v1.0 JSON-RPC with the a2a-x402 extension) on a real anvil chain: the
+//! official Python `a2a-sdk` client resolves a listing's agent card, sends `SendMessage`, gets the
+//! task in `TASK_STATE_INPUT_REQUIRED` with the x402 requirements, has the official Python `x402`
+//! client sign them, pays in the task's next message and gets the verified deliverable as an
+//! artifact with the settlement receipt (`tools/a2a/hire.py`); a rejected deliverable fails the
+//! task unpaid; eight identical payment messages make one execution and one transfer. The JSON-RPC
+//! edge answers bad input in JSON-RPC's shape, an unpaid message stores nothing, and a payment
+//! for one listing's offer pays no other.
+//!
+//! The Python client runs with `.tools/sdk-venv/bin/python` (which has `x402`, `eth_account`,
+//! `httpx`, `pydantic`) and `.tools/a2a-venv`'s site-packages on `PYTHONPATH` (`a2a-sdk`,
+//! `protobuf`, `json-rpc`, `culsans`), both installed by `scripts/install-tools.sh`.
+
+use std::{
+    collections::BTreeSet,
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use alloy::primitives::U256;
+use hiregate_payments::PaymentRequired;
+use serde_json::{Value, json};
+
+use crate::{
+    helpers::TestDatabase,
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_listing},
+    x402_resource::{assert_reconciled, row_counts},
+};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The SDK venv's python with the A2A venv on `PYTHONPATH`, or `None` (after saying why) when
+/// either is missing or cannot import the clients; under `CI=true` that fails instead.
+fn a2a_client_python() -> Option<(PathBuf, String)> {
+    let root = repo_root();
+    let python = root.join(".tools/sdk-venv/bin/python");
+    let site = std::fs::read_dir(root.join(".tools/a2a-venv/lib"))
+        .ok()
+        .and_then(|mut dirs| dirs.next())
+        .and_then(Result::ok)
+        .map(|dir| dir.path().join("site-packages"));
+    let missing = |why: String| {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "{why}: run scripts/install-tools.sh"
+        );
+        eprintln!("SKIPPED: {why} (scripts/install-tools.sh)");
+        None
+    };
+    let Some(site) = site.filter(|_| python.exists()) else {
+        return missing("the SDK venv or the A2A venv is missing".to_owned());
+    };
+    let site = site.display().to_string();
+    let imports = Command::new(&python)
+        .env("PYTHONPATH", &site)
+        .args([
+            "-c",
+            "import a2a.client, x402, eth_account, jsonrpc.jsonrpc2, culsans",
+        ])
+        .output()
+        .ok()?;
+    if !imports.status.success() {
+        return missing(format!(
+            "the A2A client does not import: {}",
+            String::from_utf8_lossy(&imports.stderr).trim()
+        ));
+    }
+    Some((python, site))
+}
+
+/// What `tools/a2a/hire.py` reports after hiring `env`'s listing with `input` (see there). The
+/// script runs on a blocking thread: the gateway it calls runs on this test's runtime.
+async fn hire_over_a2a(env: &HireEnv, input: &Value, copies: usize) -> Option<Value> {
+    let (python, site) = a2a_client_python()?;
+    let args = json!({
+        "base": env.app.address,
+        "cardPath": format!("/v1/workers/{}/agent-card.json", env.worker_id),
+        "privateKey": env.wallet.to_bytes().to_string(),
+        "input": input,
+        "copies": copies,
+        "allowedAssets": [{"network": env.devnet.network(), "asset": env.devnet.token().to_checksum(None)}],
+    });
+    tokio::task::spawn_blocking(move || run_hire_script(python, site, &args))
+        .await
+        .unwrap()
+}
+
+fn run_hire_script(python: PathBuf, site: String, args: &Value) -> Option<Value> {
+    let mut child = Command::new(python)
+        .env("PYTHONPATH", site)
+        .arg(repo_root().join("tools/a2a/hire.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(args.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "hire.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(serde_json::from_slice(&output.stdout).unwrap())
+}
+
+fn metadata(task: &Value) -> &Value {
+    &task["status"]["message"]["metadata"]
+}
+
+/// The official clients, unchanged: card → SendMessage → input-required → signed payment in the
+/// task's next message → the verified deliverable, settled on chain; GetTask reads it back.
+#[tokio::test]
+async fn the_official_a2a_sdk_client_hires_and_pays_over_a2a() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let text = "hired by the official a2a-sdk client";
+    let before = env.balances().await;
+    let Some(report) = hire_over_a2a(&env, &HireEnv::input(text), 1).await else {
+        return;
+    };
+    assert_eq!(
+        report["interface"]["protocolBinding"], "JSONRPC",
+        "{report}"
+    );
+    assert_eq!(
+        report["interface"]["url"],
+        format!("{}/a2a/workers/{}", env.app.address, env.worker_id)
+    );
+    let offered = &report["offered"];
+    assert_eq!(offered["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let task_id = offered["id"].as_str().unwrap().to_owned();
+    let required = &metadata(offered)["x402.payment.required"];
+    assert_eq!(required["accepts"][0]["scheme"], "exact");
+    assert_eq!(required["accepts"][0]["amount"], PRICE.to_string());
+
+    let paid = &report["paid"][0];
+    assert_eq!(paid["id"], task_id.as_str(), "{paid}");
+    assert_eq!(paid["status"]["state"], "TASK_STATE_COMPLETED", "{paid}");
+    assert_eq!(metadata(paid)["x402.payment.status"], "payment-completed");
+    let receipt = &metadata(paid)["x402.payment.receipts"][0];
+    assert_eq!(receipt["success"], true, "{paid}");
+    let transaction = receipt["transaction"].as_str().unwrap();
+    assert!(transaction.starts_with("0x"), "{receipt}");
+    let deliverable = &paid["artifacts"][0]["parts"][0]["data"]["output"]["content"];
+    assert_eq!(deliverable["summary"], text, "{paid}");
+
+    // On chain: the payer paid once, the worker was paid, by the transaction in the receipt.
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE));
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+    assert_eq!(env.state(&task_id).await, "settled");
+    let payment = env
+        .app
+        .store
+        .payment_of_contract(&task_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.settle_tx.as_deref(), Some(transaction));
+    assert_eq!(payment.payer, env.wallet.address().to_checksum(None));
+    assert_eq!(env.worker.executions(), 1);
+
+    // GetTask with the capability token of the paid answer: the same task and deliverable.
+    let got = &report["got"];
+    assert_eq!(got["id"], task_id.as_str(), "{report}");
+    assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
+    assert_eq!(
+        got["artifacts"][0]["parts"][0]["data"]["output"]["content"]["summary"],
+        text
+    );
+    assert_reconciled(&env).await;
+}
+
+#[tokio::test]
+async fn eight_identical_a2a_payments_make_one_execution_one_transfer() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let before = env.balances().await;
+    let Some(report) = hire_over_a2a(&env, &HireEnv::input("eight at once over A2A"), 8).await
+    else {
+        return;
+    };
+    let tasks = report["paid"].as_array().unwrap();
+    assert_eq!(tasks.len(), 8);
+    let mut ids = BTreeSet::new();
+    let mut transactions = BTreeSet::new();
+    for task in tasks {
+        ids.insert(task["id"].as_str().unwrap().to_owned());
+        let state = task["status"]["state"].as_str().unwrap();
+        assert!(
+            state == "TASK_STATE_COMPLETED" || state == "TASK_STATE_WORKING",
+            "{task}"
+        );
+        if state == "TASK_STATE_COMPLETED" {
+            transactions.insert(
+                metadata(task)["x402.payment.receipts"][0]["transaction"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+    }
+    assert_eq!(ids.len(), 1, "one task");
+    assert_eq!(transactions.len(), 1, "one settlement transaction");
+    assert_eq!(env.worker.executions(), 1, "one execution");
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE), "one transfer");
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+    assert_reconciled(&env).await;
+}
+
+#[tokio::test]
+async fn a_rejected_deliverable_fails_the_a2a_task_unpaid() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let before = env.balances().await;
+    let Some(report) = hire_over_a2a(&env, &json!({"text": "x", "mode": "invalid"}), 1).await
+    else {
+        return;
+    };
+    let task = &report["paid"][0];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    assert_eq!(metadata(task)["x402.payment.status"], "payment-failed");
+    assert_eq!(metadata(task)["x402.payment.error"], "VERIFICATION_FAILED");
+    assert_eq!(
+        metadata(task)["x402.payment.receipts"][0]["success"],
+        false,
+        "{task}"
+    );
+    assert!(
+        task.get("artifacts").is_none(),
+        "the work is withheld: {task}"
+    );
+    let task_id = task["id"].as_str().unwrap();
+    assert_eq!(env.state(task_id).await, "rejected");
+    assert_eq!(env.balances().await, before, "nothing moved");
+    // GetTask says the same, and still shows no work.
+    let got = &report["got"];
+    assert_eq!(got["status"]["state"], "TASK_STATE_FAILED", "{report}");
+    assert!(got.get("artifacts").is_none());
+    assert_reconciled(&env).await;
+}
+
+/// One JSON-RPC call of `path`, with an optional bearer credential: (HTTP status, body).
+async fn rpc_raw(env: &HireEnv, path: &str, body: &str, bearer: Option<&str>) -> (u16, Value) {
+    let mut request = env
+        .app
+        .client
+        .post(format!("{}{path}", env.app.address))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .timeout(std::time::Duration::from_secs(60));
+    if let Some(bearer) = bearer {
+        request = request.bearer_auth(bearer);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+async fn rpc(env: &HireEnv, path: &str, method: &str, params: Value) -> Value {
+    let (status, body) = rpc_raw(
+        env,
+        path,
+        &json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["jsonrpc"], "2.0");
+    body
+}
+
+fn send_params(input: &Value, metadata: Value) -> Value {
+    let mut params = json!({"message": {
+        "messageId": "m1",
+        "role": "ROLE_USER",
+        "parts": [{"data": input}],
+    }});
+    params["message"]["metadata"] = metadata;
+    params
+}
+
+fn error_code(body: &Value) -> i64 {
+    body["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {body}"))
+}
+
+#[tokio::test]
+async fn the_json_rpc_edge_answers_bad_input_in_json_rpc_shape_and_unpaid_messages_store_nothing() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let path = format!("/a2a/workers/{}", env.worker_id);
+    for (body, code) in [
+        ("{not json", -32700),
+        ("[1, 2]", -32600),
+        (
+            r#"{"jsonrpc": "1.0", "id": 1, "method": "SendMessage"}"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": {}, "method": "SendMessage"}"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "message/send"}"#,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": 3}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {}}"#,
+            -32004,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "ctr_nope"}}"#,
+            -32001,
+        ),
+    ] {
+        let (status, answer) = rpc_raw(&env, &path, body, None).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+        assert_eq!(error_code(&answer), code, "{body}: {answer}");
+        assert_eq!(
+            answer["error"]["data"][0]["@type"],
+            "type.googleapis.com/google.rpc.ErrorInfo"
+        );
+    }
+    // No input, an unknown listing, a garbage listing id: invalid params, never a 404 or 500.
+    let no_input = rpc(
+        &env,
+        &path,
+        "SendMessage",
+        json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}}),
+    )
+    .await;
+    assert_eq!(error_code(&no_input), -32602, "{no_input}");
+    for other in [
+        "/a2a/workers/wk_01J00000000000000000000000",
+        "/a2a/workers/nope",
+    ] {
+        let answer = rpc(
+            &env,
+            other,
+            "SendMessage",
+            send_params(&HireEnv::input("x"), json!({})),
+        )
+        .await;
+        assert_eq!(error_code(&answer), -32602, "{answer}");
+        assert_eq!(answer["error"]["data"][0]["metadata"]["code"], "not_found");
+    }
+    // The marketplace interface needs the listing named.
+    let unnamed = rpc(
+        &env,
+        "/a2a",
+        "SendMessage",
+        send_params(&HireEnv::input("x"), json!({})),
+    )
+    .await;
+    assert_eq!(error_code(&unnamed), -32602, "{unnamed}");
+    let named = rpc(
+        &env,
+        "/a2a",
+        "SendMessage",
+        send_params(
+            &HireEnv::input("x"),
+            json!({"hiregate.workerId": env.worker_id}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        named["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{named}"
+    );
+    // An input the listing's schema refuses: invalid params with the violations.
+    let mut listing = hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4);
+    listing["input_schema"] = json!({
+        "type": "object",
+        "required": ["text"],
+        "properties": {"text": {"type": "string"}},
+    });
+    let response = env.app.register_worker(&env.operator_key, &listing).await;
+    assert_eq!(response.status(), 201);
+    let strict = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let wrong = rpc(
+        &env,
+        &format!("/a2a/workers/{strict}"),
+        "SendMessage",
+        send_params(&json!({"text": 7}), json!({})),
+    )
+    .await;
+    assert_eq!(error_code(&wrong), -32602, "{wrong}");
+    assert_eq!(
+        wrong["error"]["data"][0]["metadata"]["code"],
+        "input_schema_violation"
+    );
+
+    // Unpaid messages store nothing: every table holds what it held.
+    let before = row_counts(&env.app.database_url).await;
+    let env_ref = &env;
+    let path_ref = &path;
+    let answers = futures::future::join_all((0..50).map(|i| async move {
+        rpc(
+            env_ref,
+            path_ref,
+            "SendMessage",
+            send_params(&HireEnv::input(&format!("flood {i}")), json!({})),
+        )
+        .await
+    }))
+    .await;
+    for answer in &answers {
+        let task = &answer["result"]["task"];
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{answer}"
+        );
+        let required = &metadata(task)["x402.payment.required"];
+        // The task is the offer's contract, and the offer carries the input back.
+        assert_eq!(
+            required["accepts"][0]["extra"]["hiregate"]["terms"]["contract_id"],
+            task["id"]
+        );
+        assert!(required["accepts"][0]["extra"]["hiregate"]["input"]["text"].is_string());
+    }
+    assert_eq!(row_counts(&env.app.database_url).await, before);
+    assert_eq!(env.worker.executions(), 0);
+    // An unpaid task is nobody's yet: GetTask finds nothing, with or without a key.
+    let task_id = answers[0]["result"]["task"]["id"].as_str().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}});
+    for bearer in [None, Some(env.seeker_key.as_str()), Some("hg_cap_AAAA")] {
+        let (_, answer) = rpc_raw(&env, &path, &body.to_string(), bearer).await;
+        assert_eq!(error_code(&answer), -32001, "{answer}");
+    }
+}
+
+/// The offer of an unpaid message, as the x402 `PaymentRequired` its task carries.
+async fn offer(env: &HireEnv, path: &str, input: &Value) -> (String, PaymentRequired) {
+    let answer = rpc(env, path, "SendMessage", send_params(input, json!({}))).await;
+    let task = &answer["result"]["task"];
+    let required = metadata(task)["x402.payment.required"].clone();
+    (
+        task["id"].as_str().unwrap().to_owned(),
+        serde_json::from_value(required).unwrap(),
+    )
+}
+
+fn payment_params(task_id: &str, payment: &Value) -> Value {
+    json!({"message": {
+        "messageId": "m2",
+        "role": "ROLE_USER",
+        "taskId": task_id,
+        "parts": [{"text": "Here is the payment authorization."}],
+        "metadata": {"x402.payment.status": "payment-submitted", "x402.payment.payload": payment},
+    }})
+}
+
+#[tokio::test]
+async fn a_payment_for_one_listings_a2a_offer_pays_no_other() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let response = env
+        .app
+        .register_worker(
+            &env.operator_key,
+            &hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4),
+        )
+        .await;
+    assert_eq!(response.status(), 201);
+    let other = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/a2a/workers/{}", env.worker_id);
+    let input = HireEnv::input("for the first listing");
+    let (task_id, challenge) = offer(&env, &path, &input).await;
+    let payment = serde_json::to_value(env.sign(&challenge).await).unwrap();
+    let before = env.balances().await;
+    let counts = row_counts(&env.app.database_url).await;
+
+    let elsewhere = rpc(
+        &env,
+        &format!("/a2a/workers/{other}"),
+        "SendMessage",
+        payment_params(&task_id, &payment),
+    )
+    .await;
+    let task = &elsewhere["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{elsewhere}");
+    assert_eq!(metadata(task)["x402.payment.status"], "payment-failed");
+    assert_eq!(metadata(task)["x402.payment.error"], "PAYMENT_MISMATCH");
+    // Another task's id is refused before anything runs.
+    let wrong_task = rpc(
+        &env,
+        &path,
+        "SendMessage",
+        payment_params("ctr_01J00000000000000000000000", &payment),
+    )
+    .await;
+    assert_eq!(error_code(&wrong_task), -32602, "{wrong_task}");
+    // An unpaid follow-up message is not a payment.
+    let follow_up = rpc(
+        &env,
+        &path,
+        "SendMessage",
+        json!({"message": {"messageId": "m3", "role": "ROLE_USER", "taskId": task_id,
+                           "parts": [{"text": "hello?"}]}}),
+    )
+    .await;
+    assert_eq!(error_code(&follow_up), -32602, "{follow_up}");
+    assert_eq!(env.balances().await, before);
+    assert_eq!(row_counts(&env.app.database_url).await, counts);
+    assert_eq!(env.worker.executions(), 0);
+
+    // The payment still pays what it was signed for, on its own listing's interface.
+    let paid = rpc(
+        &env,
+        &path,
+        "SendMessage",
+        payment_params(&task_id, &payment),
+    )
+    .await;
+    let task = &paid["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{paid}");
+    assert_eq!(task["id"], task_id.as_str());
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["data"]["output"]["content"]["summary"],
+        "for the first listing"
+    );
+    // GetTask: the capability token reads it; another seeker's key does not.
+    let token = metadata(task)["hiregate.access"]["token"].as_str().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}});
+    let (_, got) = rpc_raw(&env, &path, &body.to_string(), Some(token)).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    let (_, stranger) = rpc_raw(&env, &path, &body.to_string(), Some(&env.seeker_key)).await;
+    assert_eq!(error_code(&stranger), -32001, "{stranger}");
+    assert_reconciled(&env).await;
+}

@@ -1,0 +1,121 @@
+"""Hires a hiregate listing over A2A with the official clients, unchanged: the A2A SDK (PyPI
+`a2a-sdk`) resolves the listing's agent card, picks the interface it names and sends
+`SendMessage` with the task input; the task comes back in TASK_STATE_INPUT_REQUIRED with the
+a2a-x402 requirements (`x402.payment.required`), which the official x402 client (PyPI `x402`)
+signs as an `exact` EIP-3009 payment; the same task's next message carries it
+(`x402.payment.payload`, `payment-submitted`) and the answer is the final task. `GetTask` then
+reads the task with the capability token of the paid answer.
+
+Runs with the SDK venv's python (`x402`, `eth_account`, `httpx`) and the A2A venv on PYTHONPATH
+(`a2a-sdk`, `protobuf`, `json-rpc`): see gateway/tests/api/a2a.rs.
+
+Input (JSON on stdin): {"base": gateway URL, "cardPath": the card's path, "privateKey": 0x…,
+"input": the task input, "allowedAssets": [{"network", "asset"}] the client may pay with,
+"copies": how many identical payment messages to send at once (1), "metadata": extra message
+metadata (optional)}.
+Output (JSON on stdout): {"interface": the card's, "offered": the input-required task,
+"paid": [the answer to each payment message], "got": GetTask's answer (or null)}.
+"""
+
+import asyncio
+import json
+import sys
+import uuid
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest
+from eth_account import Account
+from google.protobuf import json_format, struct_pb2
+from x402 import x402Client
+from x402.mechanisms.evm.exact import register_exact_evm_client
+from x402.mechanisms.evm.signers import EthAccountSigner
+from x402.schemas import PaymentRequired
+
+
+def struct(value):
+    message = struct_pb2.Struct()
+    message.update(value)
+    return message
+
+
+async def send(client, message):
+    """The task `SendMessage` answers (the SDK yields it as a StreamResponse)."""
+    async for response in client.send_message(SendMessageRequest(message=message)):
+        if response.HasField("task"):
+            return response.task
+        raise RuntimeError(f"expected a task, got {response}")
+    raise RuntimeError("no answer")
+
+
+def as_dict(message):
+    return json_format.MessageToDict(message)
+
+
+async def main():
+    args = json.load(sys.stdin)
+    async with httpx.AsyncClient(timeout=120) as http:
+        card = await A2ACardResolver(http, args["base"]).get_agent_card(
+            relative_card_path=args["cardPath"]
+        )
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        input_part = Part()
+        input_part.data.CopyFrom(json_format.ParseDict(args["input"], struct_pb2.Value()))
+        request = Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_USER,
+            parts=[input_part],
+            metadata=struct(args.get("metadata") or {}),
+        )
+        offered = await send(client, request)
+        metadata = as_dict(offered.status.message.metadata)
+        assert metadata.get("x402.payment.status") == "payment-required", metadata
+        required = PaymentRequired.model_validate(metadata["x402.payment.required"])
+
+        signer = x402Client()
+        register_exact_evm_client(signer, EthAccountSigner(Account.from_key(args["privateKey"])))
+        # The client's spend controls allow only default assets: the devnet token is named.
+        signer.set_spend_controls({"allowed_assets": args["allowedAssets"]})
+        payload = await signer.create_payment_payload(required)
+        payment = payload.model_dump(by_alias=True, exclude_none=True)
+
+        def payment_message():
+            return Message(
+                message_id=str(uuid.uuid4()),
+                task_id=offered.id,
+                context_id=offered.context_id,
+                role=Role.ROLE_USER,
+                parts=[Part(text="Here is the payment authorization.")],
+                metadata=struct(
+                    {"x402.payment.status": "payment-submitted", "x402.payment.payload": payment}
+                ),
+            )
+
+        copies = int(args.get("copies", 1))
+        paid = await asyncio.gather(*(send(client, payment_message()) for _ in range(copies)))
+        paid = [as_dict(task) for task in paid]
+
+        got = None
+        access = next(
+            (
+                task["status"]["message"]["metadata"].get("hiregate.access")
+                for task in paid
+                if task["status"]["message"].get("metadata", {}).get("hiregate.access")
+            ),
+            None,
+        )
+        if access:
+            async with httpx.AsyncClient(
+                timeout=60, headers={"Authorization": f"Bearer {access['token']}"}
+            ) as reader_http:
+                reader = ClientFactory(
+                    ClientConfig(httpx_client=reader_http, streaming=False)
+                ).create(card)
+                got = as_dict(await reader.get_task(GetTaskRequest(id=offered.id)))
+
+        interface = as_dict(card.supported_interfaces[0])
+        print(json.dumps({"interface": interface, "offered": as_dict(offered), "paid": paid, "got": got}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
