@@ -13,8 +13,8 @@
 //! (the `contract_capability` scheme); sending a message needs no credential, so the cards state
 //! no security requirement.
 //!
-//! Cards claim only what the gateway serves: no A2A operation streams or pushes notifications,
-//! so `streaming` and `pushNotifications` are `false`.
+//! Cards claim only what the gateway serves: `SendStreamingMessage` and `SubscribeToTask`
+//! stream (`streaming: true`); nothing pushes notifications (`pushNotifications: false`).
 //!
 //! Every card is signed by the gateway as A2A v1.0 §8.4 defines it: `signatures[0]` is a JWS
 //! (EdDSA, `kid`, `typ` `JOSE`) with a detached payload over the RFC 8785 form of the card
@@ -192,7 +192,7 @@ impl AgentCards {
             .map(|schema| schema.as_json())
             .filter(|schema| travels_unchanged(schema));
         card["capabilities"] = json!({
-            "streaming": false,
+            "streaming": true,
             "pushNotifications": false,
             "extensions": [
                 {
@@ -268,7 +268,7 @@ impl AgentCards {
             "/a2a",
         );
         card["capabilities"] = json!({
-            "streaming": false,
+            "streaming": true,
             "pushNotifications": false,
             "extensions": [{
                 "uri": X402_EXTENSION,

@@ -11,10 +11,11 @@ Runs with the SDK venv's python (`x402`, `eth_account`, `httpx`) and the A2A ven
 
 Input (JSON on stdin): {"base": gateway URL, "cardPath": the card's path, "privateKey": 0x…,
 "input": the task input, "allowedAssets": [{"network", "asset"}] the client may pay with,
-"copies": how many identical payment messages to send at once (1), "metadata": extra message
-metadata (optional)}.
+"copies": how many identical payment messages to send at once (1), "streaming": true to use
+SendStreamingMessage (the card must claim streaming), "metadata": extra message metadata}.
 Output (JSON on stdout): {"interface": the card's, "offered": the input-required task,
-"paid": [the answer to each payment message], "got": GetTask's answer (or null)}.
+"paid": [the answer to each payment message], "got": GetTask's answer (or null), "events": the
+kinds of the events received, in order}.
 """
 
 import asyncio
@@ -39,13 +40,26 @@ def struct(value):
     return message
 
 
-async def send(client, message):
-    """The task `SendMessage` answers (the SDK yields it as a StreamResponse)."""
+async def send(client, message, events=None):
+    """The task `SendMessage` answers (the SDK yields it as a StreamResponse), or, streamed
+    (`SendStreamingMessage`), the task its events come to: the first event is the task, artifact
+    updates add artifacts, status updates replace its status. `events` collects their kinds."""
+    task = None
     async for response in client.send_message(SendMessageRequest(message=message)):
-        if response.HasField("task"):
-            return response.task
-        raise RuntimeError(f"expected a task, got {response}")
-    raise RuntimeError("no answer")
+        kind = response.WhichOneof("payload")
+        if events is not None:
+            events.append(kind)
+        if kind == "task":
+            task = response.task
+        elif kind == "artifact_update" and task is not None:
+            task.artifacts.append(response.artifact_update.artifact)
+        elif kind == "status_update" and task is not None:
+            task.status.CopyFrom(response.status_update.status)
+        else:
+            raise RuntimeError(f"unexpected event: {response}")
+    if task is None:
+        raise RuntimeError("no task")
+    return task
 
 
 def as_dict(message):
@@ -58,7 +72,9 @@ async def main():
         card = await A2ACardResolver(http, args["base"]).get_agent_card(
             relative_card_path=args["cardPath"]
         )
-        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        streaming = bool(args.get("streaming", False))
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+        events = []
         input_part = Part()
         input_part.data.CopyFrom(json_format.ParseDict(args["input"], struct_pb2.Value()))
         request = Message(
@@ -67,7 +83,7 @@ async def main():
             parts=[input_part],
             metadata=struct(args.get("metadata") or {}),
         )
-        offered = await send(client, request)
+        offered = await send(client, request, events)
         metadata = as_dict(offered.status.message.metadata)
         assert metadata.get("x402.payment.status") == "payment-required", metadata
         required = PaymentRequired.model_validate(metadata["x402.payment.required"])
@@ -92,7 +108,9 @@ async def main():
             )
 
         copies = int(args.get("copies", 1))
-        paid = await asyncio.gather(*(send(client, payment_message()) for _ in range(copies)))
+        paid = await asyncio.gather(
+            *(send(client, payment_message(), events) for _ in range(copies))
+        )
         paid = [as_dict(task) for task in paid]
 
         got = None
@@ -114,7 +132,17 @@ async def main():
                 got = as_dict(await reader.get_task(GetTaskRequest(id=offered.id)))
 
         interface = as_dict(card.supported_interfaces[0])
-        print(json.dumps({"interface": interface, "offered": as_dict(offered), "paid": paid, "got": got}))
+        print(
+            json.dumps(
+                {
+                    "interface": interface,
+                    "offered": as_dict(offered),
+                    "paid": paid,
+                    "got": got,
+                    "events": events,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,13 @@
 //! GetTask {id} with Authorization: Bearer hg_cap_… ──► the contract as a Task
 //! ```
 //!
+//! Streaming (`SendStreamingMessage`, `SubscribeToTask`) answers Server-Sent Events whose data
+//! are JSON-RPC responses holding A2A `StreamResponse`s: a payment streams the task at once
+//! (`TASK_STATE_WORKING`, `payment-submitted`), then the deliverable's `artifactUpdate` and the
+//! final `statusUpdate` with the receipt; the hire runs detached from the connection, so a
+//! client that leaves finds its result with `GetTask`. `SubscribeToTask` (with the capability
+//! token) streams the paid task now and its changes until it ends.
+//!
 //! Method names and JSON are the A2A v1.0 binding's as the official `a2a-sdk` (1.3) sends and
 //! parses them: `SendMessage`, `GetTask`; ProtoJSON field names (`taskId`, `contextId`), enum
 //! names (`ROLE_AGENT`, `TASK_STATE_INPUT_REQUIRED`), parts without `kind` (`{"data": …}`,
@@ -42,19 +49,27 @@
 //! Every answer is HTTP 200 with a JSON-RPC body, errors included (as the SDK's server does):
 //! `-32700` unparsable, `-32600` not a request, `-32601` unknown method, `-32602` bad params or
 //! a refused input (the engine's stable code in `data[0].reason`), `-32001` task not found,
-//! `-32004` unsupported (streaming, cancel, push notifications: the card claims none),
+//! `-32004` unsupported (cancel, listing tasks), `-32003` push notifications (the card claims
+//! none),
 //! `-32603` a transient or internal failure (nothing paid; retry).
+
+use std::{convert::Infallible, time::Duration};
 
 use axum::{
     Json,
     body::Bytes,
     extract::{State, rejection::BytesRejection},
-    http::HeaderMap,
-    response::{IntoResponse, Response},
+    http::{HeaderMap, HeaderValue, header},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
 };
 use base64::Engine as _;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 
 use super::{
     extract::{AppPath, Party},
@@ -325,13 +340,11 @@ async fn rpc(
         "SendMessage" => send_message(state, worker_id.as_deref(), &params, correlation_id)
             .await
             .map(|task| json!({"task": task})),
-        "GetTask" => get_task(state, party, &params).await,
-        "SendStreamingMessage" | "SubscribeToTask" => Err(RpcError::new(
-            code::UNSUPPORTED,
-            "unsupported_operation",
-            "streaming is not offered (the agent card says capabilities.streaming: false): \
-             use SendMessage, then GetTask",
-        )),
+        "GetTask" => get_task(state, party.as_ref().ok(), &params).await,
+        "SendStreamingMessage" => {
+            return stream_message(state, worker_id, params, correlation_id, id).await;
+        }
+        "SubscribeToTask" => return subscribe(state, party, &params, id).await,
         "CancelTask" => Err(RpcError::new(
             code::UNSUPPORTED,
             "unsupported_operation",
@@ -360,6 +373,196 @@ async fn rpc(
         )),
     };
     answer(id, outcome)
+}
+
+/// How often `SubscribeToTask` looks at the contract, and for how long at most.
+const SUBSCRIBE_POLL: Duration = Duration::from_millis(500);
+const SUBSCRIBE_MAX: Duration = Duration::from_secs(15 * 60);
+
+/// An SSE answer whose events are JSON-RPC responses (`result`: an A2A `StreamResponse`) that
+/// `produce` sends, for as long as it runs.
+fn event_stream<F, Fut>(id: Value, produce: F) -> Response
+where
+    F: FnOnce(StreamSink) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (sender, receiver) = mpsc::channel::<Event>(16);
+    // Detached: a paid hire runs to its end even when the client goes away (its result stays
+    // readable with GetTask).
+    tokio::spawn(produce(StreamSink { id, sender }));
+    let stream = futures::StreamExt::map(ReceiverStream::new(receiver), Ok::<_, Infallible>);
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// Where a stream's events go.
+struct StreamSink {
+    id: Value,
+    sender: mpsc::Sender<Event>,
+}
+
+impl StreamSink {
+    /// Sends one `StreamResponse` (or an error); `false` once the client is gone.
+    async fn send(&self, outcome: Result<Value, RpcError>) -> bool {
+        let mut body = match outcome {
+            Ok(result) => json!({"jsonrpc": "2.0", "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "error": error.into_json()}),
+        };
+        body["id"] = self.id.clone();
+        self.sender
+            .send(Event::default().data(body.to_string()))
+            .await
+            .is_ok()
+    }
+
+    /// The events that take a client from a task it has to the final `task`: its artifacts,
+    /// then its status (A2A's `TaskArtifactUpdateEvent`s and final `TaskStatusUpdateEvent`).
+    async fn finish(&self, task: &Value) {
+        let task_id = task["id"].clone();
+        let context_id = task["contextId"].clone();
+        for artifact in task["artifacts"].as_array().into_iter().flatten() {
+            let update = json!({"artifactUpdate": {
+                "taskId": task_id,
+                "contextId": context_id,
+                "artifact": artifact,
+                "lastChunk": true,
+            }});
+            if !self.send(Ok(update)).await {
+                return;
+            }
+        }
+        let update = json!({"statusUpdate": {
+            "taskId": task_id,
+            "contextId": context_id,
+            "status": task["status"],
+        }});
+        self.send(Ok(update)).await;
+    }
+}
+
+/// `SendStreamingMessage`: `SendMessage`'s exchange as a stream. An unpaid message streams its
+/// one input-required task; a payment streams the task at once (`TASK_STATE_WORKING`,
+/// `payment-submitted`), then, when the hire ends, the deliverable's artifact and the final
+/// status with the receipt.
+async fn stream_message(
+    state: &AppState,
+    worker_id: Option<String>,
+    params: Value,
+    correlation_id: String,
+    id: Value,
+) -> Response {
+    let message = params.get("message").and_then(Value::as_object);
+    let metadata = message
+        .and_then(|m| m.get("metadata"))
+        .and_then(Value::as_object);
+    let payment = metadata.and_then(|m| m.get(X402_PAYLOAD));
+    let first = message.zip(payment).and_then(|(message, payment)| {
+        let task_id = non_empty(message, "taskId")
+            .map(str::to_owned)
+            .or_else(|| offered(payment, "/contract_id"))?;
+        let context_id =
+            non_empty(message, "contextId").map_or_else(|| task_id.clone(), str::to_owned);
+        Some(task(
+            &task_id,
+            &context_id,
+            "TASK_STATE_WORKING",
+            "Payment received: verifying it, then running the task.",
+            json!({X402_STATUS: "payment-submitted", X402_RECEIPTS: []}),
+            None,
+        ))
+    });
+    let state = state.clone();
+    event_stream(id, move |sink| async move {
+        let Some(first) = first else {
+            // Unpaid (or declined): one task, or one error.
+            let outcome = send_message(&state, worker_id.as_deref(), &params, correlation_id)
+                .await
+                .map(|task| json!({"task": task}));
+            sink.send(outcome).await;
+            return;
+        };
+        if !sink.send(Ok(json!({"task": first}))).await {
+            // The client left: the hire still runs, its answer is GetTask's.
+            let _ = send_message(&state, worker_id.as_deref(), &params, correlation_id).await;
+            return;
+        }
+        match send_message(&state, worker_id.as_deref(), &params, correlation_id).await {
+            Ok(task) => sink.finish(&task).await,
+            Err(error) => {
+                sink.send(Err(error)).await;
+            }
+        }
+    })
+}
+
+/// `SubscribeToTask`: the paid task now, then its changes until it ends (polled from the
+/// contract), for the holder of its capability token.
+async fn subscribe(
+    state: &AppState,
+    party: Result<Party, ApiError>,
+    params: &Value,
+    id: Value,
+) -> Response {
+    let Ok(party) = party else {
+        return answer(id, Err(task_not_found()));
+    };
+    let first = match get_task(state, Some(&party), params).await {
+        Ok(task) => task,
+        Err(error) => return answer(id, Err(error)),
+    };
+    let state = state.clone();
+    let task_id = first["id"].as_str().unwrap_or_default().to_owned();
+    event_stream(id, move |sink| async move {
+        let mut last = first;
+        if !sink.send(Ok(json!({"task": last.clone()}))).await {
+            return;
+        }
+        let started = tokio::time::Instant::now();
+        while !is_terminal(&last) && started.elapsed() < SUBSCRIBE_MAX {
+            tokio::time::sleep(SUBSCRIBE_POLL).await;
+            let Ok(view) = state
+                .hire
+                .view_contract(&party.principal_id, &task_id)
+                .await
+            else {
+                continue;
+            };
+            let now = task_of_view(&task_id, &view);
+            if now["status"]["state"] == last["status"]["state"] {
+                continue;
+            }
+            if is_terminal(&now) {
+                sink.finish(&now).await;
+                return;
+            }
+            let update = json!({"statusUpdate": {
+                "taskId": task_id,
+                "contextId": now["contextId"],
+                "status": now["status"],
+            }});
+            if !sink.send(Ok(update)).await {
+                return;
+            }
+            last = now;
+        }
+    })
+}
+
+fn is_terminal(task: &Value) -> bool {
+    matches!(
+        task["status"]["state"].as_str(),
+        Some(
+            "TASK_STATE_COMPLETED"
+                | "TASK_STATE_FAILED"
+                | "TASK_STATE_CANCELED"
+                | "TASK_STATE_REJECTED"
+        )
+    )
 }
 
 /// `value` with every integral number that a protobuf `Struct` made a double (`2.0`) an integer
@@ -918,7 +1121,7 @@ fn task(
 /// of its seeker or its worker's operator).
 async fn get_task(
     state: &AppState,
-    party: Result<Party, ApiError>,
+    party: Option<&Party>,
     params: &Value,
 ) -> Result<Value, RpcError> {
     let id = params
@@ -926,21 +1129,23 @@ async fn get_task(
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty())
         .ok_or_else(|| RpcError::params("params.id (the task id) is required"))?;
-    let not_found = || {
-        RpcError::new(
-            code::TASK_NOT_FOUND,
-            "task_not_found",
-            "no such task for this caller: a task exists once paid, and is read with the \
-             capability token of its paid answer (Authorization: Bearer hg_cap_…)",
-        )
-    };
-    let party = party.map_err(|_| not_found())?;
+    let not_found = task_not_found;
+    let party = party.ok_or_else(not_found)?;
     let view = match state.hire.view_contract(&party.principal_id, id).await {
         Ok(view) => view,
         Err(error) if error.kind == ErrorKind::NotFound => return Err(not_found()),
         Err(error) => return Err(RpcError::of(error)),
     };
     Ok(task_of_view(id, &view))
+}
+
+fn task_not_found() -> RpcError {
+    RpcError::new(
+        code::TASK_NOT_FOUND,
+        "task_not_found",
+        "no such task for this caller: a task exists once paid, and is read with the \
+         capability token of its paid answer (Authorization: Bearer hg_cap_…)",
+    )
 }
 
 /// A contract view (`GET /v1/contracts/{id}`) as an A2A task.

@@ -77,6 +77,16 @@ fn a2a_client_python() -> Option<(PathBuf, String)> {
 /// What `tools/a2a/hire.py` reports after hiring `env`'s listing with `input` (see there). The
 /// script runs on a blocking thread: the gateway it calls runs on this test's runtime.
 async fn hire_over_a2a(env: &HireEnv, input: &Value, copies: usize) -> Option<Value> {
+    hire_over_a2a_with(env, input, copies, false).await
+}
+
+/// [`hire_over_a2a`], streamed (`SendStreamingMessage`) when `streaming`.
+async fn hire_over_a2a_with(
+    env: &HireEnv,
+    input: &Value,
+    copies: usize,
+    streaming: bool,
+) -> Option<Value> {
     let (python, site) = a2a_client_python()?;
     let args = json!({
         "base": env.app.address,
@@ -84,6 +94,7 @@ async fn hire_over_a2a(env: &HireEnv, input: &Value, copies: usize) -> Option<Va
         "privateKey": env.wallet.to_bytes().to_string(),
         "input": input,
         "copies": copies,
+        "streaming": streaming,
         "allowedAssets": [{"network": env.devnet.network(), "asset": env.devnet.token().to_checksum(None)}],
     });
     tokio::task::spawn_blocking(move || run_hire_script(python, site, &args))
@@ -324,7 +335,7 @@ async fn the_json_rpc_edge_answers_bad_input_in_json_rpc_shape_and_unpaid_messag
             -32602,
         ),
         (
-            r#"{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {}}"#,
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {}}"#,
             -32004,
         ),
         (
@@ -557,5 +568,38 @@ async fn a_payment_for_one_listings_a2a_offer_pays_no_other() {
     );
     let (_, stranger) = rpc_raw(&env, &path, &body.to_string(), Some(&env.seeker_key)).await;
     assert_eq!(error_code(&stranger), -32001, "{stranger}");
+    assert_reconciled(&env).await;
+}
+
+/// Streaming with the official client (`SendStreamingMessage`): the offer as one task event; the
+/// payment as the task at once (working), then the deliverable's artifact and the final status.
+#[tokio::test]
+async fn the_official_a2a_sdk_client_hires_over_a_stream() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let text = "streamed to the official a2a-sdk client";
+    let before = env.balances().await;
+    let Some(report) = hire_over_a2a_with(&env, &HireEnv::input(text), 1, true).await else {
+        return;
+    };
+    assert_eq!(
+        report["events"],
+        json!(["task", "task", "artifact_update", "status_update"]),
+        "{report}"
+    );
+    assert_eq!(
+        report["offered"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    let paid = &report["paid"][0];
+    assert_eq!(paid["status"]["state"], "TASK_STATE_COMPLETED", "{paid}");
+    assert_eq!(metadata(paid)["x402.payment.status"], "payment-completed");
+    assert_eq!(
+        paid["artifacts"][0]["parts"][0]["data"]["output"]["content"]["summary"],
+        text
+    );
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE));
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+    assert_eq!(env.worker.executions(), 1);
     assert_reconciled(&env).await;
 }
