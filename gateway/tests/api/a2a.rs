@@ -195,7 +195,19 @@ async fn the_official_a2a_sdk_client_hires_and_pays_over_a2a() {
 
 #[tokio::test]
 async fn eight_identical_a2a_payments_make_one_execution_one_transfer() {
-    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    duplicates(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn eight_identical_a2a_payments_make_one_execution_one_transfer_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    duplicates(database).await;
+}
+
+async fn duplicates(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
     let before = env.balances().await;
     let Some(report) = hire_over_a2a(&env, &HireEnv::input("eight at once over A2A"), 8).await
     else {
@@ -568,6 +580,37 @@ async fn a_payment_for_one_listings_a2a_offer_pays_no_other() {
     );
     let (_, stranger) = rpc_raw(&env, &path, &body.to_string(), Some(&env.seeker_key)).await;
     assert_eq!(error_code(&stranger), -32001, "{stranger}");
+    // SubscribeToTask: the ended task as one event, then the stream closes; a stranger gets the
+    // JSON-RPC error, not a stream.
+    let subscribe =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task_id}});
+    let stream = env
+        .app
+        .client
+        .post(format!("{}{path}", env.app.address))
+        .bearer_auth(token)
+        .json(&subscribe)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let text = stream.text().await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    assert_eq!(events.len(), 1, "{text}");
+    assert_eq!(events[0]["id"], 2);
+    assert_eq!(
+        events[0]["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let (_, refused) = rpc_raw(&env, &path, &subscribe.to_string(), Some(&env.seeker_key)).await;
+    assert_eq!(error_code(&refused), -32001, "{refused}");
     assert_reconciled(&env).await;
 }
 
@@ -602,4 +645,41 @@ async fn the_official_a2a_sdk_client_hires_over_a_stream() {
     assert_eq!(after.1, before.1 + U256::from(PRICE));
     assert_eq!(env.worker.executions(), 1);
     assert_reconciled(&env).await;
+}
+
+/// The figure for the notes: 10,000 unpaid `SendMessage`s (32 at a time) leave every table as
+/// it was.
+/// `cargo test -p hiregate-gateway --all-features --test api a2a::unpaid_flood -- --ignored --nocapture`
+#[tokio::test]
+#[ignore = "a measurement (10,000 calls), run by hand"]
+async fn unpaid_flood_of_ten_thousand_a2a_messages_leaves_the_store_unchanged() {
+    use futures::StreamExt as _;
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let path = format!("/a2a/workers/{}", env.worker_id);
+    let before = row_counts(&env.app.database_url).await;
+    let started = std::time::Instant::now();
+    let (env, path) = (&env, &path);
+    let states: Vec<Value> = futures::stream::iter(0..10_000)
+        .map(|i| async move {
+            let answer = rpc(
+                env,
+                path,
+                "SendMessage",
+                send_params(&HireEnv::input(&format!("flood {i}")), json!({})),
+            )
+            .await;
+            answer["result"]["task"]["status"]["state"].clone()
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let elapsed = started.elapsed();
+    assert!(states.iter().all(|s| s == "TASK_STATE_INPUT_REQUIRED"));
+    let after = row_counts(&env.app.database_url).await;
+    println!(
+        "10000 unpaid A2A messages in {elapsed:?} ({:.0}/s); rows before {before:?}; rows after \
+         {after:?}",
+        10_000.0 / elapsed.as_secs_f64()
+    );
+    assert_eq!(after, before);
 }
