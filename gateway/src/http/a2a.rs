@@ -136,7 +136,10 @@ pub fn router() -> Routes {
     path = "/a2a",
     tag = "a2a",
     request_body(content = Object, description = "A JSON-RPC 2.0 request: `SendMessage` (params: A2A `SendMessageRequest`) or `GetTask` (params: `{id}`, with `Authorization: Bearer hg_cap_…`)"),
-    responses((status = 200, description = "A JSON-RPC 2.0 response, errors included: `result` is a `SendMessageResponse` (`{task}`) or a `Task`; `error` has the JSON-RPC / A2A code and `data[0]` a `google.rpc.ErrorInfo` with hiregate's stable code", body = Object)),
+    responses((status = 200, description = "A JSON-RPC 2.0 response, errors included: `result` is a `SendMessageResponse` (`{task}`) or a `Task`; `error` has the JSON-RPC / A2A code and `data[0]` a `google.rpc.ErrorInfo` with hiregate's stable code. `SendStreamingMessage` and `SubscribeToTask` answer Server-Sent Events whose data are such responses (`result`: a `StreamResponse`)", content(
+        (Object = "application/json"),
+        (String = "text/event-stream"),
+    ))),
 )]
 pub(crate) async fn marketplace_rpc(
     State(state): State<AppState>,
@@ -158,7 +161,10 @@ pub(crate) async fn marketplace_rpc(
     tag = "a2a",
     params(("worker_id" = String, Path, description = "Listing id (`wk_…`)")),
     request_body(content = Object, description = "A JSON-RPC 2.0 request: `SendMessage` (params: A2A `SendMessageRequest`) or `GetTask` (params: `{id}`, with `Authorization: Bearer hg_cap_…`)"),
-    responses((status = 200, description = "A JSON-RPC 2.0 response, errors included: `result` is a `SendMessageResponse` (`{task}`) or a `Task`; `error` has the JSON-RPC / A2A code and `data[0]` a `google.rpc.ErrorInfo` with hiregate's stable code", body = Object)),
+    responses((status = 200, description = "A JSON-RPC 2.0 response, errors included: `result` is a `SendMessageResponse` (`{task}`) or a `Task`; `error` has the JSON-RPC / A2A code and `data[0]` a `google.rpc.ErrorInfo` with hiregate's stable code. `SendStreamingMessage` and `SubscribeToTask` answer Server-Sent Events whose data are such responses (`result`: a `StreamResponse`)", content(
+        (Object = "application/json"),
+        (String = "text/event-stream"),
+    ))),
 )]
 pub(crate) async fn listing_rpc(
     State(state): State<AppState>,
