@@ -50,8 +50,9 @@
 //! `-32700` unparsable, `-32600` not a request, `-32601` unknown method, `-32602` bad params or
 //! a refused input (the engine's stable code in `data[0].reason`), `-32001` task not found,
 //! `-32004` unsupported (cancel, listing tasks), `-32003` push notifications (the card claims
-//! none),
-//! `-32603` a transient or internal failure (nothing paid; retry).
+//! none), `-32009` an `A2A-Version` other than 1.x, `-32603` a transient or internal failure
+//! (nothing paid; retry). A failed hire's task carries `metadata["hiregate.error"]` (its code
+//! and details, `retry_allowed` among them: sending the payment again then retries).
 
 use std::{convert::Infallible, time::Duration};
 
@@ -105,6 +106,11 @@ pub const TASK_TYPE_KEY: &str = "hiregate.taskType";
 pub const CONTRACT_KEY: &str = "hiregate.contractId";
 /// Task metadata: the capability token that reads the task (and the contract's REST routes).
 pub const ACCESS_KEY: &str = "hiregate.access";
+/// Task metadata: hiregate's account of a failed hire (`code`, `details`: attempts, whether a
+/// retry is allowed, the worker's error).
+pub const ERROR_KEY: &str = "hiregate.error";
+/// The A2A protocol version header, and the one version served.
+const VERSION_HEADER: &str = "a2a-version";
 /// The key of the signed offer (`accepts[0].extra.hiregate`) that carries the task input.
 pub const OFFER_INPUT_KEY: &str = "input";
 
@@ -118,6 +124,7 @@ mod code {
     pub const TASK_NOT_FOUND: i64 = -32001;
     pub const PUSH_NOT_SUPPORTED: i64 = -32003;
     pub const UNSUPPORTED: i64 = -32004;
+    pub const VERSION_NOT_SUPPORTED: i64 = -32009;
 }
 
 /// The A2A interfaces.
@@ -337,6 +344,21 @@ async fn rpc(
             return answer(id, Err(RpcError::params("`params` must be an object")));
         }
     };
+    // A client names the protocol version it speaks; only 1.x is served (a 0.3 client's
+    // methods would not be found anyway). No header: taken as 1.0, the version of the card.
+    if let Some(version) = headers.get(VERSION_HEADER) {
+        let version = version.to_str().unwrap_or_default().trim();
+        if version != "1" && !version.starts_with("1.") {
+            return answer(
+                id,
+                Err(RpcError::new(
+                    code::VERSION_NOT_SUPPORTED,
+                    "version_not_supported",
+                    format!("A2A-Version {version:?} is not served: this interface speaks 1.0"),
+                )),
+            );
+        }
+    }
     let correlation_id = headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
@@ -978,7 +1000,12 @@ fn paid_task(
     };
     let outcome = match execution.result {
         Ok(outcome) => outcome,
-        Err(error) if contract_id.is_some() => {
+        // A transient failure (facilitator or chain unreachable, a full queue) charged
+        // nothing and may pass: an error to retry, not a failed task.
+        Err(error)
+            if contract_id.is_some()
+                && !matches!(error.kind, ErrorKind::Busy | ErrorKind::Unavailable) =>
+        {
             return Ok(failed(error.code.as_str(), &error.message, extra));
         }
         Err(error) => return Err(RpcError::of(error)),
@@ -1053,7 +1080,16 @@ fn paid_task(
              hiregate.access token).",
             extra,
         ),
-        Outcome::Failed(failure) => failed(failure.code.as_str(), &failure.message, extra),
+        Outcome::Failed(failure) => {
+            // Whether sending the payment again retries the work (HIRE's `retry_allowed`), the
+            // attempts and the worker's own error.
+            let mut extra = extra;
+            extra.insert(
+                ERROR_KEY.to_owned(),
+                json!({"code": failure.code.as_str(), "details": failure.details}),
+            );
+            failed(failure.code.as_str(), &failure.message, extra)
+        }
     })
 }
 

@@ -367,6 +367,19 @@ async fn the_json_rpc_edge_answers_bad_input_in_json_rpc_shape_and_unpaid_messag
             "type.googleapis.com/google.rpc.ErrorInfo"
         );
     }
+    // A client of another protocol version is told so.
+    let response = env
+        .app
+        .client
+        .post(format!("{}{path}", env.app.address))
+        .header("A2A-Version", "0.3")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(error_code(&answer), -32009, "{answer}");
     // No input, an unknown listing, a garbage listing id: invalid params, never a 404 or 500.
     let no_input = rpc(
         &env,
@@ -580,6 +593,25 @@ async fn a_payment_for_one_listings_a2a_offer_pays_no_other() {
     );
     let (_, stranger) = rpc_raw(&env, &path, &body.to_string(), Some(&env.seeker_key)).await;
     assert_eq!(error_code(&stranger), -32001, "{stranger}");
+    // The token of one task reads no other: a second paid task, each token its own.
+    let (second, challenge) = offer(&env, &path, &HireEnv::input("another task")).await;
+    let payment = serde_json::to_value(env.sign(&challenge).await).unwrap();
+    let paid = rpc(
+        &env,
+        &path,
+        "SendMessage",
+        payment_params(&second, &payment),
+    )
+    .await;
+    let second_token = metadata(&paid["result"]["task"])["hiregate.access"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (id, wrong) in [(&task_id, &second_token), (&second, &token.to_owned())] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}});
+        let (_, crossed) = rpc_raw(&env, &path, &body.to_string(), Some(wrong)).await;
+        assert_eq!(error_code(&crossed), -32001, "{crossed}");
+    }
     // SubscribeToTask: the ended task as one event, then the stream closes; a stranger gets the
     // JSON-RPC error, not a stream.
     let subscribe =
