@@ -77,26 +77,22 @@ fn a2a_client_python() -> Option<(PathBuf, String)> {
 /// What `tools/a2a/hire.py` reports after hiring `env`'s listing with `input` (see there). The
 /// script runs on a blocking thread: the gateway it calls runs on this test's runtime.
 async fn hire_over_a2a(env: &HireEnv, input: &Value, copies: usize) -> Option<Value> {
-    hire_over_a2a_with(env, input, copies, false).await
+    hire_over_a2a_with(env, input, json!({"copies": copies})).await
 }
 
-/// [`hire_over_a2a`], streamed (`SendStreamingMessage`) when `streaming`.
-async fn hire_over_a2a_with(
-    env: &HireEnv,
-    input: &Value,
-    copies: usize,
-    streaming: bool,
-) -> Option<Value> {
+/// [`hire_over_a2a`] with more of `hire.py`'s arguments (`streaming`, `cardPath`, `metadata`).
+async fn hire_over_a2a_with(env: &HireEnv, input: &Value, more: Value) -> Option<Value> {
     let (python, site) = a2a_client_python()?;
-    let args = json!({
+    let mut args = json!({
         "base": env.app.address,
         "cardPath": format!("/v1/workers/{}/agent-card.json", env.worker_id),
         "privateKey": env.wallet.to_bytes().to_string(),
         "input": input,
-        "copies": copies,
-        "streaming": streaming,
         "allowedAssets": [{"network": env.devnet.network(), "asset": env.devnet.token().to_checksum(None)}],
     });
+    if let (Some(args), Value::Object(more)) = (args.as_object_mut(), more) {
+        args.extend(more);
+    }
     tokio::task::spawn_blocking(move || run_hire_script(python, site, &args))
         .await
         .unwrap()
@@ -653,7 +649,9 @@ async fn the_official_a2a_sdk_client_hires_over_a_stream() {
     let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
     let text = "streamed to the official a2a-sdk client";
     let before = env.balances().await;
-    let Some(report) = hire_over_a2a_with(&env, &HireEnv::input(text), 1, true).await else {
+    let Some(report) =
+        hire_over_a2a_with(&env, &HireEnv::input(text), json!({"streaming": true})).await
+    else {
         return;
     };
     assert_eq!(
@@ -714,4 +712,41 @@ async fn unpaid_flood_of_ten_thousand_a2a_messages_leaves_the_store_unchanged() 
         10_000.0 / elapsed.as_secs_f64()
     );
     assert_eq!(after, before);
+}
+
+/// The marketplace's card (`/.well-known/agent-card.json`) names `/a2a`: the official client
+/// hires through it, naming the listing in the message metadata.
+#[tokio::test]
+async fn the_official_a2a_sdk_client_hires_through_the_marketplace_card() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let text = "hired through the marketplace's card";
+    let before = env.balances().await;
+    let Some(report) = hire_over_a2a_with(
+        &env,
+        &HireEnv::input(text),
+        json!({
+            "cardPath": "/.well-known/agent-card.json",
+            "metadata": {"hiregate.workerId": env.worker_id, "hiregate.taskType": "summarize"},
+        }),
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        report["interface"]["url"],
+        format!("{}/a2a", env.app.address),
+        "{report}"
+    );
+    let paid = &report["paid"][0];
+    assert_eq!(paid["status"]["state"], "TASK_STATE_COMPLETED", "{paid}");
+    assert_eq!(
+        paid["artifacts"][0]["parts"][0]["data"]["output"]["content"]["summary"],
+        text
+    );
+    assert_eq!(report["got"]["status"]["state"], "TASK_STATE_COMPLETED");
+    let after = env.balances().await;
+    assert_eq!(after.0, before.0 - U256::from(PRICE));
+    assert_eq!(after.1, before.1 + U256::from(PRICE));
+    assert_reconciled(&env).await;
 }
