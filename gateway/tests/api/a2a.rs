@@ -19,12 +19,13 @@ use std::{
 };
 
 use alloy::primitives::U256;
-use hiregate_payments::PaymentRequired;
+use hiregate_payments::{AuthCaptureSignOptions, PaymentRequired, sign_auth_capture_payment};
 use serde_json::{Value, json};
 
 use crate::{
+    escrow_env::escrow_env,
     helpers::TestDatabase,
-    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_listing},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_listing, now},
     x402_resource::{assert_reconciled, row_counts},
 };
 
@@ -749,4 +750,49 @@ async fn the_official_a2a_sdk_client_hires_through_the_marketplace_card() {
     assert_eq!(after.0, before.0 - U256::from(PRICE));
     assert_eq!(after.1, before.1 + U256::from(PRICE));
     assert_reconciled(&env).await;
+}
+
+/// An escrowed listing (`auth-capture`) over A2A: the offer's requirement is `auth-capture`, the
+/// payment in the message locks the money in escrow, and the verified deliverable releases it.
+#[tokio::test]
+async fn an_escrowed_listing_is_hired_over_a2a_with_auth_capture() {
+    let escrow = escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
+    let env = &escrow.env;
+    let path = format!("/a2a/workers/{}", env.worker_id);
+    let (task_id, challenge) = offer(env, &path, &HireEnv::input("escrow me over A2A")).await;
+    assert_eq!(challenge.accepts[0].scheme, "auth-capture");
+    let payload = sign_auth_capture_payment(
+        &env.wallet,
+        &challenge.accepts[0],
+        Some(challenge.resource.clone()),
+        now(),
+        &AuthCaptureSignOptions::default(),
+    )
+    .await
+    .unwrap();
+    let before = env.balance(env.wallet.address()).await;
+    let paid = rpc(
+        env,
+        &path,
+        "SendMessage",
+        payment_params(&task_id, &serde_json::to_value(&payload).unwrap()),
+    )
+    .await;
+    let task = &paid["result"]["task"];
+    assert_eq!(task["id"], task_id.as_str(), "{paid}");
+    let state = task["status"]["state"].as_str().unwrap();
+    assert!(
+        state == "TASK_STATE_COMPLETED" || state == "TASK_STATE_WORKING",
+        "{paid}"
+    );
+    assert_eq!(
+        env.balance(env.wallet.address()).await,
+        before - U256::from(PRICE),
+        "the payer's money left its wallet (escrow, then capture)"
+    );
+    let contract = env.state(&task_id).await;
+    assert!(
+        ["accepted", "settling", "settled"].contains(&contract.as_str()),
+        "{contract}"
+    );
 }
