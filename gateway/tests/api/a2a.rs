@@ -796,3 +796,73 @@ async fn an_escrowed_listing_is_hired_over_a2a_with_auth_capture() {
         "{contract}"
     );
 }
+
+/// A streamed payment shows the task at once, before the (slow) work ends, then the artifact and
+/// the final status when it does.
+#[tokio::test]
+async fn a_streamed_payment_shows_the_task_before_the_work_ends() {
+    use futures::StreamExt as _;
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let path = format!("/a2a/workers/{}", env.worker_id);
+    let input = json!({"text": "take your time", "mode": "slow", "delay_ms": 1500});
+    let (task_id, challenge) = offer(&env, &path, &input).await;
+    let payment = serde_json::to_value(env.sign(&challenge).await).unwrap();
+    let started = std::time::Instant::now();
+    let response = env
+        .app
+        .client
+        .post(format!("{}{path}", env.app.address))
+        .json(&json!({
+            "jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage",
+            "params": payment_params(&task_id, &payment),
+        }))
+        .timeout(std::time::Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut bytes = response.bytes_stream();
+    let mut buffer = String::new();
+    let mut events: Vec<(std::time::Duration, Value)> = Vec::new();
+    while let Some(chunk) = bytes.next().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            for data in block.lines().filter_map(|l| l.strip_prefix("data: ")) {
+                events.push((started.elapsed(), serde_json::from_str(data).unwrap()));
+            }
+        }
+    }
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|(_, e)| {
+            let result = e["result"].as_object().unwrap();
+            result.keys().next().unwrap().as_str()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["task", "artifactUpdate", "statusUpdate"],
+        "{events:?}"
+    );
+    let (first_at, first) = &events[0];
+    assert_eq!(first["id"], "s1");
+    assert_eq!(
+        first["result"]["task"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    assert_eq!(
+        metadata(&first["result"]["task"])["x402.payment.status"],
+        "payment-submitted"
+    );
+    let (last_at, last) = &events[2];
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert!(
+        *last_at >= *first_at + std::time::Duration::from_millis(1000),
+        "the task came first ({first_at:?}), the end after the work ({last_at:?})"
+    );
+    assert_eq!(env.state(&task_id).await, "settled");
+}
