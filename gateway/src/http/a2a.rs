@@ -66,7 +66,7 @@ use axum::{
     Json,
     body::Bytes,
     extract::{State, rejection::BytesRejection},
-    http::HeaderMap,
+    http::{HeaderMap, HeaderName, HeaderValue},
     response::{IntoResponse, Response},
 };
 use serde_json::{Map, Value, json};
@@ -102,8 +102,10 @@ pub const ACCESS_KEY: &str = "hiregate.access";
 /// Task metadata: hiregate's account of a failed hire (`code`, `details`: attempts, whether a
 /// retry is allowed, the worker's error).
 pub const ERROR_KEY: &str = "hiregate.error";
-/// The A2A protocol version header, and the one version served.
-const VERSION_HEADER: &str = "a2a-version";
+/// The A2A protocol version header (1.x is served).
+pub const VERSION_HEADER: HeaderName = HeaderName::from_static("a2a-version");
+/// The A2A extension activation header.
+pub const EXTENSIONS_HEADER: HeaderName = HeaderName::from_static("a2a-extensions");
 /// The key of the signed offer (`accepts[0].extra.hiregate`) that carries the task input.
 pub const OFFER_INPUT_KEY: &str = "input";
 
@@ -147,7 +149,7 @@ pub(crate) async fn marketplace_rpc(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    rpc(&state, None, party, &headers, body).await
+    with_extensions(&headers, rpc(&state, None, party, &headers, body).await)
 }
 
 /// `POST /a2a/workers/{worker_id}`: a listing's A2A interface (JSON-RPC 2.0, A2A v1.0, the
@@ -173,7 +175,34 @@ pub(crate) async fn listing_rpc(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    rpc(&state, Some(worker_id), party, &headers, body).await
+    with_extensions(
+        &headers,
+        rpc(&state, Some(worker_id), party, &headers, body).await,
+    )
+}
+
+/// `response` with `A2A-Extensions` naming the a2a-x402 extension when the request activated it
+/// (`A2A-Extensions`, or the x402 transport's `X-A2A-Extensions`), as A2A's extension
+/// activation answers. Activation is not required: a message carrying `x402.payment.*`
+/// metadata speaks the extension whether or not its client said so.
+fn with_extensions(headers: &HeaderMap, mut response: Response) -> Response {
+    let activated = [EXTENSIONS_HEADER.as_str(), "x-a2a-extensions"]
+        .iter()
+        .any(|name| {
+            headers.get_all(*name).iter().any(|value| {
+                value.to_str().is_ok_and(|list| {
+                    list.split(',')
+                        .any(|uri| uri.trim() == crate::agent_cards::X402_EXTENSION)
+                })
+            })
+        });
+    if activated {
+        response.headers_mut().insert(
+            EXTENSIONS_HEADER,
+            HeaderValue::from_static(crate::agent_cards::X402_EXTENSION),
+        );
+    }
+    response
 }
 
 /// A JSON-RPC error: code, message, hiregate's stable code (`ErrorInfo.reason`) and details.

@@ -377,6 +377,24 @@ async fn the_json_rpc_edge_answers_bad_input_in_json_rpc_shape_and_unpaid_messag
     assert_eq!(response.status(), 200);
     let answer: Value = response.json().await.unwrap();
     assert_eq!(error_code(&answer), -32009, "{answer}");
+    // Activating the a2a-x402 extension is answered in kind (and is not required).
+    let extension = "https://github.com/google-a2a/a2a-x402/v0.1";
+    let response = env
+        .app
+        .client
+        .post(format!("{}{path}", env.app.address))
+        .header("A2A-Extensions", format!("urn:other, {extension}"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": send_params(&HireEnv::input("x"), json!({}))}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["a2a-extensions"], extension);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
     // No input, an unknown listing, a garbage listing id: invalid params, never a 404 or 500.
     let no_input = rpc(
         &env,
