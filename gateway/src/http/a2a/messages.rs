@@ -40,6 +40,8 @@ pub(super) fn non_empty<'a>(object: &'a Map<String, Value>, key: &str) -> Option
         .filter(|s| !s.is_empty())
 }
 
+/// `SendMessage`: a declined offer ends its task; a payment pays its task ([`paid`]); anything
+/// else is a new task, answered with its offer ([`unpaid`]).
 pub(super) async fn send_message(
     state: &AppState,
     path_worker: Option<&str>,
