@@ -884,3 +884,71 @@ async fn a_streamed_payment_shows_the_task_before_the_work_ends() {
     );
     assert_eq!(env.state(&task_id).await, "settled");
 }
+
+/// Pending work over A2A: the paid answer is a working task with its capability token, and
+/// `SubscribeToTask` streams it until the worker's result is verified and settled.
+#[tokio::test]
+async fn pending_work_is_followed_to_its_end_with_subscribe_to_task() {
+    const FAST: &str = "[contracts]\npoll_interval_ms = 100\npoll_max_interval_ms = 400\n\
+                        jobs_interval_ms = 50\njob_lease_ms = 5000\n";
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, FAST).await;
+    let path = format!("/a2a/workers/{}", env.worker_id);
+    let input = json!({"text": "later", "mode": "pending", "delay_ms": 1500});
+    let (task_id, challenge) = offer(&env, &path, &input).await;
+    let payment = serde_json::to_value(env.sign(&challenge).await).unwrap();
+    let paid = rpc(
+        &env,
+        &path,
+        "SendMessage",
+        payment_params(&task_id, &payment),
+    )
+    .await;
+    let task = &paid["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_WORKING", "{paid}");
+    assert!(task.get("artifacts").is_none());
+    let token = metadata(task)["hiregate.access"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let text = env
+        .app
+        .client
+        .post(format!("{}{path}", env.app.address))
+        .bearer_auth(&token)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask",
+                      "params": {"id": task_id}}),
+        )
+        .timeout(std::time::Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    assert_eq!(
+        events[0]["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{text}"
+    );
+    let last = &events[events.len() - 1]["result"]["statusUpdate"];
+    assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED", "{text}");
+    assert_eq!(
+        last["status"]["message"]["metadata"]["x402.payment.status"],
+        "payment-completed"
+    );
+    let artifact = events
+        .iter()
+        .find_map(|e| e["result"].get("artifactUpdate"))
+        .unwrap_or_else(|| panic!("no artifact: {text}"));
+    assert_eq!(
+        artifact["artifact"]["parts"][0]["data"]["output"]["content"]["summary"],
+        "later"
+    );
+    assert_eq!(env.state(&task_id).await, "settled");
+    assert_reconciled(&env).await;
+}

@@ -170,7 +170,11 @@ pub(super) async fn subscribe(
         }
         let started = tokio::time::Instant::now();
         while !is_terminal(&last) && started.elapsed() < SUBSCRIBE_MAX {
-            tokio::time::sleep(SUBSCRIBE_POLL).await;
+            // A shutting-down gateway ends its subscriptions rather than wait for them.
+            tokio::select! {
+                () = tokio::time::sleep(SUBSCRIBE_POLL) => {}
+                () = state.shutdown.cancelled() => return,
+            }
             let Ok(view) = state
                 .hire
                 .view_contract(&party.principal_id, &task_id)
