@@ -1,5 +1,6 @@
 """Hires a hiregate listing over A2A with the official clients, unchanged: the A2A SDK (PyPI
-`a2a-sdk`) resolves the listing's agent card, picks the interface it names and sends
+`a2a-sdk`) resolves the listing's agent card (its signature checked by the SDK's verifier with
+the gateway's JWKS), picks the interface it names and sends
 `SendMessage` with the task input; the task comes back in TASK_STATE_INPUT_REQUIRED with the
 a2a-x402 requirements (`x402.payment.required`), which the official x402 client (PyPI `x402`)
 signs as an `exact` EIP-3009 payment; the same task's next message carries it
@@ -26,8 +27,10 @@ import uuid
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest
+from a2a.utils.signing import SignatureVerificationError, create_signature_verifier
 from eth_account import Account
 from google.protobuf import json_format, struct_pb2
+from jwt import PyJWK
 from x402 import x402Client
 from x402.mechanisms.evm.exact import register_exact_evm_client
 from x402.mechanisms.evm.signers import EthAccountSigner
@@ -69,8 +72,19 @@ def as_dict(message):
 async def main():
     args = json.load(sys.stdin)
     async with httpx.AsyncClient(timeout=120) as http:
+        # The card is the gateway's: its signature is checked with the SDK's own verifier and
+        # the gateway's JWKS before anything is paid.
+        jwks = (await http.get(f"{args['base']}/.well-known/jwks.json")).json()
+
+        def key_provider(kid, _jku):
+            for key in jwks.get("keys", []):
+                if key.get("kid") == kid:
+                    return PyJWK(key)
+            raise SignatureVerificationError(f"no key {kid!r} in the JWKS")
+
         card = await A2ACardResolver(http, args["base"]).get_agent_card(
-            relative_card_path=args["cardPath"]
+            relative_card_path=args["cardPath"],
+            signature_verifier=create_signature_verifier(key_provider, ["EdDSA"]),
         )
         streaming = bool(args.get("streaming", False))
         client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)

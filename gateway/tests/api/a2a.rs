@@ -1,5 +1,6 @@
 //! A2A for real (A2A v1.0 JSON-RPC with the a2a-x402 extension) on a real anvil chain: the
-//! official Python `a2a-sdk` client resolves a listing's agent card, sends `SendMessage`, gets the
+//! official Python `a2a-sdk` client resolves a listing's agent card (checking its signature with
+//! the SDK's verifier and the gateway's JWKS), sends `SendMessage`, gets the
 //! task in `TASK_STATE_INPUT_REQUIRED` with the x402 requirements, has the official Python `x402`
 //! client sign them, pays in the task's next message and gets the verified deliverable as an
 //! artifact with the settlement receipt (`tools/a2a/hire.py`); a rejected deliverable fails the
