@@ -77,7 +77,8 @@ fi
 
 # The official A2A Python SDK's AgentCard definition and card signature verifier, which
 # tools/a2a/validate_card.py and tools/a2a/verify_card_signature.py check the gateway's agent cards
-# with; installed into its own venv, pinned by tools/a2a/requirements.txt.
+# with, and the pins its JSON-RPC client needs beyond the SDK venv (tools/a2a/hire.py);
+# installed into its own venv, pinned by tools/a2a/requirements.txt.
 a2a_venv="$repo_root/.tools/a2a-venv"
 a2a_requirements="$tools_dir/a2a/requirements.txt"
 a2a_stamp="$a2a_venv/.hiregate-requirements.sha256"
@@ -91,7 +92,7 @@ if [ ! -f "$a2a_stamp" ] || [ "$(cat "$a2a_stamp")" != "$a2a_hash" ]; then
         "$a2a_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
             -r "$a2a_requirements"
         # Every module the scripts import must load, else a pin is missing: fail here, not in a test.
-        "$a2a_venv/bin/python" -c 'import a2a.types.a2a_pb2, a2a.utils.signing, google.api.field_behavior_pb2, jwt.algorithms; assert jwt.algorithms.has_crypto'
+        "$a2a_venv/bin/python" -c 'import a2a.types.a2a_pb2, a2a.utils.signing, google.api.field_behavior_pb2, jwt.algorithms, jsonrpc.jsonrpc2, culsans; assert jwt.algorithms.has_crypto'
         printf '%s\n' "$a2a_hash" >"$a2a_stamp"
     else
         say "python3 with venv is missing (Debian: apt-get install python3-venv): the A2A card validation test will say why it skips"

@@ -5,12 +5,16 @@
 //! A card states what an agent needs to decide and to pay: the skills (task types, with the
 //! listing's examples), the input schema and per-skill output schema and price (in the
 //! `urn:hiregate:a2a:contract:v1` extension), and the x402 payment requirement (in the
-//! `a2a-x402` extension the x402 A2A transport names, marked required). The interface is the
-//! gateway's own contract API (binding `HIREGATE+HTTP`, documented at `/docs`), not an A2A
-//! JSON-RPC endpoint, so a client that only speaks A2A bindings knows at once it cannot call it.
+//! `a2a-x402` extension the x402 A2A transport names, marked required). The interface is A2A
+//! v1.0's JSON-RPC binding (`JSONRPC`, [`crate::http::a2a`]): a listing's card names
+//! `/a2a/workers/{id}`, the marketplace's `/a2a` (where a message names the listing in its
+//! metadata); `SendMessage` answers the x402 requirements, the next message pays them, and no
+//! account is needed. `GetTask` reads a paid task with the capability token its answer carries
+//! (the `contract_capability` scheme); sending a message needs no credential, so the cards state
+//! no security requirement.
 //!
-//! Cards claim only what the gateway serves: no A2A operation streams or pushes notifications,
-//! so `streaming` and `pushNotifications` are `false`.
+//! Cards claim only what the gateway serves: `SendStreamingMessage` and `SubscribeToTask`
+//! stream (`streaming: true`); nothing pushes notifications (`pushNotifications: false`).
 //!
 //! Every card is signed by the gateway as A2A v1.0 §8.4 defines it: `signatures[0]` is a JWS
 //! (EdDSA, `kid`, `typ` `JOSE`) with a detached payload over the RFC 8785 form of the card
@@ -41,10 +45,8 @@ pub const A2A_PROTOCOL_VERSION: &str = "1.0";
 pub const X402_EXTENSION: &str = "https://github.com/google-a2a/a2a-x402/v0.1";
 /// hiregate's own extension: schemas, prices and the contract API.
 pub const CONTRACT_EXTENSION: &str = "urn:hiregate:a2a:contract:v1";
-/// The interface binding of the contract API.
-pub const BINDING: &str = "HIREGATE+HTTP";
-/// The role a key must have to hire (the security requirement's role name).
-const SEEKER_ROLE: &str = "seeker";
+/// The interface binding: A2A v1.0 JSON-RPC ([`crate::http::a2a`]).
+pub const BINDING: &str = "JSONRPC";
 /// Largest integer a JSON number (an IEEE double, as in protobuf's `Struct`) holds exactly.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
@@ -77,29 +79,29 @@ impl AgentCards {
         format!("{}{path}", self.base_url)
     }
 
-    fn common(&self, name: &str, description: &str, version: &str) -> Value {
+    fn common(&self, name: &str, description: &str, version: &str, interface: &str) -> Value {
         json!({
             "name": name,
             "description": description,
             "supportedInterfaces": [{
-                "url": self.url("/v1/contracts"),
+                "url": self.url(interface),
                 "protocolBinding": BINDING,
                 "protocolVersion": A2A_PROTOCOL_VERSION,
             }],
             "provider": {"organization": "hiregate", "url": self.base_url},
             "version": version,
             "documentationUrl": self.url("/docs"),
+            // What `GetTask` takes; `SendMessage` needs no credential (the payment is what
+            // counts), so no requirement is stated.
             "securitySchemes": {
-                "seeker_key": {"httpAuthSecurityScheme": {
+                "contract_capability": {"httpAuthSecurityScheme": {
                     "scheme": "Bearer",
-                    "bearerFormat": "hg_sk_…",
-                    "description": "A hiregate seeker API key",
+                    "bearerFormat": "hg_cap_…",
+                    "description": "The capability token of a paid task (its answer's \
+                                    metadata[\"hiregate.access\"]): reads that task with \
+                                    GetTask, and its contract's REST routes",
                 }},
             },
-            // A bearer key has no scopes; the list names the role the key must have (OpenAPI's
-            // role names for non-OAuth schemes), which also keeps the requirement from being
-            // an empty list that canonicalization would drop.
-            "securityRequirements": [{"schemes": {"seeker_key": {"list": [SEEKER_ROLE]}}}],
             "defaultInputModes": ["application/json"],
             "defaultOutputModes": ["application/json"],
         })
@@ -124,7 +126,12 @@ impl AgentCards {
              out only for a deliverable that passed its pinned verification."
                 .to_owned()
         });
-        let mut card = self.common(&name, &description, &listing.updated_at.to_rfc3339());
+        let mut card = self.common(
+            &name,
+            &description,
+            &listing.updated_at.to_rfc3339(),
+            &format!("/a2a/workers/{id}"),
+        );
         let network = serde_json::to_value(listing.network).map_err(ApiError::internal)?;
         let pay_to = listing.pay_to.to_string();
         let asset = listing.asset.to_string();
@@ -185,22 +192,27 @@ impl AgentCards {
             .map(|schema| schema.as_json())
             .filter(|schema| travels_unchanged(schema));
         card["capabilities"] = json!({
-            "streaming": false,
+            "streaming": true,
             "pushNotifications": false,
             "extensions": [
                 {
                     "uri": X402_EXTENSION,
-                    "description": "Paid with x402 v2: propose a contract, then execute it and \
-                                    pay the 402 it answers.",
+                    "description": "Paid with x402 v2 (a2a-x402, standalone flow): SendMessage \
+                                    with the task input answers TASK_STATE_INPUT_REQUIRED with \
+                                    x402.payment.required; the task's next message pays it in \
+                                    x402.payment.payload and gets the verified deliverable.",
                     "required": true,
                     "params": {"x402Version": 2, "accepts": accepts},
                 },
                 {
                     "uri": CONTRACT_EXTENSION,
                     "description": "The listing's input schema, and per skill its output schema \
-                                    and price, as pinned in every contract.",
+                                    and price, as pinned in every contract. A message names its \
+                                    skill in metadata[\"hiregate.taskType\"] when the listing \
+                                    has several.",
                     "params": {
                         "workerId": id,
+                        "taskTypeMetadataKey": crate::http::a2a::TASK_TYPE_KEY,
                         "proposeUrl": self.url("/v1/contracts"),
                         "discoveryUrl": self.url("/v1/workers"),
                         "reputationUrl": self.url(&format!("/v1/workers/{id}/reputation")),
@@ -253,19 +265,26 @@ impl AgentCards {
             "An open gateway for paying AI agents: hire a worker under a signed contract, pay \
              with x402, and money moves only for work that passed its pinned verification.",
             env!("CARGO_PKG_VERSION"),
+            "/a2a",
         );
         card["capabilities"] = json!({
-            "streaming": false,
+            "streaming": true,
             "pushNotifications": false,
             "extensions": [{
                 "uri": X402_EXTENSION,
-                "description": "Every hire is paid with x402 v2.",
+                "description": "Every hire is paid with x402 v2 (a2a-x402, standalone flow): \
+                                SendMessage answers TASK_STATE_INPUT_REQUIRED with \
+                                x402.payment.required; the task's next message pays it.",
                 "required": true,
                 "params": {"x402Version": 2},
             }, {
                 "uri": CONTRACT_EXTENSION,
-                "description": "Where to discover workers and propose contracts.",
+                "description": "Where to discover workers and propose contracts. A message \
+                                names the listing in metadata[\"hiregate.workerId\"] and, when \
+                                it has several, the skill in metadata[\"hiregate.taskType\"].",
                 "params": {
+                    "workerIdMetadataKey": crate::http::a2a::WORKER_KEY,
+                    "taskTypeMetadataKey": crate::http::a2a::TASK_TYPE_KEY,
                     "discoveryUrl": self.url("/v1/workers"),
                     "proposeUrl": self.url("/v1/contracts"),
                     "jwksUrl": self.url("/.well-known/jwks.json"),

@@ -8,6 +8,7 @@
 //! body limit (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON
 //! error).
 
+pub mod a2a;
 pub mod admin;
 pub mod agent_cards;
 pub mod answers;
@@ -97,6 +98,7 @@ pub fn api_routes() -> routes::Routes {
         .merge(events::router())
         .merge(webhooks::router())
         .merge(x402_resource::router())
+        .merge(a2a::router())
 }
 
 fn cors_layer(origins: &[String]) -> CorsLayer {
@@ -124,6 +126,10 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
             // @x402/fetch sets this (odd) request header on its paid retry; without it a
             // browser's preflight of that retry would fail.
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            // A2A clients in a browser (the JSON-RPC interfaces, `a2a`).
+            a2a::VERSION_HEADER,
+            a2a::EXTENSIONS_HEADER,
+            HeaderName::from_static("x-a2a-extensions"),
         ])
         .expose_headers(
             [
@@ -132,6 +138,7 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
                 X_REQUEST_ID,
                 header::RETRY_AFTER,
                 header::LOCATION,
+                a2a::EXTENSIONS_HEADER,
             ]
             .into_iter()
             .chain(answers::INFORMATIONAL_HEADERS)

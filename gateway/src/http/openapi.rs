@@ -299,6 +299,8 @@ impl Modify for SecuritySchemes {
         super::webhooks::contract_deliveries,
         super::x402_resource::hire_resource,
         super::x402_resource::discovery_resources,
+        super::a2a::marketplace_rpc,
+        super::a2a::listing_rpc,
     ),
     components(schemas(ErrorBody, ErrorDetail, super::workers::DiscoverySort)),
     tags(
@@ -313,6 +315,7 @@ impl Modify for SecuritySchemes {
         (name = "webhooks", description = "Seeker webhooks: secrets and dead letters"),
         (name = "admin", description = "Admin-only operations"),
         (name = "x402", description = "Stable x402 resources per listing and task type (no account: any x402 client pays), and their discovery list"),
+        (name = "a2a", description = "A2A v1.0 (JSON-RPC) interfaces named by the agent cards, paid per the a2a-x402 extension: no account needed"),
     ),
 )]
 pub struct ApiDoc;

@@ -151,8 +151,8 @@ async fn cards_follow_the_a2a_definition_and_carry_the_gateways_signature() {
     let card: Value = response.json().await.unwrap();
     verify_agent_card(&card, &jwks).expect("the listing card verifies offline");
     assert_signed_as_a2a_defines(&card, &jwks_json);
-    // Only what is served is claimed: no A2A operation streams or pushes notifications.
-    assert_eq!(card["capabilities"]["streaming"], false);
+    // Only what is served is claimed: the A2A interface streams, nothing pushes notifications.
+    assert_eq!(card["capabilities"]["streaming"], true);
     assert_eq!(card["capabilities"]["pushNotifications"], false);
     let skill = &card["skills"][0];
     assert_eq!(skill["id"], "summarize");
@@ -206,7 +206,7 @@ async fn cards_follow_the_a2a_definition_and_carry_the_gateways_signature() {
     let gateway: Value = response.json().await.unwrap();
     verify_agent_card(&gateway, &jwks).expect("the marketplace card verifies offline");
     assert_signed_as_a2a_defines(&gateway, &jwks_json);
-    assert_eq!(gateway["capabilities"]["streaming"], false);
+    assert_eq!(gateway["capabilities"]["streaming"], true);
     assert_eq!(gateway["capabilities"]["pushNotifications"], false);
     let skills: Vec<&str> = gateway["skills"]
         .as_array()

@@ -1,6 +1,7 @@
 //! Gateway integration tests: one binary, one module per area. Every test runs a real gateway
 //! (port 0, own database) and, where workers matter, a real in-test worker over TCP.
 
+mod a2a;
 mod agent_cards;
 mod auth;
 mod cli;

@@ -234,6 +234,10 @@ fn auth_errors_and_x402_headers_are_described() {
                 "get /v1/workers/{id}/reputation",
                 // The stable x402 resource: paid with x402, no account.
                 "post /x402/workers/{worker_id}/{task_type}",
+                // A2A (JSON-RPC): paid with x402 in the message; GetTask takes the capability
+                // token, and a wrong one is JSON-RPC's task-not-found, not a 401.
+                "post /a2a",
+                "post /a2a/workers/{worker_id}",
             ]
             .map(str::to_owned)
         )
