@@ -365,6 +365,14 @@ async fn the_json_rpc_edge_answers_bad_input_in_json_rpc_shape_and_unpaid_messag
             "type.googleapis.com/google.rpc.ErrorInfo"
         );
     }
+    // A body past the gateway's limit is a JSON-RPC error too, not a 413 or a 500.
+    let huge = format!(
+        r#"{{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {{"pad": "{}"}}}}"#,
+        "x".repeat(3 * 1024 * 1024)
+    );
+    let (status, answer) = rpc_raw(&env, &path, &huge, None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(error_code(&answer), -32600, "{answer}");
     // A client of another protocol version is told so.
     let response = env
         .app

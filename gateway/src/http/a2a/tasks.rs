@@ -8,6 +8,7 @@ use super::{CONTRACT_KEY, RpcError, X402_ERROR, X402_RECEIPTS, X402_STATUS, code
 use crate::{hire::error::ErrorKind, http::extract::Party, state::AppState};
 use hiregate_contracts::state::ContractState;
 
+/// The artifact of a verified deliverable (`content`), with its verification result.
 pub(super) fn artifact(task_id: &str, content: Value, verification: Option<Value>) -> Value {
     let mut artifact = json!({
         "artifactId": format!("{task_id}-deliverable"),
@@ -67,16 +68,16 @@ pub(super) async fn get_task(
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty())
         .ok_or_else(|| RpcError::params("params.id (the task id) is required"))?;
-    let not_found = task_not_found;
-    let party = party.ok_or_else(not_found)?;
+    let party = party.ok_or_else(task_not_found)?;
     let view = match state.hire.view_contract(&party.principal_id, id).await {
         Ok(view) => view,
-        Err(error) if error.kind == ErrorKind::NotFound => return Err(not_found()),
+        Err(error) if error.kind == ErrorKind::NotFound => return Err(task_not_found()),
         Err(error) => return Err(RpcError::of(error)),
     };
     Ok(task_of_view(id, &view))
 }
 
+/// The one answer for a task the caller may not see, whether or not it exists.
 pub(super) fn task_not_found() -> RpcError {
     RpcError::new(
         code::TASK_NOT_FOUND,
