@@ -591,7 +591,7 @@ impl WebhookSettings {
 
 /// `[mcp]`: the wallet the MCP `hire` tool pays from, and the limits the gateway enforces
 /// before it signs anything. Without a wallet `hire` is refused; the other tools still work.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpSettings {
     /// Hex private key of the paying wallet (never logged).
@@ -604,6 +604,25 @@ pub struct McpSettings {
     /// The most the wallet may pay over any 24 hours, atomic units (default 50 whole units).
     #[serde(default)]
     pub max_per_day: u64,
+    /// The most `/mcp` sessions open at once; a new one past it is refused with 503.
+    #[serde(default = "default_mcp_max_sessions")]
+    pub max_sessions: usize,
+}
+
+/// `[mcp] max_sessions` when a configuration leaves it out (`config.default.toml` sets it).
+fn default_mcp_max_sessions() -> usize {
+    1_000
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        Self {
+            wallet_private_key: None,
+            max_per_hire: 0,
+            max_per_day: 0,
+            max_sessions: default_mcp_max_sessions(),
+        }
+    }
 }
 
 /// `[events]`
@@ -923,6 +942,12 @@ impl Settings {
 
     fn validate_mcp(&self) -> Result<(), ConfigError> {
         let mcp = &self.mcp;
+        if mcp.max_sessions == 0 {
+            return Err(ConfigError::invalid(
+                "mcp.max_sessions",
+                "must be at least 1 (0 would refuse every MCP client)",
+            ));
+        }
         let Some(key) = &mcp.wallet_private_key else {
             return Ok(());
         };
@@ -1185,6 +1210,7 @@ mod tests {
                 &format!("wallet_private_key = \"{key}\"\nmax_per_hire = 0\nmax_per_day = 10"),
                 "mcp.max_per_hire",
             ),
+            ("max_sessions = 0", "mcp.max_sessions"),
             (
                 &format!("wallet_private_key = \"{key}\"\nmax_per_hire = 5\nmax_per_day = 4"),
                 "mcp.max_per_day",

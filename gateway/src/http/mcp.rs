@@ -51,22 +51,71 @@ pub fn router(state: &AppState) -> Router<AppState> {
     let services = state.clone();
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(state.shutdown.child_token())
-        // Hosts are the reverse proxy's business; every request here carries a seeker key.
+        // Hosts are the reverse proxy's business.
         .disable_allowed_hosts();
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         move || Ok(HiregateMcp::over_http(services.clone(), wallet.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
-    // Layers run outermost last-added: the credentials check, then the JSON-RPC error answers.
+    let cap = SessionCap {
+        sessions,
+        max: state.config.mcp.max_sessions,
+    };
+    // Layers run outermost last-added: the credentials check, then the JSON-RPC error answers,
+    // then the session cap.
     Router::new()
         .route_service(MCP_PATH, service)
+        .route_layer(middleware::from_fn_with_state(cap, capped_sessions))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             json_rpc_errors,
         ))
         .route_layer(middleware::from_fn_with_state(state.clone(), seeker_if_any))
 }
+
+/// The open sessions and how many may be open at once.
+#[derive(Clone)]
+struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    max: usize,
+}
+
+/// Seconds a client refused a session is told to wait: rmcp closes a session idle for 5 min or
+/// never initialized within 60 s, so room comes back within a minute under an `initialize`
+/// flood.
+const SESSION_RETRY_AFTER_S: u32 = 30;
+
+/// JSON-RPC's implementation-defined server error, for a server too busy to open a session.
+const SERVER_BUSY: i64 = -32000;
+
+/// Refuses a new session (a POST without `Mcp-Session-Id`) while `max` are open: 503 with a
+/// JSON-RPC error and `Retry-After`. `/mcp` needs no credentials, and each session holds a
+/// task and channels in memory until it closes or idles out, so without a cap a flood of
+/// `initialize` calls would grow memory without bound. Requests of open sessions always pass.
+/// The count is read before the session is made, so concurrent openings can pass it by as many
+/// as arrive at once: a bound on memory, not an exact quota.
+async fn capped_sessions(State(cap): State<SessionCap>, request: Request, next: Next) -> Response {
+    let opens_a_session =
+        request.method() == Method::POST && !request.headers().contains_key(SESSION_ID_HEADER);
+    if opens_a_session && cap.sessions.sessions.read().await.len() >= cap.max {
+        let mut refusal = rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &Value::Null,
+            SERVER_BUSY,
+            "too many MCP sessions are open; retry later or reuse an open session",
+        );
+        refusal
+            .headers_mut()
+            .insert(header::RETRY_AFTER, SESSION_RETRY_AFTER_S.into());
+        return refusal;
+    }
+    next.run(request).await
+}
+
+/// The header naming a request's session (MCP streamable HTTP transport).
+const SESSION_ID_HEADER: &str = "mcp-session-id";
 
 /// JSON-RPC error codes (JSON-RPC 2.0 §5.1).
 const PARSE_ERROR: i64 = -32700;

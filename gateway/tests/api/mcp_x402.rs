@@ -584,3 +584,67 @@ async fn unpaid_mcp_flood_of_ten_thousand_calls_leaves_the_store_unchanged() {
     assert_eq!(after, before);
     assert_eq!(env.worker.executions(), 0);
 }
+
+/// `/mcp` needs no key, so the sessions open at once are capped (`[mcp] max_sessions`): past it
+/// a new session is a 503 JSON-RPC error with `Retry-After`, while the open sessions keep
+/// working; a closed session makes room again.
+#[tokio::test]
+async fn sessions_past_the_cap_are_refused_and_open_ones_keep_working() {
+    let env = hire_env(
+        TestDatabase::sqlite(),
+        WorkerKind::Echo,
+        4,
+        "[mcp]\nmax_sessions = 2\n",
+    )
+    .await;
+    let first = connect_anonymous(&env).await;
+    let second = connect_anonymous(&env).await;
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "one too many", "version": "1"}},
+    });
+    let open_third = || {
+        env.app
+            .client
+            .post(format!("{}/mcp", env.app.address))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+    };
+    let refused = open_third().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        "30"
+    );
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["error"]["code"], -32000, "{body}");
+
+    // The open sessions are served as before.
+    let found = first
+        .call_tool(CallToolRequestParams::new("find_workers"))
+        .await
+        .expect("an open session is served");
+    assert_ne!(found.is_error, Some(true), "{found:?}");
+
+    // Closing a session (the client's DELETE) makes room for a new one.
+    second.cancel().await.expect("closes");
+    let mut reopened = None;
+    for _ in 0..50 {
+        let answer = open_third().await.unwrap();
+        if answer.status() == 200 {
+            reopened = Some(answer);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(reopened.is_some(), "a closed session's room is given back");
+    first.cancel().await.expect("closes");
+}
