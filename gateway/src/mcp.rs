@@ -828,16 +828,8 @@ impl HiregateMcp {
                 if let Some(object) = body.as_object_mut() {
                     object.extend(access);
                 }
-                let mut result = CallToolResult::structured(body);
                 // Settled now, or (an acceptance window) later: the response only once it is.
-                if let Some(settlement) = settlement
-                    && let Ok(settlement) = serde_json::to_value(settlement)
-                {
-                    let mut meta = MetaObject::new();
-                    meta.insert(PAYMENT_RESPONSE_META_KEY.to_owned(), settlement);
-                    result.meta = Some(meta);
-                }
-                result
+                with_payment_response(CallToolResult::structured(body), settlement)
             }
             outcome @ (Outcome::Pending(_) | Outcome::InProgress(_) | Outcome::Queued(_)) => {
                 // Paid, the verdict not in yet after HIRE_WAIT: the contract to follow with the
@@ -886,15 +878,7 @@ impl HiregateMcp {
                 if let Some(fields) = object.as_object_mut() {
                     fields.extend(access);
                 }
-                let mut result = CallToolResult::structured_error(object);
-                if let Some(settlement) = settlement
-                    && let Ok(settlement) = serde_json::to_value(settlement)
-                {
-                    let mut meta = MetaObject::new();
-                    meta.insert(PAYMENT_RESPONSE_META_KEY.to_owned(), settlement);
-                    result.meta = Some(meta);
-                }
-                result
+                with_payment_response(CallToolResult::structured_error(object), settlement)
             }
         }
     }
@@ -951,6 +935,21 @@ fn payment_required_result(challenge: &PaymentRequired) -> CallToolResult {
         Ok(value) => CallToolResult::structured_error(value),
         Err(error) => ToolError::from(ApiError::internal(error)).into_result(),
     }
+}
+
+/// `result` with `settlement`, if any, as `_meta["x402/payment-response"]`.
+fn with_payment_response(
+    mut result: CallToolResult,
+    settlement: Option<hiregate_payments::SettleResponse>,
+) -> CallToolResult {
+    if let Some(settlement) = settlement
+        && let Ok(settlement) = serde_json::to_value(settlement)
+    {
+        let mut meta = MetaObject::new();
+        meta.insert(PAYMENT_RESPONSE_META_KEY.to_owned(), settlement);
+        result.meta = Some(meta);
+    }
+    result
 }
 
 /// An answer of the API (its status and body) as a tool error: `gateway_error`, the API's code

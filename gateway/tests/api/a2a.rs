@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use crate::{
     escrow_env::escrow_env,
     helpers::TestDatabase,
-    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_listing, now},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, now},
     x402_resource::{assert_reconciled, row_counts},
 };
 
@@ -451,18 +451,13 @@ async fn the_json_rpc_edge_answers_bad_input_in_json_rpc_shape_and_unpaid_messag
         "{named}"
     );
     // An input the listing's schema refuses: invalid params with the violations.
-    let mut listing = hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4);
+    let mut listing = env.another_listing();
     listing["input_schema"] = json!({
         "type": "object",
         "required": ["text"],
         "properties": {"text": {"type": "string"}},
     });
-    let response = env.app.register_worker(&env.operator_key, &listing).await;
-    assert_eq!(response.status(), 201);
-    let strict = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let strict = env.register(&listing).await;
     let wrong = rpc(
         &env,
         &format!("/a2a/workers/{strict}"),
@@ -539,18 +534,7 @@ fn payment_params(task_id: &str, payment: &Value) -> Value {
 #[tokio::test]
 async fn a_payment_for_one_listings_a2a_offer_pays_no_other() {
     let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
-    let response = env
-        .app
-        .register_worker(
-            &env.operator_key,
-            &hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4),
-        )
-        .await;
-    assert_eq!(response.status(), 201);
-    let other = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let other = env.register(&env.another_listing()).await;
     let path = format!("/a2a/workers/{}", env.worker_id);
     let input = HireEnv::input("for the first listing");
     let (task_id, challenge) = offer(&env, &path, &input).await;

@@ -287,6 +287,22 @@ impl Answer {
 }
 
 impl HireEnv {
+    /// A listing of this environment's worker like its own (same price, payout and token), to
+    /// change before [`Self::register`].
+    pub fn another_listing(&self) -> Value {
+        hire_listing(&self.worker.endpoint, self.pay_to, &self.devnet, 4)
+    }
+
+    /// Registers `listing` with the operator's key; its id.
+    pub async fn register(&self, listing: &Value) -> String {
+        let response = self.app.register_worker(&self.operator_key, listing).await;
+        assert_eq!(response.status(), 201);
+        response.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// The summarize input used by most tests.
     pub fn input(text: &str) -> Value {
         json!({"text": text})

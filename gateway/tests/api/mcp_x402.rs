@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::{
     escrow_env::escrow_env,
     helpers::TestDatabase,
-    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, hire_listing, now},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_env, now},
     x402_resource::{assert_reconciled, row_counts},
 };
 
@@ -440,18 +440,7 @@ async fn the_official_typescript_mcp_sdk_hires_and_eight_copies_of_one_payment_p
 async fn a_payment_for_one_listings_offer_pays_no_other_listing_over_mcp() {
     let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
     // A second listing with the same price and payout: only the offer tells them apart.
-    let response = env
-        .app
-        .register_worker(
-            &env.operator_key,
-            &hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4),
-        )
-        .await;
-    assert_eq!(response.status(), 201);
-    let other = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let other = env.register(&env.another_listing()).await;
     let client = connect_anonymous(&env).await;
     let input = HireEnv::input("for the first listing");
     let challenge = payment_required(&hire_worker(&client, &env, &input, None).await);

@@ -719,15 +719,10 @@ async fn auth_capture_is_refused_for_a_token_paid_over_permit2_and_exact_is_offe
     )
     .await;
     let env = &escrow.env;
-    let mut listing = hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4);
+    let mut listing = env.another_listing();
     listing["asset"] = json!(env.devnet.permit_token().to_checksum(None));
     listing["payment_schemes"] = json!(["auth-capture", "exact"]);
-    let response = env.app.register_worker(&env.operator_key, &listing).await;
-    assert_eq!(response.status(), 201);
-    let worker_id = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let worker_id = env.register(&listing).await;
     let propose = |scheme: Option<&str>| {
         let mut body = json!({
             "worker_id": worker_id,

@@ -15,7 +15,7 @@ use sqlx::{Connection as _, Row as _};
 use crate::{
     escrow_env::escrow_env,
     helpers::{ADMIN_KEY, TestDatabase},
-    hire_env::{Answer, HireEnv, PRICE, WorkerKind, answer, hire_env, hire_listing, now},
+    hire_env::{Answer, HireEnv, PRICE, WorkerKind, answer, hire_env, now},
 };
 
 fn resource_path(worker_id: &str) -> String {
@@ -161,18 +161,13 @@ async fn unpaid_calls_offer_a_signed_402_and_store_nothing_on_postgres() {
 #[tokio::test]
 async fn bad_input_is_400_with_a_stable_code_and_unknown_listings_404() {
     let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
-    let mut listing = hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4);
+    let mut listing = env.another_listing();
     listing["input_schema"] = json!({
         "type": "object",
         "required": ["text"],
         "properties": {"text": {"type": "string", "maxLength": 100}},
     });
-    let response = env.app.register_worker(&env.operator_key, &listing).await;
-    assert_eq!(response.status(), 201);
-    let strict = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let strict = env.register(&listing).await;
 
     let wrong = call(&env, &strict, &json!({"text": 7}), None).await;
     assert_eq!(wrong.status, 400, "{:?}", wrong.body);
@@ -419,18 +414,7 @@ async fn eight_identical_paid_calls_make_one_contract_one_execution_one_transfer
 async fn a_payment_for_one_listings_offer_pays_no_other() {
     let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
     // A second listing with the same price and payout: only the offer tells them apart.
-    let response = env
-        .app
-        .register_worker(
-            &env.operator_key,
-            &hire_listing(&env.worker.endpoint, env.pay_to, &env.devnet, 4),
-        )
-        .await;
-    assert_eq!(response.status(), 201);
-    let other = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let other = env.register(&env.another_listing()).await;
     let input = HireEnv::input("for the first listing");
     let challenge = offer(&env, &env.worker_id, &input).await;
     let payment = env.pay(&challenge).await;
