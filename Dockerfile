@@ -16,7 +16,7 @@ COPY . .
 # copied out of the cached target dir so the next stage can take it.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p hiregate-gateway \
+    cargo build --release --locked -p hiregate-gateway --no-default-features \
  && install -m 0755 target/release/hiregate /usr/local/bin/hiregate
 
 FROM debian:bookworm-slim

@@ -96,9 +96,11 @@ pub enum Command {
     },
     /// Start a local chain (anvil + devnet token), the gateway with its bundled facilitator,
     /// and two example workers, then walk a seeker through a paid hire and a rejected one.
+    #[cfg(feature = "devnet")]
     Demo,
     /// A local chain for running your own gateway (`devnet up`), and token balances on it
     /// (`devnet balance`): the README's walkthrough.
+    #[cfg(feature = "devnet")]
     Devnet {
         /// Devnet operation.
         #[command(subcommand)]
@@ -317,11 +319,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        #[cfg(feature = "devnet")]
         Command::Demo => match crate::demo::run().await {
             Ok(()) => Ok(ExitCode::SUCCESS),
             // The demo already said what went wrong.
             Err(_) => Ok(ExitCode::FAILURE),
         },
+        #[cfg(feature = "devnet")]
         Command::Devnet { command } => crate::devnet_cli::run(command).await,
         Command::Healthcheck { url } => {
             let client = reqwest::Client::builder()

@@ -7,7 +7,8 @@
 //! | [`cli`] | `hiregate serve / migrate / keys create / check-config / facilitator / reconcile / demo / seeker` |
 //! | [`seeker_cli`] | `hiregate seeker workers / hire / contracts / contract / dispute` over the SDK's seeker client, with the spending guard |
 //! | [`config`] | layered settings (`config.default.toml` → file → `HIREGATE_*`), validation |
-//! | [`demo`] | `hiregate demo`: anvil + gateway + example workers, a paid hire and a rejected one |
+//! | `demo` (feature `devnet`, on by default) | `hiregate demo`: anvil + gateway + example workers, a paid hire and a rejected one |
+//! | `devnet_cli` (feature `devnet`) | `hiregate devnet up / balance`: a local chain and a configuration for your own gateway |
 //! | [`telemetry`] | tracing subscriber (pretty/JSON, env filter), test subscriber |
 //! | [`shutdown`] | SIGINT/SIGTERM → one `CancellationToken` |
 //! | [`startup`] | [`startup::App`]: build (store, migrations, client, router, bound listener), run |
@@ -54,7 +55,9 @@ pub mod assets;
 pub mod auth;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "devnet")]
 pub mod demo;
+#[cfg(feature = "devnet")]
 pub mod devnet_cli;
 pub mod error;
 pub mod events;
