@@ -17,44 +17,18 @@
 // Spend controls: the listed assets are allowed (the devnet token is not a default asset); without
 // a list any asset is allowed, which is acceptable only because this runs against test chains.
 import { decodePaymentResponseHeader, wrapFetchWithPaymentFromConfig } from "@x402/fetch";
-import { AuthCaptureEvmScheme } from "@x402/evm/auth-capture/client";
-import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { privateKeyToAccount } from "viem/accounts";
 import { readJsonInput, required, run, writeJsonOutput } from "./io.mjs";
-
-const REQUEST_TIMEOUT_MS = 120_000;
-const SCHEME_CLIENTS = {
-  exact: (account, rpcUrl) => new ExactEvmScheme(account, rpcUrl ? { rpcUrl } : undefined),
-  "auth-capture": (account) => new AuthCaptureEvmScheme(account),
-};
+import { parseBody, REQUEST_TIMEOUT_MS, requestOf, schemeClient } from "./payer.mjs";
 
 run(async () => {
   const input = await readJsonInput();
   const url = required(input, "url");
   const account = privateKeyToAccount(required(input, "privateKey"));
-  const method = input.method ?? "POST";
-  const schemeName = input.scheme ?? "exact";
-  const schemeClient = SCHEME_CLIENTS[schemeName];
-  if (!schemeClient) {
-    throw new Error(`unknown scheme "${schemeName}": use one of ${Object.keys(SCHEME_CLIENTS).join(", ")}`);
-  }
-
-  const headers = { ...(input.headers ?? {}) };
-  if (input.authorization) {
-    headers.Authorization = input.authorization;
-  }
-  let body;
-  if (input.body !== undefined && input.body !== null) {
-    if (typeof input.body === "string") {
-      body = input.body;
-    } else {
-      body = JSON.stringify(input.body);
-      headers["Content-Type"] ??= "application/json";
-    }
-  }
+  const { method, headers, body } = requestOf(input);
 
   const payingFetch = wrapFetchWithPaymentFromConfig(fetch, {
-    schemes: [{ network: "eip155:*", client: schemeClient(account, input.rpcUrl) }],
+    schemes: [{ network: "eip155:*", client: schemeClient(input.scheme, account, input.rpcUrl) }],
     spendControls: { allowedAssets: Array.isArray(input.allowedAssets) ? input.allowedAssets : true },
   });
   const response = await payingFetch(url, {
@@ -64,18 +38,11 @@ run(async () => {
     signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
   });
 
-  const text = await response.text();
-  let parsedBody = text;
-  try {
-    parsedBody = text.length > 0 ? JSON.parse(text) : null;
-  } catch {
-    // Not JSON: report the text as is.
-  }
   const paymentResponseHeader = response.headers.get("payment-response");
   writeJsonOutput({
     status: response.status,
     headers: Object.fromEntries(response.headers.entries()),
-    body: parsedBody,
+    body: parseBody(await response.text()),
     paymentResponse: paymentResponseHeader ? decodePaymentResponseHeader(paymentResponseHeader) : null,
   });
 });

@@ -637,48 +637,153 @@ async fn discovery_lists_each_listing_task_type_as_an_x402_resource() {
     assert_eq!(challenge.resource.url, url);
 }
 
-/// The official `@x402/fetch` client (`tools/interop/pay.mjs`) pays the stable URL with nothing
-/// hiregate-specific: no key, no contract call, the signed offer echoed as it echoes any
-/// `accepts` entry.
-async fn official_client_pays(env: &HireEnv, input: &Value, scheme: &str) -> Value {
-    hiregate_payments::devnet::node_script(
-        "pay.mjs",
-        &json!({
-            "url": format!("{}{}", env.app.address, resource_path(&env.worker_id)),
-            "privateKey": env.wallet.to_bytes().to_string(),
-            "method": "POST",
-            "body": input,
-            "scheme": scheme,
-            "allowedAssets": [{"network": env.devnet.network(), "asset": env.devnet.token().to_checksum(None)}],
-        }),
-    )
-    .await
-    .expect("pay.mjs runs")
+/// An official x402 client, used unchanged: nothing hiregate-specific (no key, no contract call),
+/// the signed offer echoed as it echoes any `accepts` entry.
+#[derive(Clone, Copy, Debug)]
+enum OfficialClient {
+    /// `@x402/fetch` (`tools/interop/pay.mjs`).
+    Fetch,
+    /// `@x402/axios` (`tools/interop/pay-axios.mjs`).
+    Axios,
+    /// The Python `x402` SDK's httpx transport (`tools/interop/pay.py`).
+    PythonHttpx,
+    /// The Python `x402` SDK's requests adapter (`tools/interop/pay.py`).
+    PythonRequests,
+    /// x402-rs's `x402-reqwest` middleware with its EVM `exact` client, in process.
+    Reqwest,
 }
 
-#[tokio::test]
-async fn the_official_x402_fetch_client_pays_the_stable_url_unchanged() {
-    if !hiregate_payments::devnet::node_tools_or_skip(
-        "the_official_x402_fetch_client_pays_the_stable_url_unchanged",
-    ) {
+impl OfficialClient {
+    /// `false` (and a `skipped:` line) when the client's tools are not installed.
+    fn installed_or_skip(self, test: &str) -> bool {
+        match self {
+            Self::Fetch | Self::Axios => hiregate_payments::devnet::node_tools_or_skip(test),
+            Self::PythonHttpx | Self::PythonRequests => {
+                hiregate_payments::devnet::python_tools_or_skip(test)
+            }
+            Self::Reqwest => true,
+        }
+    }
+}
+
+/// `client` pays the stable URL of `env`'s listing for `input` with `scheme`; the answer as the
+/// interop scripts print it: `{status, headers, body, paymentResponse}`.
+async fn official_client_pays(
+    env: &HireEnv,
+    client: OfficialClient,
+    input: &Value,
+    scheme: &str,
+) -> Value {
+    let url = format!("{}{}", env.app.address, resource_path(&env.worker_id));
+    let private_key = env.wallet.to_bytes().to_string();
+    let network = env.devnet.network();
+    let asset = env.devnet.token().to_checksum(None);
+    match client {
+        OfficialClient::Fetch | OfficialClient::Axios => {
+            let script = if matches!(client, OfficialClient::Fetch) {
+                "pay.mjs"
+            } else {
+                "pay-axios.mjs"
+            };
+            hiregate_payments::devnet::node_script(
+                script,
+                &json!({
+                    "url": url, "privateKey": private_key, "method": "POST", "body": input,
+                    "scheme": scheme, "allowedAssets": [{"network": network, "asset": asset}],
+                }),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{script} runs: {e}"))
+        }
+        OfficialClient::PythonHttpx | OfficialClient::PythonRequests => {
+            assert_eq!(scheme, "exact", "the Python SDK has no auth-capture client");
+            let which = if matches!(client, OfficialClient::PythonHttpx) {
+                "httpx"
+            } else {
+                "requests"
+            };
+            hiregate_payments::devnet::python_script(
+                "pay.py",
+                &json!({
+                    "url": url, "privateKey": private_key, "client": which, "method": "POST",
+                    "body": input, "network": network, "asset": asset,
+                }),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("pay.py ({which}) runs: {e}"))
+        }
+        OfficialClient::Reqwest => {
+            assert_eq!(scheme, "exact", "x402-rs has no auth-capture client");
+            reqwest_client_pays(env, &url, input).await
+        }
+    }
+}
+
+/// x402-rs's reqwest middleware pays `url`, answered in the interop scripts' shape.
+async fn reqwest_client_pays(env: &HireEnv, url: &str, input: &Value) -> Value {
+    use x402_reqwest::{ReqwestWithPayments as _, ReqwestWithPaymentsBuild as _, X402Client};
+
+    let payer = X402Client::new().register(x402_chain_eip155::V2Eip155ExactClient::new(
+        std::sync::Arc::new(env.wallet.clone()),
+    ));
+    let client = reqwest::Client::new().with_payments(payer).build();
+    let response = client
+        .post(url)
+        .json(input)
+        .timeout(std::time::Duration::from_secs(120))
+        .send()
+        .await
+        .expect("x402-reqwest sends and pays");
+    let status = response.status().as_u16();
+    let payment_response = response
+        .headers()
+        .get("payment-response")
+        .map(|value| {
+            let decoded: hiregate_payments::SettleResponse =
+                hiregate_payments::decode_header(value.to_str().unwrap()).unwrap();
+            serde_json::to_value(decoded).unwrap()
+        })
+        .unwrap_or(Value::Null);
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    json!({"status": status, "body": body, "paymentResponse": payment_response})
+}
+
+/// `client` hires over the stable URL end to end: the payer's money reaches the worker in the
+/// settlement transaction it is told about, the deliverable comes back only when paid, and a
+/// rejected deliverable is neither paid nor shown; the books reconcile after each.
+async fn an_official_client_hires_over_the_stable_url(client: OfficialClient, test: &str) {
+    if !client.installed_or_skip(test) {
         return;
     }
     let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
-    let text = "paid by @x402/fetch over the stable URL";
+    let text = format!("paid by {client:?} over the stable URL");
     let before = env.balances().await;
-    let result = official_client_pays(&env, &HireEnv::input(text), "exact").await;
+    let result = official_client_pays(&env, client, &HireEnv::input(&text), "exact").await;
     assert_eq!(result["status"], 200, "{result}");
     assert_eq!(result["paymentResponse"]["success"], true, "{result}");
     let transaction = result["paymentResponse"]["transaction"].as_str().unwrap();
     assert!(transaction.starts_with("0x"), "{result}");
     assert_eq!(
-        result["body"]["deliverable"]["output"]["content"]["summary"], text,
+        result["body"]["deliverable"]["output"]["content"]["summary"],
+        text.as_str(),
         "{result}"
     );
     let after = env.balances().await;
     assert_eq!(after.0, before.0 - U256::from(PRICE), "the payer paid");
     assert_eq!(after.1, before.1 + U256::from(PRICE), "the worker was paid");
+    let receipt = {
+        use alloy::providers::Provider as _;
+        env.devnet
+            .provider()
+            .get_transaction_receipt(transaction.parse().unwrap())
+            .await
+            .unwrap()
+            .expect("the settlement transaction is mined")
+    };
+    assert!(receipt.status(), "the settlement transaction succeeded");
     let contract_id = result["body"]["contract_id"].as_str().unwrap();
+    assert_eq!(env.state(contract_id).await, "settled");
     let stored = env
         .app
         .store
@@ -687,23 +792,79 @@ async fn the_official_x402_fetch_client_pays_the_stable_url_unchanged() {
         .unwrap()
         .unwrap();
     assert_eq!(stored.settle_tx.as_deref(), Some(transaction));
+    assert_reconciled(&env).await;
 
-    // A rejected deliverable: the official client gets the 422, no PAYMENT-RESPONSE, no work.
+    // A rejected deliverable: the client gets the 422, no PAYMENT-RESPONSE, no work.
     let faulty = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
     let before = faulty.balances().await;
-    let rejected =
-        official_client_pays(&faulty, &json!({"text": "x", "mode": "invalid"}), "exact").await;
+    let rejected = official_client_pays(
+        &faulty,
+        client,
+        &json!({"text": "x", "mode": "invalid"}),
+        "exact",
+    )
+    .await;
     assert_eq!(rejected["status"], 422, "{rejected}");
+    assert_eq!(
+        rejected["body"]["error"]["code"], "verification_failed",
+        "{rejected}"
+    );
     assert!(rejected["paymentResponse"].is_null(), "{rejected}");
     assert!(rejected["body"].get("output").is_none(), "{rejected}");
+    assert!(rejected["body"].get("deliverable").is_none(), "{rejected}");
     assert_eq!(faulty.balances().await, before, "nothing moved");
+    assert_reconciled(&faulty).await;
 }
 
 #[tokio::test]
-async fn the_official_auth_capture_client_pays_an_escrowed_stable_url() {
-    if !hiregate_payments::devnet::node_tools_or_skip(
-        "the_official_auth_capture_client_pays_an_escrowed_stable_url",
-    ) {
+async fn the_official_x402_fetch_client_pays_the_stable_url_unchanged() {
+    an_official_client_hires_over_the_stable_url(
+        OfficialClient::Fetch,
+        "the_official_x402_fetch_client_pays_the_stable_url_unchanged",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_official_x402_axios_client_pays_the_stable_url_unchanged() {
+    an_official_client_hires_over_the_stable_url(
+        OfficialClient::Axios,
+        "the_official_x402_axios_client_pays_the_stable_url_unchanged",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_official_python_x402_httpx_client_pays_the_stable_url_unchanged() {
+    an_official_client_hires_over_the_stable_url(
+        OfficialClient::PythonHttpx,
+        "the_official_python_x402_httpx_client_pays_the_stable_url_unchanged",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_official_python_x402_requests_client_pays_the_stable_url_unchanged() {
+    an_official_client_hires_over_the_stable_url(
+        OfficialClient::PythonRequests,
+        "the_official_python_x402_requests_client_pays_the_stable_url_unchanged",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_x402_reqwest_client_pays_the_stable_url_unchanged() {
+    an_official_client_hires_over_the_stable_url(
+        OfficialClient::Reqwest,
+        "the_x402_reqwest_client_pays_the_stable_url_unchanged",
+    )
+    .await;
+}
+
+/// `client`'s official `auth-capture` scheme client (`@x402/evm`) pays an escrowed listing's
+/// stable URL: the money leaves the payer's wallet, the released deliverable comes back.
+async fn an_official_client_escrows_over_the_stable_url(client: OfficialClient, test: &str) {
+    if !client.installed_or_skip(test) {
         return;
     }
     let escrow = escrow_env(TestDatabase::sqlite(), json!(["auth-capture"]), Value::Null).await;
@@ -711,7 +872,8 @@ async fn the_official_auth_capture_client_pays_an_escrowed_stable_url() {
     let before = env.balance(env.wallet.address()).await;
     let result = official_client_pays(
         env,
-        &HireEnv::input("escrowed by @x402/evm"),
+        client,
+        &HireEnv::input(&format!("escrowed by {client:?}")),
         "auth-capture",
     )
     .await;
@@ -721,6 +883,25 @@ async fn the_official_auth_capture_client_pays_an_escrowed_stable_url() {
         env.balance(env.wallet.address()).await,
         before - U256::from(PRICE)
     );
+    assert_reconciled(env).await;
+}
+
+#[tokio::test]
+async fn the_official_auth_capture_client_pays_an_escrowed_stable_url() {
+    an_official_client_escrows_over_the_stable_url(
+        OfficialClient::Fetch,
+        "the_official_auth_capture_client_pays_an_escrowed_stable_url",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_official_axios_client_pays_an_escrowed_stable_url_with_auth_capture() {
+    an_official_client_escrows_over_the_stable_url(
+        OfficialClient::Axios,
+        "the_official_axios_client_pays_an_escrowed_stable_url_with_auth_capture",
+    )
+    .await;
 }
 
 /// The figure for the notes: 10,000 unpaid calls (32 at a time) leave every table as it was.
