@@ -10,15 +10,17 @@
 // gateway (its failing path shown), the gateway's signed offer shown, a declined signature
 // (EIP-1193 4001: nothing sent), a payment the gateway refuses (a signature over other data: 402,
 // shown as refused, the offer payable again), then the paid hire: the verified deliverable, the
-// settlement transaction, the contract followed live with the capability token to `settled`.
+// settlement transaction, the contract followed live with the capability token to `settled`;
+// long work (202) followed live until its deliverable is released.
 // Last, an input the worker answers badly: paid for, rejected by verification, shown as such,
 // nothing delivered and nothing settled.
 //
 // Input (JSON on stdin, from gateway/tests/api/console.rs):
 //   { baseUrl, chromium, screenshotDir, workerId, workerName, walletKey, chainId, network,
-//     task, good, bad, price: {amount, shown} }
+//     task, good, slow, bad, price: {amount, shown} }
 // Output: one JSON line,
 //   {"done":true,"checks":n,"screenshots":[…],"paid":{contractId,transaction,nonce},
+//    "pending":{contractId,transaction},
 //    "rejected":{contractId,nonce},"walletCalls":[…]}
 // Any failed expectation, page error or unexpected console error exits non-zero.
 
@@ -252,6 +254,25 @@ async function run(browser) {
   expect(!(await page.isVisible("#wallet-hire-pay")), "a paid offer is not offered again");
   await shot(page, "wallet-hire-settled");
 
+  // Long work: the paid call answers 202; the page follows the contract with the capability
+  // token and shows the deliverable once it is verified and settled.
+  const pending = await quote(page, input.slow);
+  await page.click("#wallet-hire-pay");
+  await page.waitForSelector("#wallet-hire-answer", { timeout: 90_000 });
+  expectEqual(await page.getAttribute("#wallet-hire-answer", "data-status"), "202", "long work's status");
+  expectEqual(await page.getAttribute("#pay-outcome", "data-outcome"), "pending", "shown as under way");
+  expect(await page.$("#wallet-hire-output") === null, "nothing delivered before the work is done");
+  await page.waitForSelector('#wallet-hire-stream[data-state="live"]');
+  await shot(page, "wallet-hire-pending");
+  await page.waitForSelector('#wallet-hire-state[data-state="settled"]', { timeout: 60_000 });
+  await page.waitForSelector("#wallet-hire-output");
+  const late = JSON.parse(await page.textContent("#wallet-hire-output"));
+  expectEqual(late.summary, input.slow.text, "the long work's deliverable");
+  const pendingTx = (await page.textContent("#wallet-hire-settlement-tx")).trim();
+  expect(/^0x[0-9a-f]{64}$/.test(pendingTx), `the long work's settlement: ${pendingTx}`);
+  await page.waitForSelector('#wallet-hire-stream[data-state="ended"]');
+  await shot(page, "wallet-hire-pending-settled");
+
   // A deliverable that fails verification: paid for, rejected, nothing delivered or settled.
   const rejected = await quote(page, input.bad);
   expect(rejected !== offered, "a new offer for another input");
@@ -271,6 +292,7 @@ async function run(browser) {
   await context.close();
   return {
     paid: { contractId: offered, transaction, nonce: signed.message.nonce },
+    pending: { contractId: pending, transaction: pendingTx },
     rejected: { contractId: rejected, nonce: rejectedNonce },
   };
 }

@@ -75,13 +75,18 @@ function quoteCard(offer, signed) {
     h("details", {}, h("summary", {}, "The signed terms"), json(terms)));
 }
 
-/** Follow the paid contract's events with its capability token; the card shows them live. */
-function followCard(contractId, token, signal) {
+/**
+ * Follow the paid contract's events with its capability token; the card shows them live. When
+ * the answer carried no deliverable (202: long work), `delivered` is false and the card shows
+ * the deliverable once the contract view releases it.
+ */
+function followCard(contractId, token, signal, delivered) {
   const timeline = h("ol", { id: "wallet-hire-timeline", class: "timeline" });
   const streamState = h("p", { id: "wallet-hire-stream", class: "muted", "data-state": "connecting" },
     "Connecting to the contract's event stream…");
   const state = h("span", { id: "wallet-hire-state" }, "—");
   const verification = h("div");
+  const released = h("div");
   const seen = new Set();
   const refresh = async () => {
     const view = await send("GET", `/v1/contracts/${contractId}`, { key: token });
@@ -89,6 +94,15 @@ function followCard(contractId, token, signal) {
     state.dataset.state = view.body.state;
     fill(state, badge(view.body.state));
     fill(verification, view.body.verification ? verificationCard(view.body.verification) : null);
+    const content = view.body.deliverable?.content;
+    if (!delivered && content !== null && content !== undefined) {
+      delivered = true;
+      fill(released, deliverableCard({
+        output: content.output ?? content,
+        deliverable_digest: view.body.deliverable.digest,
+        settlement: { transaction: view.body.settlement?.transaction },
+      }));
+    }
   };
   refresh();
   followEvents(`/v1/contracts/${contractId}/events`, (message) => {
@@ -125,12 +139,13 @@ function followCard(contractId, token, signal) {
           + "Authorization: Bearer; keep it to come back. It is not stored by this page."),
         h("code", { id: "wallet-hire-token" }, token))],
     ]),
-    streamState, timeline, verification);
+    streamState, timeline, verification, released);
 }
 
 /** The deliverable of a 200: what the worker returned and the gateway verified. */
 function deliverableCard(body) {
   const out = body.output;
+  // A result document's output is `{type, content}`; the content is what the seeker asked for.
   const shown = out && typeof out === "object" && "content" in out ? out.content : out;
   return card("Deliverable",
     h("div", { id: "wallet-hire-deliverable" },
@@ -156,6 +171,9 @@ export function hireCard(worker, signal) {
     h("label", {}, "Task", taskSelect),
     h("label", {}, "Input (JSON)", input),
     h("p", {}, quoteButton));
+  // The live follow of the hire on show; a new hire (or leaving the page) ends it.
+  let following = new AbortController();
+  signal?.addEventListener("abort", () => following.abort(), { once: true });
   const step = (name, ...children) => {
     status.dataset.step = name;
     fill(status, ...children);
@@ -170,6 +188,9 @@ export function hireCard(worker, signal) {
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    following.abort();
+    following = new AbortController();
+    if (signal?.aborted) following.abort();
     fill(outcome);
     let value;
     try {
@@ -237,7 +258,7 @@ export function hireCard(worker, signal) {
       fill(outcome,
         h("div", { id: "wallet-hire-answer", "data-status": String(answer.status) }, executeOutcome(answer)),
         answer.status === 200 ? deliverableCard(answer.body) : null,
-        token && contractId ? followCard(contractId, token, signal) : null);
+        token && contractId ? followCard(contractId, token, following.signal, answer.status === 200) : null);
       // A refused payment may be retried; anything else answered this offer for good.
       payButton.hidden = answer.status !== 402;
     } catch (error) {

@@ -658,7 +658,8 @@ async fn a_seeker_discovers_proposes_and_pays_from_a_browser_wallet_in_chromium(
 /// (`tools/console/wallethire.mjs`), over the listing's stable x402 resource: the page shows the
 /// gateway's signed offer, the injected EIP-1193 wallet (viem in node with the funded devnet key)
 /// signs the EIP-3009 authorization, and the page shows the verified deliverable, the settlement
-/// transaction and the contract followed live with the capability token. A declined signature
+/// transaction and the contract followed live with the capability token (long work's 202 until
+/// its deliverable is released). A declined signature
 /// sends nothing, a signature over other data is refused (402) and moves nothing, and a
 /// deliverable that fails verification is shown as rejected, withheld and unpaid.
 #[tokio::test]
@@ -683,7 +684,8 @@ async fn a_wallet_hires_without_an_account_from_the_console_in_chromium() {
                 "required": ["text"],
                 "properties": {
                     "text": {"type": "string", "minLength": 1, "maxLength": 4000},
-                    "mode": {"type": "string", "enum": ["ok", "slow", "invalid"]},
+                    "mode": {"type": "string", "enum": ["ok", "pending", "invalid"]},
+                    "delay_ms": {"type": "integer", "minimum": 0},
                 },
                 "additionalProperties": false,
             },
@@ -709,6 +711,7 @@ async fn a_wallet_hires_without_an_account_from_the_console_in_chromium() {
         "network": env.devnet.network(),
         "task": "summarize",
         "good": {"text": "Paid from a browser wallet, with no account.", "mode": "ok"},
+        "slow": {"text": "Long work, paid from a browser wallet.", "mode": "pending", "delay_ms": 1500},
         "bad": {"text": "x", "mode": "invalid"},
         "price": {
             "amount": PRICE.to_string(),
@@ -739,21 +742,24 @@ async fn a_wallet_hires_without_an_account_from_the_console_in_chromium() {
             .to_owned()
     };
     let (paid, paid_tx) = (text("/paid/contractId"), text("/paid/transaction"));
+    let (pending, pending_tx) = (text("/pending/contractId"), text("/pending/transaction"));
     let rejected = text("/rejected/contractId");
 
     // The chain: the price moved once, from the wallet to the worker, by the transaction the
     // page showed, consuming the authorization the wallet signed; the rejected hire moved nothing.
     assert_eq!(env.state(&paid).await, "settled");
+    assert_eq!(env.state(&pending).await, "settled");
     assert_eq!(env.state(&rejected).await, "rejected");
-    assert_eq!(env.balance(payer).await, payer_before - U256::from(PRICE));
-    assert_eq!(
-        env.balance(env.pay_to).await,
-        worker_before + U256::from(PRICE)
-    );
+    let two = U256::from(2 * PRICE);
+    assert_eq!(env.balance(payer).await, payer_before - two);
+    assert_eq!(env.balance(env.pay_to).await, worker_before + two);
     let paid_tx: B256 = paid_tx.parse().unwrap();
     assert_eq!(
         env.devnet.transfers(payer, env.pay_to).await.unwrap(),
-        vec![(paid_tx, U256::from(PRICE))]
+        vec![
+            (paid_tx, U256::from(PRICE)),
+            (pending_tx.parse().unwrap(), U256::from(PRICE))
+        ]
     );
     let paid_nonce: B256 = text("/paid/nonce").parse().unwrap();
     assert_eq!(
