@@ -13,7 +13,8 @@
 // settlement transaction, the contract followed live with the capability token to `settled`;
 // long work (202) followed live until its deliverable is released.
 // Last, an input the worker answers badly: paid for, rejected by verification, shown as such,
-// nothing delivered and nothing settled.
+// nothing delivered and nothing settled. With `scheme: "auth-capture"` in the input, the run is
+// one escrowed hire of an auth-capture listing instead (ReceiveWithAuthorization, captured).
 //
 // Input (JSON on stdin, from gateway/tests/api/console.rs):
 //   { baseUrl, chromium, screenshotDir, workerId, workerName, walletKey, chainId, network,
@@ -159,6 +160,41 @@ async function quote(page, value) {
   return (await page.textContent("#wallet-hire-contract-id")).trim();
 }
 
+/** Pay the quoted offer; checks the 200 and returns the settlement transaction shown. */
+async function payAndSettle(page) {
+  await page.click("#wallet-hire-pay");
+  await page.waitForSelector("#wallet-hire-answer", { timeout: 90_000 });
+  expectEqual(await page.getAttribute("#pay-outcome", "data-outcome"), "completed",
+    `the paid hire: ${await page.textContent("#wallet-hire-outcome")}`);
+  const transaction = (await page.textContent("#payment-response-tx")).trim();
+  expect(/^0x[0-9a-f]{64}$/.test(transaction), `PAYMENT-RESPONSE names a transaction: ${transaction}`);
+  expectEqual((await page.textContent("#wallet-hire-settlement-tx")).trim(), transaction,
+    "the answer's settlement is PAYMENT-RESPONSE's transaction");
+  const output = JSON.parse(await page.textContent("#wallet-hire-output"));
+  expect(typeof output.summary === "string", `the deliverable: ${JSON.stringify(output)}`);
+  expect((await page.textContent("#wallet-hire-token")).trim().startsWith("hg_cap_"), "the capability token");
+  await page.waitForSelector('#wallet-hire-stream[data-state="ended"]');
+  await page.waitForSelector('#wallet-hire-state[data-state="settled"]');
+  const kinds = await page.$$eval("#wallet-hire-timeline li", (items) => items.map((li) => li.dataset.kind));
+  expect(kinds.includes("settlement_succeeded"), `the timeline reaches the settlement: ${kinds}`);
+  expect(!(await page.isVisible("#wallet-hire-pay")), "a paid offer is not offered again");
+  return transaction;
+}
+
+/** An escrowed (`auth-capture`) listing: the offer, the ReceiveWithAuthorization, the capture. */
+async function runEscrowed(page) {
+  await page.goto(`${input.baseUrl}/console#/wallet-hire/${input.workerId}`);
+  await page.waitForSelector("#wallet-hire-form");
+  const contractId = await quote(page, input.good);
+  expectEqual(await page.getAttribute("#wallet-hire-quote", "data-scheme"), "auth-capture", "the scheme");
+  expectEqual((await page.textContent("#wallet-hire-price")).trim(), input.price.shown, "the price to pay");
+  const transaction = await payAndSettle(page);
+  expectEqual(wallet.signed.at(-1).primaryType, "ReceiveWithAuthorization", "the escrowed authorization");
+  expectEqual(paidCalls(), 1, "one request carried a payment");
+  await shot(page, "wallet-hire-escrowed-settled");
+  return { paid: { contractId, transaction } };
+}
+
 async function run(browser) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
   await context.exposeFunction("hiregateTestWallet", walletRequest);
@@ -166,6 +202,11 @@ async function run(browser) {
   const page = await context.newPage();
   page.setDefaultTimeout(TIMEOUT);
   watch(page);
+  if (input.scheme === "auth-capture") {
+    const outcome = await runEscrowed(page);
+    await context.close();
+    return outcome;
+  }
 
   // No account: from the login page to the wallet hire.
   await page.goto(`${input.baseUrl}/console`);
@@ -232,26 +273,11 @@ async function run(browser) {
   wallet.corrupt = false;
 
   // Paid: the deliverable, the settlement and the live contract.
-  await page.click("#wallet-hire-pay");
-  await page.waitForSelector("#wallet-hire-answer", { timeout: 90_000 });
-  expectEqual(await page.getAttribute("#pay-outcome", "data-outcome"), "completed",
-    `the paid hire: ${await page.textContent("#wallet-hire-outcome")}`);
+  const transaction = await payAndSettle(page);
   expectEqual(paidCalls(), 2, "one more request carried a payment");
   const signed = wallet.signed.at(-1);
   expectEqual([signed.primaryType, signed.domain.chainId, signed.message.value],
     ["TransferWithAuthorization", input.chainId, input.price.amount], "what the wallet signed");
-  const transaction = (await page.textContent("#payment-response-tx")).trim();
-  expect(/^0x[0-9a-f]{64}$/.test(transaction), `PAYMENT-RESPONSE names a transaction: ${transaction}`);
-  expectEqual((await page.textContent("#wallet-hire-settlement-tx")).trim(), transaction,
-    "the answer's settlement is PAYMENT-RESPONSE's transaction");
-  const output = JSON.parse(await page.textContent("#wallet-hire-output"));
-  expect(typeof output.summary === "string", `the deliverable: ${JSON.stringify(output)}`);
-  expect((await page.textContent("#wallet-hire-token")).trim().startsWith("hg_cap_"), "the capability token");
-  await page.waitForSelector('#wallet-hire-stream[data-state="ended"]');
-  await page.waitForSelector('#wallet-hire-state[data-state="settled"]');
-  const kinds = await page.$$eval("#wallet-hire-timeline li", (items) => items.map((li) => li.dataset.kind));
-  expect(kinds.includes("settlement_succeeded"), `the timeline reaches the settlement: ${kinds}`);
-  expect(!(await page.isVisible("#wallet-hire-pay")), "a paid offer is not offered again");
   await shot(page, "wallet-hire-settled");
 
   // Long work: the paid call answers 202; the page follows the contract with the capability

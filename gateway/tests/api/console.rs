@@ -13,7 +13,8 @@
 //! (screenshots in `target/console-hire-screenshots/`). A third (`tools/console/wallethire.mjs`)
 //! hires with the wallet alone, no account, over the listing's stable x402 resource: paid,
 //! settled and followed live with the capability token; a refused payment and a rejected
-//! deliverable move nothing (screenshots in `target/console-wallet-hire-screenshots/`).
+//! deliverable move nothing; an escrowed listing the same way, captured (screenshots in
+//! `target/console-wallet-hire-screenshots/`).
 //!
 //! The browser test needs node, `npm ci` in `tools/` (scripts/install-tools.sh) and Chromium
 //! (`/usr/bin/chromium`, or `HIREGATE_CHROMIUM`); without them it is skipped with a message,
@@ -718,22 +719,7 @@ async fn a_wallet_hires_without_an_account_from_the_console_in_chromium() {
             "shown": format!("{} {}", whole_units(U256::from(PRICE), 6), env.devnet.token_symbol()),
         },
     });
-    let mut driver = Driver::start(&tools, "wallethire.mjs", &input).await;
-    let run = async {
-        let mut done = None;
-        while let Some(message) = driver.next_message().await {
-            if message["done"] == true {
-                done = Some(message);
-            }
-        }
-        driver.finish().await;
-        done
-    };
-    // A bound on a hung browser, not a timing assertion: the run takes seconds.
-    let done = tokio::time::timeout(Duration::from_secs(300), run)
-        .await
-        .expect("the browser run ends")
-        .expect("wallethire.mjs reports done");
+    let done = wallet_hire_run(&tools, &input).await;
     assert!(done["checks"].as_u64().unwrap() > 30, "{done}");
     let text = |pointer: &str| {
         done.pointer(pointer)
@@ -798,6 +784,112 @@ async fn a_wallet_hires_without_an_account_from_the_console_in_chromium() {
         1,
         "{kinds:?}"
     );
+    let (status, report) = get(&env, "/v1/admin/reconcile", ADMIN_KEY).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["ok"], true, "{report:#}");
+}
+
+/// Run `tools/console/wallethire.mjs` with `input`; its final `done` message.
+async fn wallet_hire_run(tools: &BrowserTools, input: &Value) -> Value {
+    let mut driver = Driver::start(tools, "wallethire.mjs", input).await;
+    let run = async {
+        let mut done = None;
+        while let Some(message) = driver.next_message().await {
+            if message["done"] == true {
+                done = Some(message);
+            }
+        }
+        driver.finish().await;
+        done
+    };
+    // A bound on a hung browser, not a timing assertion: the run takes seconds.
+    tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("the browser run ends")
+        .expect("wallethire.mjs reports done")
+}
+
+/// The wallet hire of an escrowed (`auth-capture`) listing from the console, no account: the
+/// offer is an escrow's, the wallet signs the ERC-3009 `ReceiveWithAuthorization` into it, and
+/// the capture pays the worker its share and the treasury the fee, as the chain shows.
+#[tokio::test]
+async fn a_wallet_hires_an_escrowed_listing_without_an_account_from_the_console_in_chromium() {
+    let Some(tools) = browser_tools_or_skip(
+        "a_wallet_hires_an_escrowed_listing_without_an_account_from_the_console_in_chromium",
+    ) else {
+        return;
+    };
+    let EscrowEnv {
+        env,
+        operator,
+        treasury,
+    } = escrow_env_with(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        json!(["auth-capture"]),
+        json!({"fee_bps": 250}),
+    )
+    .await;
+    let name = "Escrowed summaries";
+    let (status, listing) = call(
+        &env,
+        Method::PATCH,
+        &format!("/v1/workers/{}", env.worker_id),
+        &env.operator_key,
+        &json!({"name": name}),
+    )
+    .await;
+    assert_eq!(status, 200, "{listing}");
+    let store = token_store(&env, operator).await;
+    let payer = env.wallet.address();
+    let payer_before = env.balance(payer).await;
+    let screenshot_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("console-wallet-hire-screenshots");
+    let input = json!({
+        "baseUrl": env.app.address,
+        "chromium": tools.chromium,
+        "screenshotDir": screenshot_dir,
+        "workerId": env.worker_id,
+        "workerName": name,
+        "walletKey": env.wallet.to_bytes().to_string(),
+        "chainId": env.devnet.chain_id(),
+        "network": env.devnet.network(),
+        "task": "summarize",
+        "scheme": "auth-capture",
+        "good": {"text": "Held in escrow, released once verified.", "mode": "ok"},
+        "price": {
+            "amount": PRICE.to_string(),
+            "shown": format!("{} {}", whole_units(U256::from(PRICE), 6), env.devnet.token_symbol()),
+        },
+    });
+    let done = wallet_hire_run(&tools, &input).await;
+    assert!(done["checks"].as_u64().unwrap() > 8, "{done}");
+    let contract_id = done["paid"]["contractId"].as_str().unwrap();
+    let capture: B256 = done["paid"]["transaction"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(env.state(contract_id).await, "settled");
+    let fee = price() * U256::from(250) / U256::from(10_000);
+    assert_eq!(env.balance(payer).await, payer_before - price());
+    assert_eq!(env.balance(env.pay_to).await, price() - fee);
+    assert_eq!(env.balance(treasury).await, fee);
+    assert_eq!(env.balance(store).await, U256::ZERO);
+    assert_eq!(
+        env.devnet.transfers(store, env.pay_to).await.unwrap(),
+        vec![(capture, price() - fee)]
+    );
+    let payment = env
+        .app
+        .store
+        .payment_of_contract(contract_id)
+        .await
+        .unwrap()
+        .expect("the escrowed contract's payment");
+    assert_eq!(payment.payer.parse::<Address>().unwrap(), payer);
+    assert!(payment.authorize_tx.is_some());
     let (status, report) = get(&env, "/v1/admin/reconcile", ADMIN_KEY).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["ok"], true, "{report:#}");
