@@ -7,7 +7,8 @@
 //
 // The run: the login page's link to the wallet hire, discovery, the listing (no proposal form
 // without an account), an input refused in the page (nothing sent) and one refused by the
-// gateway (its failing path shown), the gateway's signed offer shown, a declined signature
+// gateway (its failing path shown), the gateway's signed offer shown, a wallet on another chain
+// (nothing signed or sent), a declined signature
 // (EIP-1193 4001: nothing sent), a payment the gateway refuses (a signature over other data: 402,
 // shown as refused, the offer payable again), then the paid hire: the verified deliverable, the
 // settlement transaction, the contract followed live with the capability token to `settled`;
@@ -253,6 +254,17 @@ async function run(browser) {
   expect(/^sha256:[0-9a-f]{64}$/.test(termsHash), `the terms hash: ${termsHash}`);
   expect(await page.$("#wallet-hire-output") === null, "nothing delivered before payment");
   await shot(page, "wallet-hire-offer");
+
+  // A wallet on another chain: refused before anything is signed or sent.
+  wallet.chainId = 1;
+  await page.click("#wallet-hire-pay");
+  await page.waitForSelector('#wallet-hire-error[data-code="wrong_chain"]');
+  const wrongChain = await page.textContent("#wallet-hire-error");
+  expect(wrongChain.includes("eip155:1") && wrongChain.includes(input.network),
+    `the wrong-chain message names both chains: ${wrongChain}`);
+  expect(!wallet.calls.includes("eth_signTypedData_v4"), "nothing was given to sign");
+  expectEqual(paidCalls(), 0, "no payment was sent");
+  wallet.chainId = input.chainId;
 
   // Declined in the wallet: nothing sent.
   wallet.reject = true;
