@@ -54,7 +54,7 @@ export async function signIn(key) {
  * One request to the gateway: `{status, ok, headers, body}` with the JSON body parsed (text when it
  * is not JSON). Only a gateway that does not answer throws.
  */
-async function send(method, path, { body, key = storedKey(), headers: extra = {} } = {}) {
+export async function send(method, path, { body, key = storedKey(), headers: extra = {} } = {}) {
   const headers = { Accept: "application/json", ...extra };
   if (key) headers.Authorization = `Bearer ${key}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -124,12 +124,13 @@ export function query(params) {
  * Follow a Server-Sent Events stream with the key in the Authorization header (EventSource
  * cannot send one). Calls `onEvent({id, event, data})` per event; resolves when the server ends
  * the stream (a terminal contract's log is complete) and rejects on an HTTP error. Reconnects
- * with `Last-Event-ID` when the connection drops before that, until `signal` aborts.
+ * with `Last-Event-ID` when the connection drops before that, until `signal` aborts. `key` is the
+ * bearer credential: the signed-in key, or a contract's capability token (`hg_cap_…`).
  */
-export async function followEvents(path, onEvent, signal) {
+export async function followEvents(path, onEvent, signal, key = storedKey()) {
   let lastId = null;
   for (let retry = 0; !signal.aborted; retry++) {
-    const headers = { Authorization: `Bearer ${storedKey()}`, Accept: "text/event-stream" };
+    const headers = { Authorization: `Bearer ${key}`, Accept: "text/event-stream" };
     if (lastId !== null) headers["Last-Event-ID"] = lastId;
     let response;
     try {

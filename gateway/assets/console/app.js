@@ -1,5 +1,6 @@
 // Entry point: sign-in with an API key, navigation by role, and the hash router
-// (`#/contracts/ctr_…`), so every page has a link that survives a reload.
+// (`#/contracts/ctr_…`), so every page has a link that survives a reload. The wallet hire pages
+// (`#/wallet-hire…`) need no sign-in: a browser wallet is all the identity they use.
 
 import { api, forget, signIn, storedKey, storedRole } from "./api.js";
 import { errorBox, fill, h, knowAssets } from "./dom.js";
@@ -27,7 +28,7 @@ function routes(role) {
   const table = {
     seeker: [
       [/^#\/hire$/, (m, page) => hire.discover(page)],
-      [/^#\/hire\/(wk_[0-9A-Za-z]+)$/, (m, page) => hire.listingPage(page, m[1])],
+      [/^#\/hire\/(wk_[0-9A-Za-z]+)$/, (m, page) => hire.listingPage(page, m[1], { signal: leave.signal })],
       [/^#\/contracts$/, (m, page) => seeker.contractList(page)],
       [/^#\/contracts\/(ctr_[0-9A-Za-z]+)$/, (m, page) => seeker.contractPage(page, m[1], leave.signal)],
       [/^#\/webhooks$/, (m, page) => seeker.webhooks(page)],
@@ -43,6 +44,13 @@ function routes(role) {
   };
   return table[role] ?? [];
 }
+
+// Pages anyone may open, signed in or not.
+const PUBLIC = [
+  [/^#\/wallet-hire$/, (m, page) => hire.discover(page, "#/wallet-hire")],
+  [/^#\/wallet-hire\/(wk_[0-9A-Za-z]+)$/, (m, page) =>
+    hire.listingPage(page, m[1], { account: false, signal: leave.signal })],
+];
 
 function loginPage(error) {
   nav.replaceChildren();
@@ -60,6 +68,10 @@ function loginPage(error) {
     h("p", {}, h("button", { type: "submit", id: "sign-in" }, "Sign in")),
     error ? errorBox(error, { id: "login-error" }) : null,
   );
+  const walletHire = h("section", { class: "card" },
+    h("h2", {}, "No account?"),
+    h("p", {}, h("a", { href: "#/wallet-hire", id: "wallet-hire-link" }, "Hire a worker with your browser wallet"),
+      ": pay per call from an EIP-1193 wallet; the worker is paid only for work that passes verification."));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
@@ -71,7 +83,7 @@ function loginPage(error) {
       loginPage(err);
     }
   });
-  fill(main, h("h1", {}, "hiregate console"), form);
+  fill(main, h("h1", {}, "hiregate console"), form, walletHire);
 }
 
 function chrome(role) {
@@ -86,18 +98,26 @@ function chrome(role) {
     }, "Sign out"));
 }
 
+function publicChrome() {
+  fill(nav, h("a", { href: "#/wallet-hire", "aria-current": "page" }, "Hire with a wallet"));
+  fill(who, h("a", { href: "#/", id: "sign-in-link" }, "Sign in"));
+}
+
 async function render() {
   leave.abort();
   leave = new AbortController();
   const role = storedRole();
-  if (!storedKey() || !role) return loginPage();
+  const signedIn = Boolean(storedKey() && role);
   const hash = location.hash;
-  if (!routes(role).some(([pattern]) => pattern.test(hash))) {
+  const open = PUBLIC.some(([pattern]) => pattern.test(hash));
+  if (!open && !signedIn) return loginPage();
+  if (!open && !routes(role).some(([pattern]) => pattern.test(hash))) {
     location.replace(HOME[role]);
     return;
   }
-  chrome(role);
-  for (const [pattern, view] of routes(role)) {
+  if (signedIn) chrome(role);
+  else publicChrome();
+  for (const [pattern, view] of open ? PUBLIC : routes(role)) {
     const match = hash.match(pattern);
     if (!match) continue;
     // Each visit renders into its own container: a slow answer for a page already left lands in
@@ -110,7 +130,7 @@ async function render() {
       knowAssets(await api.get("/v1/assets").then((answer) => answer.assets, () => []));
       await view(match, page);
     } catch (error) {
-      if (error?.status === 401) {
+      if (error?.status === 401 && !open) {
         forget();
         return loginPage(error);
       }

@@ -1,10 +1,13 @@
 // A seeker hires from the browser: discovery (`#/hire`: GET /v1/workers with filters), a
 // listing (`#/hire/wk_…`: what it does, its input schema and examples, prices, reputation) and
 // the proposal form, which creates the signed contract and opens its page, where the seeker pays
-// with a browser wallet (seeker.js, wallet.js) and follows the hire live.
+// with a browser wallet (seeker.js, wallet.js) and follows the hire live. The same pages without
+// an account (`#/wallet-hire`, `#/wallet-hire/wk_…`) hire over the listing's stable x402 resource
+// with the browser wallet alone (wallethire.js); a signed-in seeker's listing page offers both.
 
 import { api, query } from "./api.js";
 import { badge, card, errorBox, facts, fill, h, json, money, short, table } from "./dom.js";
+import { hireCard } from "./wallethire.js";
 
 // Listings seen in discovery, so opening one costs no second look-up.
 const seen = new Map();
@@ -29,8 +32,11 @@ function prices(worker) {
       h("code", {}, task), " ", money(offer.price, worker.asset, worker.network)));
 }
 
-/** `#/hire`: live listings, filtered as the form says. */
-export async function discover(main) {
+/**
+ * `#/hire` (signed in) or `#/wallet-hire` (no account): live listings, filtered as the form
+ * says; `base` is where a listing's link points.
+ */
+export async function discover(main, base = "#/hire") {
   const taskInput = h("input", { id: "filter-task", name: "task_type", placeholder: "summarize", size: 18 });
   const priceInput = h("input", { id: "filter-max-price", name: "max_price", inputmode: "numeric",
     placeholder: "atomic units", size: 14 });
@@ -53,7 +59,7 @@ export async function discover(main) {
     remember(page.workers);
     after = page.next_after;
     const rows = page.workers.map((w) => h("tr", { "data-worker-id": w.id },
-      h("td", {}, h("a", { href: `#/hire/${w.id}`, class: "worker-link" }, w.name ?? w.id),
+      h("td", {}, h("a", { href: `${base}/${w.id}`, class: "worker-link" }, w.name ?? w.id),
         w.name ? h("div", { class: "muted" }, h("code", {}, short(w.id, 20))) : null),
       h("td", {}, prices(w)),
       h("td", {}, (w.payment_schemes ?? []).join(", ")),
@@ -257,16 +263,25 @@ function proposeForm(worker) {
   return { form, input };
 }
 
-/** `#/hire/{worker id}`: the listing and the proposal form. */
-export async function listingPage(main, id) {
+/**
+ * `#/hire/{worker id}`: the listing, the proposal form (with an account) and the wallet hire
+ * card; `#/wallet-hire/{worker id}` (`account` false): the listing and the wallet hire card.
+ */
+export async function listingPage(main, id, { account = true, signal } = {}) {
   const worker = await listing(id);
   const { form, input } = proposeForm(worker);
+  const walletHire = hireCard(worker, signal);
+  const walletInput = walletHire.querySelector("#wallet-hire-input");
   const examples = (worker.examples ?? []).map((example, index) =>
     h("li", {}, json(example),
       h("button", { type: "button", class: "secondary use-example", "data-example": index,
-        onclick: () => { input.value = JSON.stringify(example, null, 2); input.focus(); } }, "Use this example")));
+        onclick: () => {
+          const target = account ? input : walletInput;
+          target.value = JSON.stringify(example, null, 2);
+          target.focus();
+        } }, "Use this example")));
   fill(main,
-    h("p", {}, h("a", { href: "#/hire" }, "← workers")),
+    h("p", {}, h("a", { href: account ? "#/hire" : "#/wallet-hire" }, "← workers")),
     h("h1", { id: "listing-name", "data-worker-id": worker.id }, worker.name ?? worker.id),
     worker.description ? h("p", { id: "listing-description" }, worker.description) : null,
     h("div", { class: "grid" },
@@ -291,6 +306,7 @@ export async function listingPage(main, id) {
         ? [h("h3", {}, "Input schema"), json(worker.input_schema, { id: "input-schema" })]
         : h("p", { class: "muted" }, "The worker publishes no input schema."),
       examples.length ? [h("h3", {}, "Examples"), h("ol", { id: "examples", class: "examples" }, examples)] : null),
-    card("Propose a contract", form),
+    account ? card("Propose a contract", form) : null,
+    walletHire,
     await reputationCard(worker.id));
 }

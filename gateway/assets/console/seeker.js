@@ -70,7 +70,7 @@ export async function contractList(main) {
   await load(false);
 }
 
-function timelineItem(event) {
+export function timelineItem(event) {
   const transition = event.to_state
     ? [" ", event.from_state ? badge(event.from_state) : null, event.from_state ? " → " : null, badge(event.to_state)]
     : null;
@@ -79,7 +79,7 @@ function timelineItem(event) {
     h("div", { class: "muted" }, `#${event.seq} · ${time(event.at)} · ${event.actor}`));
 }
 
-function verificationCard(v) {
+export function verificationCard(v) {
   if (!v) return card("Verification", h("p", { class: "muted", id: "verification" }, "Not verified yet."));
   const d = v.details ?? {};
   const violations = d.schema_violations ?? [];
@@ -233,7 +233,7 @@ function disputeCard(contract, onChange) {
 }
 
 /** The offer of the 402 must be the one the signed terms name; else nothing is signed. */
-function checkOfferAgainstTerms(offer, price) {
+export function checkOfferAgainstTerms(offer, price) {
   if (!price) return;
   const differs = [];
   if (String(offer.amount) !== String(price.amount)) differs.push(`amount ${offer.amount} ≠ ${price.amount}`);
@@ -247,7 +247,7 @@ function checkOfferAgainstTerms(offer, price) {
 }
 
 /** What the paid execute answered, for people. */
-function executeOutcome(answer) {
+export function executeOutcome(answer) {
   const header = answer.headers.get("payment-response");
   let settlement = null;
   try {

@@ -4,7 +4,9 @@
 //! The console is a client of the public JSON API with the caller's own API key, so it adds no
 //! authority of its own. A seeker pays from the browser's own wallet (EIP-1193, `wallet.js`): the
 //! wallet signs the x402 authorization and the page sends it like any x402 client, so the
-//! console never holds a payment key either. Every answer carries a Content-Security-Policy that allows only this
+//! console never holds a payment key either. Without an account (`#/wallet-hire`), the page
+//! hires over a listing's stable x402 resource like any x402 client, sending no key; the
+//! answer's capability token is the only credential it then uses. Every answer carries a Content-Security-Policy that allows only this
 //! origin (no inline script or style, no other host), so a console page cannot load or send
 //! anything elsewhere even if an API value were to carry markup.
 
@@ -70,6 +72,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "hire.js",
         "text/javascript; charset=utf-8",
         include_str!("../../assets/console/hire.js"),
+    ),
+    (
+        "wallethire.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/console/wallethire.js"),
     ),
     (
         "wallet.js",

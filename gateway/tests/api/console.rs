@@ -10,7 +10,11 @@
 //! Screenshots of every page land in `target/console-screenshots/`. A second browser run
 //! (`tools/console/hire.mjs`) hires from the console and pays with an injected EIP-1193 wallet
 //! backed by a funded devnet key, `exact` and `auth-capture`, and the chain is checked after
-//! (screenshots in `target/console-hire-screenshots/`).
+//! (screenshots in `target/console-hire-screenshots/`). A third (`tools/console/wallethire.mjs`)
+//! hires with the wallet alone, no account, over the listing's stable x402 resource: paid,
+//! settled and followed live with the capability token; a refused payment and a rejected
+//! deliverable move nothing; an escrowed listing the same way, captured (screenshots in
+//! `target/console-wallet-hire-screenshots/`).
 //!
 //! The browser test needs node, `npm ci` in `tools/` (scripts/install-tools.sh) and Chromium
 //! (`/usr/bin/chromium`, or `HIREGATE_CHROMIUM`); without them it is skipped with a message,
@@ -646,6 +650,246 @@ async fn a_seeker_discovers_proposes_and_pays_from_a_browser_wallet_in_chromium(
             "{kinds:?}"
         );
     }
+    let (status, report) = get(&env, "/v1/admin/reconcile", ADMIN_KEY).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["ok"], true, "{report:#}");
+}
+
+/// A browser wallet hires without an account from the console, in Chromium
+/// (`tools/console/wallethire.mjs`), over the listing's stable x402 resource: the page shows the
+/// gateway's signed offer, the injected EIP-1193 wallet (viem in node with the funded devnet key)
+/// signs the EIP-3009 authorization, and the page shows the verified deliverable, the settlement
+/// transaction and the contract followed live with the capability token (long work's 202 until
+/// its deliverable is released). A declined signature
+/// sends nothing, a signature over other data is refused (402) and moves nothing, and a
+/// deliverable that fails verification is shown as rejected, withheld and unpaid.
+#[tokio::test]
+async fn a_wallet_hires_without_an_account_from_the_console_in_chromium() {
+    let Some(tools) =
+        browser_tools_or_skip("a_wallet_hires_without_an_account_from_the_console_in_chromium")
+    else {
+        return;
+    };
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, "").await;
+    let name = "Summaries for any wallet";
+    let (status, listing) = call(
+        &env,
+        Method::PATCH,
+        &format!("/v1/workers/{}", env.worker_id),
+        &env.operator_key,
+        &json!({
+            "name": name,
+            "description": "Summarizes a text; paid per call from a browser wallet.",
+            "input_schema": {
+                "type": "object",
+                "required": ["text"],
+                "properties": {
+                    "text": {"type": "string", "minLength": 1, "maxLength": 4000},
+                    "mode": {"type": "string", "enum": ["ok", "pending", "invalid"]},
+                    "delay_ms": {"type": "integer", "minimum": 0},
+                },
+                "additionalProperties": false,
+            },
+            "examples": [{"text": "A wallet pays for this summary.", "mode": "ok"}],
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{listing}");
+    let payer = env.wallet.address();
+    let (payer_before, worker_before) = (env.balance(payer).await, env.balance(env.pay_to).await);
+
+    let screenshot_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("console-wallet-hire-screenshots");
+    let input = json!({
+        "baseUrl": env.app.address,
+        "chromium": tools.chromium,
+        "screenshotDir": screenshot_dir,
+        "workerId": env.worker_id,
+        "workerName": name,
+        "walletKey": env.wallet.to_bytes().to_string(),
+        "chainId": env.devnet.chain_id(),
+        "network": env.devnet.network(),
+        "task": "summarize",
+        "good": {"text": "Paid from a browser wallet, with no account.", "mode": "ok"},
+        "slow": {"text": "Long work, paid from a browser wallet.", "mode": "pending", "delay_ms": 1500},
+        "bad": {"text": "x", "mode": "invalid"},
+        "price": {
+            "amount": PRICE.to_string(),
+            "shown": format!("{} {}", whole_units(U256::from(PRICE), 6), env.devnet.token_symbol()),
+        },
+    });
+    let done = wallet_hire_run(&tools, &input).await;
+    assert!(done["checks"].as_u64().unwrap() > 30, "{done}");
+    let text = |pointer: &str| {
+        done.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_owned()
+    };
+    let (paid, paid_tx) = (text("/paid/contractId"), text("/paid/transaction"));
+    let (pending, pending_tx) = (text("/pending/contractId"), text("/pending/transaction"));
+    let rejected = text("/rejected/contractId");
+
+    // The chain: the price moved once, from the wallet to the worker, by the transaction the
+    // page showed, consuming the authorization the wallet signed; the rejected hire moved nothing.
+    assert_eq!(env.state(&paid).await, "settled");
+    assert_eq!(env.state(&pending).await, "settled");
+    assert_eq!(env.state(&rejected).await, "rejected");
+    let two = U256::from(2 * PRICE);
+    assert_eq!(env.balance(payer).await, payer_before - two);
+    assert_eq!(env.balance(env.pay_to).await, worker_before + two);
+    let paid_tx: B256 = paid_tx.parse().unwrap();
+    assert_eq!(
+        env.devnet.transfers(payer, env.pay_to).await.unwrap(),
+        vec![
+            (paid_tx, U256::from(PRICE)),
+            (pending_tx.parse().unwrap(), U256::from(PRICE))
+        ]
+    );
+    let paid_nonce: B256 = text("/paid/nonce").parse().unwrap();
+    assert_eq!(
+        env.devnet
+            .authorization_used_transactions(payer, paid_nonce)
+            .await
+            .unwrap(),
+        vec![paid_tx]
+    );
+    let rejected_nonce: B256 = text("/rejected/nonce").parse().unwrap();
+    assert!(
+        !env.devnet
+            .authorization_state(payer, rejected_nonce)
+            .await
+            .unwrap(),
+        "the rejected hire's authorization was never used"
+    );
+    let payment = env
+        .app
+        .store
+        .payment_of_contract(&paid)
+        .await
+        .unwrap()
+        .expect("the paid contract's payment");
+    assert_eq!(payment.payer.parse::<Address>().unwrap(), payer);
+    assert_eq!(
+        payment.settle_tx.as_deref(),
+        Some(text("/paid/transaction").as_str())
+    );
+    let kinds = env.event_kinds(&paid).await;
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == "settlement_succeeded")
+            .count(),
+        1,
+        "{kinds:?}"
+    );
+    let (status, report) = get(&env, "/v1/admin/reconcile", ADMIN_KEY).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["ok"], true, "{report:#}");
+}
+
+/// Run `tools/console/wallethire.mjs` with `input`; its final `done` message.
+async fn wallet_hire_run(tools: &BrowserTools, input: &Value) -> Value {
+    let mut driver = Driver::start(tools, "wallethire.mjs", input).await;
+    let run = async {
+        let mut done = None;
+        while let Some(message) = driver.next_message().await {
+            if message["done"] == true {
+                done = Some(message);
+            }
+        }
+        driver.finish().await;
+        done
+    };
+    // A bound on a hung browser, not a timing assertion: the run takes seconds.
+    tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("the browser run ends")
+        .expect("wallethire.mjs reports done")
+}
+
+/// The wallet hire of an escrowed (`auth-capture`) listing from the console, no account: the
+/// offer is an escrow's, the wallet signs the ERC-3009 `ReceiveWithAuthorization` into it, and
+/// the capture pays the worker its share and the treasury the fee, as the chain shows.
+#[tokio::test]
+async fn a_wallet_hires_an_escrowed_listing_without_an_account_from_the_console_in_chromium() {
+    let Some(tools) = browser_tools_or_skip(
+        "a_wallet_hires_an_escrowed_listing_without_an_account_from_the_console_in_chromium",
+    ) else {
+        return;
+    };
+    let EscrowEnv {
+        env,
+        operator,
+        treasury,
+    } = escrow_env_with(
+        TestDatabase::sqlite(),
+        WorkerKind::Faulty,
+        json!(["auth-capture"]),
+        json!({"fee_bps": 250}),
+    )
+    .await;
+    let name = "Escrowed summaries";
+    let (status, listing) = call(
+        &env,
+        Method::PATCH,
+        &format!("/v1/workers/{}", env.worker_id),
+        &env.operator_key,
+        &json!({"name": name}),
+    )
+    .await;
+    assert_eq!(status, 200, "{listing}");
+    let store = token_store(&env, operator).await;
+    let payer = env.wallet.address();
+    let payer_before = env.balance(payer).await;
+    let screenshot_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("console-wallet-hire-screenshots");
+    let input = json!({
+        "baseUrl": env.app.address,
+        "chromium": tools.chromium,
+        "screenshotDir": screenshot_dir,
+        "workerId": env.worker_id,
+        "workerName": name,
+        "walletKey": env.wallet.to_bytes().to_string(),
+        "chainId": env.devnet.chain_id(),
+        "network": env.devnet.network(),
+        "task": "summarize",
+        "scheme": "auth-capture",
+        "good": {"text": "Held in escrow, released once verified.", "mode": "ok"},
+        "price": {
+            "amount": PRICE.to_string(),
+            "shown": format!("{} {}", whole_units(U256::from(PRICE), 6), env.devnet.token_symbol()),
+        },
+    });
+    let done = wallet_hire_run(&tools, &input).await;
+    assert!(done["checks"].as_u64().unwrap() > 8, "{done}");
+    let contract_id = done["paid"]["contractId"].as_str().unwrap();
+    let capture: B256 = done["paid"]["transaction"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(env.state(contract_id).await, "settled");
+    let fee = price() * U256::from(250) / U256::from(10_000);
+    assert_eq!(env.balance(payer).await, payer_before - price());
+    assert_eq!(env.balance(env.pay_to).await, price() - fee);
+    assert_eq!(env.balance(treasury).await, fee);
+    assert_eq!(env.balance(store).await, U256::ZERO);
+    assert_eq!(
+        env.devnet.transfers(store, env.pay_to).await.unwrap(),
+        vec![(capture, price() - fee)]
+    );
+    let payment = env
+        .app
+        .store
+        .payment_of_contract(contract_id)
+        .await
+        .unwrap()
+        .expect("the escrowed contract's payment");
+    assert_eq!(payment.payer.parse::<Address>().unwrap(), payer);
+    assert!(payment.authorize_tx.is_some());
     let (status, report) = get(&env, "/v1/admin/reconcile", ADMIN_KEY).await;
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["ok"], true, "{report:#}");
