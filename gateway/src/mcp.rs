@@ -50,7 +50,6 @@ use hiregate_payments::{
     Permit2SignOptions, encode_header, permit2::METHOD_PERMIT2, sign_auth_capture_payment,
     sign_exact_payment, sign_permit2_payment,
 };
-use hiregate_worker_sdk::seeker::ContractView;
 use rmcp::{
     ErrorData, ServerHandler,
     handler::server::{
@@ -81,7 +80,6 @@ use crate::{
     http::{
         answers, reputation::reputation_view, workers::discovery_page, x402_resource::access_fields,
     },
-    seeker_cli::{ACCEPTED, hire_report, in_progress},
     state::AppState,
 };
 use hiregate_store::{
@@ -754,16 +752,13 @@ impl HiregateMcp {
             let body = self.contract_view(&seeker, &contract_id).await?;
             let state = body["state"].as_str().unwrap_or_default().to_owned();
             if !in_progress(&state, &body) || started.elapsed() > HIRE_WAIT {
-                break ContractView {
-                    id: contract_id.clone(),
-                    state,
-                    body,
-                };
+                break (state, body);
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         };
-        let mut report = hire_report(&view, payment_response.as_ref());
-        report["accepted"] = json!(ACCEPTED.contains(&view.state.as_str()));
+        let (state, body) = view;
+        let mut report = hire_report(&contract_id, &state, &body, payment_response.as_ref());
+        report["accepted"] = json!(ACCEPTED.contains(&state.as_str()));
         report["paid_from"] = json!(payer);
         Ok(report)
     }
@@ -935,6 +930,51 @@ fn payment_required_result(challenge: &PaymentRequired) -> CallToolResult {
         Ok(value) => CallToolResult::structured_error(value),
         Err(error) => ToolError::from(ApiError::internal(error)).into_result(),
     }
+}
+
+/// States in which the gateway is still working on a paid contract (settlement included: an
+/// `exact` contract shows its deliverable once the money has moved).
+const IN_PROGRESS: &[&str] = &[
+    "paid",
+    "executing",
+    "pending",
+    "delivered",
+    "verifying",
+    "settling",
+];
+/// States in which the seeker got what it paid for.
+pub(crate) const ACCEPTED: &[&str] = &["accepted", "settling", "settled"];
+
+/// What a finished hire reports (the MCP `hire` tool returns it, `hiregate seeker hire` prints
+/// it): the contract's state, deliverable, verification, payment, settlement and receipt from
+/// its view `body`, and the `PAYMENT-RESPONSE` of the paid execute.
+pub(crate) fn hire_report(
+    contract_id: &str,
+    state: &str,
+    body: &Value,
+    payment_response: Option<&hiregate_payments::SettleResponse>,
+) -> Value {
+    json!({
+        "contract_id": contract_id,
+        "state": state,
+        "deliverable": body["deliverable"],
+        "verification": body["verification"],
+        "payment": body["payment"],
+        "settlement": body["settlement"],
+        "payment_response": payment_response,
+        "receipt": body["receipt"],
+    })
+}
+
+/// Still worth waiting for: a working state, or `accepted` with no acceptance window (settlement
+/// follows at once; with a window it waits for the window, which the callers do not).
+pub(crate) fn in_progress(state: &str, view: &Value) -> bool {
+    IN_PROGRESS.contains(&state)
+        || (state == "accepted"
+            && view
+                .pointer("/terms/acceptance_window_s")
+                .and_then(Value::as_u64)
+                == Some(0))
 }
 
 /// `result` with `settlement`, if any, as `_meta["x402/payment-response"]`.

@@ -24,13 +24,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::mcp::{ACCEPTED, hire_report, in_progress};
 use alloy::signers::local::PrivateKeySigner;
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
-use hiregate_payments::SettleResponse;
-use hiregate_worker_sdk::seeker::{
-    ContractFilter, ContractView, DiscoveryFilter, SeekerClient, WorkerSummary,
-};
+use hiregate_worker_sdk::seeker::{ContractFilter, DiscoveryFilter, SeekerClient, WorkerSummary};
 use serde_json::{Value, json};
 use url::Url;
 
@@ -63,19 +61,6 @@ pub fn seeker_key_from_env() -> Option<String> {
         Some(key)
     })
 }
-
-/// States in which the gateway is still working on a paid contract (settlement included: an
-/// `exact` contract shows its deliverable once the money has moved).
-const IN_PROGRESS: &[&str] = &[
-    "paid",
-    "executing",
-    "pending",
-    "delivered",
-    "verifying",
-    "settling",
-];
-/// States in which the seeker got what it paid for.
-pub(crate) const ACCEPTED: &[&str] = &["accepted", "settling", "settled"];
 
 /// `hiregate seeker`: connection options shared by every subcommand.
 #[derive(Debug, Args)]
@@ -522,7 +507,12 @@ impl Hire {
         }
         let view = self.client.contract(&contract_id).await?;
         let state = view.state.clone();
-        let report = hire_report(&view, outcome.payment_response.as_ref());
+        let report = hire_report(
+            &view.id,
+            &view.state,
+            &view.body,
+            outcome.payment_response.as_ref(),
+        );
         println!("{}", serde_json::to_string_pretty(&report)?);
         if ACCEPTED.contains(&state.as_str()) {
             eprintln!("contract {contract_id}: {state}");
@@ -558,34 +548,6 @@ impl Hire {
             tokio::time::sleep(interval).await;
         }
     }
-}
-
-/// What a finished hire reports (the CLI prints it, the MCP `hire` tool returns it): the
-/// contract's state, deliverable, verification, payment, settlement and receipt, and the
-/// `PAYMENT-RESPONSE` of the paid execute.
-pub(crate) fn hire_report(view: &ContractView, payment_response: Option<&SettleResponse>) -> Value {
-    let body = &view.body;
-    json!({
-        "contract_id": view.id,
-        "state": view.state,
-        "deliverable": body["deliverable"],
-        "verification": body["verification"],
-        "payment": body["payment"],
-        "settlement": body["settlement"],
-        "payment_response": payment_response,
-        "receipt": body["receipt"],
-    })
-}
-
-/// Still worth waiting for: a working state, or `accepted` with no acceptance window (settlement
-/// follows at once; with a window it waits for the window, which the CLI does not).
-pub(crate) fn in_progress(state: &str, view: &Value) -> bool {
-    IN_PROGRESS.contains(&state)
-        || (state == "accepted"
-            && view
-                .pointer("/terms/acceptance_window_s")
-                .and_then(Value::as_u64)
-                == Some(0))
 }
 
 fn payment_payer(client: &SeekerClient) -> String {
