@@ -16,7 +16,8 @@
 #     with the official MCP client `mcp`, which tools/interop/mcp-hire.py drives, among them) in
 #     .tools/sdk-venv, and the TypeScript SDK's packages (sdks/typescript/package-lock.json,
 #     the official @x402/* among them) in sdks/typescript/node_modules, for the SDK suites
-#     (integration-tests/tests/sdks.rs),
+#     (integration-tests/tests/sdks.rs), with the `x402` SIWX client's message builder
+#     (signinwithethereum, pinned in tools/siwx/requirements.txt) in .tools/siwx-lib,
 #   - Schemathesis (PyPI, pinned in tools/conformance/requirements.txt) in .tools/schemathesis-venv,
 #     which runs the OpenAPI conformance test against a live gateway.
 # npm packages land in tools/node_modules; the anvil binary is exposed as .tools/bin/anvil, where
@@ -116,6 +117,20 @@ if [ ! -f "$sdk_stamp" ] || [ "$(cat "$sdk_stamp")" != "$sdk_hash" ]; then
     else
         say "python3 with venv is missing (Debian: apt-get install python3-venv): the SDK suites will say why they skip"
     fi
+fi
+# The official Python x402 SDK's sign-in-with-x client needs its `extensions` extra's message
+# builder (signinwithethereum); pinned by tools/siwx/requirements.txt, installed beside the SDK
+# venv into .tools/siwx-lib (gateway/tests/api/siwx.rs puts it on PYTHONPATH).
+siwx_lib="$repo_root/.tools/siwx-lib"
+siwx_requirements="$tools_dir/siwx/requirements.txt"
+siwx_stamp="$siwx_lib/.hiregate-requirements.sha256"
+siwx_hash="$(sha256sum "$siwx_requirements" | cut -d' ' -f1)"
+if [ -x "$sdk_venv/bin/pip" ] && { [ ! -f "$siwx_stamp" ] || [ "$(cat "$siwx_stamp")" != "$siwx_hash" ]; }; then
+    say "pip install tools/siwx/requirements.txt into .tools/siwx-lib (x402 SIWX client)"
+    "$sdk_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --upgrade \
+        --target "$siwx_lib" -r "$siwx_requirements"
+    PYTHONPATH="$siwx_lib" "$sdk_venv/bin/python" -c 'import x402.extensions.sign_in_with_x, siwe'
+    printf '%s\n' "$siwx_hash" >"$siwx_stamp"
 fi
 ts_sdk="$repo_root/sdks/typescript"
 ts_stamp="$ts_sdk/node_modules/.hiregate-lock.sha256"

@@ -199,11 +199,11 @@ pub(crate) async fn create_contract(
     get,
     path = "/v1/contracts/{id}",
     tag = "contracts",
-    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("SIGN-IN-WITH-X" = Option<String>, Header, description = "Instead of a key, for a contract hired over the stable x402 resource: base64 of a sign-in-with-x proof (CAIP-122 / EIP-4361) signed by the wallet that paid; one use per nonce", pattern = r"^[A-Za-z0-9+/_-]*={0,2}$")),
     security(("seeker_key" = []), ("operator_key" = [])),
     responses(
         (status = 200, description = "The contract: state, terms, attempts, payment, verification (with failing paths), deliverable (once released to the seeker), dispute, receipt", body = Object),
-        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`; a refused `SIGN-IN-WITH-X`: `invalid_siwx_header`, `invalid_siwx_domain_mismatch`, `invalid_siwx_uri_mismatch`, `invalid_siwx_version`, `invalid_siwx_chain_id`, `invalid_siwx_unsupported_chain`, `invalid_siwx_nonce` (malformed or already used), `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future`, `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid`, `invalid_siwx_malformed_signature`, `invalid_siwx_signature`. `PAYMENT-REQUIRED` carries the `sign-in-with-x` challenge", body = ErrorBody),
         (status = 403, description = "`forbidden`", body = ErrorBody),
         (status = 404, description = "`not_found`: no such contract of the caller", body = ErrorBody),
     ),
