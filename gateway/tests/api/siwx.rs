@@ -5,7 +5,8 @@
 //! expired or stale message, another domain or origin, another chain, a replayed nonce, a
 //! tampered field and a garbled header are refused on every route (dispute opening included),
 //! with the API's JSON error and nothing stored; an account's contract opens to no wallet
-//! proof; the official Python x402 SDK's SIWX client signs a proof the gateway accepts.
+//! proof; a contract wallet's proof is judged by its EIP-1271 `isValidSignature`; the official
+//! Python x402 SDK's SIWX client signs a proof the gateway accepts.
 
 use std::{
     io::Write as _,
@@ -100,7 +101,12 @@ fn eip4361(fields: &Value, address: &str) -> String {
 
 /// `SIGN-IN-WITH-X` for `fields` signed by `signer`: base64 of the JSON proof.
 fn sign(signer: &PrivateKeySigner, fields: &Value) -> String {
-    let address = signer.address().to_checksum(None);
+    sign_as(signer, &signer.address().to_checksum(None), fields)
+}
+
+/// [`sign`] for the wallet at `address`, signed by `signer` (a contract wallet's owner).
+fn sign_as(signer: &PrivateKeySigner, address: &str, fields: &Value) -> String {
+    let address = address.to_owned();
     let message = eip4361(fields, &address);
     let signature = signer.sign_message_sync(message.as_bytes()).unwrap();
     let mut proof = fields.clone();
@@ -365,6 +371,45 @@ async fn a_paying_wallet_reads_its_contract_signed_in_and_nobody_else_does_on_po
         return;
     };
     a_paying_wallet_signs_in(database).await;
+}
+
+/// A contract wallet's proof is judged by its EIP-1271 `isValidSignature` on the configured
+/// chain: its owner's signature gets past the signature check (and, that wallet not being the
+/// payer, meets the stranger's 404), anyone else's is 401 `invalid_siwx_signature`.
+#[tokio::test]
+async fn a_contract_wallets_proof_is_judged_by_its_isvalidsignature() {
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let contract_id = paid_contract(&env).await;
+    let owner = PrivateKeySigner::random();
+    let wallet = env
+        .devnet
+        .deploy_1271_wallet(owner.address())
+        .await
+        .unwrap()
+        .to_checksum(None);
+    let path = format!("/v1/contracts/{contract_id}");
+    let (status, body) =
+        get_with(&env, &path, &sign_as(&owner, &wallet, &fields(&env, &path))).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("not_found")),
+        "{body}"
+    );
+    let intruder = PrivateKeySigner::random();
+    let (status, body) = get_with(
+        &env,
+        &path,
+        &sign_as(&intruder, &wallet, &fields(&env, &path)),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &json!("invalid_siwx_signature")),
+        "{body}"
+    );
+    // The paying EOA still opens it.
+    let (status, _) = get_with(&env, &path, &sign(&env.wallet, &fields(&env, &path))).await;
+    assert_eq!(status, 200);
 }
 
 fn repo_root() -> PathBuf {
