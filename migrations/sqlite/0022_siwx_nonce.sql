@@ -8,3 +8,5 @@ create table siwx_nonce (
     expires_at integer not null
 ) strict;
 create index siwx_nonce_expires_idx on siwx_nonce (expires_at);
+-- A signed-in wallet lists the contracts it paid for (GET /v1/wallet/contracts) by payer.
+create index payment_payer_idx on payment (payer);

@@ -84,4 +84,29 @@ impl Store {
         });
         Ok(claimed == 1)
     }
+
+    /// The wallet seeker contracts `payer` paid for (the address as stored: checksummed, or
+    /// lowercase), newest first, at most `limit`: `(contract_id, state, created_at)`.
+    pub async fn wallet_contracts(
+        &self,
+        payer: &str,
+        limit: i64,
+    ) -> Result<Vec<(String, String, DateTime<Utc>)>, StoreError> {
+        const SQL: &str = "select c.contract_id, c.state, c.created_at from payment p \
+            join contract c on c.contract_id = p.contract_id \
+            where p.payer in ($1, $2) \
+            and not exists (select 1 from api_key k where k.principal_id = c.seeker_id) \
+            order by c.created_at desc, c.contract_id desc limit $3";
+        let rows: Vec<(String, String, i64)> = on_backend!(self, pool => {
+            sqlx::query_as(SQL)
+                .bind(payer)
+                .bind(payer.to_lowercase())
+                .bind(limit)
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter()
+            .map(|(id, state, at)| Ok((id, state, super::from_millis("contract", at)?)))
+            .collect()
+    }
 }

@@ -179,9 +179,9 @@ fn dispute_id(raw: &str) -> ApiResult<&str> {
     post,
     path = "/v1/contracts/{id}/disputes",
     tag = "disputes",
-    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("SIGN-IN-WITH-X" = Option<String>, Header, description = "Instead of a key, for a contract hired over the stable x402 resource: base64 of a sign-in-with-x proof (CAIP-122 / EIP-4361) signed by the wallet that paid; one use per nonce", pattern = r"^[A-Za-z0-9+/_-]*={0,2}$")),
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
     request_body = DisputeRequest,
-    security(("seeker_key" = []), ("operator_key" = [])),
+    security(("seeker_key" = []), ("operator_key" = []), ("wallet_sign_in" = [])),
     responses(
         (status = 201, description = "The dispute: decided when the replay could decide it, else `escalated` to the arbiter (a seeker's dispute the replay does not uphold, an operator's dispute of a failure, stored bytes failing their digest: `replay.error.code` `stored_digest_mismatch`)", body = Object),
         (status = 400, description = "`malformed_json`", body = ErrorBody),

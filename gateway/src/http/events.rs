@@ -115,8 +115,8 @@ pub(crate) struct ContractSseEvent {
     get,
     path = "/v1/contracts/{id}/events",
     tag = "contracts",
-    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("after" = Option<i64>, Query, description = "Start after this seq (first connection)", minimum = 0), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq (what a reconnecting EventSource sends); wins over `after`", pattern = r"^[0-9]{0,18}$"), ("SIGN-IN-WITH-X" = Option<String>, Header, description = "Instead of a key, for a contract hired over the stable x402 resource: base64 of a sign-in-with-x proof (CAIP-122 / EIP-4361) signed by the wallet that paid; one use per nonce", pattern = r"^[A-Za-z0-9+/_-]*={0,2}$")),
-    security(("seeker_key" = []), ("operator_key" = [])),
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("after" = Option<i64>, Query, description = "Start after this seq (first connection)", minimum = 0), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq (what a reconnecting EventSource sends); wins over `after`", pattern = r"^[0-9]{0,18}$")),
+    security(("seeker_key" = []), ("operator_key" = []), ("wallet_sign_in" = [])),
     responses(
         (status = 200, description = "Server-Sent Events: one event per contract event (`id` = its seq), `: heartbeat` comments; ends after a terminal contract's log", content_type = "text/event-stream", body = ContractSseEvent),
         (status = 400, description = "`invalid_event_id`", body = ErrorBody),

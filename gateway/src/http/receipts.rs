@@ -36,8 +36,8 @@ fn parse_contract_id(raw: &str) -> ApiResult<ContractId> {
     get,
     path = "/v1/contracts/{id}/receipt",
     tag = "receipts",
-    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("SIGN-IN-WITH-X" = Option<String>, Header, description = "Instead of a key, for a contract hired over the stable x402 resource: base64 of a sign-in-with-x proof (CAIP-122 / EIP-4361) signed by the wallet that paid; one use per nonce", pattern = r"^[A-Za-z0-9+/_-]*={0,2}$")),
-    security(("seeker_key" = []), ("operator_key" = [])),
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    security(("seeker_key" = []), ("operator_key" = []), ("wallet_sign_in" = [])),
     responses(
         (status = 200, description = "`{contract_id, kid, issued_at, receipt}`: `receipt` is a compact JWS verifiable offline with `/.well-known/jwks.json`", body = Object),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`; a refused `SIGN-IN-WITH-X`: `invalid_siwx_header`, `invalid_siwx_domain_mismatch`, `invalid_siwx_uri_mismatch`, `invalid_siwx_version`, `invalid_siwx_chain_id`, `invalid_siwx_unsupported_chain`, `invalid_siwx_nonce` (malformed or already used), `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future`, `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid`, `invalid_siwx_malformed_signature`, `invalid_siwx_signature`. `PAYMENT-REQUIRED` carries the `sign-in-with-x` challenge", body = ErrorBody),
@@ -69,8 +69,8 @@ pub(crate) async fn receipt(
     get,
     path = "/v1/contracts/{id}/events.jsonl",
     tag = "receipts",
-    params(("id" = String, Path, description = "Contract id (`ctr_…`)"), ("SIGN-IN-WITH-X" = Option<String>, Header, description = "Instead of a key, for a contract hired over the stable x402 resource: base64 of a sign-in-with-x proof (CAIP-122 / EIP-4361) signed by the wallet that paid; one use per nonce", pattern = r"^[A-Za-z0-9+/_-]*={0,2}$")),
-    security(("seeker_key" = []), ("operator_key" = [])),
+    params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
+    security(("seeker_key" = []), ("operator_key" = []), ("wallet_sign_in" = [])),
     responses(
         (status = 200, description = "The event log, one JSON event per line, oldest first", content_type = "application/jsonl", body = String),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`; a refused `SIGN-IN-WITH-X`: `invalid_siwx_header`, `invalid_siwx_domain_mismatch`, `invalid_siwx_uri_mismatch`, `invalid_siwx_version`, `invalid_siwx_chain_id`, `invalid_siwx_unsupported_chain`, `invalid_siwx_nonce` (malformed or already used), `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future`, `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid`, `invalid_siwx_malformed_signature`, `invalid_siwx_signature`. `PAYMENT-REQUIRED` carries the `sign-in-with-x` challenge", body = ErrorBody),

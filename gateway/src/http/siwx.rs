@@ -2,7 +2,8 @@
 //! seeker's second proof of its wallet, next to the per-contract capability token. A contract
 //! hired over the stable x402 resource has no API-key seeker; its payer's wallet is the seeker
 //! (see `hire::resource`). A `SIGN-IN-WITH-X` header proves that wallet on the read routes of
-//! the contracts it paid for (`/v1/contracts/{id}`, its events, receipt, event log, disputes).
+//! the contracts it paid for (`/v1/contracts/{id}`, its events, receipt, event log, disputes),
+//! and lists them (`/v1/wallet/contracts`).
 //!
 //! ```text
 //! SIGN-IN-WITH-X: base64(JSON proof) ──parse──► domain = this gateway's authority, uri on its
@@ -454,6 +455,14 @@ pub fn contract_of_path(path: &str) -> Option<&str> {
         .then_some(id)
 }
 
+/// The signed-in wallet's own list of the contracts it paid for.
+pub const WALLET_CONTRACTS_PATH: &str = "/v1/wallet/contracts";
+
+/// Whether a wallet proof opens `path`: a contract's parties' route, or the wallet's list.
+pub fn takes_wallet_proof(path: &str) -> bool {
+    path == WALLET_CONTRACTS_PATH || contract_of_path(path).is_some()
+}
+
 /// Layer of the API router: a 401 of a route a wallet proof can open carries the extension's
 /// challenge in `PAYMENT-REQUIRED` (an x402 v2 `PaymentRequired` with no `accepts`: nothing is
 /// for sale, the wallet is asked to sign in), as the spec declares it in a 402's `extensions`.
@@ -465,7 +474,7 @@ pub async fn declare(
     let path = request.uri().path().to_owned();
     let mut response = next.run(request).await;
     if response.status() != axum::http::StatusCode::UNAUTHORIZED
-        || contract_of_path(&path).is_none()
+        || !takes_wallet_proof(&path)
         || state.assets.chain_ids().is_empty()
     {
         return response;

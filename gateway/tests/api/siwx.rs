@@ -5,7 +5,7 @@
 //! expired or stale message, another domain or origin, another chain, a replayed nonce, a
 //! tampered field and a garbled header are refused on every route (dispute opening included),
 //! with the API's JSON error and nothing stored; an account's contract opens to no wallet
-//! proof; a contract wallet's proof is judged by its EIP-1271 `isValidSignature`; the official
+//! proof; `/v1/wallet/contracts` lists a signed-in wallet's contracts and no one else's; a contract wallet's proof is judged by its EIP-1271 `isValidSignature`; the official
 //! Python x402 SDK's SIWX client signs a proof the gateway accepts.
 
 use std::{
@@ -341,6 +341,32 @@ async fn a_paying_wallet_signs_in(database: TestDatabase) {
         (status, &body["error"]["code"]),
         (401, &json!("invalid_siwx_nonce"))
     );
+
+    // The wallet's own list names the contract; another wallet's list is empty; it declares the
+    // challenge, refuses bad proofs and replays like the contract routes.
+    let list = "/v1/wallet/contracts";
+    let proof = sign(&env.wallet, &fields(&env, list));
+    let (status, body) = get_with(&env, list, &proof).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["wallet"], env.wallet.address().to_checksum(None));
+    assert_eq!(body["contracts"][0]["contract_id"], contract_id.as_str());
+    assert_eq!(body["contracts"][0]["state"], "settled");
+    assert_eq!(body["contracts"].as_array().unwrap().len(), 1);
+    let (status, body) = get_with(&env, list, &proof).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &json!("invalid_siwx_nonce"))
+    );
+    let (status, body) = get_with(&env, list, &sign(&stranger, &fields(&env, list))).await;
+    assert_eq!((status, &body["contracts"]), (200, &json!([])), "{body}");
+    let (status, body) = get_with(&env, list, "%%%").await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &json!("invalid_siwx_header"))
+    );
+    let unsigned = env.app.get(list, None).await;
+    assert_eq!(unsigned.status(), 401);
+    assert!(unsigned.headers().get("payment-required").is_some());
 
     // An account's contract opens to no wallet proof, not even its payer's... and the API key
     // and the capability token keep working next to proofs.
