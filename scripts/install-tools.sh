@@ -2,7 +2,8 @@
 # Installs hiregate's project-local tools, pinned by tools/package-lock.json:
 #   - anvil (npm @foundry-rs/anvil-linux-amd64), the local EVM of the devnet,
 #   - solc (npm), which compiles the devnet token,
-#   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts,
+#   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch, @x402/extensions: its sign-in-with-x
+#     client) and viem for the interop scripts,
 #   - the official MCP TypeScript SDK (@modelcontextprotocol/sdk), which tools/interop/mcp-hire.mjs
 #     hires over the gateway's /mcp with,
 #   - @apidevtools/swagger-parser, the independent OpenAPI validator of the OpenAPI test,

@@ -6,7 +6,7 @@
 //! tampered field and a garbled header are refused on every route (dispute opening included),
 //! with the API's JSON error and nothing stored; an account's contract opens to no wallet
 //! proof; `/v1/wallet/contracts` lists a signed-in wallet's contracts and no one else's; a contract wallet's proof is judged by its EIP-1271 `isValidSignature`; the official
-//! Python x402 SDK's SIWX client signs a proof the gateway accepts.
+//! Python and TypeScript x402 SDKs' SIWX clients sign proofs the gateway accepts.
 
 use std::{
     io::Write as _,
@@ -531,6 +531,58 @@ async fn the_official_x402_sdk_siwx_client_reads_a_paid_contract() {
     let (status, body) = get_with(&env, &path, &proof).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "settled");
+    let (status, body) = get_with(&env, &path, &proof).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &json!("invalid_siwx_nonce"))
+    );
+}
+
+/// The official TypeScript x402 SDK's SIWX client hook (`@x402/extensions/sign-in-with-x`,
+/// `tools/interop/siwx-sign-in.mjs`) answers the 401's challenge with a viem account: its header
+/// opens the contract, once.
+#[tokio::test]
+async fn the_official_typescript_x402_siwx_client_reads_a_paid_contract() {
+    let test = "the_official_typescript_x402_siwx_client_reads_a_paid_contract";
+    if !hiregate_payments::devnet::node_tools_or_skip(test) {
+        return;
+    }
+    if !repo_root()
+        .join("tools/node_modules/@x402/extensions/package.json")
+        .is_file()
+    {
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true"),
+            "@x402/extensions is missing: run scripts/install-tools.sh"
+        );
+        eprintln!("skipped: {test}: @x402/extensions is missing (scripts/install-tools.sh)");
+        return;
+    }
+    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
+    let contract_id = paid_contract(&env).await;
+    let path = format!("/v1/contracts/{contract_id}/receipt");
+    let response = env.app.get(&path, None).await;
+    assert_eq!(response.status(), 401);
+    let declared = response.headers()["payment-required"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let headers = hiregate_payments::devnet::node_script(
+        "siwx-sign-in.mjs",
+        &json!({
+            "paymentRequired": declared,
+            "url": format!("{}{path}", env.app.address),
+            "privateKey": env.wallet.to_bytes().to_string(),
+        }),
+    )
+    .await
+    .expect("siwx-sign-in.mjs runs");
+    let proof = headers["sign-in-with-x"]
+        .as_str()
+        .expect("the SDK's SIGN-IN-WITH-X header")
+        .to_owned();
+    let (status, body) = get_with(&env, &path, &proof).await;
+    assert_eq!(status, 200, "{body}");
     let (status, body) = get_with(&env, &path, &proof).await;
     assert_eq!(
         (status, &body["error"]["code"]),
