@@ -2,7 +2,8 @@
 # Installs hiregate's project-local tools, pinned by tools/package-lock.json:
 #   - anvil (npm @foundry-rs/anvil-linux-amd64), the local EVM of the devnet,
 #   - solc (npm), which compiles the devnet token,
-#   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch) and viem for the interop scripts,
+#   - the official x402 SDK (@x402/core, @x402/evm, @x402/fetch, @x402/extensions: its sign-in-with-x
+#     client) and viem for the interop scripts,
 #   - the official MCP TypeScript SDK (@modelcontextprotocol/sdk), which tools/interop/mcp-hire.mjs
 #     hires over the gateway's /mcp with,
 #   - @apidevtools/swagger-parser, the independent OpenAPI validator of the OpenAPI test,
@@ -16,7 +17,8 @@
 #     with the official MCP client `mcp`, which tools/interop/mcp-hire.py drives, among them) in
 #     .tools/sdk-venv, and the TypeScript SDK's packages (sdks/typescript/package-lock.json,
 #     the official @x402/* among them) in sdks/typescript/node_modules, for the SDK suites
-#     (integration-tests/tests/sdks.rs),
+#     (integration-tests/tests/sdks.rs), with the `x402` SIWX client's message builder
+#     (signinwithethereum, pinned in tools/siwx/requirements.txt) in .tools/siwx-lib,
 #   - Schemathesis (PyPI, pinned in tools/conformance/requirements.txt) in .tools/schemathesis-venv,
 #     which runs the OpenAPI conformance test against a live gateway.
 # npm packages land in tools/node_modules; the anvil binary is exposed as .tools/bin/anvil, where
@@ -116,6 +118,20 @@ if [ ! -f "$sdk_stamp" ] || [ "$(cat "$sdk_stamp")" != "$sdk_hash" ]; then
     else
         say "python3 with venv is missing (Debian: apt-get install python3-venv): the SDK suites will say why they skip"
     fi
+fi
+# The official Python x402 SDK's sign-in-with-x client needs its `extensions` extra's message
+# builder (signinwithethereum); pinned by tools/siwx/requirements.txt, installed beside the SDK
+# venv into .tools/siwx-lib (gateway/tests/api/siwx.rs puts it on PYTHONPATH).
+siwx_lib="$repo_root/.tools/siwx-lib"
+siwx_requirements="$tools_dir/siwx/requirements.txt"
+siwx_stamp="$siwx_lib/.hiregate-requirements.sha256"
+siwx_hash="$(sha256sum "$siwx_requirements" | cut -d' ' -f1)"
+if [ -x "$sdk_venv/bin/pip" ] && { [ ! -f "$siwx_stamp" ] || [ "$(cat "$siwx_stamp")" != "$siwx_hash" ]; }; then
+    say "pip install tools/siwx/requirements.txt into .tools/siwx-lib (x402 SIWX client)"
+    "$sdk_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --upgrade \
+        --target "$siwx_lib" -r "$siwx_requirements"
+    PYTHONPATH="$siwx_lib" "$sdk_venv/bin/python" -c 'import x402.extensions.sign_in_with_x, siwe'
+    printf '%s\n' "$siwx_hash" >"$siwx_stamp"
 fi
 ts_sdk="$repo_root/sdks/typescript"
 ts_stamp="$ts_sdk/node_modules/.hiregate-lock.sha256"

@@ -56,6 +56,15 @@ pub enum ApiError {
     /// The presented key is malformed, unknown or revoked.
     #[error("invalid API key")]
     InvalidCredentials,
+    /// A sign-in-with-x proof (`SIGN-IN-WITH-X`) is garbled, stale, bound elsewhere, replayed
+    /// or not signed by its address (see `http::siwx`).
+    #[error("{message}")]
+    WalletProofRefused {
+        /// One of the x402 SDK's `invalid_siwx_*` codes.
+        code: &'static str,
+        /// What is wrong (never the proof itself).
+        message: String,
+    },
     /// The key is valid but its role may not do this.
     #[error("this endpoint needs a {} key", required.as_str())]
     Forbidden {
@@ -191,7 +200,9 @@ impl ApiError {
             | Self::ProtocolNotSupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::MissingCredentials | Self::InvalidCredentials => StatusCode::UNAUTHORIZED,
+            Self::MissingCredentials
+            | Self::InvalidCredentials
+            | Self::WalletProofRefused { .. } => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::NotFound { .. } | Self::RouteNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -226,6 +237,7 @@ impl ApiError {
             | Self::Unprocessable { code, .. }
             | Self::UnprocessableWithDetails { code, .. }
             | Self::BadRequest { code, .. }
+            | Self::WalletProofRefused { code, .. }
             | Self::Gone { code, .. } => code,
             Self::WorkerProbeFailed(failure) => match failure.kind {
                 ProbeFailureKind::TargetNotAllowed => "endpoint_not_allowed",

@@ -14,7 +14,7 @@
 //! | [`startup`] | [`startup::App`]: build (store, migrations, client, router, bound listener), run |
 //! | [`state`] | [`state::AppState`] shared by handlers and loops |
 //! | [`error`] | [`error::ApiError`]: stable codes, `{"error":{code,message,details}}` |
-//! | [`http`] | routers (`ops`, `admin`, `keys`, `workers`, `contracts`, …) registered through `openapi::Routes`, the OpenAPI document (`/openapi.json`) and its viewer (`/docs`), the web console (`/console`, embedded assets), the stable x402 resources (`/x402/workers/{id}/{task}`) and their discovery list (`/discovery/resources`), the A2A JSON-RPC interfaces with the a2a-x402 extension (`/a2a`, `/a2a/workers/{id}`), middleware, extractors (JSON, auth: API keys and contract capability tokens) |
+//! | [`http`] | routers (`ops`, `admin`, `keys`, `workers`, `contracts`, …) registered through `openapi::Routes`, the OpenAPI document (`/openapi.json`) and its viewer (`/docs`), the web console (`/console`, embedded assets), the stable x402 resources (`/x402/workers/{id}/{task}`) and their discovery list (`/discovery/resources`), the A2A JSON-RPC interfaces with the a2a-x402 extension (`/a2a`, `/a2a/workers/{id}`), middleware, extractors (JSON, auth: API keys, contract capability tokens and sign-in-with-x wallet proofs, `http::siwx`) |
 //! | [`auth`] | issuing, revoking and rotating API keys, the key cache (the key values, roles and callback secrets are `hiregate_store::keys`) |
 //! | [`registry`] | worker listings: register/probe/update/retire, discovery, health loop; listing metadata (name, description, input schema, examples) |
 //! | [`agent_cards`] | A2A v1.0 Agent Cards of healthy listings and of the marketplace, naming their A2A JSON-RPC interfaces, signed by the gateway (detached JWS) |

@@ -48,7 +48,7 @@
 //! | `script` | none: SQLite writes sent as one script that carries its own transaction (the temporary table `moved`) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
-//! | `capabilities` | `contract_capability`: SHA-256 of the capability tokens of contracts hired over the stable x402 resource |
+//! | `capabilities` | `contract_capability`: SHA-256 of the capability tokens of contracts hired over the stable x402 resource; the payer of such a wallet-seeker contract; `siwx_nonce`: sign-in-with-x nonces claimed once |
 //!
 //! Every event append publishes the committed event on the store's [`EventBus`] (SSE streams and
 //! the webhook loop listen), after the commit so listeners never see an event that rolled back.

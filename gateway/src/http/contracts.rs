@@ -1,5 +1,6 @@
 //! Contracts: `GET /v1/contracts` (seeker, operator, admin), `POST /v1/contracts` (seeker),
-//! `GET /v1/contracts/{id}` (parties), the two execute routes (seeker) and
+//! `GET /v1/contracts/{id}` (parties), the two execute routes (seeker),
+//! `GET /v1/wallet/contracts` (a wallet signed in with `SIGN-IN-WITH-X`) and
 //! `GET /.well-known/jwks.json` (anyone).
 //!
 //! Handlers only authenticate and parse; [`crate::hire::HireService`] does the work.
@@ -17,7 +18,7 @@ use serde::Deserialize;
 
 use super::{
     answers,
-    extract::{AppJson, AppPath, AppQuery, Caller, Party, Seeker},
+    extract::{AppJson, AppPath, AppQuery, Caller, Party, Seeker, Wallet},
     routes::{ErrorBody, Routes, get, post},
 };
 use crate::{
@@ -41,6 +42,7 @@ pub fn router() -> Routes {
         .route("/v1/contracts", post(create_contract).get(list_contracts))
         .route("/v1/contracts/{id}", get(get_contract))
         .route("/v1/contracts/{id}/execute", post(execute_by_path))
+        .route(super::siwx::WALLET_CONTRACTS_PATH, get(wallet_contracts))
         .route("/execute", post(execute_by_header))
         .route("/.well-known/jwks.json", get(jwks))
 }
@@ -200,10 +202,10 @@ pub(crate) async fn create_contract(
     path = "/v1/contracts/{id}",
     tag = "contracts",
     params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
-    security(("seeker_key" = []), ("operator_key" = [])),
+    security(("seeker_key" = []), ("operator_key" = []), ("wallet_sign_in" = [])),
     responses(
         (status = 200, description = "The contract: state, terms, attempts, payment, verification (with failing paths), deliverable (once released to the seeker), dispute, receipt", body = Object),
-        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`; a refused `SIGN-IN-WITH-X`: `invalid_siwx_header`, `invalid_siwx_domain_mismatch`, `invalid_siwx_uri_mismatch`, `invalid_siwx_version`, `invalid_siwx_chain_id`, `invalid_siwx_unsupported_chain`, `invalid_siwx_nonce` (malformed or already used), `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future`, `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid`, `invalid_siwx_malformed_signature`, `invalid_siwx_signature`. `PAYMENT-REQUIRED` carries the `sign-in-with-x` challenge", body = ErrorBody),
         (status = 403, description = "`forbidden`", body = ErrorBody),
         (status = 404, description = "`not_found`: no such contract of the caller", body = ErrorBody),
     ),
@@ -217,6 +219,37 @@ pub(crate) async fn get_contract(
     Ok(Json(
         state.hire.view_contract(&party.principal_id, &id).await?,
     ))
+}
+
+/// The newest contracts a wallet paid for over the stable x402 resource (at most 100), for a
+/// wallet signed in with `SIGN-IN-WITH-X`; each opens to a fresh proof of the same wallet.
+#[utoipa::path(
+    get,
+    path = "/v1/wallet/contracts",
+    tag = "contracts",
+    security(("wallet_sign_in" = [])),
+    responses(
+        (status = 200, description = "`wallet` and its `contracts` (`contract_id`, `state`, `created_at`, `links.contract`), newest first", body = Object),
+        (status = 401, description = "`missing_api_key` (no proof; `PAYMENT-REQUIRED` carries the `sign-in-with-x` challenge) or a refused proof: `invalid_siwx_header`, `invalid_siwx_domain_mismatch`, `invalid_siwx_uri_mismatch`, `invalid_siwx_version`, `invalid_siwx_chain_id`, `invalid_siwx_unsupported_chain`, `invalid_siwx_nonce`, `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future`, `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid`, `invalid_siwx_malformed_signature`, `invalid_siwx_signature`", body = ErrorBody),
+        (status = 503, description = "`chain_unavailable`: a contract wallet's `isValidSignature` could not be asked", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn wallet_contracts(
+    State(state): State<AppState>,
+    wallet: Wallet,
+) -> ApiResult<Json<serde_json::Value>> {
+    let address = wallet.address.to_checksum(None);
+    let contracts = state.store.wallet_contracts(&address, 100).await?;
+    let base = state.hire.base_url().as_str().trim_end_matches('/');
+    Ok(Json(serde_json::json!({
+        "wallet": address,
+        "contracts": contracts.iter().map(|(id, contract_state, created_at)| serde_json::json!({
+            "contract_id": id,
+            "state": contract_state,
+            "created_at": created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "links": { "contract": format!("{base}/v1/contracts/{id}") },
+        })).collect::<Vec<_>>(),
+    })))
 }
 
 /// `POST /v1/contracts/{id}/execute` (seeker).

@@ -181,11 +181,11 @@ fn dispute_id(raw: &str) -> ApiResult<&str> {
     tag = "disputes",
     params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
     request_body = DisputeRequest,
-    security(("seeker_key" = []), ("operator_key" = [])),
+    security(("seeker_key" = []), ("operator_key" = []), ("wallet_sign_in" = [])),
     responses(
         (status = 201, description = "The dispute: decided when the replay could decide it, else `escalated` to the arbiter (a seeker's dispute the replay does not uphold, an operator's dispute of a failure, stored bytes failing their digest: `replay.error.code` `stored_digest_mismatch`)", body = Object),
         (status = 400, description = "`malformed_json`", body = ErrorBody),
-        (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
+        (status = 401, description = "`missing_api_key` / `invalid_api_key`; a refused `SIGN-IN-WITH-X`: `invalid_siwx_header`, `invalid_siwx_domain_mismatch`, `invalid_siwx_uri_mismatch`, `invalid_siwx_version`, `invalid_siwx_chain_id`, `invalid_siwx_unsupported_chain`, `invalid_siwx_nonce` (malformed or already used), `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future`, `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid`, `invalid_siwx_malformed_signature`, `invalid_siwx_signature`. `PAYMENT-REQUIRED` carries the `sign-in-with-x` challenge", body = ErrorBody),
         (status = 403, description = "`forbidden`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 409, description = "`dispute_window_closed` / `dispute_already_open` / `contract_not_disputable` / `money_released` (an operator's dispute of a failure whose money went back to the payer: `details.reason` `escrow_released` or `authorization_expired`)", body = ErrorBody),

@@ -1,7 +1,9 @@
 //! Extractors: JSON/query/path with rejections turned into [`ApiError`]s, and the
 //! authentication extractors [`Seeker`], [`Operator`], [`Admin`], [`Party`] and [`Caller`].
 //!
-//! Authentication reads `Authorization: Bearer <key>`. The admin key (from configuration) is
+//! Authentication reads `Authorization: Bearer <key>`; [`Party`] also takes a wallet seeker's
+//! capability token (`hg_cap_…`) or, on a contract's parties' routes, its wallet's
+//! sign-in-with-x proof (`SIGN-IN-WITH-X`, see [`super::siwx`]). The admin key (from configuration) is
 //! compared by hash in constant time; other keys are looked up by SHA-256. A key of the wrong
 //! role is 403, never a silent downgrade.
 
@@ -259,6 +261,12 @@ impl FromRequestParts<AppState> for Party {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        // A wallet seeker's proof of its wallet, on the routes of a contract it paid for.
+        if let Some(contract_id) = super::siwx::contract_of_path(parts.uri.path())
+            && parts.headers.contains_key(super::siwx::HEADER)
+        {
+            return wallet_party(parts, state, contract_id).await;
+        }
         // A wallet seeker's capability token (contracts hired over the stable x402 resource).
         if let Some(party) = capability_party(&parts.headers, state).await {
             return party;
@@ -310,4 +318,111 @@ async fn capability_party(
             })
             .ok_or(ApiError::InvalidCredentials),
     )
+}
+
+/// A wallet proven by a sign-in-with-x proof (`SIGN-IN-WITH-X`) whose nonce was never used:
+/// for routes about the wallet itself (its list of contracts), not one contract.
+#[derive(Debug, Clone, Copy)]
+pub struct Wallet {
+    /// The wallet.
+    pub address: alloy::primitives::Address,
+}
+
+impl FromRequestParts<AppState> for Wallet {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let now = chrono::Utc::now();
+        let proof = wallet_proof(parts, state, now).await?;
+        claim_nonce(state, &proof, now).await?;
+        Ok(Self {
+            address: proof.address,
+        })
+    }
+}
+
+/// The proof in `parts`, its signature and binding checked, its nonce not yet claimed: 401 with
+/// its `invalid_siwx_*` code when bad, 401 `missing_api_key` without one, 503 when a contract
+/// wallet's chain cannot be asked.
+async fn wallet_proof(
+    parts: &Parts,
+    state: &AppState,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<super::siwx::WalletProof, ApiError> {
+    let binding = super::siwx::Binding {
+        base_url: state.hire.base_url(),
+        assets: &state.assets,
+    };
+    match binding.verify(&parts.headers, now).await {
+        Ok(Some(Ok(proof))) => Ok(proof),
+        Ok(Some(Err(refusal))) => Err(refused(refusal)),
+        Ok(None) => Err(ApiError::MissingCredentials),
+        Err(error) => {
+            tracing::warn!(error = %error, "a contract wallet's sign-in could not be checked on its chain");
+            Err(ApiError::Unavailable {
+                code: "chain_unavailable",
+                message: "the chain could not be asked about the wallet's signature".into(),
+                retry_after_s: 5,
+            })
+        }
+    }
+}
+
+fn refused(refusal: super::siwx::Refusal) -> ApiError {
+    ApiError::WalletProofRefused {
+        code: refusal.code,
+        message: refusal.message,
+    }
+}
+
+/// Spend the proof's nonce: 401 `invalid_siwx_nonce` when it was spent before (a replay).
+async fn claim_nonce(
+    state: &AppState,
+    proof: &super::siwx::WalletProof,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), ApiError> {
+    if state
+        .store
+        .claim_siwx_nonce(&proof.nonce, proof.claim_until, now)
+        .await?
+    {
+        Ok(())
+    } else {
+        Err(refused(super::siwx::Refusal {
+            code: "invalid_siwx_nonce",
+            message: "nonce: already used (sign a fresh message for each request)".into(),
+        }))
+    }
+}
+
+/// The seeker of `contract_id` when the sign-in-with-x proof in `parts` is valid, is its
+/// payer's wallet and its nonce was never used: 401 with the proof's `invalid_siwx_*` code for
+/// a bad or replayed proof; 404 when the wallet did not pay for this contract (or the contract
+/// is an account's), the same answer a stranger's key gets, so a proof tells nothing about
+/// other wallets' contracts. Only a proof that opens the contract spends its nonce.
+async fn wallet_party(
+    parts: &Parts,
+    state: &AppState,
+    contract_id: &str,
+) -> Result<Party, ApiError> {
+    let now = chrono::Utc::now();
+    let proof = wallet_proof(parts, state, now).await?;
+    let not_found = ApiError::NotFound {
+        resource: "contract",
+    };
+    let Some((seeker, payer)) = state.store.wallet_seeker_of(contract_id).await? else {
+        return Err(not_found);
+    };
+    if payer.parse::<alloy::primitives::Address>().ok() != Some(proof.address) {
+        return Err(not_found);
+    }
+    let principal_id = seeker.parse::<PrincipalId>().map_err(|_| not_found)?;
+    claim_nonce(state, &proof, now).await?;
+    Ok(Party {
+        principal_id,
+        role: Role::Seeker,
+    })
 }

@@ -6,7 +6,7 @@
 //! trace span (method, matched route, request id) and the id on the answer → CORS → metrics and
 //! the access log line, timeout (`http.request_timeout_s`, answered as 503 `request_timeout`) →
 //! body limit (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON
-//! error).
+//! error) → the sign-in-with-x challenge on a contract route's 401 ([`siwx::declare`]).
 
 pub mod a2a;
 pub mod admin;
@@ -29,6 +29,7 @@ pub mod ops;
 pub mod receipts;
 pub mod reputation;
 pub mod routes;
+pub mod siwx;
 pub mod webhooks;
 pub mod workers;
 pub mod x402_resource;
@@ -66,6 +67,10 @@ pub fn router(state: AppState) -> Router {
         .merge(mcp::router(&state))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            siwx::declare,
+        ))
         .layer(
             ServiceBuilder::new()
                 .layer(layers::Identify)
@@ -119,6 +124,7 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
             header::AUTHORIZATION,
             header::CONTENT_TYPE,
             PAYMENT_SIGNATURE,
+            siwx::HEADER,
             X_CONTRACT_ID,
             IDEMPOTENCY_KEY,
             LAST_EVENT_ID,

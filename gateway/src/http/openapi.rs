@@ -229,6 +229,21 @@ impl Modify for SecuritySchemes {
                  `webhook-timestamp` headers are required too.",
             ))),
         );
+        components.add_security_scheme(
+            schemes::WALLET,
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "SIGN-IN-WITH-X",
+                "The x402 `sign-in-with-x` extension (CAIP-122): base64 of the JSON proof \
+                 (`domain`, `address`, `uri`, `version`, `chainId`, `type`, `nonce`, `issuedAt`, \
+                 optional `expirationTime`, `notBefore`, `statement`, `resources`, and \
+                 `signature`, the EIP-191 signature of the EIP-4361 message of those fields, or \
+                 one the wallet contract's EIP-1271 `isValidSignature` accepts) by the wallet that \
+                 paid for the contract over the stable x402 resource. Bound to this gateway's \
+                 domain and origin and a configured chain; issued less than 5 minutes ago; each \
+                 nonce accepted once. A 401 of these routes carries the challenge in \
+                 `PAYMENT-REQUIRED` (`extensions[\"sign-in-with-x\"]`).",
+            ))),
+        );
     }
 }
 
@@ -279,6 +294,7 @@ impl Modify for SecuritySchemes {
         super::contracts::create_contract,
         super::contracts::get_contract,
         super::contracts::execute_by_path,
+        super::contracts::wallet_contracts,
         super::contracts::execute_by_header,
         super::contracts::jwks,
         super::callbacks::worker_callback,

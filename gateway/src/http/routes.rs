@@ -133,4 +133,6 @@ pub mod schemes {
     pub const ADMIN: &str = "admin_key";
     /// The worker callback's Standard Webhooks signature (`webhook-signature`).
     pub const CALLBACK: &str = "worker_callback_signature";
+    /// A wallet's sign-in-with-x proof (`SIGN-IN-WITH-X`, see `http::siwx`).
+    pub const WALLET: &str = "wallet_sign_in";
 }

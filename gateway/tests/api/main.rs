@@ -34,6 +34,7 @@ mod readme;
 mod receipts;
 mod reputation;
 mod seeker_cli;
+mod siwx;
 mod stale_connection;
 mod store;
 mod superwire_wire;

@@ -89,7 +89,10 @@ macro_rules! on_both_databases {
     };
 }
 
-on_both_databases!(a_write_dropped_half_way_commits_all_or_nothing);
+on_both_databases!(
+    a_write_dropped_half_way_commits_all_or_nothing,
+    siwx_nonces_are_claimed_once_across_instances,
+);
 
 on_both_backends!(
     api_keys_are_found_by_hash_and_unique,
@@ -1921,4 +1924,44 @@ async fn listing_metadata_round_trips(store: Store) {
     insert(&store, &bare).await;
     let stored = store.get_worker(&bare.id).await.unwrap().unwrap();
     assert_eq!(stored.metadata, Default::default());
+}
+
+/// A sign-in-with-x nonce is claimed once among every instance sharing the database: of 16
+/// concurrent claims through two stores (two instances' pools) exactly one wins; once its
+/// proof could no longer be accepted anyway the row is purged by the next claim.
+async fn siwx_nonces_are_claimed_once_across_instances(database: &TestDatabase) {
+    let (first, second) = (open(database).await, open(database).await);
+    let now = Utc::now();
+    let until = now + chrono::Duration::minutes(5);
+    let claims = (0..16).map(|i| {
+        let store = if i % 2 == 0 { &first } else { &second };
+        async move {
+            store
+                .claim_siwx_nonce("a1b2c3d4e5f67890", until, now)
+                .await
+                .unwrap()
+        }
+    });
+    let won = futures::future::join_all(claims).await;
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+    assert!(
+        !second
+            .claim_siwx_nonce("a1b2c3d4e5f67890", until, now)
+            .await
+            .unwrap()
+    );
+    // Past its window the claim is purged; the nonce's proof is refused by its age by then.
+    let later = until + chrono::Duration::seconds(1);
+    assert!(
+        first
+            .claim_siwx_nonce("ffffffffffffffff", later, later)
+            .await
+            .unwrap()
+    );
+    assert!(
+        second
+            .claim_siwx_nonce("a1b2c3d4e5f67890", later, later)
+            .await
+            .unwrap()
+    );
 }

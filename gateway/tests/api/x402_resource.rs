@@ -37,12 +37,17 @@ async fn call_raw(env: &HireEnv, worker_id: &str, body: &str, payment: Option<&s
     answer(request.send().await.expect("sent")).await
 }
 
-async fn call(env: &HireEnv, worker_id: &str, body: &Value, payment: Option<&str>) -> Answer {
+pub(crate) async fn call(
+    env: &HireEnv,
+    worker_id: &str,
+    body: &Value,
+    payment: Option<&str>,
+) -> Answer {
     call_raw(env, worker_id, &body.to_string(), payment).await
 }
 
 /// The 402 of an unpaid call.
-async fn offer(env: &HireEnv, worker_id: &str, body: &Value) -> PaymentRequired {
+pub(crate) async fn offer(env: &HireEnv, worker_id: &str, body: &Value) -> PaymentRequired {
     let unpaid = call(env, worker_id, body, None).await;
     assert_eq!(unpaid.status, 402, "{:?}", unpaid.body);
     unpaid.payment_required()
