@@ -603,10 +603,9 @@ async fn call_resource(
 /// gets the signing secret in the paid answer, receives every event signed with it, and reads
 /// the deliveries with the contract's capability token; no other proof reads them, and a bad
 /// URL is refused before anything is stored.
-#[tokio::test]
-async fn a_wallet_seeker_gets_signed_webhooks_and_reads_them_with_its_capability_token() {
+async fn wallet_webhooks(database: TestDatabase) {
     use crate::x402_resource::row_counts;
-    let env = hire_env(TestDatabase::sqlite(), WorkerKind::Faulty, 4, FAST_WEBHOOKS).await;
+    let env = hire_env(database, WorkerKind::Faulty, 4, FAST_WEBHOOKS).await;
     let receiver = Receiver::start(200).await;
     let url = receiver.url();
     // Slow work: the first events are delivered while the paid call is still running, so they
@@ -736,4 +735,18 @@ async fn a_wallet_seeker_gets_signed_webhooks_and_reads_them_with_its_capability
         .await;
     assert_eq!(response.status(), 404);
     crate::x402_resource::assert_reconciled(&env).await;
+}
+
+#[tokio::test]
+async fn a_wallet_seeker_gets_signed_webhooks_and_reads_them_with_its_capability_token() {
+    wallet_webhooks(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_wallet_seeker_gets_signed_webhooks_and_reads_them_with_its_capability_token_on_postgres()
+{
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    wallet_webhooks(database).await;
 }
