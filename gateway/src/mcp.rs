@@ -784,6 +784,7 @@ impl HiregateMcp {
             task_type: input.task_type,
             body,
             payment_signature: payment.as_ref().map(payment_header),
+            webhook_url: None,
             correlation_id: correlation_id(),
         };
         let started = tokio::time::Instant::now();
@@ -806,6 +807,7 @@ impl HiregateMcp {
             execution,
             contract_id,
             capability,
+            ..
         } = hired;
         let access = match (&contract_id, &capability) {
             (Some(contract_id), Some(token)) => access_fields(&self.services, contract_id, token),

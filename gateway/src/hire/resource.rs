@@ -18,6 +18,18 @@
 //! credential of that seeker, which owns exactly one contract. The token is derived from the
 //! gateway's signing key and the contract id, so every paid answer of the same contract
 //! (duplicates, replays) carries the same token; it is stored only as its SHA-256.
+//!
+//! Webhooks: a wallet seeker names its webhook URL with the request header
+//! [`WEBHOOK_URL_HEADER`] (`Hiregate-Webhook-Url`), checked exactly as a proposal's
+//! `webhook_url` (an http(s) URL; https when `outbound.require_https`), else 400 before anything
+//! is looked at further. The URL goes into the signed offer's terms, so the paid request (which
+//! x402 clients send with the same headers) must name the same one (409 `input_mismatch`
+//! otherwise). The contract's signing secret ([`HireService::webhook_secret_of`]) is derived
+//! like the capability token, from the gateway's signing key and the contract id, so every paid
+//! answer shows the same one; it is written, before the contract row, to the per-seeker
+//! `webhook_secret` table every seeker's secret lives in (in clear there, as HMAC signing needs
+//! the key), and the delivery loop signs with it unchanged. The capability token also reads
+//! the contract's webhook deliveries and its seeker's dead letters (`crate::http::webhooks`).
 
 use std::str::FromStr;
 
@@ -25,9 +37,10 @@ use bytes::Bytes;
 use chrono::Utc;
 use hiregate_contracts::money::PaymentScheme;
 use hiregate_contracts::{
-    terms::ContractTerms,
+    terms::{ContractTerms, WebhookUrl},
     time::Timestamp,
     token::{DetachedSignature, verify_detached},
+    webhook::WebhookSecret,
 };
 use hiregate_payments::{
     AuthCapturePayment, PaymentPayload, auth_capture::verify::check_signature, decode_header,
@@ -58,6 +71,10 @@ pub const OFFER_SIGNATURE_TYPE: &str = "hiregate-x402-offer+jws";
 const CAPABILITY_SIGNATURE_TYPE: &str = "hiregate-capability+jws";
 /// Prefix of capability tokens (`Authorization: Bearer hg_cap_…`).
 pub const CAPABILITY_PREFIX: &str = "hg_cap_";
+/// JWS `typ` of the signature a wallet seeker's webhook secret is derived from.
+const WEBHOOK_SECRET_SIGNATURE_TYPE: &str = "hiregate-webhook-secret+jws";
+/// The request header a wallet seeker names its webhook URL with.
+pub const WEBHOOK_URL_HEADER: &str = "hiregate-webhook-url";
 /// Longest `resource.description` the Coinbase facilitator catalogues.
 pub const MAX_DESCRIPTION_CHARS: usize = 500;
 
@@ -72,6 +89,8 @@ pub struct ResourceRequest {
     pub body: Bytes,
     /// `PAYMENT-SIGNATURE`, if sent.
     pub payment_signature: Option<String>,
+    /// [`WEBHOOK_URL_HEADER`] as sent (checked by the service), if sent.
+    pub webhook_url: Option<String>,
     /// The request id.
     pub correlation_id: String,
 }
@@ -79,7 +98,7 @@ pub struct ResourceRequest {
 impl ResourceRequest {
     /// The proposal a call of the stable resource stands for: `input` for the listing's task
     /// type with the listing's defaults for everything else (the URL has no room for more).
-    fn proposal(&self, input: Value) -> ContractRequest {
+    fn proposal(&self, input: Value, webhook_url: Option<WebhookUrl>) -> ContractRequest {
         ContractRequest {
             worker_id: self.worker_id.clone(),
             task_type: self.task_type.clone(),
@@ -88,7 +107,7 @@ impl ResourceRequest {
             verification: None,
             sla: None,
             retry_policy: None,
-            webhook_url: None,
+            webhook_url,
             acceptance_window_s: None,
             payment_scheme: None,
             profile: None,
@@ -105,7 +124,25 @@ impl std::fmt::Debug for ResourceRequest {
             .field("task_type", &self.task_type)
             .field("body_bytes", &self.body.len())
             .field("paid", &self.payment_signature.is_some())
+            .field("webhook_url", &self.webhook_url)
             .finish_non_exhaustive()
+    }
+}
+
+impl ResourceRequest {
+    /// The webhook URL the request names, checked as a proposal's `webhook_url` is parsed; a
+    /// malformed one is 400 `validation_failed` (the https rule is the listing check's).
+    fn webhook(&self) -> Result<Option<WebhookUrl>, HireError> {
+        let Some(raw) = self.webhook_url.as_deref() else {
+            return Ok(None);
+        };
+        raw.trim().parse::<WebhookUrl>().map(Some).map_err(|error| {
+            HireError::bad_request(
+                ErrorCode::ValidationFailed,
+                format!("{WEBHOOK_URL_HEADER}: {error}"),
+            )
+            .with_details(json!({"field": WEBHOOK_URL_HEADER}))
+        })
     }
 }
 
@@ -119,6 +156,9 @@ pub struct ResourceExecution {
     pub contract_id: Option<String>,
     /// The contract's capability token; only with an answer past the payment.
     pub capability: Option<String>,
+    /// The contract's webhook: its URL and signing secret (`whsec_…`); only with an answer
+    /// past the payment of a contract that names one.
+    pub webhook: Option<(String, String)>,
 }
 
 impl ResourceExecution {
@@ -131,6 +171,7 @@ impl ResourceExecution {
             },
             contract_id: None,
             capability: None,
+            webhook: None,
         }
     }
 }
@@ -205,10 +246,13 @@ fn input_of(body: &Bytes) -> Result<Value, HireError> {
     serde_json::from_slice(body).map_err(|e| HireError::malformed_json(e.to_string()))
 }
 
-/// A refused input is the caller's malformed request, which x402 answers 400 (nothing is
-/// signed, nothing stored).
+/// A refused input (or webhook URL) is the caller's malformed request, which x402 answers 400
+/// (nothing is signed, nothing stored).
 fn input_refusal_as_bad_request(mut error: HireError) -> HireError {
-    if error.code == ErrorCode::InputSchemaViolation {
+    if matches!(
+        error.code,
+        ErrorCode::InputSchemaViolation | ErrorCode::WebhookUrlNotHttps
+    ) {
         error.kind = super::error::ErrorKind::BadRequest;
     }
     error
@@ -236,6 +280,10 @@ impl HireService {
             Ok(input) => input,
             Err(error) => return ResourceExecution::unpaid(Err(error)),
         };
+        let webhook = match request.webhook() {
+            Ok(webhook) => webhook,
+            Err(error) => return ResourceExecution::unpaid(Err(error)),
+        };
         let Some(header) = request.payment_signature.clone() else {
             let demand = self
                 .resource_demand(&request, input, ErrorCode::PaymentRequired, None)
@@ -247,6 +295,16 @@ impl HireService {
             Ok(Err(refusal)) => return ResourceExecution::unpaid(Ok(refusal)),
             Err(error) => return ResourceExecution::unpaid(Err(error)),
         };
+        if terms.webhook_url().map(ToString::to_string) != webhook.map(|url| url.to_string()) {
+            return ResourceExecution::unpaid(Err(HireError::conflict(
+                ErrorCode::InputMismatch,
+                format!(
+                    "{WEBHOOK_URL_HEADER} is not the webhook URL this offer was signed for; send \
+                     the same headers as the unpaid request"
+                ),
+            )
+            .with_details(json!({"field": WEBHOOK_URL_HEADER}))));
+        }
         let contract_id = terms.contract_id().to_string();
         match self.contract_of_offer(&request, &terms, &header).await {
             Ok(None) => {}
@@ -271,27 +329,42 @@ impl HireService {
             &execution.result,
             Ok(outcome) if !matches!(outcome, Outcome::PaymentRequired(_))
         );
-        let capability = if paid {
-            match self.capability_of(&contract_id).await {
-                Ok(token) => Some(token),
-                Err(error) => {
-                    return ResourceExecution {
-                        execution: Execution {
-                            result: Err(error),
-                            ..execution
-                        },
-                        contract_id: Some(contract_id),
-                        capability: None,
-                    };
-                }
-            }
-        } else {
-            None
+        if !paid {
+            return ResourceExecution {
+                execution,
+                contract_id: Some(contract_id),
+                capability: None,
+                webhook: None,
+            };
+        }
+        let access = async {
+            let token = self.capability_of(&contract_id).await?;
+            let webhook = match terms.webhook_url() {
+                Some(url) => Some((
+                    url.to_string(),
+                    self.webhook_secret_of(&contract_id, terms.seeker().as_str())
+                        .await?,
+                )),
+                None => None,
+            };
+            Ok::<_, HireError>((token, webhook))
         };
-        ResourceExecution {
-            execution,
-            contract_id: Some(contract_id),
-            capability,
+        match access.await {
+            Ok((token, webhook)) => ResourceExecution {
+                execution,
+                contract_id: Some(contract_id),
+                capability: Some(token),
+                webhook,
+            },
+            Err(error) => ResourceExecution {
+                execution: Execution {
+                    result: Err(error),
+                    ..execution
+                },
+                contract_id: Some(contract_id),
+                capability: None,
+                webhook: None,
+            },
         }
     }
 
@@ -304,7 +377,7 @@ impl HireService {
         code: ErrorCode,
         reason: Option<&str>,
     ) -> Result<Outcome, HireError> {
-        let proposal = request.proposal(input);
+        let proposal = request.proposal(input, request.webhook()?);
         let (listing, asset) = self
             .hireable_listing(&proposal)
             .await
@@ -524,7 +597,7 @@ impl HireService {
                  fresh one",
             ));
         }
-        let proposal = request.proposal(terms.task().input().clone());
+        let proposal = request.proposal(terms.task().input().clone(), terms.webhook_url().cloned());
         let (listing, asset) = self
             .hireable_listing(&proposal)
             .await
@@ -541,6 +614,12 @@ impl HireService {
             return Ok(Some(refusal));
         }
         let seeker = PrincipalId::from_str(terms.seeker().as_str()).map_err(HireError::internal)?;
+        if terms.webhook_url().is_some() {
+            // Before the contract row: its first event's delivery signs with the seeker's
+            // stored secret, and would otherwise make a random one the payer never sees.
+            self.webhook_secret_of(&contract_id, seeker.as_str())
+                .await?;
+        }
         match self
             .sign_and_store(
                 terms,
@@ -707,6 +786,36 @@ impl HireService {
             .insert_capability(ApiKeyHash::of(&token).as_str(), contract_id, Utc::now())
             .await?;
         Ok(token)
+    }
+}
+
+impl HireService {
+    /// The webhook signing secret (`whsec_…`) of the wallet seeker `seeker_id` of contract
+    /// `contract_id`: 32 bytes, the SHA-256 of the gateway's signature over the contract id (so
+    /// every instance and every paid answer gives the same), stored as that seeker's secret on
+    /// first use like any seeker's. The stored one is returned: it is what deliveries sign with.
+    pub async fn webhook_secret_of(
+        &self,
+        contract_id: &str,
+        seeker_id: &str,
+    ) -> Result<String, HireError> {
+        use sha2::Digest as _;
+        let signature = self
+            .inner
+            .keys
+            .sign_detached(
+                WEBHOOK_SECRET_SIGNATURE_TYPE,
+                &json!({ "contract_id": contract_id }),
+            )
+            .map_err(HireError::internal)?;
+        let key = sha2::Sha256::digest(signature.signature.as_bytes()).to_vec();
+        let secret = WebhookSecret::from_bytes(key).map_err(HireError::internal)?;
+        let record = self
+            .inner
+            .store
+            .get_or_create_webhook_secret(seeker_id, &secret.expose_whsec(), Utc::now())
+            .await?;
+        Ok(record.secret)
     }
 }
 

@@ -4,9 +4,14 @@
 //! |---|---|---|
 //! | `POST /v1/webhooks/secret` | seeker | create or rotate the signing secret; 201 with `secret` (`whsec_…`), the only time it is shown |
 //! | `GET /v1/webhooks/secret` | seeker | whether a secret exists and when it was made (never the secret) |
-//! | `GET /v1/webhooks/dead-letters` | seeker | own deliveries that exhausted their tries or hit a 410; `?after=<delivery id>&limit=` |
-//! | `POST /v1/webhooks/dead-letters/{id}/redeliver` | seeker | queue again (a fresh round of tries; re-enables the endpoint); 202 |
-//! | `GET /v1/contracts/{id}/webhook-deliveries` | the contract's seeker | every delivery of the contract's events with each try |
+//! | `GET /v1/webhooks/dead-letters` | seeker, or a wallet seeker's capability token | own deliveries that exhausted their tries or hit a 410; `?after=<delivery id>&limit=` |
+//! | `POST /v1/webhooks/dead-letters/{id}/redeliver` | seeker, or capability token | queue again (a fresh round of tries; re-enables the endpoint); 202 |
+//! | `GET /v1/contracts/{id}/webhook-deliveries` | the contract's seeker (its key, or the contract's capability token) | every delivery of the contract's events with each try |
+//!
+//! A wallet seeker (a contract hired over the stable x402 resource, see
+//! [`crate::hire::resource`]) owns one contract and proves it with that contract's capability
+//! token (`hg_cap_…`); its secret is derived from the contract and shown with every paid answer,
+//! so the secret routes stay with API-key seekers (a rotation would part it from that answer).
 
 use axum::{
     Json,
@@ -21,16 +26,28 @@ use serde_json::{Value, json};
 use super::routes::{ErrorBody, Routes, get, post};
 use super::{
     events::contract_for_party,
-    extract::{AppPath, AppQuery, Seeker},
+    extract::{AppPath, AppQuery, Party, Seeker},
 };
 use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
     webhooks::{message_id, parse_message_id, rotate_secret},
 };
-use hiregate_store::{DeliveryRecord, Redelivery};
+use hiregate_store::{DeliveryRecord, Redelivery, ids::PrincipalId, keys::Role};
 
 const MAX_PAGE: u32 = 500;
+
+/// The seeker a party is: an API-key seeker, or the wallet seeker of a capability token.
+/// Operators are refused as the key-only [`Seeker`] refuses them.
+fn seeker_of(party: Party) -> ApiResult<PrincipalId> {
+    if party.role == Role::Seeker {
+        Ok(party.principal_id)
+    } else {
+        Err(ApiError::Forbidden {
+            required: Role::Seeker,
+        })
+    }
+}
 
 /// Webhook routes.
 pub fn router() -> Routes {
@@ -143,9 +160,10 @@ fn delivery_json(delivery: &DeliveryRecord) -> Value {
 )]
 pub(crate) async fn dead_letters(
     State(state): State<AppState>,
-    seeker: Seeker,
+    party: Party,
     AppQuery(page): AppQuery<Page>,
 ) -> ApiResult<Json<Value>> {
+    let seeker = seeker_of(party)?;
     let after = match page.after.as_deref() {
         None | Some("") => 0,
         Some(raw) => parse_message_id(raw).ok_or_else(|| {
@@ -155,7 +173,7 @@ pub(crate) async fn dead_letters(
     let limit = page.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let letters = state
         .store
-        .list_webhook_dead_letters(seeker.principal_id.as_str(), after, limit)
+        .list_webhook_dead_letters(seeker.as_str(), after, limit)
         .await?;
     let next = (letters.len() == limit as usize)
         .then(|| letters.last().map(|d| message_id(d.event_id)))
@@ -182,14 +200,15 @@ pub(crate) async fn dead_letters(
 )]
 pub(crate) async fn redeliver(
     State(state): State<AppState>,
-    seeker: Seeker,
+    party: Party,
     AppPath(id): AppPath<String>,
 ) -> ApiResult<Response> {
+    let seeker = seeker_of(party)?;
     let not_found = || ApiError::NotFound {
         resource: "dead letter",
     };
     let event_id = parse_message_id(&id).ok_or_else(not_found)?;
-    let seeker_id = seeker.principal_id.as_str();
+    let seeker_id = seeker.as_str();
     let delivery = match state
         .store
         .redeliver_webhook(seeker_id, event_id, Utc::now())
@@ -227,10 +246,11 @@ pub(crate) async fn redeliver(
 )]
 pub(crate) async fn contract_deliveries(
     State(state): State<AppState>,
-    seeker: Seeker,
+    party: Party,
     AppPath(id): AppPath<String>,
 ) -> ApiResult<Json<Value>> {
-    let contract = contract_for_party(&state.store, &seeker.principal_id, &id).await?;
+    let seeker = seeker_of(party)?;
+    let contract = contract_for_party(&state.store, &seeker, &id).await?;
     let deliveries = state
         .store
         .list_webhook_deliveries(&contract.contract_id)

@@ -1,7 +1,9 @@
 //! The stable x402 resources: `POST /x402/workers/{worker_id}/{task_type}` (anyone with an x402
 //! client: the body is the task input, the 402 is paid like any x402 resource) and their
 //! catalogue `GET /discovery/resources` (the x402 bazaar discovery list). The capability token
-//! a paid answer carries is accepted by [`super::extract::Party`].
+//! a paid answer carries is accepted by [`super::extract::Party`]. A `Hiregate-Webhook-Url`
+//! header names where the contract's events go; the paid answer then carries the webhook
+//! signing secret (see [`crate::hire::resource`]).
 //!
 //! Handlers only parse; [`crate::hire::resource`] does the work, and the answer is execute's
 //! ([`answers::execution`]) with the contract's id, links and capability token added.
@@ -22,7 +24,7 @@ use super::{
 };
 use crate::{
     error::{ApiError, ApiResult},
-    hire::resource::{CatalogueFilter, ResourceExecution, ResourceRequest},
+    hire::resource::{CatalogueFilter, ResourceExecution, ResourceRequest, WEBHOOK_URL_HEADER},
     state::AppState,
 };
 use hiregate_store::ids::WorkerId;
@@ -47,7 +49,11 @@ pub fn router() -> Routes {
 /// contract is made from the offer once and executed, verified and settled like
 /// `POST /v1/contracts/{id}/execute`; the answer adds `contract_id`, `links` and `access`: a
 /// capability token (`Authorization: Bearer hg_cap_…`) for the contract's view, events,
-/// receipt and disputes.
+/// receipt, disputes and webhook deliveries.
+///
+/// Webhooks: send `Hiregate-Webhook-Url: <url>` on both calls (x402 clients repeat the request's
+/// headers); the URL is part of the signed terms, and the paid answer's `webhook` holds the
+/// Standard Webhooks secret (`whsec_…`) its events are signed with.
 #[utoipa::path(
     post,
     path = "/x402/workers/{worker_id}/{task_type}",
@@ -56,19 +62,20 @@ pub fn router() -> Routes {
         ("worker_id" = String, Path, description = "Listing id (`wk_…`)"),
         ("task_type" = String, Path, description = "One of the listing's task types"),
         ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON `PaymentPayload` answering the 402's `PAYMENT-REQUIRED`, its `accepted` the offer unchanged"),
+        ("Hiregate-Webhook-Url" = Option<String>, Header, description = "Where the contract's lifecycle events are POSTed (Standard Webhooks), checked like a proposal's `webhook_url`; the same on the unpaid and the paid call"),
     ),
     request_body(content = Object, description = "The task input (JSON), checked against the listing's `input_schema`; the paid request must send the same input"),
     responses(
-        (status = 200, description = "Paid, executed, verified: execute's answer (the deliverable, `verification`, `settlement`) with `contract_id`, `links` (`contract`, `events`, `receipt`) and `access` (`token_type: Bearer`, `token: hg_cap_…`)", body = Object,
+        (status = 200, description = "Paid, executed, verified: execute's answer (the deliverable, `verification`, `settlement`) with `contract_id`, `links` (`contract`, `events`, `receipt`) and `access` (`token_type: Bearer`, `token: hg_cap_…`); with a webhook URL, `webhook` (`url`, `secret: whsec_…`, `deliveries`)", body = Object,
             headers(("PAYMENT-RESPONSE" = String, description = "x402 v2: base64 JSON settlement response"),
                     ("X-Hiregate-Contract-Id" = String, description = "The contract the payment made"))),
         (status = 202, description = "Paid; the work goes on (`pending`, `in_progress`, `queued`): poll `Location` (the contract view) with the `access` token", body = Object,
             headers(("Location" = String, description = "The contract view, readable with the capability token"))),
-        (status = 400, description = "`malformed_json`; `input_schema_violation` (details.violations); `payment_mismatch`: `accepted.extra.hiregate` names no offer of this gateway", body = ErrorBody),
+        (status = 400, description = "`malformed_json`; `input_schema_violation` (details.violations); `validation_failed` / `webhook_url_not_https`: a bad `Hiregate-Webhook-Url`; `payment_mismatch`: `accepted.extra.hiregate` names no offer of this gateway", body = ErrorBody),
         (status = 402, description = "Payment required: a fresh signed offer in `PAYMENT-REQUIRED` (`payment_required`), or the payment was refused (`payment_mismatch`: no offer of this gateway, or one for another resource; `invalid_payment_signature`; `payment_invalid`), with x402's `error` saying why", body = ErrorBody,
             headers(("PAYMENT-REQUIRED" = String, description = "x402 v2: base64 JSON `PaymentRequired`; `accepts[0].extra.hiregate` is the signed offer to echo"))),
         (status = 404, description = "`not_found`: no such listing", body = ErrorBody),
-        (status = 409, description = "`input_mismatch`: the body is not the input the echoed offer was signed for; `worker_retired`; `payment_already_used`", body = ErrorBody),
+        (status = 409, description = "`input_mismatch`: the body (or `Hiregate-Webhook-Url`) is not the one the echoed offer was signed for; `worker_retired`; `payment_already_used`", body = ErrorBody),
         (status = 410, description = "`contract_expired`: the echoed offer expired before it was paid", body = ErrorBody),
         (status = 413, description = "`payload_too_large`", body = ErrorBody),
         (status = 422, description = "`task_type_not_offered` and the offer's other refusals; `verification_failed`: the deliverable failed verification, nothing settled, nothing shown", body = ErrorBody),
@@ -92,6 +99,17 @@ pub(crate) async fn hire_resource(
         Err(rejection) => return ApiError::from(rejection).into_response(),
     };
     let payment_signature = super::extract::payment_signature(&headers);
+    let webhook_url = match headers.get(WEBHOOK_URL_HEADER).map(HeaderValue::to_str) {
+        None => None,
+        Some(Ok(url)) => Some(url.to_owned()),
+        Some(Err(_)) => {
+            return ApiError::BadRequest {
+                code: "validation_failed",
+                message: format!("{WEBHOOK_URL_HEADER} must be a URL in visible ASCII"),
+            }
+            .into_response();
+        }
+    };
     let correlation_id = headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
@@ -104,6 +122,7 @@ pub(crate) async fn hire_resource(
             task_type,
             body,
             payment_signature,
+            webhook_url,
             correlation_id,
         })
         .await;
@@ -117,6 +136,7 @@ async fn with_access(state: &AppState, hired: ResourceExecution) -> Response {
         execution,
         contract_id,
         capability,
+        webhook,
     } = hired;
     let response = answers::execution(execution);
     let Some(contract_id) = contract_id else {
@@ -139,6 +159,27 @@ async fn with_access(state: &AppState, hired: ResourceExecution) -> Response {
     let mut json: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}));
     if let Some(object) = json.as_object_mut() {
         object.extend(access_fields(state, &contract_id, &token));
+        if let Some((url, secret)) = webhook {
+            let deliveries = format!("{contract_url}/webhook-deliveries");
+            object.insert(
+                "webhook".to_owned(),
+                json!({
+                    "url": url,
+                    "secret": secret,
+                    "scheme": "standard-webhooks-v1",
+                    "deliveries": deliveries,
+                    "note": "the contract's events are POSTed to `url`, signed with `secret`; \
+                             the same secret comes with every paid answer of this request",
+                }),
+            );
+            if let Some(grants) = object
+                .get_mut("access")
+                .and_then(|access| access.get_mut("grants"))
+                .and_then(Value::as_array_mut)
+            {
+                grants.push(json!("webhook_deliveries"));
+            }
+        }
     }
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(

@@ -572,3 +572,181 @@ async fn two_instances_deliver_each_event_once_on_postgres() {
     };
     two_instances(database).await;
 }
+
+/// `POST` the stable x402 resource of the env's listing, with a `Hiregate-Webhook-Url` header
+/// when `webhook` is given.
+async fn call_resource(
+    env: &HireEnv,
+    input: &Value,
+    webhook: Option<&str>,
+    payment: Option<&str>,
+) -> crate::hire_env::Answer {
+    let mut request = env
+        .app
+        .client
+        .post(format!(
+            "{}/x402/workers/{}/summarize",
+            env.app.address, env.worker_id
+        ))
+        .json(input)
+        .timeout(Duration::from_secs(60));
+    if let Some(url) = webhook {
+        request = request.header("Hiregate-Webhook-Url", url);
+    }
+    if let Some(payment) = payment {
+        request = request.header("PAYMENT-SIGNATURE", payment);
+    }
+    crate::hire_env::answer(request.send().await.expect("sent")).await
+}
+
+/// A wallet seeker (no account: the stable x402 resource) names its webhook URL in a header,
+/// gets the signing secret in the paid answer, receives every event signed with it, and reads
+/// the deliveries with the contract's capability token; no other proof reads them, and a bad
+/// URL is refused before anything is stored.
+async fn wallet_webhooks(database: TestDatabase) {
+    use crate::x402_resource::row_counts;
+    let env = hire_env(database, WorkerKind::Faulty, 4, FAST_WEBHOOKS).await;
+    let receiver = Receiver::start(200).await;
+    let url = receiver.url();
+    // Slow work: the first events are delivered while the paid call is still running, so they
+    // are signed with the secret stored before the contract was, not one made later.
+    let input = json!({"text": "a wallet wants webhooks", "mode": "slow", "delay_ms": 600});
+
+    // A malformed URL: 400 with a stable code, unpaid or paid, and nothing stored.
+    let counts = row_counts(&env.app.database_url).await;
+    let bad = call_resource(&env, &input, Some("ftp://nowhere.example/hooks"), None).await;
+    assert_eq!(bad.status, 400, "{:?}", bad.body);
+    assert_eq!(bad.code(), "validation_failed");
+    assert_eq!(
+        bad.body["error"]["details"]["field"],
+        "hiregate-webhook-url"
+    );
+    let unpaid = call_resource(&env, &input, Some(&url), None).await;
+    assert_eq!(unpaid.status, 402, "{:?}", unpaid.body);
+    let payment = env.pay(&unpaid.payment_required()).await;
+    let bad = call_resource(&env, &input, Some("not a url"), Some(&payment)).await;
+    assert_eq!(bad.status, 400, "{:?}", bad.body);
+    assert_eq!(bad.code(), "validation_failed");
+    // Another URL than the signed offer's is a conflict, not a payment.
+    let other_url = format!("{url}/elsewhere");
+    let changed = call_resource(&env, &input, Some(&other_url), Some(&payment)).await;
+    assert_eq!(changed.status, 409, "{:?}", changed.body);
+    assert_eq!(changed.code(), "input_mismatch");
+    assert_eq!(row_counts(&env.app.database_url).await, counts);
+    assert!(receiver.received().is_empty());
+
+    // Paid with the same URL: the deliverable, the token and the webhook secret.
+    let paid = call_resource(&env, &input, Some(&url), Some(&payment)).await;
+    assert!(paid.status == 200 || paid.status == 202, "{:?}", paid.body);
+    let contract_id = paid.body["contract_id"].as_str().unwrap().to_owned();
+    let token = paid.body["access"]["token"].as_str().unwrap().to_owned();
+    let webhook = &paid.body["webhook"];
+    assert_eq!(webhook["url"], url.as_str());
+    let secret_text = webhook["secret"].as_str().unwrap().to_owned();
+    let secret: WebhookSecret = secret_text.parse().expect("a whsec_ secret");
+    assert!(
+        webhook["deliveries"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/v1/contracts/{contract_id}/webhook-deliveries"))
+    );
+    // A replay shows the same secret (derived, not drawn again).
+    let again = call_resource(&env, &input, Some(&url), Some(&payment)).await;
+    assert!(
+        again.status == 200 || again.status == 202,
+        "{:?}",
+        again.body
+    );
+    assert_eq!(again.body["webhook"]["secret"], secret_text.as_str());
+    eventually(Duration::from_secs(15), "settled", || async {
+        (env.state(&contract_id).await == "settled").then_some(())
+    })
+    .await;
+    assert_eq!(env.worker.executions(), 1);
+
+    // Every event arrives, signed with that secret.
+    let events = env
+        .app
+        .store
+        .list_contract_events(&contract_id, 0, 1000)
+        .await
+        .unwrap();
+    assert!(events.len() >= 5, "a full hire has several events");
+    let deliveries_path = format!("/v1/contracts/{contract_id}/webhook-deliveries");
+    let log = eventually(Duration::from_secs(15), "every event delivered", || async {
+        let response = env.app.get(&deliveries_path, Some(&token)).await;
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.unwrap();
+        let log = body["deliveries"].as_array().unwrap().clone();
+        (log.len() == events.len() && log.iter().all(|d| d["state"] == "delivered")).then_some(log)
+    })
+    .await;
+    let received = receiver.received();
+    assert_eq!(received.len(), events.len());
+    for request in &received {
+        let body = verified(&secret, request);
+        assert_eq!(body["data"]["contract_id"], contract_id.as_str());
+        assert!(
+            log.iter()
+                .any(|d| d["delivery_id"] == request.header("webhook-id"))
+        );
+    }
+    let dead = env.app.get("/v1/webhooks/dead-letters", Some(&token)).await;
+    assert_eq!(dead.status(), 200);
+    let dead: Value = dead.json().await.unwrap();
+    assert_eq!(dead["dead_letters"], json!([]));
+
+    // No other proof reads them: a forged token (401), an API-key seeker (404), another wallet
+    // contract's token (404); and this token reads no other contract's deliveries (404).
+    let other_input = json!({"text": "another wallet, no webhook", "mode": "ok"});
+    let unpaid = call_resource(&env, &other_input, None, None).await;
+    let other_payment = env.pay(&unpaid.payment_required()).await;
+    let other = call_resource(&env, &other_input, None, Some(&other_payment)).await;
+    assert_eq!(other.status, 200, "{:?}", other.body);
+    assert!(other.body.get("webhook").is_none());
+    let other_token = other.body["access"]["token"].as_str().unwrap().to_owned();
+    let other_contract = other.body["contract_id"].as_str().unwrap().to_owned();
+    let forged = format!("hg_cap_{}", "A".repeat(86));
+    for (proof, status) in [
+        (forged.as_str(), 401),
+        (env.seeker_key.as_str(), 404),
+        (other_token.as_str(), 404),
+    ] {
+        let response = env.app.get(&deliveries_path, Some(proof)).await;
+        assert_eq!(response.status(), status, "{proof}");
+    }
+    let response = env
+        .app
+        .get(
+            &format!("/v1/contracts/{other_contract}/webhook-deliveries"),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(response.status(), 404);
+    let key_contract = env
+        .contract(HireEnv::input("a key seeker's"), json!({}))
+        .await;
+    let response = env
+        .app
+        .get(
+            &format!("/v1/contracts/{key_contract}/webhook-deliveries"),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(response.status(), 404);
+    crate::x402_resource::assert_reconciled(&env).await;
+}
+
+#[tokio::test]
+async fn a_wallet_seeker_gets_signed_webhooks_and_reads_them_with_its_capability_token() {
+    wallet_webhooks(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_wallet_seeker_gets_signed_webhooks_and_reads_them_with_its_capability_token_on_postgres()
+{
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    wallet_webhooks(database).await;
+}

@@ -181,6 +181,7 @@ async fn unpaid(
             task_type,
             body: body_of(&input)?,
             payment_signature: None,
+            webhook_url: None,
             correlation_id,
         })
         .await;
@@ -311,6 +312,7 @@ async fn paid(
             task_type,
             body: body_of(&input)?,
             payment_signature: Some(header),
+            webhook_url: None,
             correlation_id,
         })
         .await;
@@ -363,6 +365,7 @@ fn paid_task(
         execution,
         contract_id,
         capability,
+        ..
     } = hired;
     let mut extra = Map::new();
     if let Some(contract_id) = &contract_id {
