@@ -24,7 +24,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { keccak256 } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
+import { injectProvider, testWallet } from "./wallet.mjs";
 
 const input = JSON.parse(await readStdin());
 const TIMEOUT = 30_000;
@@ -64,58 +64,7 @@ async function api(path) {
 
 // --- the wallet: Node holds the key, the page holds an EIP-1193 provider ----------------------
 
-const wallet = {
-  account: privateKeyToAccount(input.walletKey),
-  chainId: input.chainId,
-  reject: false,
-  calls: [],
-  signed: [],
-};
-
-/** What a wallet answers; `{result}` or `{error: {code, message}}` as EIP-1193 defines. */
-async function walletRequest(method, params) {
-  wallet.calls.push(method);
-  switch (method) {
-    case "eth_requestAccounts":
-    case "eth_accounts":
-      // Wallets commonly answer in lower case; the page must not depend on the checksum form.
-      return { result: [wallet.account.address.toLowerCase()] };
-    case "eth_chainId":
-      return { result: `0x${wallet.chainId.toString(16)}` };
-    case "eth_signTypedData_v4": {
-      if (wallet.reject) return { error: { code: 4001, message: "User rejected the request." } };
-      const [address, text] = params;
-      if (String(address).toLowerCase() !== wallet.account.address.toLowerCase()) {
-        return { error: { code: 4100, message: `${address} is not an account of this wallet` } };
-      }
-      const typed = JSON.parse(text);
-      // As MetaMask does: typed data for another chain than the active one is refused.
-      if (Number(typed.domain?.chainId) !== wallet.chainId) {
-        return { error: { code: -32602, message: `chainId ${typed.domain?.chainId} is not the active chain ${wallet.chainId}` } };
-      }
-      const { EIP712Domain, ...types } = typed.types;
-      wallet.signed.push(typed);
-      const signature = await wallet.account.signTypedData({
-        domain: typed.domain, types, primaryType: typed.primaryType, message: typed.message,
-      });
-      return { result: signature };
-    }
-    default:
-      return { error: { code: 4200, message: `unsupported method ${method}` } };
-  }
-}
-
-function injectProvider() {
-  window.ethereum = {
-    async request({ method, params }) {
-      const answer = await window.hiregateTestWallet(method, params ?? []);
-      if (answer.error) throw Object.assign(new Error(answer.error.message), { code: answer.error.code });
-      return answer.result;
-    },
-    on() {},
-    removeListener() {},
-  };
-}
+const wallet = testWallet(input.walletKey, input.chainId);
 
 // --- the page -----------------------------------------------------------------------------
 
@@ -210,7 +159,7 @@ async function payAndFollow(page, contractId, { releasedIn }) {
 
 async function run(browser) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
-  await context.exposeFunction("hiregateTestWallet", walletRequest);
+  await context.exposeFunction("hiregateTestWallet", wallet.request);
   await context.addInitScript(injectProvider);
   const page = await context.newPage();
   page.setDefaultTimeout(TIMEOUT);
