@@ -48,7 +48,9 @@
 //! - [`node_script`]: runs an interop script of `tools/interop/` (official x402 SDK) with JSON in
 //!   and out; [`node_tools_or_skip`] lets Node-dependent tests skip outside CI.
 //! - [`python_script`]: the same for a Python interop script, run in `.tools/sdk-venv` (official
-//!   x402 Python SDK and MCP client); [`python_tools_or_skip`] likewise.
+//!   x402 Python SDK and MCP client); [`python_tools_or_skip`] likewise; [`python_script_with`]
+//!   for the A2A client's and the SIWX builder's scripts, with their own libraries
+//!   ([`PythonLibs`]).
 
 mod anvil;
 pub mod bindings;
@@ -78,7 +80,8 @@ pub use node::{
     node_script_with_timeout, node_tools_or_skip,
 };
 pub use python::{
-    DEFAULT_PYTHON_SCRIPT_TIMEOUT, SDK_PYTHON_ENV, check_python_tools, python_script,
+    DEFAULT_PYTHON_SCRIPT_TIMEOUT, PythonLibs, SDK_PYTHON_ENV, check_python_libs,
+    check_python_tools, python_libs_or_skip, python_script, python_script_with,
     python_tools_or_skip, sdk_python,
 };
 

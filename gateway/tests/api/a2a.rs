@@ -12,15 +12,14 @@
 //! `httpx`, `pydantic`) and `.tools/a2a-venv`'s site-packages on `PYTHONPATH` (`a2a-sdk`,
 //! `protobuf`, `json-rpc`, `culsans`), both installed by `scripts/install-tools.sh`.
 
-use std::{
-    collections::BTreeSet,
-    io::Write as _,
-    path::{Path, PathBuf},
-    process::{Command, Stdio},
-};
+use std::collections::BTreeSet;
 
 use alloy::primitives::U256;
-use hiregate_payments::{AuthCaptureSignOptions, PaymentRequired, sign_auth_capture_payment};
+use hiregate_payments::{
+    AuthCaptureSignOptions, PaymentRequired,
+    devnet::{PythonLibs, python_libs_or_skip, python_script_with},
+    sign_auth_capture_payment,
+};
 use serde_json::{Value, json};
 
 use crate::{
@@ -30,61 +29,16 @@ use crate::{
     x402_resource::{assert_reconciled, row_counts},
 };
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The SDK venv's python with the A2A venv on `PYTHONPATH`, or `None` (after saying why) when
-/// either is missing or cannot import the clients; under `CI=true` that fails instead.
-fn a2a_client_python() -> Option<(PathBuf, String)> {
-    let root = repo_root();
-    let python = root.join(".tools/sdk-venv/bin/python");
-    let site = std::fs::read_dir(root.join(".tools/a2a-venv/lib"))
-        .ok()
-        .and_then(|mut dirs| dirs.next())
-        .and_then(Result::ok)
-        .map(|dir| dir.path().join("site-packages"));
-    let missing = |why: String| {
-        assert!(
-            !std::env::var("CI").is_ok_and(|v| v == "true"),
-            "{why}: run scripts/install-tools.sh"
-        );
-        eprintln!("SKIPPED: {why} (scripts/install-tools.sh)");
-        None
-    };
-    let Some(site) = site.filter(|_| python.exists()) else {
-        return missing("the SDK venv or the A2A venv is missing".to_owned());
-    };
-    let site = site.display().to_string();
-    let imports = Command::new(&python)
-        .env("PYTHONPATH", &site)
-        .args([
-            "-c",
-            "import a2a.client, x402, eth_account, jsonrpc.jsonrpc2, culsans",
-        ])
-        .output()
-        .ok()?;
-    if !imports.status.success() {
-        return missing(format!(
-            "the A2A client does not import: {}",
-            String::from_utf8_lossy(&imports.stderr).trim()
-        ));
-    }
-    Some((python, site))
-}
-
-/// What `tools/a2a/hire.py` reports after hiring `env`'s listing with `input` (see there). The
-/// script runs on a blocking thread: the gateway it calls runs on this test's runtime.
+/// What `tools/a2a/hire.py` reports after hiring `env`'s listing with `input` (see there).
 async fn hire_over_a2a(env: &HireEnv, input: &Value, copies: usize) -> Option<Value> {
     hire_over_a2a_with(env, input, json!({"copies": copies})).await
 }
 
 /// [`hire_over_a2a`] with more of `hire.py`'s arguments (`streaming`, `cardPath`, `metadata`).
 async fn hire_over_a2a_with(env: &HireEnv, input: &Value, more: Value) -> Option<Value> {
-    let (python, site) = a2a_client_python()?;
+    if !python_libs_or_skip("a2a: the official a2a-sdk client", PythonLibs::A2a) {
+        return None;
+    }
     let mut args = json!({
         "base": env.app.address,
         "cardPath": format!("/v1/workers/{}/agent-card.json", env.worker_id),
@@ -95,33 +49,11 @@ async fn hire_over_a2a_with(env: &HireEnv, input: &Value, more: Value) -> Option
     if let (Some(args), Value::Object(more)) = (args.as_object_mut(), more) {
         args.extend(more);
     }
-    tokio::task::spawn_blocking(move || run_hire_script(python, site, &args))
-        .await
-        .unwrap()
-}
-
-fn run_hire_script(python: PathBuf, site: String, args: &Value) -> Option<Value> {
-    let mut child = Command::new(python)
-        .env("PYTHONPATH", site)
-        .arg(repo_root().join("tools/a2a/hire.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(args.to_string().as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "hire.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(serde_json::from_slice(&output.stdout).unwrap())
+    Some(
+        python_script_with(PythonLibs::A2a, "hire.py", &args)
+            .await
+            .expect("hire.py runs"),
+    )
 }
 
 fn metadata(task: &Value) -> &Value {

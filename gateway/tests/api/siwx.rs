@@ -8,15 +8,10 @@
 //! proof; `/v1/wallet/contracts` lists a signed-in wallet's contracts and no one else's; a contract wallet's proof is judged by its EIP-1271 `isValidSignature`; the official
 //! Python and TypeScript x402 SDKs' SIWX clients sign proofs the gateway accepts.
 
-use std::{
-    io::Write as _,
-    path::{Path, PathBuf},
-    process::{Command, Stdio},
-};
-
 use alloy::signers::{SignerSync as _, local::PrivateKeySigner};
 use base64::Engine as _;
 use chrono::{Duration, SecondsFormat, Utc};
+use hiregate_payments::devnet::{PythonLibs, python_libs_or_skip, python_script_with};
 use serde_json::{Value, json};
 
 use crate::{
@@ -438,52 +433,14 @@ async fn a_contract_wallets_proof_is_judged_by_its_isvalidsignature() {
     assert_eq!(status, 200);
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The SDK venv's python with `.tools/siwx-lib` (the SDK's `extensions` extra: the
-/// `signinwithethereum` message builder) on `PYTHONPATH`, or `None` (after saying why) when it
-/// cannot import the SDK's SIWX client; under `CI=true` that fails instead.
-fn siwx_client_python() -> Option<(PathBuf, String)> {
-    let root = repo_root();
-    let python = root.join(".tools/sdk-venv/bin/python");
-    let site = root.join(".tools/siwx-lib").display().to_string();
-    let imports = Command::new(&python)
-        .env("PYTHONPATH", &site)
-        .args([
-            "-c",
-            "import x402.extensions.sign_in_with_x, siwe, eth_account",
-        ])
-        .output();
-    match imports {
-        Ok(out) if out.status.success() => Some((python, site)),
-        other => {
-            let why = match other {
-                Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-                Err(error) => error.to_string(),
-            };
-            assert!(
-                !std::env::var("CI").is_ok_and(|v| v == "true"),
-                "the x402 SIWX client does not import: {why}: run scripts/install-tools.sh"
-            );
-            eprintln!("SKIPPED: the x402 SIWX client does not import: {why}");
-            None
-        }
-    }
-}
-
 /// The official Python x402 SDK's SIWX client hook answers the 401's challenge: the header it
 /// produces (its field names, message layout and signature encoding) opens the contract, once.
 #[tokio::test]
 async fn the_official_x402_sdk_siwx_client_reads_a_paid_contract() {
     let env = hire_env(TestDatabase::sqlite(), WorkerKind::Echo, 4, "").await;
-    let Some((python, site)) = siwx_client_python() else {
+    if !python_libs_or_skip("siwx::the_official_x402_sdk_siwx_client", PythonLibs::Siwx) {
         return;
-    };
+    }
     let contract_id = paid_contract(&env).await;
     let path = format!("/v1/contracts/{contract_id}");
     let url = format!("{}{path}", env.app.address);
@@ -498,31 +455,9 @@ async fn the_official_x402_sdk_siwx_client_reads_a_paid_contract() {
         "url": url,
         "privateKey": env.wallet.to_bytes().to_string(),
     });
-    let headers = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(python)
-            .env("PYTHONPATH", site)
-            .arg(repo_root().join("tools/siwx/sign_in.py"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(args.to_string().as_bytes())
-            .unwrap();
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "sign_in.py failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice::<Value>(&output.stdout).unwrap()
-    })
-    .await
-    .unwrap();
+    let headers = python_script_with(PythonLibs::Siwx, "sign_in.py", &args)
+        .await
+        .expect("sign_in.py runs");
     // The SDK names the header in lower case; HTTP header names are case-insensitive.
     let proof = headers["sign-in-with-x"]
         .as_str()
@@ -547,8 +482,8 @@ async fn the_official_typescript_x402_siwx_client_reads_a_paid_contract() {
     if !hiregate_payments::devnet::node_tools_or_skip(test) {
         return;
     }
-    if !repo_root()
-        .join("tools/node_modules/@x402/extensions/package.json")
+    if !std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tools/node_modules/@x402/extensions/package.json")
         .is_file()
     {
         assert!(
