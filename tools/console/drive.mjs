@@ -15,39 +15,16 @@
 // Any failed expectation, page error or console error exits non-zero with the reason on stderr.
 
 import { mkdirSync } from "node:fs";
-import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { TIMEOUT, expect, expectEqual, input, problems, screenshots, shot, tally } from "./run.mjs";
 
-const input = JSON.parse(await readStdin());
-const TIMEOUT = 30_000;
-const screenshots = [];
-let checks = 0;
 
 function say(obj) {
   process.stdout.write(`${JSON.stringify(obj)}\n`);
 }
 
-async function readStdin() {
-  let text = "";
-  for await (const chunk of process.stdin) text += chunk;
-  return text;
-}
-
-function expect(condition, message) {
-  checks += 1;
-  if (!condition) throw new Error(`expectation failed: ${message}`);
-}
-
-function expectEqual(actual, expected, what) {
-  expect(
-    JSON.stringify(actual) === JSON.stringify(expected),
-    `${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`,
-  );
-}
-
 // Page errors and console errors fail the run. A deliberate wrong-key sign-in makes the browser
 // log the 401 of that one request; it is allowed only while `allowHttpErrors` is set.
-const problems = [];
 let allowHttpErrors = false;
 
 function watch(page, role) {
@@ -68,12 +45,6 @@ function watch(page, role) {
       problems.push(`${role}: request to another origin: ${request.url()}`);
     }
   });
-}
-
-async function shot(page, name) {
-  const path = join(input.screenshotDir, `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  screenshots.push(path);
 }
 
 async function signIn(page, key, role) {
@@ -371,7 +342,7 @@ try {
   await phone(browser);
   await arbiter(browser);
   if (problems.length) throw new Error(`the pages reported errors:\n${problems.join("\n")}`);
-  say({ done: true, screenshots, checks });
+  say({ done: true, screenshots, checks: tally.checks });
 } catch (error) {
   process.stderr.write(`${error.stack ?? error}\n`);
   if (problems.length) process.stderr.write(`page problems:\n${problems.join("\n")}\n`);

@@ -21,38 +21,10 @@
 // on stderr.
 
 import { mkdirSync } from "node:fs";
-import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { keccak256 } from "viem";
+import { TIMEOUT, expect, expectEqual, input, problems, screenshots, shot, tally } from "./run.mjs";
 import { injectProvider, testWallet } from "./wallet.mjs";
-
-const input = JSON.parse(await readStdin());
-const TIMEOUT = 30_000;
-const screenshots = [];
-const problems = [];
-let checks = 0;
-
-async function readStdin() {
-  let text = "";
-  for await (const chunk of process.stdin) text += chunk;
-  return text;
-}
-
-function expect(condition, message) {
-  checks += 1;
-  if (!condition) throw new Error(`expectation failed: ${message}`);
-}
-
-function expectEqual(actual, expected, what) {
-  expect(JSON.stringify(actual) === JSON.stringify(expected),
-    `${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
-}
-
-async function shot(page, name) {
-  const path = join(input.screenshotDir, `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  screenshots.push(path);
-}
 
 async function api(path) {
   const response = await fetch(`${input.baseUrl}${path}`, {
@@ -294,7 +266,7 @@ const browser = await chromium.launch({
 try {
   const outcome = await run(browser);
   if (problems.length) throw new Error(`the page reported errors:\n${problems.join("\n")}`);
-  process.stdout.write(`${JSON.stringify({ done: true, checks, screenshots, walletCalls: wallet.calls, ...outcome })}\n`);
+  process.stdout.write(`${JSON.stringify({ done: true, checks: tally.checks, screenshots, walletCalls: wallet.calls, ...outcome })}\n`);
 } catch (error) {
   process.stderr.write(`${error.stack ?? error}\n`);
   if (problems.length) process.stderr.write(`page problems:\n${problems.join("\n")}\n`);

@@ -70,6 +70,40 @@ export async function contractList(main) {
   await load(false);
 }
 
+/**
+ * Follows a contract's event stream (`path`) into `timeline`, each event once (`seen` holds the
+ * sequence numbers shown), telling in `streamState` whether the stream is connecting, live,
+ * ended or failed. `onState(state)` runs for each state change, `onEnd()` once the log is
+ * complete; `key` is the credential (the stored key by default).
+ */
+export function followTimeline(path, { timeline, streamState, seen }, { onState, onEnd }, signal, key) {
+  return followEvents(path, (message) => {
+    let event;
+    try {
+      event = JSON.parse(message.data);
+    } catch {
+      return;
+    }
+    if (seen.has(event.seq)) return;
+    seen.add(event.seq);
+    timeline.append(timelineItem(event));
+    if (streamState.dataset.state === "connecting") {
+      streamState.dataset.state = "live";
+      streamState.textContent = "Live: new events appear as they happen.";
+    }
+    if (event.to_state) onState(event.to_state);
+  }, signal, key).then(() => {
+    if (signal.aborted) return;
+    onEnd();
+    streamState.dataset.state = "ended";
+    streamState.textContent = "The contract is final: its event log is complete.";
+  }, (error) => {
+    if (signal.aborted) return;
+    streamState.dataset.state = "error";
+    fill(streamState, errorBox(error));
+  });
+}
+
 export function timelineItem(event) {
   const transition = event.to_state
     ? [" ", event.from_state ? badge(event.from_state) : null, event.from_state ? " → " : null, badge(event.to_state)]
@@ -404,31 +438,12 @@ export async function contractPage(main, id, signal) {
   // status; it stays after the payment to show PAYMENT-RESPONSE.
   if (shownState === "offered") fill(payment, payCard(shownContract, refreshSoon));
 
-  followEvents(`/v1/contracts/${id}/events`, (message) => {
-    let event;
-    try {
-      event = JSON.parse(message.data);
-    } catch {
-      return;
-    }
-    if (seen.has(event.seq)) return;
-    seen.add(event.seq);
-    timeline.append(timelineItem(event));
-    if (streamState.dataset.state === "connecting") {
-      streamState.dataset.state = "live";
-      streamState.textContent = "Live: new events appear as they happen.";
-    }
-    if (event.to_state) stateSeen(event.to_state);
-  }, signal).then(() => {
-    if (signal.aborted) return;
-    if (latestState && latestState !== shownState) refreshSoon();
-    streamState.dataset.state = "ended";
-    streamState.textContent = "The contract is final: its event log is complete.";
-  }, (error) => {
-    if (signal.aborted) return;
-    streamState.dataset.state = "error";
-    fill(streamState, errorBox(error));
-  });
+  followTimeline(`/v1/contracts/${id}/events`, { timeline, streamState, seen }, {
+    onState: stateSeen,
+    onEnd: () => {
+      if (latestState && latestState !== shownState) refreshSoon();
+    },
+  }, signal);
 }
 
 /** `#/webhooks`: the signing secret and dead letters with redelivery. */

@@ -10,10 +10,10 @@
 // The page sends no API key on these calls, even when one is signed in: the wallet is the
 // seeker. The capability token lives only in this page's memory (and is shown to its owner).
 
-import { errorOf, followEvents, send } from "./api.js";
+import { errorOf, send } from "./api.js";
 import { badge, card, errorBox, facts, fill, h, json, money, time } from "./dom.js";
 import { cheapViolations } from "./hire.js";
-import { checkOfferAgainstTerms, executeOutcome, timelineItem, verificationCard } from "./seeker.js";
+import { checkOfferAgainstTerms, executeOutcome, followTimeline, verificationCard } from "./seeker.js";
 import {
   WalletError, browserWallet, chooseOffer, connect, decodeHeader, encodeHeader, signPayment,
 } from "./wallet.js";
@@ -105,31 +105,10 @@ function followCard(contractId, token, signal, delivered) {
     }
   };
   refresh();
-  followEvents(`/v1/contracts/${contractId}/events`, (message) => {
-    let event;
-    try {
-      event = JSON.parse(message.data);
-    } catch {
-      return;
-    }
-    if (seen.has(event.seq)) return;
-    seen.add(event.seq);
-    timeline.append(timelineItem(event));
-    if (streamState.dataset.state === "connecting") {
-      streamState.dataset.state = "live";
-      streamState.textContent = "Live: new events appear as they happen.";
-    }
-    if (event.to_state) refresh();
-  }, signal, token).then(() => {
-    if (signal.aborted) return;
-    refresh();
-    streamState.dataset.state = "ended";
-    streamState.textContent = "The contract is final: its event log is complete.";
-  }, (error) => {
-    if (signal.aborted) return;
-    streamState.dataset.state = "error";
-    fill(streamState, errorBox(error));
-  });
+  followTimeline(`/v1/contracts/${contractId}/events`, { timeline, streamState, seen }, {
+    onState: refresh,
+    onEnd: refresh,
+  }, signal, token);
   return card("The hire, live",
     facts([
       ["Contract", h("code", {}, contractId)],
