@@ -22,7 +22,8 @@ use std::{
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use hiregate_gateway::{config::Settings, startup::App};
+use hiregate_engine::settings::Settings;
+use hiregate_gateway::startup::App;
 use hiregate_payments::devnet::Devnet;
 use hiregate_store::{NewContractEvent, Store};
 use hiregate_worker_sdk::{

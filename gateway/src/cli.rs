@@ -11,14 +11,11 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
-use crate::{
+use crate::{config::Settings, shutdown, startup::App, telemetry};
+use hiregate_engine::{
     auth::issue_api_key,
-    config::Settings,
     facilitator::bundled_facilitator_config,
     ledger::{ReconcileRequest, reconcile},
-    shutdown,
-    startup::App,
-    telemetry,
 };
 use hiregate_store::{Store, ids::PrincipalId, keys::Role};
 
@@ -87,7 +84,7 @@ pub enum Command {
         #[arg(long)]
         network: Option<String>,
         /// Blocks per `eth_getLogs` request (lower it for RPCs with tighter limits).
-        #[arg(long, default_value_t = crate::ledger::chain::DEFAULT_LOG_CHUNK_BLOCKS,
+        #[arg(long, default_value_t = hiregate_engine::ledger::chain::DEFAULT_LOG_CHUNK_BLOCKS,
               value_parser = clap::value_parser!(u64).range(1..))]
         chunk_blocks: u64,
         /// Print the report as JSON instead of text.
@@ -209,7 +206,7 @@ pub async fn run(cli: Cli) -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
-    let load = || Settings::load(cli.config.as_deref()).context("cannot load configuration");
+    let load = || crate::config::load(cli.config.as_deref()).context("cannot load configuration");
     match cli.command {
         Command::Serve {
             migrate,
@@ -359,7 +356,7 @@ async fn mcp_command(settings: Settings, gateway: url::Url) -> anyhow::Result<Ex
 
     // Optional: without it the account tools answer `unauthorized`, hire_worker still works.
     let seeker_key = crate::seeker_cli::seeker_key_from_env();
-    let wallet = crate::mcp::McpWallet::from_settings(&settings.mcp);
+    let wallet = hiregate_http::mcp::tools::McpWallet::from_settings(&settings.mcp);
     // The tools call the engine in this process, on the gateway's configuration: its database,
     // chains and signing key, with `gateway` as the public URL its answers point to.
     let services = crate::startup::build_services(
@@ -369,10 +366,11 @@ async fn mcp_command(settings: Settings, gateway: url::Url) -> anyhow::Result<Ex
     )
     .await
     .context("cannot start the engine (database, chains, signing key)")?;
-    let server = crate::mcp::HiregateMcp::over_stdio(services.clone(), seeker_key, wallet)
-        .serve(rmcp::transport::stdio())
-        .await
-        .context("the MCP client did not initialize")?;
+    let server =
+        hiregate_http::mcp::tools::HiregateMcp::over_stdio(services.clone(), seeker_key, wallet)
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("the MCP client did not initialize")?;
     server.waiting().await.context("the MCP session failed")?;
     services.store.close().await;
     Ok(ExitCode::SUCCESS)

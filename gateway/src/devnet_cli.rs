@@ -36,7 +36,7 @@ use clap::{Args, Subcommand};
 use hiregate_payments::devnet::{Devnet, bindings::DevnetUsd};
 use url::Url;
 
-use crate::assets::whole_units;
+use hiregate_engine::assets::whole_units;
 
 /// What the seeker wallet starts with: 100 tokens of 6 decimals.
 const SEEKER_FUNDS: u64 = 100_000_000;

@@ -24,10 +24,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::mcp::{ACCEPTED, hire_report, in_progress};
 use alloy::signers::local::PrivateKeySigner;
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
+use hiregate_http::mcp::tools::{ACCEPTED, hire_report, in_progress};
 use hiregate_worker_sdk::seeker::{ContractFilter, DiscoveryFilter, SeekerClient, WorkerSummary};
 use serde_json::{Value, json};
 use url::Url;

@@ -16,17 +16,15 @@ use url::Url;
 
 use hiregate_payments::Facilitator;
 
-use crate::{
+use hiregate_engine::settings::{FacilitatorMode, Settings};
+use hiregate_engine::{
     adapters::ProtocolAdapters,
-    agent_cards::AgentCards,
     assets::AssetDirectory,
     auth::ApiKeyCache,
-    config::{FacilitatorMode, Settings},
     facilitator::{
         FacilitatorReadiness, FacilitatorSetupError, MeteredFacilitator, build_facilitator,
     },
     hire::{HireParts, HireService},
-    http,
     key_turns::GatewayKeyTurns,
     metrics::Metrics,
     outbound::{OutboundClient, OutboundError},
@@ -34,6 +32,9 @@ use crate::{
     registry::{WorkerRegistry, health::run_health_checks, probe::ProbeRegistry},
     reputation::ReputationBook,
     signing::{SigningKeyError, load_key_ring},
+};
+use hiregate_http::{
+    a2a::cards::AgentCards,
     state::{AppState, SharedState},
 };
 use hiregate_store::{Store, StoreError, keys::ApiKeyHash};
@@ -55,7 +56,7 @@ pub enum StartupError {
     Facilitator(#[from] FacilitatorSetupError),
     /// An escrow operator key could not be loaded.
     #[error("cannot set up the escrow operators")]
-    Escrow(#[from] crate::hire::escrow::EscrowSetupError),
+    Escrow(#[from] hiregate_engine::hire::escrow::EscrowSetupError),
     /// The listen address could not be bound.
     #[error("cannot listen on {address}")]
     Bind {
@@ -126,7 +127,7 @@ impl App {
             None => derived_base_url(local_addr),
         };
         let (state, key_turns) = assemble(settings, options, store, base_url.clone()).await?;
-        let router = http::router(state.clone());
+        let router = hiregate_http::router(state.clone());
         Ok(Self {
             listener,
             local_addr,
@@ -179,7 +180,7 @@ impl App {
         let tasks = TaskTracker::new();
         tasks.spawn(forward);
         // Subscribed here, before serving, so no settlement can slip past the counters.
-        tasks.spawn(crate::ledger::run_settlement_metrics(
+        tasks.spawn(hiregate_engine::ledger::run_settlement_metrics(
             state.store.clone(),
             state.metrics.clone(),
             state.store.subscribe_events(),
@@ -196,20 +197,20 @@ impl App {
             state.config.health.interval(),
             app_token.clone(),
         ));
-        tasks.spawn(crate::hire::sweep::run_settlement_sweep(
+        tasks.spawn(hiregate_engine::hire::sweep::run_settlement_sweep(
             state.hire.clone(),
             state.config.contracts.sweep_interval(),
             app_token.clone(),
         ));
-        tasks.spawn(crate::webhooks::delivery::run_webhook_delivery(
-            crate::webhooks::delivery::WebhookDelivery::new(
+        tasks.spawn(hiregate_engine::webhooks::delivery::run_webhook_delivery(
+            hiregate_engine::webhooks::delivery::WebhookDelivery::new(
                 state.store.clone(),
                 state.outbound.clone(),
                 state.config.webhooks.clone(),
             ),
             app_token.clone(),
         ));
-        tasks.spawn(crate::hire::deadlines::run_long_running_work(
+        tasks.spawn(hiregate_engine::hire::deadlines::run_long_running_work(
             state.hire.clone(),
             state.config.contracts.jobs_interval(),
             format!("gw_{}", ulid::Ulid::new()),
@@ -325,7 +326,10 @@ async fn assemble(
         facilitator,
         keys,
         assets: assets.clone(),
-        escrow: crate::hire::escrow::EscrowOperators::from_settings(&config, Some(&*key_turns))?,
+        escrow: hiregate_engine::hire::escrow::EscrowOperators::from_settings(
+            &config,
+            Some(&*key_turns),
+        )?,
         base_url: base_url.clone(),
         metrics: metrics.clone(),
     });

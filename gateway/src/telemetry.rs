@@ -9,7 +9,7 @@ use tracing_subscriber::{
     EnvFilter, fmt, fmt::MakeWriter, layer::SubscriberExt, util::SubscriberInitExt,
 };
 
-use crate::config::{LogFormat, LogSettings};
+use hiregate_engine::settings::{LogFormat, LogSettings};
 
 /// The global subscriber could not be installed.
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +23,8 @@ fn filter_for(level: &str) -> EnvFilter {
 /// Our crates and the HTTP layer at `level`; dependencies only when noisy.
 fn directives(level: &str) -> String {
     format!(
-        "warn,hiregate={level},hiregate_gateway={level},hiregate_payments={level},\
+        "warn,hiregate={level},hiregate_gateway={level},hiregate_http={level},\
+         hiregate_engine={level},hiregate_store={level},hiregate_payments={level},\
          hiregate_contracts={level},tower_http={level}"
     )
 }

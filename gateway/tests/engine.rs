@@ -12,8 +12,7 @@ use figment::{
     Figment,
     providers::{Format, Toml},
 };
-use hiregate_gateway::{
-    config::{DEFAULT_CONFIG_TOML, Settings},
+use hiregate_engine::{
     hire::{
         ContractRequest,
         error::ErrorCode,
@@ -21,9 +20,10 @@ use hiregate_gateway::{
         outcome::{Execution, FailureKind, Outcome, Settlement},
     },
     registry::NewWorker,
-    startup::{AppOptions, build_services},
-    state::AppState,
+    settings::{DEFAULT_CONFIG_TOML, Settings},
 };
+use hiregate_gateway::startup::{AppOptions, build_services};
+use hiregate_http::state::AppState;
 use hiregate_payments::{PaymentRequired, devnet::Devnet, encode_header, sign_exact_payment};
 use hiregate_store::ids::PrincipalId;
 use hiregate_worker_sdk::{

@@ -42,10 +42,8 @@ use common::{
     percentile, serve_echo_worker,
 };
 use futures::{StreamExt as _, stream};
-use hiregate_gateway::{
-    facilitator::build_facilitator,
-    startup::{App, AppOptions},
-};
+use hiregate_engine::facilitator::build_facilitator;
+use hiregate_gateway::startup::{App, AppOptions};
 use hiregate_payments::devnet::rpc_counter::{self, RpcCounter};
 use hiregate_payments::{
     Facilitator, FacilitatorError, PaymentPayload, PaymentRequired, SyncSendMode,

@@ -18,7 +18,8 @@ use std::{sync::Arc, time::Duration};
 
 use alloy::{primitives::U256, providers::Provider, signers::local::PrivateKeySigner};
 use common::{BenchResult, create_key, gateway_settings, list_echo_worker, serve_echo_worker};
-use hiregate_gateway::{config::LogLevel, startup::App};
+use hiregate_engine::settings::LogLevel;
+use hiregate_gateway::startup::App;
 use hiregate_payments::devnet::{
     Devnet, MULTICALL3_ADDRESS, node_script_with_timeout, node_tools_or_skip,
 };

@@ -22,7 +22,8 @@ use axum::{
     routing::post,
 };
 use common::{BenchResult, create_key, gateway_settings, list_echo_worker, serve_echo_worker};
-use hiregate_gateway::{config::LogLevel, startup::App};
+use hiregate_engine::settings::LogLevel;
+use hiregate_gateway::startup::App;
 use hiregate_payments::devnet::Devnet;
 use hiregate_worker_sdk::{RunningServer, example_workers::SUMMARIZE, seeker::SeekerClient};
 use serde_json::json;

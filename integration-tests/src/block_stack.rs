@@ -665,7 +665,7 @@ fn shipped_defaults_env(
     treasury: Address,
 ) -> Vec<(String, String)> {
     let default = |key: &str| {
-        hiregate_gateway::config::DEFAULT_CONFIG_TOML
+        hiregate_engine::settings::DEFAULT_CONFIG_TOML
             .lines()
             .find_map(|line| {
                 line.trim()

@@ -749,7 +749,7 @@ impl RecoveryKnobs {
 
 /// Whether the gateway under test has `key` in its `[contracts]`/`[facilitator]` defaults.
 fn gateway_knows_key(key: &str) -> bool {
-    hiregate_gateway::config::DEFAULT_CONFIG_TOML
+    hiregate_engine::settings::DEFAULT_CONFIG_TOML
         .lines()
         .any(|line| {
             line.trim_start().starts_with(&format!("{key} "))

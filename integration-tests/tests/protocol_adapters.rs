@@ -9,7 +9,8 @@ use alloy::{
     primitives::{Address, U256},
     signers::local::PrivateKeySigner,
 };
-use hiregate_gateway::{config::Settings, startup::App, telemetry};
+use hiregate_engine::settings::Settings;
+use hiregate_gateway::{startup::App, telemetry};
 use hiregate_integration_tests::postgres::PostgresDatabase;
 use hiregate_integration_tests::reference::superwire::{self, StreamCut};
 use hiregate_integration_tests::reference::wattswarm::{

@@ -242,7 +242,7 @@ fn the_client_commands_variables_are_not_configuration_keys() {
 /// by default.
 #[test]
 fn the_default_gateway_url_of_every_command_is_the_default_listen_address() {
-    let defaults = hiregate_gateway::config::Settings::from_defaults_and("").unwrap();
+    let defaults = hiregate_engine::settings::Settings::from_defaults_and("").unwrap();
     let listen = defaults.http.listen_address.to_string();
     for command in [
         &["healthcheck", "--help"][..],

@@ -33,8 +33,8 @@ use std::{
 
 use alloy::primitives::{Address, B256, U256};
 use axum::{Router, extract::State, http::StatusCode, routing::post};
-use hiregate_gateway::assets::whole_units;
-use hiregate_gateway::http::console::{CONTENT_SECURITY_POLICY, asset_names};
+use hiregate_engine::assets::whole_units;
+use hiregate_http::console::{CONTENT_SECURITY_POLICY, asset_names};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

@@ -702,7 +702,7 @@ async fn a_payer_reclaim_after_the_capture_deadline_is_recorded() {
         .await
         .unwrap();
     let info =
-        hiregate_gateway::hire::escrow::payment_info(&payload, &offer, EscrowAddresses::default())
+        hiregate_engine::hire::escrow::payment_info(&payload, &offer, EscrowAddresses::default())
             .unwrap();
     let reclaim = IAuthCaptureEscrow::reclaimCall { paymentInfo: info };
     let wallet = ProviderBuilder::new()

@@ -15,11 +15,8 @@ use figment::{
     Figment,
     providers::{Format, Toml},
 };
-use hiregate_gateway::{
-    config::{DEFAULT_CONFIG_TOML, Settings},
-    startup::App,
-    telemetry,
-};
+use hiregate_engine::settings::{DEFAULT_CONFIG_TOML, Settings};
+use hiregate_gateway::{startup::App, telemetry};
 use hiregate_store::Store;
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor, PgConnection};

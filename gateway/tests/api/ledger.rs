@@ -468,7 +468,7 @@ async fn reclaim(env: &HireEnv, offer: &PaymentRequirements, payload: &PaymentPa
     };
     use hiregate_payments::{EscrowAddresses, auth_capture::abi::IAuthCaptureEscrow};
     let info =
-        hiregate_gateway::hire::escrow::payment_info(payload, offer, EscrowAddresses::default())
+        hiregate_engine::hire::escrow::payment_info(payload, offer, EscrowAddresses::default())
             .unwrap();
     let call = IAuthCaptureEscrow::reclaimCall { paymentInfo: info };
     let wallet = ProviderBuilder::new()

@@ -509,7 +509,7 @@ async fn a_gateway_restarted_while_work_is_pending_resumes_polling_and_settles_o
     drop(app);
     assert_eq!(
         hiregate_store::Store::connect(
-            &hiregate_gateway::config::Settings::from_defaults_and(&format!(
+            &hiregate_engine::settings::Settings::from_defaults_and(&format!(
                 "[database]\nurl = \"{url}\""
             ))
             .unwrap()

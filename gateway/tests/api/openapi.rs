@@ -17,7 +17,7 @@
 
 use std::collections::BTreeSet;
 
-use hiregate_gateway::http::{
+use hiregate_http::{
     api_routes,
     openapi::{ApiDoc, undocumented_routes, unserved_operations},
     routes::{self, Routes},
@@ -127,7 +127,7 @@ fn every_route_is_documented() {
 /// and the coverage test above does not see it. Its authentication is in `tests/api/mcp.rs`.
 #[test]
 fn the_mcp_endpoint_is_the_known_exception() {
-    let mcp = hiregate_gateway::http::mcp::MCP_PATH;
+    let mcp = hiregate_http::mcp::MCP_PATH;
     assert_eq!(mcp, "/mcp");
     assert!(
         !api_routes().served().iter().any(|(_, path)| path == mcp),

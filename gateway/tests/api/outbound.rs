@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use axum::{Router, http::StatusCode, response::Redirect, routing::get};
-use hiregate_gateway::{
-    config::OutboundSettings,
+use hiregate_engine::{
     outbound::{OutboundClient, OutboundError},
+    settings::OutboundSettings,
 };
 use serde_json::Value;
 use url::Url;

@@ -18,9 +18,9 @@ use std::{
     time::Duration,
 };
 
-use hiregate_gateway::{
-    config::OutboundSettings,
+use hiregate_engine::{
     outbound::{OutboundClient, OutboundError},
+    settings::OutboundSettings,
 };
 use serde_json::{Value, json};
 use tokio::{

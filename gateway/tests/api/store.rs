@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, collections::BTreeSet, time::Duration};
 
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
-use hiregate_gateway::config::Settings;
+use hiregate_engine::settings::Settings;
 use hiregate_store::{
     ContractQuery, Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment,
     ProbeResult, Store, StoreError, Transition, WorkerQuery,

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use alloy::signers::local::PrivateKeySigner;
-use hiregate_gateway::config::Settings;
+use hiregate_engine::settings::Settings;
 use hiregate_payments::devnet::Devnet;
 use hiregate_worker_sdk::{
     GatewayKeys, RunningServer,

@@ -1,0 +1,88 @@
+//! Worker reputation, earned only from verified, paid outcomes: the signed snapshot of
+//! `GET /v1/workers/{id}/reputation` and the figures discovery sorts and filters by.
+//!
+//! What is counted and the self-dealing rule are in [`hiregate_contracts::reputation`]; the facts
+//! come from [`Store::hire_facts`]. A snapshot is signed with the gateway's active key and kept
+//! for [`SNAPSHOT_TTL`], so a discovery page sorted by reputation costs one query per listing per
+//! TTL rather than per request; figures are at most that much behind the store.
+
+use std::{
+    str::FromStr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use hiregate_contracts::{
+    reputation::{ReputationSnapshot, compute},
+    time::Timestamp,
+    token::{KeyRing, REPUTATION_TOKEN_TYPE},
+};
+
+use crate::hire::error::HireError;
+use hiregate_store::{Store, ids::WorkerId};
+
+/// How long a computed snapshot is served before it is computed again.
+pub const SNAPSHOT_TTL: Duration = Duration::from_secs(30);
+
+/// Listings whose snapshot is kept in memory at once.
+const CAPACITY: usize = 10_000;
+
+/// A snapshot and its compact JWS.
+#[derive(Debug)]
+pub struct SignedReputation {
+    /// What the token states.
+    pub snapshot: ReputationSnapshot,
+    /// The snapshot signed by the gateway (`typ` = `hiregate-reputation+jwt`).
+    pub token: String,
+}
+
+/// Computes, signs and caches reputation snapshots. Cheap to clone.
+#[derive(Clone)]
+pub struct ReputationBook {
+    store: Store,
+    keys: KeyRing,
+    snapshots: Arc<quick_cache::sync::Cache<String, (Instant, Arc<SignedReputation>)>>,
+}
+
+impl std::fmt::Debug for ReputationBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReputationBook")
+            .field("cached", &self.snapshots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReputationBook {
+    /// A book over `store`, signing with `keys`.
+    #[must_use]
+    pub fn new(store: Store, keys: KeyRing) -> Self {
+        Self {
+            store,
+            keys,
+            snapshots: Arc::new(quick_cache::sync::Cache::new(CAPACITY)),
+        }
+    }
+
+    /// The signed reputation of `worker`, at most [`SNAPSHOT_TTL`] old.
+    pub async fn of(&self, worker: &WorkerId) -> Result<Arc<SignedReputation>, HireError> {
+        if let Some((computed, signed)) = self.snapshots.get(worker.as_str())
+            && computed.elapsed() < SNAPSHOT_TTL
+        {
+            return Ok(signed);
+        }
+        let facts = self.store.hire_facts(worker).await?;
+        let subject = hiregate_contracts::id::WorkerId::from_str(worker.as_str())
+            .map_err(HireError::internal)?;
+        let snapshot = compute(&subject, &facts, Timestamp::from(chrono::Utc::now()));
+        let token = self
+            .keys
+            .sign_json(REPUTATION_TOKEN_TYPE, &snapshot)
+            .map_err(HireError::internal)?;
+        let signed = Arc::new(SignedReputation { snapshot, token });
+        self.snapshots.insert(
+            worker.as_str().to_owned(),
+            (Instant::now(), Arc::clone(&signed)),
+        );
+        Ok(signed)
+    }
+}
