@@ -167,7 +167,7 @@ fn gateway_config(devnet: &Devnet, dir: &Path, listen: SocketAddr) -> String {
     let relayer = devnet.relayer().to_bytes();
     format!(
         r#"# Written by `hiregate devnet up` for its local chain; rewritten by every run.
-# Layered over the built-in defaults (gateway/config.default.toml), under HIREGATE_* variables.
+# Layered over the built-in defaults (engine/config.default.toml), under HIREGATE_* variables.
 
 [http]
 listen_address = "{listen}"

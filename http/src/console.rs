@@ -1,5 +1,5 @@
 //! `/console`: the web console for seekers, operators and arbiters, served from assets compiled
-//! into the binary (`gateway/assets/console/`; plain HTML, CSS and JS modules, no build step).
+//! into the binary (`http/assets/console/`; plain HTML, CSS and JS modules, no build step).
 //!
 //! The console is a client of the public JSON API with the caller's own API key, so it adds no
 //! authority of its own. A seeker pays from the browser's own wallet (EIP-1193, `wallet.js`): the

@@ -1,5 +1,5 @@
 //! `GET /docs`: the API reference page (Swagger UI rendering `/openapi.json`), and its assets
-//! under `/docs/{asset}`. The assets are vendored in `gateway/assets/docs/` (provenance and
+//! under `/docs/{asset}`. The assets are vendored in `http/assets/docs/` (provenance and
 //! licenses in its README) and compiled into the binary, so the page needs nothing but the
 //! gateway: no CDN, works offline.
 
