@@ -55,6 +55,18 @@ pub async fn run() -> anyhow::Result<()> {
 }
 
 async fn walk_through(shutdown: &CancellationToken) -> anyhow::Result<()> {
+    let devnet = start_chain().await?;
+    let gateway = start_gateway(&devnet, shutdown).await?;
+    let cast = Cast::enter(&devnet, &gateway, shutdown).await?;
+    cast.discover().await?;
+    cast.paid_hire().await?;
+    cast.rejected_hire().await?;
+    cast.escrowed_hires().await?;
+    cast.reconcile().await
+}
+
+/// Step 1: anvil with the devnet token, Permit2 and the escrow.
+async fn start_chain() -> anyhow::Result<Devnet> {
     step("1. local chain");
     let devnet = Devnet::start()
         .await
@@ -67,7 +79,24 @@ async fn walk_through(shutdown: &CancellationToken) -> anyhow::Result<()> {
         devnet.token_name(),
         devnet.token_version()
     ));
+    Ok(devnet)
+}
 
+/// The running gateway, and what the demo needs of it.
+struct DemoGateway {
+    url: Url,
+    admin_key: String,
+    escrow: EscrowParties,
+    /// Holds the SQLite database until the demo ends.
+    _data_dir: tempfile::TempDir,
+}
+
+/// Step 2: the gateway on SQLite in a temp folder, with the bundled facilitator and an escrow
+/// operator whose gas is paid.
+async fn start_gateway(
+    devnet: &Devnet,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<DemoGateway> {
     step("2. gateway (SQLite in a temp folder, bundled facilitator, escrow operator)");
     let data_dir = tempfile::tempdir().context("temp folder for the database")?;
     let admin_key = format!("hg_admin_{}", hex::encode(rand::random::<[u8; 24]>()));
@@ -80,284 +109,349 @@ async fn walk_through(shutdown: &CancellationToken) -> anyhow::Result<()> {
         .set_eth_balance(escrow.operator.address(), U256::from(10u128.pow(19)))
         .await
         .context("funding the escrow operator with gas")?;
-    let settings = demo_settings(&devnet, data_dir.path(), &admin_key, &escrow)?;
+    let settings = demo_settings(devnet, data_dir.path(), &admin_key, &escrow)?;
     let app = App::build(settings).await.context("building the gateway")?;
-    let gateway = app.base_url().clone();
+    let url = app.base_url().clone();
     tokio::spawn(app.run_until_stopped(shutdown.child_token()));
-    say(&format!("gateway at {gateway}"));
+    say(&format!("gateway at {url}"));
     say(&format!(
         "escrow operator {} (captureAuthorizer), treasury {}",
         escrow.operator.address(),
         escrow.treasury
     ));
+    Ok(DemoGateway {
+        url,
+        admin_key,
+        escrow,
+        _data_dir: data_dir,
+    })
+}
 
-    step("3. two workers: one that answers well, one that answers schema-invalid JSON");
-    let jwks = gateway.join(".well-known/jwks.json")?;
-    let good_worker = spawn_worker(false, &jwks, shutdown).await?;
-    let bad_worker = spawn_worker(true, &jwks, shutdown).await?;
-    say(&format!(
-        "good worker at {}, faulty worker at {}",
-        good_worker.base_url(),
-        bad_worker.base_url()
-    ));
+/// Who takes part after step 3: the operator's two listings, the seeker and its wallet.
+struct Cast<'a> {
+    devnet: &'a Devnet,
+    gateway: &'a DemoGateway,
+    shutdown: &'a CancellationToken,
+    http: reqwest::Client,
+    jwks: Url,
+    operator_key: String,
+    seeker_key: String,
+    seeker: SeekerClient,
+    payer: Address,
+    good_id: String,
+    good_payout: Address,
+    bad_id: String,
+    bad_payout: Address,
+    /// The two workers keep serving until the demo ends.
+    _workers: [RunningServer; 2],
+}
 
-    let http = reqwest::Client::new();
-    let operator_key = create_key(&http, &gateway, &admin_key, "operator").await?;
-    let seeker_key = create_key(&http, &gateway, &admin_key, "seeker").await?;
-    let good_payout = PrivateKeySigner::random().address();
-    let bad_payout = PrivateKeySigner::random().address();
-    let good_id = register_worker(
-        &http,
-        &gateway,
-        &operator_key,
-        &good_worker,
-        good_payout,
-        &devnet,
-        &json!({}),
-    )
-    .await?;
-    let bad_id = register_worker(
-        &http,
-        &gateway,
-        &operator_key,
-        &bad_worker,
-        bad_payout,
-        &devnet,
-        &json!({}),
-    )
-    .await?;
-    say(&format!(
-        "operator listed {good_id} and {bad_id} (probed /health and /capabilities first)"
-    ));
-
-    let wallet = devnet
-        .funded_account(U256::from(SEEKER_FUNDS))
-        .await
-        .context("funding the seeker")?;
-    let payer = wallet.address();
-    let seeker = SeekerClient::new(gateway.clone(), seeker_key.clone(), Arc::new(wallet));
-    say(&format!(
-        "seeker wallet {payer} holds {}",
-        units(U256::from(SEEKER_FUNDS))
-    ));
-
-    step("4. discover");
-    let found = seeker
-        .discover(&DiscoveryFilter {
-            task_type: Some(SUMMARIZE.into()),
-            healthy: Some(true),
-            ..DiscoveryFilter::default()
-        })
-        .await?;
-    ensure!(
-        found.iter().any(|worker| worker.id == good_id),
-        "discovery did not list the good worker"
-    );
-    say(&format!(
-        "{} healthy worker(s) offer `{SUMMARIZE}`",
-        found.len()
-    ));
-
-    step("5. contract");
-    let contract = seeker
-        .propose(&proposal(
-            &good_id,
-            &json!({"text": "hiregate pays agents only for verified work."}),
-        ))
-        .await?;
-    ensure!(
-        contract.state == "offered",
-        "new contract is {}, not offered",
-        contract.state
-    );
-    say(&format!(
-        "{} offered, terms_hash {}",
-        contract.id,
-        contract.body["terms_hash"].as_str().unwrap_or("?")
-    ));
-
-    step("6. execute without payment → 402");
-    let challenge = seeker.challenge(&contract.id).await?;
-    let offer = challenge
-        .accepts
-        .first()
-        .context("the 402 offers no way to pay")?;
-    ensure!(
-        offer.amount.to_string() == PRICE.to_string(),
-        "402 asks {} instead of {PRICE}",
-        offer.amount
-    );
-    say(&format!(
-        "PAYMENT-REQUIRED: {} {} of {} to {} on {} (valid {} s)",
-        offer.scheme,
-        offer.amount,
-        offer.asset,
-        offer.pay_to,
-        offer.network,
-        offer.max_timeout_seconds
-    ));
-
-    step("7. pay (EIP-3009 authorization signed by the seeker) → verify → work → verify → settle");
-    let before = Balances::read(&devnet, payer, good_payout).await?;
-    let outcome = seeker.execute(&contract.id).await?;
-    ensure!(
-        outcome.status == 200,
-        "paid execute answered {}: {}",
-        outcome.status,
-        outcome.body
-    );
-    let settlement = outcome
-        .payment_response
-        .context("settled response carries no PAYMENT-RESPONSE")?;
-    ensure!(settlement.success, "settlement failed: {settlement:?}");
-    say(&format!(
-        "deliverable: {}",
-        compact(&outcome.body["deliverable"])
-    ));
-    say(&format!(
-        "settled on chain: transaction {}",
-        settlement.transaction
-    ));
-    let after = Balances::read(&devnet, payer, good_payout).await?;
-    before.print_change(&after);
-    ensure!(
-        before.payer - after.payer == U256::from(PRICE)
-            && after.payee - before.payee == U256::from(PRICE),
-        "balances moved by the wrong amount"
-    );
-    let settled = seeker.contract(&contract.id).await?;
-    ensure!(
-        settled.state == "settled",
-        "contract ended {}, not settled",
-        settled.state
-    );
-    say(&format!("{} is settled", contract.id));
-
-    step("8. a schema-invalid delivery → rejected, nothing settled");
-    let rejected = seeker
-        .propose(&proposal(
-            &bad_id,
-            &json!({"text": "anything", "mode": "invalid"}),
-        ))
-        .await?;
-    let before = Balances::read(&devnet, payer, bad_payout).await?;
-    let outcome = seeker.execute(&rejected.id).await?;
-    ensure!(
-        outcome.status == 422,
-        "schema-invalid delivery answered {}, not 422: {}",
-        outcome.status,
-        outcome.body
-    );
-    ensure!(
-        outcome.payment_response.is_none(),
-        "a rejected delivery carried PAYMENT-RESPONSE"
-    );
-    say(&format!(
-        "422 verification failed: {}",
-        compact(&outcome.body["error"]["details"]["verification"]["reason_codes"])
-    ));
-    let after = Balances::read(&devnet, payer, bad_payout).await?;
-    before.print_change(&after);
-    ensure!(before == after, "balances moved for a rejected delivery");
-    let final_state = seeker.contract(&rejected.id).await?.state;
-    if final_state != "rejected" {
-        bail!("rejected contract ended {final_state}");
-    }
-    say(&format!(
-        "{} is rejected; the seeker kept the money",
-        rejected.id
-    ));
-
-    let demo = EscrowDemo {
-        http: &http,
-        gateway: &gateway,
-        seeker_key: &seeker_key,
-        seeker: &seeker,
-        devnet: &devnet,
-        escrow: &escrow,
-        store: token_store(&devnet, escrow.operator.address()).await?,
-    };
-    step("9. two escrowed listings (x402 auth-capture, 2.5 % marketplace fee)");
-    let escrow_options =
-        json!({"payment_schemes": ["auth-capture"], "fee_policy": {"fee_bps": FEE_BPS}});
-    let escrow_good_worker = spawn_worker(false, &jwks, shutdown).await?;
-    let escrow_bad_worker = spawn_worker(true, &jwks, shutdown).await?;
-    let escrow_good_payout = PrivateKeySigner::random().address();
-    let escrow_bad_payout = PrivateKeySigner::random().address();
-    let escrow_good_id = register_worker(
-        &http,
-        &gateway,
-        &operator_key,
-        &escrow_good_worker,
-        escrow_good_payout,
-        &devnet,
-        &escrow_options,
-    )
-    .await?;
-    let escrow_bad_id = register_worker(
-        &http,
-        &gateway,
-        &operator_key,
-        &escrow_bad_worker,
-        escrow_bad_payout,
-        &devnet,
-        &escrow_options,
-    )
-    .await?;
-    say(&format!(
-        "operator listed {escrow_good_id} (answers well) and {escrow_bad_id} (schema-invalid), both auth-capture only at {FEE_BPS} bps"
-    ));
-    say(&format!(
-        "escrowed funds sit in the operator's token store {} (getTokenStore(operator))",
-        demo.store
-    ));
-    demo.captured(&escrow_good_id, escrow_good_payout).await?;
-    demo.voided(&escrow_bad_id, escrow_bad_payout).await?;
-
-    step("12. money truth: the store against the chain (GET /v1/admin/reconcile)");
-    let response = http
-        .get(gateway.join("v1/admin/reconcile")?)
-        .bearer_auth(&admin_key)
-        .send()
-        .await?;
-    let report = checked_json(response).await?;
-    for total in report["totals"].as_array().into_iter().flatten() {
+impl<'a> Cast<'a> {
+    /// Step 3: two workers (one answers well, one answers schema-invalid JSON) listed by an
+    /// operator, and a funded seeker.
+    async fn enter(
+        devnet: &'a Devnet,
+        gateway: &'a DemoGateway,
+        shutdown: &'a CancellationToken,
+    ) -> anyhow::Result<Self> {
+        step("3. two workers: one that answers well, one that answers schema-invalid JSON");
+        let url = &gateway.url;
+        let jwks = url.join(".well-known/jwks.json")?;
+        let good_worker = spawn_worker(false, &jwks, shutdown).await?;
+        let bad_worker = spawn_worker(true, &jwks, shutdown).await?;
         say(&format!(
-            "exact: store {} settled = {}, chain {} transfers = {}",
-            total["store"]["count"],
-            plain(&total["store"]["amount"]),
-            total["chain"]["count"],
-            plain(&total["chain"]["amount"])
+            "good worker at {}, faulty worker at {}",
+            good_worker.base_url(),
+            bad_worker.base_url()
         ));
+
+        let http = reqwest::Client::new();
+        let operator_key = create_key(&http, url, &gateway.admin_key, "operator").await?;
+        let seeker_key = create_key(&http, url, &gateway.admin_key, "seeker").await?;
+        let good_payout = PrivateKeySigner::random().address();
+        let bad_payout = PrivateKeySigner::random().address();
+        let no_options = json!({});
+        let listing = |worker, payout| {
+            register_worker(
+                &http,
+                url,
+                &operator_key,
+                worker,
+                payout,
+                devnet,
+                &no_options,
+            )
+        };
+        let good_id = listing(&good_worker, good_payout).await?;
+        let bad_id = listing(&bad_worker, bad_payout).await?;
+        say(&format!(
+            "operator listed {good_id} and {bad_id} (probed /health and /capabilities first)"
+        ));
+
+        let wallet = devnet
+            .funded_account(U256::from(SEEKER_FUNDS))
+            .await
+            .context("funding the seeker")?;
+        let payer = wallet.address();
+        let seeker = SeekerClient::new(url.clone(), seeker_key.clone(), Arc::new(wallet));
+        say(&format!(
+            "seeker wallet {payer} holds {}",
+            units(U256::from(SEEKER_FUNDS))
+        ));
+        Ok(Self {
+            devnet,
+            gateway,
+            shutdown,
+            http,
+            jwks,
+            operator_key,
+            seeker_key,
+            seeker,
+            payer,
+            good_id,
+            good_payout,
+            bad_id,
+            bad_payout,
+            _workers: [good_worker, bad_worker],
+        })
     }
-    for total in report["escrow"]["totals"].as_array().into_iter().flatten() {
-        for side in ["store", "chain"] {
-            let tally = &total[side];
+
+    /// Step 4: discovery lists the good worker.
+    async fn discover(&self) -> anyhow::Result<()> {
+        step("4. discover");
+        let found = self
+            .seeker
+            .discover(&DiscoveryFilter {
+                task_type: Some(SUMMARIZE.into()),
+                healthy: Some(true),
+                ..DiscoveryFilter::default()
+            })
+            .await?;
+        ensure!(
+            found.iter().any(|worker| worker.id == self.good_id),
+            "discovery did not list the good worker"
+        );
+        say(&format!(
+            "{} healthy worker(s) offer `{SUMMARIZE}`",
+            found.len()
+        ));
+        Ok(())
+    }
+
+    /// Steps 5–7: a contract, its 402, then the paid execute settled on chain.
+    async fn paid_hire(&self) -> anyhow::Result<()> {
+        let seeker = &self.seeker;
+        step("5. contract");
+        let contract = seeker
+            .propose(&proposal(
+                &self.good_id,
+                &json!({"text": "hiregate pays agents only for verified work."}),
+            ))
+            .await?;
+        ensure!(
+            contract.state == "offered",
+            "new contract is {}, not offered",
+            contract.state
+        );
+        say(&format!(
+            "{} offered, terms_hash {}",
+            contract.id,
+            contract.body["terms_hash"].as_str().unwrap_or("?")
+        ));
+
+        step("6. execute without payment → 402");
+        let challenge = seeker.challenge(&contract.id).await?;
+        let offer = challenge
+            .accepts
+            .first()
+            .context("the 402 offers no way to pay")?;
+        ensure!(
+            offer.amount.to_string() == PRICE.to_string(),
+            "402 asks {} instead of {PRICE}",
+            offer.amount
+        );
+        say(&format!(
+            "PAYMENT-REQUIRED: {} {} of {} to {} on {} (valid {} s)",
+            offer.scheme,
+            offer.amount,
+            offer.asset,
+            offer.pay_to,
+            offer.network,
+            offer.max_timeout_seconds
+        ));
+
+        step(
+            "7. pay (EIP-3009 authorization signed by the seeker) → verify → work → verify → settle",
+        );
+        let before = Balances::read(self.devnet, self.payer, self.good_payout).await?;
+        let outcome = seeker.execute(&contract.id).await?;
+        ensure!(
+            outcome.status == 200,
+            "paid execute answered {}: {}",
+            outcome.status,
+            outcome.body
+        );
+        let settlement = outcome
+            .payment_response
+            .context("settled response carries no PAYMENT-RESPONSE")?;
+        ensure!(settlement.success, "settlement failed: {settlement:?}");
+        say(&format!(
+            "deliverable: {}",
+            compact(&outcome.body["deliverable"])
+        ));
+        say(&format!(
+            "settled on chain: transaction {}",
+            settlement.transaction
+        ));
+        let after = Balances::read(self.devnet, self.payer, self.good_payout).await?;
+        before.print_change(&after);
+        ensure!(
+            before.payer - after.payer == U256::from(PRICE)
+                && after.payee - before.payee == U256::from(PRICE),
+            "balances moved by the wrong amount"
+        );
+        let settled = seeker.contract(&contract.id).await?;
+        ensure!(
+            settled.state == "settled",
+            "contract ended {}, not settled",
+            settled.state
+        );
+        say(&format!("{} is settled", contract.id));
+        Ok(())
+    }
+
+    /// Step 8: a schema-invalid delivery is rejected and nothing moves.
+    async fn rejected_hire(&self) -> anyhow::Result<()> {
+        step("8. a schema-invalid delivery → rejected, nothing settled");
+        let seeker = &self.seeker;
+        let rejected = seeker
+            .propose(&proposal(
+                &self.bad_id,
+                &json!({"text": "anything", "mode": "invalid"}),
+            ))
+            .await?;
+        let before = Balances::read(self.devnet, self.payer, self.bad_payout).await?;
+        let outcome = seeker.execute(&rejected.id).await?;
+        ensure!(
+            outcome.status == 422,
+            "schema-invalid delivery answered {}, not 422: {}",
+            outcome.status,
+            outcome.body
+        );
+        ensure!(
+            outcome.payment_response.is_none(),
+            "a rejected delivery carried PAYMENT-RESPONSE"
+        );
+        say(&format!(
+            "422 verification failed: {}",
+            compact(&outcome.body["error"]["details"]["verification"]["reason_codes"])
+        ));
+        let after = Balances::read(self.devnet, self.payer, self.bad_payout).await?;
+        before.print_change(&after);
+        ensure!(before == after, "balances moved for a rejected delivery");
+        let final_state = seeker.contract(&rejected.id).await?.state;
+        if final_state != "rejected" {
+            bail!("rejected contract ended {final_state}");
+        }
+        say(&format!(
+            "{} is rejected; the seeker kept the money",
+            rejected.id
+        ));
+        Ok(())
+    }
+
+    /// Steps 9–11: two auth-capture listings; one hire captured with the fee, one voided.
+    async fn escrowed_hires(&self) -> anyhow::Result<()> {
+        let gateway = &self.gateway.url;
+        let escrow = &self.gateway.escrow;
+        let demo = EscrowDemo {
+            http: &self.http,
+            gateway,
+            seeker_key: &self.seeker_key,
+            seeker: &self.seeker,
+            devnet: self.devnet,
+            escrow,
+            store: token_store(self.devnet, escrow.operator.address()).await?,
+        };
+        step("9. two escrowed listings (x402 auth-capture, 2.5 % marketplace fee)");
+        let escrow_options =
+            json!({"payment_schemes": ["auth-capture"], "fee_policy": {"fee_bps": FEE_BPS}});
+        let good_worker = spawn_worker(false, &self.jwks, self.shutdown).await?;
+        let bad_worker = spawn_worker(true, &self.jwks, self.shutdown).await?;
+        let good_payout = PrivateKeySigner::random().address();
+        let bad_payout = PrivateKeySigner::random().address();
+        let listing = |worker, payout| {
+            register_worker(
+                &self.http,
+                gateway,
+                &self.operator_key,
+                worker,
+                payout,
+                self.devnet,
+                &escrow_options,
+            )
+        };
+        let good_id = listing(&good_worker, good_payout).await?;
+        let bad_id = listing(&bad_worker, bad_payout).await?;
+        say(&format!(
+            "operator listed {good_id} (answers well) and {bad_id} (schema-invalid), both auth-capture only at {FEE_BPS} bps"
+        ));
+        say(&format!(
+            "escrowed funds sit in the operator's token store {} (getTokenStore(operator))",
+            demo.store
+        ));
+        demo.captured(&good_id, good_payout).await?;
+        demo.voided(&bad_id, bad_payout).await
+    }
+
+    /// Step 12: the store against the chain, to the atomic unit.
+    async fn reconcile(&self) -> anyhow::Result<()> {
+        step("12. money truth: the store against the chain (GET /v1/admin/reconcile)");
+        let response = self
+            .http
+            .get(self.gateway.url.join("v1/admin/reconcile")?)
+            .bearer_auth(&self.gateway.admin_key)
+            .send()
+            .await?;
+        let report = checked_json(response).await?;
+        for total in report["totals"].as_array().into_iter().flatten() {
             say(&format!(
-                "escrow {side}: authorized {} = {}, captured {} = {} (fees {}), voided {} = {}, held {}",
-                tally["authorized"]["count"],
-                plain(&tally["authorized"]["amount"]),
-                tally["captured"]["count"],
-                plain(&tally["captured"]["amount"]),
-                plain(&tally["fees"]),
-                tally["voided"]["count"],
-                plain(&tally["voided"]["amount"]),
-                plain(&tally["held"]["amount"])
+                "exact: store {} settled = {}, chain {} transfers = {}",
+                total["store"]["count"],
+                plain(&total["store"]["amount"]),
+                total["chain"]["count"],
+                plain(&total["chain"]["amount"])
             ));
         }
+        for total in report["escrow"]["totals"].as_array().into_iter().flatten() {
+            for side in ["store", "chain"] {
+                let tally = &total[side];
+                say(&format!(
+                    "escrow {side}: authorized {} = {}, captured {} = {} (fees {}), voided {} = {}, held {}",
+                    tally["authorized"]["count"],
+                    plain(&tally["authorized"]["amount"]),
+                    tally["captured"]["count"],
+                    plain(&tally["captured"]["amount"]),
+                    plain(&tally["fees"]),
+                    tally["voided"]["count"],
+                    plain(&tally["voided"]["amount"]),
+                    plain(&tally["held"]["amount"])
+                ));
+            }
+        }
+        ensure!(
+            report["ok"] == true,
+            "the store and the chain disagree: {}",
+            report["mismatches"]
+        );
+        ensure!(
+            report["escrow"]["matched"].as_array().map(Vec::len) == Some(2),
+            "reconcile should prove both escrowed payments: {}",
+            report["escrow"]
+        );
+        say("ok: every settlement, lock, capture and void is on chain, to the atomic unit");
+        Ok(())
     }
-    ensure!(
-        report["ok"] == true,
-        "the store and the chain disagree: {}",
-        report["mismatches"]
-    );
-    ensure!(
-        report["escrow"]["matched"].as_array().map(Vec::len) == Some(2),
-        "reconcile should prove both escrowed payments: {}",
-        report["escrow"]
-    );
-    say("ok: every settlement, lock, capture and void is on chain, to the atomic unit");
-    Ok(())
 }
 
 /// A JSON value as text, strings without their quotes.

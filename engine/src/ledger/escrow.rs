@@ -357,7 +357,7 @@ pub(super) struct EscrowOutcome {
 /// `[from, to]` and the `receipts` of the transactions involved.
 pub(super) fn compare(
     network: &str,
-    (from, to): (u64, u64),
+    window: (u64, u64),
     payments: &[Escrowed],
     events: &[(B256, EscrowEvent)],
     receipts: &HashMap<TxHash, SettleTx>,
@@ -390,157 +390,17 @@ pub(super) fn compare(
                 chain: EscrowTally::default(),
             });
         let mismatches_before = report.mismatches.len();
-        let mut claimed_events: HashSet<usize> = HashSet::new();
-        let mut matched_steps = Vec::new();
-        let mut store_held = (U256::ZERO, U256::ZERO);
-        for (step, recorded_tx) in payment.claimed() {
-            let fee = (step == EscrowStep::Capture).then(|| on_chain.capture.fee());
-            let Some(tx) = recorded_tx.and_then(|tx| TxHash::from_str(tx).ok()) else {
-                report.mismatches.push(payment.mismatch(
-                    MismatchKind::EscrowRecordedWithoutEvent,
-                    format!(
-                        "records the {} step without a (valid) transaction hash ({})",
-                        step.as_str(),
-                        recorded_tx.unwrap_or("none")
-                    ),
-                ));
-                continue;
-            };
-            let Some(SettleTx::Mined {
-                block,
-                success,
-                transfers,
-                ..
-            }) = receipts.get(&tx)
-            else {
-                let mut mismatch = payment.mismatch(
-                    MismatchKind::EscrowRecordedWithoutEvent,
-                    format!("the chain does not know the {} transaction", step.as_str()),
-                );
-                mismatch.transaction = Some(tx.to_string());
-                report.mismatches.push(mismatch);
-                continue;
-            };
-            if *block < from || *block > to {
-                continue;
-            }
-            totals
-                .store
-                .add(step, payment.amount, fee.unwrap_or_default());
-            match step {
-                EscrowStep::Authorize => store_held.0 += payment.amount,
-                EscrowStep::Capture | EscrowStep::Void | EscrowStep::Reclaim => {
-                    store_held.1 += payment.amount;
-                }
-                EscrowStep::Refund | EscrowStep::Charge => {}
-            }
-            let found = events.iter().enumerate().find(|(index, event)| {
-                !claimed_events.contains(index)
-                    && event.tx_hash == Some(tx)
-                    && proves(event, step, payment.amount, &on_chain.capture)
-            });
-            let problem = if !success {
-                Some(format!("the {} transaction reverted", step.as_str()))
-            } else if let Some((index, _)) = found {
-                if step == EscrowStep::Capture {
-                    match capture_transfers(payment, on_chain, tx, transfers) {
-                        Ok(payouts) => {
-                            claimed_events.insert(index);
-                            outcome.claimed_transfers.extend(payouts);
-                            None
-                        }
-                        Err(why) => Some(why),
-                    }
-                } else {
-                    claimed_events.insert(index);
-                    None
-                }
-            } else {
-                Some(format!(
-                    "the escrow shows no {} of {}{} in this transaction (the payment's events in range: {})",
-                    step.as_str(),
-                    payment.amount,
-                    fee.map_or_else(String::new, |fee| format!(
-                        " with fee {fee} ({} bps) to {}",
-                        on_chain.capture.fee_bps, on_chain.capture.fee_receiver
-                    )),
-                    describe(&events)
-                ))
-            };
-            match problem {
-                Some(detail) => {
-                    let mut mismatch =
-                        payment.mismatch(MismatchKind::EscrowRecordedWithoutEvent, detail);
-                    mismatch.transaction = Some(tx.to_string());
-                    mismatch.block = Some(*block);
-                    report.mismatches.push(mismatch);
-                }
-                None => matched_steps.push(MatchedStep {
-                    step,
-                    amount: payment.amount,
-                    fee,
-                    transaction: tx.to_string(),
-                    block: *block,
-                }),
-            }
-        }
-        if store_held.0 > store_held.1 {
-            totals.store.held.add(store_held.0 - store_held.1);
-        }
-
-        let mut chain_held = (U256::ZERO, U256::ZERO);
-        for (index, event) in events.iter().enumerate() {
-            let step = EscrowStep::of(&event.kind);
-            let (amount, fee) = amount_and_fee(&event.kind);
-            totals.chain.add(step, amount, fee);
-            match step {
-                EscrowStep::Authorize => chain_held.0 += amount,
-                EscrowStep::Capture | EscrowStep::Void | EscrowStep::Reclaim => {
-                    chain_held.1 += amount;
-                }
-                EscrowStep::Refund | EscrowStep::Charge => {}
-            }
-            if step == EscrowStep::Capture || step == EscrowStep::Charge {
-                // Its payouts are explained (by an event the store may not know: reported
-                // below), not orphans.
-                if let Some(tx) = event.tx_hash
-                    && let Some(SettleTx::Mined { transfers, .. }) = receipts.get(&tx)
-                {
-                    outcome.claimed_transfers.extend(
-                        transfers
-                            .iter()
-                            .filter(|t| t.asset == payment.asset)
-                            .map(|t| (t.tx, t.log_index)),
-                    );
-                }
-            }
-            if claimed_events.contains(&index) {
-                continue;
-            }
-            let mut mismatch = payment.mismatch(
-                MismatchKind::EscrowEventNotRecorded,
-                format!(
-                    "the escrow recorded a {} of {amount}{} that the store does not (payment state `{}`, authorize {}, capture {}, release {})",
-                    step.as_str(),
-                    if fee.is_zero() {
-                        String::new()
-                    } else {
-                        format!(" (fee {fee})")
-                    },
-                    payment.record.state,
-                    payment.record.authorize_tx.as_deref().unwrap_or("none"),
-                    payment.record.settle_tx.as_deref().unwrap_or("none"),
-                    payment.record.release_tx.as_deref().unwrap_or("none"),
-                ),
-            );
-            mismatch.amount = Some(amount);
-            mismatch.transaction = event.tx_hash.map(|tx| tx.to_string());
-            mismatch.block = event.block_number;
-            report.mismatches.push(mismatch);
-        }
-        if chain_held.0 > chain_held.1 {
-            totals.chain.held.add(chain_held.0 - chain_held.1);
-        }
+        let mut check = PaymentCheck {
+            payment,
+            on_chain,
+            events: &events,
+            receipts,
+            totals,
+            report: &mut *report,
+            outcome: &mut outcome,
+        };
+        let (claimed_events, matched_steps) = check.recorded_steps(window);
+        check.chain_events(&claimed_events);
 
         if report.mismatches.len() == mismatches_before && !matched_steps.is_empty() {
             report.escrow.matched.push(MatchedEscrowPayment {
@@ -563,6 +423,182 @@ pub(super) fn compare(
             .filter(|t| t.store != EscrowTally::default() || t.chain != EscrowTally::default()),
     );
     outcome
+}
+
+/// One escrowed payment held against its escrow events: the store's side, then the chain's.
+struct PaymentCheck<'a> {
+    payment: &'a Escrowed,
+    on_chain: &'a OnChain,
+    /// The escrow's events of this payment (by its hash) in the window.
+    events: &'a [&'a EscrowEvent],
+    receipts: &'a HashMap<TxHash, SettleTx>,
+    totals: &'a mut EscrowAssetTotals,
+    report: &'a mut super::ReconcileReport,
+    outcome: &'a mut EscrowOutcome,
+}
+
+impl PaymentCheck<'_> {
+    /// Each step the store records, mined in `[from, to]`, must be proven by an escrow event of
+    /// its transaction. Returns the events that proved a step (by index) and the proven steps.
+    fn recorded_steps(&mut self, (from, to): (u64, u64)) -> (HashSet<usize>, Vec<MatchedStep>) {
+        let mut claimed_events: HashSet<usize> = HashSet::new();
+        let mut matched_steps = Vec::new();
+        let mut store_held = (U256::ZERO, U256::ZERO);
+        for (step, recorded_tx) in self.payment.claimed() {
+            let fee = (step == EscrowStep::Capture).then(|| self.on_chain.capture.fee());
+            let Some(tx) = recorded_tx.and_then(|tx| TxHash::from_str(tx).ok()) else {
+                self.report.mismatches.push(self.payment.mismatch(
+                    MismatchKind::EscrowRecordedWithoutEvent,
+                    format!(
+                        "records the {} step without a (valid) transaction hash ({})",
+                        step.as_str(),
+                        recorded_tx.unwrap_or("none")
+                    ),
+                ));
+                continue;
+            };
+            let Some(SettleTx::Mined {
+                block,
+                success,
+                transfers,
+                ..
+            }) = self.receipts.get(&tx)
+            else {
+                let mut mismatch = self.payment.mismatch(
+                    MismatchKind::EscrowRecordedWithoutEvent,
+                    format!("the chain does not know the {} transaction", step.as_str()),
+                );
+                mismatch.transaction = Some(tx.to_string());
+                self.report.mismatches.push(mismatch);
+                continue;
+            };
+            if *block < from || *block > to {
+                continue;
+            }
+            self.totals
+                .store
+                .add(step, self.payment.amount, fee.unwrap_or_default());
+            match step {
+                EscrowStep::Authorize => store_held.0 += self.payment.amount,
+                EscrowStep::Capture | EscrowStep::Void | EscrowStep::Reclaim => {
+                    store_held.1 += self.payment.amount;
+                }
+                EscrowStep::Refund | EscrowStep::Charge => {}
+            }
+            let found = self.events.iter().enumerate().find(|(index, event)| {
+                !claimed_events.contains(index)
+                    && event.tx_hash == Some(tx)
+                    && proves(event, step, self.payment.amount, &self.on_chain.capture)
+            });
+            let problem = if !success {
+                Some(format!("the {} transaction reverted", step.as_str()))
+            } else if let Some((index, _)) = found {
+                if step == EscrowStep::Capture {
+                    match capture_transfers(self.payment, self.on_chain, tx, transfers) {
+                        Ok(payouts) => {
+                            claimed_events.insert(index);
+                            self.outcome.claimed_transfers.extend(payouts);
+                            None
+                        }
+                        Err(why) => Some(why),
+                    }
+                } else {
+                    claimed_events.insert(index);
+                    None
+                }
+            } else {
+                Some(format!(
+                    "the escrow shows no {} of {}{} in this transaction (the payment's events in range: {})",
+                    step.as_str(),
+                    self.payment.amount,
+                    fee.map_or_else(String::new, |fee| format!(
+                        " with fee {fee} ({} bps) to {}",
+                        self.on_chain.capture.fee_bps, self.on_chain.capture.fee_receiver
+                    )),
+                    describe(self.events)
+                ))
+            };
+            match problem {
+                Some(detail) => {
+                    let mut mismatch = self
+                        .payment
+                        .mismatch(MismatchKind::EscrowRecordedWithoutEvent, detail);
+                    mismatch.transaction = Some(tx.to_string());
+                    mismatch.block = Some(*block);
+                    self.report.mismatches.push(mismatch);
+                }
+                None => matched_steps.push(MatchedStep {
+                    step,
+                    amount: self.payment.amount,
+                    fee,
+                    transaction: tx.to_string(),
+                    block: *block,
+                }),
+            }
+        }
+        if store_held.0 > store_held.1 {
+            self.totals.store.held.add(store_held.0 - store_held.1);
+        }
+        (claimed_events, matched_steps)
+    }
+
+    /// Each escrow event of the payment counts in the chain's tally; one that proved no
+    /// recorded step is a step the store does not know.
+    fn chain_events(&mut self, claimed_events: &HashSet<usize>) {
+        let mut chain_held = (U256::ZERO, U256::ZERO);
+        for (index, event) in self.events.iter().enumerate() {
+            let step = EscrowStep::of(&event.kind);
+            let (amount, fee) = amount_and_fee(&event.kind);
+            self.totals.chain.add(step, amount, fee);
+            match step {
+                EscrowStep::Authorize => chain_held.0 += amount,
+                EscrowStep::Capture | EscrowStep::Void | EscrowStep::Reclaim => {
+                    chain_held.1 += amount;
+                }
+                EscrowStep::Refund | EscrowStep::Charge => {}
+            }
+            if step == EscrowStep::Capture || step == EscrowStep::Charge {
+                // Its payouts are explained (by an event the store may not know: reported
+                // below), not orphans.
+                if let Some(tx) = event.tx_hash
+                    && let Some(SettleTx::Mined { transfers, .. }) = self.receipts.get(&tx)
+                {
+                    self.outcome.claimed_transfers.extend(
+                        transfers
+                            .iter()
+                            .filter(|t| t.asset == self.payment.asset)
+                            .map(|t| (t.tx, t.log_index)),
+                    );
+                }
+            }
+            if claimed_events.contains(&index) {
+                continue;
+            }
+            let mut mismatch = self.payment.mismatch(
+                MismatchKind::EscrowEventNotRecorded,
+                format!(
+                    "the escrow recorded a {} of {amount}{} that the store does not (payment state `{}`, authorize {}, capture {}, release {})",
+                    step.as_str(),
+                    if fee.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" (fee {fee})")
+                    },
+                    self.payment.record.state,
+                    self.payment.record.authorize_tx.as_deref().unwrap_or("none"),
+                    self.payment.record.settle_tx.as_deref().unwrap_or("none"),
+                    self.payment.record.release_tx.as_deref().unwrap_or("none"),
+                ),
+            );
+            mismatch.amount = Some(amount);
+            mismatch.transaction = event.tx_hash.map(|tx| tx.to_string());
+            mismatch.block = event.block_number;
+            self.report.mismatches.push(mismatch);
+        }
+        if chain_held.0 > chain_held.1 {
+            self.totals.chain.held.add(chain_held.0 - chain_held.1);
+        }
+    }
 }
 
 /// Whether `event` is `step` of the whole `amount` (a capture also at the terms' fee, to the

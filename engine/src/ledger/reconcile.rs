@@ -371,6 +371,54 @@ fn rpc(network: &str) -> impl Fn(alloy::transports::TransportError) -> Reconcile
     }
 }
 
+/// The network's stored payments, paged: those that settle by transfer (`exact`) and the
+/// escrowed ones, their escrow `PaymentInfo` rebuilt for `chain_id`.
+async fn stored_payments(
+    store: &Store,
+    chain: &ChainSettings,
+    chain_id: u64,
+) -> Result<(Vec<Held>, Vec<Escrowed>), ReconcileError> {
+    let network = chain.network.as_str();
+    let mut held = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store
+            .ledger_payments(network, after.as_deref(), PAYMENT_PAGE)
+            .await?;
+        let full = page.len() >= PAYMENT_PAGE as usize;
+        after = page.last().map(|p| p.payment_id.clone());
+        for record in page {
+            held.push(Held::parse(record)?);
+        }
+        if !full {
+            break;
+        }
+    }
+
+    let addresses = hiregate_payments::EscrowAddresses {
+        escrow: chain.auth_capture_escrow,
+        erc3009_collector: chain.erc3009_token_collector,
+        operator_refund_collector: chain.operator_refund_collector,
+    };
+    let mut escrowed = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store
+            .ledger_escrow_payments(network, after.as_deref(), PAYMENT_PAGE)
+            .await?;
+        let full = page.len() >= PAYMENT_PAGE as usize;
+        after = page.last().map(|p| p.payment_id.clone());
+        for record in page {
+            escrowed.push(Escrowed::parse(record, chain_id, addresses)?);
+        }
+        if !full {
+            break;
+        }
+    }
+
+    Ok((held, escrowed))
+}
+
 async fn reconcile_network(
     store: &Store,
     chain: &ChainSettings,
@@ -403,44 +451,8 @@ async fn reconcile_network(
         to_block: to,
     });
 
-    let mut held = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let page = store
-            .ledger_payments(network, after.as_deref(), PAYMENT_PAGE)
-            .await?;
-        let full = page.len() >= PAYMENT_PAGE as usize;
-        after = page.last().map(|p| p.payment_id.clone());
-        for record in page {
-            held.push(Held::parse(record)?);
-        }
-        if !full {
-            break;
-        }
-    }
-
     // Checked above: the node serves the configured chain.
-    let chain_id = actual;
-    let addresses = hiregate_payments::EscrowAddresses {
-        escrow: chain.auth_capture_escrow,
-        erc3009_collector: chain.erc3009_token_collector,
-        operator_refund_collector: chain.operator_refund_collector,
-    };
-    let mut escrowed = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let page = store
-            .ledger_escrow_payments(network, after.as_deref(), PAYMENT_PAGE)
-            .await?;
-        let full = page.len() >= PAYMENT_PAGE as usize;
-        after = page.last().map(|p| p.payment_id.clone());
-        for record in page {
-            escrowed.push(Escrowed::parse(record, chain_id, addresses)?);
-        }
-        if !full {
-            break;
-        }
-    }
+    let (held, escrowed) = stored_payments(store, chain, actual).await?;
 
     let mut assets: BTreeSet<Address> = held.iter().map(|p| p.asset).collect();
     let mut payees: BTreeSet<Address> = held.iter().filter_map(|p| p.pay_to).collect();
