@@ -31,6 +31,7 @@ use alloy::{
 use hiregate_payments::{ChainClock, Now};
 
 use crate::settings::ChainSettings;
+pub use crate::settings::TransferMethod;
 
 alloy::sol! {
     /// The metadata calls of an EIP-3009 (USDC-like) token; a plain ERC-20 may lack `version()`
@@ -42,28 +43,6 @@ alloy::sol! {
         function decimals() external view returns (uint8);
         function symbol() external view returns (string);
         function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
-    }
-}
-
-/// How an `exact` payment moves a token: x402's `extra.assetTransferMethod`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TransferMethod {
-    /// EIP-3009 `transferWithAuthorization` (USDC and tokens like it).
-    #[default]
-    Eip3009,
-    /// Permit2's `permitWitnessTransferFrom` through the x402 exact proxy: any ERC-20 whose
-    /// holder approved Permit2 once (or signs an EIP-2612 permit the settlement submits).
-    Permit2,
-}
-
-impl TransferMethod {
-    /// The wire name (`eip3009`, `permit2`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Eip3009 => "eip3009",
-            Self::Permit2 => "permit2",
-        }
     }
 }
 

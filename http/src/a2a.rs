@@ -89,10 +89,8 @@ pub const X402_PAYLOAD: &str = "x402.payment.payload";
 pub const X402_RECEIPTS: &str = "x402.payment.receipts";
 /// `x402.payment.error`: why a payment failed, a short code.
 pub const X402_ERROR: &str = "x402.payment.error";
-/// Message metadata naming the listing, on the marketplace interface.
-pub const WORKER_KEY: &str = "hiregate.workerId";
-/// Message metadata naming the task type (the skill), when the listing offers several.
-pub const TASK_TYPE_KEY: &str = "hiregate.taskType";
+/// The message metadata keys the agent cards announce (naming the listing and the task type).
+pub use cards::{TASK_TYPE_KEY, WORKER_KEY};
 /// Task metadata: the contract the payment made.
 pub const CONTRACT_KEY: &str = "hiregate.contractId";
 /// Task metadata: the capability token that reads the task (and the contract's REST routes).

@@ -84,6 +84,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../assets/console/wallet.js"),
     ),
     (
+        "inputcheck.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../assets/console/inputcheck.js"),
+    ),
+    (
         "keccak.js",
         "text/javascript; charset=utf-8",
         include_str!("../assets/console/keccak.js"),

@@ -21,7 +21,9 @@
 
 use std::sync::Arc;
 
+pub mod schemas;
 pub mod tools;
+pub mod wallet;
 
 use axum::{
     Router,

@@ -108,3 +108,28 @@ pub use wire::{
     Network, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleRequest,
     SettleResponse, SupportedResponse, TokenDomain, VerifyRequest, VerifyResponse,
 };
+
+/// The replay key of any EVM payload, whichever way it moves the token: the one place that
+/// knows both the EIP-3009 (`exact`) and the Permit2 (`exact` over Permit2, `upto`) shapes.
+impl PaymentPayload {
+    /// (network, asset, payer, nonce) of this payment, read from the client's `accepted` and
+    /// the signed authorization. Compare `accepted` with your own offer before trusting it.
+    ///
+    /// A Permit2 payload (`exact` over Permit2, `upto`) has a key too: its Permit2 nonce.
+    pub fn payment_key(&self) -> Result<PaymentKey, Reason> {
+        if permit2::is_permit2_shaped(&self.payload) {
+            return permit2::payment_key(self);
+        }
+        let payload = self.exact_evm()?;
+        Ok(PaymentKey {
+            network: self.accepted.network.clone(),
+            asset: self
+                .accepted
+                .asset
+                .parse()
+                .map_err(|_| Reason::InvalidPayload)?,
+            payer: payload.authorization.from,
+            nonce: payload.authorization.nonce,
+        })
+    }
+}

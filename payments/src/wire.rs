@@ -627,6 +627,11 @@ pub struct SupportedResponse {
     pub unknown: UnknownFields,
 }
 
+/// `extra.assetTransferMethod` for ERC-3009 (the default).
+pub const METHOD_EIP3009: &str = "eip3009";
+/// `extra.assetTransferMethod` for Permit2.
+pub const METHOD_PERMIT2: &str = "permit2";
+
 #[cfg(test)]
 mod tests {
     use super::*;

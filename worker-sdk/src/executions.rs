@@ -7,6 +7,7 @@
 //! restart forgets everything — state lives in this process only).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -544,5 +545,21 @@ mod tests {
             poll_url_for(&base, &task_id).as_str(),
             "https://w.example.com/agents/a/tasks/task_1"
         );
+    }
+}
+
+/// Number of handler runs so far (shared, cheap to clone).
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionCounter(Arc<AtomicUsize>);
+
+impl ExecutionCounter {
+    /// Handler runs so far.
+    #[must_use]
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn increment(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }

@@ -3,6 +3,7 @@
 //! configured), the hosted outputs `GET /streams/{id}` and `GET /files/{id}/{name}`
 //! ([`crate::hosted`]), and the mapping of every refusal to a JSON error.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,18 +19,52 @@ use url::Url;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::executions::{Admission, CancelRequest, Phase, StartedRun};
-use crate::gateway_auth::AuthError;
-use crate::handler::{
-    HANDLER_PANICKED, INVALID_OUTPUT, TASK_CANCELLED, TaskContext, TaskFuture, TaskOutcome,
+use crate::callback::CallbackSender;
+use crate::executions::{
+    Admission, CancelRequest, ExecutionCounter, Executions, Phase, StartedRun,
 };
+use crate::gateway_auth::AuthError;
+use crate::gateway_auth::TokenVerifier;
+use crate::handler::{
+    HANDLER_PANICKED, INVALID_OUTPUT, TASK_CANCELLED, TaskContext, TaskFuture, TaskHandler,
+    TaskOutcome,
+};
+use crate::hosted::HostedOutputs;
 use crate::ids::{Attempt, ContractId, TaskId, TaskType};
 use crate::protocol::{
-    CompletedReport, ErrorBody, ErrorDetail, FailedReport, Health, Output, PartialReport,
-    StreamFormat, TaskError, TaskReport, headers,
+    Capabilities, CompletedReport, ErrorBody, ErrorDetail, FailedReport, Health, Output,
+    PartialReport, StreamFormat, TaskError, TaskReport, headers,
 };
+use crate::verify::VerifierSetup;
 use crate::verify::{self, VerifyRequest};
-use crate::worker::WorkerShared;
+
+/// What every route of a worker reads: its capabilities, token check, executions and handler.
+pub(crate) struct WorkerShared {
+    pub(crate) capabilities: Capabilities,
+    /// `None` only with the explicit local-dev opt-out.
+    pub(crate) verifier: Option<TokenVerifier>,
+    pub(crate) executions: Arc<Executions>,
+    pub(crate) hosted: Arc<HostedOutputs>,
+    pub(crate) handler: Arc<dyn TaskHandler>,
+    pub(crate) public_url: Option<Url>,
+    pub(crate) callback: Option<CallbackSender>,
+    pub(crate) sync_wait: Option<Duration>,
+    pub(crate) max_input_bytes: usize,
+    pub(crate) handler_runs: ExecutionCounter,
+    pub(crate) verifier_setup: Option<VerifierSetup>,
+}
+
+impl fmt::Debug for WorkerShared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerShared")
+            .field("capabilities", &self.capabilities)
+            .field("token_check", &self.verifier.is_some())
+            .field("public_url", &self.public_url.as_ref().map(Url::as_str))
+            .field("callback", &self.callback)
+            .field("sync_wait", &self.sync_wait)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How long a handler that saw its cancellation may take to stop before it is aborted.
 const CANCEL_GRACE: Duration = Duration::from_millis(500);

@@ -1,22 +1,21 @@
 //! [`WorkerBuilder`] → [`Worker`] → axum [`Router`]: the configuration side of a worker.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use url::Url;
 
-use crate::callback::{CallbackConfig, CallbackSender};
+use crate::callback::CallbackConfig;
+pub use crate::executions::ExecutionCounter;
 use crate::executions::Executions;
-use crate::gateway_auth::{GatewayKeys, TokenVerifier};
+use crate::gateway_auth::GatewayKeys;
 use crate::handler::TaskHandler;
 use crate::hosted::HostedOutputs;
 use crate::ids::{IdError, TaskType, WorkerId};
 use crate::protocol::{Capabilities, PROTOCOL_NAME, PriceInfo};
-use crate::routes;
+use crate::routes::{self, WorkerShared};
 use crate::verify::{VerifierSetup, VerifyHandler};
 
 /// How long `/execute` waits for a handler before answering `pending` by default; below
@@ -351,48 +350,5 @@ impl Worker {
     #[must_use]
     pub fn capabilities(&self) -> &Capabilities {
         &self.shared.capabilities
-    }
-}
-
-/// Number of handler runs so far (shared, cheap to clone).
-#[derive(Debug, Clone, Default)]
-pub struct ExecutionCounter(Arc<AtomicUsize>);
-
-impl ExecutionCounter {
-    /// Handler runs so far.
-    #[must_use]
-    pub fn get(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn increment(&self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-pub(crate) struct WorkerShared {
-    pub(crate) capabilities: Capabilities,
-    /// `None` only with the explicit local-dev opt-out.
-    pub(crate) verifier: Option<TokenVerifier>,
-    pub(crate) executions: Arc<Executions>,
-    pub(crate) hosted: Arc<HostedOutputs>,
-    pub(crate) handler: Arc<dyn TaskHandler>,
-    pub(crate) public_url: Option<Url>,
-    pub(crate) callback: Option<CallbackSender>,
-    pub(crate) sync_wait: Option<Duration>,
-    pub(crate) max_input_bytes: usize,
-    pub(crate) handler_runs: ExecutionCounter,
-    pub(crate) verifier_setup: Option<VerifierSetup>,
-}
-
-impl fmt::Debug for WorkerShared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WorkerShared")
-            .field("capabilities", &self.capabilities)
-            .field("token_check", &self.verifier.is_some())
-            .field("public_url", &self.public_url.as_ref().map(Url::as_str))
-            .field("callback", &self.callback)
-            .field("sync_wait", &self.sync_wait)
-            .finish_non_exhaustive()
     }
 }

@@ -25,6 +25,28 @@ mod validate;
 /// The commented defaults, compiled in; also the configuration reference.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../config.default.toml");
 
+/// How an `exact` payment moves a token: x402's `extra.assetTransferMethod`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransferMethod {
+    /// EIP-3009 `transferWithAuthorization` (USDC and tokens like it).
+    #[default]
+    Eip3009,
+    /// Permit2's `permitWitnessTransferFrom` through the x402 exact proxy: any ERC-20 whose
+    /// holder approved Permit2 once (or signs an EIP-2612 permit the settlement submits).
+    Permit2,
+}
+
+impl TransferMethod {
+    /// The wire name (`eip3009`, `permit2`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Eip3009 => "eip3009",
+            Self::Permit2 => "permit2",
+        }
+    }
+}
+
 /// Shared, cheap-to-clone handle on validated settings.
 pub type Config = Arc<Settings>;
 
@@ -345,7 +367,7 @@ pub struct TokenSettings {
     /// `exact` offers. Permit2 works for any ERC-20; an EIP-3009 token may be listed as
     /// `permit2` too.
     #[serde(default)]
-    pub transfer_method: crate::assets::TransferMethod,
+    pub transfer_method: TransferMethod,
     /// ERC-20 decimals.
     pub decimals: u8,
     /// ERC-20 symbol (HIRE `X-Payment-Currency`).

@@ -137,7 +137,7 @@ impl Settings {
                 if !seen.insert(token.address.to_ascii_lowercase()) {
                     return Err(ConfigError::invalid(field("address"), "listed twice"));
                 }
-                let needs_version = token.transfer_method == crate::assets::TransferMethod::Eip3009;
+                let needs_version = token.transfer_method == TransferMethod::Eip3009;
                 if token.name.is_empty()
                     || (needs_version && token.version.is_empty())
                     || token.symbol.is_empty()
@@ -647,10 +647,7 @@ mod tests {
         let settings =
             Settings::from_defaults_and(&token("transfer_method = \"permit2\"")).unwrap();
         let listed = &settings.chains["devnet"].tokens[0];
-        assert_eq!(
-            listed.transfer_method,
-            crate::assets::TransferMethod::Permit2
-        );
+        assert_eq!(listed.transfer_method, TransferMethod::Permit2);
         assert!(listed.version.is_empty());
         // EIP-3009 (the default) signs with the token's domain: its version is required.
         assert_eq!(invalid_key(&token("")), "chains.devnet.tokens[0].name");
@@ -659,7 +656,7 @@ mod tests {
                 .unwrap();
         assert_eq!(
             settings.chains["devnet"].tokens[0].transfer_method,
-            crate::assets::TransferMethod::Eip3009
+            TransferMethod::Eip3009
         );
         let err = Settings::from_defaults_and(&token("transfer_method = \"erc7710\"")).unwrap_err();
         assert!(err.to_string().contains("transfer_method"), "{err}");

@@ -12,7 +12,7 @@
 
 import { errorOf, send } from "./api.js";
 import { badge, card, errorBox, facts, fill, h, json, money, time } from "./dom.js";
-import { cheapViolations } from "./hire.js";
+import { cheapViolations } from "./inputcheck.js";
 import { checkOfferAgainstTerms, executeOutcome, followTimeline, verificationCard } from "./seeker.js";
 import {
   WalletError, browserWallet, chooseOffer, connect, decodeHeader, encodeHeader, signPayment,

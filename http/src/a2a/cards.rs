@@ -6,7 +6,7 @@
 //! listing's examples), the input schema and per-skill output schema and price (in the
 //! `urn:hiregate:a2a:contract:v1` extension), and the x402 payment requirement (in the
 //! `a2a-x402` extension the x402 A2A transport names, marked required). The interface is A2A
-//! v1.0's JSON-RPC binding (`JSONRPC`, [`crate::a2a`]): a listing's card names
+//! v1.0's JSON-RPC binding (`JSONRPC`, the parent module `a2a`): a listing's card names
 //! `/a2a/workers/{id}`, the marketplace's `/a2a` (where a message names the listing in its
 //! metadata); `SendMessage` answers the x402 requirements, the next message pays them, and no
 //! account is needed. `GetTask` reads a paid task with the capability token its answer carries
@@ -41,11 +41,15 @@ use hiregate_store::listing::model::{TaskType, WorkerListing};
 
 /// The A2A protocol version the cards follow.
 pub const A2A_PROTOCOL_VERSION: &str = "1.0";
+/// Message metadata naming the listing, on the marketplace interface.
+pub const WORKER_KEY: &str = "hiregate.workerId";
+/// Message metadata naming the task type (the skill), when the listing offers several.
+pub const TASK_TYPE_KEY: &str = "hiregate.taskType";
 /// The x402 extension URI of the x402 A2A transport.
 pub const X402_EXTENSION: &str = "https://github.com/google-a2a/a2a-x402/v0.1";
 /// hiregate's own extension: schemas, prices and the contract API.
 pub const CONTRACT_EXTENSION: &str = "urn:hiregate:a2a:contract:v1";
-/// The interface binding: A2A v1.0 JSON-RPC ([`crate::a2a`]).
+/// The interface binding: A2A v1.0 JSON-RPC (the parent module, `a2a`).
 pub const BINDING: &str = "JSONRPC";
 /// Largest integer a JSON number (an IEEE double, as in protobuf's `Struct`) holds exactly.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
@@ -212,7 +216,7 @@ impl AgentCards {
                                     has several.",
                     "params": {
                         "workerId": id,
-                        "taskTypeMetadataKey": crate::a2a::TASK_TYPE_KEY,
+                        "taskTypeMetadataKey": TASK_TYPE_KEY,
                         "proposeUrl": self.url("/v1/contracts"),
                         "discoveryUrl": self.url("/v1/workers"),
                         "reputationUrl": self.url(&format!("/v1/workers/{id}/reputation")),
@@ -283,8 +287,8 @@ impl AgentCards {
                                 names the listing in metadata[\"hiregate.workerId\"] and, when \
                                 it has several, the skill in metadata[\"hiregate.taskType\"].",
                 "params": {
-                    "workerIdMetadataKey": crate::a2a::WORKER_KEY,
-                    "taskTypeMetadataKey": crate::a2a::TASK_TYPE_KEY,
+                    "workerIdMetadataKey": WORKER_KEY,
+                    "taskTypeMetadataKey": TASK_TYPE_KEY,
                     "discoveryUrl": self.url("/v1/workers"),
                     "proposeUrl": self.url("/v1/contracts"),
                     "jwksUrl": self.url("/.well-known/jwks.json"),

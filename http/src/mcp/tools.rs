@@ -60,27 +60,24 @@ use rmcp::{
         CallToolResult, Extensions, Implementation, JsonObject, MetaObject, RequestMetaObject,
         ServerCapabilities, ServerConfig,
     },
-    schemars::{self, JsonSchema},
+    schemars::JsonSchema,
     tool, tool_handler, tool_router,
 };
-use secrecy::ExposeSecret as _;
-use serde::{Deserialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::schemas::*;
+pub use super::wallet::McpWallet;
 use crate::{
-    error::ApiError,
-    state::AppState,
-    {answers, reputation::reputation_view, workers::discovery_page, x402_resource::access_fields},
+    answers, error::ApiError, reputation::reputation_view, state::AppState,
+    workers::discovery_page, x402_resource::access_fields,
 };
-use hiregate_engine::{
-    hire::{
-        ContractRequest,
-        disputes::DisputeRequest,
-        execute::ExecuteRequest,
-        outcome::{Execution, FailureKind, Outcome},
-        resource::{ResourceExecution, ResourceRequest},
-    },
-    settings::McpSettings,
+use hiregate_engine::hire::{
+    ContractRequest,
+    disputes::DisputeRequest,
+    execute::ExecuteRequest,
+    outcome::{Execution, FailureKind, Outcome},
+    resource::{ResourceExecution, ResourceRequest},
 };
 use hiregate_store::{
     ids::{PrincipalId, WorkerId},
@@ -100,41 +97,6 @@ const HIRE_WAIT: Duration = Duration::from_secs(120);
 const HIRE_WORKER_POLL: Duration = Duration::from_secs(1);
 /// Window of the per-day limit.
 const DAY: chrono::TimeDelta = chrono::TimeDelta::hours(24);
-
-/// The paying wallet and its limits (atomic units of the contract's asset).
-#[derive(Clone)]
-pub struct McpWallet {
-    signer: Arc<PrivateKeySigner>,
-    max_per_hire: U256,
-    max_per_day: U256,
-    /// Held from the day-limit check until the payment is recorded, so two hires of this
-    /// process cannot both pass the check with room for only one.
-    spending: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl fmt::Debug for McpWallet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("McpWallet")
-            .field("address", &self.signer.address())
-            .field("max_per_hire", &self.max_per_hire)
-            .field("max_per_day", &self.max_per_day)
-            .finish_non_exhaustive()
-    }
-}
-
-impl McpWallet {
-    /// The wallet of `[mcp]`, if one is configured (the key was validated with the config).
-    pub fn from_settings(settings: &McpSettings) -> Option<Self> {
-        let key = settings.wallet_private_key.as_ref()?;
-        let signer = PrivateKeySigner::from_str(key.expose_secret().trim()).ok()?;
-        Some(Self {
-            signer: Arc::new(signer),
-            max_per_hire: U256::from(settings.max_per_hire),
-            max_per_day: U256::from(settings.max_per_day),
-            spending: Arc::new(tokio::sync::Mutex::new(())),
-        })
-    }
-}
 
 /// The seeker an `/mcp` request was authenticated as, put in the request's extensions by the
 /// route's seeker check for the tools to act as.
@@ -248,86 +210,6 @@ fn answer(outcome: Result<Value, ToolError>) -> Result<CallToolResult, ErrorData
         Ok(value) => CallToolResult::structured(value),
         Err(error) => error.into_result(),
     })
-}
-
-/// `find_workers` input.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct FindWorkersInput {
-    /// Only workers offering this task type.
-    pub task_type: Option<String>,
-    /// Only workers at or below this price, atomic units of the listing's asset.
-    pub max_price: Option<String>,
-    /// Only workers whose verification pass rate over 30 days is at least this (0–1).
-    pub min_reputation: Option<f64>,
-}
-
-/// `describe_worker` input.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct WorkerIdInput {
-    /// Worker id (`wk_…`).
-    pub worker_id: String,
-}
-
-/// `hire_worker` input: the stable x402 resource of a listing's task type and its body.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HireWorkerInput {
-    /// Worker id (`wk_…`), as find_workers lists it.
-    pub worker_id: String,
-    /// One of the worker's task types.
-    pub task_type: String,
-    /// The task input, checked against the listing's input schema. The paid call must send
-    /// the same input as the unpaid one: the offer is signed for its digest.
-    pub input: Value,
-}
-
-/// `propose_contract` and `hire` input: the proposal of `POST /v1/contracts`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ProposalInput {
-    /// Worker id (`wk_…`).
-    pub worker_id: String,
-    /// Task type the worker offers.
-    pub task_type: String,
-    /// Task input, checked against the task's input schema.
-    pub input: Value,
-    /// A stricter JSON Schema the deliverable must satisfy.
-    pub output_schema: Option<Value>,
-    /// Seconds the seeker may dispute a passed deliverable before settlement.
-    pub acceptance_window_s: Option<u64>,
-}
-
-impl ProposalInput {
-    fn to_json(&self) -> Value {
-        let mut proposal = json!({
-            "worker_id": self.worker_id,
-            "task_type": self.task_type,
-            "input": self.input,
-        });
-        if let Some(schema) = &self.output_schema {
-            proposal["output_schema"] = schema.clone();
-        }
-        if let Some(window) = self.acceptance_window_s {
-            proposal["acceptance_window_s"] = json!(window);
-        }
-        proposal
-    }
-}
-
-/// `get_contract` input.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ContractIdInput {
-    /// Contract id (`ctr_…`).
-    pub contract_id: String,
-}
-
-/// `open_dispute` input.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct DisputeInput {
-    /// Contract id (`ctr_…`).
-    pub contract_id: String,
-    /// Why.
-    pub reason: String,
-    /// What is claimed.
-    pub claim: Option<Value>,
 }
 
 #[tool_router]
@@ -1073,110 +955,6 @@ async fn sign_for(
         .map_err(|error| ToolError::new("payment_not_signed", error.to_string(), Value::Null))?;
     payment.extensions = challenge.extensions.clone();
     Ok(payment)
-}
-
-/// An output schema: `properties` (all optional) plus the `error` a failed call answers.
-fn output_schema(properties: Value) -> Arc<JsonObject> {
-    let mut properties = properties;
-    properties["error"] = json!({
-        "type": "object",
-        "description": "Set when the call failed (isError); the gateway API's error shape.",
-        "properties": {
-            "code": {"type": "string"},
-            "message": {"type": "string"},
-            "details": {}
-        },
-        "required": ["code", "message"]
-    });
-    let Value::Object(schema) = json!({"type": "object", "properties": properties}) else {
-        unreachable!("a JSON object literal");
-    };
-    Arc::new(schema)
-}
-
-fn find_workers_output() -> Arc<JsonObject> {
-    output_schema(json!({
-        "workers": {
-            "type": "array",
-            "description": "Listings as GET /v1/workers shows them (tasks with price and output \
-                            schema, input schema, reputation).",
-            "items": {"type": "object"}
-        },
-        "next_after": {"type": ["string", "null"]}
-    }))
-}
-
-fn describe_worker_output() -> Arc<JsonObject> {
-    output_schema(json!({
-        "listing": {"type": "object", "description": "The listing as discovery shows it."},
-        "reputation": {"type": "object", "description": "The signed reputation snapshot."}
-    }))
-}
-
-fn contract_output() -> Arc<JsonObject> {
-    output_schema(json!({
-        "contract_id": {"type": "string"},
-        "state": {"type": "string"},
-        "terms": {"type": "object"},
-        "payment": {"type": "object"}
-    }))
-}
-
-fn hire_output() -> Arc<JsonObject> {
-    output_schema(json!({
-        "contract_id": {"type": "string"},
-        "state": {"type": "string", "description": "Contract state when the hire ended."},
-        "accepted": {"type": "boolean", "description": "The deliverable passed verification."},
-        "paid_from": {"type": "string", "description": "The MCP wallet's address."},
-        "deliverable": {"description": "What the worker delivered."},
-        "verification": {},
-        "payment": {},
-        "settlement": {},
-        "payment_response": {"description": "The x402 settlement response."},
-        "receipt": {"description": "The gateway-signed receipt (compact JWS)."}
-    }))
-}
-
-/// `hire_worker`'s output: the paid answer (execute's, with `contract_id`, `links`, `access`) or,
-/// on `isError`, the x402 `PaymentRequired` (whose `error` is x402's string) or the API's error.
-/// Every one of them fits it: the TypeScript MCP SDK checks error results against it too.
-fn hire_worker_output() -> Arc<JsonObject> {
-    let Value::Object(schema) = json!({
-        "type": "object",
-        "properties": {
-            "contract_id": {"type": "string"},
-            "status": {"type": "string", "description": "completed, partial, pending, …"},
-            "output": {"description": "The verified deliverable (HIRE's output)."},
-            "deliverable": {"description": "The deliverable with its digest."},
-            "verification": {},
-            "settlement": {},
-            "links": {"type": "object", "description": "The contract, its events and receipt."},
-            "access": {
-                "type": "object",
-                "description": "The capability token of the contract's read routes \
-                                (Authorization: Bearer hg_cap_…)."
-            },
-            "x402Version": {"description": "Set on a payment-required or failed call (isError)."},
-            "accepts": {"type": "array"},
-            "resource": {"type": "object"},
-            "error": {"description": "x402's reason (string), or the API's error object."},
-            "failure": {"description": "The API's error of a hire that failed after payment."},
-            "http_status": {
-                "type": "integer",
-                "description": "The status the stable x402 resource answers a failed hire with."
-            }
-        }
-    }) else {
-        unreachable!("a JSON object literal");
-    };
-    Arc::new(schema)
-}
-
-fn dispute_output() -> Arc<JsonObject> {
-    output_schema(json!({
-        "dispute_id": {"type": "string"},
-        "state": {"type": "string"}
-    }))
 }
 
 /// A refusal by a spending limit; `details.setting` names the configuration key that set it, so

@@ -53,10 +53,7 @@ pub const ERC3009_TOKEN_COLLECTOR_V1_0: Address =
 pub const OPERATOR_REFUND_COLLECTOR_V1_0: Address =
     address!("934907bffd0901b6A21e398B9C53A4A38F02fa5d");
 
-/// `extra.assetTransferMethod` for ERC-3009 (the default).
-pub const METHOD_EIP3009: &str = "eip3009";
-/// `extra.assetTransferMethod` for Permit2 (not supported here yet).
-pub const METHOD_PERMIT2: &str = "permit2";
+pub use crate::wire::{METHOD_EIP3009, METHOD_PERMIT2};
 
 alloy::sol! {
     /// The ERC-3009 typed-data struct the payer signs: only the token collector (`to`) may

@@ -122,27 +122,6 @@ impl PaymentPayload {
     pub fn exact_evm(&self) -> Result<ExactEvmPayload, Reason> {
         ExactEvmPayload::deserialize(&self.payload).map_err(|_| Reason::InvalidPayload)
     }
-
-    /// (network, asset, payer, nonce) of this payment, read from the client's `accepted` and
-    /// the signed authorization. Compare `accepted` with your own offer before trusting it.
-    ///
-    /// A Permit2 payload (`exact` over Permit2, `upto`) has a key too: its Permit2 nonce.
-    pub fn payment_key(&self) -> Result<PaymentKey, Reason> {
-        if crate::permit2::is_permit2_shaped(&self.payload) {
-            return crate::permit2::payment_key(self);
-        }
-        let payload = self.exact_evm()?;
-        Ok(PaymentKey {
-            network: self.accepted.network.clone(),
-            asset: self
-                .accepted
-                .asset
-                .parse()
-                .map_err(|_| Reason::InvalidPayload)?,
-            payer: payload.authorization.from,
-            nonce: payload.authorization.nonce,
-        })
-    }
 }
 
 /// The EIP-712 domain of the token named by `requirements`: `{name, version}` from `extra`,

@@ -41,7 +41,7 @@ use crate::wire::{
     UnknownFields, same_address,
 };
 
-pub use crate::auth_capture::METHOD_PERMIT2;
+pub use crate::wire::METHOD_PERMIT2;
 
 /// Uniswap's canonical Permit2, the same address on every chain.
 pub const PERMIT2_ADDRESS: Address = address!("000000000022D473030F116dDEE9F6B43aC78BA3");
@@ -371,7 +371,7 @@ impl PaymentRequirements {
         self.extra
             .get("assetTransferMethod")
             .and_then(Value::as_str)
-            .unwrap_or(crate::auth_capture::METHOD_EIP3009)
+            .unwrap_or(crate::wire::METHOD_EIP3009)
     }
 }
 
