@@ -19,7 +19,7 @@ if ! command -v wrk >/dev/null 2>&1; then
   fi
 fi
 cargo bench -p hiregate-integration-tests --bench unpaid -- "$@"
-cargo bench -p hiregate-payments --features devnet --bench facilitator
+cargo bench -p hiregate-payments --features devnet,server --bench facilitator
 cargo bench -p hiregate-integration-tests --bench gateway
 cargo bench -p hiregate-integration-tests --bench scale
 cargo bench -p hiregate-integration-tests --bench official_client

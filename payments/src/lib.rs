@@ -16,7 +16,7 @@
 //! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node; concurrent verifications share Multicall3 calls) |
 //! | [`permit2`] | `exact` over Permit2 for any ERC-20 and the `upto` scheme: payload, checks, the `eip2612GasSponsoring` extension, the proxies' settlement calls, client signing, what the chain says a permit moved ([`permit2::ledger`]), and [`permit2::upto::settle_request`] for settling a verified amount |
 //! | [`auth_capture`] | the `auth-capture` scheme on base/commerce-payments' `AuthCaptureEscrow` v1.0: `extra` ([`AuthCaptureExtra`]), payload with salt, [`PaymentInfo`] and its hashes (signed nonce, `getHash`), client signing, the spec's verification order, the operator's escrow calls ([`EscrowOperator`]: capture, void, refund…) and the chain's view of a payment (`paymentState`, events) |
-//! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain; `exact` over EIP-3009 or Permit2, `upto`, `auth-capture`, routed by scheme and payload shape); [`HttpFacilitatorClient`]; the axum [`router`] and [`serve`] behind `hiregate facilitator`; [`FacilitatorConfig`] |
+//! | [`facilitator`] | the [`Facilitator`] trait; [`LocalFacilitator`] (alloy + relayer key per chain; `exact` over EIP-3009 or Permit2, `upto`, `auth-capture`, routed by scheme and payload shape); [`HttpFacilitatorClient`]; the axum `router` and `serve` behind `hiregate facilitator` (feature `server`); [`FacilitatorConfig`] |
 //! | `devnet` (feature `devnet`) | anvil plus the project's EIP-3009 token, a plain ERC-20, and look-alikes of Permit2, the x402 Permit2 proxies and the escrow at their canonical addresses, for tests and the demo |
 //!
 //! # Main flow
@@ -97,6 +97,7 @@ pub use extension::{PaymentIdentifier, PaymentIdentifierError};
 pub use facilitator::config::{ChainConfig, FacilitatorConfig, RelayerKey, SyncSendMode};
 pub use facilitator::http_client::{AuthHeaders, HttpFacilitatorClient, Timeouts};
 pub use facilitator::local::LocalFacilitator;
+#[cfg(feature = "server")]
 pub use facilitator::server::{router, serve};
 pub use facilitator::{Facilitator, FacilitatorError, UnknownOutcome};
 pub use flow::PaymentFlow;

@@ -936,6 +936,7 @@ mod onchain {
         assert_eq!(env.balance(payer.address()).await, U256::from(AMOUNT));
     }
 
+    #[cfg(feature = "server")]
     #[tokio::test]
     async fn served_facilitator_routes_auth_capture_over_http() {
         let env = Escrowed::start().await;

@@ -1,7 +1,7 @@
 //! The bundled facilitator served over HTTP (`serve` on 127.0.0.1:0) and called through the
 //! HTTP client, on a real chain. Run with `cargo test -p hiregate-payments --features devnet`.
 
-#![cfg(feature = "devnet")]
+#![cfg(all(feature = "devnet", feature = "server"))]
 
 mod support;
 

@@ -6,7 +6,7 @@
 //! - [`local::LocalFacilitator`]: in-process, on EVM chains through alloy and a relayer key.
 //! - [`http_client::HttpFacilitatorClient`]: a remote facilitator by URL.
 //! - [`server`]: the HTTP face of any facilitator (`POST /verify`, `POST /settle`,
-//!   `GET /supported`, `GET /health`) and [`server::serve`] for `hiregate facilitator`.
+//!   `GET /supported`, `GET /health`) and `server::serve` for `hiregate facilitator` (feature `server`).
 //! - [`config`]: [`config::FacilitatorConfig`] for the local facilitator.
 //! - [`turns`]: [`turns::KeyTurns`], how senders that share a key take turns (the gateway's
 //!   instances on one PostgreSQL).
@@ -15,6 +15,7 @@ pub mod config;
 pub mod http_client;
 pub mod local;
 pub(crate) mod relayer;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod turns;
 
