@@ -381,7 +381,7 @@ impl HireService {
                     opened_by: actor.clone(),
                     reason: request.reason.clone(),
                     claim: request.claim.clone(),
-                    created_at: Utc::now(),
+                    created_at: self.now(),
                 })],
             )
             .await
@@ -420,7 +420,7 @@ impl HireService {
         state: ContractState,
         party: Party,
     ) -> Result<(), HireError> {
-        let now = Utc::now();
+        let now = self.now();
         match (party, state) {
             (Party::Seeker, ContractState::Accepted) => {
                 match contract.deadline_at.filter(|end| *end > now) {
@@ -518,7 +518,12 @@ impl HireService {
                 ));
             }
         }
-        if closes_at <= Utc::now().timestamp() {
+        // `validBefore` is the chain's deadline: judged by its clock (a network that does not
+        // parse has no node here, so the local clock judges).
+        let chain_id = hiregate_contracts::money::Network::from_str(&payment.network)
+            .map_or(0, |network| network.chain_id());
+        let now_s = self.inner.assets.money_now(chain_id).await;
+        if closes_at <= now_s {
             return Err(released(
                 "authorization_expired",
                 "the payment authorization of this failed contract is (about to be) expired: \
@@ -767,7 +772,7 @@ impl HireService {
                     decided_by: decided_by.to_owned(),
                     reason: reason.to_owned(),
                     via: via.as_str().to_owned(),
-                    at: Utc::now(),
+                    at: self.now(),
                 },
             )
             .await?;
@@ -1017,7 +1022,7 @@ impl HireService {
             statement: answer.statement,
             claim: answer.claim,
             by: by.clone(),
-            at: Utc::now(),
+            at: self.now(),
         };
         let lock = self.inner.locks.lock_of(&dispute.contract_id);
         let _guard = lock.lock_owned().await;
