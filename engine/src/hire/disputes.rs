@@ -455,7 +455,7 @@ impl HireService {
                 let margin = i64::try_from(self.inner.config.contracts.settlement_margin_s)
                     .unwrap_or(i64::MAX);
                 let closes_at = payment.valid_before.saturating_sub(margin);
-                if closes_at > now.timestamp() {
+                if closes_at > self.chain_now_of(&payment).await {
                     Ok(())
                 } else {
                     Err(HireError::conflict(
@@ -482,6 +482,14 @@ impl HireService {
             )
             .with_details(json!({"state": state.as_str()}))),
         }
+    }
+
+    /// Now on `payment`'s chain, unix seconds: `validBefore` is the chain's deadline, judged by
+    /// its clock (a network that does not parse has no node here: the host's clock judges).
+    async fn chain_now_of(&self, payment: &PaymentRecord) -> i64 {
+        let chain_id = hiregate_contracts::money::Network::from_str(&payment.network)
+            .map_or(0, |network| network.chain_id());
+        self.inner.assets.money_now(chain_id).await
     }
 
     /// A failed contract may be disputed only while its money is still held: the arbiter
@@ -518,12 +526,7 @@ impl HireService {
                 ));
             }
         }
-        // `validBefore` is the chain's deadline: judged by its clock (a network that does not
-        // parse has no node here, so the local clock judges).
-        let chain_id = hiregate_contracts::money::Network::from_str(&payment.network)
-            .map_or(0, |network| network.chain_id());
-        let now_s = self.inner.assets.money_now(chain_id).await;
-        if closes_at <= now_s {
+        if closes_at <= self.chain_now_of(&payment).await {
             return Err(released(
                 "authorization_expired",
                 "the payment authorization of this failed contract is (about to be) expired: \
