@@ -219,6 +219,20 @@ impl AssetDirectory {
         }
     }
 
+    /// The present on `chain_id` for a money deadline (`validBefore`, an escrow deadline), unix
+    /// seconds: the later of its block time and the host's clock ([`Now::latest`]). A node that
+    /// does not answer counts with the host's clock.
+    pub async fn money_now(&self, chain_id: u64) -> i64 {
+        let now = match self.chain_now(chain_id).await {
+            Ok(now) => now.latest(),
+            Err(error) => {
+                tracing::warn!(chain_id, error = %error, "the chain's clock cannot be read; the local clock stands in");
+                hiregate_payments::clock::unix_now()
+            }
+        };
+        i64::try_from(now).unwrap_or(i64::MAX)
+    }
+
     /// The latest of every configured chain's time and the local clock ([`Now::latest`]), for
     /// sweeps that compare one time against the deadlines of payments on any chain: each
     /// deadline is then reached no later than its own chain reaches it. A node that does not

@@ -2,8 +2,7 @@
 //! values themselves (format, hashing, roles, callback secrets) are the store's
 //! ([`hiregate_store::keys`]); the HTTP extractors that use them live in `http::extract`.
 
-use chrono::Utc;
-
+use crate::clock::Clock;
 use hiregate_store::{
     ApiKeyInfo, ApiKeyRecord, NewApiKey, Store, StoreError,
     ids::{ApiKeyId, PrincipalId},
@@ -52,6 +51,7 @@ pub struct IssuedKey {
 /// one, the key is an additional key of that account.
 pub async fn issue_api_key(
     store: &Store,
+    clock: &Clock,
     role: Role,
     principal_id: Option<PrincipalId>,
     label: Option<String>,
@@ -84,7 +84,7 @@ pub async fn issue_api_key(
     if label.as_ref().is_some_and(|l| l.contains('\0')) {
         return Err(IssueKeyError::LabelHasNul);
     }
-    let new = new_key_record(&key, role, principal_id, label);
+    let new = new_key_record(&key, role, principal_id, label, clock);
     store.insert_api_key(&new).await?;
     Ok(IssuedKey {
         key,
@@ -97,6 +97,7 @@ fn new_key_record(
     role: Role,
     principal_id: PrincipalId,
     label: Option<String>,
+    clock: &Clock,
 ) -> NewApiKey {
     NewApiKey {
         id: ApiKeyId::generate(),
@@ -105,13 +106,8 @@ fn new_key_record(
         role,
         principal_id,
         label,
-        created_at: now_millis(),
+        created_at: clock.now_millis(),
     }
-}
-
-/// Stored at millisecond precision; truncated so a returned record equals a re-read.
-fn now_millis() -> chrono::DateTime<Utc> {
-    chrono::DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).unwrap_or_else(Utc::now)
 }
 
 fn stored_record(new: NewApiKey) -> ApiKeyRecord {
@@ -134,7 +130,10 @@ pub async fn revoke_api_key(
     id: &ApiKeyId,
     owner: Option<&PrincipalId>,
 ) -> Result<Option<ApiKeyInfo>, StoreError> {
-    let Some(revoked) = store.revoke_api_key_by_id(id, owner, now_millis()).await? else {
+    let Some(revoked) = store
+        .revoke_api_key_by_id(id, owner, cache.clock.now_millis())
+        .await?
+    else {
         return Ok(None);
     };
     cache.forget(&revoked.hash);
@@ -152,9 +151,15 @@ pub async fn rotate_api_key(
 ) -> Result<Option<IssuedKey>, StoreError> {
     let mut fresh = None;
     let rotated = store
-        .rotate_api_key(id, owner, now_millis(), |old| {
+        .rotate_api_key(id, owner, cache.clock.now_millis(), |old| {
             let key = ApiKey::generate(old.role)?;
-            let new = new_key_record(&key, old.role, old.principal_id.clone(), old.label.clone());
+            let new = new_key_record(
+                &key,
+                old.role,
+                old.principal_id.clone(),
+                old.label.clone(),
+                &cache.clock,
+            );
             fresh = Some(key);
             Some(new)
         })
@@ -176,6 +181,7 @@ pub async fn rotate_api_key(
 #[derive(Debug, Clone)]
 pub struct ApiKeyCache {
     ttl: std::time::Duration,
+    clock: Clock,
     entries:
         std::sync::Arc<quick_cache::sync::Cache<ApiKeyHash, (ApiKeyRecord, std::time::Instant)>>,
 }
@@ -184,10 +190,11 @@ pub struct ApiKeyCache {
 const API_KEY_CACHE_CAPACITY: usize = 10_000;
 
 impl ApiKeyCache {
-    /// A cache whose entries live `ttl` (zero: nothing is cached).
-    pub fn new(ttl: std::time::Duration) -> Self {
+    /// A cache whose entries live `ttl` by `clock` (zero: nothing is cached).
+    pub fn new(ttl: std::time::Duration, clock: Clock) -> Self {
         Self {
             ttl,
+            clock,
             entries: std::sync::Arc::new(quick_cache::sync::Cache::new(API_KEY_CACHE_CAPACITY)),
         }
     }
@@ -205,7 +212,7 @@ impl ApiKeyCache {
         hash: &ApiKeyHash,
     ) -> Result<Option<ApiKeyRecord>, StoreError> {
         if let Some((record, seen)) = self.entries.get(hash)
-            && seen.elapsed() < self.ttl
+            && self.clock.instant().saturating_duration_since(seen) < self.ttl
         {
             return Ok(Some(record));
         }
@@ -213,7 +220,7 @@ impl ApiKeyCache {
         match &record {
             Some(record) if !self.ttl.is_zero() => {
                 self.entries
-                    .insert(hash.clone(), (record.clone(), std::time::Instant::now()));
+                    .insert(hash.clone(), (record.clone(), self.clock.instant()));
             }
             _ => {
                 self.entries.remove(hash);

@@ -12,6 +12,7 @@
 //! | [`ledger`] | the audit of money: store vs chain for a block range, settlement metrics from the event bus |
 //! | [`webhooks`] | seeker webhooks: secrets, signed messages, the leased delivery loop, retries and dead letters |
 //! | [`auth`] | issuing, revoking and rotating API keys, the key cache |
+//! | [`clock`] | the wall clock the engine is given ([`clock::Clock`]; tests move a [`clock::TestClock`]); money deadlines read the chain's clock |
 //! | [`assets`] | token metadata (EIP-712 domain, decimals, symbol) and how `exact` payments move the token (EIP-3009, or Permit2) |
 //! | [`facilitator`] | `facilitator.mode` → embedded `LocalFacilitator` or HTTP client, metered; its readiness check |
 //! | [`key_turns`] | the chain keys this gateway sends from and the turns their sends take across instances |
@@ -26,6 +27,7 @@
 pub mod adapters;
 pub mod assets;
 pub mod auth;
+pub mod clock;
 pub mod facilitator;
 pub mod hire;
 pub mod key_turns;

@@ -18,7 +18,7 @@ use hiregate_contracts::{
     token::{KeyRing, REPUTATION_TOKEN_TYPE},
 };
 
-use crate::hire::error::HireError;
+use crate::{clock::Clock, hire::error::HireError};
 use hiregate_store::{Store, ids::WorkerId};
 
 /// How long a computed snapshot is served before it is computed again.
@@ -41,6 +41,7 @@ pub struct SignedReputation {
 pub struct ReputationBook {
     store: Store,
     keys: KeyRing,
+    clock: Clock,
     snapshots: Arc<quick_cache::sync::Cache<String, (Instant, Arc<SignedReputation>)>>,
 }
 
@@ -53,12 +54,13 @@ impl std::fmt::Debug for ReputationBook {
 }
 
 impl ReputationBook {
-    /// A book over `store`, signing with `keys`.
+    /// A book over `store`, signing with `keys`, dating snapshots by `clock`.
     #[must_use]
-    pub fn new(store: Store, keys: KeyRing) -> Self {
+    pub fn new(store: Store, keys: KeyRing, clock: Clock) -> Self {
         Self {
             store,
             keys,
+            clock,
             snapshots: Arc::new(quick_cache::sync::Cache::new(CAPACITY)),
         }
     }
@@ -66,14 +68,14 @@ impl ReputationBook {
     /// The signed reputation of `worker`, at most [`SNAPSHOT_TTL`] old.
     pub async fn of(&self, worker: &WorkerId) -> Result<Arc<SignedReputation>, HireError> {
         if let Some((computed, signed)) = self.snapshots.get(worker.as_str())
-            && computed.elapsed() < SNAPSHOT_TTL
+            && self.clock.instant().saturating_duration_since(computed) < SNAPSHOT_TTL
         {
             return Ok(signed);
         }
         let facts = self.store.hire_facts(worker).await?;
         let subject = hiregate_contracts::id::WorkerId::from_str(worker.as_str())
             .map_err(HireError::internal)?;
-        let snapshot = compute(&subject, &facts, Timestamp::from(chrono::Utc::now()));
+        let snapshot = compute(&subject, &facts, Timestamp::from(self.clock.now()));
         let token = self
             .keys
             .sign_json(REPUTATION_TOKEN_TYPE, &snapshot)
@@ -81,7 +83,7 @@ impl ReputationBook {
         let signed = Arc::new(SignedReputation { snapshot, token });
         self.snapshots.insert(
             worker.as_str().to_owned(),
-            (Instant::now(), Arc::clone(&signed)),
+            (self.clock.instant(), Arc::clone(&signed)),
         );
         Ok(signed)
     }

@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::{config::Settings, shutdown, startup::App, telemetry};
 use hiregate_engine::{
     auth::issue_api_key,
+    clock::Clock,
     facilitator::bundled_facilitator_config,
     ledger::{ReconcileRequest, reconcile},
 };
@@ -252,7 +253,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             if settings.database.migrate_on_start {
                 store.migrate().await?;
             }
-            let issued = issue_api_key(&store, role.into(), principal, label).await?;
+            let issued =
+                issue_api_key(&store, &Clock::system(), role.into(), principal, label).await?;
             store.close().await;
             eprintln!("The key is shown only this once; only its hash is stored.");
             let record = issued.record;

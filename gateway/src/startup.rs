@@ -21,6 +21,7 @@ use hiregate_engine::{
     adapters::ProtocolAdapters,
     assets::AssetDirectory,
     auth::ApiKeyCache,
+    clock::Clock,
     facilitator::{
         FacilitatorReadiness, FacilitatorSetupError, MeteredFacilitator, build_facilitator,
     },
@@ -82,6 +83,9 @@ pub struct AppOptions {
     pub facilitator: Option<Arc<dyn Facilitator>>,
     /// Worker protocol adapters; defaults to [`ProtocolAdapters::default`] (hire).
     pub adapters: Option<ProtocolAdapters>,
+    /// The engine's wall clock; defaults to the system clock. Tests give a
+    /// [`hiregate_engine::clock::TestClock`]'s and move it instead of sleeping.
+    pub clock: Option<Clock>,
 }
 
 impl std::fmt::Debug for AppOptions {
@@ -91,6 +95,7 @@ impl std::fmt::Debug for AppOptions {
             .field("probes", &self.probes)
             .field("facilitator_override", &self.facilitator.is_some())
             .field("adapters", &self.adapters)
+            .field("clock", &self.clock)
             .finish()
     }
 }
@@ -207,6 +212,7 @@ impl App {
                 state.store.clone(),
                 state.outbound.clone(),
                 state.config.webhooks.clone(),
+                state.hire.clock().clone(),
             ),
             app_token.clone(),
         ));
@@ -280,6 +286,7 @@ async fn assemble(
         tracing::warn!("signing_key.path is empty: a new gateway key is generated at each start");
     }
 
+    let clock = options.clock.unwrap_or_default();
     let keys = load_key_ring(&settings.signing_key)?;
     let assets = AssetDirectory::from_settings(settings.chains.values());
     let metrics = Arc::new(Metrics::new());
@@ -308,6 +315,7 @@ async fn assemble(
         Arc::new(options.probes.unwrap_or_default()),
         settings.health.clone(),
         metrics.clone(),
+        clock.clone(),
     )
     .with_max_fee_bps(settings.escrow.max_fee_bps);
     let admin_key_hash = settings
@@ -316,7 +324,7 @@ async fn assemble(
         .as_ref()
         .map(|key| ApiKeyHash::of(secrecy::ExposeSecret::expose_secret(key)));
     let config = Arc::new(settings);
-    let reputation = ReputationBook::new(store.clone(), keys.clone());
+    let reputation = ReputationBook::new(store.clone(), keys.clone(), clock.clone());
     let agent_cards = AgentCards::new(keys.clone(), &base_url);
     let hire = HireService::new(HireParts {
         config: config.clone(),
@@ -332,10 +340,11 @@ async fn assemble(
         )?,
         base_url: base_url.clone(),
         metrics: metrics.clone(),
+        clock: clock.clone(),
     });
     // Who else sends from this gateway's keys, known before the first send.
     key_turns.refresh().await;
-    let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl());
+    let api_keys = ApiKeyCache::new(config.http.api_key_cache_ttl(), clock);
     let state = AppState::new(SharedState {
         config,
         api_keys,

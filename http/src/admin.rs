@@ -182,6 +182,7 @@ pub(crate) async fn create_key(
 ) -> ApiResult<(StatusCode, Json<CreatedKey>)> {
     let issued = issue_api_key(
         &state.store,
+        state.hire.clock(),
         request.role,
         request.principal_id,
         request.label,

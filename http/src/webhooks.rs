@@ -19,7 +19,6 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -79,7 +78,12 @@ pub(crate) async fn create_secret(
     State(state): State<AppState>,
     seeker: Seeker,
 ) -> ApiResult<Response> {
-    let record = rotate_secret(&state.store, seeker.principal_id.as_str(), Utc::now()).await?;
+    let record = rotate_secret(
+        &state.store,
+        seeker.principal_id.as_str(),
+        state.hire.clock().now(),
+    )
+    .await?;
     tracing::info!(seeker_id = %seeker.principal_id, "webhook secret rotated");
     Ok((
         StatusCode::CREATED,
@@ -211,7 +215,7 @@ pub(crate) async fn redeliver(
     let seeker_id = seeker.as_str();
     let delivery = match state
         .store
-        .redeliver_webhook(seeker_id, event_id, Utc::now())
+        .redeliver_webhook(seeker_id, event_id, state.hire.clock().now())
         .await?
     {
         Redelivery::Requeued(delivery) => delivery,

@@ -18,7 +18,6 @@
 //! say whether the money is locked.
 
 use alloy::primitives::U256;
-use chrono::Utc;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use hiregate_payments::{
     Reason,
@@ -135,7 +134,7 @@ impl HireService {
                 .as_ref()
                 .map(|id| id.as_str().to_owned()),
             state: "authorizing".to_owned(),
-            created_at: Utc::now(),
+            created_at: self.now(),
         };
         let event = self.event(
             ctx,

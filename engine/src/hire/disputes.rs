@@ -381,7 +381,7 @@ impl HireService {
                     opened_by: actor.clone(),
                     reason: request.reason.clone(),
                     claim: request.claim.clone(),
-                    created_at: Utc::now(),
+                    created_at: self.now(),
                 })],
             )
             .await
@@ -420,7 +420,7 @@ impl HireService {
         state: ContractState,
         party: Party,
     ) -> Result<(), HireError> {
-        let now = Utc::now();
+        let now = self.now();
         match (party, state) {
             (Party::Seeker, ContractState::Accepted) => {
                 match contract.deadline_at.filter(|end| *end > now) {
@@ -455,7 +455,7 @@ impl HireService {
                 let margin = i64::try_from(self.inner.config.contracts.settlement_margin_s)
                     .unwrap_or(i64::MAX);
                 let closes_at = payment.valid_before.saturating_sub(margin);
-                if closes_at > now.timestamp() {
+                if closes_at > self.chain_now_of(&payment).await {
                     Ok(())
                 } else {
                     Err(HireError::conflict(
@@ -482,6 +482,14 @@ impl HireService {
             )
             .with_details(json!({"state": state.as_str()}))),
         }
+    }
+
+    /// Now on `payment`'s chain, unix seconds: `validBefore` is the chain's deadline, judged by
+    /// its clock (a network that does not parse has no node here: the host's clock judges).
+    async fn chain_now_of(&self, payment: &PaymentRecord) -> i64 {
+        let chain_id = hiregate_contracts::money::Network::from_str(&payment.network)
+            .map_or(0, |network| network.chain_id());
+        self.inner.assets.money_now(chain_id).await
     }
 
     /// A failed contract may be disputed only while its money is still held: the arbiter
@@ -518,7 +526,7 @@ impl HireService {
                 ));
             }
         }
-        if closes_at <= Utc::now().timestamp() {
+        if closes_at <= self.chain_now_of(&payment).await {
             return Err(released(
                 "authorization_expired",
                 "the payment authorization of this failed contract is (about to be) expired: \
@@ -767,7 +775,7 @@ impl HireService {
                     decided_by: decided_by.to_owned(),
                     reason: reason.to_owned(),
                     via: via.as_str().to_owned(),
-                    at: Utc::now(),
+                    at: self.now(),
                 },
             )
             .await?;
@@ -1017,7 +1025,7 @@ impl HireService {
             statement: answer.statement,
             claim: answer.claim,
             by: by.clone(),
-            at: Utc::now(),
+            at: self.now(),
         };
         let lock = self.inner.locks.lock_of(&dispute.contract_id);
         let _guard = lock.lock_owned().await;

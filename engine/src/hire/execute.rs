@@ -174,9 +174,12 @@ impl Ctx {
 
 /// An accepted contract may settle once its acceptance window is over (at once when it has
 /// none). `deadline_at` holds the window's end.
-fn acceptance_window_over(ctx: &Ctx, contract: &ContractRecord) -> bool {
-    ctx.terms.acceptance_window_s() == 0
-        || contract.deadline_at.is_some_and(|end| end <= Utc::now())
+fn acceptance_window_over(
+    ctx: &Ctx,
+    contract: &ContractRecord,
+    now: chrono::DateTime<Utc>,
+) -> bool {
+    ctx.terms.acceptance_window_s() == 0 || contract.deadline_at.is_some_and(|end| end <= now)
 }
 
 fn contract_not_found() -> HireError {
@@ -355,7 +358,7 @@ impl HireService {
             let step = match state {
                 ContractState::Offered => self.offered(ctx, payment_signature).await?,
                 ContractState::Paid => self.forward(ctx).await?,
-                ContractState::Accepted if acceptance_window_over(ctx, &contract) => {
+                ContractState::Accepted if acceptance_window_over(ctx, &contract, self.now()) => {
                     self.settle(ctx, ContractState::Accepted).await?
                 }
                 ContractState::SettlementUnknown => {
@@ -397,12 +400,12 @@ impl HireService {
         };
         let ctx = Ctx::of(&current, correlation_id, "gateway".to_owned())?;
         let from = match current.state {
-            ContractState::Accepted if acceptance_window_over(&ctx, &current) => {
+            ContractState::Accepted if acceptance_window_over(&ctx, &current, self.now()) => {
                 ContractState::Accepted
             }
             ContractState::SettlementUnknown => ContractState::SettlementUnknown,
             // Escrowed rejections carry the operator's dispute window in `deadline_at`.
-            ContractState::Rejected if current.deadline_at.is_some_and(|end| end <= Utc::now()) => {
+            ContractState::Rejected if current.deadline_at.is_some_and(|end| end <= self.now()) => {
                 self.void_rejected(&ctx).await?;
                 let after = self.inner.store.get_contract(&ctx.contract_id).await?;
                 return Ok(after.map(|c| c.state));
@@ -613,7 +616,7 @@ impl HireService {
         details: Value,
     ) -> NewContractEvent {
         NewContractEvent {
-            at: Utc::now(),
+            at: self.now(),
             actor: actor.to_owned(),
             correlation_id: ctx.correlation_id.clone(),
             kind: kind.to_owned(),

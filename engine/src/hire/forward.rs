@@ -70,7 +70,11 @@ impl HireService {
             tokio::try_join!(self.payment_of(ctx), inner.store.get_worker(&ctx.worker_id))?;
         let payment = payment.ok_or_else(|| internal("a paid contract has no payment"))?;
         let needed = AuthorizationWindow::needed_for_one_attempt(&ctx.terms, settings);
-        let now_s = Utc::now().timestamp();
+        // `validBefore` is the chain's deadline: judged by its clock.
+        let now_s = inner
+            .assets
+            .money_now(ctx.terms.price().network().chain_id())
+            .await;
         if payment.valid_before < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX)) {
             // Too late to work, judge and settle before validBefore: release it instead.
             if self
@@ -97,7 +101,7 @@ impl HireService {
             )))));
         }
         // Before each attempt: a worker the health loop marked unhealthy is waited for.
-        let wait_until = worker_wait_until(ctx, payment.valid_before, needed);
+        let wait_until = worker_wait_until(ctx, payment.valid_before, needed, self.now());
         let (listing, unavailable) = match self.await_worker(ctx, listing, wait_until).await? {
             WorkerReadiness::Ready(listing) => (listing, false),
             WorkerReadiness::Unavailable(listing) => (listing, true),
@@ -124,7 +128,7 @@ impl HireService {
                     &NewAttempt {
                         attempt_id: attempt_id.clone(),
                         payment_id: payment.payment_id.clone(),
-                        started_at: Utc::now(),
+                        started_at: self.now(),
                     },
                     &self.event(
                         ctx,
@@ -191,6 +195,7 @@ impl HireService {
             &ctx.contract_id,
             &ctx.correlation_id,
             worker_actor.clone(),
+            self.inner.clock.clone(),
         );
         let answer = self
             .ask_worker(ctx, listing, adapter.as_ref(), attempt_no, &relay)
@@ -530,7 +535,7 @@ impl HireService {
                     poll_url: None,
                     worker_metadata: None,
                     estimated_completion: None,
-                    finished_at: Some(Utc::now()),
+                    finished_at: Some(self.now()),
                 },
             )
             .await?;
@@ -571,7 +576,7 @@ impl HireService {
         }
         let store = &self.inner.store;
         store
-            .set_payment_state(&payment.payment_id, "voided", Utc::now())
+            .set_payment_state(&payment.payment_id, "voided", self.now())
             .await?;
         store
             .append_contract_event(
@@ -610,7 +615,7 @@ impl HireService {
             .map_err(|e| internal(format!("deliverable digest: {e}")))?;
         let bytes =
             to_canonical_vec(&deliverable).map_err(|e| internal(format!("deliverable: {e}")))?;
-        let now = Utc::now();
+        let now = self.now();
         let pieces = [NewDeliverable {
             deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
             contract_id: ctx.contract_id.clone(),

@@ -124,7 +124,7 @@ impl HireService {
     /// Seconds until a listing probed next at `next_probe_at` may be healthy again: its next
     /// probe has run (at least 1).
     pub(super) fn health_retry_after_s(&self, next_probe_at: DateTime<Utc>) -> u64 {
-        let until_probe = (next_probe_at - Utc::now()).to_std().unwrap_or_default();
+        let until_probe = (next_probe_at - self.now()).to_std().unwrap_or_default();
         let probe = self.inner.config.health.probe_timeout();
         (until_probe + probe).as_secs_f64().ceil().max(1.0) as u64
     }
@@ -165,7 +165,7 @@ impl HireService {
         let tick = (self.inner.config.health.interval() / 4)
             .clamp(Duration::from_millis(50), HEALTH_WATCH_MAX_TICK);
         loop {
-            let left = (wait_until - Utc::now()).to_std().unwrap_or_default();
+            let left = (wait_until - self.now()).to_std().unwrap_or_default();
             if left.is_zero() {
                 return Ok(WorkerReadiness::Unavailable(listing));
             }
@@ -228,8 +228,12 @@ impl HireService {
 
 /// How long a new attempt may wait for an unhealthy worker: the contract's SLA, and never past
 /// the moment one attempt still fits (`needed_s`) before the authorization's `valid_before`.
-pub(super) fn worker_wait_until(ctx: &Ctx, valid_before: i64, needed_s: u64) -> DateTime<Utc> {
-    let now = Utc::now();
+pub(super) fn worker_wait_until(
+    ctx: &Ctx,
+    valid_before: i64,
+    needed_s: u64,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
     let sla = chrono::Duration::milliseconds(
         i64::try_from(ctx.terms.sla().max_latency_ms()).unwrap_or(i64::MAX),
     );

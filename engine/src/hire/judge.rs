@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use hiregate_contracts::{
     canonical::Digest,
     deliverable::Deliverable,
@@ -74,7 +73,7 @@ impl HireService {
             status: status_name(result.verification_status).to_owned(),
             verifier_result_hash: result.verifier_result_hash.to_string(),
             result: result_json,
-            created_at: Utc::now(),
+            created_at: self.now(),
         };
         let event = match result.verification_status {
             VerificationStatus::Passed => ContractEvent::VerificationPassed,
@@ -86,7 +85,7 @@ impl HireService {
         // dispute as an acceptance gets for the seeker's, then the escrow is voided.
         let escrowed = ctx.terms.escrow().is_some();
         let deadline = ((result.passed || escrowed) && window > 0).then(|| {
-            Utc::now() + chrono::Duration::seconds(i64::try_from(window).unwrap_or(i64::MAX))
+            self.now() + chrono::Duration::seconds(i64::try_from(window).unwrap_or(i64::MAX))
         });
         let to = ContractState::Verifying
             .transition(&event)
@@ -192,7 +191,7 @@ impl HireService {
         if !fetched.is_empty() {
             match inner
                 .store
-                .insert_deliverables(&evidence_pieces(ctx, attempt_id, &fetched))
+                .insert_deliverables(&evidence_pieces(ctx, attempt_id, &fetched, self.now()))
                 .await
             {
                 // Stored by a judgement that a crash cut short; the bytes are the digest's.
@@ -256,6 +255,7 @@ pub(super) fn evidence_pieces(
     ctx: &Ctx,
     attempt_id: &str,
     fetched: &[FetchedEvidence],
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<NewDeliverable> {
     fetched
         .iter()
@@ -271,7 +271,7 @@ pub(super) fn evidence_pieces(
             digest: piece.digest.to_string(),
             content: piece.bytes.clone(),
             source_url: Some(piece.url.to_string()),
-            created_at: Utc::now(),
+            created_at: now,
         })
         .collect()
 }

@@ -113,6 +113,7 @@ use self::{
 use crate::{
     adapters::ProtocolAdapters,
     assets::{AssetDirectory, AssetInfo, AssetLookupError},
+    clock::Clock,
     outbound::OutboundClient,
     settings::Config,
 };
@@ -193,6 +194,7 @@ struct Inner {
     escrow: escrow::EscrowOperators,
     base_url: Url,
     metrics: Arc<crate::metrics::Metrics>,
+    clock: Clock,
 }
 
 impl std::fmt::Debug for HireService {
@@ -228,6 +230,8 @@ pub struct HireParts {
     pub base_url: Url,
     /// The app's metrics (worker latency, verification outcomes).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The wall clock (money deadlines read the chain's clock through `assets`).
+    pub clock: Clock,
 }
 
 impl std::fmt::Debug for HireParts {
@@ -270,10 +274,11 @@ impl HireService {
                 verifier: Verifier::default(),
                 locks: ContractLocks::default(),
                 slots: slots::WorkerSlots::default(),
-                offers: OfferCache::default(),
+                offers: OfferCache::new(parts.clock.clone()),
                 escrow: parts.escrow,
                 base_url: parts.base_url,
                 metrics: parts.metrics,
+                clock: parts.clock,
             }),
         }
     }
@@ -287,6 +292,16 @@ impl HireService {
     /// The public keys that verify contract tokens (and, later, receipts).
     pub fn jwks(&self) -> hiregate_contracts::token::Jwks {
         self.inner.keys.jwks()
+    }
+
+    /// The wall clock the engine reads.
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    /// Now, by the engine's clock.
+    fn now(&self) -> chrono::DateTime<Utc> {
+        self.inner.clock.now()
     }
 
     /// The gateway's public base URL.
@@ -328,7 +343,7 @@ impl HireService {
         correlation_id: &str,
     ) -> Result<CreatedContract, HireError> {
         let (listing, asset) = self.hireable_listing(&request).await?;
-        let now = Timestamp::from(Utc::now());
+        let now = Timestamp::from(self.now());
         let terms = self.proposed_terms(&listing, request, seeker, now).await?;
         offer::check_transfer_method(&terms, &asset)?;
         let bounds = self.bounded_window(&terms)?;

@@ -15,8 +15,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::clock::Clock;
 use bytes::Bytes;
-use chrono::Utc;
 use hiregate_contracts::terms::ContractTerms;
 use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -56,6 +56,7 @@ pub enum Cached {
 #[derive(Clone)]
 pub struct OfferCache {
     entries: Arc<quick_cache::sync::Cache<String, Arc<OfferedContract>>>,
+    clock: Clock,
 }
 
 impl std::fmt::Debug for OfferCache {
@@ -66,15 +67,15 @@ impl std::fmt::Debug for OfferCache {
     }
 }
 
-impl Default for OfferCache {
-    fn default() -> Self {
+impl OfferCache {
+    /// An empty cache; offers expire by `clock`.
+    pub fn new(clock: Clock) -> Self {
         Self {
             entries: Arc::new(quick_cache::sync::Cache::new(CAPACITY)),
+            clock,
         }
     }
-}
 
-impl OfferCache {
     /// Remember the payment demand of an offered contract (called by the slow path right
     /// after it made one).
     pub fn remember(
@@ -104,7 +105,7 @@ impl OfferCache {
         if entry.seeker_id != seeker_id {
             return Cached::Answer(Err(HireError::not_found("contract")));
         }
-        if entry.terms.offer_expired(Utc::now().into()) {
+        if entry.terms.offer_expired(self.clock.now().into()) {
             self.entries.remove(contract_id);
             return Cached::Miss;
         }

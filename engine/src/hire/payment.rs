@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use alloy::primitives::U256;
-use chrono::Utc;
 use hiregate_contracts::{
     canonical::Digest,
     state::{ContractEvent, ContractState},
@@ -66,7 +65,7 @@ impl HireService {
         ctx: &Ctx,
         payment_signature: Option<&str>,
     ) -> Result<Step, HireError> {
-        if ctx.terms.offer_expired(Utc::now().into()) {
+        if ctx.terms.offer_expired(self.now().into()) {
             self.transition(
                 ctx,
                 ContractState::Offered,
@@ -350,7 +349,7 @@ impl HireService {
             payload_hash: payload_hash.clone(),
             payment_identifier: identifier.as_ref().map(|id| id.as_str().to_owned()),
             state: "verified".to_owned(),
-            created_at: Utc::now(),
+            created_at: self.now(),
         };
         let event = self.event(
             ctx,

@@ -90,7 +90,7 @@ pub(super) enum Finished {
 impl HireService {
     /// Start watching `attempt_id`, which just went `pending`: one poll job per attempt.
     pub(super) async fn watch_pending(&self, ctx: &Ctx, attempt_id: &str) -> Result<(), HireError> {
-        let now = Utc::now();
+        let now = self.now();
         let first_poll = millis(self.inner.config.contracts.poll_interval_ms);
         let payload = serde_json::to_value(PollJob {
             contract_id: ctx.contract_id.clone(),
@@ -122,7 +122,7 @@ impl HireService {
             let Some(job) = self
                 .inner
                 .store
-                .claim_job(POLL_JOB, owner, Utc::now(), lease)
+                .claim_job(POLL_JOB, owner, self.now(), lease)
                 .await?
             else {
                 break;
@@ -140,7 +140,7 @@ impl HireService {
 
     async fn run_poll_job(&self, job: JobRecord, owner: &str) {
         let store = &self.inner.store;
-        let now = Utc::now();
+        let now = self.now();
         let recorded = match Box::pin(self.poll_once(&job)).await {
             Ok(PollNext::Done) => store.complete_job(&job.id, owner, now).await,
             Ok(PollNext::At(at, why)) => store.reschedule_job(&job.id, owner, now, at, &why).await,
@@ -184,7 +184,7 @@ impl HireService {
         };
         let ctx = Ctx::of(&contract, format!("{}", job.id), "gateway".to_owned())?;
         let deadline = sla_deadline(&ctx, &attempt);
-        let now = Utc::now();
+        let now = self.now();
         if now >= deadline {
             self.pending_sla_exceeded(&ctx, &attempt).await?;
             return Ok(PollNext::Done);
@@ -248,6 +248,7 @@ impl HireService {
                         &ctx.contract_id,
                         &ctx.correlation_id,
                         format!("worker:{}", listing.id),
+                        self.inner.clock.clone(),
                     );
                     super::forward::relay_progress(&relay, attempt.attempt_no, progress).await;
                 }
@@ -258,7 +259,7 @@ impl HireService {
             // attempt is not over until it says so or the SLA runs out.
             WorkerAnswer::Failed { code, .. } => format!("poll failed: {code}"),
         };
-        let next = (Utc::now() + self.poll_delay(job.attempts)).min(deadline);
+        let next = (self.now() + self.poll_delay(job.attempts)).min(deadline);
         Ok(PollNext::At(next, why))
     }
 
@@ -304,7 +305,7 @@ impl HireService {
         if !still_waiting {
             return Ok(Finished::NotPending { state: current });
         }
-        let remaining = (sla_deadline(ctx, attempt) - Utc::now())
+        let remaining = (sla_deadline(ctx, attempt) - self.now())
             .to_std()
             .unwrap_or(Duration::ZERO);
         let answer = Box::pin(self.collect_stream(
@@ -475,7 +476,7 @@ impl HireService {
                     &signature.timestamp,
                     &signature.signature,
                     body,
-                    Utc::now(),
+                    self.now(),
                     tolerance,
                 )
             })
@@ -538,6 +539,7 @@ impl HireService {
                     contract_id,
                     correlation_id,
                     format!("worker:{worker_id}"),
+                    self.inner.clock.clone(),
                 );
                 super::forward::relay_progress(&relay, attempt.attempt_no, progress).await;
             }
@@ -556,7 +558,7 @@ impl HireService {
             Finished::Applied => {}
         }
         store
-            .record_callback(worker_id, &verified.id, contract_id, Utc::now())
+            .record_callback(worker_id, &verified.id, contract_id, self.now())
             .await?;
         let state = store.get_contract(contract_id).await?.map(|c| c.state);
         // Settlement (or the next attempt) goes on without holding up the worker's request.
@@ -614,7 +616,7 @@ impl HireService {
             )
             .await?;
         store
-            .record_callback(worker_id, webhook_id, &ctx.contract_id, Utc::now())
+            .record_callback(worker_id, webhook_id, &ctx.contract_id, self.now())
             .await?;
         tracing::info!(contract_id = %ctx.contract_id, state = ?state, "late worker report recorded; outcome unchanged");
         Ok(())

@@ -172,7 +172,7 @@ impl HireService {
         max_parallel: u32,
     ) -> Result<Option<(u32, DateTime<Utc>)>, HireError> {
         let store = &self.inner.store;
-        let now = Utc::now();
+        let now = self.now();
         let queued_before = store
             .get_contract(&ctx.contract_id)
             .await?
@@ -217,7 +217,7 @@ impl HireService {
         let sla_s = ctx.terms.sla().max_latency_ms().div_ceil(1000);
         let rounds = u64::from(position).div_ceil(u64::from(max_parallel.max(1)));
         let eta_s = rounds.saturating_mul(sla_s);
-        let eta_at = Utc::now() + chrono::Duration::seconds(i64::try_from(eta_s).unwrap_or(0));
+        let eta_at = self.now() + chrono::Duration::seconds(i64::try_from(eta_s).unwrap_or(0));
         let id = ctx.contract_id.as_str();
         Outcome::Queued(QueuePlace {
             contract_id: id.to_owned(),

@@ -11,7 +11,6 @@
 
 use std::str::FromStr;
 
-use chrono::Utc;
 use hiregate_contracts::{
     canonical::Digest,
     id::ContractId,
@@ -108,7 +107,7 @@ impl HireService {
                 return Ok(Some(legacy));
             }
         }
-        let issued_at = Utc::now();
+        let issued_at = self.now();
         let receipt = self
             .build_receipt(contract, state, issued_at.timestamp())
             .await?;

@@ -23,7 +23,6 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use hiregate_contracts::state::ContractState;
 use serde_json::json;
 
@@ -55,7 +54,7 @@ impl HireService {
         let grace = self.inner.config.contracts.recovery_grace();
         let mut resumed = 0;
         for state in RESUMABLE {
-            let untouched_since = Utc::now() - to_chrono(grace);
+            let untouched_since = self.now() - to_chrono(grace);
             let candidates = self
                 .inner
                 .store
@@ -110,7 +109,7 @@ impl HireService {
         let bound = self.step_bound(&ctx, state);
         let stale_at =
             contract.updated_at + to_chrono(bound + self.inner.config.contracts.recovery_grace());
-        if Utc::now() < stale_at {
+        if self.now() < stale_at {
             return Ok(false);
         }
         let event = self.event(

@@ -3,10 +3,9 @@
 //! seeker's SSE stream and webhooks read, in the order the adapter relays them.
 
 use async_trait::async_trait;
-use chrono::Utc;
 use serde_json::Value;
 
-use crate::adapters::UpstreamEvents;
+use crate::{adapters::UpstreamEvents, clock::Clock};
 use hiregate_store::{NewContractEvent, Store};
 
 /// Appends relayed worker events to one contract's event log.
@@ -16,16 +15,25 @@ pub struct ContractEventRelay {
     contract_id: String,
     correlation_id: String,
     actor: String,
+    clock: Clock,
 }
 
 impl ContractEventRelay {
-    /// A relay into `contract_id`'s log; events are attributed to `actor` (`worker:<id>`).
-    pub fn new(store: Store, contract_id: &str, correlation_id: &str, actor: String) -> Self {
+    /// A relay into `contract_id`'s log; events are attributed to `actor` (`worker:<id>`) and
+    /// dated by `clock`.
+    pub fn new(
+        store: Store,
+        contract_id: &str,
+        correlation_id: &str,
+        actor: String,
+        clock: Clock,
+    ) -> Self {
         Self {
             store,
             contract_id: contract_id.to_owned(),
             correlation_id: correlation_id.to_owned(),
             actor,
+            clock,
         }
     }
 }
@@ -34,7 +42,7 @@ impl ContractEventRelay {
 impl UpstreamEvents for ContractEventRelay {
     async fn relay(&self, kind: &str, details: Value) {
         let event = NewContractEvent {
-            at: Utc::now(),
+            at: self.clock.now(),
             actor: self.actor.clone(),
             correlation_id: self.correlation_id.clone(),
             kind: kind.to_owned(),

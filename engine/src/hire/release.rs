@@ -13,7 +13,6 @@
 //! nothing changed. The void of a contract in a terminal state, a crash between intent and
 //! void, or a refund whose answer was lost are all resumed by [`HireService::sweep_escrow`].
 
-use chrono::Utc;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use serde_json::json;
 
@@ -42,7 +41,7 @@ impl HireService {
     ) -> Result<(), HireError> {
         let store = &self.inner.store;
         store
-            .set_payment_release(&payment.payment_id, "voiding", None, Utc::now())
+            .set_payment_release(&payment.payment_id, "voiding", None, self.now())
             .await?;
         let escrowed = match self.escrowed_payment(ctx, payment) {
             Ok(escrowed) => escrowed,
@@ -114,7 +113,7 @@ impl HireService {
                 &payment.payment_id,
                 state,
                 transaction.as_deref(),
-                Utc::now(),
+                self.now(),
             )
             .await?
         {
@@ -195,7 +194,7 @@ impl HireService {
                 &payment.payment_id,
                 "reclaimed",
                 transaction.as_deref(),
-                Utc::now(),
+                self.now(),
             )
             .await?;
         tracing::info!(contract_id = %ctx.contract_id, "payer reclaimed the escrowed payment");
@@ -329,13 +328,13 @@ impl HireService {
         }
         self.inner
             .store
-            .set_payment_release(&payment.payment_id, "refunding", None, Utc::now())
+            .set_payment_release(&payment.payment_id, "refunding", None, self.now())
             .await?;
         let back_to_settled = || async {
             // Nothing moved: settled as it was.
             self.inner
                 .store
-                .set_payment_release(&payment.payment_id, "settled", None, Utc::now())
+                .set_payment_release(&payment.payment_id, "settled", None, self.now())
                 .await
         };
         match operator
@@ -422,7 +421,7 @@ impl HireService {
                 &payment.payment_id,
                 "refunded",
                 transaction.as_deref(),
-                Utc::now(),
+                self.now(),
             )
             .await?;
         Ok(Some(transaction.unwrap_or_default()))
@@ -437,7 +436,7 @@ impl HireService {
             .unwrap_or(chrono::Duration::zero());
         let mut looked = 0;
         for payment in store
-            .escrow_payments_to_release(Utc::now() - grace, BATCH)
+            .escrow_payments_to_release(self.now() - grace, BATCH)
             .await?
         {
             looked += 1;

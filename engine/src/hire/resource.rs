@@ -34,7 +34,6 @@
 use std::str::FromStr;
 
 use bytes::Bytes;
-use chrono::Utc;
 use hiregate_contracts::money::PaymentScheme;
 use hiregate_contracts::{
     terms::{ContractTerms, WebhookUrl},
@@ -385,7 +384,7 @@ impl HireService {
         // A seeker id of its own for each offer: the payer's wallet is the seeker, and the
         // capability token of the contract proves it (see the module comment).
         let seeker = PrincipalId::generate_seeker();
-        let now = Timestamp::from(Utc::now());
+        let now = Timestamp::from(self.now());
         let terms = self
             .proposed_terms(&listing, proposal, &seeker, now)
             .await?;
@@ -590,7 +589,7 @@ impl HireService {
         if store.contract_state(&contract_id).await?.is_some() {
             return Ok(None);
         }
-        if terms.offer_expired(Utc::now().into()) {
+        if terms.offer_expired(self.now().into()) {
             return Err(HireError::gone(
                 ErrorCode::ContractExpired,
                 "the offer this payment answers has expired; send the request unpaid for a \
@@ -783,7 +782,7 @@ impl HireService {
         let token = format!("{CAPABILITY_PREFIX}{}", signature.signature);
         self.inner
             .store
-            .insert_capability(ApiKeyHash::of(&token).as_str(), contract_id, Utc::now())
+            .insert_capability(ApiKeyHash::of(&token).as_str(), contract_id, self.now())
             .await?;
         Ok(token)
     }
@@ -813,7 +812,7 @@ impl HireService {
         let record = self
             .inner
             .store
-            .get_or_create_webhook_secret(seeker_id, &secret.expose_whsec(), Utc::now())
+            .get_or_create_webhook_secret(seeker_id, &secret.expose_whsec(), self.now())
             .await?;
         Ok(record.secret)
     }

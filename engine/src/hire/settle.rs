@@ -34,7 +34,6 @@
 use std::{str::FromStr, time::Duration};
 
 use alloy::primitives::{Address, B256, TxHash, U256};
-use chrono::Utc;
 use hiregate_contracts::state::{ContractEvent, ContractState, DisputeDecision};
 use hiregate_payments::{
     Network, PaymentPayload, Reason, SettleRequest, SettleResponse,
@@ -257,7 +256,7 @@ impl HireService {
         payment: &PaymentRecord,
         escrowed: Option<&EscrowedPayment<'_>>,
     ) -> Result<Step, HireError> {
-        let now = Utc::now();
+        let now = self.now();
         let grace = chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
             .unwrap_or(chrono::Duration::zero());
         let Some(retry) = self
@@ -658,7 +657,7 @@ impl HireService {
                     &payment.payment_id,
                     broadcast.as_deref(),
                     response.as_ref(),
-                    Utc::now(),
+                    self.now(),
                 )
                 .await?;
             return Ok(Step::Done(Ok(self.in_progress(ctx, state))));

@@ -211,6 +211,7 @@ impl HireService {
             &ctx.contract_id,
             &ctx.correlation_id,
             worker_actor.to_owned(),
+            self.inner.clock.clone(),
         );
         let already_relayed = self.relayed_stream_events(ctx, attempt_no).await;
         let mut read = StreamRead {

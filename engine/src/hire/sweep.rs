@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
 use super::HireService;
@@ -21,7 +20,7 @@ const BATCH: u32 = 50;
 impl HireService {
     /// One sweep round; returns how many contracts it tried to settle.
     pub async fn sweep_settlements(&self) -> Result<usize, StoreError> {
-        let now = Utc::now();
+        let now = self.now();
         // A `settlement_unknown` contract rests for the recovery grace before the chain is
         // asked again: whatever made it unknown seldom clears at once.
         let reconcile_before = now

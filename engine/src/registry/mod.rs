@@ -13,11 +13,10 @@ pub mod probe;
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use serde::Deserialize;
 
 use self::probe::{ProbeFailure, ProbeRegistry};
-use crate::{metrics::Metrics, outbound::OutboundClient, settings::HealthSettings};
+use crate::{clock::Clock, metrics::Metrics, outbound::OutboundClient, settings::HealthSettings};
 use hiregate_store::listing::{
     invalid,
     metadata::{self, ListingMetadata},
@@ -166,6 +165,7 @@ pub struct WorkerRegistry {
     probes: Arc<ProbeRegistry>,
     health: HealthSettings,
     metrics: Arc<Metrics>,
+    clock: Clock,
     max_fee_bps: u16,
 }
 
@@ -177,6 +177,7 @@ impl WorkerRegistry {
         probes: Arc<ProbeRegistry>,
         health: HealthSettings,
         metrics: Arc<Metrics>,
+        clock: Clock,
     ) -> Self {
         Self {
             store,
@@ -184,6 +185,7 @@ impl WorkerRegistry {
             probes,
             health,
             metrics,
+            clock,
             max_fee_bps: hiregate_contracts::escrow::MAX_FEE_BPS,
         }
     }
@@ -245,7 +247,7 @@ impl WorkerRegistry {
                 &new.protocol_options,
             )
             .await?;
-        let now = Utc::now();
+        let now = self.clock.now();
         let listing = WorkerListing {
             id: WorkerId::generate(),
             operator_id: operator.clone(),
@@ -348,7 +350,10 @@ impl WorkerRegistry {
         }
         next.metadata.check()?;
         // Never equal to the previous value, so the optimistic check below cannot pass twice.
-        let now = Utc::now().max(current.updated_at + chrono::Duration::milliseconds(1));
+        let now = self
+            .clock
+            .now()
+            .max(current.updated_at + chrono::Duration::milliseconds(1));
         if reprobe {
             let report = self
                 .probe(
@@ -379,7 +384,7 @@ impl WorkerRegistry {
     ) -> Result<WorkerListing, RegistryError> {
         let listing = self
             .store
-            .retire_worker(id, operator, Utc::now())
+            .retire_worker(id, operator, self.clock.now())
             .await?
             .ok_or(RegistryError::NotFound)?;
         tracing::info!(worker_id = %id, "worker retired");
@@ -396,7 +401,7 @@ impl WorkerRegistry {
     pub async fn probe_due_workers(&self, batch: u32) -> Result<usize, StoreError> {
         use futures::StreamExt as _;
 
-        let now = Utc::now();
+        let now = self.clock.now();
         let due = self
             .store
             .claim_workers_due_for_probe(now, now + self.health_interval(), batch)
@@ -446,7 +451,12 @@ impl WorkerRegistry {
             .inc();
         let recorded = self
             .store
-            .record_probe(&listing.id, &result, self.health.miss_threshold, Utc::now())
+            .record_probe(
+                &listing.id,
+                &result,
+                self.health.miss_threshold,
+                self.clock.now(),
+            )
             .await?;
         if let Some((health, misses)) = recorded
             && health != listing.health

@@ -8,7 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use reqwest::{
     Method,
     header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER},
@@ -18,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use super::{message_body, message_id, retry::next_delay, seeker_secret};
-use crate::{outbound::OutboundClient, settings::WebhookSettings};
+use crate::{clock::Clock, outbound::OutboundClient, settings::WebhookSettings};
 use hiregate_store::{
     ClaimedDelivery, DeliveryAttemptRecord, DeliveryFinish, Store, StoreError, bus::LiveEvent,
 };
@@ -29,16 +28,23 @@ pub struct WebhookDelivery {
     store: Store,
     outbound: OutboundClient,
     settings: WebhookSettings,
+    clock: Clock,
     owner: String,
 }
 
 impl WebhookDelivery {
-    /// A delivery worker with a fresh lease-owner id.
-    pub fn new(store: Store, outbound: OutboundClient, settings: WebhookSettings) -> Self {
+    /// A delivery worker with a fresh lease-owner id, leasing and scheduling retries by `clock`.
+    pub fn new(
+        store: Store,
+        outbound: OutboundClient,
+        settings: WebhookSettings,
+        clock: Clock,
+    ) -> Self {
         Self {
             store,
             outbound,
             settings,
+            clock,
             owner: format!("webhooks-{}", ulid::Ulid::new()),
         }
     }
@@ -49,7 +55,7 @@ impl WebhookDelivery {
             .store
             .claim_webhook_deliveries(
                 &self.owner,
-                Utc::now(),
+                self.clock.now(),
                 self.settings.lease(),
                 self.settings.batch_size,
             )
@@ -69,7 +75,7 @@ impl WebhookDelivery {
     }
 
     async fn try_deliver(&self, delivery: ClaimedDelivery) -> Result<(), StoreError> {
-        let now = Utc::now();
+        let now = self.clock.now();
         if delivery.endpoint_disabled {
             self.store
                 .skip_webhook_delivery(
@@ -84,7 +90,7 @@ impl WebhookDelivery {
         let started = Instant::now();
         let sent = self.send(&delivery).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let finished_at = Utc::now();
+        let finished_at = self.clock.now();
         let (http_status, error, finish) = match sent {
             Ok(Sent { status, .. }) if (200..300).contains(&status) => {
                 (Some(status), None, DeliveryFinish::Delivered)
@@ -155,7 +161,7 @@ impl WebhookDelivery {
         if delivery.attempts >= self.settings.max_attempts {
             return DeliveryFinish::Dead;
         }
-        let now = Utc::now();
+        let now = self.clock.now();
         let delay = next_delay(&self.settings, delivery.attempts, retry_after, now);
         DeliveryFinish::Retry {
             at: now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX),
@@ -165,7 +171,7 @@ impl WebhookDelivery {
     async fn send(&self, delivery: &ClaimedDelivery) -> Result<Sent, Unsendable> {
         let url = Url::parse(&delivery.url)
             .map_err(|e| Unsendable::Permanent(format!("invalid webhook URL: {e}")))?;
-        let secret = seeker_secret(&self.store, &delivery.seeker_id, Utc::now())
+        let secret = seeker_secret(&self.store, &delivery.seeker_id, self.clock.now())
             .await
             .map_err(|e| Unsendable::Transient(format!("signing secret unavailable: {e}")))?;
         let event = LiveEvent {
@@ -181,7 +187,7 @@ impl WebhookDelivery {
         let body = serde_json::to_vec(&message_body(&event, &delivery.correlation_id))
             .map_err(|e| Unsendable::Permanent(format!("cannot encode the event: {e}")))?;
         let headers = secret
-            .sign_headers(&message_id(delivery.event_id), Utc::now(), &body)
+            .sign_headers(&message_id(delivery.event_id), self.clock.now(), &body)
             .map_err(|e| Unsendable::Permanent(format!("cannot sign: {e}")))?;
         let request = self
             .outbound

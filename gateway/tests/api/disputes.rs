@@ -632,7 +632,8 @@ async fn strangers_get_403_and_a_late_dispute_a_clear_409() {
     assert_eq!(body["error"]["code"], "contract_not_disputable");
     assert_eq!(body["error"]["details"]["state"], "accepted");
 
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Past the 1 s acceptance window by the engine's clock, not by waiting for it.
+    env.app.clock.advance(Duration::from_millis(1500));
     let (status, body) = dispute(&env, &contract_id, &env.seeker_key, "too late").await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "dispute_window_closed");

@@ -15,8 +15,14 @@ use figment::{
     Figment,
     providers::{Format, Toml},
 };
-use hiregate_engine::settings::{DEFAULT_CONFIG_TOML, Settings};
-use hiregate_gateway::{startup::App, telemetry};
+use hiregate_engine::{
+    clock::TestClock,
+    settings::{DEFAULT_CONFIG_TOML, Settings},
+};
+use hiregate_gateway::{
+    startup::{App, AppOptions},
+    telemetry,
+};
 use hiregate_store::Store;
 use serde_json::{Value, json};
 use sqlx::{Connection, Executor, PgConnection};
@@ -166,6 +172,9 @@ pub struct TestApp {
     pub database_url: String,
     /// Plain HTTP client.
     pub client: reqwest::Client,
+    /// The engine's clock: at the system's time until a test moves it past a deadline
+    /// instead of sleeping.
+    pub clock: TestClock,
     shutdown: CancellationToken,
     server: Option<JoinHandle<()>>,
     _database: TestDatabase,
@@ -200,7 +209,14 @@ pub async fn spawn_app_on(database: TestDatabase, overrides: &str) -> TestApp {
     telemetry::init_for_tests();
     let database_url = database.url();
     let settings = test_settings(&database_url, overrides);
-    let app = App::build(settings).await.expect("app builds");
+    let clock = TestClock::new();
+    let options = AppOptions {
+        clock: Some(clock.clock()),
+        ..AppOptions::default()
+    };
+    let app = App::build_with(settings, options)
+        .await
+        .expect("app builds");
     let address = format!("http://127.0.0.1:{}", app.port());
     assert_eq!(app.base_url().as_str().trim_end_matches('/'), address);
     let store = app.state().store.clone();
@@ -214,6 +230,7 @@ pub async fn spawn_app_on(database: TestDatabase, overrides: &str) -> TestApp {
         store,
         database_url,
         client: reqwest::Client::new(),
+        clock,
         shutdown,
         server: Some(server),
         _database: database,

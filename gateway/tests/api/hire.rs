@@ -995,7 +995,8 @@ async fn an_expired_offer_cannot_be_paid() {
     .await;
     let contract_id = env.contract(HireEnv::input("late"), json!({})).await;
     let challenge = env.challenge(&contract_id).await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Past the offer's 1 s by the engine's clock, not by waiting for it.
+    env.app.clock.advance(Duration::from_millis(1100));
     let answer = env
         .execute(&contract_id, Some(&env.pay(&challenge).await), None)
         .await;
@@ -1226,7 +1227,7 @@ async fn the_sweep_settles_when_the_acceptance_window_ends() {
     )
     .await;
     let contract_id = env
-        .contract(HireEnv::input("window"), json!({"acceptance_window_s": 1}))
+        .contract(HireEnv::input("window"), json!({"acceptance_window_s": 30}))
         .await;
     let before = env.balances().await;
     let delivered = env
@@ -1243,6 +1244,8 @@ async fn the_sweep_settles_when_the_acceptance_window_ends() {
         before,
         "nothing moves during the window"
     );
+    // The window ends by the engine's clock; the sweep (every 100 ms) settles it.
+    env.app.clock.advance(Duration::from_secs(30));
     eventually(
         Duration::from_secs(10),
         "the sweep settling the contract",

@@ -768,7 +768,7 @@ impl HiregateMcp {
         let amounts = self
             .services
             .store
-            .payment_amounts_by_payer_since(payer, Utc::now() - DAY)
+            .payment_amounts_by_payer_since(payer, self.services.hire.clock().now() - DAY)
             .await
             .map_err(|error| {
                 ToolError::new("internal_error", format!("store: {error}"), Value::Null)
