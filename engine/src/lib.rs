@@ -4,6 +4,7 @@
 //!
 //! | module | role |
 //! |---|---|
+//! | [`services`] | [`services::Engine`]: the services above assembled from settings on a connected store, shared by every transport |
 //! | [`settings`] | the validated settings (`config.default.toml` → file → `HIREGATE_*`, layered by the binary) |
 //! | [`hire`] | the paid hire: offer → payment → forward → verify → settle, the stable x402 resource, disputes, recovery and the background sweeps; answers [`hire::outcome::Outcome`] or [`hire::error::HireError`] |
 //! | [`adapters`] | worker protocols behind `WorkerProtocol`: hire, wattswarm (ExecuteRequest, transport retries on one execution_id), superwire (SSE relay with Last-Event-ID resume, cancel, seeker secrets into the executor body only) |
@@ -37,6 +38,7 @@ pub mod outbound;
 pub mod readiness;
 pub mod registry;
 pub mod reputation;
+pub mod services;
 pub mod settings;
 pub mod signing;
 pub mod webhooks;

@@ -361,13 +361,15 @@ async fn mcp_command(settings: Settings, gateway: url::Url) -> anyhow::Result<Ex
     let wallet = hiregate_http::mcp::tools::McpWallet::from_settings(&settings.mcp);
     // The tools call the engine in this process, on the gateway's configuration: its database,
     // chains and signing key, with `gateway` as the public URL its answers point to.
-    let services = crate::startup::build_services(
+    let base_url = crate::seeker_cli::with_trailing_slash(gateway);
+    let engine = hiregate_engine::services::Engine::build(
         settings,
-        crate::startup::AppOptions::default(),
-        crate::seeker_cli::with_trailing_slash(gateway),
+        hiregate_engine::services::EngineOptions::default(),
+        base_url.clone(),
     )
     .await
     .context("cannot start the engine (database, chains, signing key)")?;
+    let services = hiregate_http::state::AppState::over(engine, &base_url);
     let server =
         hiregate_http::mcp::tools::HiregateMcp::over_stdio(services.clone(), seeker_key, wallet)
             .serve(rmcp::transport::stdio())

@@ -7,18 +7,24 @@ use std::{fmt, ops::Deref, sync::Arc};
 use tokio_util::sync::CancellationToken;
 
 use crate::a2a::cards::AgentCards;
-use hiregate_engine::{
-    assets::AssetDirectory, auth::ApiKeyCache, hire::HireService, metrics::Metrics,
-    outbound::OutboundClient, readiness::ReadinessCheck, registry::WorkerRegistry,
-    reputation::ReputationBook, settings::Config,
-};
-use hiregate_store::{Store, keys::ApiKeyHash};
+use hiregate_engine::services::Engine;
+use url::Url;
 
 /// Shared state of the HTTP API and the background loops: a handle on [`SharedState`].
 #[derive(Clone)]
 pub struct AppState(Arc<SharedState>);
 
 impl AppState {
+    /// The HTTP edge over `engine`, its agent cards naming `base_url`.
+    pub fn over(engine: Engine, base_url: &Url) -> Self {
+        let agent_cards = AgentCards::new(engine.keys.clone(), base_url);
+        Self::new(SharedState {
+            engine,
+            agent_cards,
+            shutdown: CancellationToken::new(),
+        })
+    }
+
     /// The handle on `shared`.
     pub fn new(shared: SharedState) -> Self {
         Self(Arc::new(shared))
@@ -35,32 +41,20 @@ impl Deref for AppState {
 
 /// What an [`AppState`] holds.
 pub struct SharedState {
-    /// Validated settings.
-    pub config: Config,
-    /// API keys recently found valid (see [`ApiKeyCache`]).
-    pub api_keys: ApiKeyCache,
-    /// All persistence.
-    pub store: Store,
-    /// The SSRF-filtering client for every outbound call.
-    pub outbound: OutboundClient,
-    /// Worker listings and health.
-    pub registry: WorkerRegistry,
-    /// Contracts, payments, forwarding, verification, settlement.
-    pub hire: HireService,
-    /// Signed reputation snapshots of worker listings.
-    pub reputation: ReputationBook,
+    /// The engine's services (see [`Engine`]); its fields read through this state.
+    pub engine: Engine,
     /// Signed A2A Agent Cards.
     pub agent_cards: AgentCards,
-    /// Prometheus registry of this app.
-    pub metrics: Arc<Metrics>,
-    /// Token metadata (symbol, decimals) by chain and address.
-    pub assets: AssetDirectory,
-    /// Extra `/readyz` checks (the facilitator's).
-    pub readiness_checks: Arc<[Arc<dyn ReadinessCheck>]>,
-    /// SHA-256 of `admin.api_key`, if configured (the key itself is not kept here).
-    pub admin_key_hash: Option<ApiKeyHash>,
     /// Cancelled when the app shuts down; long-lived responses (SSE) and loops watch it.
     pub shutdown: CancellationToken,
+}
+
+impl Deref for SharedState {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
 }
 
 impl fmt::Debug for AppState {
@@ -72,9 +66,7 @@ impl fmt::Debug for AppState {
 impl fmt::Debug for SharedState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AppState")
-            .field("store", &self.store)
-            .field("readiness_checks", &self.readiness_checks.len())
-            .field("admin_configured", &self.admin_key_hash.is_some())
+            .field("engine", &self.engine)
             .finish_non_exhaustive()
     }
 }

@@ -343,7 +343,7 @@ async fn official_client_pays_a_permit2_listing(database: TestDatabase) {
 
 #[tokio::test]
 async fn the_official_client_pays_a_permit2_listing_and_a_rejection_moves_nothing() {
-    official_client_pays_a_permit2_listing(TestDatabase::sqlite()).await;
+    Box::pin(official_client_pays_a_permit2_listing(TestDatabase::sqlite())).await;
 }
 
 #[tokio::test]
@@ -351,7 +351,7 @@ async fn the_official_client_pays_a_permit2_listing_and_a_rejection_moves_nothin
     let Some(database) = TestDatabase::postgres().await else {
         return;
     };
-    official_client_pays_a_permit2_listing(database).await;
+    Box::pin(official_client_pays_a_permit2_listing(database)).await;
 }
 
 #[tokio::test]

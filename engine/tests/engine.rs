@@ -1,5 +1,6 @@
-//! The hire engine driven directly: no HTTP API, no listener of the gateway's, no axum on the
-//! gateway's side. `startup::build_services` gives the engine on a real SQLite store, the
+//! The hire engine driven directly, from its own crate: no HTTP API, no listener of the
+//! gateway's, no axum in this crate's tree. `Engine::build` gives the engine on a real SQLite
+//! store, the
 //! embedded facilitator settles on a real anvil chain (the devnet EIP-3009 token), and a real
 //! worker-sdk worker (it checks the gateway's contract tokens against the JWKS it is given)
 //! does the work. What the engine answers is read as values: `Outcome`, `HireError`,
@@ -20,10 +21,9 @@ use hiregate_engine::{
         outcome::{Execution, FailureKind, Outcome, Settlement},
     },
     registry::NewWorker,
+    services::{Engine as Services, EngineOptions},
     settings::{DEFAULT_CONFIG_TOML, Settings},
 };
-use hiregate_gateway::startup::{AppOptions, build_services};
-use hiregate_http::state::AppState;
 use hiregate_payments::{PaymentRequired, devnet::Devnet, encode_header, sign_exact_payment};
 use hiregate_store::ids::PrincipalId;
 use hiregate_worker_sdk::{
@@ -40,7 +40,7 @@ const PRICE: u64 = 1_500_000;
 
 /// One engine on `database_url` (a SQLite file), its chain, worker and seeker.
 struct Engine {
-    services: AppState,
+    services: Services,
     devnet: Devnet,
     worker: Worker,
     worker_id: String,
@@ -79,16 +79,15 @@ fn settings(database_url: &str, devnet: &Devnet, extra: &str) -> Settings {
     Settings::from_figment(&figment).expect("valid settings")
 }
 
-async fn services(settings: Settings) -> AppState {
+async fn services(settings: Settings) -> Services {
     let base_url = "http://gateway.test/".parse().unwrap();
-    build_services(settings, AppOptions::default(), base_url)
+    Services::build(settings, EngineOptions::default(), base_url)
         .await
         .expect("the engine builds")
 }
 
 impl Engine {
     async fn start(extra: &str) -> Self {
-        hiregate_gateway::telemetry::init_for_tests();
         let devnet = Devnet::start().await.expect("anvil devnet starts");
         let dir = tempfile::tempdir().unwrap();
         let database_url = format!("sqlite://{}/hiregate.db", dir.path().display());
