@@ -55,7 +55,7 @@ use super::{
     escrow::{CaptureOrder, EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
 };
-use hiregate_store::{PaymentRecord, SettlementOutcome, Transition};
+use hiregate_store::{PaymentRecord, SettlementOutcome, Transition, states::PaymentState};
 
 /// What the gateway concluded about one settlement.
 pub(super) enum Decision {
@@ -197,12 +197,7 @@ impl HireService {
             );
             match inner
                 .store
-                .begin_settlement_of_contract(
-                    &ctx.contract_id,
-                    from.as_str(),
-                    &payment.payment_id,
-                    &record,
-                )
+                .begin_settlement_of_contract(&ctx.contract_id, from, &payment.payment_id, &record)
                 .await?
             {
                 Transition::Applied { .. } => {}
@@ -602,7 +597,7 @@ impl HireService {
         payment: &PaymentRecord,
         decision: Decision,
     ) -> Result<Step, HireError> {
-        let (state, kind, transaction, response, details) = match decision {
+        let (state, payment_state, kind, transaction, response, details) = match decision {
             Decision::Reclaimed { transaction } => {
                 return self
                     .record_reclaim(ctx, from, payment, transaction)
@@ -615,6 +610,7 @@ impl HireService {
                 decided_by,
             } => (
                 ContractState::Settled,
+                PaymentState::Settled,
                 ContractEvent::SettlementSucceeded,
                 Some(transaction.to_string()),
                 Some(response),
@@ -628,6 +624,7 @@ impl HireService {
             ),
             Decision::Failed { reason, response } => (
                 ContractState::SettlementFailed,
+                PaymentState::SettlementFailed,
                 ContractEvent::SettlementFailed,
                 None,
                 response,
@@ -635,6 +632,7 @@ impl HireService {
             ),
             Decision::Unknown { reason, response } => (
                 ContractState::SettlementUnknown,
+                PaymentState::SettlementUnknown,
                 ContractEvent::SettlementOutcomeUnknown,
                 None,
                 response,
@@ -669,11 +667,11 @@ impl HireService {
             .store
             .finish_settlement(
                 &ctx.contract_id,
-                from.as_str(),
+                from,
                 &payment.payment_id,
                 &SettlementOutcome {
-                    contract_state: state.as_str().to_owned(),
-                    payment_state: state.as_str().to_owned(),
+                    contract_state: state,
+                    payment_state,
                     transaction: broadcast,
                     response: response.and_then(|r| serde_json::to_value(r).ok()),
                 },
