@@ -1,4 +1,5 @@
-//! The closed vocabularies stored as text: a payment's and an attempt's state. Each is an enum
+//! The closed vocabularies stored as text: a payment's, an attempt's and a webhook delivery's
+//! state. Each is an enum
 //! whose spelling in the database (and on the wire, where it is shown) is its
 //! [`as_str`](PaymentState::as_str); a row is parsed once when it is read, and a row holding any
 //! other spelling is corrupt ([`StoreError::Corrupt`](crate::StoreError::Corrupt)). The
@@ -124,6 +125,18 @@ stored_names! {
     }
 }
 
+stored_names! {
+    /// Where the delivery of one event to a seeker's webhook endpoint is.
+    DeliveryState, "webhook delivery state" {
+        /// Waiting for its next try.
+        Pending = "pending",
+        /// The endpoint accepted it.
+        Delivered = "delivered",
+        /// Out of tries (or the endpoint is gone): a dead letter until redelivered.
+        Dead = "dead",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +152,9 @@ mod tests {
         }
         for state in AttemptState::ALL {
             assert_eq!(state.as_str().parse::<AttemptState>(), Ok(*state));
+        }
+        for state in DeliveryState::ALL {
+            assert_eq!(state.as_str().parse::<DeliveryState>(), Ok(*state));
         }
     }
 
