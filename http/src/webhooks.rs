@@ -32,7 +32,9 @@ use crate::{
     state::AppState,
 };
 use hiregate_engine::webhooks::{message_id, parse_message_id, rotate_secret};
-use hiregate_store::{DeliveryRecord, Redelivery, ids::PrincipalId, keys::Role};
+use hiregate_store::{
+    DeliveryRecord, Redelivery, ids::PrincipalId, keys::Role, states::DeliveryState,
+};
 
 const MAX_PAGE: u32 = 500;
 
@@ -140,7 +142,7 @@ fn delivery_json(delivery: &DeliveryRecord) -> Value {
         "state": delivery.state,
         "attempts": delivery.attempts,
         "total_attempts": delivery.total_attempts,
-        "next_attempt_at": (delivery.state == "pending").then_some(delivery.next_attempt_at),
+        "next_attempt_at": (delivery.state == DeliveryState::Pending).then_some(delivery.next_attempt_at),
         "last_status": delivery.last_status,
         "last_error": delivery.last_error,
         "endpoint_disabled": delivery.endpoint_disabled,

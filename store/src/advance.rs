@@ -19,6 +19,8 @@ use chrono::{DateTime, Utc};
 use super::hire_values::{
     AttemptEnd, AuthorizationOutcome, NewDeliverable, NewVerification, SettlementOutcome,
 };
+use hiregate_contracts::state::ContractState;
+
 use super::{
     NewContractEvent, NewDispute, NewPayment, Store, StoreError, Transition, json::JsonText,
     on_backend_write, to_millis, transition_or_return,
@@ -28,9 +30,9 @@ use super::{
 #[derive(Debug, Clone, Copy)]
 pub struct ContractStep<'a> {
     /// The state the contract must be in.
-    pub from: &'a str,
+    pub from: ContractState,
     /// The state it moves to.
-    pub to: &'a str,
+    pub to: ContractState,
     /// Its new `deadline_at`.
     pub deadline_at: Option<DateTime<Utc>>,
     /// The event recorded with the step.
@@ -207,7 +209,7 @@ macro_rules! bind_side_write {
                 .bind($crate::to_millis(piece.created_at)),
             $crate::SideWrite::AttemptEnd { attempt_id, end } => $query
                 .bind(attempt_id)
-                .bind(&end.state)
+                .bind(end.state.as_str())
                 .bind(end.http_status.map(i32::from))
                 .bind(end.error.as_ref().map($crate::json::JsonText))
                 .bind(end.worker_task_id.as_deref())
@@ -250,7 +252,7 @@ macro_rules! bind_side_write {
                 .bind($crate::json::JsonText(&payment.payload))
                 .bind(&payment.payload_hash)
                 .bind(payment.payment_identifier.as_deref())
-                .bind(&payment.state)
+                .bind(payment.state.as_str())
                 .bind($crate::to_millis(payment.created_at)),
             $crate::SideWrite::SettlementBegun {
                 contract_id,
@@ -266,7 +268,7 @@ macro_rules! bind_side_write {
                 at,
             } => $query
                 .bind(payment_id)
-                .bind(outcome.payment_state)
+                .bind(outcome.payment_state.as_str())
                 .bind(outcome.transaction)
                 .bind($crate::to_millis(at)),
             $crate::SideWrite::SettlementFinished {
@@ -275,7 +277,7 @@ macro_rules! bind_side_write {
                 at,
             } => $query
                 .bind(payment_id)
-                .bind(&outcome.payment_state)
+                .bind(outcome.payment_state.as_str())
                 .bind(outcome.transaction.as_deref())
                 .bind(outcome.response.as_ref().map($crate::json::JsonText))
                 .bind($crate::to_millis(at)),
@@ -397,8 +399,8 @@ impl Store {
             ($query:expr) => {
                 $query
                     .bind(contract_id)
-                    .bind(first.from)
-                    .bind(last.to)
+                    .bind(first.from.as_str())
+                    .bind(last.to.as_str())
                     .bind(last.deadline_at.map(to_millis))
                     .bind(to_millis(last.event.at))
                     .bind(count)
@@ -414,8 +416,8 @@ impl Store {
                         .bind(&step.event.actor)
                         .bind(&step.event.correlation_id)
                         .bind(&step.event.kind)
-                        .bind(step.from)
-                        .bind(step.to)
+                        .bind(step.from.as_str())
+                        .bind(step.to.as_str())
                         .bind(JsonText(&step.event.details));
                 }
                 for write in writes {
@@ -434,8 +436,8 @@ impl Store {
                         tx,
                         Transition,
                         contract_id,
-                        step.from,
-                        step.to,
+                        step.from.as_str(),
+                        step.to.as_str(),
                         step.deadline_at.map(to_millis),
                         step.event,
                     ));
@@ -471,8 +473,8 @@ impl Store {
                 contract_id,
                 *seq,
                 step.event,
-                Some(step.from),
-                Some(step.to),
+                Some(step.from.as_str()),
+                Some(step.to.as_str()),
             );
         }
         Ok(Transition::Applied {
@@ -546,7 +548,7 @@ mod tests {
             payload: serde_json::json!({}),
             payload_hash: "hash".to_owned(),
             payment_identifier: None,
-            state: "verified".to_owned(),
+            state: crate::states::PaymentState::Verified,
             created_at: Utc::now(),
         };
         let writes = [SideWrite::Payment(&payment)];

@@ -365,8 +365,8 @@ impl Store {
     pub async fn transition_contract(
         &self,
         contract_id: &str,
-        expected_state: &str,
-        new_state: &str,
+        expected_state: ContractState,
+        new_state: ContractState,
         new_deadline_at: Option<DateTime<Utc>>,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {

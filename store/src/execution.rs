@@ -16,6 +16,8 @@ use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
 use crate::listing::model::HealthState;
+use crate::states::{AttemptState, PaymentState};
+use hiregate_contracts::state::ContractState;
 
 use super::hire_values::{
     AttemptEnd, AuthorizationOutcome, DeliverableRecord, NewDeliverable, NewVerification,
@@ -103,8 +105,8 @@ pub struct AttemptRecord {
     pub attempt_no: u32,
     /// Payment it ran under.
     pub payment_id: Option<String>,
-    /// `running`, `completed`, `failed`, `timed_out`, `pending`.
-    pub state: String,
+    /// Where the attempt is.
+    pub state: AttemptState,
     /// The worker's task id (async work).
     pub worker_task_id: Option<String>,
     /// Where the worker said to poll (async work).
@@ -150,7 +152,10 @@ impl TryFrom<AttemptRow> for AttemptRecord {
             attempt_no: u32::try_from(row.attempt_no)
                 .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
             payment_id: row.payment_id,
-            state: row.state,
+            state: row
+                .state
+                .parse()
+                .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
             worker_task_id: row.worker_task_id,
             poll_url: row.poll_url,
             http_status: row
@@ -375,14 +380,14 @@ impl Store {
     pub async fn pay_contract(
         &self,
         payment: &NewPayment,
-        to_state: &str,
+        to_state: ContractState,
         event: &NewContractEvent,
     ) -> Result<PayOutcome, StoreError> {
         let moved = self
             .advance_contract(
                 &payment.contract_id,
                 &[ContractStep {
-                    from: "offered",
+                    from: ContractState::Offered,
                     to: to_state,
                     deadline_at: None,
                     event,
@@ -676,7 +681,7 @@ impl Store {
     pub async fn begin_settlement_of_contract(
         &self,
         contract_id: &str,
-        expected_state: &str,
+        expected_state: ContractState,
         payment_id: &str,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
@@ -684,7 +689,7 @@ impl Store {
             contract_id,
             &[ContractStep {
                 from: expected_state,
-                to: "settling",
+                to: ContractState::Settling,
                 deadline_at: None,
                 event,
             }],
@@ -753,7 +758,7 @@ impl Store {
     pub async fn finish_settlement(
         &self,
         contract_id: &str,
-        from_state: &str,
+        from_state: ContractState,
         payment_id: &str,
         outcome: &SettlementOutcome,
         event: &NewContractEvent,
@@ -762,7 +767,7 @@ impl Store {
             contract_id,
             &[ContractStep {
                 from: from_state,
-                to: &outcome.contract_state,
+                to: outcome.contract_state,
                 deadline_at: None,
                 event,
             }],
@@ -780,14 +785,14 @@ impl Store {
     pub async fn set_payment_state(
         &self,
         payment_id: &str,
-        state: &str,
+        state: PaymentState,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         const SQL: &str = "update payment set state = $2, updated_at = $3 where payment_id = $1";
         on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(payment_id)
-                .bind(state)
+                .bind(state.as_str())
                 .bind(to_millis(at))
                 .execute(pool)
                 .await?;
@@ -808,7 +813,7 @@ impl Store {
         self.advance_contract(
             contract_id,
             &[ContractStep {
-                from: "authorizing",
+                from: ContractState::Authorizing,
                 to: outcome.contract_state,
                 deadline_at: None,
                 event,
@@ -830,7 +835,7 @@ impl Store {
     pub async fn set_payment_release(
         &self,
         payment_id: &str,
-        state: &str,
+        state: PaymentState,
         transaction: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
@@ -840,7 +845,7 @@ impl Store {
         let changed = on_backend_write!(self, pool => {
             sqlx::query(SQL)
                 .bind(payment_id)
-                .bind(state)
+                .bind(state.as_str())
                 .bind(transaction)
                 .bind(to_millis(at))
                 .execute(pool)

@@ -5,11 +5,15 @@
 
 use chrono::{DateTime, Utc};
 
+use hiregate_contracts::state::ContractState;
+
+use crate::states::{AttemptState, PaymentState};
+
 /// How an attempt ended (or paused).
 #[derive(Debug, Clone)]
 pub struct AttemptEnd {
     /// New attempt state.
-    pub state: String,
+    pub state: AttemptState,
     /// HTTP status the worker answered.
     pub http_status: Option<u16>,
     /// Error details for a failed attempt.
@@ -109,9 +113,9 @@ pub type VerificationRecord = NewVerification;
 #[derive(Debug, Clone)]
 pub struct SettlementOutcome {
     /// Contract state after: `settled`, `settlement_failed` or `settlement_unknown`.
-    pub contract_state: String,
-    /// Payment state after (the same names).
-    pub payment_state: String,
+    pub contract_state: ContractState,
+    /// Payment state after (the same names; see [`PaymentState::after_settlement`]).
+    pub payment_state: PaymentState,
     /// Transaction hash, when one is known.
     pub transaction: Option<String>,
     /// The facilitator's settle response, when it answered.
@@ -122,9 +126,9 @@ pub struct SettlementOutcome {
 #[derive(Debug, Clone, Copy)]
 pub struct AuthorizationOutcome<'a> {
     /// `paid` or `offered`.
-    pub contract_state: &'a str,
-    /// `authorized` or `authorization_refused`.
-    pub payment_state: &'a str,
+    pub contract_state: ContractState,
+    /// [`PaymentState::Authorized`] or [`PaymentState::AuthorizationRefused`].
+    pub payment_state: PaymentState,
     /// The `authorize` transaction, when one was mined.
     pub transaction: Option<&'a str>,
 }

@@ -3,11 +3,13 @@
 //! `PaymentInfo`, the payout addresses and assets of listings, and the payment a settlement
 //! moved. Read-only: reconciliation reports, it never repairs.
 
-use super::{Backend, Store, StoreError, json::JsonText};
+use super::{Backend, Store, StoreError, json::JsonText, states::PaymentState};
+
+const ENTITY: &str = "payment";
 
 /// A payment as the ledger audit sees it: the authorization, where its contract says the money
 /// goes, and what the store records about its settlement. No payload (no signature).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerPayment {
     /// Payment id.
     pub payment_id: String,
@@ -23,12 +25,48 @@ pub struct LedgerPayment {
     pub nonce: String,
     /// Atomic units, decimal.
     pub amount: String,
-    /// Payment state (`paid`, `settling`, `settled`, `settlement_failed`, …).
-    pub state: String,
+    /// Payment state.
+    pub state: PaymentState,
     /// Settlement transaction hash, when the store knows one.
     pub settle_tx: Option<String>,
     /// The worker payout address in the contract's signed terms; `None` if the terms lack it.
     pub pay_to: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct LedgerPaymentRow {
+    payment_id: String,
+    contract_id: String,
+    network: String,
+    asset: String,
+    payer: String,
+    nonce: String,
+    amount: String,
+    state: String,
+    settle_tx: Option<String>,
+    pay_to: Option<String>,
+}
+
+impl TryFrom<LedgerPaymentRow> for LedgerPayment {
+    type Error = StoreError;
+
+    fn try_from(row: LedgerPaymentRow) -> Result<Self, Self::Error> {
+        Ok(Self {
+            payment_id: row.payment_id,
+            contract_id: row.contract_id,
+            network: row.network,
+            asset: row.asset,
+            payer: row.payer,
+            nonce: row.nonce,
+            amount: row.amount,
+            state: row
+                .state
+                .parse()
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
+            settle_tx: row.settle_tx,
+            pay_to: row.pay_to,
+        })
+    }
 }
 
 /// The payout address sits in the signed terms (`worker.payout_address`), not in a column:
@@ -73,8 +111,8 @@ pub struct LedgerEscrowPayment {
     pub payer: String,
     /// Atomic units, decimal.
     pub amount: String,
-    /// Payment state (`authorized`, `settled`, `voided`, `refunded`, `reclaimed`, …).
-    pub state: String,
+    /// Payment state.
+    pub state: PaymentState,
     /// The `authorize` transaction (not null once authorized).
     pub authorize_tx: Option<String>,
     /// The `capture` transaction.
@@ -106,23 +144,28 @@ struct LedgerEscrowRow {
     payment_offer: Option<JsonText<serde_json::Value>>,
 }
 
-impl From<LedgerEscrowRow> for LedgerEscrowPayment {
-    fn from(row: LedgerEscrowRow) -> Self {
-        Self {
+impl TryFrom<LedgerEscrowRow> for LedgerEscrowPayment {
+    type Error = StoreError;
+
+    fn try_from(row: LedgerEscrowRow) -> Result<Self, Self::Error> {
+        Ok(Self {
             payment_id: row.payment_id,
             contract_id: row.contract_id,
             network: row.network,
             asset: row.asset,
             payer: row.payer,
             amount: row.amount,
-            state: row.state,
+            state: row
+                .state
+                .parse()
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             authorize_tx: row.authorize_tx,
             settle_tx: row.settle_tx,
             release_tx: row.release_tx,
             payload: row.payload.0,
             terms: row.terms.0,
             payment_offer: row.payment_offer.map(|offer| offer.0),
-        }
+        })
     }
 }
 
@@ -172,7 +215,7 @@ impl Store {
             "{} order by p.payment_id limit $3",
             ledger_select(&self.backend, &condition)
         );
-        let rows: Vec<LedgerPayment> = super::on_backend!(self, pool => {
+        let rows: Vec<LedgerPaymentRow> = super::on_backend!(self, pool => {
             sqlx::query_as(&sql)
                 .bind(network)
                 .bind(after_payment_id.unwrap_or(""))
@@ -180,7 +223,7 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
-        Ok(rows)
+        rows.into_iter().map(LedgerPayment::try_from).collect()
     }
 
     /// Escrowed (`auth-capture`) payments on `network` in any state, paged like
@@ -206,7 +249,9 @@ impl Store {
                 .fetch_all(pool)
                 .await?
         });
-        Ok(rows.into_iter().map(LedgerEscrowPayment::from).collect())
+        rows.into_iter()
+            .map(LedgerEscrowPayment::try_from)
+            .collect()
     }
 
     /// The payment that entered settlement for `contract_id` (at most one ever does).
@@ -218,10 +263,10 @@ impl Store {
             &self.backend,
             "p.contract_id = $1 and p.settle_started_at is not null",
         );
-        let row: Option<LedgerPayment> = super::on_backend!(self, pool => {
+        let row: Option<LedgerPaymentRow> = super::on_backend!(self, pool => {
             sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
         });
-        Ok(row)
+        row.map(LedgerPayment::try_from).transpose()
     }
 
     /// `(asset, pay_to)` of every listing on `network`, retired ones included (their contracts

@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`settings`] | `[database]`: [`settings::DatabaseSettings`], the URL and its backend |
 //! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
+//! | [`states`] | the stored vocabularies as enums: [`states::PaymentState`], [`states::AttemptState`], [`states::DeliveryState`] (a row with another spelling is corrupt) |
 //! | [`keys`] | API keys (`hg_sk_`/`hg_op_`, only their SHA-256 stored), [`keys::Role`], worker callback secrets |
 //! | [`listing`] | a worker listing: its model (endpoint, protocol, tasks and prices, schemes, fee, health), its shown metadata, [`listing::invalid::InvalidField`] |
 //! | [`bus`] | the in-process [`EventBus`] of committed events and their public [`LiveEvent`] view |
@@ -80,6 +81,7 @@ mod receipts;
 mod reputation;
 mod script;
 pub mod settings;
+pub mod states;
 mod webhooks;
 mod worker_stats;
 mod workers;

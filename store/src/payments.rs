@@ -3,12 +3,15 @@
 //! The database enforces the money rules: an authorization `(network, asset, payer, nonce)`
 //! is stored at most once (so it pays at most one contract), a `payment_identifier` at most
 //! once, and at most one payment per contract ever enters settlement.
+//!
+//! A read payment's state is a [`PaymentState`] (a row holding another spelling is corrupt).
 
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
 use super::{
-    Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write, to_millis,
+    Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write,
+    states::PaymentState, to_millis,
 };
 
 const ENTITY: &str = "payment";
@@ -41,8 +44,9 @@ pub struct NewPayment {
     pub payload_hash: String,
     /// x402 `payment-identifier` extension value.
     pub payment_identifier: Option<String>,
-    /// Initial state.
-    pub state: String,
+    /// Initial state ([`PaymentState::Verified`], or [`PaymentState::Authorizing`] for an
+    /// escrowed payment).
+    pub state: PaymentState,
     /// Creation time.
     pub created_at: DateTime<Utc>,
 }
@@ -90,7 +94,7 @@ pub struct PaymentRecord {
     /// x402 `payment-identifier`.
     pub payment_identifier: Option<String>,
     /// Current state.
-    pub state: String,
+    pub state: PaymentState,
     /// When settlement began, if it did.
     pub settle_started_at: Option<DateTime<Utc>>,
     /// Settlement transaction hash.
@@ -166,7 +170,7 @@ impl PaymentRecord {
             payload: payment.payload.clone(),
             payload_hash: payment.payload_hash.clone(),
             payment_identifier: payment.payment_identifier.clone(),
-            state: payment.state.clone(),
+            state: payment.state,
             settle_started_at: None,
             settle_tx: None,
             settle_response: None,
@@ -195,7 +199,10 @@ impl TryFrom<PaymentRow> for PaymentRecord {
             payload: row.payload.0,
             payload_hash: row.payload_hash,
             payment_identifier: row.payment_identifier,
-            state: row.state,
+            state: row
+                .state
+                .parse()
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             settle_started_at: from_millis_opt(ENTITY, row.settle_started_at)?,
             settle_tx: row.settle_tx,
             settle_response: row.settle_response.map(|j| j.0),

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write,
-    placeholders, to_millis,
+    placeholders, states::DeliveryState, to_millis,
 };
 
 const ENTITY: &str = "webhook_delivery";
@@ -121,8 +121,8 @@ pub struct DeliveryRecord {
     pub seq: i64,
     /// Event type.
     pub kind: String,
-    /// `pending`, `delivered` or `dead`.
-    pub state: String,
+    /// Where the delivery is.
+    pub state: DeliveryState,
     /// Tries in the current round.
     pub attempts: u32,
     /// Tries ever.
@@ -152,7 +152,7 @@ pub enum Redelivery {
     /// Not a dead letter: `pending` or `delivered`.
     NotDead {
         /// Its state.
-        state: String,
+        state: DeliveryState,
     },
     /// No such delivery for this seeker.
     NotFound,
@@ -258,7 +258,10 @@ impl TryFrom<DeliveryRow> for DeliveryRecord {
             url: row.url,
             seq: row.seq,
             kind: row.kind,
-            state: row.state,
+            state: row
+                .state
+                .parse()
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             attempts: count(row.attempts)?,
             total_attempts: count(row.total_attempts)?,
             next_attempt_at: from_millis(ENTITY, row.next_attempt_at)?,
@@ -598,7 +601,9 @@ impl Store {
                     .fetch_optional(&mut *tx)
                     .await?;
                 return Ok(match state {
-                    Some(state) => Redelivery::NotDead { state },
+                    Some(state) => Redelivery::NotDead {
+                        state: state.parse().map_err(|e| StoreError::corrupt(ENTITY, &e))?,
+                    },
                     None => Redelivery::NotFound,
                 });
             }

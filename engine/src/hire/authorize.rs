@@ -30,11 +30,11 @@ use super::{
     error::{ErrorCode, HireError},
     escrow::{EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
-    submission::{
-        AUTHORIZATION_REFUSED, EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64,
-    },
+    submission::{EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64},
 };
-use hiregate_store::{AuthorizationOutcome, NewPayment, PaymentRecord, Transition};
+use hiregate_store::{
+    AuthorizationOutcome, NewPayment, PaymentRecord, Transition, states::PaymentState,
+};
 
 impl HireService {
     /// An `auth-capture` payment for an `offered` contract: checked, stored as `authorizing`,
@@ -133,7 +133,7 @@ impl HireService {
                 .identifier
                 .as_ref()
                 .map(|id| id.as_str().to_owned()),
-            state: "authorizing".to_owned(),
+            state: PaymentState::Authorizing,
             created_at: self.now(),
         };
         let event = self.event(
@@ -290,8 +290,8 @@ impl HireService {
             }),
         );
         let outcome = AuthorizationOutcome {
-            contract_state: ContractState::Paid.as_str(),
-            payment_state: "authorized",
+            contract_state: ContractState::Paid,
+            payment_state: PaymentState::Authorized,
             transaction: Some(transaction.as_deref().unwrap_or("unknown")),
         };
         match self
@@ -323,8 +323,8 @@ impl HireService {
             json!({"payment_id": payment.payment_id, "reason": reason}),
         );
         let outcome = AuthorizationOutcome {
-            contract_state: ContractState::Offered.as_str(),
-            payment_state: AUTHORIZATION_REFUSED,
+            contract_state: ContractState::Offered,
+            payment_state: PaymentState::AuthorizationRefused,
             transaction: None,
         };
         match self

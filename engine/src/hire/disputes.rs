@@ -63,6 +63,7 @@ use hiregate_store::{
     ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
     NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
     ids::{PrincipalId, WorkerId},
+    states::PaymentState,
 };
 
 /// Longest accepted dispute or decision reason, in bytes.
@@ -369,8 +370,8 @@ impl HireService {
             .advance_contract(
                 contract_id,
                 &[ContractStep {
-                    from: state.as_str(),
-                    to: to.as_str(),
+                    from: state,
+                    to,
                     deadline_at: None,
                     event: &record,
                 }],
@@ -516,8 +517,11 @@ impl HireService {
             // Escrowed: a failure voids the escrow at once; once voided (or reclaimed by the
             // payer) nothing is left to capture.
             if matches!(
-                payment.state.as_str(),
-                "voiding" | "voided" | "reclaimed" | "refunded"
+                payment.state,
+                PaymentState::Voiding
+                    | PaymentState::Voided
+                    | PaymentState::Reclaimed
+                    | PaymentState::Refunded
             ) {
                 return Err(released(
                     "escrow_released",

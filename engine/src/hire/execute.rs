@@ -65,6 +65,7 @@ use hiregate_store::{
     AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord, StoreError,
     Transition,
     ids::{PrincipalId, WorkerId},
+    states::AttemptState,
 };
 
 /// Steps one execute may take (pay, forward, settle, answer) before it must have answered.
@@ -539,7 +540,7 @@ impl HireService {
                 .await?
                 .into_iter()
                 .rev()
-                .find(|a| a.state == "pending")
+                .find(|a| a.state == AttemptState::Pending)
         } else {
             None
         };
@@ -642,13 +643,7 @@ impl HireService {
         match self
             .inner
             .store
-            .transition_contract(
-                &ctx.contract_id,
-                from.as_str(),
-                to.as_str(),
-                deadline,
-                &record,
-            )
+            .transition_contract(&ctx.contract_id, from, to, deadline, &record)
             .await?
         {
             Transition::Applied { .. } => Ok(true),
@@ -704,7 +699,7 @@ pub fn worker_metadata(attempts: &[AttemptRecord]) -> Option<Value> {
     attempts
         .iter()
         .rev()
-        .find(|a| a.state == "completed")
+        .find(|a| a.state == AttemptState::Completed)
         .and_then(|a| a.worker_metadata.clone())
 }
 

@@ -31,6 +31,7 @@ use hiregate_store::{
     AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite, StartAttempt,
     Store, StoreError, Transition,
     listing::model::{Protocol, WorkerListing},
+    states::{AttemptState, PaymentState},
 };
 
 /// How often a streaming attempt looks in the store for a cancel (taken by any instance).
@@ -357,7 +358,7 @@ impl HireService {
             .finish_attempt(
                 attempt_id,
                 &AttemptEnd {
-                    state: "pending".to_owned(),
+                    state: AttemptState::Pending,
                     http_status: Some(http_status),
                     error: None,
                     worker_task_id: task_id.clone(),
@@ -528,7 +529,11 @@ impl HireService {
             .finish_attempt(
                 attempt_id,
                 &AttemptEnd {
-                    state: if timed_out { "timed_out" } else { "failed" }.to_owned(),
+                    state: if timed_out {
+                        AttemptState::TimedOut
+                    } else {
+                        AttemptState::Failed
+                    },
                     http_status,
                     error: Some(error.clone()),
                     worker_task_id: None,
@@ -576,7 +581,7 @@ impl HireService {
         }
         let store = &self.inner.store;
         store
-            .set_payment_state(&payment.payment_id, "voided", self.now())
+            .set_payment_state(&payment.payment_id, PaymentState::Voided, self.now())
             .await?;
         store
             .append_contract_event(
@@ -630,7 +635,7 @@ impl HireService {
             created_at: now,
         }];
         let end = AttemptEnd {
-            state: "completed".to_owned(),
+            state: AttemptState::Completed,
             http_status: Some(http_status),
             error: None,
             worker_task_id: None,
@@ -659,14 +664,14 @@ impl HireService {
                 &ctx.contract_id,
                 &[
                     ContractStep {
-                        from: from.as_str(),
-                        to: ContractState::Delivered.as_str(),
+                        from,
+                        to: ContractState::Delivered,
                         deadline_at: None,
                         event: &received,
                     },
                     ContractStep {
-                        from: ContractState::Delivered.as_str(),
-                        to: ContractState::Verifying.as_str(),
+                        from: ContractState::Delivered,
+                        to: ContractState::Verifying,
                         deadline_at: None,
                         event: &started,
                     },

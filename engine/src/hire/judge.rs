@@ -124,16 +124,16 @@ impl HireService {
             None => None,
         };
         let mut steps = vec![ContractStep {
-            from: ContractState::Verifying.as_str(),
-            to: to.as_str(),
+            from: ContractState::Verifying,
+            to,
             deadline_at: deadline,
             event: &record,
         }];
         let mut writes = vec![SideWrite::Verification(&verification)];
         if let Some((payment, _, event)) = &settle_now {
             steps.push(ContractStep {
-                from: to.as_str(),
-                to: ContractState::Settling.as_str(),
+                from: to,
+                to: ContractState::Settling,
                 deadline_at: None,
                 event,
             });

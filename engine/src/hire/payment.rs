@@ -25,7 +25,7 @@ use super::{
         AUTHORIZATION_REFUSED, EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64,
     },
 };
-use hiregate_store::{NewPayment, PayOutcome, PaymentRecord};
+use hiregate_store::{NewPayment, PayOutcome, PaymentRecord, states::PaymentState};
 
 /// Clock skew tolerated between the seeker's clock and ours when bounding `validBefore`.
 const VALID_BEFORE_SKEW_S: u64 = 60;
@@ -348,7 +348,7 @@ impl HireService {
             payload: payload_json,
             payload_hash: payload_hash.clone(),
             payment_identifier: identifier.as_ref().map(|id| id.as_str().to_owned()),
-            state: "verified".to_owned(),
+            state: PaymentState::Verified,
             created_at: self.now(),
         };
         let event = self.event(
@@ -481,11 +481,7 @@ impl HireService {
         key: &StoredKey,
     ) -> Result<Option<Step>, HireError> {
         let inner = &self.inner;
-        match inner
-            .store
-            .pay_contract(payment, to.as_str(), event)
-            .await?
-        {
+        match inner.store.pay_contract(payment, to, event).await? {
             PayOutcome::Paid { .. } => {
                 // At once, not only through the event listener: this instance knows it moved.
                 inner.offers.forget(&ctx.contract_id);
@@ -541,7 +537,7 @@ impl HireService {
         }
         // The escrow refused to lock it once; it never will (and the contract is `offered`
         // again, so looking again would only find it again).
-        if existing.state == AUTHORIZATION_REFUSED {
+        if existing.state == PaymentState::AuthorizationRefused {
             return Ok(Step::Done(Ok(Self::refuse_payment(
                 ctx,
                 AUTHORIZATION_REFUSED,

@@ -51,7 +51,9 @@ use super::{
 use crate::adapters::{
     FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
 };
-use hiregate_store::{AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError, ids::JobId};
+use hiregate_store::{
+    AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError, ids::JobId, states::AttemptState,
+};
 
 /// `job.kind` of the poll jobs.
 pub const POLL_JOB: &str = "poll_worker";
@@ -279,7 +281,7 @@ impl HireService {
             .list_attempts(&contract.contract_id)
             .await?
             .into_iter()
-            .find(|a| a.attempt_id == watch.attempt_id && a.state == "pending");
+            .find(|a| a.attempt_id == watch.attempt_id && a.state == AttemptState::Pending);
         Ok(attempt.map(|attempt| (contract, attempt)))
     }
 
@@ -301,7 +303,7 @@ impl HireService {
                 .list_attempts(&ctx.contract_id)
                 .await?
                 .iter()
-                .any(|a| a.attempt_id == attempt.attempt_id && a.state == "pending");
+                .any(|a| a.attempt_id == attempt.attempt_id && a.state == AttemptState::Pending);
         if !still_waiting {
             return Ok(Finished::NotPending { state: current });
         }
@@ -508,7 +510,7 @@ impl HireService {
             .await?
             .into_iter()
             .rev()
-            .find(|a| a.state == "pending");
+            .find(|a| a.state == AttemptState::Pending);
         let not_pending = |state: Option<ContractState>| {
             HireError::conflict(
                 ErrorCode::ContractNotPending,
@@ -608,7 +610,7 @@ impl HireService {
                         "report_bytes": body.len(),
                         "contract_state": state,
                         "attempt_id": last.as_ref().map(|a| a.attempt_id.clone()),
-                        "attempt_state": last.as_ref().map(|a| a.state.clone()),
+                        "attempt_state": last.as_ref().map(|a| a.state),
                         "attempt_finished_at": last.and_then(|a| a.finished_at),
                         "applied": false,
                     }),

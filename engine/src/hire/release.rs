@@ -24,7 +24,7 @@ use super::{
     escrow::{EscrowView, EscrowedPayment},
     execute::{Ctx, internal},
 };
-use hiregate_store::{PaymentRecord, StoreError};
+use hiregate_store::{PaymentRecord, StoreError, states::PaymentState};
 
 /// Payments handled per sweep round.
 const BATCH: u32 = 50;
@@ -41,7 +41,7 @@ impl HireService {
     ) -> Result<(), HireError> {
         let store = &self.inner.store;
         store
-            .set_payment_release(&payment.payment_id, "voiding", None, self.now())
+            .set_payment_release(&payment.payment_id, PaymentState::Voiding, None, self.now())
             .await?;
         let escrowed = match self.escrowed_payment(ctx, payment) {
             Ok(escrowed) => escrowed,
@@ -90,14 +90,22 @@ impl HireService {
         reason: &str,
     ) -> Result<(), HireError> {
         let (state, transaction, kind, actor) = match view {
-            EscrowView::Voided { transaction } => {
-                ("voided", transaction, "payment_voided", "gateway")
-            }
-            EscrowView::Reclaimed { transaction } => {
-                ("reclaimed", transaction, "payment_reclaimed", "payer")
-            }
+            EscrowView::Voided { transaction } => (
+                PaymentState::Voided,
+                transaction,
+                "payment_voided",
+                "gateway",
+            ),
+            EscrowView::Reclaimed { transaction } => (
+                PaymentState::Reclaimed,
+                transaction,
+                "payment_reclaimed",
+                "payer",
+            ),
             // Nothing was ever locked: nothing to return.
-            EscrowView::NotAuthorized { .. } => ("voided", None, "payment_voided", "gateway"),
+            EscrowView::NotAuthorized { .. } => {
+                (PaymentState::Voided, None, "payment_voided", "gateway")
+            }
             EscrowView::Held { .. } => return Ok(()),
             EscrowView::Captured { .. } => {
                 // Capture happens only from `settling`; a contract that never pays cannot have
@@ -192,7 +200,7 @@ impl HireService {
             .store
             .set_payment_release(
                 &payment.payment_id,
-                "reclaimed",
+                PaymentState::Reclaimed,
                 transaction.as_deref(),
                 self.now(),
             )
@@ -328,13 +336,18 @@ impl HireService {
         }
         self.inner
             .store
-            .set_payment_release(&payment.payment_id, "refunding", None, self.now())
+            .set_payment_release(
+                &payment.payment_id,
+                PaymentState::Refunding,
+                None,
+                self.now(),
+            )
             .await?;
         let back_to_settled = || async {
             // Nothing moved: settled as it was.
             self.inner
                 .store
-                .set_payment_release(&payment.payment_id, "settled", None, self.now())
+                .set_payment_release(&payment.payment_id, PaymentState::Settled, None, self.now())
                 .await
         };
         match operator
@@ -419,7 +432,7 @@ impl HireService {
             .store
             .set_payment_release(
                 &payment.payment_id,
-                "refunded",
+                PaymentState::Refunded,
                 transaction.as_deref(),
                 self.now(),
             )
@@ -483,7 +496,7 @@ impl HireService {
         let Some((ctx, state)) = self.locked_ctx(payment, "escrow").await? else {
             return Ok(());
         };
-        if payment.state == "refunding" {
+        if payment.state == PaymentState::Refunding {
             let escrowed = self.escrowed_payment(&ctx, payment).map_err(internal)?;
             // Not on chain yet: it stays `refunding` (a transaction may still be mined); the
             // arbiter's next call resends only what the events do not show.

@@ -54,7 +54,7 @@ use super::{
     escrow::{CaptureOrder, EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
 };
-use hiregate_store::{PaymentRecord, SettlementOutcome, Transition};
+use hiregate_store::{PaymentRecord, SettlementOutcome, Transition, states::PaymentState};
 
 /// What the gateway concluded about one settlement.
 pub(super) enum Decision {
@@ -196,12 +196,7 @@ impl HireService {
             );
             match inner
                 .store
-                .begin_settlement_of_contract(
-                    &ctx.contract_id,
-                    from.as_str(),
-                    &payment.payment_id,
-                    &record,
-                )
+                .begin_settlement_of_contract(&ctx.contract_id, from, &payment.payment_id, &record)
                 .await?
             {
                 Transition::Applied { .. } => {}
@@ -601,7 +596,7 @@ impl HireService {
         payment: &PaymentRecord,
         decision: Decision,
     ) -> Result<Step, HireError> {
-        let (state, kind, transaction, response, details) = match decision {
+        let (state, payment_state, kind, transaction, response, details) = match decision {
             Decision::Reclaimed { transaction } => {
                 return self
                     .record_reclaim(ctx, from, payment, transaction)
@@ -614,6 +609,7 @@ impl HireService {
                 decided_by,
             } => (
                 ContractState::Settled,
+                PaymentState::Settled,
                 ContractEvent::SettlementSucceeded,
                 Some(transaction.to_string()),
                 Some(response),
@@ -627,6 +623,7 @@ impl HireService {
             ),
             Decision::Failed { reason, response } => (
                 ContractState::SettlementFailed,
+                PaymentState::SettlementFailed,
                 ContractEvent::SettlementFailed,
                 None,
                 response,
@@ -634,6 +631,7 @@ impl HireService {
             ),
             Decision::Unknown { reason, response } => (
                 ContractState::SettlementUnknown,
+                PaymentState::SettlementUnknown,
                 ContractEvent::SettlementOutcomeUnknown,
                 None,
                 response,
@@ -668,11 +666,11 @@ impl HireService {
             .store
             .finish_settlement(
                 &ctx.contract_id,
-                from.as_str(),
+                from,
                 &payment.payment_id,
                 &SettlementOutcome {
-                    contract_state: state.as_str().to_owned(),
-                    payment_state: state.as_str().to_owned(),
+                    contract_state: state,
+                    payment_state,
                     transaction: broadcast,
                     response: response.and_then(|r| serde_json::to_value(r).ok()),
                 },

@@ -1,5 +1,5 @@
 //! A payment between its checks and its row: the checked escrowed submission, the stored
-//! spellings of its key and bounds, the stored state of a refused `authorize`, and the answer
+//! spellings of its key and bounds, the reason a refused `authorize` is answered with, and the answer
 //! when the facilitator cannot be asked. Shared by the plain (`payment`) and the escrowed
 //! (`authorize`) paths, which otherwise know nothing of each other.
 
@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::error::{ErrorCode, HireError};
 
-/// The stored state of a payment whose `authorize` the chain refused.
+/// The reason a payment whose `authorize` the chain refused is answered with (the stored
+/// state is [`PaymentState::AuthorizationRefused`](hiregate_store::states::PaymentState)).
 pub(super) const AUTHORIZATION_REFUSED: &str = "authorization_refused";
 
 /// A checked escrowed payment, ready to be stored.

@@ -49,7 +49,7 @@ use super::{
     report::{Mismatch, MismatchKind, ReconcileError, Tally, decimal, optional_decimal},
 };
 use crate::hire::{escrow::CaptureOrder, offer::StoredOffer};
-use hiregate_store::LedgerEscrowPayment;
+use hiregate_store::{LedgerEscrowPayment, states::PaymentState};
 
 /// One step of an escrowed payment's life on chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -182,7 +182,7 @@ pub struct MatchedEscrowPayment {
     /// `getHash(paymentInfo)`.
     pub payment_hash: String,
     /// Stored payment state.
-    pub state: String,
+    pub state: PaymentState,
     /// Atomic units.
     #[serde(serialize_with = "decimal")]
     pub amount: U256,
@@ -260,35 +260,41 @@ impl Escrowed {
         let authorize = record.authorize_tx.as_deref();
         let release = record.release_tx.as_deref();
         let capture = record.settle_tx.as_deref();
-        match record.state.as_str() {
-            "authorized" | "settling" | "settlement_failed" | "settlement_unknown" => {
+        match record.state {
+            PaymentState::Authorized
+            | PaymentState::Settling
+            | PaymentState::SettlementFailed
+            | PaymentState::SettlementUnknown => {
                 vec![(EscrowStep::Authorize, authorize)]
             }
             // A void intent of a payment that was never locked has nothing to prove.
-            "voiding" => authorize
+            PaymentState::Voiding => authorize
                 .map(|tx| vec![(EscrowStep::Authorize, Some(tx))])
                 .unwrap_or_default(),
-            "voided" => match authorize {
+            PaymentState::Voided => match authorize {
                 Some(tx) => vec![
                     (EscrowStep::Authorize, Some(tx)),
                     (EscrowStep::Void, release),
                 ],
                 None => Vec::new(),
             },
-            "settled" | "refunding" => vec![
+            PaymentState::Settled | PaymentState::Refunding => vec![
                 (EscrowStep::Authorize, authorize),
                 (EscrowStep::Capture, capture),
             ],
-            "refunded" => vec![
+            PaymentState::Refunded => vec![
                 (EscrowStep::Authorize, authorize),
                 (EscrowStep::Capture, capture),
                 (EscrowStep::Refund, release),
             ],
-            "reclaimed" => vec![
+            PaymentState::Reclaimed => vec![
                 (EscrowStep::Authorize, authorize),
                 (EscrowStep::Reclaim, release),
             ],
-            _ => Vec::new(),
+            // Nothing was locked (yet): no step to prove.
+            PaymentState::Verified
+            | PaymentState::Authorizing
+            | PaymentState::AuthorizationRefused => Vec::new(),
         }
     }
 
@@ -306,7 +312,7 @@ impl Escrowed {
             asset: self.asset.to_checksum(None),
             payment_id: Some(self.record.payment_id.clone()),
             contract_id: Some(self.record.contract_id.clone()),
-            payment_state: Some(self.record.state.clone()),
+            payment_state: Some(self.record.state),
             payer: Some(self.payer.to_checksum(None)),
             pay_to: self.receiver().map(|a| a.to_checksum(None)),
             amount: Some(self.amount),
@@ -411,7 +417,7 @@ pub(super) fn compare(
                 payer: payment.payer.to_checksum(None),
                 pay_to: on_chain.receiver.to_checksum(None),
                 payment_hash: on_chain.hash.to_string(),
-                state: payment.record.state.clone(),
+                state: payment.record.state,
                 amount: payment.amount,
                 steps: matched_steps,
             });
@@ -726,7 +732,7 @@ mod tests {
 
     /// A stored escrowed payment in `state` with its transactions.
     fn payment(
-        state: &str,
+        state: PaymentState,
         authorize: Option<TxHash>,
         capture: Option<TxHash>,
         release: Option<TxHash>,
@@ -738,7 +744,7 @@ mod tests {
             asset: address(0xaa).to_string(),
             payer: address(0x01).to_string(),
             amount: AMOUNT.to_string(),
-            state: state.to_owned(),
+            state,
             authorize_tx: authorize.map(|t| t.to_string()),
             settle_tx: capture.map(|t| t.to_string()),
             release_tx: release.map(|t| t.to_string()),
@@ -847,7 +853,7 @@ mod tests {
     fn a_capture_with_its_fee_matches_and_claims_its_payouts() {
         let (a, c) = (tx(0xa1), tx(0xc1));
         let (report, outcome) = run(
-            &[payment("settled", Some(a), Some(c), None)],
+            &[payment(PaymentState::Settled, Some(a), Some(c), None)],
             &[authorized(a), captured(c, 250)],
             &[(a, mined(10, Vec::new())), (c, capture_receipt(c))],
             (0, 100),
@@ -870,7 +876,7 @@ mod tests {
     fn voided_in_the_store_but_held_on_chain_is_reported() {
         let (a, v) = (tx(0xa1), tx(0xb1));
         let (report, _) = run(
-            &[payment("voided", Some(a), None, Some(v))],
+            &[payment(PaymentState::Voided, Some(a), None, Some(v))],
             &[authorized(a)],
             &[(a, mined(10, Vec::new())), (v, mined(12, Vec::new()))],
             (0, 100),
@@ -889,7 +895,7 @@ mod tests {
     fn a_capture_at_another_fee_is_no_proof_and_is_unrecorded() {
         let (a, c) = (tx(0xa1), tx(0xc1));
         let (report, outcome) = run(
-            &[payment("settled", Some(a), Some(c), None)],
+            &[payment(PaymentState::Settled, Some(a), Some(c), None)],
             &[authorized(a), captured(c, 100)],
             &[(a, mined(10, Vec::new())), (c, capture_receipt(c))],
             (0, 100),
@@ -909,7 +915,7 @@ mod tests {
     fn a_capture_the_store_does_not_know_is_unrecorded() {
         let (a, c) = (tx(0xa1), tx(0xc1));
         let (report, _) = run(
-            &[payment("authorized", Some(a), None, None)],
+            &[payment(PaymentState::Authorized, Some(a), None, None)],
             &[authorized(a), captured(c, 250)],
             &[(a, mined(10, Vec::new())), (c, capture_receipt(c))],
             (0, 100),
@@ -917,8 +923,8 @@ mod tests {
         assert_eq!(kinds(&report), [MismatchKind::EscrowEventNotRecorded]);
         assert_eq!(report.mismatches[0].transaction, Some(c.to_string()));
         assert_eq!(
-            report.mismatches[0].payment_state.as_deref(),
-            Some("authorized")
+            report.mismatches[0].payment_state,
+            Some(PaymentState::Authorized)
         );
     }
 
@@ -926,7 +932,7 @@ mod tests {
     fn steps_out_of_range_are_left_out_but_unknown_transactions_are_not() {
         let (a, c) = (tx(0xa1), tx(0xc1));
         let (report, _) = run(
-            &[payment("settled", Some(a), Some(c), None)],
+            &[payment(PaymentState::Settled, Some(a), Some(c), None)],
             &[],
             &[(a, mined(10, Vec::new())), (c, capture_receipt(c))],
             (50, 100),
@@ -934,7 +940,7 @@ mod tests {
         assert!(report.mismatches.is_empty(), "{report:?}");
         assert!(report.escrow.totals.is_empty());
         let (report, _) = run(
-            &[payment("settled", Some(a), Some(c), None)],
+            &[payment(PaymentState::Settled, Some(a), Some(c), None)],
             &[],
             &[(a, mined(10, Vec::new())), (c, SettleTx::NotFound)],
             (50, 100),
@@ -945,7 +951,7 @@ mod tests {
 
     #[test]
     fn a_payment_whose_payment_info_cannot_be_rebuilt_is_reported() {
-        let mut unreadable = payment("authorized", Some(tx(0xa1)), None, None);
+        let mut unreadable = payment(PaymentState::Authorized, Some(tx(0xa1)), None, None);
         unreadable.chain = Err("the stored payload does not parse".to_owned());
         let (report, _) = run(&[unreadable], &[], &[], (0, 100));
         assert_eq!(kinds(&report), [MismatchKind::EscrowPaymentUnreadable]);
@@ -958,25 +964,31 @@ mod tests {
             p.claimed().into_iter().map(|(step, _)| step).collect()
         };
         use EscrowStep::{Authorize, Capture, Reclaim, Refund, Void};
-        assert_eq!(steps(payment("authorizing", None, None, None)), []);
         assert_eq!(
-            steps(payment("settlement_unknown", a, None, None)),
+            steps(payment(PaymentState::Authorizing, None, None, None)),
+            []
+        );
+        assert_eq!(
+            steps(payment(PaymentState::SettlementUnknown, a, None, None)),
             [Authorize]
         );
         assert_eq!(
-            steps(payment("refunding", a, c, None)),
+            steps(payment(PaymentState::Refunding, a, c, None)),
             [Authorize, Capture]
         );
         assert_eq!(
-            steps(payment("refunded", a, c, r)),
+            steps(payment(PaymentState::Refunded, a, c, r)),
             [Authorize, Capture, Refund]
         );
         assert_eq!(
-            steps(payment("reclaimed", a, None, r)),
+            steps(payment(PaymentState::Reclaimed, a, None, r)),
             [Authorize, Reclaim]
         );
-        assert_eq!(steps(payment("voided", a, None, r)), [Authorize, Void]);
+        assert_eq!(
+            steps(payment(PaymentState::Voided, a, None, r)),
+            [Authorize, Void]
+        );
         // Voided before anything was locked: nothing to prove.
-        assert_eq!(steps(payment("voided", None, None, None)), []);
+        assert_eq!(steps(payment(PaymentState::Voided, None, None, None)), []);
     }
 }

@@ -48,7 +48,7 @@ use super::{
     report::{Mismatch, MismatchKind, ReconcileError, Tally, decimal},
 };
 use crate::settings::ChainSettings;
-use hiregate_store::{LedgerPayment, Store};
+use hiregate_store::{LedgerPayment, Store, states::PaymentState};
 
 /// Stored payments read per query.
 const PAYMENT_PAGE: u32 = 500;
@@ -221,7 +221,7 @@ impl ReconcileReport {
                 mismatch.network,
                 mismatch.payment_id.as_deref().unwrap_or("-"),
                 mismatch.contract_id.as_deref().unwrap_or("-"),
-                mismatch.payment_state.as_deref().unwrap_or("-"),
+                mismatch.payment_state.map_or("-", PaymentState::as_str),
                 mismatch.payer.as_deref().unwrap_or("-"),
                 mismatch.pay_to.as_deref().unwrap_or("-"),
                 mismatch
@@ -329,7 +329,7 @@ impl Held {
     }
 
     fn is_settled(&self) -> bool {
-        self.record.state == "settled"
+        self.record.state == PaymentState::Settled
     }
 
     fn mismatch(&self, kind: MismatchKind, detail: String) -> Mismatch {
@@ -339,7 +339,7 @@ impl Held {
             asset: self.asset.to_checksum(None),
             payment_id: Some(self.record.payment_id.clone()),
             contract_id: Some(self.record.contract_id.clone()),
-            payment_state: Some(self.record.state.clone()),
+            payment_state: Some(self.record.state),
             payer: Some(self.payer.to_checksum(None)),
             pay_to: self.pay_to.map(|a| a.to_checksum(None)),
             amount: Some(self.amount),
@@ -737,7 +737,7 @@ mod tests {
         Address::repeat_byte(byte)
     }
 
-    fn held(id: &str, state: &str, tx: Option<TxHash>, nonce: u8) -> Held {
+    fn held(id: &str, state: PaymentState, tx: Option<TxHash>, nonce: u8) -> Held {
         Held::parse(LedgerPayment {
             payment_id: id.to_owned(),
             contract_id: format!("ct_{id}"),
@@ -746,7 +746,7 @@ mod tests {
             payer: address(0x01).to_string(),
             nonce: B256::repeat_byte(nonce).to_string(),
             amount: "1500000".to_owned(),
-            state: state.to_owned(),
+            state,
             settle_tx: tx.map(|t| t.to_string()),
             pay_to: Some(address(0x02).to_string()),
         })
@@ -814,7 +814,7 @@ mod tests {
     fn a_settled_payment_with_its_transfer_matches() {
         let tx = B256::repeat_byte(0x11);
         let report = run(
-            &[held("p1", "settled", Some(tx), 1)],
+            &[held("p1", PaymentState::Settled, Some(tx), 1)],
             &[(tx, mined(tx, 1, 1_500_000))],
             &[transfer(tx, 1_500_000, 0)],
             &[used(tx, 1)],
@@ -830,7 +830,7 @@ mod tests {
     fn out_of_range_settlements_are_left_out() {
         let tx = B256::repeat_byte(0x11);
         let report = run(
-            &[held("p1", "settled", Some(tx), 1)],
+            &[held("p1", PaymentState::Settled, Some(tx), 1)],
             &[(tx, mined(tx, 1, 1_500_000))],
             &[],
             &[],
@@ -845,7 +845,7 @@ mod tests {
     fn another_amount_is_a_settled_record_without_transfer_and_an_orphan() {
         let tx = B256::repeat_byte(0x11);
         let report = run(
-            &[held("p1", "settled", Some(tx), 1)],
+            &[held("p1", PaymentState::Settled, Some(tx), 1)],
             &[(tx, mined(tx, 1, 1_000_000))],
             &[transfer(tx, 1_000_000, 0)],
             &[used(tx, 1)],
@@ -865,8 +865,8 @@ mod tests {
         let tx = B256::repeat_byte(0x11);
         let report = run(
             &[
-                held("p1", "settled", Some(tx), 1),
-                held("p2", "settled", None, 2),
+                held("p1", PaymentState::Settled, Some(tx), 1),
+                held("p2", PaymentState::Settled, None, 2),
             ],
             &[(tx, SettleTx::NotFound)],
             &[],
@@ -886,7 +886,7 @@ mod tests {
     fn a_used_authorization_of_an_unsettled_payment_is_the_worst_mismatch() {
         let tx = B256::repeat_byte(0x22);
         let report = run(
-            &[held("p1", "settlement_failed", None, 1)],
+            &[held("p1", PaymentState::SettlementFailed, None, 1)],
             &[],
             &[transfer(tx, 1_500_000, 3)],
             &[used(tx, 1)],
@@ -902,7 +902,7 @@ mod tests {
         let real = B256::repeat_byte(0x33);
         let recorded = B256::repeat_byte(0x44);
         let report = run(
-            &[held("p1", "settled", Some(recorded), 1)],
+            &[held("p1", PaymentState::Settled, Some(recorded), 1)],
             &[(recorded, SettleTx::NotFound)],
             &[transfer(real, 1_500_000, 0)],
             &[used(real, 1)],
@@ -924,8 +924,8 @@ mod tests {
         let tx = B256::repeat_byte(0x55);
         let report = run(
             &[
-                held("p1", "settled", Some(tx), 1),
-                held("p2", "settled", Some(tx), 2),
+                held("p1", PaymentState::Settled, Some(tx), 1),
+                held("p2", PaymentState::Settled, Some(tx), 2),
             ],
             &[(tx, mined(tx, 1, 1_500_000))],
             &[transfer(tx, 1_500_000, 0)],

@@ -6,7 +6,7 @@
 use alloy::primitives::U256;
 use serde::Serialize;
 
-use hiregate_store::StoreError;
+use hiregate_store::{StoreError, states::PaymentState};
 
 /// Reconciliation could not run. A mismatch is not an error: it is in the report.
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +135,7 @@ pub struct Mismatch {
     /// Its contract.
     pub contract_id: Option<String>,
     /// Its stored state.
-    pub payment_state: Option<String>,
+    pub payment_state: Option<PaymentState>,
     /// Payer (stored, or the transfer's sender for orphans).
     pub payer: Option<String>,
     /// Payout address (stored, or the transfer's recipient).

@@ -6,6 +6,7 @@
 //! gateway, a real worker-sdk worker.
 
 use alloy::signers::local::PrivateKeySigner;
+use hiregate_store::states::PaymentState;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -310,7 +311,7 @@ async fn an_escrowed_hire_locks_then_captures_with_the_fee() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(payment.state, "settled");
+    assert_eq!(payment.state, PaymentState::Settled);
     assert!(payment.authorize_tx.is_some());
     assert_eq!(
         payment.settle_tx.as_deref(),
@@ -372,7 +373,7 @@ async fn an_escrowed_rejection_voids_and_the_payer_is_made_whole() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(payment.state, "voided");
+    assert_eq!(payment.state, PaymentState::Voided);
     assert!(payment.authorize_tx.is_some());
     assert!(payment.release_tx.is_some());
     // The content of rejected work is never shown.
@@ -545,7 +546,7 @@ async fn a_refund_past_the_deadline_by_the_chains_clock_is_refused_and_sends_not
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(payment.state, "settled");
+    assert_eq!(payment.state, PaymentState::Settled);
     assert_eq!(env.balance(payer).await, payer_before);
     assert_eq!(env.balance(operator).await, price());
 }
@@ -749,7 +750,7 @@ async fn a_payer_reclaim_after_the_capture_deadline_is_recorded() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(payment.state, "reclaimed");
+    assert_eq!(payment.state, PaymentState::Reclaimed);
     assert_eq!(
         payment.release_tx.as_deref(),
         Some(receipt.transaction_hash.to_string().as_str())

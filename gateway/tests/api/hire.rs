@@ -10,6 +10,7 @@ use hiregate_payments::{
     PaymentRequired, encode_header,
     extension::{PAYMENT_IDENTIFIER, set_payment_identifier},
 };
+use hiregate_store::states::PaymentState;
 use serde_json::{Value, json};
 
 use crate::{
@@ -325,7 +326,7 @@ async fn exhausted_retries_fail_the_contract_and_settle_nothing() {
         .await
         .unwrap()
         .expect("payment stored");
-    assert_eq!(payment_row.state, "voided");
+    assert_eq!(payment_row.state, PaymentState::Voided);
     assert!(payment_row.settle_started_at.is_none());
     assert!(
         env.event_kinds(&contract_id)

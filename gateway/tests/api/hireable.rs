@@ -13,6 +13,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use hiregate_payments::encode_header;
+use hiregate_store::states::PaymentState;
 use hiregate_worker_sdk::{
     GatewayKeys, WorkerBuilder,
     example_workers::{
@@ -315,7 +316,7 @@ async fn a_paid_retry_waits_for_an_unhealthy_worker_then_releases_the_payment() 
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(payment.state, "voided");
+    assert_eq!(payment.state, PaymentState::Voided);
     assert_eq!(env.worker.executions(), 0);
     assert_eq!(env.balances().await, before);
     let attempts = env.app.store.list_attempts(&contract_id).await.unwrap();
@@ -418,7 +419,7 @@ async fn crash_recovery_waits_apart_for_an_unhealthy_worker_and_releases_the_pay
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(payment.state, "voided");
+    assert_eq!(payment.state, PaymentState::Voided);
     assert_eq!(env.worker.executions(), 0);
     assert_eq!(env.balances().await, before);
     let attempts = env.app.store.list_attempts(&contract_id).await.unwrap();

@@ -18,6 +18,7 @@ use hiregate_payments::{
     ChainConfig, Facilitator, FacilitatorConfig, LocalFacilitator, Network, PaymentPayload,
     PaymentRequirements, RelayerKey, SettleRequest, encode_header, sign_exact_payment,
 };
+use hiregate_store::states::PaymentState;
 use serde_json::{Value, json};
 
 /// `GET /v1/admin/reconcile?<query>` as the admin: (status, body).
@@ -575,7 +576,7 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
             .await
             .unwrap()
             .unwrap();
-        (payment.state == "reclaimed").then_some(())
+        (payment.state == PaymentState::Reclaimed).then_some(())
     })
     .await;
     wait_for_state(&env, &held, "voided").await;

@@ -343,7 +343,10 @@ async fn official_client_pays_a_permit2_listing(database: TestDatabase) {
 
 #[tokio::test]
 async fn the_official_client_pays_a_permit2_listing_and_a_rejection_moves_nothing() {
-    Box::pin(official_client_pays_a_permit2_listing(TestDatabase::sqlite())).await;
+    Box::pin(official_client_pays_a_permit2_listing(
+        TestDatabase::sqlite(),
+    ))
+    .await;
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ use hiregate_store::{
     keys::{ApiKeyHash, CallbackSecret, Role},
     listing::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
     settings::DatabaseSettings,
+    states::{AttemptState, PaymentState},
 };
 use serde_json::json;
 
@@ -92,6 +93,7 @@ macro_rules! on_both_databases {
 on_both_databases!(
     a_write_dropped_half_way_commits_all_or_nothing,
     siwx_nonces_are_claimed_once_across_instances,
+    a_state_of_another_spelling_is_a_corrupt_row,
 );
 
 on_both_backends!(
@@ -541,8 +543,8 @@ async fn contract_transitions_are_compare_and_set(store: Store) {
             store
                 .transition_contract(
                     &contract_id,
-                    "offered",
-                    "paid",
+                    ContractState::Offered,
+                    ContractState::Paid,
                     None,
                     &event("state_changed"),
                 )
@@ -567,7 +569,13 @@ async fn contract_transitions_are_compare_and_set(store: Store) {
     );
     assert_eq!(
         store
-            .transition_contract("ctr_missing", "offered", "paid", None, &event("x"))
+            .transition_contract(
+                "ctr_missing",
+                ContractState::Offered,
+                ContractState::Paid,
+                None,
+                &event("x")
+            )
             .await
             .unwrap(),
         Transition::NotFound
@@ -645,7 +653,7 @@ fn payment(contract_id: &str, nonce: &str, identifier: Option<&str>) -> NewPayme
         payload: json!({ "signature": "0xsig", "authorization": { "nonce": nonce } }),
         payload_hash: format!("sha256:{nonce}"),
         payment_identifier: identifier.map(Into::into),
-        state: "verified".into(),
+        state: PaymentState::Verified,
         created_at: now(),
     }
 }
@@ -707,6 +715,84 @@ async fn payment_uniqueness_lives_in_the_database(store: Store) {
     assert!(matches!(
         store.begin_settlement(&b.payment_id, now()).await,
         Err(StoreError::Duplicate { entity: "payment" })
+    ));
+}
+
+/// Runs `sql` with `bind` on the test database directly, past the store (to plant a row the
+/// store would never write).
+async fn execute_raw(database: &TestDatabase, sql: &str, binds: &[&str]) {
+    let url = database.url();
+    if url.starts_with("sqlite") {
+        let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+        let mut query = sqlx::query(sql);
+        for bind in binds {
+            query = query.bind(*bind);
+        }
+        query.execute(&pool).await.unwrap();
+    } else {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let mut query = sqlx::query(sql);
+        for bind in binds {
+            query = query.bind(*bind);
+        }
+        query.execute(&pool).await.unwrap();
+    }
+}
+
+/// A payment's and an attempt's state are parsed when the row is read: the spellings the
+/// gateway writes come back as their enum values, and any other spelling is a corrupt row
+/// (an error naming the table), never a state the hire flow would have to guess about.
+async fn a_state_of_another_spelling_is_a_corrupt_row(database: &TestDatabase) {
+    let store = open(database).await;
+    let contract_id = contract_for(&store).await;
+    let paid = payment(&contract_id, "0xaa", Some("pid-spelling"));
+    store.insert_payment(&paid).await.unwrap();
+    assert!(
+        store
+            .begin_settlement(&paid.payment_id, now())
+            .await
+            .unwrap()
+    );
+    let stored = store.find_payment_by_identifier("pid-spelling").await;
+    assert_eq!(stored.unwrap().unwrap().state, PaymentState::Settling);
+    const ATTEMPT: &str = "insert into attempt (attempt_id, contract_id, attempt_no, payment_id, \
+        state, started_at) values ($1, $2, 1, $3, $4, 0)";
+    let attempt_id = format!("att_{}", ulid::Ulid::new());
+    execute_raw(
+        database,
+        ATTEMPT,
+        &[&attempt_id, &contract_id, &paid.payment_id, "timed_out"],
+    )
+    .await;
+    let attempts = store.list_attempts(&contract_id).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].state, AttemptState::TimedOut);
+
+    execute_raw(
+        database,
+        "update payment set state = 'Settled' where payment_id = $1",
+        &[&paid.payment_id],
+    )
+    .await;
+    assert!(matches!(
+        store.find_payment_by_identifier("pid-spelling").await,
+        Err(StoreError::Corrupt {
+            entity: "payment",
+            ..
+        })
+    ));
+    execute_raw(
+        database,
+        "update attempt set state = 'done' where attempt_id = $1",
+        &[&attempt_id],
+    )
+    .await;
+    assert!(matches!(
+        store.list_attempts(&contract_id).await,
+        Err(StoreError::Corrupt {
+            entity: "attempt",
+            ..
+        })
     ));
 }
 
@@ -886,14 +972,14 @@ fn paid_then_executing<'a>(
     use hiregate_store::ContractStep;
     [
         ContractStep {
-            from: "offered",
-            to: "paid",
+            from: ContractState::Offered,
+            to: ContractState::Paid,
             deadline_at: None,
             event: paid,
         },
         ContractStep {
-            from: "paid",
-            to: "executing",
+            from: ContractState::Paid,
+            to: ContractState::Executing,
             deadline_at: deadline,
             event: executing,
         },
@@ -962,14 +1048,14 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
     let (failed, disputing) = (event("attempt_failed"), event("dispute_opened"));
     let next = [
         ContractStep {
-            from: "executing",
-            to: "failed",
+            from: ContractState::Executing,
+            to: ContractState::Failed,
             deadline_at: None,
             event: &failed,
         },
         ContractStep {
-            from: "failed",
-            to: "disputed",
+            from: ContractState::Failed,
+            to: ContractState::Disputed,
             deadline_at: None,
             event: &disputing,
         },
@@ -1036,7 +1122,13 @@ async fn a_write_dropped_half_way_commits_all_or_nothing(database: &TestDatabase
         let next = contract_for(&store).await;
         assert_eq!(
             store
-                .transition_contract(&next, "offered", "paid", None, &event("contract_paid"))
+                .transition_contract(
+                    &next,
+                    ContractState::Offered,
+                    ContractState::Paid,
+                    None,
+                    &event("contract_paid")
+                )
                 .await
                 .unwrap(),
             Transition::Applied { seq: 2 }
@@ -1084,7 +1176,7 @@ async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(stor
         let paid = payment(&contract_id, &format!("0x{index:02x}"), None);
         assert!(matches!(
             store
-                .pay_contract(&paid, "paid", &event("paid"))
+                .pay_contract(&paid, ContractState::Paid, &event("paid"))
                 .await
                 .unwrap(),
             PayOutcome::Paid { .. }
@@ -1336,7 +1428,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     paid.payload = json!({ "payload": corpus.clone() });
     assert!(matches!(
         store
-            .pay_contract(&paid, "paid", &with_corpus("paid"))
+            .pay_contract(&paid, ContractState::Paid, &with_corpus("paid"))
             .await
             .unwrap(),
         PayOutcome::Paid { .. }
@@ -1386,7 +1478,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         .finish_attempt(
             &attempt_id,
             &AttemptEnd {
-                state: "failed".into(),
+                state: AttemptState::Failed,
                 http_status: Some(200),
                 error: Some(error.clone()),
                 worker_task_id: Some("task-\u{1F600}\u{2028}".into()),
@@ -1462,10 +1554,13 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     assert_eq!(stored_verification.reason_codes, verification.reason_codes);
 
     // The remaining transitions carry the corpus in their events; settlement stores a response.
-    for (from, to) in [("executing", "delivered"), ("delivered", "accepted")] {
+    for (from, to) in [
+        (ContractState::Executing, ContractState::Delivered),
+        (ContractState::Delivered, ContractState::Accepted),
+    ] {
         assert!(matches!(
             store
-                .transition_contract(&contract_id, from, to, None, &with_corpus(to))
+                .transition_contract(&contract_id, from, to, None, &with_corpus(to.as_str()))
                 .await
                 .unwrap(),
             Transition::Applied { .. }
@@ -1480,7 +1575,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         store
             .begin_settlement_of_contract(
                 &contract_id,
-                "accepted",
+                ContractState::Accepted,
                 &paid.payment_id,
                 &with_corpus("settling"),
             )
@@ -1492,11 +1587,11 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     store
         .finish_settlement(
             &contract_id,
-            "settling",
+            ContractState::Settling,
             &paid.payment_id,
             &SettlementOutcome {
-                contract_state: "settled".into(),
-                payment_state: "settled".into(),
+                contract_state: ContractState::Settled,
+                payment_state: PaymentState::Settled,
                 transaction: Some("0xabc".into()),
                 response: Some(response.clone()),
             },
