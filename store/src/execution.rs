@@ -678,6 +678,7 @@ impl Store {
         contract_id: &str,
         expected_state: &str,
         payment_id: &str,
+        amount: Option<&str>,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
         self.advance_contract(
@@ -692,6 +693,7 @@ impl Store {
                 contract_id,
                 payment_id,
                 at: event.at,
+                amount,
             }],
         )
         .await

@@ -177,6 +177,7 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
                 TaskOffer {
                     price: price.parse().unwrap(),
                     output_schema: OutputSchema::parse(json!({ "type": "object" })).unwrap(),
+                    metering: None,
                 },
             )
         })
@@ -1281,6 +1282,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         TaskOffer {
             price: "1".parse().unwrap(),
             output_schema: OutputSchema::parse(schema.clone()).unwrap(),
+            metering: None,
         },
     )]))
     .unwrap();
@@ -1482,6 +1484,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
                 &contract_id,
                 "accepted",
                 &paid.payment_id,
+                None,
                 &with_corpus("settling"),
             )
             .await
