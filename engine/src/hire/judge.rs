@@ -258,7 +258,11 @@ impl HireService {
 /// units`); `None` for a contract at a fixed price.
 pub(super) fn metered_amount(ctx: &Ctx, result: &VerificationResult) -> Option<String> {
     let metering = ctx.terms.metering()?;
-    let billable = result.details.metered.as_ref().map_or(0, |count| count.billable);
+    let billable = result
+        .details
+        .metered
+        .as_ref()
+        .map_or(0, |count| count.billable);
     Some(metering.amount_for(billable).to_string())
 }
 

@@ -543,7 +543,8 @@ impl HireService {
                 .with_execution(execution);
         if scheme == PaymentScheme::Upto {
             // Checked by `worker_offer`: an `upto` offer is a metered one.
-            let metering = metering.ok_or_else(|| HireError::internal_msg("upto offer without metering"))?;
+            let metering =
+                metering.ok_or_else(|| HireError::internal_msg("upto offer without metering"))?;
             terms = terms.with_metering(metering).map_err(|e| terms_error(&e))?;
         }
         crosscheck::check_verifiers(&inner.store, &inner.outbound, listing, terms.verification())

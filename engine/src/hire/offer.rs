@@ -195,46 +195,45 @@ impl StoredOffer {
         let amount = U256::from(price.amount().units());
         let domain = asset.domain();
         let permit2 = terms.escrow().is_none() && asset.transfer_method == TransferMethod::Permit2;
-        let requirements = if let (PaymentScheme::Upto, Some(facilitator)) =
-            (terms.scheme(), upto_facilitator)
-        {
-            PaymentRequirements::upto_evm(
-                network,
-                amount,
-                asset.address,
-                pay_to,
-                max_timeout_s,
-                domain.as_ref(),
-                facilitator,
-            )
-        } else if permit2 {
-            PaymentRequirements::exact_permit2_evm(
-                network,
-                amount,
-                asset.address,
-                pay_to,
-                max_timeout_s,
-                domain.as_ref(),
-            )
-        } else {
-            let domain = domain.clone().unwrap_or_else(|| TokenDomain {
-                name: asset.name.clone(),
-                version: asset.version.clone(),
-            });
-            let mut requirements = PaymentRequirements::exact_evm(
-                network,
-                amount,
-                asset.address,
-                pay_to,
-                max_timeout_s,
-                &domain,
-            );
-            if let Some(escrow) = terms.escrow() {
-                requirements.scheme = terms.scheme().as_str().to_owned();
-                requirements.extra = auth_capture_extra(escrow, &domain);
-            }
-            requirements
-        };
+        let requirements =
+            if let (PaymentScheme::Upto, Some(facilitator)) = (terms.scheme(), upto_facilitator) {
+                PaymentRequirements::upto_evm(
+                    network,
+                    amount,
+                    asset.address,
+                    pay_to,
+                    max_timeout_s,
+                    domain.as_ref(),
+                    facilitator,
+                )
+            } else if permit2 {
+                PaymentRequirements::exact_permit2_evm(
+                    network,
+                    amount,
+                    asset.address,
+                    pay_to,
+                    max_timeout_s,
+                    domain.as_ref(),
+                )
+            } else {
+                let domain = domain.clone().unwrap_or_else(|| TokenDomain {
+                    name: asset.name.clone(),
+                    version: asset.version.clone(),
+                });
+                let mut requirements = PaymentRequirements::exact_evm(
+                    network,
+                    amount,
+                    asset.address,
+                    pay_to,
+                    max_timeout_s,
+                    &domain,
+                );
+                if let Some(escrow) = terms.escrow() {
+                    requirements.scheme = terms.scheme().as_str().to_owned();
+                    requirements.extra = auth_capture_extra(escrow, &domain);
+                }
+                requirements
+            };
         let task = terms.task();
         let mut resource = ResourceInfo::new(execute_url);
         resource.description = Some(match discovery.description {

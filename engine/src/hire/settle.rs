@@ -401,9 +401,7 @@ impl HireService {
             SettleRequest::new(payload, requirements)
         };
         let timeout = Duration::from_millis(inner.config.facilitator.settle_timeout_ms);
-        match tokio::time::timeout(timeout, facilitator.settle(&request))
-        .await
-        {
+        match tokio::time::timeout(timeout, facilitator.settle(&request)).await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(error)) => Err(error.to_string()),
             Err(_) => Err(format!("no answer within {timeout:?}")),

@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use hiregate_contracts::money::EvmAddress as ContractAddress;
 pub use hiregate_contracts::metering::MeterUnit;
+use hiregate_contracts::money::EvmAddress as ContractAddress;
 pub use hiregate_contracts::money::{Network, PaymentScheme};
 
 use super::invalid::InvalidField;
