@@ -1429,7 +1429,7 @@ mod tests {
         max_units: u32,
     ) -> VerificationResult {
         let schemas = [schema()];
-        let metering = crate::metering::Metering::new(
+        let metering = Metering::new(
             MeterUnit::Item,
             crate::money::AtomicAmount::new(100),
             max_units,
