@@ -753,13 +753,15 @@ mod tests {
         for bad in [
             serde_json::json!([]),
             serde_json::json!(["exact", "exact"]),
-            serde_json::json!(["upto"]),
+            serde_json::json!(["batch-settlement"]),
         ] {
             assert!(
                 serde_json::from_value::<PaymentSchemes>(bad.clone()).is_err(),
                 "{bad}"
             );
         }
+        let metered: PaymentSchemes = serde_json::from_value(serde_json::json!(["upto"])).unwrap();
+        assert_eq!(metered.default_scheme(), PaymentScheme::Upto);
         assert!(FeePolicy { fee_bps: 10_001 }.check().is_err());
         assert!(FeePolicy { fee_bps: 250 }.check().is_ok());
     }
