@@ -15,6 +15,7 @@
 //! | [`canonical`] | RFC 8785 canonical JSON and the `sha256:<hex>` [`Digest`](canonical::Digest) |
 //! | [`schema`] | output JSON Schemas admitted under limits (hostile-schema defences) and the [`SchemaCache`](schema::SchemaCache) |
 //! | [`policy`] | verification policies, typed params, [`PolicyBinding`](policy::PolicyBinding) and `policy_hash` |
+//! | [`metering`] | metered (`upto`) prices: the unit, its price and the most units pinned in the terms; what the verified units cost |
 //! | [`escrow`] | what an escrowed (`auth-capture`) contract pins: escrow, capture authorizer, deadlines, fee bounds, fee recipient |
 //! | [`terms`] | [`ContractTerms`](terms::ContractTerms) built from a seeker's proposal and a worker's offer; `terms_hash` |
 //! | [`token`] | gateway JWS (EdDSA, `kid`): contract tokens, signed JSON for receipts, [`KeyRing`](token::KeyRing) rotation, [`Jwks`](token::Jwks) |
@@ -47,6 +48,7 @@ pub mod canonical;
 pub mod deliverable;
 pub mod escrow;
 pub mod id;
+pub mod metering;
 pub mod money;
 pub mod policy;
 pub mod reason;

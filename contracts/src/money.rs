@@ -281,16 +281,21 @@ pub enum PaymentScheme {
     /// before the work starts, captured after verification, voided or refunded otherwise.
     #[serde(rename = "auth-capture")]
     AuthCapture,
+    /// x402 `upto`: a Permit2 authorization of at most the price; after verification only the
+    /// verified amount is settled, counted as the terms' [`Metering`](crate::metering::Metering)
+    /// says (nothing for a rejection).
+    #[serde(rename = "upto")]
+    Upto,
 }
 
 /// An unknown scheme name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown payment scheme {0:?}: expected \"exact\" or \"auth-capture\"")]
+#[error("unknown payment scheme {0:?}: expected \"exact\", \"auth-capture\" or \"upto\"")]
 pub struct UnknownScheme(pub String);
 
 impl PaymentScheme {
     /// Every scheme, `exact` first (the default).
-    pub const ALL: [Self; 2] = [Self::Exact, Self::AuthCapture];
+    pub const ALL: [Self; 3] = [Self::Exact, Self::AuthCapture, Self::Upto];
 
     /// The x402 wire name.
     #[must_use]
@@ -298,6 +303,7 @@ impl PaymentScheme {
         match self {
             Self::Exact => "exact",
             Self::AuthCapture => "auth-capture",
+            Self::Upto => "upto",
         }
     }
 
@@ -521,7 +527,9 @@ mod tests {
         }
         assert_eq!(PaymentScheme::AuthCapture.as_str(), "auth-capture");
         assert!("auth_capture".parse::<PaymentScheme>().is_err());
-        assert!(serde_json::from_str::<PaymentScheme>("\"upto\"").is_err());
+        assert!(serde_json::from_str::<PaymentScheme>("\"batch-settlement\"").is_err());
+        assert_eq!(PaymentScheme::Upto.as_str(), "upto");
+        assert!(!PaymentScheme::Upto.is_escrowed());
         assert!(PaymentScheme::AuthCapture.is_escrowed());
         assert!(!PaymentScheme::Exact.is_escrowed());
     }

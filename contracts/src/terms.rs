@@ -16,6 +16,7 @@ use url::Url;
 use crate::canonical::{CanonicalError, Digest, to_canonical_vec};
 use crate::escrow::{EscrowError, EscrowPolicy, EscrowTerms};
 use crate::id::{ContractId, SeekerId, WorkerId};
+use crate::metering::Metering;
 use crate::money::{EvmAddress, PaymentScheme, Price};
 use crate::policy::{PolicyBinding, PolicyError, PolicyRequest};
 use crate::schema::{OutputSchema, SchemaError, SchemaLimits};
@@ -137,6 +138,12 @@ pub enum TermsError {
     /// An `auth-capture` price without escrow terms, or escrow terms on an `exact` price.
     #[error("escrow terms must be present exactly when the price's scheme is auth-capture")]
     EscrowSchemeMismatch,
+    /// An `upto` price without metering, or metering on another scheme.
+    #[error("metering must be present exactly when the price's scheme is upto")]
+    MeteringSchemeMismatch,
+    /// A metered price that is not `unit_price × max_units`.
+    #[error("a metered price must be metering.unit_price × metering.max_units")]
+    MeteringPriceMismatch,
     /// Something could not be canonicalised.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -582,6 +589,10 @@ pub struct ContractTerms {
     // terms_hash) are as before.
     #[serde(skip_serializing_if = "Option::is_none")]
     execution: Option<ExecutionTerms>,
+    // Present exactly for `upto` (metered) prices, so other contracts' terms (and terms_hash)
+    // are as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metering: Option<Metering>,
 }
 
 /// Protocol-specific choices about how the worker is asked, pinned at proposal so every
@@ -662,6 +673,8 @@ struct TermsWire {
     escrow: Option<EscrowTerms>,
     #[serde(default)]
     execution: Option<ExecutionTerms>,
+    #[serde(default)]
+    metering: Option<Metering>,
 }
 
 impl TryFrom<TermsWire> for ContractTerms {
@@ -689,6 +702,13 @@ impl TryFrom<TermsWire> for ContractTerms {
             &TermsLimits::default(),
         )
         .map(|terms| terms.with_execution(wire.execution.unwrap_or_default()))
+        .and_then(|terms| match wire.metering {
+            Some(metering) => terms.with_metering(metering),
+            None if terms.scheme() == PaymentScheme::Upto => {
+                Err(TermsError::MeteringSchemeMismatch)
+            }
+            None => Ok(terms),
+        })
     }
 }
 
@@ -783,6 +803,7 @@ impl ContractTerms {
             offer_expires_at: parts.offer_expires_at,
             escrow: parts.escrow,
             execution: None,
+            metering: None,
         })
     }
 
@@ -792,6 +813,25 @@ impl ContractTerms {
     pub fn with_execution(mut self, execution: ExecutionTerms) -> Self {
         self.execution = (execution != ExecutionTerms::default()).then_some(execution);
         self
+    }
+
+    /// These terms priced per verified unit: the price (an `upto` one) must be the metering's
+    /// maximum. Set before the terms are hashed and signed.
+    pub fn with_metering(mut self, metering: Metering) -> Result<Self, TermsError> {
+        if self.scheme() != PaymentScheme::Upto {
+            return Err(TermsError::MeteringSchemeMismatch);
+        }
+        if self.price.amount() != metering.maximum() {
+            return Err(TermsError::MeteringPriceMismatch);
+        }
+        self.metering = Some(metering);
+        Ok(self)
+    }
+
+    /// How a metered (`upto`) contract is paid; `None` for a fixed price.
+    #[must_use]
+    pub fn metering(&self) -> Option<&Metering> {
+        self.metering.as_ref()
     }
 
     /// Protocol-specific execution choices, when any were pinned.
@@ -844,7 +884,7 @@ impl ContractTerms {
             .unwrap_or(DEFAULT_ACCEPTANCE_WINDOW_S);
         let offer_expires_at = context.created_at.plus_seconds(context.offer_ttl_s)?;
         let escrow = match (offer.price.scheme(), context.escrow) {
-            (PaymentScheme::Exact, _) => None,
+            (PaymentScheme::Exact | PaymentScheme::Upto, _) => None,
             (PaymentScheme::AuthCapture, None) => return Err(TermsError::EscrowSchemeMismatch),
             (PaymentScheme::AuthCapture, Some(policy)) => Some(policy.terms_for(
                 offer_expires_at,

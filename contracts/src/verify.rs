@@ -25,7 +25,8 @@ use serde_json::Value;
 use url::Url;
 
 use crate::canonical::{CanonicalError, Digest, to_canonical_vec};
-use crate::deliverable::{Deliverable, DeliveryStatus, Subject};
+use crate::deliverable::{Deliverable, DeliveryStatus, Output, Subject};
+use crate::metering::{MeterUnit, Metering};
 use crate::policy::{
     Aggregation, CrosscheckParams, PolicyBinding, PolicyParams, Quorum, ThresholdOp,
     ThresholdParams,
@@ -300,6 +301,24 @@ pub struct VerificationDetails {
     pub quorum: Option<QuorumTally>,
     /// Anything else worth knowing (e.g. a JSON file that does not parse).
     pub notes: Vec<String>,
+    /// A metered (`upto`) contract: the units delivered, verified and billed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metered: Option<MeteredCount>,
+}
+
+/// What a metered contract's verification counted ([`Verifier::verify_metered`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeteredCount {
+    /// The unit counted.
+    pub unit: MeterUnit,
+    /// Units delivered (items of the output).
+    pub delivered: u32,
+    /// Units that passed verification on their own.
+    pub verified: u32,
+    /// Units paid for: `verified`, at most the terms' `max_units`.
+    pub billable: u32,
+    /// Which items passed (0-based positions in the output).
+    pub passed_items: Vec<u32>,
 }
 
 /// The verdict. The first eight fields (with `verification_status`) are what WattSwarm
@@ -576,6 +595,16 @@ impl Verifier {
             findings.details.quorum = Some(tally);
         }
 
+        self.conclude(request, findings)
+    }
+
+    /// The result of `findings` on `request`: the status its codes decide, the score, the
+    /// result hash.
+    fn conclude(
+        &self,
+        request: &VerificationRequest<'_>,
+        findings: Findings,
+    ) -> Result<VerificationResult, VerifyError> {
         let mut codes = findings.codes;
         codes.sort_unstable();
         codes.dedup();
@@ -616,6 +645,109 @@ impl Verifier {
             policy_hash,
             details: findings.details,
         })
+    }
+
+    /// Judges a metered (`upto`) contract's deliverable unit by unit: for
+    /// [`MeterUnit::Item`], every item of the output (a `multiple`'s items, a single output as
+    /// one) is verified on its own against the contract's schemas and policy, with the
+    /// deliverable's evidence. The verdict passes when at least one item (or the policy's
+    /// `accept_partial.min_items`) passed, whatever status the worker ended with: partial work
+    /// is paid pro rata. [`VerificationDetails::metered`] counts what passed; the units billed
+    /// are that count, at most the terms' `max_units`. Nothing the worker claims is counted.
+    pub fn verify_metered(
+        &self,
+        request: &VerificationRequest<'_>,
+        metering: &Metering,
+    ) -> Result<VerificationResult, VerifyError> {
+        let MeterUnit::Item = metering.unit();
+        let items: Vec<&Output> = match request.deliverable.output() {
+            Output::Multiple { items } => items.iter().collect(),
+            single => vec![single],
+        };
+        let mut findings = Findings::default();
+        findings.details.deliverable_digest = Some(request.deliverable.digest()?);
+        let mut passed_items = Vec::new();
+        let mut item_codes = Vec::new();
+        let mut undecidable = false;
+        for (index, item) in items.iter().enumerate() {
+            let Ok(one) = Deliverable::new(
+                DeliveryStatus::Completed,
+                (*item).clone(),
+                request.deliverable.evidence_inline().to_vec(),
+                request.deliverable.evidence_refs().to_vec(),
+            ) else {
+                item_codes.push(reason::INVALID_OUTPUT);
+                findings
+                    .details
+                    .notes
+                    .push(format!("item {index}: not a deliverable on its own"));
+                continue;
+            };
+            let result = self.verify(&VerificationRequest {
+                candidate_id: request.candidate_id,
+                execution_id: request.execution_id,
+                deliverable: &one,
+                output_schemas: request.output_schemas,
+                policy: request.policy,
+                evidence: request.evidence,
+                votes: request.votes,
+            })?;
+            let details = result.details;
+            if findings.details.evidence.is_empty() {
+                findings.details.evidence = details.evidence;
+            }
+            if findings.details.quorum.is_none() {
+                findings.details.quorum = details.quorum;
+            }
+            if result.passed {
+                passed_items.push(u32::try_from(index).unwrap_or(u32::MAX));
+                findings.details.notes.push(format!("item {index}: passed"));
+                continue;
+            }
+            undecidable |= result.verification_status == VerificationStatus::Inconclusive;
+            findings.details.notes.push(format!(
+                "item {index}: {} (reason codes {:?})",
+                status_word(result.verification_status),
+                result.reason_codes
+            ));
+            item_codes.extend(result.reason_codes);
+            findings
+                .details
+                .schema_violations
+                .extend(details.schema_violations);
+            findings
+                .details
+                .threshold_failures
+                .extend(details.threshold_failures);
+            findings
+                .details
+                .reference_mismatches
+                .extend(details.reference_mismatches);
+        }
+        let delivered = u32::try_from(items.len()).unwrap_or(u32::MAX);
+        let verified = u32::try_from(passed_items.len()).unwrap_or(u32::MAX);
+        let required = request
+            .policy
+            .accept_partial()
+            .map_or(1, |allowed| allowed.min_items.max(1));
+        if verified < required {
+            // Too few units to accept: the items' own reasons say why.
+            findings.codes.extend(item_codes);
+            if verified > 0 || findings.codes.is_empty() {
+                findings.codes.push(reason::PARTIAL_DELIVERY);
+            }
+            findings.undecidable = undecidable;
+        } else if delivered > 0 {
+            findings.quorum_ratio = Some(f64::from(verified) / f64::from(delivered));
+        }
+        findings.details.metered = Some(MeteredCount {
+            unit: metering.unit(),
+            delivered,
+            verified,
+            billable: metering.billable_units(verified),
+            passed_items,
+        });
+        self.conclude(request, findings)
     }
 
     fn apply_policy(
@@ -702,6 +834,14 @@ fn check_evidence(
         });
     }
     content
+}
+
+fn status_word(status: VerificationStatus) -> &'static str {
+    match status {
+        VerificationStatus::Passed => "passed",
+        VerificationStatus::Failed => "failed",
+        VerificationStatus::Inconclusive => "inconclusive",
+    }
 }
 
 fn exceeds_depth(value: &Value, limit: usize) -> bool {
@@ -1281,6 +1421,96 @@ mod tests {
             result.reason_codes,
             vec![reason::SCHEMA_INVALID, reason::EVIDENCE_TIMEOUT]
         );
+    }
+
+    fn metered(
+        deliverable: &Deliverable,
+        policy: &PolicyBinding,
+        max_units: u32,
+    ) -> VerificationResult {
+        let schemas = [schema()];
+        let metering = Metering::new(
+            MeterUnit::Item,
+            crate::money::AtomicAmount::new(100),
+            max_units,
+        )
+        .unwrap();
+        Verifier::default()
+            .verify_metered(
+                &VerificationRequest {
+                    candidate_id: "cand-1",
+                    execution_id: "att-1",
+                    deliverable,
+                    output_schemas: &schemas,
+                    policy,
+                    evidence: &EvidenceSet::new(),
+                    votes: None,
+                },
+                &metering,
+            )
+            .unwrap()
+    }
+
+    /// A `multiple` whose items pass the schema where `passing` says so.
+    fn items(passing: &[bool], status: DeliveryStatus) -> Deliverable {
+        let items = passing
+            .iter()
+            .enumerate()
+            .map(|(i, passes)| Output::Json {
+                content: if *passes {
+                    json!({"answer": format!("item {i}"), "confidence": 0.9})
+                } else {
+                    json!({"answer": "", "confidence": 0.5})
+                },
+            })
+            .collect();
+        Deliverable::new(status, Output::Multiple { items }, Vec::new(), Vec::new()).unwrap()
+    }
+
+    #[test]
+    fn a_metered_multiple_counts_the_items_that_pass_on_their_own() {
+        let five = items(&[true, false, true, false, true], DeliveryStatus::Completed);
+        let result = metered(&five, &PolicyBinding::schema_only(), 5);
+        assert_eq!(result.verification_status, VerificationStatus::Passed);
+        assert!(result.reason_codes.is_empty());
+        let count = result.details.metered.clone().unwrap();
+        assert_eq!((count.delivered, count.verified, count.billable), (5, 3, 3));
+        assert_eq!(count.passed_items, vec![0, 2, 4]);
+        assert!((result.score - 0.6).abs() < 1e-9);
+        // The whole `multiple` would fail the per-item schema: metering judges items.
+        assert!(
+            !run(
+                &five,
+                &PolicyBinding::schema_only(),
+                &EvidenceSet::new(),
+                None
+            )
+            .passed
+        );
+
+        // A partial run is paid for what passed, and more items than pinned bill the maximum.
+        let partial = items(&[true, false, true, false, true], DeliveryStatus::Partial);
+        let count = metered(&partial, &PolicyBinding::schema_only(), 2)
+            .details
+            .metered
+            .unwrap();
+        assert_eq!((count.verified, count.billable), (3, 2));
+
+        // No item passes: rejected, with the items' reasons.
+        let none = items(&[false], DeliveryStatus::Completed);
+        let result = metered(&none, &PolicyBinding::schema_only(), 5);
+        assert_eq!(result.verification_status, VerificationStatus::Failed);
+        assert!(result.reason_codes.contains(&reason::SCHEMA_INVALID));
+        assert_eq!(result.details.metered.unwrap().billable, 0);
+
+        // Fewer than the policy's accept_partial.min_items: rejected.
+        let at_least_four = binding(
+            PolicyId::SchemaOnlyV1,
+            json!({"accept_partial": {"min_items": 4}}),
+        );
+        let result = metered(&five, &at_least_four, 5);
+        assert!(!result.passed);
+        assert!(result.reason_codes.contains(&reason::PARTIAL_DELIVERY));
     }
 
     #[test]

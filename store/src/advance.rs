@@ -67,6 +67,10 @@ pub enum SideWrite<'a> {
         payment_id: &'a str,
         /// When.
         at: DateTime<Utc>,
+        /// A metered (`upto`) payment: the amount to settle, what was verified, replacing the
+        /// signed maximum as the payment's `amount` (the maximum stays in its payload). `None`
+        /// keeps the amount.
+        amount: Option<&'a str>,
     },
     /// How an escrowed payment's `authorize` ended: its state and transaction.
     AuthorizationFinished {
@@ -110,8 +114,8 @@ const PAYMENT: &str = "insert into payment (payment_id, contract_id, network, as
     state, created_at, updated_at) \
     select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14 where {guard}";
 const SETTLEMENT_BEGUN: &str = "update payment set state = 'settling', \
-    updated_at = $2, settle_started_at = coalesce(settle_started_at, $2) \
-    where payment_id = $1 and contract_id = $3 and {guard}";
+    updated_at = $2, settle_started_at = coalesce(settle_started_at, $2), \
+    amount = coalesce($4, amount) where payment_id = $1 and contract_id = $3 and {guard}";
 const AUTHORIZATION_FINISHED: &str = "update payment set state = $2, \
     authorize_tx = coalesce($3, authorize_tx), updated_at = $4 where payment_id = $1 and {guard}";
 const SETTLEMENT_FINISHED: &str = "update payment set state = $2, \
@@ -258,10 +262,12 @@ macro_rules! bind_side_write {
                 contract_id,
                 payment_id,
                 at,
+                amount,
             } => $query
                 .bind(payment_id)
                 .bind($crate::to_millis(at))
-                .bind(contract_id),
+                .bind(contract_id)
+                .bind(amount),
             $crate::SideWrite::AuthorizationFinished {
                 payment_id,
                 outcome,
@@ -511,7 +517,7 @@ mod tests {
     #[test]
     fn fill_alone_keeps_the_placeholders() {
         let (sql, binds) = fill(SETTLEMENT_BEGUN, ALONE, 0);
-        assert_eq!(binds, 3);
+        assert_eq!(binds, 4);
         assert!(
             sql.ends_with("where payment_id = $1 and contract_id = $3 and true"),
             "{sql}"

@@ -683,6 +683,7 @@ impl Store {
         contract_id: &str,
         expected_state: ContractState,
         payment_id: &str,
+        amount: Option<&str>,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
         self.advance_contract(
@@ -697,6 +698,7 @@ impl Store {
                 contract_id,
                 payment_id,
                 at: event.at,
+                amount,
             }],
         )
         .await

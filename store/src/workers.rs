@@ -95,6 +95,7 @@ struct TaskRow {
     task_type: String,
     price: String,
     output_schema: JsonText<serde_json::Value>,
+    metering: Option<JsonText<serde_json::Value>>,
 }
 
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
@@ -108,6 +109,11 @@ fn assemble(row: WorkerRow, tasks: Vec<TaskRow>) -> Result<WorkerListing, StoreE
         let offer = TaskOffer {
             price: task.price.parse().map_err(corrupt)?,
             output_schema: OutputSchema::from_stored(task.output_schema.0),
+            metering: task
+                .metering
+                .map(|metering| serde_json::from_value(metering.0))
+                .transpose()
+                .map_err(corrupt)?,
         };
         offers.insert(task_type, offer);
     }
@@ -160,7 +166,8 @@ fn to_i32(value: u32) -> i32 {
 }
 
 const INSERT_WORKER_TASK: &str = "insert into worker_task \
-    (worker_id, task_type, price, price_key, output_schema) values ($1, $2, $3, $4, $5)";
+    (worker_id, task_type, price, price_key, output_schema, metering) \
+    values ($1, $2, $3, $4, $5, $6)";
 
 /// Inside an `on_backend!` arm: insert one `worker_task` row per offer of `$listing` (a macro
 /// because the transaction's type differs per backend).
@@ -173,6 +180,7 @@ macro_rules! insert_worker_tasks {
                 .bind(offer.price.to_string())
                 .bind(offer.price.sort_key())
                 .bind(JsonText(offer.output_schema.as_json()))
+                .bind(offer.metering.as_ref().map(JsonText))
                 .execute(&mut *$tx)
                 .await?;
         }
@@ -512,7 +520,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let sql = format!(
-            "select worker_id, task_type, price, output_schema from worker_task \
+            "select worker_id, task_type, price, output_schema, metering from worker_task \
              where worker_id in ({}) order by worker_id, task_type",
             placeholders(1, rows.len())
         );

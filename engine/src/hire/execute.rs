@@ -748,7 +748,7 @@ pub fn content_released(
 ) -> bool {
     use ContractState as S;
     match scheme {
-        PaymentScheme::Exact => state == S::Settled,
+        PaymentScheme::Exact | PaymentScheme::Upto => state == S::Settled,
         PaymentScheme::AuthCapture => match state {
             S::Accepted | S::Settling | S::SettlementUnknown | S::Settled => true,
             S::Disputed => verification_passed,

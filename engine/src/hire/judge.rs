@@ -110,8 +110,14 @@ impl HireService {
         } else {
             None
         };
+        // A metered contract settles what was verified: the amount replaces the signed
+        // maximum in the settlement's own commit.
+        let metered_amount = metered_amount(ctx, &result);
         let settle_now = match payment {
-            Some(payment) => {
+            Some(mut payment) => {
+                if let Some(amount) = &metered_amount {
+                    payment.amount.clone_from(amount);
+                }
                 let escrowed = self.escrow_of(ctx, &payment)?;
                 let window_closed = self.event(
                     ctx,
@@ -141,6 +147,7 @@ impl HireService {
                 contract_id: &ctx.contract_id,
                 payment_id: &payment.payment_id,
                 at: event.at,
+                amount: metered_amount.as_deref(),
             });
         }
         // The verdict and the state it leads to in one commit.
@@ -218,18 +225,21 @@ impl HireService {
             },
         )
         .await;
-        let result = inner
-            .verifier
-            .verify(&VerificationRequest {
-                candidate_id: &candidate_id,
-                execution_id: &proposal.execution_id,
-                deliverable,
-                output_schemas: ctx.terms.task().output_schemas(),
-                policy,
-                evidence: &evidence,
-                votes: votes.as_ref(),
-            })
-            .map_err(|e| internal(format!("verification could not run: {e}")))?;
+        let request = VerificationRequest {
+            candidate_id: &candidate_id,
+            execution_id: &proposal.execution_id,
+            deliverable,
+            output_schemas: ctx.terms.task().output_schemas(),
+            policy,
+            evidence: &evidence,
+            votes: votes.as_ref(),
+        };
+        // A metered contract is judged unit by unit: what it pays is what passed.
+        let result = match ctx.terms.metering() {
+            Some(metering) => inner.verifier.verify_metered(&request, metering),
+            None => inner.verifier.verify(&request),
+        }
+        .map_err(|e| internal(format!("verification could not run: {e}")))?;
         let mut result_json =
             serde_json::to_value(&result).map_err(|e| internal(format!("verification: {e}")))?;
         // Each vote with its verifier_result_hash, for the audit trail and dispute replay.
@@ -241,6 +251,18 @@ impl HireService {
         }
         Ok((result, result_json, votes))
     }
+}
+
+/// What a metered contract's verdict `result` pays, atomic units (`unit_price × billable
+/// units`); `None` for a contract at a fixed price.
+pub(super) fn metered_amount(ctx: &Ctx, result: &VerificationResult) -> Option<String> {
+    let metering = ctx.terms.metering()?;
+    let billable = result
+        .details
+        .metered
+        .as_ref()
+        .map_or(0, |count| count.billable);
+    Some(metering.amount_for(billable).to_string())
 }
 
 pub(super) fn status_name(status: VerificationStatus) -> &'static str {

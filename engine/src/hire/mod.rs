@@ -85,6 +85,7 @@ use chrono::Utc;
 use hiregate_contracts::{
     escrow::EscrowPolicy,
     id::{ContractId, SeekerId},
+    metering::Metering,
     money::{AtomicAmount as ContractAmount, EvmAddress as ContractAddress, PaymentScheme, Price},
     policy::PolicyRequest,
     schema::{OutputSchema, SchemaLimits},
@@ -322,6 +323,50 @@ impl HireService {
         self.inner.config.facilitator.mode == crate::settings::FacilitatorMode::Embedded
     }
 
+    /// For an `upto` contract, the address its payer must name as the facilitator allowed to
+    /// choose the settled amount: the one the facilitator's `/supported` advertises for `upto`
+    /// on the contract's network. `None` for other schemes; a 422 when the facilitator does
+    /// not settle `upto` there.
+    async fn upto_facilitator(
+        &self,
+        terms: &ContractTerms,
+    ) -> Result<Option<alloy::primitives::Address>, HireError> {
+        if terms.scheme() != PaymentScheme::Upto {
+            return Ok(None);
+        }
+        let network = format!("eip155:{}", terms.price().network().chain_id());
+        let unavailable = |why: String| {
+            HireError::unprocessable(
+                ErrorCode::PaymentSchemeNotAccepted,
+                format!("`upto` cannot be paid on {network} here: {why}"),
+            )
+        };
+        let Some(facilitator) = &self.inner.facilitator else {
+            return Err(unavailable("no facilitator is configured".to_owned()));
+        };
+        let supported = facilitator.supported().await.map_err(|error| {
+            HireError::unavailable(
+                ErrorCode::FacilitatorUnavailable,
+                format!("the facilitator's /supported could not be read: {error}"),
+                5,
+            )
+        })?;
+        supported
+            .kinds
+            .iter()
+            .filter(|kind| kind.scheme == "upto" && kind.network == network)
+            .find_map(|kind| {
+                kind.extra
+                    .as_ref()?
+                    .get(hiregate_payments::permit2::upto::FACILITATOR_ADDRESS_KEY)?
+                    .as_str()?
+                    .parse()
+                    .ok()
+            })
+            .map(Some)
+            .ok_or_else(|| unavailable("the facilitator does not settle it".to_owned()))
+    }
+
     fn execute_url(&self, contract_id: &str) -> String {
         self.url(&format!("/v1/contracts/{contract_id}/execute"))
     }
@@ -348,6 +393,7 @@ impl HireService {
         offer::check_transfer_method(&terms, &asset)?;
         let bounds = self.bounded_window(&terms)?;
         let contract_id = terms.contract_id().clone();
+        let upto_facilitator = self.upto_facilitator(&terms).await?;
         let stored_offer = StoredOffer::build(
             &terms,
             &asset,
@@ -360,6 +406,7 @@ impl HireService {
                 input_schema: listing.metadata.input_schema.as_ref().map(|s| s.as_json()),
             },
             self.submits_eip2612_permits(),
+            upto_facilitator,
         );
         let signed = self.sign_and_store(
             &terms,
@@ -468,10 +515,10 @@ impl HireService {
             .with_details(json!({ "accepted": listing.payment_schemes.as_slice() })));
         }
         let escrow = match scheme {
-            PaymentScheme::Exact => None,
+            PaymentScheme::Exact | PaymentScheme::Upto => None,
             PaymentScheme::AuthCapture => Some(self.escrow_policy(listing)?),
         };
-        let offer = worker_offer(listing, &request.task_type, scheme)?;
+        let (offer, metering) = worker_offer(listing, &request.task_type, scheme)?;
         let execution = protocol_terms::pin(
             &inner.outbound,
             listing,
@@ -505,10 +552,16 @@ impl HireService {
             offer_ttl_s: settings.offer_ttl_s,
             escrow,
         };
-        let terms =
+        let mut terms =
             ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
                 .map_err(|e| terms_error(&e))?
                 .with_execution(execution);
+        if scheme == PaymentScheme::Upto {
+            // Checked by `worker_offer`: an `upto` offer is a metered one.
+            let metering =
+                metering.ok_or_else(|| HireError::internal_msg("upto offer without metering"))?;
+            terms = terms.with_metering(metering).map_err(|e| terms_error(&e))?;
+        }
         crosscheck::check_verifiers(&inner.store, &inner.outbound, listing, terms.verification())
             .await?;
         Ok(terms)
@@ -937,12 +990,15 @@ fn check_exact_bounds(
     Ok(())
 }
 
-/// The listing's offer for `task_type` in the contracts crate's terms, paid with `scheme`.
+/// The listing's offer for `task_type` in the contracts crate's terms, paid with `scheme`, and
+/// its metering when the task type is priced per unit. A metered task type's price is its
+/// maximum (`unit price × max_units`) whatever the scheme; only `upto` pays less for fewer
+/// verified units, and `upto` is offered only for metered task types.
 fn worker_offer(
     listing: &WorkerListing,
     task_type: &str,
     scheme: PaymentScheme,
-) -> Result<WorkerOffer, HireError> {
+) -> Result<(WorkerOffer, Option<Metering>), HireError> {
     let unusable =
         |message: String| HireError::unprocessable(ErrorCode::WorkerOfferUnusable, message);
     let listing_task = hiregate_store::listing::model::TaskType::from_str(task_type)
@@ -975,11 +1031,27 @@ fn worker_offer(
             "the price is larger than hiregate can contract (2^128 - 1 atomic units)".to_owned(),
         ));
     }
+    let unit_price = ContractAmount::new(price_units.to::<u128>());
+    let metering = task_offer
+        .metering
+        .map(|metering| Metering::new(metering.unit, unit_price, metering.max_units))
+        .transpose()
+        .map_err(|e| unusable(format!("the metered price cannot be contracted: {e}")))?;
+    if scheme == PaymentScheme::Upto && metering.is_none() {
+        return Err(HireError::unprocessable(
+            ErrorCode::PaymentSchemeNotAccepted,
+            format!(
+                "`upto` pays per verified unit: the worker prices `{task_type}` per contract, \
+                 ask for payment_scheme \"exact\""
+            ),
+        ));
+    }
+    let amount = metering.as_ref().map_or(unit_price, Metering::maximum);
     let price = Price::new(
         scheme,
         listing.network,
         listing.asset.as_contract_address(),
-        ContractAmount::new(price_units.to::<u128>()),
+        amount,
     )
     .map_err(|e| unusable(format!("the price cannot be paid with x402: {e}")))?;
     let output_schema = OutputSchema::parse(
@@ -987,12 +1059,15 @@ fn worker_offer(
         &SchemaLimits::default(),
     )
     .map_err(|e| unusable(format!("the listing's output schema is refused: {e}")))?;
-    Ok(WorkerOffer {
-        worker,
-        task_type,
-        price,
-        output_schema: Some(output_schema),
-    })
+    Ok((
+        WorkerOffer {
+            worker,
+            task_type,
+            price,
+            output_schema: Some(output_schema),
+        },
+        metering,
+    ))
 }
 
 /// A refused proposal as a 422 naming the field at fault.

@@ -20,9 +20,14 @@
 //! embedded facilitator, which submits EIP-2612 permits, the 402 also declares the
 //! `eip2612GasSponsoring` extension for tokens with a domain: a payer who never approved
 //! Permit2 may sign a permit instead of sending an approval.
+//!
+//! An `upto` offer (metered contract) is over Permit2 for any token: `amount` is the terms'
+//! maximum (`unit_price × max_units`) and `extra.facilitatorAddress` the facilitator the payer
+//! lets choose the amount, at most that maximum; after verification only the verified units'
+//! amount is settled (see `settle`).
 
 use alloy::primitives::{Address, U256};
-use hiregate_contracts::{escrow::EscrowTerms, terms::ContractTerms};
+use hiregate_contracts::{escrow::EscrowTerms, money::PaymentScheme, terms::ContractTerms};
 use hiregate_payments::{
     PaymentRequired, PaymentRequirements, ResourceInfo, TokenDomain,
     extension::{PAYMENT_IDENTIFIER, declare_payment_identifier},
@@ -171,7 +176,10 @@ impl StoredOffer {
     /// is the authorization window (`exact`) or the payment window (`auth-capture`). The
     /// listing's `discovery` fields go where x402 catalogues read them ([`super::bazaar`]).
     /// `gas_sponsoring`: the facilitator submits EIP-2612 permits (declared for Permit2 offers
-    /// of tokens with a domain).
+    /// of tokens with a domain). `upto_facilitator`: for an `upto` contract, the facilitator
+    /// address the payer's witness must name (what the facilitator's `/supported` advertises);
+    /// an `upto` offer is over Permit2 whatever the token, for at most the terms' maximum.
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         terms: &ContractTerms,
         asset: &AssetInfo,
@@ -180,40 +188,52 @@ impl StoredOffer {
         max_timeout_s: u64,
         discovery: &ListingDiscovery<'_>,
         gas_sponsoring: bool,
+        upto_facilitator: Option<Address>,
     ) -> Self {
         let price = terms.price();
         let network = Network::eip155(price.network().chain_id());
         let amount = U256::from(price.amount().units());
         let domain = asset.domain();
         let permit2 = terms.escrow().is_none() && asset.transfer_method == TransferMethod::Permit2;
-        let requirements = if permit2 {
-            PaymentRequirements::exact_permit2_evm(
-                network,
-                amount,
-                asset.address,
-                pay_to,
-                max_timeout_s,
-                domain.as_ref(),
-            )
-        } else {
-            let domain = domain.clone().unwrap_or_else(|| TokenDomain {
-                name: asset.name.clone(),
-                version: asset.version.clone(),
-            });
-            let mut requirements = PaymentRequirements::exact_evm(
-                network,
-                amount,
-                asset.address,
-                pay_to,
-                max_timeout_s,
-                &domain,
-            );
-            if let Some(escrow) = terms.escrow() {
-                requirements.scheme = terms.scheme().as_str().to_owned();
-                requirements.extra = auth_capture_extra(escrow, &domain);
-            }
-            requirements
-        };
+        let requirements =
+            if let (PaymentScheme::Upto, Some(facilitator)) = (terms.scheme(), upto_facilitator) {
+                PaymentRequirements::upto_evm(
+                    network,
+                    amount,
+                    asset.address,
+                    pay_to,
+                    max_timeout_s,
+                    domain.as_ref(),
+                    facilitator,
+                )
+            } else if permit2 {
+                PaymentRequirements::exact_permit2_evm(
+                    network,
+                    amount,
+                    asset.address,
+                    pay_to,
+                    max_timeout_s,
+                    domain.as_ref(),
+                )
+            } else {
+                let domain = domain.clone().unwrap_or_else(|| TokenDomain {
+                    name: asset.name.clone(),
+                    version: asset.version.clone(),
+                });
+                let mut requirements = PaymentRequirements::exact_evm(
+                    network,
+                    amount,
+                    asset.address,
+                    pay_to,
+                    max_timeout_s,
+                    &domain,
+                );
+                if let Some(escrow) = terms.escrow() {
+                    requirements.scheme = terms.scheme().as_str().to_owned();
+                    requirements.extra = auth_capture_extra(escrow, &domain);
+                }
+                requirements
+            };
         let task = terms.task();
         let mut resource = ResourceInfo::new(execute_url);
         resource.description = Some(match discovery.description {

@@ -391,7 +391,9 @@ impl HireService {
         super::offer::check_transfer_method(&terms, &asset)?;
         let bounds = self.bounded_window(&terms)?;
         let signed = self.sign_offer(&terms)?;
-        let offer = self.resource_offer(&terms, &asset, &listing, &bounds, &signed)?;
+        let upto_facilitator = self.upto_facilitator(&terms).await?;
+        let offer =
+            self.resource_offer(&terms, &asset, &listing, &bounds, &signed, upto_facilitator)?;
         let message = match reason {
             None => "this resource must be paid: send PAYMENT-SIGNATURE as PAYMENT-REQUIRED \
                      describes (an x402 client does this unchanged)"
@@ -461,6 +463,7 @@ impl HireService {
         listing: &WorkerListing,
         bounds: &OfferBounds,
         signed: &Value,
+        upto_facilitator: Option<alloy::primitives::Address>,
     ) -> Result<StoredOffer, HireError> {
         let task_type = terms.task().task_type().as_str();
         let url = self.resource_url(listing.id.as_str(), task_type);
@@ -477,6 +480,7 @@ impl HireService {
                 input_schema: listing.metadata.input_schema.as_ref().map(|s| s.as_json()),
             },
             self.submits_eip2612_permits(),
+            upto_facilitator,
         );
         offer.payment_required.resource.description =
             Some(resource_description(listing, task_type));
@@ -608,7 +612,9 @@ impl HireService {
             .ok()
             .and_then(|payload| payload.accepted.extra.get(OFFER_EXTRA_KEY).cloned())
             .ok_or_else(|| offer_unreadable("missing"))?;
-        let offer = self.resource_offer(terms, &asset, &listing, &bounds, &signed)?;
+        let upto_facilitator = self.upto_facilitator(terms).await?;
+        let offer =
+            self.resource_offer(terms, &asset, &listing, &bounds, &signed, upto_facilitator)?;
         if let Some(refusal) = self.unworthy_payment(&offer, header).await? {
             return Ok(Some(refusal));
         }
@@ -671,7 +677,8 @@ impl HireService {
             )))
         };
         match PaymentScheme::from_str(&requirements.scheme) {
-            Ok(PaymentScheme::Exact) => {}
+            // Both signed over Permit2 (or EIP-3009 for `exact`), as the offer says.
+            Ok(PaymentScheme::Exact | PaymentScheme::Upto) => {}
             Ok(PaymentScheme::AuthCapture) => {
                 let refusal = self
                     .escrowed_payment_refusal(requirements, &payload)

@@ -30,11 +30,21 @@
 //! payer's Permit2 bitmap, traced to the proxy settlement carrying the permit and its
 //! `Transfer(payer → payTo)`; "cancelled" is the payer invalidating the nonce; `validBefore` is
 //! the permit's `deadline`. Permit2 nonces, too, move money at most once.
+//!
+//! An `upto` payment (metered contract) is a Permit2 one whose settlement moves only what was
+//! verified: when settlement begins, the payment's stored `amount` becomes the amount of the
+//! latest verdict's billable units (the signed maximum stays in the payload), the `/settle`
+//! request carries it, and the chain is read against it like any Permit2 payment. Receipts,
+//! reputation and reconciliation read that amount. A rejected metered contract is never
+//! settled: its permit moves nothing and expires.
 
 use std::{str::FromStr, time::Duration};
 
 use alloy::primitives::{Address, B256, TxHash, U256};
-use hiregate_contracts::state::{ContractEvent, ContractState, DisputeDecision};
+use hiregate_contracts::{
+    state::{ContractEvent, ContractState, DisputeDecision},
+    verify::VerificationResult,
+};
 use hiregate_payments::{
     Network, PaymentPayload, Reason, SettleRequest, SettleResponse,
     exact::ledger::{
@@ -194,9 +204,16 @@ impl HireService {
                 event.name(),
                 json!({"payment_id": payment.payment_id}),
             );
+            let metered_amount = self.metered_amount(ctx).await?;
             match inner
                 .store
-                .begin_settlement_of_contract(&ctx.contract_id, from, &payment.payment_id, &record)
+                .begin_settlement_of_contract(
+                    &ctx.contract_id,
+                    from,
+                    &payment.payment_id,
+                    metered_amount.as_deref(),
+                    &record,
+                )
                 .await?
             {
                 Transition::Applied { .. } => {}
@@ -205,8 +222,31 @@ impl HireService {
                     return Err(HireError::not_found("contract"));
                 }
             }
+            if let Some(amount) = metered_amount {
+                let mut payment = payment;
+                payment.amount = amount;
+                return self.send_settlement(ctx, &payment, escrowed.as_ref()).await;
+            }
         }
         self.send_settlement(ctx, &payment, escrowed.as_ref()).await
+    }
+
+    /// What a metered (`upto`) contract settles: its latest verdict's billable units at the
+    /// terms' unit price, from what the gateway verified. `None` at a fixed price.
+    async fn metered_amount(&self, ctx: &Ctx) -> Result<Option<String>, HireError> {
+        let Some(metering) = ctx.terms.metering() else {
+            return Ok(None);
+        };
+        let verification = self
+            .inner
+            .store
+            .latest_verification(&ctx.contract_id)
+            .await?
+            .ok_or_else(|| internal("a metered contract to settle has no verdict"))?;
+        let result: VerificationResult = serde_json::from_value(verification.result)
+            .map_err(|e| internal(format!("stored verification: {e}")))?;
+        let billable = result.details.metered.map_or(0, |count| count.billable);
+        Ok(Some(metering.amount_for(billable).to_string()))
     }
 
     /// What capturing `payment` needs, for an escrowed contract; `None` for an `exact` one.
@@ -348,13 +388,19 @@ impl HireService {
             .clone();
         let payload: PaymentPayload = serde_json::from_value(payment.payload.clone())
             .map_err(|e| format!("stored payment payload: {e}"))?;
+        // `upto`: the amount to move (what was verified, stored as the payment's amount when
+        // settlement began) rides in the settle request's requirements, the signed maximum in
+        // the payload.
+        let request = if requirements.scheme == permit2::UPTO_SCHEME {
+            let amount = U256::from_str(&payment.amount)
+                .map_err(|_| "stored payment amount does not parse".to_owned())?;
+            permit2::upto::settle_request(payload, &requirements, amount)
+                .map_err(|reason| format!("upto settle request: {}", reason.as_str()))?
+        } else {
+            SettleRequest::new(payload, requirements)
+        };
         let timeout = Duration::from_millis(inner.config.facilitator.settle_timeout_ms);
-        match tokio::time::timeout(
-            timeout,
-            facilitator.settle(&SettleRequest::new(payload, requirements)),
-        )
-        .await
-        {
+        match tokio::time::timeout(timeout, facilitator.settle(&request)).await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(error)) => Err(error.to_string()),
             Err(_) => Err(format!("no answer within {timeout:?}")),

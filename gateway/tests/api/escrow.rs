@@ -173,9 +173,13 @@ async fn exact_refuses_what_one_authorization_cannot_cover_and_escrow_bounds_hol
         assert_eq!(body["error"]["details"]["limit"], limit, "{extra}: {body}");
     }
     // An unknown scheme is a bad body, not a silent exact.
-    let (status, body) = refused(&env, json!({"payment_scheme": "upto"})).await;
+    let (status, body) = refused(&env, json!({"payment_scheme": "batch-settlement"})).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["code"], "invalid_body");
+    // A known scheme the listing does not take is refused as such.
+    let (status, body) = refused(&env, json!({"payment_scheme": "upto"})).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "payment_scheme_not_accepted");
 }
 
 #[tokio::test]

@@ -179,6 +179,7 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
                 TaskOffer {
                     price: price.parse().unwrap(),
                     output_schema: OutputSchema::parse(json!({ "type": "object" })).unwrap(),
+                    metering: None,
                 },
             )
         })
@@ -1373,6 +1374,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         TaskOffer {
             price: "1".parse().unwrap(),
             output_schema: OutputSchema::parse(schema.clone()).unwrap(),
+            metering: None,
         },
     )]))
     .unwrap();
@@ -1577,6 +1579,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
                 &contract_id,
                 ContractState::Accepted,
                 &paid.payment_id,
+                None,
                 &with_corpus("settling"),
             )
             .await

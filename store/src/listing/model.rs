@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use url::Url;
 
+pub use hiregate_contracts::metering::MeterUnit;
 use hiregate_contracts::money::EvmAddress as ContractAddress;
 pub use hiregate_contracts::money::{Network, PaymentScheme};
 
@@ -294,6 +295,23 @@ pub struct TaskOffer {
     /// Schema every deliverable for this task type must satisfy.
     #[schema(value_type = Object)]
     pub output_schema: OutputSchema,
+    /// Priced per verified unit (x402 `upto`): `price` is then the price of one unit, and a
+    /// contract pays for the units the gateway verified, at most `max_units`. Absent: `price`
+    /// is per contract.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metering: Option<TaskMetering>,
+}
+
+/// How a metered task type counts: the unit and the most units one contract pays for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskMetering {
+    /// `item`: an item of the delivered `multiple` output that passes verification on its own.
+    #[schema(value_type = String, example = "item")]
+    pub unit: MeterUnit,
+    /// The most units one contract pays for (`1..=64` items).
+    #[schema(example = 5)]
+    pub max_units: u32,
 }
 
 /// The task types a worker offers: never empty.
@@ -321,6 +339,20 @@ impl TaskCatalog {
                 "tasks",
                 format!("at most {} task types", Self::MAX_TASK_TYPES),
             ));
+        }
+        for (task_type, offer) in &offers {
+            if let Some(metering) = offer.metering
+                && (metering.max_units == 0 || metering.max_units > metering.unit.max_units())
+            {
+                return Err(InvalidField::new(
+                    "tasks",
+                    format!(
+                        "{task_type}: metering.max_units must be 1..={} for unit `{}`",
+                        metering.unit.max_units(),
+                        metering.unit.as_str()
+                    ),
+                ));
+            }
         }
         Ok(Self(offers))
     }
@@ -721,13 +753,15 @@ mod tests {
         for bad in [
             serde_json::json!([]),
             serde_json::json!(["exact", "exact"]),
-            serde_json::json!(["upto"]),
+            serde_json::json!(["batch-settlement"]),
         ] {
             assert!(
                 serde_json::from_value::<PaymentSchemes>(bad.clone()).is_err(),
                 "{bad}"
             );
         }
+        let metered: PaymentSchemes = serde_json::from_value(serde_json::json!(["upto"])).unwrap();
+        assert_eq!(metered.default_scheme(), PaymentScheme::Upto);
         assert!(FeePolicy { fee_bps: 10_001 }.check().is_err());
         assert!(FeePolicy { fee_bps: 250 }.check().is_ok());
     }

@@ -1,0 +1,448 @@
+//! `upto`: pay for what was verified, on real parts: anvil with Permit2 and the x402 `upto`
+//! proxy at their canonical addresses, the devnet's plain ERC-20, the embedded facilitator, a
+//! worker-sdk worker delivering a `multiple` output, and the official `@x402/evm` 2.27 `upto`
+//! client (`tools/interop/sign.mjs`) signing the payment unchanged.
+//!
+//! The listing prices `summarize` per item (`metering: {unit: item, max_units: 5}`) and takes
+//! `upto`: the terms pin the unit, its price and the maximum; the seeker authorizes the maximum;
+//! each delivered item is verified on its own and only the verified items are paid. What the
+//! worker claims (its `metadata`) is never counted. A rejection moves nothing. Replays and
+//! concurrent duplicates are one payment; reconciliation matches the settled amount.
+
+use std::net::SocketAddr;
+
+use alloy::{
+    primitives::{Address, U256},
+    signers::local::PrivateKeySigner,
+};
+use hiregate_contracts::deliverable::Output;
+use hiregate_payments::{PaymentPayload, PaymentRequired, devnet::Devnet};
+use hiregate_worker_sdk::{GatewayKeys, TaskContext, TaskOutcome, WorkerBuilder};
+use serde_json::{Value, json};
+
+use crate::{
+    helpers::{ADMIN_KEY, TestDatabase, spawn_app_on},
+    hire_env::{HireEnv, SEEKER_FUNDS, chain_settings, serve_worker},
+};
+
+/// Price of one verified item.
+const UNIT: u64 = 200_000;
+/// The most items one contract pays for.
+const MAX_UNITS: u64 = 5;
+/// What the payer lets Permit2 move, approved once.
+const ALLOWANCE: u64 = 20 * MAX_UNITS * UNIT;
+
+/// One item's schema: a non-empty summary.
+fn item_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["summary"],
+        "properties": {"summary": {"type": "string", "minLength": 1}},
+    })
+}
+
+/// The input asking the worker for items passing (or not) as `passing` says.
+fn input(passing: &[bool]) -> Value {
+    json!({"text": "summarize these", "passing": passing})
+}
+
+/// A worker whose `summarize` delivers one item per `input.passing` entry (an empty summary
+/// where it is `false`) and claims, in its metadata, to have done nine units whatever it did.
+async fn metered_worker(gateway: &str) -> crate::hire_env::RunningWorker {
+    let handler = |_ctx: TaskContext, input: Value| async move {
+        let items = input["passing"]
+            .as_array()
+            .map(|flags| {
+                flags
+                    .iter()
+                    .enumerate()
+                    .map(|(i, passes)| Output::Json {
+                        content: if passes.as_bool() == Some(true) {
+                            json!({"summary": format!("point {i}")})
+                        } else {
+                            json!({"summary": ""})
+                        },
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        TaskOutcome::output(Output::Multiple { items })
+            .with_metadata(json!({"units": 9, "items_done": 9}))
+    };
+    let worker = WorkerBuilder::new("metered", "1")
+        .task_type("summarize")
+        .gateway_keys(GatewayKeys::remote(
+            format!("{gateway}/.well-known/jwks.json").parse().unwrap(),
+        ))
+        .build(handler)
+        .unwrap();
+    serve_worker(worker, SocketAddr::from(([127, 0, 0, 1], 0))).await
+}
+
+/// A gateway on a fresh devnet with the metered worker listed per item for `upto`, and a
+/// seeker holding [`SEEKER_FUNDS`] of the devnet's plain ERC-20 that approved Permit2.
+async fn upto_env(database: TestDatabase) -> HireEnv {
+    let devnet = Devnet::start().await.expect("anvil devnet starts");
+    let app = spawn_app_on(database, &chain_settings(&devnet, "")).await;
+    let (operator_key, _) = app.create_key("operator").await;
+    let (seeker_key, _) = app.create_key("seeker").await;
+    let worker = metered_worker(&app.address).await;
+    let pay_to = PrivateKeySigner::random().address();
+    let listing = json!({
+        "endpoint": worker.endpoint,
+        "protocol": "hire",
+        "pay_to": pay_to.to_checksum(None),
+        "network": devnet.network(),
+        "asset": devnet.permit_token().to_checksum(None),
+        "tasks": {
+            "summarize": {
+                "price": UNIT.to_string(),
+                "output_schema": item_schema(),
+                "metering": {"unit": "item", "max_units": MAX_UNITS},
+            }
+        },
+        "payment_schemes": ["upto"],
+        "max_parallel": 4,
+    });
+    let response = app.register_worker(&operator_key, &listing).await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let worker_id = response.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let wallet = devnet
+        .funded_account(U256::from(SEEKER_FUNDS))
+        .await
+        .expect("funded seeker");
+    devnet
+        .mint_permit_token(wallet.address(), U256::from(SEEKER_FUNDS))
+        .await
+        .expect("minted");
+    devnet
+        .approve_permit2(&wallet, devnet.permit_token(), U256::from(ALLOWANCE))
+        .await
+        .expect("approved Permit2");
+    HireEnv {
+        devnet,
+        app,
+        operator_key,
+        seeker_key,
+        worker,
+        worker_id,
+        pay_to,
+        wallet,
+    }
+}
+
+/// (payer, worker) balances of the plain ERC-20.
+async fn balances(env: &HireEnv) -> (U256, U256) {
+    let of = |who: Address| async move { env.devnet.permit_token_balance(who).await.unwrap() };
+    (of(env.wallet.address()).await, of(env.pay_to).await)
+}
+
+async fn allowance(env: &HireEnv) -> U256 {
+    env.devnet
+        .permit2_allowance(env.devnet.permit_token(), env.wallet.address())
+        .await
+        .unwrap()
+}
+
+/// The official `@x402/evm` 2.27 client's payment of `challenge` (it picks its `upto` scheme
+/// client for the `upto` offer): the `PAYMENT-SIGNATURE` value and the decoded payload.
+async fn official_upto_payment(env: &HireEnv, challenge: &PaymentRequired) -> (String, Value) {
+    let signed = hiregate_payments::devnet::node_script(
+        "sign.mjs",
+        &json!({
+            "privateKey": env.wallet.to_bytes().to_string(),
+            "paymentRequired": challenge,
+        }),
+    )
+    .await
+    .expect("sign.mjs runs");
+    (
+        signed["paymentSignature"].as_str().unwrap().to_owned(),
+        signed["paymentPayload"].clone(),
+    )
+}
+
+/// The gateway's records equal the chain's transfers; returns the report.
+async fn assert_reconciled(env: &HireEnv) -> Value {
+    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
+    assert_eq!(response.status(), 200);
+    let report: Value = response.json().await.unwrap();
+    assert_eq!(report["ok"], true, "{report:#}");
+    report
+}
+
+fn assert_upto_offer(env: &HireEnv, challenge: &PaymentRequired) {
+    let requirements = &challenge.accepts[0];
+    assert_eq!(requirements.scheme, "upto");
+    assert_eq!(requirements.amount.get(), U256::from(MAX_UNITS * UNIT));
+    assert_eq!(requirements.extra["assetTransferMethod"], "permit2");
+    assert_eq!(
+        requirements.extra["facilitatorAddress"],
+        env.devnet.relayer().address().to_checksum(None),
+        "the embedded facilitator's relayer settles, as its /supported says"
+    );
+    assert_eq!(
+        requirements.asset,
+        env.devnet.permit_token().to_checksum(None)
+    );
+}
+
+async fn three_of_five_items_pay_three_units(database: TestDatabase) {
+    if !hiregate_payments::devnet::node_tools_or_skip("three_of_five_items_pay_three_units") {
+        return;
+    }
+    let env = upto_env(database).await;
+    // The terms pin the unit, its price and the maximum, and price the contract at it.
+    let proposed = env
+        .propose(input(&[true, false, true, false, true]), json!({}))
+        .await;
+    assert_eq!(proposed.status(), 201);
+    let created: Value = proposed.json().await.unwrap();
+    let terms = &created["terms"];
+    assert_eq!(terms["price"]["scheme"], "upto");
+    assert_eq!(
+        terms["price"]["amount"],
+        (MAX_UNITS * UNIT).to_string(),
+        "{terms:#}"
+    );
+    assert_eq!(
+        terms["metering"],
+        json!({"unit": "item", "unit_price": UNIT.to_string(), "max_units": MAX_UNITS})
+    );
+    let contract_id = created["contract_id"].as_str().unwrap().to_owned();
+    let challenge = env.challenge(&contract_id).await;
+    assert_upto_offer(&env, &challenge);
+    let before = balances(&env).await;
+
+    let (payment, payload) = official_upto_payment(&env, &challenge).await;
+    assert_eq!(payload["accepted"]["scheme"], "upto");
+    assert_eq!(
+        payload["payload"]["permit2Authorization"]["permitted"]["amount"],
+        (MAX_UNITS * UNIT).to_string(),
+        "the seeker authorizes the maximum"
+    );
+    let paid = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+    assert_eq!(paid.body["state"], "settled");
+    let transaction = paid.payment_response().transaction;
+
+    // Three items passed of five: exactly three units moved, whatever the worker claimed.
+    let three = U256::from(3 * UNIT);
+    let after = balances(&env).await;
+    assert_eq!(after.0, before.0 - three, "the payer paid three units");
+    assert_eq!(after.1, before.1 + three, "the worker got three units");
+    assert_eq!(allowance(&env).await, U256::from(ALLOWANCE) - three);
+    let stored = env
+        .app
+        .store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.amount, three.to_string(), "the settled amount");
+    assert_eq!(stored.settle_tx.as_deref(), Some(transaction.as_str()));
+    let signed: PaymentPayload = serde_json::from_value(stored.payload.clone()).unwrap();
+    assert_eq!(
+        signed
+            .permit2_evm()
+            .unwrap()
+            .permit2_authorization
+            .permitted
+            .amount
+            .get(),
+        U256::from(MAX_UNITS * UNIT),
+        "the signed maximum stays in the payload"
+    );
+    let verification = env
+        .app
+        .store
+        .latest_verification(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(verification.passed);
+    assert_eq!(
+        verification.result["details"]["metered"],
+        json!({"unit": "item", "delivered": 5, "verified": 3, "billable": 3,
+               "passed_items": [0, 2, 4]})
+    );
+    let attempt = &env.app.store.list_attempts(&contract_id).await.unwrap()[0];
+    assert_eq!(
+        attempt.worker_metadata.as_ref().unwrap()["units"],
+        9,
+        "the worker claimed nine units and was paid for three"
+    );
+
+    // A replay of the same payment: the stored answer, nothing run or moved again.
+    let again = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(again.payment_response().transaction, transaction);
+    assert_eq!(balances(&env).await, after);
+    assert_eq!(env.worker.executions(), 1);
+
+    // Reconciliation matches the settled amount, not the authorized maximum.
+    let report = assert_reconciled(&env).await;
+    let matched = report["matched"].as_array().unwrap();
+    assert_eq!(matched.len(), 1, "{report:#}");
+    assert_eq!(matched[0]["transaction"], transaction.as_str());
+    assert_eq!(report["totals"][0]["chain"]["amount"], three.to_string());
+    assert_eq!(report["totals"][0]["store"]["amount"], three.to_string());
+    // `hiregate reconcile`, reading the gateway's own configuration, agrees and exits 0.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hiregate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"{}\"\n{}",
+            env.app.database_url,
+            chain_settings(&env.devnet, "")
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = crate::ledger::hiregate_reconcile(&config, &["--json"]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let cli: Value = serde_json::from_str(&stdout).expect("JSON report on stdout");
+    assert_eq!(cli["ok"], true, "{cli:#}");
+
+    // More items than pinned, all passing: the maximum, never more.
+    let contract_id = env.contract(input(&[true; 7]), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let (payment, _) = official_upto_payment(&env, &challenge).await;
+    let paid = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(paid.status, 200, "{:?}", paid.body);
+    let most = U256::from(MAX_UNITS * UNIT);
+    assert_eq!(balances(&env).await.1, after.1 + most);
+
+    // No item passes: rejected, nothing moves, the permit stays unused.
+    let contract_id = env.contract(input(&[false, false]), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let (payment, payload) = official_upto_payment(&env, &challenge).await;
+    let before = balances(&env).await;
+    let rejected = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(rejected.status, 422, "{:?}", rejected.body);
+    assert_eq!(env.state(&contract_id).await, "rejected");
+    assert_eq!(balances(&env).await, before, "a rejection settles nothing");
+    let nonce: U256 = payload["payload"]["permit2Authorization"]["nonce"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        !env.devnet
+            .permit2_nonce_used(env.wallet.address(), nonce)
+            .await
+            .unwrap()
+    );
+    let report = assert_reconciled(&env).await;
+    assert_eq!(
+        report["totals"][0]["chain"]["amount"],
+        (three + most).to_string()
+    );
+}
+
+#[tokio::test]
+async fn the_official_upto_client_pays_three_units_for_three_of_five_verified_items() {
+    three_of_five_items_pay_three_units(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn the_official_upto_client_pays_three_units_for_three_of_five_verified_items_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    three_of_five_items_pay_three_units(database).await;
+}
+
+async fn concurrent_duplicates(database: TestDatabase) {
+    if !hiregate_payments::devnet::node_tools_or_skip("concurrent_upto_duplicates") {
+        return;
+    }
+    let env = upto_env(database).await;
+    let contract_id = env
+        .contract(input(&[true, true, false, true]), json!({}))
+        .await;
+    let challenge = env.challenge(&contract_id).await;
+    let (payment, _) = official_upto_payment(&env, &challenge).await;
+    let before = balances(&env).await;
+    let answers =
+        futures::future::join_all((0..8).map(|_| env.execute(&contract_id, Some(&payment), None)))
+            .await;
+    let mut transactions = std::collections::BTreeSet::new();
+    for answer in &answers {
+        assert!(
+            answer.status == 200 || answer.status == 202,
+            "{} {:?}",
+            answer.status,
+            answer.body
+        );
+        if answer.status == 200 {
+            transactions.insert(answer.payment_response().transaction);
+        }
+    }
+    assert!(transactions.len() <= 1, "{transactions:?}");
+    assert_eq!(env.worker.executions(), 1, "one execution");
+    let three = U256::from(3 * UNIT);
+    crate::helpers::eventually(std::time::Duration::from_secs(30), "settled", || async {
+        (env.state(&contract_id).await == "settled").then_some(())
+    })
+    .await;
+    let after = balances(&env).await;
+    assert_eq!(after.0, before.0 - three, "one transfer of three units");
+    assert_eq!(after.1, before.1 + three);
+
+    // The same permit offered to another contract is the same payment: refused, nothing moves.
+    let other = env.contract(input(&[true]), json!({})).await;
+    let replayed = env.execute(&other, Some(&payment), None).await;
+    assert_eq!(replayed.status, 409, "{:?}", replayed.body);
+    assert_eq!(replayed.code(), "payment_already_used");
+    assert_eq!(balances(&env).await, after);
+    assert_reconciled(&env).await;
+}
+
+#[tokio::test]
+async fn replays_and_eight_concurrent_duplicates_of_an_upto_payment_move_money_once() {
+    concurrent_duplicates(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn replays_and_eight_concurrent_duplicates_of_an_upto_payment_move_money_once_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    concurrent_duplicates(database).await;
+}
+
+#[tokio::test]
+async fn upto_is_refused_for_a_task_type_priced_per_contract() {
+    let env = upto_env(TestDatabase::sqlite()).await;
+    let mut listing = env.another_listing();
+    listing["payment_schemes"] = json!(["upto", "exact"]);
+    let fixed = env.register(&listing).await;
+    let response = env
+        .app
+        .send_json(
+            reqwest::Method::POST,
+            "/v1/contracts",
+            Some(&env.seeker_key),
+            &json!({
+                "worker_id": fixed,
+                "task_type": "summarize",
+                "input": {"text": "x"},
+            }),
+        )
+        .await;
+    assert_eq!(response.status(), 422);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["error"]["code"], "payment_scheme_not_accepted",
+        "{body:#}"
+    );
+    // A listing whose metering cannot be paid is refused at registration.
+    let mut listing = env.another_listing();
+    listing["tasks"]["summarize"]["metering"] = json!({"unit": "item", "max_units": 65});
+    let response = env.app.register_worker(&env.operator_key, &listing).await;
+    assert_eq!(response.status(), 422, "{}", response.text().await.unwrap());
+}
