@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+pub mod report;
 pub mod schemas;
 pub mod tools;
 pub mod wallet;
