@@ -238,6 +238,27 @@ async fn reconcile_agrees_with_a_real_settlement_and_reports_each_mismatch_on_po
     reconcile_agrees_then_reports_each_mismatch(database).await;
 }
 
+/// `hiregate reconcile --json` on `env`'s own configuration (its database and chain): it exits 0
+/// with an `ok` report, which is returned.
+pub(crate) async fn reconcile_cli_ok(env: &HireEnv) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hiregate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"{}\"\n{}",
+            env.app.database_url,
+            chain_settings(&env.devnet, "")
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = hiregate_reconcile(&config, &["--json"]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let cli: Value = serde_json::from_str(&stdout).expect("JSON report on stdout");
+    assert_eq!(cli["ok"], true, "{cli:#}");
+    cli
+}
+
 /// `hiregate reconcile` with a config file; returns (exit code, stdout, stderr).
 pub(crate) async fn hiregate_reconcile(
     config: &std::path::Path,

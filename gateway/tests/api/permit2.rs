@@ -288,21 +288,7 @@ async fn official_client_pays_a_permit2_listing(database: TestDatabase) {
     assert_eq!(matched[0]["asset"], asset.to_checksum(None));
     assert_eq!(report["totals"][0]["chain"]["amount"], PRICE.to_string());
     // `hiregate reconcile`, reading the gateway's own configuration, agrees and exits 0.
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("hiregate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[database]\nurl = \"{}\"\n{}",
-            env.app.database_url,
-            chain_settings(&env.devnet, "")
-        ),
-    )
-    .unwrap();
-    let (code, stdout, stderr) = crate::ledger::hiregate_reconcile(&config, &["--json"]).await;
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let cli: Value = serde_json::from_str(&stdout).expect("JSON report on stdout");
-    assert_eq!(cli["ok"], true, "{cli:#}");
+    let cli = crate::ledger::reconcile_cli_ok(&env).await;
     assert_eq!(cli["matched"][0]["transaction"], transaction.as_str());
 
     // A rejected deliverable: the official client gets the 422, nothing moves, the nonce stays

@@ -291,21 +291,7 @@ async fn three_of_five_items_pay_three_units(database: TestDatabase) {
     assert_eq!(report["totals"][0]["chain"]["amount"], three.to_string());
     assert_eq!(report["totals"][0]["store"]["amount"], three.to_string());
     // `hiregate reconcile`, reading the gateway's own configuration, agrees and exits 0.
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("hiregate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[database]\nurl = \"{}\"\n{}",
-            env.app.database_url,
-            chain_settings(&env.devnet, "")
-        ),
-    )
-    .unwrap();
-    let (code, stdout, stderr) = crate::ledger::hiregate_reconcile(&config, &["--json"]).await;
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let cli: Value = serde_json::from_str(&stdout).expect("JSON report on stdout");
-    assert_eq!(cli["ok"], true, "{cli:#}");
+    crate::ledger::reconcile_cli_ok(&env).await;
 
     // More items than pinned, all passing: the maximum, never more.
     let contract_id = env.contract(input(&[true; 7]), json!({})).await;

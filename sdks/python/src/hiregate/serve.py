@@ -16,6 +16,10 @@ async def serve(app: Any, host: str = "127.0.0.1", port: int = 8081, *, announce
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # Listening before the announcement: a bound socket that does not listen yet refuses
+    # connections, and a caller that read the line may connect at once (uvicorn would only
+    # start listening once its startup ran).
+    sock.listen(2048)
     bound_host, bound_port = sock.getsockname()[:2]
     config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
