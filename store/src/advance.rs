@@ -23,7 +23,7 @@ use hiregate_contracts::state::ContractState;
 
 use super::{
     NewContractEvent, NewDispute, NewPayment, Store, StoreError, Transition, json::JsonText,
-    on_backend_write, to_millis, transition_or_return,
+    on_backend, to_millis, transition_or_return,
 };
 
 /// One step of [`Store::advance_contract`].
@@ -433,47 +433,50 @@ impl Store {
             }};
         }
         let seqs_up_to = |last_seq: i64| (1..=count).map(|k| last_seq - count + k).collect();
-        let seqs: Vec<i64> = on_backend_write!(self, pool => {
-            if !chained(steps) {
-                let mut tx = pool.begin().await?;
-                let mut seqs = Vec::with_capacity(steps.len());
-                for step in steps {
-                    seqs.push(transition_or_return!(
-                        tx,
-                        Transition,
-                        contract_id,
-                        step.from.as_str(),
-                        step.to.as_str(),
-                        step.deadline_at.map(to_millis),
-                        step.event,
-                    ));
+        let seqs: Vec<i64> = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                if !chained(steps) {
+                    let mut tx = pool.begin().await?;
+                    let mut seqs = Vec::with_capacity(steps.len());
+                    for step in steps {
+                        seqs.push(transition_or_return!(
+                            tx,
+                            Transition,
+                            contract_id,
+                            step.from.as_str(),
+                            step.to.as_str(),
+                            step.deadline_at.map(to_millis),
+                            step.event,
+                        ));
+                    }
+                    for write in writes {
+                        apply_side_write!(&mut *tx, *write);
+                    }
+                    tx.commit().await?;
+                    seqs
+                } else if super::pool_merges_statements(pool) {
+                    let sql = merged_statement(steps.len(), writes);
+                    let last_seq = bind_chain!(sqlx::query_scalar::<_, i64>(&sql))
+                        .fetch_optional(pool)
+                        .await
+                        .map_err(SideWrite::error_of(writes))?;
+                    let Some(last_seq) = last_seq else {
+                        return self.state_mismatch(contract_id).await;
+                    };
+                    seqs_up_to(last_seq)
+                } else {
+                    let script = sqlite_script(steps.len(), writes);
+                    let rows = super::script::run(pool, bind_chain!(sqlx::query(&script)))
+                        .await
+                        .map_err(SideWrite::error_of(writes))?;
+                    let Some(moved) = rows.first() else {
+                        return self.state_mismatch(contract_id).await;
+                    };
+                    seqs_up_to(sqlx::Row::try_get(moved, 0)?)
                 }
-                for write in writes {
-                    apply_side_write!(&mut *tx, *write);
-                }
-                tx.commit().await?;
-                seqs
-            } else if super::pool_merges_statements(pool) {
-                let sql = merged_statement(steps.len(), writes);
-                let last_seq = bind_chain!(sqlx::query_scalar::<_, i64>(&sql))
-                    .fetch_optional(pool)
-                    .await
-                    .map_err(SideWrite::error_of(writes))?;
-                let Some(last_seq) = last_seq else {
-                    return self.state_mismatch(contract_id).await;
-                };
-                seqs_up_to(last_seq)
-            } else {
-                let script = sqlite_script(steps.len(), writes);
-                let rows = super::script::run(pool, bind_chain!(sqlx::query(&script)))
-                    .await
-                    .map_err(SideWrite::error_of(writes))?;
-                let Some(moved) = rows.first() else {
-                    return self.state_mismatch(contract_id).await;
-                };
-                seqs_up_to(sqlx::Row::try_get(moved, 0)?)
-            }
-        });
+            })
+        };
         for (step, seq) in steps.iter().zip(&seqs) {
             self.publish_event(
                 contract_id,

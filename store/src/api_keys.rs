@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, on_backend, on_backend_write, to_millis};
+use super::{Store, StoreError, from_millis, on_backend, to_millis};
 use crate::{
     ids::{ApiKeyId, PrincipalId},
     keys::{ApiKeyHash, Role},
@@ -78,19 +78,22 @@ impl Store {
         const SQL: &str = "insert into api_key \
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
-        on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(key.id.as_str())
-                .bind(key.hash.as_str())
-                .bind(&key.display_prefix)
-                .bind(key.role.as_str())
-                .bind(key.principal_id.as_str())
-                .bind(key.label.as_deref())
-                .bind(to_millis(key.created_at))
-                .execute(pool)
-                .await
-                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(key.id.as_str())
+                    .bind(key.hash.as_str())
+                    .bind(&key.display_prefix)
+                    .bind(key.role.as_str())
+                    .bind(key.principal_id.as_str())
+                    .bind(key.label.as_deref())
+                    .bind(to_millis(key.created_at))
+                    .execute(pool)
+                    .await
+                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            })
+        };
         Ok(())
     }
 
@@ -116,15 +119,18 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update api_key set revoked_at = $3 \
             where api_key_id = $1 and principal_id = $2 and revoked_at is null";
-        let result = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(id.as_str())
-                .bind(principal_id.as_str())
-                .bind(to_millis(at))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let result = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(id.as_str())
+                    .bind(principal_id.as_str())
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         Ok(result == 1)
     }
 }
@@ -225,14 +231,17 @@ impl Store {
         owner: Option<&PrincipalId>,
         at: DateTime<Utc>,
     ) -> Result<Option<RevokedApiKey>, StoreError> {
-        let row: Option<RevokedRow> = on_backend_write!(self, pool => {
-            sqlx::query_as(REVOKE_RETURNING)
-                .bind(id.as_str())
-                .bind(owner.map(PrincipalId::as_str))
-                .bind(to_millis(at))
-                .fetch_optional(pool)
-                .await?
-        });
+        let row: Option<RevokedRow> = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query_as(REVOKE_RETURNING)
+                    .bind(id.as_str())
+                    .bind(owner.map(PrincipalId::as_str))
+                    .bind(to_millis(at))
+                    .fetch_optional(pool)
+                    .await?
+            })
+        };
         row.map(RevokedApiKey::try_from).transpose()
     }
 
@@ -250,34 +259,37 @@ impl Store {
         const INSERT: &str = "insert into api_key \
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
-                .bind(id.as_str())
-                .bind(owner.map(PrincipalId::as_str))
-                .bind(to_millis(at))
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some(row) = row else {
-                return Ok(None);
-            };
-            let revoked = RevokedApiKey::try_from(row)?;
-            let Some(new) = replacement(&revoked.info.record) else {
-                return Ok(None);
-            };
-            sqlx::query(INSERT)
-                .bind(new.id.as_str())
-                .bind(new.hash.as_str())
-                .bind(&new.display_prefix)
-                .bind(new.role.as_str())
-                .bind(new.principal_id.as_str())
-                .bind(new.label.as_deref())
-                .bind(to_millis(new.created_at))
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            tx.commit().await?;
-            Ok(Some((revoked, new)))
-        })
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
+                    .bind(id.as_str())
+                    .bind(owner.map(PrincipalId::as_str))
+                    .bind(to_millis(at))
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let revoked = RevokedApiKey::try_from(row)?;
+                let Some(new) = replacement(&revoked.info.record) else {
+                    return Ok(None);
+                };
+                sqlx::query(INSERT)
+                    .bind(new.id.as_str())
+                    .bind(new.hash.as_str())
+                    .bind(&new.display_prefix)
+                    .bind(new.role.as_str())
+                    .bind(new.principal_id.as_str())
+                    .bind(new.label.as_deref())
+                    .bind(to_millis(new.created_at))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+                tx.commit().await?;
+                Ok(Some((revoked, new)))
+            })
+        }
     }
 }

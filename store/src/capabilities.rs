@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, on_backend, on_backend_write, to_millis};
+use super::{Store, StoreError, on_backend, to_millis};
 
 impl Store {
     /// Record the token whose SHA-256 is `token_hash` for `contract_id`; recording it again
@@ -20,14 +20,17 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into contract_capability (token_hash, contract_id, created_at) \
             values ($1, $2, $3) on conflict (token_hash) do nothing";
-        on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(token_hash)
-                .bind(contract_id)
-                .bind(to_millis(at))
-                .execute(pool)
-                .await?;
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(token_hash)
+                    .bind(contract_id)
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await?;
+            })
+        };
         Ok(())
     }
 
@@ -73,15 +76,18 @@ impl Store {
         const PURGE: &str = "delete from siwx_nonce where expires_at < $1";
         const CLAIM: &str = "insert into siwx_nonce (nonce, expires_at) values ($1, $2) \
             on conflict (nonce) do nothing";
-        let claimed = on_backend_write!(self, pool => {
-            sqlx::query(PURGE).bind(to_millis(now)).execute(pool).await?;
-            sqlx::query(CLAIM)
-                .bind(nonce)
-                .bind(to_millis(expires_at))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let claimed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(PURGE).bind(to_millis(now)).execute(pool).await?;
+                sqlx::query(CLAIM)
+                    .bind(nonce)
+                    .bind(to_millis(expires_at))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         Ok(claimed == 1)
     }
 

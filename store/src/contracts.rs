@@ -15,10 +15,7 @@ use super::json::JsonText;
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
 
-use super::{
-    Store, StoreError, from_millis, from_millis_opt, insert_event, on_backend, on_backend_write,
-    to_millis,
-};
+use super::{Store, StoreError, from_millis, from_millis_opt, insert_event, on_backend, to_millis};
 
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
@@ -280,36 +277,39 @@ impl Store {
             .terms
             .get("webhook_url")
             .and_then(serde_json::Value::as_str);
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            sqlx::query(SQL)
-                .bind(&contract.contract_id)
-                .bind(&contract.seeker_id)
-                .bind(&contract.worker_id)
-                .bind(&contract.task_type)
-                .bind(JsonText(&contract.terms))
-                .bind(&contract.terms_hash)
-                .bind(&contract.gateway_jws)
-                .bind(&contract.state)
-                .bind(contract.payment_offer.as_ref().map(JsonText))
-                .bind(contract.deadline_at.map(to_millis))
-                .bind(to_millis(contract.created_at))
-                .bind(webhook_url)
-                .bind(&event.correlation_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            insert_event!(
-                tx,
-                &contract.contract_id,
-                1_i64,
-                event,
-                None::<String>,
-                Some(contract.state.as_str()),
-            );
-            tx.commit().await?;
-            self.publish_event(&contract.contract_id, 1, event, None, Some(&contract.state));
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                let mut tx = pool.begin().await?;
+                sqlx::query(SQL)
+                    .bind(&contract.contract_id)
+                    .bind(&contract.seeker_id)
+                    .bind(&contract.worker_id)
+                    .bind(&contract.task_type)
+                    .bind(JsonText(&contract.terms))
+                    .bind(&contract.terms_hash)
+                    .bind(&contract.gateway_jws)
+                    .bind(&contract.state)
+                    .bind(contract.payment_offer.as_ref().map(JsonText))
+                    .bind(contract.deadline_at.map(to_millis))
+                    .bind(to_millis(contract.created_at))
+                    .bind(webhook_url)
+                    .bind(&event.correlation_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+                insert_event!(
+                    tx,
+                    &contract.contract_id,
+                    1_i64,
+                    event,
+                    None::<String>,
+                    Some(contract.state.as_str()),
+                );
+                tx.commit().await?;
+                self.publish_event(&contract.contract_id, 1, event, None, Some(&contract.state));
+            })
+        };
         Ok(())
     }
 
@@ -402,31 +402,34 @@ impl Store {
             (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
             select contract_id, event_seq, $2, $3, $4, $5, null, null, $6 from counted \
             returning seq";
-        let seq: Option<i64> = on_backend_write!(self, pool => {
-            if super::pool_merges_statements(pool) {
-                sqlx::query_scalar(COUNT_WITH_EVENT)
-                    .bind(contract_id)
-                    .bind(to_millis(event.at))
-                    .bind(&event.actor)
-                    .bind(&event.correlation_id)
-                    .bind(&event.kind)
-                    .bind(JsonText(&event.details))
-                    .fetch_optional(pool)
-                    .await?
-            } else {
-                let mut tx = pool.begin().await?;
-                let seq: Option<i64> = sqlx::query_scalar(COUNT)
-                    .bind(contract_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some(seq) = seq else {
-                    return Ok(None);
-                };
-                insert_event!(tx, contract_id, seq, event, None::<String>, None::<String>);
-                tx.commit().await?;
-                Some(seq)
-            }
-        });
+        let seq: Option<i64> = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                if super::pool_merges_statements(pool) {
+                    sqlx::query_scalar(COUNT_WITH_EVENT)
+                        .bind(contract_id)
+                        .bind(to_millis(event.at))
+                        .bind(&event.actor)
+                        .bind(&event.correlation_id)
+                        .bind(&event.kind)
+                        .bind(JsonText(&event.details))
+                        .fetch_optional(pool)
+                        .await?
+                } else {
+                    let mut tx = pool.begin().await?;
+                    let seq: Option<i64> = sqlx::query_scalar(COUNT)
+                        .bind(contract_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let Some(seq) = seq else {
+                        return Ok(None);
+                    };
+                    insert_event!(tx, contract_id, seq, event, None::<String>, None::<String>);
+                    tx.commit().await?;
+                    Some(seq)
+                }
+            })
+        };
         if let Some(seq) = seq {
             self.publish_event(contract_id, seq, event, None, None);
         }

@@ -5,9 +5,7 @@ use super::json::JsonText;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{
-    Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write, to_millis,
-};
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
 
 const ENTITY: &str = "dispute";
 
@@ -159,9 +157,12 @@ impl Store {
     /// Open a dispute in state `open`; [`StoreError::Duplicate`] when the contract already has
     /// one.
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
-        on_backend_write!(self, pool => {
-            super::advance::apply_side_write!(pool, super::SideWrite::Dispute(dispute));
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                super::advance::apply_side_write!(pool, super::SideWrite::Dispute(dispute));
+            })
+        };
         Ok(())
     }
 
@@ -197,15 +198,18 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "update dispute set replay = $2, replay_verifier_result_hash = $3, \
             state = $4 where dispute_id = $1 and decided_at is null";
-        on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(dispute_id)
-                .bind(JsonText(replay))
-                .bind(verifier_result_hash)
-                .bind(state)
-                .execute(pool)
-                .await?;
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(dispute_id)
+                    .bind(JsonText(replay))
+                    .bind(verifier_result_hash)
+                    .bind(state)
+                    .execute(pool)
+                    .await?;
+            })
+        };
         Ok(())
     }
 
@@ -218,18 +222,21 @@ impl Store {
         const SQL: &str = "update dispute set state = 'decided', decision = $2, decided_by = $3, \
             decision_reason = $4, decided_via = $5, decided_at = $6 \
             where dispute_id = $1 and decided_at is null";
-        let changed = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(dispute_id)
-                .bind(&decision.decision)
-                .bind(&decision.decided_by)
-                .bind(&decision.reason)
-                .bind(&decision.via)
-                .bind(to_millis(decision.at))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let changed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(dispute_id)
+                    .bind(&decision.decision)
+                    .bind(&decision.decided_by)
+                    .bind(&decision.reason)
+                    .bind(&decision.via)
+                    .bind(to_millis(decision.at))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         Ok(changed == 1)
     }
 }
@@ -245,17 +252,20 @@ impl Store {
         const SQL: &str = "update dispute set response = $2, response_claim = $3, \
             responded_by = $4, responded_at = $5 \
             where dispute_id = $1 and responded_at is null and decided_at is null";
-        let changed = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(dispute_id)
-                .bind(&response.statement)
-                .bind(response.claim.as_ref().map(JsonText))
-                .bind(&response.by)
-                .bind(to_millis(response.at))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let changed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(dispute_id)
+                    .bind(&response.statement)
+                    .bind(response.claim.as_ref().map(JsonText))
+                    .bind(&response.by)
+                    .bind(to_millis(response.at))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         Ok(changed == 1)
     }
 

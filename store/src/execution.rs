@@ -26,7 +26,7 @@ use super::hire_values::{
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
     advance::{ContractStep, SideWrite, apply_side_write},
-    bind_event, from_millis, from_millis_opt, on_backend, on_backend_write,
+    bind_event, from_millis, from_millis_opt, on_backend,
     payments::PAYMENT_COLUMNS,
     to_millis,
 };
@@ -498,14 +498,17 @@ impl Store {
     ) -> Result<Option<u32>, StoreError> {
         const SQL: &str = "update contract set queued_at = coalesce(queued_at, $2) \
             where contract_id = $1 and state = 'paid'";
-        let updated = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(contract_id)
-                .bind(to_millis(at))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let updated = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(contract_id)
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         if updated == 0 {
             return Ok(None);
         }
@@ -545,41 +548,44 @@ impl Store {
         // The worker's load, the start and its rows in one go after the worker's row is
         // locked, on each dialect (see [`START`]): the lock is held until the commit, so every
         // round trip inside this transaction holds up the worker's other hires.
-        let (load, bumped): ((i64, i64), Option<(i32, i64)>) = on_backend_write!(self, pool => {
-            macro_rules! bind_start {
-                ($query:expr) => {
-                    bind_event!($query, contract_id, event, "paid", "executing")
-                        .bind(&attempt.attempt_id)
-                        .bind(&attempt.payment_id)
-                        .bind(to_millis(attempt.started_at))
-                        .bind(worker_id)
-                        .bind(contract_id)
-                        .bind(i64::from(max_parallel))
-                };
-            }
-            if super::pool_merges_statements(pool) {
-                let mut tx = pool.begin().await?;
-                sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
-                let (busy, ahead, attempts, seq): (i64, i64, Option<i32>, Option<i64>) =
-                    bind_start!(sqlx::query_as(&START.merged))
-                        .fetch_one(&mut *tx)
+        let (load, bumped): ((i64, i64), Option<(i32, i64)>) = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                macro_rules! bind_start {
+                    ($query:expr) => {
+                        bind_event!($query, contract_id, event, "paid", "executing")
+                            .bind(&attempt.attempt_id)
+                            .bind(&attempt.payment_id)
+                            .bind(to_millis(attempt.started_at))
+                            .bind(worker_id)
+                            .bind(contract_id)
+                            .bind(i64::from(max_parallel))
+                    };
+                }
+                if super::pool_merges_statements(pool) {
+                    let mut tx = pool.begin().await?;
+                    sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
+                    let (busy, ahead, attempts, seq): (i64, i64, Option<i32>, Option<i64>) =
+                        bind_start!(sqlx::query_as(&START.merged))
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    tx.commit().await?;
+                    ((busy, ahead), attempts.zip(seq))
+                } else {
+                    let rows = super::script::run(pool, bind_start!(sqlx::query(&START.script)))
                         .await?;
-                tx.commit().await?;
-                ((busy, ahead), attempts.zip(seq))
-            } else {
-                let rows = super::script::run(pool, bind_start!(sqlx::query(&START.script)))
-                    .await?;
-                let Some(load) = rows.first() else {
-                    return Err(StoreError::corrupt(ATTEMPT_ENTITY, &"a start that read no load"));
-                };
-                let load = (sqlx::Row::try_get(load, 0)?, sqlx::Row::try_get(load, 1)?);
-                let bumped = match rows.get(1) {
-                    Some(row) => Some((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?)),
-                    None => None,
-                };
-                (load, bumped)
-            }
-        });
+                    let Some(load) = rows.first() else {
+                        return Err(StoreError::corrupt(ATTEMPT_ENTITY, &"a start that read no load"));
+                    };
+                    let load = (sqlx::Row::try_get(load, 0)?, sqlx::Row::try_get(load, 1)?);
+                    let bumped = match rows.get(1) {
+                        Some(row) => Some((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?)),
+                        None => None,
+                    };
+                    (load, bumped)
+                }
+            })
+        };
         let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
         let (in_flight, ahead) = (count(load.0), count(load.1));
         let Some((attempts, seq)) = bumped else {
@@ -604,9 +610,12 @@ impl Store {
         attempt_id: &str,
         end: &AttemptEnd,
     ) -> Result<(), StoreError> {
-        on_backend_write!(self, pool => {
-            apply_side_write!(pool, SideWrite::AttemptEnd { attempt_id, end });
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                apply_side_write!(pool, SideWrite::AttemptEnd { attempt_id, end });
+            })
+        };
         Ok(())
     }
 
@@ -624,13 +633,16 @@ impl Store {
     /// Store an attempt's deliverable pieces in one transaction; pieces stored before are
     /// left as they are.
     pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            for piece in pieces {
-                apply_side_write!(&mut *tx, SideWrite::Deliverable(piece));
-            }
-            tx.commit().await?;
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                let mut tx = pool.begin().await?;
+                for piece in pieces {
+                    apply_side_write!(&mut *tx, SideWrite::Deliverable(piece));
+                }
+                tx.commit().await?;
+            })
+        };
         Ok(())
     }
 
@@ -653,9 +665,12 @@ impl Store {
 
     /// Store a verification result.
     pub async fn insert_verification(&self, result: &NewVerification) -> Result<(), StoreError> {
-        on_backend_write!(self, pool => {
-            apply_side_write!(pool, SideWrite::Verification(result));
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                apply_side_write!(pool, SideWrite::Verification(result));
+            })
+        };
         Ok(())
     }
 
@@ -718,14 +733,17 @@ impl Store {
         const SQL: &str = "update contract set settlement_retries = settlement_retries + 1, \
             updated_at = $3 where contract_id = $1 and state = 'settlement_unknown' \
             and updated_at <= $2 returning settlement_retries";
-        let retries: Option<i32> = on_backend_write!(self, pool => {
-            sqlx::query_scalar(SQL)
-                .bind(contract_id)
-                .bind(to_millis(untouched_since))
-                .bind(to_millis(at))
-                .fetch_optional(pool)
-                .await?
-        });
+        let retries: Option<i32> = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query_scalar(SQL)
+                    .bind(contract_id)
+                    .bind(to_millis(untouched_since))
+                    .bind(to_millis(at))
+                    .fetch_optional(pool)
+                    .await?
+            })
+        };
         Ok(retries.map(|n| u32::try_from(n).unwrap_or(0)))
     }
 
@@ -741,15 +759,18 @@ impl Store {
         const SQL: &str = "update payment set settle_tx = coalesce($2, settle_tx), \
             settle_response = coalesce($3, settle_response), updated_at = $4 \
             where payment_id = $1 and state = 'settlement_unknown'";
-        on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(payment_id)
-                .bind(transaction)
-                .bind(response.map(JsonText))
-                .bind(to_millis(at))
-                .execute(pool)
-                .await?;
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(payment_id)
+                    .bind(transaction)
+                    .bind(response.map(JsonText))
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await?;
+            })
+        };
         Ok(())
     }
 
@@ -791,14 +812,17 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         const SQL: &str = "update payment set state = $2, updated_at = $3 where payment_id = $1";
-        on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(payment_id)
-                .bind(state.as_str())
-                .bind(to_millis(at))
-                .execute(pool)
-                .await?;
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(payment_id)
+                    .bind(state.as_str())
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await?;
+            })
+        };
         Ok(())
     }
 
@@ -844,16 +868,19 @@ impl Store {
         const SQL: &str = "update payment set state = $2, release_tx = coalesce($3, release_tx), \
             updated_at = $4 where payment_id = $1 and (state <> $2 or $2 = 'voiding') \
             and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
-        let changed = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(payment_id)
-                .bind(state.as_str())
-                .bind(transaction)
-                .bind(to_millis(at))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let changed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(payment_id)
+                    .bind(state.as_str())
+                    .bind(transaction)
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         Ok(changed == 1)
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend_write, to_millis};
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
 use crate::ids::JobId;
 
 const ENTITY: &str = "job";
@@ -120,19 +120,22 @@ impl Store {
     ) -> Result<Enqueued, StoreError> {
         const SQL: &str = "insert into job (job_id, kind, dedupe_key, payload, state, run_at, \
             attempts, created_at, updated_at) values ($1, $2, $3, $4, 'queued', $5, 0, $6, $6)";
-        let result = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(job.id.as_str())
-                .bind(&job.kind)
-                .bind(job.dedupe_key.as_deref())
-                .bind(JsonText(&job.payload))
-                .bind(to_millis(job.run_at))
-                .bind(to_millis(now))
-                .execute(pool)
-                .await
-                .map(|_| ())
-                .map_err(StoreError::unique_as_duplicate(ENTITY))
-        });
+        let result = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(job.id.as_str())
+                    .bind(&job.kind)
+                    .bind(job.dedupe_key.as_deref())
+                    .bind(JsonText(&job.payload))
+                    .bind(to_millis(job.run_at))
+                    .bind(to_millis(now))
+                    .execute(pool)
+                    .await
+                    .map(|_| ())
+                    .map_err(StoreError::unique_as_duplicate(ENTITY))
+            })
+        };
         match result {
             Ok(_) => Ok(Enqueued::Created),
             Err(StoreError::Duplicate { .. }) => Ok(Enqueued::AlreadyExists),
@@ -182,15 +185,18 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update job set state = 'done', lease_owner = null, lease_until = null, \
             updated_at = $3 where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(id.as_str())
-                .bind(owner)
-                .bind(to_millis(now))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let changed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(id.as_str())
+                    .bind(owner)
+                    .bind(to_millis(now))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         Ok(changed == 1)
     }
 
@@ -206,17 +212,20 @@ impl Store {
         const SQL: &str = "update job set run_at = $4, last_error = $5, lease_owner = null, \
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(id.as_str())
-                .bind(owner)
-                .bind(to_millis(now))
-                .bind(to_millis(run_at))
-                .bind(diagnostic(error))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let changed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(id.as_str())
+                    .bind(owner)
+                    .bind(to_millis(now))
+                    .bind(to_millis(run_at))
+                    .bind(diagnostic(error))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         Ok(changed == 1)
     }
 
@@ -231,16 +240,19 @@ impl Store {
         const SQL: &str = "update job set state = 'dead', last_error = $4, lease_owner = null, \
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(id.as_str())
-                .bind(owner)
-                .bind(to_millis(now))
-                .bind(diagnostic(error))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let changed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(id.as_str())
+                    .bind(owner)
+                    .bind(to_millis(now))
+                    .bind(diagnostic(error))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         Ok(changed == 1)
     }
 }

@@ -204,27 +204,6 @@ macro_rules! on_backend {
 }
 pub(crate) use on_backend;
 
-/// [`on_backend!`] for a body that writes. SQLite lets one connection write at a time and puts
-/// the others to sleep in its busy handler, backing off 1, 2, 5, 10… ms: with 8 hires in
-/// flight that sleep was most of the tail (p99 222–407 ms against a p50 of 40–60). This
-/// process's writers take turns on an async lock instead, in arrival order, and SQLite's
-/// handler is left for writers in other processes. PostgreSQL needs no turn.
-macro_rules! on_backend_write {
-    ($store:expr, $pool:ident => $body:expr) => {
-        match {
-            $store.count_round_trip();
-            &$store.backend
-        } {
-            $crate::Backend::Sqlite($pool) => {
-                let _turn = $store.sqlite_writer.lock().await;
-                $body
-            }
-            $crate::Backend::Postgres($pool) => $body,
-        }
-    };
-}
-pub(crate) use on_backend_write;
-
 /// Inside an `on_backend!` arm, after a compare-and-set on `contract` changed no row: read the
 /// row's actual state and return `$outcome::StateMismatch { actual }`, or `$outcome::NotFound`
 /// when the contract does not exist. A macro (not a fn) because the transaction's type differs
@@ -329,7 +308,7 @@ pub struct Store {
     backend: Backend,
     events: EventBus,
     round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    /// Whose turn it is to write to SQLite (see [`on_backend_write!`]).
+    /// Whose turn it is to write to SQLite (see [`Store::write_turn`]).
     sqlite_writer: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
@@ -418,6 +397,19 @@ impl Store {
     /// the benchmark divides by the hires it ran.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// This process's turn to write, held until the guard drops; `None` on PostgreSQL, which
+    /// needs none. SQLite lets one connection write at a time and puts the others to sleep in
+    /// its busy handler, backing off 1, 2, 5, 10… ms: with 8 hires in flight that sleep was most
+    /// of the tail (p99 222–407 ms against a p50 of 40–60). This process's writers take turns on
+    /// an async lock instead, in arrival order, and SQLite's handler is left for writers in
+    /// other processes. Every write takes it around its [`on_backend!`] body.
+    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match self.backend {
+            Backend::Sqlite(_) => Some(self.sqlite_writer.lock().await),
+            Backend::Postgres(_) => None,
+        }
     }
 
     fn count_round_trip(&self) {

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use super::{
     ContractRecord, NewContractEvent, Store, StoreError,
     contracts::{CONTRACT_COLUMNS, ContractRow},
-    insert_event, on_backend, on_backend_write, to_millis,
+    insert_event, on_backend, to_millis,
 };
 
 const CALLBACK_ENTITY: &str = "callback_receipt";
@@ -53,17 +53,20 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "insert into callback_receipt (worker_id, webhook_id, contract_id, \
             received_at) values ($1, $2, $3, $4)";
-        let inserted = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(worker_id)
-                .bind(webhook_id)
-                .bind(contract_id)
-                .bind(to_millis(at))
-                .execute(pool)
-                .await
-                .map(|_| ())
-                .map_err(StoreError::unique_as_duplicate(CALLBACK_ENTITY))
-        });
+        let inserted = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(worker_id)
+                    .bind(webhook_id)
+                    .bind(contract_id)
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await
+                    .map(|_| ())
+                    .map_err(StoreError::unique_as_duplicate(CALLBACK_ENTITY))
+            })
+        };
         match inserted {
             Ok(()) => Ok(true),
             Err(StoreError::Duplicate { .. }) => Ok(false),
@@ -135,22 +138,25 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const CLAIM: &str = "update contract set updated_at = $4, event_seq = event_seq + 1 \
             where contract_id = $1 and state = $2 and updated_at = $3 returning event_seq";
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let seq: Option<i64> = sqlx::query_scalar(CLAIM)
-                .bind(contract_id)
-                .bind(state)
-                .bind(to_millis(seen_updated_at))
-                .bind(to_millis(event.at))
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some(seq) = seq else {
-                return Ok(false);
-            };
-            insert_event!(tx, contract_id, seq, event, Some(state), Some(state));
-            tx.commit().await?;
-            self.publish_event(contract_id, seq, event, Some(state), Some(state));
-            Ok(true)
-        })
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let seq: Option<i64> = sqlx::query_scalar(CLAIM)
+                    .bind(contract_id)
+                    .bind(state)
+                    .bind(to_millis(seen_updated_at))
+                    .bind(to_millis(event.at))
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(seq) = seq else {
+                    return Ok(false);
+                };
+                insert_event!(tx, contract_id, seq, event, Some(state), Some(state));
+                tx.commit().await?;
+                self.publish_event(contract_id, seq, event, Some(state), Some(state));
+                Ok(true)
+            })
+        }
     }
 }

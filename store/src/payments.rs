@@ -10,8 +10,7 @@ use super::json::JsonText;
 use chrono::{DateTime, Utc};
 
 use super::{
-    Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write,
-    states::PaymentState, to_millis,
+    Store, StoreError, from_millis, from_millis_opt, on_backend, states::PaymentState, to_millis,
 };
 
 const ENTITY: &str = "payment";
@@ -223,9 +222,12 @@ impl Store {
     /// Record a verified payment. An authorization or payment identifier seen before is
     /// [`StoreError::Duplicate`]: the caller then looks up which contract holds it.
     pub async fn insert_payment(&self, payment: &NewPayment) -> Result<(), StoreError> {
-        on_backend_write!(self, pool => {
-            super::advance::apply_side_write!(pool, super::SideWrite::Payment(payment));
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                super::advance::apply_side_write!(pool, super::SideWrite::Payment(payment));
+            })
+        };
         Ok(())
     }
 
@@ -294,15 +296,18 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update payment set settle_started_at = $2, state = 'settling', \
             updated_at = $2 where payment_id = $1 and settle_started_at is null";
-        let changed = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(payment_id)
-                .bind(to_millis(at))
-                .execute(pool)
-                .await
-                .map_err(StoreError::unique_as_duplicate(ENTITY))?
-                .rows_affected()
-        });
+        let changed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(payment_id)
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await
+                    .map_err(StoreError::unique_as_duplicate(ENTITY))?
+                    .rows_affected()
+            })
+        };
         Ok(changed == 1)
     }
 }

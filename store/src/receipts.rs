@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use hiregate_contracts::state::ContractState;
 
-use super::{Store, StoreError, from_millis, on_backend, on_backend_write, to_millis};
+use super::{Store, StoreError, from_millis, on_backend, to_millis};
 
 /// How a receipt from before migration 0018 is stored: its outcome was not recorded.
 const OUTCOME_NOT_RECORDED: &str = "";
@@ -45,16 +45,19 @@ impl Store {
     ) -> Result<ReceiptRecord, StoreError> {
         const SQL: &str = "insert into contract_receipt (contract_id, outcome, kid, token, issued_at) \
             values ($1, $2, $3, $4, $5) on conflict (contract_id, outcome) do nothing";
-        on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(&receipt.contract_id)
-                .bind(outcome_column(receipt.outcome))
-                .bind(&receipt.kid)
-                .bind(&receipt.token)
-                .bind(to_millis(receipt.issued_at))
-                .execute(pool)
-                .await?;
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(&receipt.contract_id)
+                    .bind(outcome_column(receipt.outcome))
+                    .bind(&receipt.kid)
+                    .bind(&receipt.token)
+                    .bind(to_millis(receipt.issued_at))
+                    .execute(pool)
+                    .await?;
+            })
+        };
         self.get_receipt(&receipt.contract_id, receipt.outcome)
             .await?
             .ok_or_else(|| {

@@ -3,7 +3,7 @@
 //! sqlx runs each SQLite connection on a thread of its own and hands it one command at a time:
 //! `begin`, each query, `commit`. Each hand-over is a wake-up of that thread and then of the
 //! waiting task, about 0.25 ms once both cores of a small machine are busy, and all of them
-//! are paid inside this process's writer turn (see `on_backend_write!`): a commit of four
+//! are paid inside this process's writer turn (see `Store::write_turn`): a commit of four
 //! hand-overs kept every other writer waiting for about a millisecond. As one script the
 //! whole commit is one hand-over.
 //!

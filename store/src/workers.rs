@@ -5,10 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
-use super::{
-    Store, StoreError, from_millis, from_millis_opt, on_backend, on_backend_write, placeholders,
-    to_millis,
-};
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders, to_millis};
 use crate::{
     ids::{PrincipalId, WorkerId},
     keys::CallbackSecret,
@@ -202,40 +199,43 @@ impl Store {
             probe_diagnostics) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
             $19, $20, $21, $22, $23, $24, $25)";
-        on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            sqlx::query(SQL)
-                .bind(listing.id.as_str())
-                .bind(listing.operator_id.as_str())
-                .bind(listing.endpoint.to_string())
-                .bind(listing.protocol.as_str())
-                .bind(listing.pay_to.to_string())
-                .bind(listing.network.to_string())
-                .bind(listing.asset.to_string())
-                .bind(to_i32(listing.max_parallel.get()))
-                .bind(listing.health.as_str())
-                .bind(to_i32(listing.consecutive_misses))
-                .bind(listing.last_probe_at.map(to_millis))
-                .bind(listing.last_probe_error.as_deref().map(diagnostic))
-                .bind(to_millis(next_probe_at))
-                .bind(callback_secret.reveal())
-                .bind(to_millis(listing.created_at))
-                .bind(to_millis(listing.updated_at))
-                .bind(listing.retired_at.map(to_millis))
-                .bind(JsonText(&listing.protocol_options))
-                .bind(listing.payment_schemes.to_stored())
-                .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
-                .bind(listing.metadata.name.as_deref())
-                .bind(listing.metadata.description.as_deref())
-                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
-                .bind(examples_column(&listing.metadata))
-                .bind(listing.probe_diagnostics.as_ref().map(JsonText))
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            insert_worker_tasks!(tx, listing);
-            tx.commit().await?;
-        });
+        {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                let mut tx = pool.begin().await?;
+                sqlx::query(SQL)
+                    .bind(listing.id.as_str())
+                    .bind(listing.operator_id.as_str())
+                    .bind(listing.endpoint.to_string())
+                    .bind(listing.protocol.as_str())
+                    .bind(listing.pay_to.to_string())
+                    .bind(listing.network.to_string())
+                    .bind(listing.asset.to_string())
+                    .bind(to_i32(listing.max_parallel.get()))
+                    .bind(listing.health.as_str())
+                    .bind(to_i32(listing.consecutive_misses))
+                    .bind(listing.last_probe_at.map(to_millis))
+                    .bind(listing.last_probe_error.as_deref().map(diagnostic))
+                    .bind(to_millis(next_probe_at))
+                    .bind(callback_secret.reveal())
+                    .bind(to_millis(listing.created_at))
+                    .bind(to_millis(listing.updated_at))
+                    .bind(listing.retired_at.map(to_millis))
+                    .bind(JsonText(&listing.protocol_options))
+                    .bind(listing.payment_schemes.to_stored())
+                    .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
+                    .bind(listing.metadata.name.as_deref())
+                    .bind(listing.metadata.description.as_deref())
+                    .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
+                    .bind(examples_column(&listing.metadata))
+                    .bind(listing.probe_diagnostics.as_ref().map(JsonText))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+                insert_worker_tasks!(tx, listing);
+                tx.commit().await?;
+            })
+        };
         Ok(())
     }
 
@@ -295,42 +295,45 @@ impl Store {
             payment_schemes = $13, fee_bps = $14, name = $15, description = $16, \
             input_schema = $17, examples = $18, probe_diagnostics = $19, protocol_options = $20 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
-        let written = on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let updated = sqlx::query(SQL)
-                .bind(listing.id.as_str())
-                .bind(listing.endpoint.to_string())
-                .bind(listing.pay_to.to_string())
-                .bind(listing.network.to_string())
-                .bind(listing.asset.to_string())
-                .bind(to_i32(listing.max_parallel.get()))
-                .bind(listing.health.as_str())
-                .bind(to_i32(listing.consecutive_misses))
-                .bind(listing.last_probe_at.map(to_millis))
-                .bind(listing.last_probe_error.as_deref().map(diagnostic))
-                .bind(to_millis(listing.updated_at))
-                .bind(to_millis(expected_updated_at))
-                .bind(listing.payment_schemes.to_stored())
-                .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
-                .bind(listing.metadata.name.as_deref())
-                .bind(listing.metadata.description.as_deref())
-                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
-                .bind(examples_column(&listing.metadata))
-                .bind(listing.probe_diagnostics.as_ref().map(JsonText))
-                .bind(JsonText(&listing.protocol_options))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if updated == 1 {
-                sqlx::query("delete from worker_task where worker_id = $1")
+        let written = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let updated = sqlx::query(SQL)
                     .bind(listing.id.as_str())
+                    .bind(listing.endpoint.to_string())
+                    .bind(listing.pay_to.to_string())
+                    .bind(listing.network.to_string())
+                    .bind(listing.asset.to_string())
+                    .bind(to_i32(listing.max_parallel.get()))
+                    .bind(listing.health.as_str())
+                    .bind(to_i32(listing.consecutive_misses))
+                    .bind(listing.last_probe_at.map(to_millis))
+                    .bind(listing.last_probe_error.as_deref().map(diagnostic))
+                    .bind(to_millis(listing.updated_at))
+                    .bind(to_millis(expected_updated_at))
+                    .bind(listing.payment_schemes.to_stored())
+                    .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
+                    .bind(listing.metadata.name.as_deref())
+                    .bind(listing.metadata.description.as_deref())
+                    .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
+                    .bind(examples_column(&listing.metadata))
+                    .bind(listing.probe_diagnostics.as_ref().map(JsonText))
+                    .bind(JsonText(&listing.protocol_options))
                     .execute(&mut *tx)
-                    .await?;
-                insert_worker_tasks!(tx, listing);
-                tx.commit().await?;
-            }
-            updated == 1
-        });
+                    .await?
+                    .rows_affected();
+                if updated == 1 {
+                    sqlx::query("delete from worker_task where worker_id = $1")
+                        .bind(listing.id.as_str())
+                        .execute(&mut *tx)
+                        .await?;
+                    insert_worker_tasks!(tx, listing);
+                    tx.commit().await?;
+                }
+                updated == 1
+            })
+        };
         Ok(written)
     }
 
@@ -345,15 +348,18 @@ impl Store {
         const SQL: &str = "update worker set retired_at = coalesce(retired_at, $3), \
             updated_at = case when retired_at is null then $3 else updated_at end \
             where worker_id = $1 and operator_id = $2";
-        let updated = on_backend_write!(self, pool => {
-            sqlx::query(SQL)
-                .bind(id.as_str())
-                .bind(operator_id.as_str())
-                .bind(to_millis(at))
-                .execute(pool)
-                .await?
-                .rows_affected()
-        });
+        let updated = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(id.as_str())
+                    .bind(operator_id.as_str())
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
         if updated == 0 {
             return Ok(None);
         }
@@ -450,44 +456,47 @@ impl Store {
         const PRUNE: &str = "delete from worker_probe where worker_id = $1 and probe_id <= \
             (select probe_id from worker_probe where worker_id = $1 \
              order by probe_id desc limit 1 offset $2)";
-        let row: Option<(String, i32)> = on_backend_write!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let row: Option<(String, i32)> = match result {
-                ProbeResult::Passed => sqlx::query_as(PASSED)
-                    .bind(id.as_str())
-                    .bind(to_millis(at))
-                    .fetch_optional(&mut *tx)
-                    .await?,
-                ProbeResult::Failed { reason } => sqlx::query_as(FAILED)
-                    .bind(id.as_str())
-                    .bind(to_millis(at))
-                    .bind(to_i32(miss_threshold))
-                    .bind(diagnostic(reason))
-                    .fetch_optional(&mut *tx)
-                    .await?,
-            };
-            if let Some((health, _)) = &row {
-                let error = match result {
-                    ProbeResult::Passed => None,
-                    ProbeResult::Failed { reason } => Some(diagnostic(reason)),
+        let row: Option<(String, i32)> = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let row: Option<(String, i32)> = match result {
+                    ProbeResult::Passed => sqlx::query_as(PASSED)
+                        .bind(id.as_str())
+                        .bind(to_millis(at))
+                        .fetch_optional(&mut *tx)
+                        .await?,
+                    ProbeResult::Failed { reason } => sqlx::query_as(FAILED)
+                        .bind(id.as_str())
+                        .bind(to_millis(at))
+                        .bind(to_i32(miss_threshold))
+                        .bind(diagnostic(reason))
+                        .fetch_optional(&mut *tx)
+                        .await?,
                 };
-                sqlx::query(HISTORY)
-                    .bind(id.as_str())
-                    .bind(to_millis(at))
-                    .bind(matches!(result, ProbeResult::Passed))
-                    .bind(health.as_str())
-                    .bind(error)
-                    .execute(&mut *tx)
-                    .await?;
-                sqlx::query(PRUNE)
-                    .bind(id.as_str())
-                    .bind(PROBE_HISTORY_KEPT)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-            row
-        });
+                if let Some((health, _)) = &row {
+                    let error = match result {
+                        ProbeResult::Passed => None,
+                        ProbeResult::Failed { reason } => Some(diagnostic(reason)),
+                    };
+                    sqlx::query(HISTORY)
+                        .bind(id.as_str())
+                        .bind(to_millis(at))
+                        .bind(matches!(result, ProbeResult::Passed))
+                        .bind(health.as_str())
+                        .bind(error)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(PRUNE)
+                        .bind(id.as_str())
+                        .bind(PROBE_HISTORY_KEPT)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                row
+            })
+        };
         row.map(|(health, misses)| {
             Ok((
                 health.parse().map_err(corrupt)?,
