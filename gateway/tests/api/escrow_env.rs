@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::{
     helpers::{TestDatabase, spawn_app_on},
-    hire_env::{HireEnv, PRICE, WorkerKind, hire_listing, now, start_worker},
+    hire_env::{HireEnv, PRICE, WorkerKind, hire_listing, listed_env, now, start_worker},
 };
 
 /// A hire environment whose gateway operates the devnet's escrow.
@@ -56,8 +56,6 @@ pub async fn escrow_env_with(
         operator = operator.to_bytes(),
     );
     let app = spawn_app_on(database, &settings).await;
-    let (operator_key, _) = app.create_key("operator").await;
-    let (seeker_key, _) = app.create_key("seeker").await;
     let worker = start_worker(kind, &app.address).await;
     // The operator pays gas for authorize, capture and void.
     devnet
@@ -67,31 +65,13 @@ pub async fn escrow_env_with(
         )
         .await
         .unwrap();
-    let pay_to = PrivateKeySigner::random().address();
-    let mut listing = hire_listing(&worker.endpoint, pay_to, &devnet, 4);
+    let mut listing = hire_listing(&worker.endpoint, Address::ZERO, &devnet, 4);
     listing["payment_schemes"] = schemes;
     if !fee_policy.is_null() {
         listing["fee_policy"] = fee_policy;
     }
-    let response = app.register_worker(&operator_key, &listing).await;
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
-    let body: Value = response.json().await.unwrap();
-    let worker_id = body["id"].as_str().unwrap().to_owned();
-    let wallet = devnet
-        .funded_account(alloy::primitives::U256::from(crate::hire_env::SEEKER_FUNDS))
-        .await
-        .expect("funded seeker");
     EscrowEnv {
-        env: HireEnv {
-            devnet,
-            app,
-            operator_key,
-            seeker_key,
-            worker,
-            worker_id,
-            pay_to,
-            wallet,
-        },
+        env: listed_env(devnet, app, worker, listing).await,
         operator: operator.address(),
         treasury,
     }

@@ -198,16 +198,25 @@ pub async fn hire_env_on(
     extra: &str,
 ) -> HireEnv {
     let app = spawn_app_on(database, &chain_settings(&devnet, extra)).await;
+    let worker = start_worker(kind, &app.address).await;
+    let listing = hire_listing(&worker.endpoint, Address::ZERO, &devnet, max_parallel);
+    listed_env(devnet, app, worker, listing).await
+}
+
+/// An operator and a seeker key on `app`, `worker` registered with `listing` (its `pay_to`
+/// replaced by a fresh address, the env's `pay_to`), and a seeker wallet funded with gas and
+/// [`SEEKER_FUNDS`] of the devnet's EIP-3009 token.
+pub async fn listed_env(
+    devnet: Devnet,
+    app: TestApp,
+    worker: RunningWorker,
+    mut listing: Value,
+) -> HireEnv {
     let (operator_key, _) = app.create_key("operator").await;
     let (seeker_key, _) = app.create_key("seeker").await;
-    let worker = start_worker(kind, &app.address).await;
     let pay_to = PrivateKeySigner::random().address();
-    let response = app
-        .register_worker(
-            &operator_key,
-            &hire_listing(&worker.endpoint, pay_to, &devnet, max_parallel),
-        )
-        .await;
+    listing["pay_to"] = json!(pay_to.to_checksum(None));
+    let response = app.register_worker(&operator_key, &listing).await;
     assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
     let body: Value = response.json().await.unwrap();
     let worker_id = body["id"].as_str().unwrap().to_owned();
@@ -224,6 +233,25 @@ pub async fn hire_env_on(
         worker_id,
         pay_to,
         wallet,
+    }
+}
+
+impl HireEnv {
+    /// Give the seeker [`SEEKER_FUNDS`] of the devnet's plain ERC-20 (no EIP-3009).
+    pub async fn fund_with_permit_token(&self) {
+        self.devnet
+            .mint_permit_token(self.wallet.address(), U256::from(SEEKER_FUNDS))
+            .await
+            .expect("minted");
+    }
+
+    /// The seeker lets Permit2 move `allowance` of `asset` (the one approval a Permit2 payer
+    /// makes).
+    pub async fn approve_permit2(&self, asset: Address, allowance: u64) {
+        self.devnet
+            .approve_permit2(&self.wallet, asset, U256::from(allowance))
+            .await
+            .expect("approved Permit2");
     }
 }
 

@@ -25,7 +25,7 @@ use crate::{
     helpers::{ADMIN_KEY, TestDatabase, spawn_app_on},
     hire_env::{
         Answer, HireEnv, PRICE, SEEKER_FUNDS, WorkerKind, answer, chain_settings, hire_listing,
-        now, start_worker,
+        listed_env, now, start_worker,
     },
 };
 
@@ -60,44 +60,17 @@ async fn permit2_env_on(
         devnet.permit_token()
     };
     let app = spawn_app_on(database, &chain_settings(&devnet, extra)).await;
-    let (operator_key, _) = app.create_key("operator").await;
-    let (seeker_key, _) = app.create_key("seeker").await;
     let worker = start_worker(kind, &app.address).await;
-    let pay_to = PrivateKeySigner::random().address();
-    let mut listing = hire_listing(&worker.endpoint, pay_to, &devnet, 4);
+    let mut listing = hire_listing(&worker.endpoint, Address::ZERO, &devnet, 4);
     listing["asset"] = json!(asset.to_checksum(None));
-    let response = app.register_worker(&operator_key, &listing).await;
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
-    let worker_id = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let wallet = devnet
-        .funded_account(U256::from(SEEKER_FUNDS))
-        .await
-        .expect("funded seeker");
+    let env = listed_env(devnet, app, worker, listing).await;
     if !use_eip3009_token {
-        devnet
-            .mint_permit_token(wallet.address(), U256::from(SEEKER_FUNDS))
-            .await
-            .expect("minted");
+        env.fund_with_permit_token().await;
     }
     if approve {
-        devnet
-            .approve_permit2(&wallet, asset, U256::from(ALLOWANCE))
-            .await
-            .expect("approved Permit2");
+        env.approve_permit2(asset, ALLOWANCE).await;
     }
-    HireEnv {
-        devnet,
-        app,
-        operator_key,
-        seeker_key,
-        worker,
-        worker_id,
-        pay_to,
-        wallet,
-    }
+    env
 }
 
 /// The listing's asset.

@@ -11,10 +11,7 @@
 
 use std::net::SocketAddr;
 
-use alloy::{
-    primitives::{Address, U256},
-    signers::local::PrivateKeySigner,
-};
+use alloy::primitives::{Address, U256};
 use hiregate_contracts::deliverable::Output;
 use hiregate_payments::{PaymentPayload, PaymentRequired, devnet::Devnet};
 use hiregate_worker_sdk::{GatewayKeys, TaskContext, TaskOutcome, WorkerBuilder};
@@ -22,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::{
     helpers::{ADMIN_KEY, TestDatabase, spawn_app_on},
-    hire_env::{HireEnv, SEEKER_FUNDS, chain_settings, serve_worker},
+    hire_env::{HireEnv, chain_settings, listed_env, serve_worker},
 };
 
 /// Price of one verified item.
@@ -80,18 +77,14 @@ async fn metered_worker(gateway: &str) -> crate::hire_env::RunningWorker {
 }
 
 /// A gateway on a fresh devnet with the metered worker listed per item for `upto`, and a
-/// seeker holding [`SEEKER_FUNDS`] of the devnet's plain ERC-20 that approved Permit2.
+/// seeker holding [`SEEKER_FUNDS`](crate::hire_env::SEEKER_FUNDS) of the devnet's plain ERC-20 that approved Permit2.
 async fn upto_env(database: TestDatabase) -> HireEnv {
     let devnet = Devnet::start().await.expect("anvil devnet starts");
     let app = spawn_app_on(database, &chain_settings(&devnet, "")).await;
-    let (operator_key, _) = app.create_key("operator").await;
-    let (seeker_key, _) = app.create_key("seeker").await;
     let worker = metered_worker(&app.address).await;
-    let pay_to = PrivateKeySigner::random().address();
     let listing = json!({
         "endpoint": worker.endpoint,
         "protocol": "hire",
-        "pay_to": pay_to.to_checksum(None),
         "network": devnet.network(),
         "asset": devnet.permit_token().to_checksum(None),
         "tasks": {
@@ -104,34 +97,11 @@ async fn upto_env(database: TestDatabase) -> HireEnv {
         "payment_schemes": ["upto"],
         "max_parallel": 4,
     });
-    let response = app.register_worker(&operator_key, &listing).await;
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
-    let worker_id = response.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let wallet = devnet
-        .funded_account(U256::from(SEEKER_FUNDS))
-        .await
-        .expect("funded seeker");
-    devnet
-        .mint_permit_token(wallet.address(), U256::from(SEEKER_FUNDS))
-        .await
-        .expect("minted");
-    devnet
-        .approve_permit2(&wallet, devnet.permit_token(), U256::from(ALLOWANCE))
-        .await
-        .expect("approved Permit2");
-    HireEnv {
-        devnet,
-        app,
-        operator_key,
-        seeker_key,
-        worker,
-        worker_id,
-        pay_to,
-        wallet,
-    }
+    let env = listed_env(devnet, app, worker, listing).await;
+    env.fund_with_permit_token().await;
+    env.approve_permit2(env.devnet.permit_token(), ALLOWANCE)
+        .await;
+    env
 }
 
 /// (payer, worker) balances of the plain ERC-20.
@@ -431,4 +401,99 @@ async fn upto_is_refused_for_a_task_type_priced_per_contract() {
     listing["tasks"]["summarize"]["metering"] = json!({"unit": "item", "max_units": 65});
     let response = env.app.register_worker(&env.operator_key, &listing).await;
     assert_eq!(response.status(), 422, "{}", response.text().await.unwrap());
+}
+
+/// An operator disputes a rejection; the arbiter decides "settle". The arbiter's decision stands
+/// in for the verifier's on every item the gateway counted: the delivered items are paid, at
+/// most the pinned maximum. With no item delivered there is nothing to bill: the decision is
+/// carried out as a void, nothing moves and the permit stays unused (an `upto` settlement of
+/// zero would move nothing without a transaction, and the contract would wait for one forever).
+#[tokio::test]
+async fn the_arbiter_settling_a_rejection_pays_the_delivered_items_and_voids_when_none() {
+    if !hiregate_payments::devnet::node_tools_or_skip("arbiter_settles_upto") {
+        return;
+    }
+    let env = upto_env(TestDatabase::sqlite()).await;
+    let dispute_and_settle = |contract_id: String| {
+        let env = &env;
+        async move {
+            let response = env
+                .app
+                .send_json(
+                    reqwest::Method::POST,
+                    &format!("/v1/contracts/{contract_id}/disputes"),
+                    Some(&env.operator_key),
+                    &json!({"reason": "the items are fine"}),
+                )
+                .await;
+            let opened: Value = response.json().await.unwrap();
+            assert_eq!(opened["state"], "escalated", "{opened:#}");
+            let dispute_id = opened["dispute_id"].as_str().unwrap();
+            let response = env
+                .app
+                .send_json(
+                    reqwest::Method::POST,
+                    &format!("/v1/disputes/{dispute_id}/decision"),
+                    Some(ADMIN_KEY),
+                    &json!({"decision": "settle", "reason": "the work is good"}),
+                )
+                .await;
+            assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+        }
+    };
+
+    // Three items delivered, none passing: rejected; the arbiter settles three units.
+    let contract_id = env.contract(input(&[false, false, false]), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let (payment, _) = official_upto_payment(&env, &challenge).await;
+    let rejected = env.execute(&contract_id, Some(&payment), None).await;
+    assert_eq!(rejected.status, 422, "{:?}", rejected.body);
+    let before = balances(&env).await;
+    dispute_and_settle(contract_id.clone()).await;
+    assert_eq!(env.state(&contract_id).await, "settled");
+    let three = U256::from(3 * UNIT);
+    let after = balances(&env).await;
+    assert_eq!(
+        after.0,
+        before.0 - three,
+        "the payer paid the delivered items"
+    );
+    assert_eq!(after.1, before.1 + three);
+    let stored = env
+        .app
+        .store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.amount, three.to_string());
+
+    // Nothing delivered (an empty list is no deliverable, so the contract fails without a
+    // verdict): nothing to bill, nothing moves.
+    let contract_id = env.contract(input(&[]), json!({})).await;
+    let challenge = env.challenge(&contract_id).await;
+    let (payment, payload) = official_upto_payment(&env, &challenge).await;
+    // The worker's empty list fails each attempt; the last one fails the contract.
+    for _ in 0..3 {
+        let failed = env.execute(&contract_id, Some(&payment), None).await;
+        assert_eq!(failed.status, 502, "{:?}", failed.body);
+        assert_eq!(failed.code(), "worker_failed");
+    }
+    assert_eq!(env.state(&contract_id).await, "failed");
+    dispute_and_settle(contract_id.clone()).await;
+    assert_eq!(env.state(&contract_id).await, "voided");
+    assert_eq!(balances(&env).await, after, "nothing moved");
+    let nonce: U256 = payload["payload"]["permit2Authorization"]["nonce"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        !env.devnet
+            .permit2_nonce_used(env.wallet.address(), nonce)
+            .await
+            .unwrap()
+    );
+    let report = assert_reconciled(&env).await;
+    assert_eq!(report["totals"][0]["chain"]["amount"], three.to_string());
 }
