@@ -42,6 +42,7 @@ use std::{str::FromStr, time::Duration};
 
 use alloy::primitives::{Address, B256, TxHash, U256};
 use hiregate_contracts::{
+    money::AtomicAmount,
     state::{ContractEvent, ContractState, DisputeDecision},
     verify::VerificationResult,
 };
@@ -204,7 +205,10 @@ impl HireService {
                 event.name(),
                 json!({"payment_id": payment.payment_id}),
             );
-            let metered_amount = self.metered_amount(ctx).await?;
+            let metered_amount = self
+                .metered_amount(ctx, from)
+                .await?
+                .map(|amount| amount.to_string());
             match inner
                 .store
                 .begin_settlement_of_contract(
@@ -231,22 +235,40 @@ impl HireService {
         self.send_settlement(ctx, &payment, escrowed.as_ref()).await
     }
 
-    /// What a metered (`upto`) contract settles: its latest verdict's billable units at the
-    /// terms' unit price, from what the gateway verified. `None` at a fixed price.
-    async fn metered_amount(&self, ctx: &Ctx) -> Result<Option<String>, HireError> {
+    /// What a metered (`upto`) contract settles when it leaves `from`: the billable units of
+    /// its latest verdict at the terms' unit price, from what the gateway verified. When the
+    /// arbiter settles a dispute of a rejection (the verdict billed nothing), the decision
+    /// stands in for the verifier's on every unit the gateway counted: the delivered units, at
+    /// most `max_units` (none when nothing was delivered or judged). `None` at a fixed price.
+    pub(super) async fn metered_amount(
+        &self,
+        ctx: &Ctx,
+        from: ContractState,
+    ) -> Result<Option<AtomicAmount>, HireError> {
         let Some(metering) = ctx.terms.metering() else {
             return Ok(None);
         };
-        let verification = self
+        let arbiter_settles = from == ContractState::Disputed;
+        let Some(verification) = self
             .inner
             .store
             .latest_verification(&ctx.contract_id)
             .await?
-            .ok_or_else(|| internal("a metered contract to settle has no verdict"))?;
+        else {
+            if arbiter_settles {
+                return Ok(Some(metering.amount_for(0)));
+            }
+            return Err(internal("a metered contract to settle has no verdict"));
+        };
         let result: VerificationResult = serde_json::from_value(verification.result)
             .map_err(|e| internal(format!("stored verification: {e}")))?;
-        let billable = result.details.metered.map_or(0, |count| count.billable);
-        Ok(Some(metering.amount_for(billable).to_string()))
+        let count = result.details.metered.as_ref();
+        let billable = match count {
+            Some(count) if arbiter_settles && count.billable == 0 => count.delivered,
+            Some(count) => count.billable,
+            None => 0,
+        };
+        Ok(Some(metering.amount_for(billable)))
     }
 
     /// What capturing `payment` needs, for an escrowed contract; `None` for an `exact` one.

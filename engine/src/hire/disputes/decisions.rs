@@ -62,29 +62,64 @@ impl HireService {
     ) -> Result<(), HireError> {
         match decision {
             DisputeDecision::Settle => {
-                self.settle(ctx, ContractState::Disputed).await?;
+                // A metered contract with nothing billable (no unit delivered) has nothing to
+                // settle: `upto` would "settle" zero without a transaction and leave the
+                // permit unused on chain, so the decision is carried out as a void.
+                let nothing_billable = self
+                    .metered_amount(ctx, ContractState::Disputed)
+                    .await?
+                    .is_some_and(|amount| amount.units() == 0);
+                if !nothing_billable {
+                    self.settle(ctx, ContractState::Disputed).await?;
+                    return Ok(());
+                }
+                self.void_disputed(
+                    ctx,
+                    decided_by,
+                    json!({"dispute_id": dispute_id, "decision": "settle",
+                           "carried_out_as": "void", "reason": "nothing_billable"}),
+                )
+                .await?;
             }
             DisputeDecision::Void => {
-                let payment = self
-                    .inner
-                    .store
-                    .payment_of_contract(&ctx.contract_id)
-                    .await?
-                    .ok_or_else(|| internal("a disputed contract has no payment"))?;
-                if self
-                    .transition(
-                        ctx,
-                        ContractState::Disputed,
-                        &ContractEvent::DisputeResolved { decision },
-                        decided_by,
-                        json!({"dispute_id": dispute_id, "decision": "void"}),
-                        None,
-                    )
-                    .await?
-                {
-                    self.record_void(ctx, &payment, "dispute_void").await?;
-                }
+                self.void_disputed(
+                    ctx,
+                    decided_by,
+                    json!({"dispute_id": dispute_id, "decision": "void"}),
+                )
+                .await?;
             }
+        }
+        Ok(())
+    }
+
+    /// Move a `disputed` contract to `voided` (`details` on its event) and release its payment.
+    async fn void_disputed(
+        &self,
+        ctx: &Ctx,
+        decided_by: &str,
+        details: Value,
+    ) -> Result<(), HireError> {
+        let payment = self
+            .inner
+            .store
+            .payment_of_contract(&ctx.contract_id)
+            .await?
+            .ok_or_else(|| internal("a disputed contract has no payment"))?;
+        if self
+            .transition(
+                ctx,
+                ContractState::Disputed,
+                &ContractEvent::DisputeResolved {
+                    decision: DisputeDecision::Void,
+                },
+                decided_by,
+                details,
+                None,
+            )
+            .await?
+        {
+            self.record_void(ctx, &payment, "dispute_void").await?;
         }
         Ok(())
     }
