@@ -5,9 +5,10 @@
 // stdin:  {"url": "http://…", "privateKey": "0x…", "method"?: "POST", "authorization"?: "Bearer …",
 //          "body"?: <JSON value or string>, "headers"?: {name: value},
 //          "allowedAssets"?: [{"network": "eip155:…", "asset": "0x…"}],
-//          "scheme"?: "exact" | "auth-capture", "rpcUrl"?: "http://…"}
-// `scheme` picks the official client registered for EVM networks: `ExactEvmScheme` (default) or
-// `AuthCaptureEvmScheme` (escrowed payments); the 402 must offer that scheme. `rpcUrl` gives the
+//          "scheme"?: "exact" | "auth-capture" | "upto", "rpcUrl"?: "http://…"}
+// `scheme` picks the official client registered for EVM networks: `ExactEvmScheme` (default),
+// `AuthCaptureEvmScheme` (escrowed payments) or `UptoEvmScheme` (metered payments, a Permit2
+// authorization of a maximum); the 402 must offer that scheme. `rpcUrl` gives the
 // exact client a node to read from, which it needs to offer the `eip2612GasSponsoring` extension
 // of a Permit2 payment (it signs an EIP-2612 permit approving Permit2 when the payer's allowance
 // is short and the 402 declares the extension); without it the payer must have approved Permit2.

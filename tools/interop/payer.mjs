@@ -3,12 +3,14 @@
 // common stdin fields, so both clients send the same request and sign with the same scheme code.
 import { AuthCaptureEvmScheme } from "@x402/evm/auth-capture/client";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { UptoEvmScheme } from "@x402/evm/upto/client";
 
 export const REQUEST_TIMEOUT_MS = 120_000;
 
 const SCHEME_CLIENTS = {
   exact: (account, rpcUrl) => new ExactEvmScheme(account, rpcUrl ? { rpcUrl } : undefined),
   "auth-capture": (account) => new AuthCaptureEvmScheme(account),
+  upto: (account, rpcUrl) => new UptoEvmScheme(account, rpcUrl ? { rpcUrl } : undefined),
 };
 
 /** The official scheme client for `schemeName` ("exact" by default), signing with `account`. */

@@ -326,9 +326,8 @@ impl HireService {
     }
 
     /// For an `upto` contract, the address its payer must name as the facilitator allowed to
-    /// choose the settled amount: the one the facilitator's `/supported` advertises for `upto`
-    /// on the contract's network. `None` for other schemes; a 422 when the facilitator does
-    /// not settle `upto` there.
+    /// choose the settled amount ([`Self::upto_facilitator_on`] its network). `None` for other
+    /// schemes.
     async fn upto_facilitator(
         &self,
         terms: &ContractTerms,
@@ -336,7 +335,19 @@ impl HireService {
         if terms.scheme() != PaymentScheme::Upto {
             return Ok(None);
         }
-        let network = format!("eip155:{}", terms.price().network().chain_id());
+        self.upto_facilitator_on(terms.price().network().chain_id())
+            .await
+            .map(Some)
+    }
+
+    /// The facilitator an `upto` payer on chain `chain_id` authorizes to choose the settled
+    /// amount: the one the facilitator's `/supported` advertises for `upto` on that network. A
+    /// 422 when the facilitator does not settle `upto` there.
+    async fn upto_facilitator_on(
+        &self,
+        chain_id: u64,
+    ) -> Result<alloy::primitives::Address, HireError> {
+        let network = format!("eip155:{chain_id}");
         let unavailable = |why: String| {
             HireError::unprocessable(
                 ErrorCode::PaymentSchemeNotAccepted,
@@ -365,7 +376,6 @@ impl HireService {
                     .parse()
                     .ok()
             })
-            .map(Some)
             .ok_or_else(|| unavailable("the facilitator does not settle it".to_owned()))
     }
 

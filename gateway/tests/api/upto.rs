@@ -497,3 +497,84 @@ async fn the_arbiter_settling_a_rejection_pays_the_delivered_items_and_voids_whe
     let report = assert_reconciled(&env).await;
     assert_eq!(report["totals"][0]["chain"]["amount"], three.to_string());
 }
+
+/// The stable x402 URL of a metered listing offers `upto` for the maximum; the official
+/// `@x402/fetch` client with its `upto` scheme client pays it unchanged and only the verified
+/// items move. The catalogue describes the resource the same way (the maximum, Permit2, the
+/// pinned metering).
+#[tokio::test]
+async fn the_official_fetch_client_pays_a_metered_stable_url_for_the_verified_items() {
+    if !hiregate_payments::devnet::node_tools_or_skip("metered_stable_url") {
+        return;
+    }
+    let env = upto_env(TestDatabase::sqlite()).await;
+    let url = format!(
+        "{}/x402/workers/{}/summarize",
+        env.app.address, env.worker_id
+    );
+
+    let catalogue: Value = env
+        .app
+        .get("/discovery/resources?scheme=upto", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let item = catalogue["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["resource"] == url.as_str())
+        .unwrap_or_else(|| panic!("{catalogue:#}"))
+        .clone();
+    let listed = &item["accepts"][0];
+    assert_eq!(listed["scheme"], "upto", "{item:#}");
+    assert_eq!(listed["amount"], (MAX_UNITS * UNIT).to_string());
+    assert_eq!(listed["extra"]["assetTransferMethod"], "permit2");
+    assert_eq!(
+        listed["extra"]["facilitatorAddress"],
+        env.devnet.relayer().address().to_checksum(None)
+    );
+    assert_eq!(
+        item["metadata"]["price"]["metering"],
+        json!({"unit": "item", "unit_price": UNIT.to_string(), "max_units": MAX_UNITS})
+    );
+
+    let unpaid = env
+        .app
+        .send_json(
+            reqwest::Method::POST,
+            &format!("/x402/workers/{}/summarize", env.worker_id),
+            None,
+            &input(&[true, false, true]),
+        )
+        .await;
+    assert_eq!(unpaid.status(), 402);
+    let challenge: PaymentRequired =
+        hiregate_payments::decode_header(unpaid.headers()["payment-required"].to_str().unwrap())
+            .unwrap();
+    assert_upto_offer(&env, &challenge);
+
+    let before = balances(&env).await;
+    let result = hiregate_payments::devnet::node_script(
+        "pay.mjs",
+        &json!({
+            "url": url,
+            "privateKey": env.wallet.to_bytes().to_string(),
+            "method": "POST",
+            "body": input(&[true, false, true]),
+            "scheme": "upto",
+            "allowedAssets": [{"network": env.devnet.network(),
+                               "asset": env.devnet.permit_token().to_checksum(None)}],
+        }),
+    )
+    .await
+    .expect("pay.mjs runs");
+    assert_eq!(result["status"], 200, "{result:#}");
+    assert_eq!(result["paymentResponse"]["success"], true, "{result:#}");
+    let two = U256::from(2 * UNIT);
+    let after = balances(&env).await;
+    assert_eq!(after.0, before.0 - two, "two verified items of three");
+    assert_eq!(after.1, before.1 + two);
+    assert_reconciled(&env).await;
+}

@@ -1,6 +1,8 @@
 //! The discovery side of the stable x402 resources: a listing's resources described for the
 //! catalogue (`/discovery/resources`, the bazaar extension), filtered and priced per scheme.
 
+use hiregate_contracts::{metering::Metering, money::AtomicAmount};
+
 use super::*;
 
 /// The catalogue description of a listing's task type: the listing's description, or one
@@ -80,6 +82,9 @@ impl HireService {
             }
         }
         let mut items = Vec::new();
+        // Per chain: the facilitator an `upto` payer authorizes (`None`: `upto` cannot be paid
+        // there, so metered listings on it are left out, as the 402 would refuse them).
+        let mut upto_facilitators = std::collections::HashMap::new();
         for listing in &listings {
             if self.inner.adapters.get(listing.protocol).is_none() {
                 continue;
@@ -93,8 +98,30 @@ impl HireService {
             else {
                 continue;
             };
+            let chain_id = listing.network.chain_id();
+            let upto_facilitator =
+                if listing.payment_schemes.default_scheme() == PaymentScheme::Upto {
+                    if !upto_facilitators.contains_key(&chain_id) {
+                        let facilitator = self.upto_facilitator_on(chain_id).await.ok();
+                        upto_facilitators.insert(chain_id, facilitator);
+                    }
+                    match upto_facilitators.get(&chain_id).copied().flatten() {
+                        Some(facilitator) => Some(facilitator),
+                        None => continue,
+                    }
+                } else {
+                    None
+                };
             for (task_type, task) in listing.tasks.offers() {
-                let item = self.catalogue_item(listing, task_type.as_str(), task, &asset);
+                let Some(item) = self.catalogue_item(
+                    listing,
+                    task_type.as_str(),
+                    task,
+                    &asset,
+                    upto_facilitator,
+                ) else {
+                    continue;
+                };
                 if catalogue_matches(&item, filter) {
                     items.push(item);
                 }
@@ -111,16 +138,44 @@ impl HireService {
         }))
     }
 
+    /// The catalogue's resource for one task type of `listing`; `None` when a metered task
+    /// cannot be priced (a maximum beyond 2^128 - 1, or `upto` without `upto_facilitator`).
     fn catalogue_item(
         &self,
         listing: &WorkerListing,
         task_type: &str,
         task: &hiregate_store::listing::model::TaskOffer,
         asset: &AssetInfo,
-    ) -> Value {
+        upto_facilitator: Option<alloy::primitives::Address>,
+    ) -> Option<Value> {
         let scheme = listing.payment_schemes.default_scheme();
         let network = hiregate_payments::wire::Network::eip155(listing.network.chain_id());
-        let requirements = if scheme == PaymentScheme::Exact
+        let metering = match task.metering {
+            Some(metering) => {
+                let unit_price = u128::try_from(task.price.value()).ok()?;
+                Some(
+                    Metering::new(
+                        metering.unit,
+                        AtomicAmount::new(unit_price),
+                        metering.max_units,
+                    )
+                    .ok()?,
+                )
+            }
+            None => None,
+        };
+        let requirements = if scheme == PaymentScheme::Upto {
+            // What one call asks the payer to authorize: the most the pinned metering can bill.
+            hiregate_payments::PaymentRequirements::upto_evm(
+                network,
+                alloy::primitives::U256::from(metering?.maximum().units()),
+                asset.address,
+                listing.pay_to.address(),
+                self.default_max_timeout_s(scheme),
+                asset.domain().as_ref(),
+                upto_facilitator?,
+            )
+        } else if scheme == PaymentScheme::Exact
             && asset.transfer_method == crate::assets::TransferMethod::Permit2
         {
             hiregate_payments::PaymentRequirements::exact_permit2_evm(
@@ -190,7 +245,12 @@ impl HireService {
         if let Some(metadata) = resource["metadata"].as_object_mut() {
             metadata.extend(fields);
         }
-        resource
+        // A metered task: the price is the most one call can bill, at the pinned unit price.
+        if let Some(metering) = metering {
+            resource["metadata"]["price"]["amount"] = json!(metering.maximum().units().to_string());
+            resource["metadata"]["price"]["metering"] = json!(metering);
+        }
+        Some(resource)
     }
 
     /// `maxTimeoutSeconds` of a default proposal (the SLA and retries a call of the resource
