@@ -101,14 +101,18 @@ impl HireService {
             let chain_id = listing.network.chain_id();
             let upto_facilitator =
                 if listing.payment_schemes.default_scheme() == PaymentScheme::Upto {
-                    if !upto_facilitators.contains_key(&chain_id) {
-                        let facilitator = self.upto_facilitator_on(chain_id).await.ok();
-                        upto_facilitators.insert(chain_id, facilitator);
+                    let facilitator = match upto_facilitators.get(&chain_id) {
+                        Some(known) => *known,
+                        None => {
+                            let found = self.upto_facilitator_on(chain_id).await.ok();
+                            upto_facilitators.insert(chain_id, found);
+                            found
+                        }
+                    };
+                    if facilitator.is_none() {
+                        continue;
                     }
-                    match upto_facilitators.get(&chain_id).copied().flatten() {
-                        Some(facilitator) => Some(facilitator),
-                        None => continue,
-                    }
+                    facilitator
                 } else {
                     None
                 };
