@@ -70,7 +70,8 @@ async fn hire(
     (contract_id, answer.status)
 }
 
-async fn reputation(env: &HireEnv, worker_id: &str) -> (String, ReputationSnapshot) {
+/// The worker's signed reputation snapshot, verified offline with the JWKS (and the token).
+pub(crate) async fn reputation(env: &HireEnv, worker_id: &str) -> (String, ReputationSnapshot) {
     let response = env
         .app
         .get(&format!("/v1/workers/{worker_id}/reputation"), None)

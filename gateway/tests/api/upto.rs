@@ -12,9 +12,11 @@
 use std::net::SocketAddr;
 
 use alloy::primitives::{Address, U256};
-use hiregate_contracts::deliverable::Output;
+use hiregate_contracts::{deliverable::Output, reputation::Window, token::Jwks};
 use hiregate_payments::{PaymentPayload, PaymentRequired, devnet::Devnet};
-use hiregate_worker_sdk::{GatewayKeys, TaskContext, TaskOutcome, WorkerBuilder};
+use hiregate_worker_sdk::{
+    GatewayKeys, TaskContext, TaskOutcome, WorkerBuilder, receipt::verify_receipt,
+};
 use serde_json::{Value, json};
 
 use crate::{
@@ -263,6 +265,28 @@ async fn three_of_five_items_pay_three_units(database: TestDatabase) {
     // `hiregate reconcile`, reading the gateway's own configuration, agrees and exits 0.
     crate::ledger::reconcile_cli_ok(&env).await;
 
+    // The signed receipt binds the settled amount, not the authorized maximum.
+    let response = env
+        .app
+        .get(
+            &format!("/v1/contracts/{contract_id}/receipt"),
+            Some(&env.seeker_key),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    let jwks: Jwks = env
+        .app
+        .get("/.well-known/jwks.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let receipt = verify_receipt(body["receipt"].as_str().unwrap(), &jwks).unwrap();
+    let bound = receipt.payment.expect("the payment is bound");
+    assert_eq!(bound.amount, three.to_string());
+    assert_eq!(bound.tx_hash.as_deref(), Some(transaction.as_str()));
+
     // More items than pinned, all passing: the maximum, never more.
     let contract_id = env.contract(input(&[true; 7]), json!({})).await;
     let challenge = env.challenge(&contract_id).await;
@@ -296,6 +320,14 @@ async fn three_of_five_items_pay_three_units(database: TestDatabase) {
     assert_eq!(
         report["totals"][0]["chain"]["amount"],
         (three + most).to_string()
+    );
+    // The worker's reputation counts the settled volume: three units, then the maximum.
+    let (_, snapshot) = crate::reputation::reputation(&env, &env.worker_id).await;
+    let figures = snapshot.figures(Window::AllTime, None).unwrap();
+    assert_eq!(figures.volume_settled.len(), 1);
+    assert_eq!(
+        U256::from(figures.volume_settled[0].amount.units()),
+        three + most
     );
 }
 
