@@ -44,6 +44,7 @@ use prometheus_client::{
 
 use alloy::primitives::Address;
 use hiregate_contracts::policy::PolicyId;
+use hiregate_contracts::state::ContractState;
 
 use crate::ledger::{reconcile::ReconcileReport, report::MismatchKind};
 
@@ -133,11 +134,11 @@ impl SettlementResult {
     }
 
     /// The outcome a transition into `state` records, if it is one.
-    pub fn from_state(state: &str) -> Option<Self> {
+    pub fn from_state(state: ContractState) -> Option<Self> {
         match state {
-            "settled" => Some(Self::Settled),
-            "settlement_failed" => Some(Self::SettlementFailed),
-            "settlement_unknown" => Some(Self::SettlementUnknown),
+            ContractState::Settled => Some(Self::Settled),
+            ContractState::SettlementFailed => Some(Self::SettlementFailed),
+            ContractState::SettlementUnknown => Some(Self::SettlementUnknown),
             _ => None,
         }
     }
@@ -692,11 +693,11 @@ impl Metrics {
     }
 
     /// Count a contract moving from `from` to `to`.
-    pub fn record_transition(&self, from: &str, to: &str) {
+    pub fn record_transition(&self, from: ContractState, to: ContractState) {
         self.contract_transitions
             .get_or_create(&TransitionLabels {
-                from: from.to_owned(),
-                to: to.to_owned(),
+                from: from.as_str().to_owned(),
+                to: to.as_str().to_owned(),
             })
             .inc();
     }

@@ -20,10 +20,11 @@ use super::hire_values::{
     AttemptEnd, AuthorizationOutcome, NewDeliverable, NewVerification, SettlementOutcome,
 };
 use hiregate_contracts::state::ContractState;
+use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::{
     NewContractEvent, NewDispute, NewPayment, Store, StoreError, Transition, json::JsonText,
-    on_backend, to_millis, transition_or_return,
+    on_backend, to_millis, transaction::compare_and_set,
 };
 
 /// One step of [`Store::advance_contract`].
@@ -194,7 +195,9 @@ pub(super) fn shift_placeholders(template: &str, offset: usize) -> (String, usiz
     (sql, highest)
 }
 
-/// Bind a [`SideWrite`]'s values, in its template's placeholder order, onto `$query`.
+/// Bind a [`SideWrite`]'s values, in its template's placeholder order, onto `$query`. A macro
+/// (it neither returns nor locks) because it binds onto the query of the statement alone and
+/// onto the merged statement and script of [`Store::advance_contract`], three query types.
 macro_rules! bind_side_write {
     ($query:expr, $statement:expr) => {
         match $statement {
@@ -291,20 +294,37 @@ macro_rules! bind_side_write {
     };
 }
 
-/// Inside an `on_backend!` arm: apply one [`SideWrite`] on `$exec` (the pool, or `&mut *tx`).
-/// A macro (not a fn) because the executor's type differs per backend.
-macro_rules! apply_side_write {
-    ($exec:expr, $write:expr) => {{
-        let write: $crate::SideWrite<'_> = $write;
-        let sql = write.sql_alone();
-        $crate::advance::bind_side_write!(sqlx::query(&sql), write)
-            .execute($exec)
-            .await
-            .map_err($crate::SideWrite::error_of([&write]))?;
-    }};
+/// Apply one [`SideWrite`] as its own statement on `executor` (a pool, or a transaction's
+/// connection) of either driver; a unique violation is what [`SideWrite::error_of`] says. The
+/// `where` clause lists the types the side writes bind, which both drivers encode (each its own
+/// `Option`s).
+pub(crate) async fn apply_side_write<'e, DB, E>(
+    executor: E,
+    write: SideWrite<'_>,
+) -> Result<(), StoreError>
+where
+    DB: Database,
+    E: Executor<'e, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    bool: Type<DB> + for<'q> Encode<'q, DB>,
+    i32: Type<DB> + for<'q> Encode<'q, DB>,
+    i64: Type<DB> + for<'q> Encode<'q, DB>,
+    f64: Type<DB> + for<'q> Encode<'q, DB>,
+    String: Type<DB> + for<'q> Encode<'q, DB>,
+    Vec<u8>: Type<DB> + for<'q> Encode<'q, DB>,
+    for<'q> &'q str: Type<DB> + Encode<'q, DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB>,
+    Option<i32>: for<'q> Encode<'q, DB>,
+    Option<i64>: for<'q> Encode<'q, DB>,
+    for<'q> Option<JsonText<&'q serde_json::Value>>: Encode<'q, DB>,
+{
+    let sql = write.sql_alone();
+    bind_side_write!(sqlx::query(&sql), write)
+        .execute(executor)
+        .await
+        .map_err(SideWrite::error_of([&write]))?;
+    Ok(())
 }
-pub(crate) use apply_side_write;
-pub(crate) use bind_side_write;
 
 /// The compare-and-set of a whole chain of steps: `$1` contract, `$2` first `from`, `$3` last
 /// `to`, `$4` last deadline, `$5` last event's time, `$6` the step count. Returns the last
@@ -440,18 +460,23 @@ impl Store {
                     let mut tx = pool.begin().await?;
                     let mut seqs = Vec::with_capacity(steps.len());
                     for step in steps {
-                        seqs.push(transition_or_return!(
-                            tx,
-                            Transition,
+                        let moved = compare_and_set(
+                            &mut tx,
                             contract_id,
-                            step.from.as_str(),
-                            step.to.as_str(),
+                            step.from,
+                            step.to,
                             step.deadline_at.map(to_millis),
                             step.event,
-                        ));
+                        )
+                        .await?;
+                        match moved {
+                            Transition::Applied { seq } => seqs.push(seq),
+                            // Dropping the transaction rolls back the steps before.
+                            missed => return Ok(missed),
+                        }
                     }
                     for write in writes {
-                        apply_side_write!(&mut *tx, *write);
+                        apply_side_write(&mut *tx, *write).await?;
                     }
                     tx.commit().await?;
                     seqs
@@ -482,8 +507,8 @@ impl Store {
                 contract_id,
                 *seq,
                 step.event,
-                Some(step.from.as_str()),
-                Some(step.to.as_str()),
+                Some(step.from),
+                Some(step.to),
             );
         }
         Ok(Transition::Applied {

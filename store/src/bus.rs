@@ -8,7 +8,7 @@
 //!
 //! It knows nothing of the store's rows: the store builds the [`LiveEvent`] it publishes.
 
-use std::{str::FromStr, sync::Arc};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
@@ -36,9 +36,9 @@ pub struct LiveEvent {
     /// Who caused it (`seeker:<id>`, `gateway`, `facilitator`, …).
     pub actor: String,
     /// State before, for transitions.
-    pub from_state: Option<String>,
+    pub from_state: Option<ContractState>,
     /// State after, for transitions.
-    pub to_state: Option<String>,
+    pub to_state: Option<ContractState>,
     /// Structured details.
     pub details: Value,
 }
@@ -46,13 +46,8 @@ pub struct LiveEvent {
 impl LiveEvent {
     /// Whether this event moved the contract into a terminal state.
     pub fn is_terminal(&self) -> bool {
-        self.to_state.as_deref().is_some_and(is_terminal_state)
+        self.to_state.is_some_and(|state| state.is_terminal())
     }
-}
-
-/// Whether a stored state name is terminal (unknown names are not: keep streaming).
-pub fn is_terminal_state(state: &str) -> bool {
-    ContractState::from_str(state).is_ok_and(|s| s.is_terminal())
 }
 
 /// In-process fan-out of committed events. Cheap to clone; clones share the channel.

@@ -15,7 +15,8 @@ use super::json::JsonText;
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
 
-use super::{Store, StoreError, from_millis, from_millis_opt, insert_event, on_backend, to_millis};
+use super::transaction::{insert_event, parse_state};
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
 
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
@@ -38,7 +39,7 @@ pub struct NewContract {
     /// Gateway signature over the terms.
     pub gateway_jws: String,
     /// Initial state (normally `offered`).
-    pub state: String,
+    pub state: ContractState,
     /// The x402 offer (`PaymentRequired` without `error`) fixed at signing.
     pub payment_offer: Option<serde_json::Value>,
     /// Next time-based transition, if any.
@@ -118,9 +119,9 @@ pub struct ContractEvent {
     /// Event type.
     pub kind: String,
     /// State before, for transitions.
-    pub from_state: Option<String>,
+    pub from_state: Option<ContractState>,
     /// State after, for transitions.
-    pub to_state: Option<String>,
+    pub to_state: Option<ContractState>,
     /// Structured details.
     pub details: serde_json::Value,
 }
@@ -152,7 +153,7 @@ pub enum Transition {
     /// The contract was not in the expected state (someone else moved it first).
     StateMismatch {
         /// Its actual state.
-        actual: String,
+        actual: ContractState,
     },
     /// No such contract.
     NotFound,
@@ -234,11 +235,22 @@ impl TryFrom<EventRow> for ContractEvent {
             actor: row.actor,
             correlation_id: row.correlation_id,
             kind: row.kind,
-            from_state: row.from_state,
-            to_state: row.to_state,
+            from_state: row
+                .from_state
+                .as_deref()
+                .map(parse_event_state)
+                .transpose()?,
+            to_state: row.to_state.as_deref().map(parse_event_state).transpose()?,
             details: row.details.0,
         })
     }
+}
+
+/// A state column of `contract_event`, parsed once; another spelling is corrupt.
+fn parse_event_state(stored: &str) -> Result<ContractState, StoreError> {
+    stored
+        .parse()
+        .map_err(|e| StoreError::corrupt(EVENT_ENTITY, &e))
 }
 
 pub(crate) const CONTRACT_COLUMNS: &str = "contract_id, seeker_id, worker_id, task_type, terms, \
@@ -253,7 +265,7 @@ pub(crate) const INSERT_EVENT: &str = "insert into contract_event \
     values ($1, $9, $2, $3, $4, $5, $6, $7, $8)";
 
 /// `update contract set state = $3 … where contract_id = $1 and state = $2`, the compare-and-set
-/// every transition starts with (see `transition_or_return!`); returns the seq of the
+/// every transition starts with (see `transaction::compare_and_set`); returns the seq of the
 /// transition's event, no row when the contract is not in `$2`.
 pub(crate) const CONTRACT_CAS: &str = "update contract set state = $3, deadline_at = $4, \
     updated_at = $5, event_seq = event_seq + 1 where contract_id = $1 and state = $2 \
@@ -289,7 +301,7 @@ impl Store {
                     .bind(JsonText(&contract.terms))
                     .bind(&contract.terms_hash)
                     .bind(&contract.gateway_jws)
-                    .bind(&contract.state)
+                    .bind(contract.state.as_str())
                     .bind(contract.payment_offer.as_ref().map(JsonText))
                     .bind(contract.deadline_at.map(to_millis))
                     .bind(to_millis(contract.created_at))
@@ -298,16 +310,10 @@ impl Store {
                     .execute(&mut *tx)
                     .await
                     .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-                insert_event!(
-                    tx,
-                    &contract.contract_id,
-                    1_i64,
-                    event,
-                    None::<String>,
-                    Some(contract.state.as_str()),
-                );
+                insert_event(&mut tx, &contract.contract_id, 1, event, None, Some(contract.state))
+                    .await?;
                 tx.commit().await?;
-                self.publish_event(&contract.contract_id, 1, event, None, Some(&contract.state));
+                self.publish_event(&contract.contract_id, 1, event, None, Some(contract.state));
             })
         };
         Ok(())
@@ -326,11 +332,16 @@ impl Store {
     }
 
     /// The state `contract_id` is in; `None` when it does not exist.
-    pub async fn contract_state(&self, contract_id: &str) -> Result<Option<String>, StoreError> {
+    /// A stored state of another spelling is [`StoreError::Corrupt`].
+    pub async fn contract_state(
+        &self,
+        contract_id: &str,
+    ) -> Result<Option<ContractState>, StoreError> {
         const SQL: &str = "select state from contract where contract_id = $1";
-        Ok(on_backend!(self, pool => {
+        let state: Option<String> = on_backend!(self, pool => {
             sqlx::query_scalar(SQL).bind(contract_id).fetch_optional(pool).await?
-        }))
+        });
+        state.as_deref().map(parse_state).transpose()
     }
 
     /// Contracts whose settlement is due: `accepted` with the acceptance window over
@@ -424,7 +435,7 @@ impl Store {
                     let Some(seq) = seq else {
                         return Ok(None);
                     };
-                    insert_event!(tx, contract_id, seq, event, None::<String>, None::<String>);
+                    insert_event(&mut tx, contract_id, seq, event, None, None).await?;
                     tx.commit().await?;
                     Some(seq)
                 }
@@ -519,5 +530,54 @@ impl Store {
                 .await?
         });
         rows.into_iter().map(ContractRecord::try_from).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event_row(from_state: Option<&str>, to_state: Option<&str>) -> EventRow {
+        EventRow {
+            event_id: 1,
+            contract_id: "ctr_1".to_owned(),
+            seq: 2,
+            at: 0,
+            actor: "gateway".to_owned(),
+            correlation_id: "req_1".to_owned(),
+            kind: "payment_verified".to_owned(),
+            from_state: from_state.map(str::to_owned),
+            to_state: to_state.map(str::to_owned),
+            details: JsonText(serde_json::json!({})),
+        }
+    }
+
+    #[test]
+    fn an_event_row_is_parsed_once() {
+        let event = ContractEvent::try_from(event_row(Some("offered"), Some("paid"))).unwrap();
+        assert_eq!(event.from_state, Some(ContractState::Offered));
+        assert_eq!(event.to_state, Some(ContractState::Paid));
+        let note = ContractEvent::try_from(event_row(None, None)).unwrap();
+        assert_eq!((note.from_state, note.to_state), (None, None));
+    }
+
+    #[test]
+    fn an_event_row_with_another_state_spelling_is_corrupt() {
+        for (from, to) in [
+            (Some("Offered"), Some("paid")),
+            (Some("offered"), Some("payed")),
+        ] {
+            let error = ContractEvent::try_from(event_row(from, to)).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    StoreError::Corrupt {
+                        entity: EVENT_ENTITY,
+                        ..
+                    }
+                ),
+                "{error}"
+            );
+        }
     }
 }

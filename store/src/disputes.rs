@@ -160,7 +160,7 @@ impl Store {
         {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
-                super::advance::apply_side_write!(pool, super::SideWrite::Dispute(dispute));
+                super::advance::apply_side_write(pool, super::SideWrite::Dispute(dispute)).await?;
             })
         };
         Ok(())

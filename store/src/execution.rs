@@ -52,7 +52,7 @@ pub enum PayOutcome {
     /// The contract was not `offered` any more (another payment won); nothing was written.
     StateMismatch {
         /// Its actual state.
-        actual: String,
+        actual: ContractState,
     },
     /// No such contract.
     NotFound,
@@ -88,7 +88,7 @@ pub enum StartAttempt {
     /// The contract was not `paid`.
     StateMismatch {
         /// Its actual state.
-        actual: String,
+        actual: ContractState,
     },
     /// No such contract.
     NotFound,
@@ -597,7 +597,13 @@ impl Store {
                 None => StartAttempt::NotFound,
             });
         };
-        self.publish_event(contract_id, seq, event, Some("paid"), Some("executing"));
+        self.publish_event(
+            contract_id,
+            seq,
+            event,
+            Some(ContractState::Paid),
+            Some(ContractState::Executing),
+        );
         Ok(StartAttempt::Started {
             attempt_no: u32::try_from(attempts)
                 .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
@@ -613,7 +619,7 @@ impl Store {
         {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
-                apply_side_write!(pool, SideWrite::AttemptEnd { attempt_id, end });
+                apply_side_write(pool, SideWrite::AttemptEnd { attempt_id, end }).await?;
             })
         };
         Ok(())
@@ -638,7 +644,7 @@ impl Store {
             on_backend!(self, pool => {
                 let mut tx = pool.begin().await?;
                 for piece in pieces {
-                    apply_side_write!(&mut *tx, SideWrite::Deliverable(piece));
+                    apply_side_write(&mut *tx, SideWrite::Deliverable(piece)).await?;
                 }
                 tx.commit().await?;
             })
@@ -668,7 +674,7 @@ impl Store {
         {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
-                apply_side_write!(pool, SideWrite::Verification(result));
+                apply_side_write(pool, SideWrite::Verification(result)).await?;
             })
         };
         Ok(())

@@ -49,15 +49,16 @@
 //! | `script` | none: SQLite writes sent as one script that carries its own transaction (the temporary table `moved`) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
+//! | `transaction` | none: the statements of a contract's transaction (compare-and-set, state after a miss, event append) as functions over either driver |
 //! | `capabilities` | `contract_capability`: SHA-256 of the capability tokens of contracts hired over the stable x402 resource; the payer of such a wallet-seeker contract; `siwx_nonce`: sign-in-with-x nonces claimed once |
 //!
 //! Every event append publishes the committed event on the store's [`EventBus`] (SSE streams and
 //! the webhook loop listen), after the commit so listeners never see an event that rolled back.
 //!
-//! A transition's transaction is written with three macros usable inside an `on_backend!` arm:
-//! `transition_or_return!` (compare-and-set the state and append its event, or return the
-//! mismatch), `return_state_mismatch!` (its second half, for custom updates) and `insert_event!`.
-//! An event's seq is the contract row's `event_seq` (migration 0019), bumped by whichever update
+//! A transition's transaction is written with the functions of `transaction`, generic over the
+//! driver so one body serves both: `compare_and_set` (move the state and append its event, or
+//! say what the contract is in), `state_after_miss` (its second half) and `insert_event`; each
+//! returns what it found and the caller decides. An event's seq is the contract row's `event_seq` (migration 0019), bumped by whichever update
 //! locks the row in the event's transaction.
 
 mod advance;
@@ -82,6 +83,7 @@ mod reputation;
 mod script;
 pub mod settings;
 pub mod states;
+mod transaction;
 mod webhooks;
 mod worker_stats;
 mod workers;
@@ -89,6 +91,7 @@ mod workers;
 use std::str::FromStr;
 
 use chrono::{DateTime, TimeZone, Utc};
+use hiregate_contracts::state::ContractState;
 use sqlx::{
     migrate::Migrator,
     postgres::{PgConnectOptions, PgPool, PgPoolOptions},
@@ -204,53 +207,6 @@ macro_rules! on_backend {
 }
 pub(crate) use on_backend;
 
-/// Inside an `on_backend!` arm, after a compare-and-set on `contract` changed no row: read the
-/// row's actual state and return `$outcome::StateMismatch { actual }`, or `$outcome::NotFound`
-/// when the contract does not exist. A macro (not a fn) because the transaction's type differs
-/// per backend and the early `return` must leave the calling method.
-macro_rules! return_state_mismatch {
-    ($tx:ident, $outcome:ident, $contract_id:expr) => {{
-        let actual: Option<String> =
-            sqlx::query_scalar("select state from contract where contract_id = $1")
-                .bind($contract_id)
-                .fetch_optional(&mut *$tx)
-                .await?;
-        return Ok(match actual {
-            Some(actual) => $outcome::StateMismatch { actual },
-            None => $outcome::NotFound,
-        });
-    }};
-}
-pub(crate) use return_state_mismatch;
-
-/// Inside an `on_backend!` arm: move the contract `$from → $to` (compare-and-set, with its new
-/// `$deadline`) and append `$event` to its log, evaluating to the event's `seq`; or return
-/// `$outcome::StateMismatch` / `$outcome::NotFound` when the contract is not in `$from`. Two
-/// statements (`contracts::CONTRACT_CAS`, then `insert_event!`); the seq comes from the row the
-/// update locked. On PostgreSQL `Store::advance_contract` folds both into one (see
-/// `store::advance`).
-macro_rules! transition_or_return {
-    (
-        $tx:ident, $outcome:ident,
-        $contract_id:expr, $from:expr, $to:expr, $deadline:expr, $event:expr $(,)?
-    ) => {{
-        let seq: Option<i64> = sqlx::query_scalar($crate::contracts::CONTRACT_CAS)
-            .bind($contract_id)
-            .bind($from)
-            .bind($to)
-            .bind($deadline)
-            .bind($crate::to_millis($event.at))
-            .fetch_optional(&mut *$tx)
-            .await?;
-        let Some(seq) = seq else {
-            $crate::return_state_mismatch!($tx, $outcome, $contract_id);
-        };
-        $crate::insert_event!($tx, $contract_id, seq, $event, Some($from), Some($to));
-        seq
-    }};
-}
-pub(crate) use transition_or_return;
-
 /// Whether a transition and its event go to the database as one statement (see
 /// `store::advance`), by the pool's backend.
 pub(crate) fn pool_merges_statements<DB: Dialect>(_: &sqlx::Pool<DB>) -> bool {
@@ -271,22 +227,10 @@ impl Dialect for sqlx::Postgres {
     const MERGES_TRANSITIONS: bool = true;
 }
 
-/// Inside an `on_backend!` arm: append `$event` to the contract's log as `$seq` (taken from the
-/// contract row's `event_seq`, bumped by the update that locked the row) with
-/// `contracts::INSERT_EVENT`. `$from` / `$to` are bound as given (`Option` of a state).
-macro_rules! insert_event {
-    ($tx:ident, $contract_id:expr, $seq:expr, $event:expr, $from:expr, $to:expr $(,)?) => {{
-        let query = sqlx::query($crate::contracts::INSERT_EVENT);
-        $crate::bind_event!(query, $contract_id, $event, $from, $to)
-            .bind($seq)
-            .execute(&mut *$tx)
-            .await?;
-    }};
-}
-pub(crate) use insert_event;
-
 /// Bind an event's columns as `$1`…`$8` (contract, at, actor, correlation id, kind, from, to,
 /// details), the order of `contracts::INSERT_EVENT` (and of the attempt start's merged statement).
+/// A macro (it neither returns nor locks) because it binds onto whichever query type it is
+/// given (`query`, `query_as`, a script) of either driver, and a fn would have to name them all.
 macro_rules! bind_event {
     ($query:expr, $contract_id:expr, $event:expr, $from:expr, $to:expr) => {
         $query
@@ -428,8 +372,8 @@ impl Store {
         contract_id: &str,
         seq: i64,
         event: &NewContractEvent,
-        from_state: Option<&str>,
-        to_state: Option<&str>,
+        from_state: Option<ContractState>,
+        to_state: Option<ContractState>,
     ) {
         self.events.publish(LiveEvent {
             contract_id: contract_id.to_owned(),
@@ -437,8 +381,8 @@ impl Store {
             kind: event.kind.clone(),
             at: event.at,
             actor: event.actor.clone(),
-            from_state: from_state.map(str::to_owned),
-            to_state: to_state.map(str::to_owned),
+            from_state,
+            to_state,
             details: event.details.clone(),
         });
     }

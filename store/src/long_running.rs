@@ -7,11 +7,13 @@
 //! transitions of `contracts`/`execution`, so several instances may run them at once.
 
 use chrono::{DateTime, Utc};
+use hiregate_contracts::state::ContractState;
 
 use super::{
     ContractRecord, NewContractEvent, Store, StoreError,
     contracts::{CONTRACT_COLUMNS, ContractRow},
-    insert_event, on_backend, to_millis,
+    on_backend, to_millis,
+    transaction::insert_event,
 };
 
 const CALLBACK_ENTITY: &str = "callback_receipt";
@@ -132,7 +134,7 @@ impl Store {
     pub async fn take_over_contract(
         &self,
         contract_id: &str,
-        state: &str,
+        state: ContractState,
         seen_updated_at: DateTime<Utc>,
         event: &NewContractEvent,
     ) -> Result<bool, StoreError> {
@@ -144,7 +146,7 @@ impl Store {
                 let mut tx = pool.begin().await?;
                 let seq: Option<i64> = sqlx::query_scalar(CLAIM)
                     .bind(contract_id)
-                    .bind(state)
+                    .bind(state.as_str())
                     .bind(to_millis(seen_updated_at))
                     .bind(to_millis(event.at))
                     .fetch_optional(&mut *tx)
@@ -152,7 +154,7 @@ impl Store {
                 let Some(seq) = seq else {
                     return Ok(false);
                 };
-                insert_event!(tx, contract_id, seq, event, Some(state), Some(state));
+                insert_event(&mut tx, contract_id, seq, event, Some(state), Some(state)).await?;
                 tx.commit().await?;
                 self.publish_event(contract_id, seq, event, Some(state), Some(state));
                 Ok(true)

@@ -225,7 +225,7 @@ impl Store {
         {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
-                super::advance::apply_side_write!(pool, super::SideWrite::Payment(payment));
+                super::advance::apply_side_write(pool, super::SideWrite::Payment(payment)).await?;
             })
         };
         Ok(())

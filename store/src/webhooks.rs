@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
+use hiregate_contracts::state::ContractState;
 
 use super::{
     Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders,
@@ -66,9 +67,9 @@ pub struct ClaimedDelivery {
     /// Event type.
     pub kind: String,
     /// State before.
-    pub from_state: Option<String>,
+    pub from_state: Option<ContractState>,
     /// State after.
-    pub to_state: Option<String>,
+    pub to_state: Option<ContractState>,
     /// Event details.
     pub details: serde_json::Value,
     /// The hire's correlation id, as the event recorded it.
@@ -213,6 +214,11 @@ struct AttemptRow {
     duration_ms: i64,
 }
 
+/// A delivered event's state column, parsed once; another spelling is corrupt.
+fn parse_state(stored: &str) -> Result<ContractState, StoreError> {
+    stored.parse().map_err(|e| StoreError::corrupt(ENTITY, &e))
+}
+
 fn count(value: i32) -> Result<u32, StoreError> {
     u32::try_from(value).map_err(|e| StoreError::corrupt(ENTITY, &e))
 }
@@ -239,8 +245,8 @@ impl TryFrom<ClaimedRow> for ClaimedDelivery {
             at: from_millis(ENTITY, row.at)?,
             actor: row.actor,
             kind: row.kind,
-            from_state: row.from_state,
-            to_state: row.to_state,
+            from_state: row.from_state.as_deref().map(parse_state).transpose()?,
+            to_state: row.to_state.as_deref().map(parse_state).transpose()?,
             details: row.details.0,
             correlation_id: row.correlation_id,
         })

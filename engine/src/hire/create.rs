@@ -254,7 +254,7 @@ impl HireService {
                     terms: terms_json.clone(),
                     terms_hash: terms_hash.to_string(),
                     gateway_jws: token.clone(),
-                    state: "offered".to_owned(),
+                    state: ContractState::Offered,
                     payment_offer: Some(offer_json),
                     deadline_at: Some(terms.offer_expires_at().as_datetime()),
                     created_at: now.as_datetime(),

@@ -125,12 +125,7 @@ impl HireService {
         if !self
             .inner
             .store
-            .take_over_contract(
-                &ctx.contract_id,
-                state.as_str(),
-                contract.updated_at,
-                &event,
-            )
+            .take_over_contract(&ctx.contract_id, state, contract.updated_at, &event)
             .await?
         {
             return Ok(false);

@@ -57,17 +57,13 @@ async fn record(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     record_escrow(store, metrics, event).await;
     // The transition is counted last: a scrape that sees it also sees the amounts
     // read from the store for the same event, so the series never disagree.
-    if let (Some(from), Some(to)) = (&event.from_state, &event.to_state) {
+    if let (Some(from), Some(to)) = (event.from_state, event.to_state) {
         metrics.record_transition(from, to);
     }
 }
 
 async fn record_settlement(store: &Store, metrics: &Metrics, event: &LiveEvent) {
-    let Some(outcome) = event
-        .to_state
-        .as_deref()
-        .and_then(SettlementResult::from_state)
-    else {
+    let Some(outcome) = event.to_state.and_then(SettlementResult::from_state) else {
         return;
     };
     if outcome == SettlementResult::Settled {

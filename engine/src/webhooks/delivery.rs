@@ -180,8 +180,8 @@ impl WebhookDelivery {
             kind: delivery.kind.clone(),
             at: delivery.at,
             actor: delivery.actor.clone(),
-            from_state: delivery.from_state.clone(),
-            to_state: delivery.to_state.clone(),
+            from_state: delivery.from_state,
+            to_state: delivery.to_state,
             details: delivery.details.clone(),
         };
         let body = serde_json::to_vec(&message_body(&event, &delivery.correlation_id))

@@ -491,7 +491,7 @@ fn offered_contract(worker_id: &str, input: &serde_json::Value) -> NewContract {
         terms: json!({ "price": "1", "input": input }),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
-        state: "offered".into(),
+        state: ContractState::Offered,
         payment_offer: None,
         deadline_at: Some(now() + chrono::Duration::minutes(5)),
         created_at: now(),
@@ -565,7 +565,7 @@ async fn contract_transitions_are_compare_and_set(store: Store) {
             .all(|o| matches!(o, Transition::Applied { .. })
                 || *o
                     == Transition::StateMismatch {
-                        actual: "paid".into()
+                        actual: ContractState::Paid
                     })
     );
     assert_eq!(
@@ -589,8 +589,8 @@ async fn contract_transitions_are_compare_and_set(store: Store) {
         .await
         .unwrap();
     assert_eq!(events.len(), 2, "failed racers recorded nothing");
-    assert_eq!(events[1].from_state.as_deref(), Some("offered"));
-    assert_eq!(events[1].to_state.as_deref(), Some("paid"));
+    assert_eq!(events[1].from_state, Some(ContractState::Offered));
+    assert_eq!(events[1].to_state, Some(ContractState::Paid));
 }
 
 async fn contract_events_are_gap_free_under_concurrency(store: Store) {
@@ -1022,8 +1022,8 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
             (
                 e.seq,
                 e.kind.as_str(),
-                e.from_state.as_deref(),
-                e.to_state.as_deref(),
+                e.from_state.map(|state| state.as_str()),
+                e.to_state.map(|state| state.as_str()),
             )
         })
         .collect();
@@ -1080,7 +1080,7 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
             .await
             .unwrap(),
         Transition::StateMismatch {
-            actual: "executing".into()
+            actual: ContractState::Executing
         }
     );
     assert_eq!(events_logged().await, 3);
@@ -1404,7 +1404,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         terms: terms.clone(),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
-        state: "offered".into(),
+        state: ContractState::Offered,
         payment_offer: Some(json!({ "extensions": corpus.clone() })),
         deadline_at: None,
         created_at: now(),
@@ -1463,7 +1463,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         .len();
     assert!(matches!(
         start(format!("att_{}", ulid::Ulid::new())).await,
-        StartAttempt::StateMismatch { actual } if actual == "executing"
+        StartAttempt::StateMismatch { actual } if actual == ContractState::Executing
     ));
     assert_eq!(store.list_attempts(&contract_id).await.unwrap().len(), 1);
     assert_eq!(
@@ -1768,7 +1768,7 @@ async fn contract_at(
         terms: json!({ "price": { "amount": "1" } }),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
-        state: state.into(),
+        state: state.parse().unwrap(),
         payment_offer: None,
         deadline_at: None,
         created_at,

@@ -79,7 +79,7 @@ async fn store_contract(
                 terms: json!({ "price": { "amount": "1500" } }),
                 terms_hash: format!("sha256:{}", ulid::Ulid::new()),
                 gateway_jws: "eyJ.payload.sig".into(),
-                state: state.into(),
+                state: state.parse().unwrap(),
                 payment_offer: None,
                 deadline_at: None,
                 created_at,
