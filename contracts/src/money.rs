@@ -9,12 +9,27 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// A CAIP-2 chain identifier. hiregate settles with the x402 `exact` EVM scheme, so only the
-/// `eip155` namespace is accepted: `eip155:<chain id>`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+/// A CAIP-2 chain identifier (`namespace:reference`): the one network type of the workspace,
+/// used by contract terms, listings, settings, store rows and the x402 wire alike.
+///
+/// It can hold any CAIP-2 id, not only EVM chains, because x402 messages may name chains
+/// hiregate does not settle on (a client may list `solana:…` in `accepts`, a facilitator
+/// answers for them in `/supported`): such a message must still decode, so that it is refused
+/// with a clear reason (`invalid_network`) instead of failing as malformed. hiregate itself
+/// settles only on EVM chains, so the *default* parse ([`FromStr`], `Deserialize`) accepts
+/// only `eip155:<chain id>` in canonical form: that is what terms, listings, settings and
+/// stored rows hold, and what a bad configuration or request is refused against. The x402
+/// wire opts in to any CAIP-2 id field by field ([`Network::parse_caip2`],
+/// [`Network::deserialize_caip2`]); [`Network::chain_id`] then says whether it is an EVM
+/// chain hiregate can use.
+///
+/// The text is kept as written (`eip155:01` read off the wire stays `eip155:01` and is no
+/// EVM chain) and inline: a CAIP-2 id has at most 41 bytes, so the type is `Copy` and needs
+/// no allocation. Networks compare and order as their text, as the store's columns do.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Network {
-    chain_id: u64,
+    len: u8,
+    text: [u8; Network::MAX_LEN],
 }
 
 /// Why a network string was refused.
@@ -26,26 +41,84 @@ pub enum NetworkError {
     /// The chain id has leading zeros, is zero or does not fit in 64 bits.
     #[error("chain id must be a positive decimal integer without leading zeros")]
     BadChainId,
+    /// Not `namespace:reference` as CAIP-2 defines it (the x402 wire's parse).
+    #[error("`{0}` is not a CAIP-2 network id (namespace:reference)")]
+    NotCaip2(String),
 }
 
 impl Network {
-    /// The CAIP-2 network of an EVM chain.
+    /// The longest CAIP-2 id: an 8-byte namespace, `:` and a 32-byte reference.
+    pub const MAX_LEN: usize = 41;
+
+    /// The CAIP-2 network of an EVM chain; refuses chain id 0.
     pub fn eip155(chain_id: u64) -> Result<Self, NetworkError> {
         if chain_id == 0 {
             return Err(NetworkError::BadChainId);
         }
-        Ok(Self { chain_id })
+        Ok(Self::from_checked_text(&format!("eip155:{chain_id}")))
     }
 
-    /// The EVM chain id.
+    /// Any CAIP-2 id (namespace `[-a-z0-9]{3,8}`, reference `[-_a-zA-Z0-9]{1,32}`), as the
+    /// x402 wire may carry it; [`Self::chain_id`] tells whether hiregate can settle on it.
+    pub fn parse_caip2(raw: &str) -> Result<Self, NetworkError> {
+        let valid = raw.split_once(':').is_some_and(|(namespace, reference)| {
+            (3..=8).contains(&namespace.len())
+                && namespace
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && (1..=32).contains(&reference.len())
+                && reference
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+        if valid {
+            Ok(Self::from_checked_text(raw))
+        } else {
+            Err(NetworkError::NotCaip2(raw.to_owned()))
+        }
+    }
+
+    /// Serde's `deserialize_with` for x402 wire fields: any CAIP-2 id ([`Self::parse_caip2`]).
+    pub fn deserialize_caip2<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        Self::parse_caip2(&raw).map_err(serde::de::Error::custom)
+    }
+
+    /// `text` was checked to be CAIP-2 (ASCII, at most [`Self::MAX_LEN`] bytes).
+    fn from_checked_text(text: &str) -> Self {
+        let mut inline = [0u8; Self::MAX_LEN];
+        let len = text.len().min(Self::MAX_LEN);
+        inline[..len].copy_from_slice(&text.as_bytes()[..len]);
+        Self {
+            len: u8::try_from(len).unwrap_or(u8::MAX),
+            text: inline,
+        }
+    }
+
+    /// The EVM chain id when this is `eip155:<chain id>` in canonical form (no leading zero,
+    /// not zero, fits 64 bits); `None` for any other network, which hiregate cannot settle on.
     #[must_use]
-    pub const fn chain_id(&self) -> u64 {
-        self.chain_id
+    pub fn chain_id(&self) -> Option<u64> {
+        let reference = self.as_str().strip_prefix("eip155:")?;
+        if reference.starts_with('0') || !reference.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        reference.parse().ok()
+    }
+
+    /// The id as written.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        // Only checked ASCII is ever stored, so this never falls back.
+        std::str::from_utf8(&self.text[..usize::from(self.len)]).unwrap_or_default()
     }
 }
 
 impl FromStr for Network {
     type Err = NetworkError;
+    /// Only an EVM chain in canonical form: `eip155:<chain id>` (see the type's docs).
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
         let reference = raw.strip_prefix("eip155:").ok_or(NetworkError::NotEip155)?;
         if reference.is_empty()
@@ -72,9 +145,35 @@ impl From<Network> for String {
     }
 }
 
+impl Serialize for Network {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Network {
+    /// The default parse: EVM chains only ([`FromStr`]).
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        raw.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl PartialOrd for Network {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Network {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
 impl fmt::Display for Network {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "eip155:{}", self.chain_id)
+        f.write_str(self.as_str())
     }
 }
 
@@ -336,6 +435,9 @@ impl fmt::Display for PaymentScheme {
 pub struct Price {
     scheme: PaymentScheme,
     network: Network,
+    /// `network`'s chain id: a price is always on an EVM chain. Not written: the network says it.
+    #[serde(skip)]
+    chain_id: u64,
     asset: EvmAddress,
     amount: AtomicAmount,
 }
@@ -349,6 +451,9 @@ pub enum PriceError {
     /// The asset is the zero address.
     #[error("price asset must be a token contract, not the zero address")]
     ZeroAsset,
+    /// The network is no EVM chain (only the x402 wire's parse lets such a network in).
+    #[error("price network must be an EVM chain, eip155:<chain id>")]
+    NotEvm,
 }
 
 #[derive(Deserialize)]
@@ -368,7 +473,7 @@ impl TryFrom<PriceWire> for Price {
 }
 
 impl Price {
-    /// A price; refuses a zero amount and a zero asset address.
+    /// A price; refuses a zero amount, a zero asset address and a network that is no EVM chain.
     pub fn new(
         scheme: PaymentScheme,
         network: Network,
@@ -381,9 +486,11 @@ impl Price {
         if asset.is_zero() {
             return Err(PriceError::ZeroAsset);
         }
+        let chain_id = network.chain_id().ok_or(PriceError::NotEvm)?;
         Ok(Self {
             scheme,
             network,
+            chain_id,
             asset,
             amount,
         })
@@ -398,6 +505,11 @@ impl Price {
     #[must_use]
     pub const fn network(&self) -> Network {
         self.network
+    }
+    /// The EVM chain id of [`Self::network`].
+    #[must_use]
+    pub const fn chain_id(&self) -> u64 {
+        self.chain_id
     }
     /// The token contract address.
     #[must_use]
@@ -453,7 +565,7 @@ mod tests {
     #[test]
     fn networks_are_eip155_only() {
         let base: Network = "eip155:8453".parse().unwrap();
-        assert_eq!(base.chain_id(), 8453);
+        assert_eq!(base.chain_id(), Some(8453));
         assert_eq!(base.to_string(), "eip155:8453");
         assert_eq!(
             "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".parse::<Network>(),
@@ -469,6 +581,38 @@ mod tests {
             "eip155:99999999999999999999999".parse::<Network>(),
             Err(NetworkError::BadChainId)
         );
+    }
+
+    #[test]
+    fn the_wire_parse_takes_any_caip2_id_and_keeps_its_text() {
+        let base = Network::parse_caip2("eip155:8453").unwrap();
+        assert_eq!(base, "eip155:8453".parse::<Network>().unwrap());
+        assert_eq!(base.chain_id(), Some(8453));
+        let solana = Network::parse_caip2("solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp").unwrap();
+        assert_eq!(solana.chain_id(), None);
+        assert_eq!(solana.as_str(), "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp");
+        // A padded chain id is CAIP-2 but no EVM chain hiregate names: kept as written.
+        let padded = Network::parse_caip2("eip155:01").unwrap();
+        assert_eq!((padded.as_str(), padded.chain_id()), ("eip155:01", None));
+        assert_eq!(Network::parse_caip2("eip155:0").unwrap().chain_id(), None);
+        for bad in ["", "eip155", "eip155:", "EIP155:1", "ab:1", "eip155:1:2", "eip155: 1"] {
+            assert_eq!(
+                Network::parse_caip2(bad),
+                Err(NetworkError::NotCaip2(bad.to_owned())),
+                "{bad:?} accepted"
+            );
+        }
+        let longest = format!("abcdefgh:{}", "r".repeat(32));
+        assert_eq!(Network::parse_caip2(&longest).unwrap().as_str(), longest);
+        // Ordered as text, as the store's columns are.
+        assert!(Network::eip155(31337).unwrap() < Network::eip155(8453).unwrap());
+        let price = Price::new(
+            PaymentScheme::Exact,
+            solana,
+            EIP55_VECTORS[0].parse().unwrap(),
+            AtomicAmount::new(1),
+        );
+        assert_eq!(price, Err(PriceError::NotEvm));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use super::routes::{Routes, get};
 use crate::{error::ApiResult, state::AppState};
+use hiregate_contracts::money::Network;
 use hiregate_engine::assets::AssetInfo;
 
 /// How long one token's metadata may take to read from its chain.
@@ -79,15 +80,13 @@ pub(crate) struct AssetList {
 )]
 pub(crate) async fn list_assets(State(state): State<AppState>) -> ApiResult<Json<AssetList>> {
     for (network, asset) in state.store.listing_assets().await? {
-        let chain_id = network
-            .strip_prefix("eip155:")
-            .and_then(|id| id.parse::<u64>().ok());
-        let (Some(chain_id), Ok(address)) = (chain_id, Address::from_str(&asset)) else {
+        let (Ok(chain), Ok(address)) = (network.parse::<Network>(), Address::from_str(&asset))
+        else {
             continue;
         };
         // Cached after the first answer; a token the chain cannot describe now (or soon: a
         // silent node must not hold the answer) is left out.
-        match tokio::time::timeout(LOOKUP_WAIT, state.assets.lookup(chain_id, address)).await {
+        match tokio::time::timeout(LOOKUP_WAIT, state.assets.lookup(chain, address)).await {
             Ok(Ok(_)) => {}
             Ok(Err(error)) => {
                 tracing::debug!(%network, %asset, %error, "asset metadata unavailable");

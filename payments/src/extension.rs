@@ -142,7 +142,7 @@ mod tests {
             x402_version: X402Version2,
             resource: None,
             accepted: PaymentRequirements::exact_evm(
-                Network::eip155(1),
+                Network::eip155(1).unwrap(),
                 U256::from(1u64),
                 Address::ZERO,
                 Address::ZERO,

@@ -135,7 +135,7 @@ mod tests {
 
     fn offer() -> PaymentRequirements {
         PaymentRequirements::exact_evm(
-            Network::eip155(8453),
+            Network::eip155(8453).unwrap(),
             U256::from(1u8),
             Address::ZERO,
             Address::ZERO,

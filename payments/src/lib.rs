@@ -11,6 +11,7 @@
 //! | [`flow`] | `extra.paymentFlow` (`authorization`, `upfront`, `escrow`): when a payment settles relative to the work |
 //! | [`offer_receipt`] | the `offer-receipt` extension: signed offers and receipts (EIP-712 signed and verified here; JWS parts for any key) |
 //! | [`extension_responses`] | the `EXTENSION-RESPONSES` header a facilitator answers with |
+//! | [`key`] | [`PrivateKey`]: an EVM account's key (relayer, escrow operator, paying wallet), parsed once and never printed |
 //! | [`reason`] | the verdict reason vocabulary (`@x402/evm` spellings, x402-rs and Permit2 spellings read as the same codes), open to unknown strings |
 //! | [`clock`] | which clock judges a payment's times ([`Now`]: the chain's block time for `validAfter`, the later clock for deadlines) and [`ChainClock`], a chain's latest block time cached for hot paths |
 //! | [`exact`] | EIP-3009 payload, EIP-712 domain, [`exact::precheck`] (chain-free checks), [`exact::sign`] (client), [`exact::onchain`] (facilitator checks against a node; concurrent verifications share Multicall3 calls) |
@@ -72,6 +73,7 @@ pub mod extension_responses;
 pub mod facilitator;
 pub mod flow;
 pub mod header;
+pub mod key;
 mod multicall;
 pub mod offer_receipt;
 pub mod permit2;
@@ -102,11 +104,12 @@ pub use facilitator::server::{router, serve};
 pub use facilitator::{Facilitator, FacilitatorError, UnknownOutcome};
 pub use flow::PaymentFlow;
 pub use header::{HeaderError, decode_header, encode_header};
+pub use key::{InvalidPrivateKey, PrivateKey};
 pub use permit2::sign::{Permit2SignOptions, sign_permit2_payment};
 pub use permit2::{Permit2Payload, Permit2Payment, Permit2Scheme, UPTO_SCHEME};
 pub use reason::Reason;
 pub use wire::{
-    Network, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleRequest,
+    Network, NetworkError, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleRequest,
     SettleResponse, SupportedResponse, TokenDomain, VerifyRequest, VerifyResponse,
 };
 

@@ -459,7 +459,7 @@ mod tests {
 
     fn requirements() -> PaymentRequirements {
         PaymentRequirements::exact_evm(
-            Network::eip155(8453),
+            Network::eip155(8453).unwrap(),
             U256::from(10_000u64),
             "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
                 .parse()

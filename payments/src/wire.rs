@@ -57,86 +57,17 @@ impl<'de> Deserialize<'de> for X402Version2 {
     }
 }
 
-/// Why a string is not a valid [`Network`] or [`DecimalU256`].
+/// The CAIP-2 network of every x402 message: the contracts crate's one [`Network`] type. Wire
+/// fields read it with [`Network::deserialize_caip2`], which takes any CAIP-2 id, so a message
+/// naming a chain hiregate does not settle on still decodes and is refused for its network.
+pub use hiregate_contracts::money::{Network, NetworkError};
+
+/// Why a string is not a valid [`DecimalU256`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    /// Not `namespace:reference` as CAIP-2 defines it.
-    #[error("`{0}` is not a CAIP-2 network id (namespace:reference)")]
-    Network(String),
     /// Not a canonical non-negative decimal integer that fits 256 bits.
     #[error("`{0}` is not a decimal uint256 (digits only, no sign, no leading zeros)")]
     DecimalU256(String),
-}
-
-/// A CAIP-2 chain id such as `eip155:8453`, validated on construction.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Network(String);
-
-impl Network {
-    /// The network of an EVM chain: `eip155:<chain_id>`.
-    #[must_use]
-    pub fn eip155(chain_id: u64) -> Self {
-        Self(format!("eip155:{chain_id}"))
-    }
-
-    /// The chain id when this is an `eip155` network with a decimal reference.
-    #[must_use]
-    pub fn eip155_chain_id(&self) -> Option<u64> {
-        let reference = self.0.strip_prefix("eip155:")?;
-        // A leading zero would make two spellings of one chain compare unequal.
-        if reference.len() > 1 && reference.starts_with('0') {
-            return None;
-        }
-        reference.parse().ok()
-    }
-
-    /// The id as written on the wire.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl FromStr for Network {
-    type Err = ParseError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        // CAIP-2: namespace [-a-z0-9]{3,8}, reference [-_a-zA-Z0-9]{1,32}.
-        let valid = s.split_once(':').is_some_and(|(namespace, reference)| {
-            (3..=8).contains(&namespace.len())
-                && namespace
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && (1..=32).contains(&reference.len())
-                && reference
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        });
-        if valid {
-            Ok(Self(s.to_owned()))
-        } else {
-            Err(ParseError::Network(s.to_owned()))
-        }
-    }
-}
-
-impl fmt::Display for Network {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl Serialize for Network {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Network {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(deserializer)?;
-        raw.parse().map_err(serde::de::Error::custom)
-    }
 }
 
 /// A uint256 written as a decimal string, the way x402 carries amounts and EIP-3009 times.
@@ -232,7 +163,8 @@ pub struct TokenDomain {
 pub struct PaymentRequirements {
     /// Payment scheme, `"exact"` for the one hiregate implements.
     pub scheme: String,
-    /// CAIP-2 network, e.g. `eip155:8453`.
+    /// CAIP-2 network, e.g. `eip155:8453`; any CAIP-2 id decodes (see [`Network`]).
+    #[serde(deserialize_with = "Network::deserialize_caip2")]
     pub network: Network,
     /// Price in the asset's atomic units.
     pub amount: DecimalU256,
@@ -637,25 +569,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn network_parses_caip2_and_extracts_eip155_chain_id() {
-        let base: Network = "eip155:8453".parse().unwrap();
-        assert_eq!(base.eip155_chain_id(), Some(8453));
-        assert_eq!(Network::eip155(31337).as_str(), "eip155:31337");
-        let solana: Network = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".parse().unwrap();
-        assert_eq!(solana.eip155_chain_id(), None);
-        for bad in [
-            "",
-            "eip155",
-            "eip155:",
-            "EIP155:1",
-            "ab:1",
-            "eip155:1:2",
-            "eip155: 1",
-        ] {
-            assert!(bad.parse::<Network>().is_err(), "{bad:?} accepted");
-        }
-        let padded: Network = "eip155:01".parse().unwrap();
-        assert_eq!(padded.eip155_chain_id(), None);
+    fn requirements_carry_any_caip2_network_and_refuse_what_is_not_one() {
+        let mut json = serde_json::to_value(offer()).unwrap();
+        json["network"] = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".into();
+        let solana: PaymentRequirements = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(solana.network.chain_id(), None);
+        assert_eq!(serde_json::to_value(&solana).unwrap(), json);
+        json["network"] = "eip155:01".into();
+        let padded: PaymentRequirements = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(padded.network.chain_id(), None);
+        assert_eq!(serde_json::to_value(&padded).unwrap(), json);
+        json["network"] = "base".into();
+        let error = serde_json::from_value::<PaymentRequirements>(json).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("`base` is not a CAIP-2 network id (namespace:reference)"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -693,7 +624,7 @@ mod tests {
 
     fn offer() -> PaymentRequirements {
         PaymentRequirements::exact_evm(
-            Network::eip155(84532),
+            Network::eip155(84532).unwrap(),
             U256::from(10_000u64),
             "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
                 .parse()
@@ -727,7 +658,7 @@ mod tests {
 
         let mut tampered = offer.clone();
         tampered.scheme = "upto".into();
-        tampered.network = Network::eip155(8453);
+        tampered.network = Network::eip155(8453).unwrap();
         tampered.amount = DecimalU256::from(1u64);
         tampered.asset = "0x0000000000000000000000000000000000000001".into();
         tampered.pay_to = "0x0000000000000000000000000000000000000002".into();

@@ -270,7 +270,7 @@ async fn a_facilitator_that_lost_its_chain_answers_503_without_a_verdict() {
 async fn serve_fails_fast_when_the_chain_is_misconfigured() {
     let harness = Harness::start().await;
     let mut config = harness.config();
-    config.chains[0].network = hiregate_payments::Network::eip155(1);
+    config.chains[0].network = hiregate_payments::Network::eip155(1).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let result = serve(config, listener, CancellationToken::new()).await;
     assert!(

@@ -331,7 +331,7 @@ async fn wrong_chain_id_is_refused() {
 
     // The client paid for another chain.
     let mut mainnet = harness.requirements.clone();
-    mainnet.network = Network::eip155(1);
+    mainnet.network = Network::eip155(1).unwrap();
     let payload = harness
         .sign(&payer, &mainnet, &SignOptions::default())
         .await;
@@ -954,7 +954,7 @@ async fn unsupported_network_and_unlisted_token_are_refused() {
     let payer = harness.payer(5 * AMOUNT).await;
 
     let mut elsewhere = harness.requirements.clone();
-    elsewhere.network = Network::eip155(8453);
+    elsewhere.network = Network::eip155(8453).unwrap();
     let payload = harness
         .sign(&payer, &elsewhere, &SignOptions::default())
         .await;
@@ -985,7 +985,7 @@ async fn unsupported_network_and_unlisted_token_are_refused() {
 async fn connect_refuses_a_node_of_another_chain() {
     let harness = Harness::start().await;
     let mut config = harness.config();
-    config.chains[0].network = Network::eip155(1);
+    config.chains[0].network = Network::eip155(1).unwrap();
     let err = LocalFacilitator::connect(config).await.unwrap_err();
     assert!(
         matches!(err, hiregate_payments::facilitator::local::LocalFacilitatorError::ChainIdMismatch { actual, .. } if actual == harness.devnet.chain_id()),

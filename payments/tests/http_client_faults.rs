@@ -28,7 +28,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 async fn request() -> VerifyRequest {
     let requirements = PaymentRequirements::exact_evm(
-        Network::eip155(84532),
+        Network::eip155(84532).unwrap(),
         U256::from(10_000u64),
         "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
             .parse()

@@ -49,7 +49,7 @@ impl HireService {
             .offer
             .requirements()
             .ok_or_else(|| internal("stored offer has no requirements"))?;
-        let chain_id = ctx.terms.price().network().chain_id();
+        let chain_id = ctx.terms.price().chain_id();
         let Some(operator) = inner.escrow.get(chain_id) else {
             return Err(HireError::unavailable(
                 ErrorCode::EscrowNotAvailable,

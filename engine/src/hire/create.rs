@@ -106,7 +106,7 @@ impl HireService {
         }
         let asset = inner
             .assets
-            .lookup(listing.network.chain_id(), listing.asset.address())
+            .lookup(listing.network, listing.asset.address())
             .await
             .map_err(|error| match error {
                 AssetLookupError::Unreachable { .. } => {
@@ -282,7 +282,6 @@ impl HireService {
     /// operator of the listing's chain, the listing's fee (or the default) and the treasury.
     pub(super) fn escrow_policy(&self, listing: &WorkerListing) -> Result<EscrowPolicy, HireError> {
         let config = &self.inner.config;
-        let chain_id = listing.network.chain_id();
         let unavailable = |why: String| {
             HireError::unprocessable(
                 ErrorCode::EscrowNotAvailable,
@@ -295,7 +294,7 @@ impl HireService {
         let chain = config
             .chains
             .values()
-            .find(|chain| chain.chain_id() == Some(chain_id))
+            .find(|chain| chain.network == listing.network)
             .ok_or_else(|| unavailable("the gateway has no [chains] entry for it".to_owned()))?;
         let operator = chain.operator_address().ok_or_else(|| {
             unavailable("the gateway has no escrow operator key for that chain".to_owned())

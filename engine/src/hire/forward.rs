@@ -74,7 +74,7 @@ impl HireService {
         // `validBefore` is the chain's deadline: judged by its clock.
         let now_s = inner
             .assets
-            .money_now(ctx.terms.price().network().chain_id())
+            .money_now(ctx.terms.price().chain_id())
             .await;
         if payment.valid_before < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX)) {
             // Too late to work, judge and settle before validBefore: release it instead.

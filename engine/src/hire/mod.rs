@@ -335,19 +335,18 @@ impl HireService {
         if terms.scheme() != PaymentScheme::Upto {
             return Ok(None);
         }
-        self.upto_facilitator_on(terms.price().network().chain_id())
+        self.upto_facilitator_on(terms.price().network())
             .await
             .map(Some)
     }
 
-    /// The facilitator an `upto` payer on chain `chain_id` authorizes to choose the settled
-    /// amount: the one the facilitator's `/supported` advertises for `upto` on that network. A
-    /// 422 when the facilitator does not settle `upto` there.
+    /// The facilitator an `upto` payer on `network` authorizes to choose the settled amount:
+    /// the one the facilitator's `/supported` advertises for `upto` there. A 422 when the
+    /// facilitator does not settle `upto` there.
     async fn upto_facilitator_on(
         &self,
-        chain_id: u64,
+        network: hiregate_contracts::money::Network,
     ) -> Result<alloy::primitives::Address, HireError> {
-        let network = format!("eip155:{chain_id}");
         let unavailable = |why: String| {
             HireError::unprocessable(
                 ErrorCode::PaymentSchemeNotAccepted,
@@ -367,7 +366,7 @@ impl HireService {
         supported
             .kinds
             .iter()
-            .filter(|kind| kind.scheme == "upto" && kind.network == network)
+            .filter(|kind| kind.scheme == "upto" && kind.network == network.as_str())
             .find_map(|kind| {
                 kind.extra
                     .as_ref()?

@@ -32,7 +32,7 @@ use hiregate_payments::{
     PaymentRequired, PaymentRequirements, ResourceInfo, TokenDomain,
     extension::{PAYMENT_IDENTIFIER, declare_payment_identifier},
     permit2::extension::{EIP2612_GAS_SPONSORING, eip2612_gas_sponsoring_offer},
-    wire::{Extensions, Network, UnknownFields, X402Version2},
+    wire::{Extensions, UnknownFields, X402Version2},
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -191,7 +191,7 @@ impl StoredOffer {
         upto_facilitator: Option<Address>,
     ) -> Self {
         let price = terms.price();
-        let network = Network::eip155(price.network().chain_id());
+        let network = price.network();
         let amount = U256::from(price.amount().units());
         let domain = asset.domain();
         let permit2 = terms.escrow().is_none() && asset.transfer_method == TransferMethod::Permit2;

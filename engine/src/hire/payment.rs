@@ -395,7 +395,7 @@ impl HireService {
     /// second that refreshes it. A node that cannot be asked leaves the payment unjudged: 503,
     /// nothing stored.
     pub(super) async fn chain_now(&self, ctx: &Ctx) -> Result<Now, HireError> {
-        let chain_id = ctx.terms.price().network().chain_id();
+        let chain_id = ctx.terms.price().chain_id();
         self.inner.assets.chain_now(chain_id).await.map_err(|error| {
             tracing::warn!(contract_id = %ctx.contract_id, error = %error, "the chain's clock cannot be read");
             facilitator_unavailable("the chain's clock cannot be read")

@@ -526,7 +526,7 @@ impl AuthCapturePayment {
         // 3. Network.
         let chain_id = requirements
             .network
-            .eip155_chain_id()
+            .chain_id()
             .ok_or(Reason::InvalidNetwork)?;
         if payload.accepted.network != requirements.network {
             return Err(Reason::NetworkMismatch.into());

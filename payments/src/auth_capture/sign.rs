@@ -48,7 +48,7 @@ where
     }
     let chain_id = requirements
         .network
-        .eip155_chain_id()
+        .chain_id()
         .ok_or(refuse(Reason::InvalidNetwork))?;
     let extra = AuthCaptureExtra::from_requirements(requirements).map_err(refuse)?;
     if extra.asset_transfer_method != METHOD_EIP3009 {

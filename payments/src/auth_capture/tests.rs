@@ -33,7 +33,7 @@ fn extra() -> AuthCaptureExtra {
 
 fn requirements() -> PaymentRequirements {
     PaymentRequirements::auth_capture_evm(
-        Network::eip155(31337),
+        Network::eip155(31337).unwrap(),
         U256::from(1_250_000u64),
         address!("5FbDB2315678afecb367f032d93F642f64180aa3"),
         address!("3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"),
@@ -193,7 +193,7 @@ async fn each_step_names_its_refusal() {
     );
     // 3. Network.
     assert_eq!(
-        edited(&|p| p.accepted.network = Network::eip155(1)),
+        edited(&|p| p.accepted.network = Network::eip155(1).unwrap()),
         Err(Reason::NetworkMismatch)
     );
     // 8. Collector.
@@ -406,7 +406,7 @@ fn v1_1(edit: impl FnOnce(&mut AuthCaptureExtra)) -> PaymentRequirements {
     extra.capture_mode = Some(CaptureMode::Deferred);
     edit(&mut extra);
     PaymentRequirements::auth_capture_evm(
-        Network::eip155(31337),
+        Network::eip155(31337).unwrap(),
         U256::from(1_250_000u64),
         address!("5FbDB2315678afecb367f032d93F642f64180aa3"),
         address!("3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"),

@@ -129,7 +129,7 @@ impl PaymentPayload {
 pub fn token_eip712_domain(requirements: &PaymentRequirements) -> Result<Eip712Domain, Reason> {
     let chain_id = requirements
         .network
-        .eip155_chain_id()
+        .chain_id()
         .ok_or(Reason::InvalidNetwork)?;
     let asset = requirements.evm_asset()?;
     let domain = requirements.token_domain()?;
@@ -171,7 +171,7 @@ impl ExactPayment {
         }
         let chain_id = requirements
             .network
-            .eip155_chain_id()
+            .chain_id()
             .ok_or(Reason::InvalidNetwork)?;
         if payload.accepted.network != requirements.network {
             return Err(Reason::NetworkMismatch);
@@ -268,7 +268,7 @@ mod tests {
 
     fn requirements() -> PaymentRequirements {
         PaymentRequirements::exact_evm(
-            Network::eip155(84532),
+            Network::eip155(84532).unwrap(),
             U256::from(10_000u64),
             address!("036CbD53842c5426634e7929541eC2318f3dCF7e"),
             address!("209693Bc6afc0C5328bA36FaF03C514EF312287C"),
@@ -335,7 +335,7 @@ mod tests {
             key.payer,
             address!("857b06519E91e3A54538791bDbb0E22373e36b66")
         );
-        assert_eq!(key.network, Network::eip155(84532));
+        assert_eq!(key.network, Network::eip155(84532).unwrap());
     }
 
     #[test]
@@ -377,7 +377,7 @@ mod tests {
         assert_eq!(precheck(&payload, &other, NOW), Err(Reason::InvalidScheme));
 
         let mut wrong_network = payload.clone();
-        wrong_network.accepted.network = Network::eip155(8453);
+        wrong_network.accepted.network = Network::eip155(8453).unwrap();
         assert_eq!(
             precheck(&wrong_network, &requirements(), NOW),
             Err(Reason::NetworkMismatch)
@@ -400,7 +400,7 @@ mod tests {
         );
 
         let mut solana = requirements();
-        solana.network = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp".parse().unwrap();
+        solana.network = Network::parse_caip2("solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp").unwrap();
         assert_eq!(
             precheck(&payload, &solana, NOW),
             Err(Reason::InvalidNetwork)

@@ -108,7 +108,7 @@ mod tests {
 
     fn requirements() -> PaymentRequirements {
         PaymentRequirements::exact_evm(
-            Network::eip155(31337),
+            Network::eip155(31337).unwrap(),
             U256::from(1_500_000u64),
             address!("5FbDB2315678afecb367f032d93F642f64180aa3"),
             address!("70997970C51812dc3A010C7d01b50e0d17dc79C8"),

@@ -1,15 +1,13 @@
 //! Configuration of the bundled facilitator: one entry per `eip155:<id>` chain.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
-use alloy::primitives::{Address, B256};
-use alloy::signers::local::PrivateKeySigner;
+use alloy::primitives::Address;
 use serde::{Deserialize, Deserializer};
 use url::Url;
 
 use crate::auth_capture::EscrowAddresses;
+pub use crate::key::{InvalidPrivateKey, PrivateKey};
 use crate::wire::Network;
 
 /// The bundled facilitator's configuration.
@@ -24,7 +22,10 @@ pub struct FacilitatorConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChainConfig {
-    /// `eip155:<chain id>`; checked against the node's `eth_chainId` at startup.
+    /// `eip155:<chain id>`; checked against the node's `eth_chainId` at startup. Any CAIP-2 id
+    /// reads, so that another namespace is refused as no EVM chain
+    /// ([`LocalFacilitatorError::NotEvm`](crate::facilitator::local::LocalFacilitatorError::NotEvm)).
+    #[serde(deserialize_with = "Network::deserialize_caip2")]
     pub network: Network,
     /// JSON-RPC endpoint of a node of that chain.
     pub rpc_url: Url,
@@ -233,63 +234,11 @@ impl ChainConfig {
     }
 }
 
-/// A relayer's private key. Valid by construction; `Debug` shows only the address.
-#[derive(Clone)]
-pub struct RelayerKey(PrivateKeySigner);
-
-impl RelayerKey {
-    /// Wraps a signer.
-    #[must_use]
-    pub fn new(signer: PrivateKeySigner) -> Self {
-        Self(signer)
-    }
-
-    /// The relayer's address.
-    #[must_use]
-    pub fn address(&self) -> Address {
-        self.0.address()
-    }
-
-    /// The signer.
-    #[must_use]
-    pub fn signer(&self) -> &PrivateKeySigner {
-        &self.0
-    }
-}
-
-impl fmt::Debug for RelayerKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RelayerKey")
-            .field("address", &self.address())
-            .field("key", &"<redacted>")
-            .finish()
-    }
-}
+/// The key of the account a chain's settlements are sent from (and whose gas they spend).
+pub type RelayerKey = PrivateKey;
 
 /// Why a relayer key was refused. Never carries the key text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("relayer key must be 32 bytes of hex (with or without 0x) and a valid secp256k1 scalar")]
-pub struct InvalidRelayerKey;
-
-impl FromStr for RelayerKey {
-    type Err = InvalidRelayerKey;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim();
-        let hex = s.strip_prefix("0x").unwrap_or(s);
-        let bytes: B256 = hex.parse().map_err(|_| InvalidRelayerKey)?;
-        PrivateKeySigner::from_bytes(&bytes)
-            .map(Self)
-            .map_err(|_| InvalidRelayerKey)
-    }
-}
-
-impl<'de> Deserialize<'de> for RelayerKey {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(deserializer)?;
-        raw.parse().map_err(serde::de::Error::custom)
-    }
-}
+pub type InvalidRelayerKey = InvalidPrivateKey;
 
 #[cfg(test)]
 mod tests {
@@ -316,7 +265,7 @@ mod tests {
                 .is_ok()
         );
         for bad in ["", "0x12", "zz", &"00".repeat(32)] {
-            assert_eq!(bad.parse::<RelayerKey>().unwrap_err(), InvalidRelayerKey);
+            assert_eq!(bad.parse::<RelayerKey>().unwrap_err(), InvalidPrivateKey);
         }
     }
 
@@ -331,7 +280,7 @@ mod tests {
         }))
         .unwrap();
         let chain = &config.chains[0];
-        assert_eq!(chain.network.eip155_chain_id(), Some(31337));
+        assert_eq!(chain.network.chain_id(), Some(31337));
         assert_eq!(chain.receipt_timeout(), Duration::from_secs(30));
         assert_eq!(chain.settle_batch_max, 32);
         assert_eq!(chain.settle_batch_window(), Duration::from_millis(2));

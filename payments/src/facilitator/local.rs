@@ -162,7 +162,7 @@ impl LocalFacilitator {
                 return Err(LocalFacilitatorError::DuplicateNetwork(network));
             }
             let expected = network
-                .eip155_chain_id()
+                .chain_id()
                 .ok_or_else(|| LocalFacilitatorError::NotEvm(network.clone()))?;
             let provider = ProviderBuilder::new()
                 .wallet(chain.relayer_key.signer().clone())

@@ -439,7 +439,7 @@ impl Permit2Payment {
         }
         let chain_id = requirements
             .network
-            .eip155_chain_id()
+            .chain_id()
             .ok_or(Reason::InvalidNetwork)?;
         if payload.accepted.network != requirements.network {
             return Err(Reason::NetworkMismatch);

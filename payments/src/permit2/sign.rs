@@ -62,7 +62,7 @@ where
     }
     let chain_id = requirements
         .network
-        .eip155_chain_id()
+        .chain_id()
         .ok_or(refuse(Reason::InvalidNetwork))?;
     let facilitator = match scheme {
         Permit2Scheme::Exact => None,

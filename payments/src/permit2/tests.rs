@@ -13,7 +13,7 @@ const FACILITATOR: Address = address!("70997970C51812dc3A010C7d01b50e0d17dc79C8"
 
 fn exact_offer() -> PaymentRequirements {
     PaymentRequirements::exact_permit2_evm(
-        Network::eip155(31337),
+        Network::eip155(31337).unwrap(),
         U256::from(10_000u64),
         TOKEN,
         PAY_TO,
@@ -24,7 +24,7 @@ fn exact_offer() -> PaymentRequirements {
 
 fn upto_offer() -> PaymentRequirements {
     PaymentRequirements::upto_evm(
-        Network::eip155(31337),
+        Network::eip155(31337).unwrap(),
         U256::from(5_000_000u64),
         TOKEN,
         PAY_TO,

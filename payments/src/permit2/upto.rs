@@ -114,7 +114,7 @@ mod tests {
 
     fn offer() -> PaymentRequirements {
         PaymentRequirements::upto_evm(
-            Network::eip155(84532),
+            Network::eip155(84532).unwrap(),
             U256::from(5_000_000u64),
             address!("036CbD53842c5426634e7929541eC2318f3dCF7e"),
             address!("209693Bc6afc0C5328bA36FaF03C514EF312287C"),

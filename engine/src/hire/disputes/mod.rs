@@ -494,7 +494,9 @@ impl HireService {
     /// its clock (a network that does not parse has no node here: the host's clock judges).
     async fn chain_now_of(&self, payment: &PaymentRecord) -> i64 {
         let chain_id = hiregate_contracts::money::Network::from_str(&payment.network)
-            .map_or(0, |network| network.chain_id());
+            .ok()
+            .and_then(|network| network.chain_id())
+            .unwrap_or(0);
         self.inner.assets.money_now(chain_id).await
     }
 

@@ -82,7 +82,7 @@ impl HireService {
             }
         }
         let mut items = Vec::new();
-        // Per chain: the facilitator an `upto` payer authorizes (`None`: `upto` cannot be paid
+        // Per network: the facilitator an `upto` payer authorizes (`None`: `upto` cannot be paid
         // there, so metered listings on it are left out, as the 402 would refuse them).
         let mut upto_facilitators = std::collections::HashMap::new();
         for listing in &listings {
@@ -93,19 +93,18 @@ impl HireService {
             let Ok(asset) = self
                 .inner
                 .assets
-                .lookup(listing.network.chain_id(), listing.asset.address())
+                .lookup(listing.network, listing.asset.address())
                 .await
             else {
                 continue;
             };
-            let chain_id = listing.network.chain_id();
             let upto_facilitator =
                 if listing.payment_schemes.default_scheme() == PaymentScheme::Upto {
-                    let facilitator = match upto_facilitators.get(&chain_id) {
+                    let facilitator = match upto_facilitators.get(&listing.network) {
                         Some(known) => *known,
                         None => {
-                            let found = self.upto_facilitator_on(chain_id).await.ok();
-                            upto_facilitators.insert(chain_id, found);
+                            let found = self.upto_facilitator_on(listing.network).await.ok();
+                            upto_facilitators.insert(listing.network, found);
                             found
                         }
                     };
@@ -153,7 +152,7 @@ impl HireService {
         upto_facilitator: Option<alloy::primitives::Address>,
     ) -> Option<Value> {
         let scheme = listing.payment_schemes.default_scheme();
-        let network = hiregate_payments::wire::Network::eip155(listing.network.chain_id());
+        let network = listing.network;
         let metering = match task.metering {
             Some(metering) => {
                 let unit_price = u128::try_from(task.price.value()).ok()?;

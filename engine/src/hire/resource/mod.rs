@@ -756,7 +756,7 @@ impl HireService {
         requirements: &hiregate_payments::wire::PaymentRequirements,
         payload: &PaymentPayload,
     ) -> Result<Option<hiregate_payments::reason::Reason>, HireError> {
-        let Some(chain_id) = requirements.network.eip155_chain_id() else {
+        let Some(chain_id) = requirements.network.chain_id() else {
             return Ok(None);
         };
         let (Some(operator), Some((provider, _))) = (

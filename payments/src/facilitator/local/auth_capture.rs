@@ -67,7 +67,7 @@ impl LocalFacilitator {
         // The chain decides the escrow deployment, so find it before parsing.
         let chain = requirements
             .network
-            .eip155_chain_id()
+            .chain_id()
             .and_then(|_| self.chains.get(&requirements.network))
             .ok_or(Reason::InvalidNetwork);
         let addresses = chain.as_ref().map(|chain| chain.escrow).unwrap_or_default();
