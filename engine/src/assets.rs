@@ -19,7 +19,6 @@
 use std::{
     collections::HashMap,
     fmt,
-    str::FromStr,
     sync::{Arc, Mutex},
 };
 
@@ -28,6 +27,7 @@ use alloy::{
     providers::{DynProvider, Provider, ProviderBuilder},
 };
 
+use hiregate_contracts::money::Network;
 use hiregate_payments::{ChainClock, Now};
 
 use crate::settings::ChainSettings;
@@ -106,8 +106,8 @@ impl AssetInfo {
 #[derive(Debug, thiserror::Error)]
 pub enum AssetLookupError {
     /// No `[chains]` entry for this chain, so the gateway cannot describe payments on it.
-    #[error("network eip155:{0} is not configured under [chains]")]
-    NetworkNotConfigured(u64),
+    #[error("network {0} is not configured under [chains]")]
+    NetworkNotConfigured(Network),
     /// The contract does not answer the metadata calls of an EIP-3009 token.
     #[error("{address} on eip155:{chain_id} does not look like an EIP-3009 token: {reason}")]
     NotAToken {
@@ -155,8 +155,8 @@ impl fmt::Debug for AssetDirectory {
 }
 
 impl AssetDirectory {
-    /// A directory over the configured chains (validated at config load: ids and addresses
-    /// parse).
+    /// A directory over the configured chains (their networks are EVM chains: the settings
+    /// parse no other).
     pub fn from_settings<'a>(chains: impl IntoIterator<Item = &'a ChainSettings>) -> Self {
         let mut entries = HashMap::new();
         for chain in chains {
@@ -169,20 +169,19 @@ impl AssetDirectory {
             let listed = chain
                 .tokens
                 .iter()
-                .filter_map(|token| {
-                    let address = Address::from_str(&token.address).ok()?;
-                    Some((
-                        address,
+                .map(|token| {
+                    (
+                        token.address,
                         AssetInfo {
                             chain_id,
-                            address,
+                            address: token.address,
                             name: token.name.clone(),
                             version: token.version.clone(),
                             decimals: token.decimals,
                             symbol: token.symbol.clone(),
                             transfer_method: token.transfer_method,
                         },
-                    ))
+                    )
                 })
                 .collect();
             entries.insert(
@@ -257,16 +256,18 @@ impl AssetDirectory {
         ids
     }
 
-    /// The metadata of `address` on `chain_id`.
+    /// The metadata of `address` on `network`.
     pub async fn lookup(
         &self,
-        chain_id: u64,
+        network: Network,
         address: Address,
     ) -> Result<AssetInfo, AssetLookupError> {
-        let chain = self
-            .chains
-            .get(&chain_id)
-            .ok_or(AssetLookupError::NetworkNotConfigured(chain_id))?;
+        let Some((chain_id, chain)) = network
+            .chain_id()
+            .and_then(|chain_id| Some((chain_id, self.chains.get(&chain_id)?)))
+        else {
+            return Err(AssetLookupError::NetworkNotConfigured(network));
+        };
         if let Some(listed) = chain.listed.get(&address) {
             return Ok(listed.clone());
         }

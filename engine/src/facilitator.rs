@@ -11,7 +11,6 @@
 //! [`MeteredFacilitator`] wraps whichever one is used, for latency and error metrics.
 
 use std::{
-    str::FromStr,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -19,9 +18,9 @@ use std::{
 use async_trait::async_trait;
 use hiregate_payments::{
     ChainConfig, Facilitator, FacilitatorConfig, FacilitatorError, HttpFacilitatorClient,
-    LocalFacilitator, Reason, RelayerKey, SettleRequest, SettleResponse, SupportedResponse,
-    Timeouts, VerifyRequest, VerifyResponse, facilitator::http_client::StaticHeaders,
-    facilitator::local::LocalFacilitatorError, facilitator::turns::KeyTurns, wire::Network,
+    LocalFacilitator, Reason, SettleRequest, SettleResponse, SupportedResponse, Timeouts,
+    VerifyRequest, VerifyResponse, facilitator::http_client::StaticHeaders,
+    facilitator::local::LocalFacilitatorError, facilitator::turns::KeyTurns,
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret as _;
@@ -68,15 +67,11 @@ pub fn bundled_facilitator_config(
             chain: name.clone(),
             reason: reason.to_owned(),
         };
-        let network =
-            Network::from_str(&chain.network).map_err(|_| problem("network is not a CAIP-2 id"))?;
-        let key = chain
+        let relayer_key = chain
             .relayer_private_key
-            .as_ref()
+            .clone()
             .ok_or_else(|| problem("relayer_private_key is required to settle"))?;
-        let relayer_key = RelayerKey::from_str(key.expose_secret())
-            .map_err(|_| problem("relayer_private_key is not a valid secp256k1 key"))?;
-        let mut config = ChainConfig::new(network, chain.rpc_url.clone(), relayer_key);
+        let mut config = ChainConfig::new(chain.network, chain.rpc_url.clone(), relayer_key);
         config.settlement_lookback_blocks = chain.settlement_lookback_blocks;
         config.sync_send = chain.sync_send;
         // The escrow stack `auth-capture` offers name (canonical v1.0 unless configured), so the

@@ -20,7 +20,7 @@ use crate::{
     facilitator::{
         FacilitatorReadiness, FacilitatorSetupError, MeteredFacilitator, build_facilitator,
     },
-    hire::{HireParts, HireService, escrow::EscrowSetupError},
+    hire::{HireParts, HireService},
     key_turns::GatewayKeyTurns,
     metrics::Metrics,
     outbound::{OutboundClient, OutboundError},
@@ -73,9 +73,6 @@ pub enum AssemblyError {
     /// The facilitator could not be set up.
     #[error("cannot set up the facilitator")]
     Facilitator(#[from] FacilitatorSetupError),
-    /// The escrow operators could not be set up.
-    #[error("cannot set up the escrow operators")]
-    Escrow(#[from] EscrowSetupError),
 }
 
 /// The engine's services, shared by every transport.
@@ -169,7 +166,7 @@ impl Engine {
         let metrics = Arc::new(Metrics::new());
         for chain in settings.chains.values() {
             for token in &chain.tokens {
-                metrics.track_asset(&chain.network, &token.address);
+                metrics.track_asset(chain.network.as_str(), &token.address.to_string());
             }
         }
         // Before anything that sends from a chain key: the relayers and the operator join it.
@@ -213,7 +210,7 @@ impl Engine {
             escrow: crate::hire::escrow::EscrowOperators::from_settings(
                 &config,
                 Some(&*key_turns),
-            )?,
+            ),
             base_url: base_url.clone(),
             metrics: metrics.clone(),
             clock: clock.clone(),

@@ -13,13 +13,11 @@
 //! `paymentState` and the escrow's events, as settlement does for `exact`.
 
 use std::collections::HashMap;
-use std::str::FromStr as _;
 
 use alloy::{
     network::EthereumWallet,
     primitives::{Address, B256, TxHash, U256},
     providers::{Provider as _, ProviderBuilder},
-    signers::local::PrivateKeySigner,
 };
 use hiregate_contracts::terms::ContractTerms;
 use hiregate_payments::{
@@ -31,7 +29,6 @@ use hiregate_payments::{
     },
     facilitator::turns::KeyTurns,
 };
-use secrecy::ExposeSecret as _;
 
 use crate::settings::Settings;
 use hiregate_store::PaymentRecord;
@@ -67,36 +64,18 @@ impl ChainOperator {
     }
 }
 
-/// Why the operators could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum EscrowSetupError {
-    /// A key that passed validation does not parse (cannot happen after `Settings::load`).
-    #[error("chains.{chain}.operator_private_key is not a valid secp256k1 key")]
-    BadKey {
-        /// The `[chains.<name>]` table.
-        chain: String,
-    },
-}
-
 impl EscrowOperators {
     /// An operator for every chain of `settings` with an `operator_private_key`, taking turns
     /// on its key from `turns` when given. Building one makes no network call (the chain id
     /// comes from the validated config).
-    pub fn from_settings(
-        settings: &Settings,
-        turns: Option<&dyn KeyTurns>,
-    ) -> Result<Self, EscrowSetupError> {
+    pub fn from_settings(settings: &Settings, turns: Option<&dyn KeyTurns>) -> Self {
         let mut by_chain = HashMap::new();
-        for (name, chain) in &settings.chains {
+        for chain in settings.chains.values() {
             let (Some(key), Some(chain_id)) = (&chain.operator_private_key, chain.chain_id())
             else {
                 continue;
             };
-            let signer = PrivateKeySigner::from_str(key.expose_secret()).map_err(|_| {
-                EscrowSetupError::BadKey {
-                    chain: name.clone(),
-                }
-            })?;
+            let signer = key.signer().clone();
             let operator = signer.address();
             let wallet = EthereumWallet::from(signer);
             // Nonces, gas and fees come from the operator's relayer; the provider only signs.
@@ -113,7 +92,7 @@ impl EscrowOperators {
             };
             let mut escrow = EscrowOperator::new(provider, chain_id, addresses, operator)
                 .with_receipt_timeout(
-                    std::time::Duration::from_millis(settings.facilitator.settle_timeout_ms),
+                    settings.facilitator.settle_timeout(),
                     std::time::Duration::from_millis(100),
                 );
             // `auto` as `true`: building makes no network call, and the relayer sends
@@ -132,7 +111,7 @@ impl EscrowOperators {
                 }),
             );
         }
-        Ok(Self { by_chain })
+        Self { by_chain }
     }
 
     /// The chains the gateway operates an escrow on.
@@ -279,7 +258,7 @@ impl super::HireService {
         ctx: &super::execute::Ctx,
         payment: &PaymentRecord,
     ) -> Result<EscrowedPayment<'_>, String> {
-        let chain_id = ctx.terms.price().network().chain_id();
+        let chain_id = ctx.terms.price().chain_id();
         let operator = self
             .inner
             .escrow

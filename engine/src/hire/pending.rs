@@ -470,7 +470,7 @@ impl HireService {
             .ok_or_else(|| internal("the contract's worker listing is gone"))?;
         let secret = WebhookSecret::from_str(secret.reveal())
             .map_err(|e| internal(format!("stored callback secret: {e}")))?;
-        let tolerance = Duration::from_secs(self.inner.config.contracts.callback_tolerance_s);
+        let tolerance = self.inner.config.contracts.callback_tolerance();
         let verified = signature
             .and_then(|signature| {
                 secret.verify_parts(

@@ -158,7 +158,7 @@ impl HireService {
     /// must still cover the work, verification and settlement).
     fn hold_budget(&self, ctx: &Ctx, line: &WorkerLine) -> Duration {
         let sla = Duration::from_millis(ctx.terms.sla().max_latency_ms());
-        let cap = Duration::from_millis(self.inner.config.contracts.queue_hold_max_ms);
+        let cap = self.inner.config.contracts.queue_hold_max();
         sla.saturating_sub(line.slot_time()).min(cap)
     }
 

@@ -79,12 +79,12 @@ impl HireService {
         match state {
             ContractState::Executing => Duration::from_millis(ctx.terms.sla().max_latency_ms()),
             ContractState::Delivered | ContractState::Verifying => {
-                Duration::from_secs(settings.contracts.verification_budget_s)
+                settings.contracts.verification_budget()
             }
             // Both wait for a transaction within the settle timeout (the escrow operator's
             // receipt timeout is the same figure).
             ContractState::Settling | ContractState::Authorizing => {
-                Duration::from_millis(settings.facilitator.settle_timeout_ms)
+                settings.facilitator.settle_timeout()
             }
             _ => Duration::ZERO,
         }

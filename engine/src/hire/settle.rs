@@ -38,7 +38,7 @@
 //! reputation and reconciliation read that amount. A rejected metered contract is never
 //! settled: its permit moves nothing and expires.
 
-use std::{str::FromStr, time::Duration};
+use std::str::FromStr;
 
 use alloy::primitives::{Address, B256, TxHash, U256};
 use hiregate_contracts::{
@@ -421,7 +421,7 @@ impl HireService {
         } else {
             SettleRequest::new(payload, requirements)
         };
-        let timeout = Duration::from_millis(inner.config.facilitator.settle_timeout_ms);
+        let timeout = inner.config.facilitator.settle_timeout();
         match tokio::time::timeout(timeout, facilitator.settle(&request)).await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(error)) => Err(error.to_string()),
@@ -936,7 +936,7 @@ fn settled_on_chain(
     decided_by: &'static str,
 ) -> Decision {
     let payer = Address::from_str(&payment.payer).unwrap_or_default();
-    let Ok(network) = Network::from_str(&payment.network) else {
+    let Ok(network) = Network::parse_caip2(&payment.network) else {
         return Decision::Unknown {
             reason: format!("stored network {} does not parse", payment.network),
             response: None,

@@ -267,7 +267,7 @@ pub async fn reconcile<'a>(
             request
                 .network
                 .as_ref()
-                .is_none_or(|network| &chain.network == network)
+                .is_none_or(|network| chain.network.as_str() == network)
         })
         .collect();
     selected.sort_by(|a, b| a.network.cmp(&b.network));
@@ -464,12 +464,7 @@ async fn reconcile_network(
             payees.insert(pay_to);
         }
     }
-    assets.extend(
-        chain
-            .tokens
-            .iter()
-            .filter_map(|t| Address::from_str(&t.address).ok()),
-    );
+    assets.extend(chain.tokens.iter().map(|token| token.address));
     let payers: BTreeSet<Address> = held.iter().map(|p| p.payer).collect();
     let assets: Vec<Address> = assets.into_iter().collect();
 

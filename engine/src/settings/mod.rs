@@ -3,13 +3,20 @@
 //! defaults, an optional file, `HIREGATE_*` variables) and hands the result to
 //! [`Settings::from_figment`].
 //!
-//! Every error names the offending key (figment's own errors carry the key path; ours use
-//! [`ConfigError::Invalid`]). Secrets are held in [`SecretString`] (or [`DatabaseUrl`](hiregate_store::settings::DatabaseUrl)) so a
-//! `Debug` of the settings never prints them.
+//! Values are parsed into the types they mean as they are read: networks into [`Network`],
+//! addresses into [`Address`], private keys into [`PrivateKey`], URLs and socket addresses
+//! into theirs; durations are read through accessors (`request_timeout()`…). A value that does
+//! not parse is a [`ConfigError::Load`] naming its key; a value that parses but breaks a rule
+//! (one that needs other keys, or a bound) is a [`ConfigError::Invalid`] naming its key.
+//! Secrets are held in [`SecretString`], [`PrivateKey`] (or
+//! [`DatabaseUrl`](hiregate_store::settings::DatabaseUrl)), so a `Debug` of the settings never
+//! prints them.
 
 use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use alloy::primitives::Address;
+pub use hiregate_contracts::money::Network;
+pub use hiregate_payments::PrivateKey;
 use figment::{
     Figment,
     providers::{Format, Toml},
@@ -273,13 +280,14 @@ pub enum FacilitatorMode {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChainSettings {
-    /// CAIP-2 network id, `eip155:<chain id>`.
-    pub network: String,
+    /// CAIP-2 network id, `eip155:<chain id>` (no other namespace parses).
+    #[serde(deserialize_with = "evm_network")]
+    pub network: Network,
     /// JSON-RPC endpoint.
     pub rpc_url: Url,
     /// Hex private key of the settlement relayer.
-    #[serde(deserialize_with = "empty_secret_as_none", default)]
-    pub relayer_private_key: Option<SecretString>,
+    #[serde(deserialize_with = "empty_key_as_none", default)]
+    pub relayer_private_key: Option<PrivateKey>,
     /// Tokens known without asking the chain.
     #[serde(default)]
     pub tokens: Vec<TokenSettings>,
@@ -298,8 +306,8 @@ pub struct ChainSettings {
     /// Hex private key of the gateway's escrow operator on this chain: the `captureAuthorizer`
     /// of `auth-capture` offers, which sends capture, void and refund. Empty: this chain offers
     /// `exact` only.
-    #[serde(deserialize_with = "empty_secret_as_none", default)]
-    pub operator_private_key: Option<SecretString>,
+    #[serde(deserialize_with = "empty_key_as_none", default)]
+    pub operator_private_key: Option<PrivateKey>,
     /// base/commerce-payments `AuthCaptureEscrow` on this chain.
     #[serde(default = "canonical_auth_capture_escrow")]
     pub auth_capture_escrow: Address,
@@ -332,22 +340,15 @@ const fn canonical_operator_refund_collector() -> Address {
 }
 
 impl ChainSettings {
-    /// The escrow operator's address, when [`Self::operator_private_key`] is set (validated at
-    /// load).
+    /// The escrow operator's address, when [`Self::operator_private_key`] is set.
     pub fn operator_address(&self) -> Option<Address> {
-        let key = self.operator_private_key.as_ref()?;
-        key.expose_secret()
-            .parse::<alloy::signers::local::PrivateKeySigner>()
-            .ok()
-            .map(|signer| signer.address())
+        self.operator_private_key.as_ref().map(PrivateKey::address)
     }
 
-    /// The EVM chain id of [`Self::network`] (validated at load).
+    /// The EVM chain id of [`Self::network`] (always `Some`: the settings parse no other
+    /// network).
     pub fn chain_id(&self) -> Option<u64> {
-        self.network
-            .strip_prefix("eip155:")
-            .and_then(|id| id.parse::<u64>().ok())
-            .filter(|id| *id > 0)
+        self.network.chain_id()
     }
 }
 
@@ -356,7 +357,8 @@ impl ChainSettings {
 #[serde(deny_unknown_fields)]
 pub struct TokenSettings {
     /// Token contract address.
-    pub address: String,
+    #[serde(deserialize_with = "prefixed_address")]
+    pub address: Address,
     /// EIP-712 domain name (x402 `extra.name`).
     pub name: String,
     /// EIP-712 domain version (x402 `extra.version`); may be empty for a `permit2` token
@@ -525,6 +527,21 @@ impl ContractSettings {
     pub fn recovery_grace(&self) -> Duration {
         Duration::from_millis(self.recovery_grace_ms)
     }
+
+    /// Authorization time reserved for verification.
+    pub fn verification_budget(&self) -> Duration {
+        Duration::from_secs(self.verification_budget_s)
+    }
+
+    /// Longest a paid execute holds its request for a slot of a full worker.
+    pub fn queue_hold_max(&self) -> Duration {
+        Duration::from_millis(self.queue_hold_max_ms)
+    }
+
+    /// How far a worker callback's `webhook-timestamp` may be from the gateway's clock.
+    pub fn callback_tolerance(&self) -> Duration {
+        Duration::from_secs(self.callback_tolerance_s)
+    }
 }
 
 /// `[escrow]`
@@ -589,6 +606,11 @@ impl WebhookSettings {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }
+
+    /// Largest `Retry-After` honoured.
+    pub fn retry_after_max(&self) -> Duration {
+        Duration::from_secs(self.retry_after_max_s)
+    }
 }
 
 /// `[mcp]`: the wallet the MCP `hire` tool pays from, and the limits the gateway enforces
@@ -597,8 +619,8 @@ impl WebhookSettings {
 #[serde(deny_unknown_fields)]
 pub struct McpSettings {
     /// Hex private key of the paying wallet (never logged).
-    #[serde(deserialize_with = "empty_secret_as_none", default)]
-    pub wallet_private_key: Option<SecretString>,
+    #[serde(deserialize_with = "empty_key_as_none", default)]
+    pub wallet_private_key: Option<PrivateKey>,
     /// The most one hire may cost, atomic units of the contract's asset (default 5 whole units of
     /// a 6-decimals token, from `config.default.toml`).
     #[serde(default)]
@@ -689,6 +711,34 @@ fn empty_address_as_none<'de, D: Deserializer<'de>>(
         .parse::<Address>()
         .map(Some)
         .map_err(serde::de::Error::custom)
+}
+
+/// `chains.<name>.network`: an EVM chain, refused in the words `check-config` always used.
+fn evm_network<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Network, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    raw.parse()
+        .map_err(|_| serde::de::Error::custom(format!("`{raw}` is not a CAIP-2 eip155:<chain id>")))
+}
+
+/// A token address: `0x` and 40 hex digits (any case: configured tokens are not checksummed).
+fn prefixed_address<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Address, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    raw.strip_prefix("0x")
+        .filter(|digits| digits.len() == 40)
+        .and_then(|_| raw.parse().ok())
+        .ok_or_else(|| serde::de::Error::custom("must be a 0x-prefixed 20-byte hex address"))
+}
+
+/// A private key, parsed once here; empty means none. The error never repeats the value.
+fn empty_key_as_none<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<PrivateKey>, D::Error> {
+    let raw = SecretString::from(String::deserialize(deserializer)?);
+    let raw = raw.expose_secret();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    raw.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
 fn empty_secret_as_none<'de, D: Deserializer<'de>>(

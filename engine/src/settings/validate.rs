@@ -98,18 +98,7 @@ impl Settings {
         let mut networks = BTreeSet::new();
         for (name, chain) in &self.chains {
             let key = |field: &str| format!("chains.{name}.{field}");
-            let chain_id = chain
-                .network
-                .strip_prefix("eip155:")
-                .and_then(|id| id.parse::<u64>().ok())
-                .filter(|id| *id > 0);
-            if chain_id.is_none() {
-                return Err(ConfigError::invalid(
-                    key("network"),
-                    format!("`{}` is not a CAIP-2 eip155:<chain id>", chain.network),
-                ));
-            }
-            if !networks.insert(chain.network.as_str()) {
+            if !networks.insert(chain.network) {
                 return Err(ConfigError::invalid(
                     key("network"),
                     format!("`{}` is configured twice", chain.network),
@@ -125,16 +114,7 @@ impl Settings {
             let mut seen = BTreeSet::new();
             for (index, token) in chain.tokens.iter().enumerate() {
                 let field = |f: &str| format!("chains.{name}.tokens[{index}].{f}");
-                let well_formed = token.address.len() == 42
-                    && token.address.starts_with("0x")
-                    && token.address[2..].bytes().all(|b| b.is_ascii_hexdigit());
-                if !well_formed {
-                    return Err(ConfigError::invalid(
-                        field("address"),
-                        "must be a 0x-prefixed 20-byte hex address",
-                    ));
-                }
-                if !seen.insert(token.address.to_ascii_lowercase()) {
+                if !seen.insert(token.address) {
                     return Err(ConfigError::invalid(field("address"), "listed twice"));
                 }
                 let needs_version = token.transfer_method == TransferMethod::Eip3009;
@@ -152,37 +132,22 @@ impl Settings {
                     return Err(ConfigError::invalid(field("decimals"), "at most 77"));
                 }
             }
-            match &chain.relayer_private_key {
-                None if self.facilitator.mode == FacilitatorMode::Embedded => {
-                    return Err(ConfigError::invalid(
-                        key("relayer_private_key"),
-                        "required when facilitator.mode = \"embedded\"",
-                    ));
-                }
-                Some(secret) if !is_hex_private_key(secret.expose_secret()) => {
-                    return Err(ConfigError::invalid(
-                        key("relayer_private_key"),
-                        "must be 32 bytes of hex (64 hex digits, optional 0x)",
-                    ));
-                }
-                _ => {}
+            if chain.relayer_private_key.is_none()
+                && self.facilitator.mode == FacilitatorMode::Embedded
+            {
+                return Err(ConfigError::invalid(
+                    key("relayer_private_key"),
+                    "required when facilitator.mode = \"embedded\"",
+                ));
             }
-            if let Some(secret) = &chain.operator_private_key {
-                if !is_hex_private_key(secret.expose_secret()) {
-                    return Err(ConfigError::invalid(
-                        key("operator_private_key"),
-                        "must be 32 bytes of hex (64 hex digits, optional 0x)",
-                    ));
-                }
-                if self.escrow.treasury.is_none() {
-                    return Err(ConfigError::invalid(
-                        "escrow.treasury",
-                        format!(
-                            "required when chains.{name}.operator_private_key is set: escrowed \
-                             contracts name it as their fee recipient"
-                        ),
-                    ));
-                }
+            if chain.operator_private_key.is_some() && self.escrow.treasury.is_none() {
+                return Err(ConfigError::invalid(
+                    "escrow.treasury",
+                    format!(
+                        "required when chains.{name}.operator_private_key is set: escrowed \
+                         contracts name it as their fee recipient"
+                    ),
+                ));
             }
             for (field, address) in [
                 ("auth_capture_escrow", chain.auth_capture_escrow),
@@ -254,7 +219,7 @@ impl Settings {
     /// timeout plus the recovery grace, the next job round (one interval later) takes it over,
     /// asks the chain and calls `/settle` once more, which may take the timeout again.
     pub fn worst_case_settlement_recovery(&self) -> Duration {
-        let settle = Duration::from_millis(self.facilitator.settle_timeout_ms);
+        let settle = self.facilitator.settle_timeout();
         settle * 2 + self.contracts.recovery_grace() + self.contracts.jobs_interval()
     }
 
@@ -266,19 +231,8 @@ impl Settings {
                 "must be at least 1 (0 would refuse every MCP client)",
             ));
         }
-        let Some(key) = &mcp.wallet_private_key else {
+        if mcp.wallet_private_key.is_none() {
             return Ok(());
-        };
-        if key
-            .expose_secret()
-            .trim()
-            .parse::<alloy::signers::local::PrivateKeySigner>()
-            .is_err()
-        {
-            return Err(ConfigError::invalid(
-                "mcp.wallet_private_key",
-                "not a hex secp256k1 private key",
-            ));
         }
         if mcp.max_per_hire == 0 {
             return Err(ConfigError::invalid(
@@ -422,11 +376,6 @@ fn check_http_url(key: &str, url: &Url) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn is_hex_private_key(raw: &str) -> bool {
-    let digits = raw.strip_prefix("0x").unwrap_or(raw);
-    digits.len() == 64 && digits.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 impl Settings {
     fn validate_webhooks_and_events(&self) -> Result<(), ConfigError> {
         let hooks = &self.webhooks;
@@ -537,6 +486,19 @@ mod tests {
         }
     }
 
+    /// The key of a value that does not parse into its type (a [`ConfigError::Load`], as a
+    /// wrong type is) and the reason given for it.
+    fn unparsed_key(overrides: &str) -> (String, String) {
+        match Settings::from_defaults_and(overrides) {
+            Err(ConfigError::Load(error)) => {
+                let errors: Vec<figment::Error> = (*error).into_iter().collect();
+                assert_eq!(errors.len(), 1, "{errors:?}");
+                (errors[0].path.join("."), errors[0].kind.to_string())
+            }
+            other => panic!("expected a Load error, got {other:?}"),
+        }
+    }
+
     #[test]
     fn rule_violations_name_the_key() {
         assert_eq!(
@@ -552,9 +514,13 @@ mod tests {
             invalid_key("[health]\nmiss_threshold = 0"),
             "health.miss_threshold"
         );
+        // Values that do not parse into their types are refused as they are read, by key.
         assert_eq!(
-            invalid_key("[chains.devnet]\nnetwork = \"base\"\nrpc_url = \"http://127.0.0.1:8545\""),
-            "chains.devnet.network"
+            unparsed_key("[chains.devnet]\nnetwork = \"base\"\nrpc_url = \"http://127.0.0.1:8545\""),
+            (
+                "chains.devnet.network".to_owned(),
+                "`base` is not a CAIP-2 eip155:<chain id>".to_owned()
+            )
         );
         assert_eq!(
             invalid_key(
@@ -576,10 +542,23 @@ mod tests {
         );
         let chain = "[chains.devnet]\nnetwork = \"eip155:31337\"\nrpc_url = \"http://127.0.0.1:8545\"\n\
             relayer_private_key = \"0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d\"\n";
-        assert_eq!(
-            invalid_key(&format!("{chain}operator_private_key = \"0x12\"")),
-            "chains.devnet.operator_private_key"
+        let (key, reason) = unparsed_key(&format!("{chain}operator_private_key = \"0x12\""));
+        assert_eq!(key, "chains.devnet.operator_private_key");
+        assert!(
+            reason.starts_with("must be 32 bytes of hex (64 hex digits, optional 0x)"),
+            "{reason}"
         );
+        let token = |address: &str| {
+            format!(
+                "{chain}[[chains.devnet.tokens]]\naddress = \"{address}\"\nname = \"T\"\n\
+                 version = \"1\"\ndecimals = 6\nsymbol = \"T\"\n"
+            )
+        };
+        for bad in ["5FbDB2315678afecb367f032d93F642f64180aa3", "0x1234", "0xZZ"] {
+            let (key, reason) = unparsed_key(&token(bad));
+            assert!(key.starts_with("chains.devnet.tokens"), "{key}");
+            assert_eq!(reason, "must be a 0x-prefixed 20-byte hex address");
+        }
         assert_eq!(
             invalid_key(&format!(
                 "{chain}operator_private_key = \"0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a\""

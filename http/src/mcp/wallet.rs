@@ -1,11 +1,10 @@
 //! The MCP server's own paying wallet (`[mcp]`), used by the account tools' `hire` within its
 //! spending limits.
 
-use std::{fmt, str::FromStr, sync::Arc};
+use std::{fmt, sync::Arc};
 
 use alloy::{primitives::U256, signers::local::PrivateKeySigner};
 use hiregate_engine::settings::McpSettings;
-use secrecy::ExposeSecret as _;
 
 /// The paying wallet and its limits (atomic units of the contract's asset).
 #[derive(Clone)]
@@ -32,9 +31,8 @@ impl McpWallet {
     /// The wallet of `[mcp]`, if one is configured (the key was validated with the config).
     pub fn from_settings(settings: &McpSettings) -> Option<Self> {
         let key = settings.wallet_private_key.as_ref()?;
-        let signer = PrivateKeySigner::from_str(key.expose_secret().trim()).ok()?;
         Some(Self {
-            signer: Arc::new(signer),
+            signer: Arc::new(key.signer().clone()),
             max_per_hire: U256::from(settings.max_per_hire),
             max_per_day: U256::from(settings.max_per_day),
             spending: Arc::new(tokio::sync::Mutex::new(())),
