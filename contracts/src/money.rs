@@ -595,7 +595,15 @@ mod tests {
         let padded = Network::parse_caip2("eip155:01").unwrap();
         assert_eq!((padded.as_str(), padded.chain_id()), ("eip155:01", None));
         assert_eq!(Network::parse_caip2("eip155:0").unwrap().chain_id(), None);
-        for bad in ["", "eip155", "eip155:", "EIP155:1", "ab:1", "eip155:1:2", "eip155: 1"] {
+        for bad in [
+            "",
+            "eip155",
+            "eip155:",
+            "EIP155:1",
+            "ab:1",
+            "eip155:1:2",
+            "eip155: 1",
+        ] {
             assert_eq!(
                 Network::parse_caip2(bad),
                 Err(NetworkError::NotCaip2(bad.to_owned())),

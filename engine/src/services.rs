@@ -207,10 +207,7 @@ impl Engine {
             facilitator,
             keys: keys.clone(),
             assets: assets.clone(),
-            escrow: crate::hire::escrow::EscrowOperators::from_settings(
-                &config,
-                Some(&*key_turns),
-            ),
+            escrow: crate::hire::escrow::EscrowOperators::from_settings(&config, Some(&*key_turns)),
             base_url: base_url.clone(),
             metrics: metrics.clone(),
             clock: clock.clone(),

@@ -144,7 +144,7 @@ async fn main() {
     let network: Network = devnet.network().parse().unwrap();
     let pay_to = PrivateKeySigner::random().address();
     let requirements = PaymentRequirements::exact_evm(
-        network.clone(),
+        network,
         U256::from(AMOUNT),
         devnet.token(),
         pay_to,
@@ -260,11 +260,7 @@ async fn start_facilitator(
     let url = format!("http://{}/", listener.local_addr().unwrap())
         .parse()
         .unwrap();
-    let mut chain = ChainConfig::new(
-        network.clone(),
-        devnet.rpc_url().clone(),
-        RelayerKey::new(relayer),
-    );
+    let mut chain = ChainConfig::new(*network, devnet.rpc_url().clone(), RelayerKey::new(relayer));
     // Explicit both ways: the figures compare the two.
     chain.sync_send = if sync_send {
         hiregate_payments::SyncSendMode::On

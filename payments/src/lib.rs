@@ -109,8 +109,8 @@ pub use permit2::sign::{Permit2SignOptions, sign_permit2_payment};
 pub use permit2::{Permit2Payload, Permit2Payment, Permit2Scheme, UPTO_SCHEME};
 pub use reason::Reason;
 pub use wire::{
-    Network, NetworkError, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettleRequest,
-    SettleResponse, SupportedResponse, TokenDomain, VerifyRequest, VerifyResponse,
+    Network, NetworkError, PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo,
+    SettleRequest, SettleResponse, SupportedResponse, TokenDomain, VerifyRequest, VerifyResponse,
 };
 
 /// The replay key of any EVM payload, whichever way it moves the token: the one place that
@@ -126,7 +126,7 @@ impl PaymentPayload {
         }
         let payload = self.exact_evm()?;
         Ok(PaymentKey {
-            network: self.accepted.network.clone(),
+            network: self.accepted.network,
             asset: self
                 .accepted
                 .asset

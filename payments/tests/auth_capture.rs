@@ -178,7 +178,7 @@ mod onchain {
             };
             edit(&mut extra);
             let requirements = PaymentRequirements::auth_capture_evm(
-                network.clone(),
+                network,
                 U256::from(AMOUNT),
                 devnet.token(),
                 receiver,
@@ -734,7 +734,7 @@ mod onchain {
         let stranger = env.devnet.fresh_relayer().await.unwrap();
         let other = LocalFacilitator::connect(FacilitatorConfig {
             chains: vec![ChainConfig::new(
-                env.requirements.network.clone(),
+                env.requirements.network,
                 env.devnet.rpc_url().clone(),
                 RelayerKey::new(stranger),
             )],

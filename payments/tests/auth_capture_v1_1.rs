@@ -88,7 +88,7 @@ impl Env {
         };
         edit(&mut extra);
         let requirements = PaymentRequirements::auth_capture_evm(
-            network.clone(),
+            network,
             U256::from(AMOUNT),
             devnet.token(),
             receiver,

@@ -65,7 +65,7 @@ impl Env {
         let network: Network = devnet.network().parse().unwrap();
         let facilitator = LocalFacilitator::connect(FacilitatorConfig {
             chains: vec![ChainConfig::new(
-                network.clone(),
+                network,
                 devnet.rpc_url().clone(),
                 RelayerKey::new(devnet.relayer()),
             )],
@@ -89,7 +89,7 @@ impl Env {
 
     fn exact_offer(&self) -> PaymentRequirements {
         PaymentRequirements::exact_permit2_evm(
-            self.network.clone(),
+            self.network,
             U256::from(AMOUNT),
             self.devnet.permit_token(),
             self.pay_to,
@@ -100,7 +100,7 @@ impl Env {
 
     fn upto_offer(&self) -> PaymentRequirements {
         PaymentRequirements::upto_evm(
-            self.network.clone(),
+            self.network,
             U256::from(MAX),
             self.devnet.permit_token(),
             self.pay_to,
@@ -292,7 +292,7 @@ async fn official_exact_permit2_payment_settles_once_and_the_chain_shows_what_mo
     assert_eq!(replay.transaction, "");
     let fresh = LocalFacilitator::connect(FacilitatorConfig {
         chains: vec![ChainConfig::new(
-            env.network.clone(),
+            env.network,
             env.devnet.rpc_url().clone(),
             RelayerKey::new(env.devnet.fresh_relayer().await.unwrap()),
         )],
@@ -326,7 +326,7 @@ async fn concurrent_duplicate_settles_move_money_once() {
     let second = Arc::new(
         LocalFacilitator::connect(FacilitatorConfig {
             chains: vec![ChainConfig::new(
-                env.network.clone(),
+                env.network,
                 env.devnet.rpc_url().clone(),
                 RelayerKey::new(env.devnet.fresh_relayer().await.unwrap()),
             )],
@@ -747,7 +747,7 @@ async fn the_official_facilitator_settles_our_permit2_and_upto_payments() {
 async fn an_unconfirmed_upto_settlement_reports_pending_and_a_retry_reconciles_without_resending() {
     let env = Env::start().await;
     let mut chain = ChainConfig::new(
-        env.network.clone(),
+        env.network,
         env.devnet.rpc_url().clone(),
         RelayerKey::new(env.devnet.relayer()),
     );

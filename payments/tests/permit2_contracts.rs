@@ -75,7 +75,7 @@ impl Setup {
         let network: Network = devnet.network().parse().unwrap();
         let pay_to = PrivateKeySigner::random().address();
         let exact = PaymentRequirements::exact_permit2_evm(
-            network.clone(),
+            network,
             U256::from(AMOUNT),
             devnet.permit_token(),
             pay_to,

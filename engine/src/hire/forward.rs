@@ -72,10 +72,7 @@ impl HireService {
         let payment = payment.ok_or_else(|| internal("a paid contract has no payment"))?;
         let needed = AuthorizationWindow::needed_for_one_attempt(&ctx.terms, settings);
         // `validBefore` is the chain's deadline: judged by its clock.
-        let now_s = inner
-            .assets
-            .money_now(ctx.terms.price().chain_id())
-            .await;
+        let now_s = inner.assets.money_now(ctx.terms.price().chain_id()).await;
         if payment.valid_before < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX)) {
             // Too late to work, judge and settle before validBefore: release it instead.
             if self

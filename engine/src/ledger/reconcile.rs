@@ -270,7 +270,7 @@ pub async fn reconcile<'a>(
                 .is_none_or(|network| chain.network.as_str() == network)
         })
         .collect();
-    selected.sort_by(|a, b| a.network.cmp(&b.network));
+    selected.sort_by_key(|a| a.network);
     selected.dedup_by(|a, b| a.network == b.network);
     if selected.is_empty() {
         return Err(match &request.network {

@@ -15,12 +15,12 @@
 use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use alloy::primitives::Address;
-pub use hiregate_contracts::money::Network;
-pub use hiregate_payments::PrivateKey;
 use figment::{
     Figment,
     providers::{Format, Toml},
 };
+pub use hiregate_contracts::money::Network;
+pub use hiregate_payments::PrivateKey;
 use hiregate_payments::SyncSendMode;
 use hiregate_store::settings::DatabaseSettings;
 use secrecy::{ExposeSecret, SecretString};

@@ -516,7 +516,9 @@ mod tests {
         );
         // Values that do not parse into their types are refused as they are read, by key.
         assert_eq!(
-            unparsed_key("[chains.devnet]\nnetwork = \"base\"\nrpc_url = \"http://127.0.0.1:8545\""),
+            unparsed_key(
+                "[chains.devnet]\nnetwork = \"base\"\nrpc_url = \"http://127.0.0.1:8545\""
+            ),
             (
                 "chains.devnet.network".to_owned(),
                 "`base` is not a CAIP-2 eip155:<chain id>".to_owned()

@@ -52,7 +52,8 @@ pub fn next_delay(
     retry_after_header: Option<&str>,
     now: DateTime<Utc>,
 ) -> Duration {
-    retry_after(retry_after_header, now, settings.retry_after_max()).unwrap_or_else(|| backoff_delay(settings, attempt))
+    retry_after(retry_after_header, now, settings.retry_after_max())
+        .unwrap_or_else(|| backoff_delay(settings, attempt))
 }
 
 #[cfg(test)]

@@ -971,7 +971,8 @@ impl Transcript {
 
 #[tokio::test]
 async fn the_rest_api_answers_as_recorded() {
-    let steps = session().await;
+    // Boxed: the whole recorded session is one large future.
+    let steps = Box::pin(session()).await;
     let path = fixture_path();
     if std::env::var("HIREGATE_BLESS_WIRE").is_ok_and(|v| v == "1") {
         let text = serde_json::to_string_pretty(&steps).unwrap() + "\n";

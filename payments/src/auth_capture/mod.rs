@@ -639,7 +639,7 @@ impl AuthCapturePayment {
             None,
         );
         Ok(Self {
-            network: requirements.network.clone(),
+            network: requirements.network,
             chain_id,
             addresses,
             extra,
@@ -730,7 +730,7 @@ impl AuthCapturePayment {
     #[must_use]
     pub fn key(&self) -> PaymentKey {
         PaymentKey {
-            network: self.network.clone(),
+            network: self.network,
             asset: self.info.token,
             payer: self.payer(),
             nonce: self.payload.authorization.nonce,

@@ -191,7 +191,7 @@ impl ExactPayment {
             return Err(Reason::ValueMismatch);
         }
         Ok(Self {
-            network: requirements.network.clone(),
+            network: requirements.network,
             chain_id,
             asset,
             domain,
@@ -231,7 +231,7 @@ impl ExactPayment {
     #[must_use]
     pub fn key(&self) -> PaymentKey {
         PaymentKey {
-            network: self.network.clone(),
+            network: self.network,
             asset: self.asset,
             payer: self.payer(),
             nonce: self.payload.authorization.nonce,

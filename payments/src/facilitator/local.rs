@@ -157,23 +157,21 @@ impl LocalFacilitator {
         }
         let mut chains = HashMap::new();
         for chain in config.chains {
-            let network = chain.network.clone();
+            let network = chain.network;
             if chains.contains_key(&network) {
                 return Err(LocalFacilitatorError::DuplicateNetwork(network));
             }
             let expected = network
                 .chain_id()
-                .ok_or_else(|| LocalFacilitatorError::NotEvm(network.clone()))?;
+                .ok_or_else(|| LocalFacilitatorError::NotEvm(network))?;
             let provider = ProviderBuilder::new()
                 .wallet(chain.relayer_key.signer().clone())
                 .connect_http(chain.rpc_url.clone())
                 .erased();
-            let actual = provider.get_chain_id().await.map_err(|source| {
-                LocalFacilitatorError::Unreachable {
-                    network: network.clone(),
-                    source,
-                }
-            })?;
+            let actual = provider
+                .get_chain_id()
+                .await
+                .map_err(|source| LocalFacilitatorError::Unreachable { network, source })?;
             if actual != expected {
                 return Err(LocalFacilitatorError::ChainIdMismatch { network, actual });
             }
@@ -182,10 +180,7 @@ impl LocalFacilitator {
             let has_multicall = !provider
                 .get_code_at(multicall)
                 .await
-                .map_err(|source| LocalFacilitatorError::Unreachable {
-                    network: network.clone(),
-                    source,
-                })?
+                .map_err(|source| LocalFacilitatorError::Unreachable { network, source })?
                 .is_empty();
             if batching && !has_multicall {
                 tracing::warn!(%network, %multicall, "no Multicall3 code: every settlement is its own transaction");
@@ -208,7 +203,7 @@ impl LocalFacilitator {
                 has_multicall.then_some(multicall),
             );
             let entry = Chain {
-                network: network.clone(),
+                network,
                 relayer: Relayer::new(provider.clone(), chain.relayer_key.address(), &options),
                 clock: ChainClock::new(provider.clone()),
                 provider,

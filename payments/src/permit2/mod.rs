@@ -473,7 +473,7 @@ impl Permit2Payment {
         }
         Ok(Self {
             scheme,
-            network: requirements.network.clone(),
+            network: requirements.network,
             chain_id,
             asset,
             pay_to,
@@ -529,7 +529,7 @@ impl Permit2Payment {
     #[must_use]
     pub fn key(&self) -> PaymentKey {
         PaymentKey {
-            network: self.network.clone(),
+            network: self.network,
             asset: self.asset,
             payer: self.payer(),
             nonce: self.payload.permit2_authorization.nonce_word(),
@@ -555,7 +555,7 @@ pub fn precheck(
 pub(crate) fn payment_key(payload: &PaymentPayload) -> Result<PaymentKey, Reason> {
     let permit2 = payload.permit2_evm()?;
     Ok(PaymentKey {
-        network: payload.accepted.network.clone(),
+        network: payload.accepted.network,
         asset: payload
             .accepted
             .asset

@@ -47,7 +47,7 @@ impl Harness {
         let network: Network = devnet.network().parse().unwrap();
         let pay_to = PrivateKeySigner::random().address();
         let requirements = PaymentRequirements::exact_evm(
-            network.clone(),
+            network,
             U256::from(AMOUNT),
             devnet.token(),
             pay_to,
@@ -71,7 +71,7 @@ impl Harness {
 
     pub fn config_with(&self, edit: impl FnOnce(&mut ChainConfig)) -> FacilitatorConfig {
         let mut chain = ChainConfig::new(
-            self.network.clone(),
+            self.network,
             self.devnet.rpc_url().clone(),
             RelayerKey::new(self.devnet.relayer()),
         );
