@@ -463,7 +463,7 @@ async fn replays_and_duplicates(database: TestDatabase) {
 
 #[tokio::test]
 async fn replays_and_eight_concurrent_duplicates_of_a_permit2_payment_move_money_once() {
-    replays_and_duplicates(TestDatabase::sqlite()).await;
+    Box::pin(replays_and_duplicates(TestDatabase::sqlite())).await;
 }
 
 #[tokio::test]
@@ -472,7 +472,7 @@ async fn replays_and_eight_concurrent_duplicates_of_a_permit2_payment_move_money
     let Some(database) = TestDatabase::postgres().await else {
         return;
     };
-    replays_and_duplicates(database).await;
+    Box::pin(replays_and_duplicates(database)).await;
 }
 
 #[tokio::test]
