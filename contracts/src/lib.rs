@@ -9,7 +9,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`id`] | prefixed, sortable ids: `ctr_…`, `wk_…`, `skr_…`, `op_…`, `dsp_…`, `att_…`, `rct_…` |
+//! | [`id`] | prefixed, sortable ids, the workspace's one vocabulary: `ctr_…`, `wk_…`, `skr_…`, `opr_…`, `dsp_…`, `att_…`, `rct_…`, `key_…`, `job_…`, principals (`skr_`/`opr_`), correlation ids |
 //! | [`time`] | [`Timestamp`](time::Timestamp): UTC, millisecond precision, one spelling |
 //! | [`money`] | CAIP-2 [`Network`](money::Network), EIP-55 [`EvmAddress`](money::EvmAddress), [`AtomicAmount`](money::AtomicAmount), [`Price`](money::Price) |
 //! | [`canonical`] | RFC 8785 canonical JSON and the `sha256:<hex>` [`Digest`](canonical::Digest) |

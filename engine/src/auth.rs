@@ -3,9 +3,10 @@
 //! ([`hiregate_store::keys`]); the HTTP extractors that use them live in `http::extract`.
 
 use crate::clock::Clock;
+use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use hiregate_store::{
     ApiKeyInfo, ApiKeyRecord, NewApiKey, Store, StoreError,
-    ids::{ApiKeyId, PrincipalId},
+    
     keys::{ApiKey, ApiKeyHash, Role},
 };
 

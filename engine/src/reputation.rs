@@ -19,7 +19,8 @@ use hiregate_contracts::{
 };
 
 use crate::{clock::Clock, hire::error::HireError};
-use hiregate_store::{Store, ids::WorkerId};
+use hiregate_contracts::id::WorkerId;
+use hiregate_store::{Store, };
 
 /// How long a computed snapshot is served before it is computed again.
 pub const SNAPSHOT_TTL: Duration = Duration::from_secs(30);
@@ -73,9 +74,7 @@ impl ReputationBook {
             return Ok(signed);
         }
         let facts = self.store.hire_facts(worker).await?;
-        let subject = hiregate_contracts::id::WorkerId::from_str(worker.as_str())
-            .map_err(HireError::internal)?;
-        let snapshot = compute(&subject, &facts, Timestamp::from(self.clock.now()));
+        let snapshot = compute(worker, &facts, Timestamp::from(self.clock.now()));
         let token = self
             .keys
             .sign_json(REPUTATION_TOKEN_TYPE, &snapshot)

@@ -25,7 +25,7 @@ use hiregate_engine::{
     settings::{DEFAULT_CONFIG_TOML, Settings},
 };
 use hiregate_payments::{PaymentRequired, devnet::Devnet, encode_header, sign_exact_payment};
-use hiregate_store::ids::PrincipalId;
+use hiregate_contracts::id::PrincipalId;
 use hiregate_worker_sdk::{
     GatewayKeys, RunningServer, Worker,
     example_workers::{

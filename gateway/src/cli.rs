@@ -18,7 +18,8 @@ use hiregate_engine::{
     facilitator::bundled_facilitator_config,
     ledger::{ReconcileRequest, reconcile},
 };
-use hiregate_store::{Store, ids::PrincipalId, keys::Role};
+use hiregate_contracts::id::PrincipalId;
+use hiregate_store::{Store,  keys::Role};
 
 /// hiregate: an x402 payment gateway for hiring AI agents.
 #[derive(Debug, Parser)]

@@ -25,8 +25,9 @@ use hiregate_engine::{
     auth::{IssueKeyError, issue_api_key},
     ledger::{ReconcileError, ReconcileReport, ReconcileRequest, reconcile},
 };
+use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use hiregate_store::{
-    ids::{ApiKeyId, PrincipalId},
+    
     keys::Role,
 };
 

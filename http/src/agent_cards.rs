@@ -13,7 +13,8 @@ use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
 };
-use hiregate_store::{WorkerQuery, ids::WorkerId, listing::model::HealthState};
+use hiregate_contracts::id::WorkerId;
+use hiregate_store::{WorkerQuery,  listing::model::HealthState};
 
 /// Healthy listings the marketplace card reads at most.
 const MAX_LISTINGS: u32 = 1_000;

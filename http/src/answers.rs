@@ -49,7 +49,7 @@ pub const INFORMATIONAL_HEADERS: [HeaderName; 4] = [
     X_PAYMENT_NETWORK,
 ];
 
-/// The hire's correlation id on every execute answer (see [`hiregate_store::ids::CorrelationId`]).
+/// The hire's correlation id on every execute answer (see [`hiregate_contracts::id::CorrelationId`]).
 pub const X_CORRELATION_ID: HeaderName = HeaderName::from_static("x-correlation-id");
 /// `true` on the answer to a repeated execute.
 pub const X_DUPLICATE: HeaderName = HeaderName::from_static("x-duplicate");

@@ -33,8 +33,9 @@ use hiregate_engine::{
         listing::{ContractPage, ListFilters, ListScope, list_contracts as list},
     },
 };
+use hiregate_contracts::id::{CorrelationId, CorrelationIdError};
 use hiregate_store::{
-    ids::{CorrelationId, CorrelationIdError},
+    
     keys::Role,
 };
 

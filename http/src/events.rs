@@ -26,9 +26,10 @@ use crate::{
     event_stream::{StreamTiming, event_stream},
     state::AppState,
 };
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     ContractRecord, Store,
-    ids::{PrincipalId, WorkerId},
+    
 };
 
 /// The event stream route.

@@ -16,9 +16,10 @@ use axum::{
 };
 
 use crate::{error::ApiError, state::AppState};
+use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use hiregate_store::{
     ApiKeyRecord,
-    ids::{ApiKeyId, PrincipalId},
+    
     keys::{ApiKey, ApiKeyHash, Role},
 };
 

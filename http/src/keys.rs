@@ -21,9 +21,10 @@ use crate::{
 use axum::{Json, extract::State};
 use chrono::{DateTime, Utc};
 use hiregate_engine::auth::{revoke_api_key, rotate_api_key};
+use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use hiregate_store::{
     ApiKeyInfo, ApiKeyRecord,
-    ids::{ApiKeyId, PrincipalId},
+    
     keys::Role,
 };
 use serde::{Deserialize, Serialize};

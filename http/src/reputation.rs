@@ -12,7 +12,7 @@ use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
 };
-use hiregate_store::ids::WorkerId;
+use hiregate_contracts::id::WorkerId;
 
 /// The reputation route.
 pub fn router() -> Routes {

@@ -32,8 +32,9 @@ use crate::{
     state::AppState,
 };
 use hiregate_engine::webhooks::{message_id, parse_message_id, rotate_secret};
+use hiregate_contracts::id::PrincipalId;
 use hiregate_store::{
-    DeliveryRecord, Redelivery, ids::PrincipalId, keys::Role, states::DeliveryState,
+    DeliveryRecord, Redelivery,  keys::Role, states::DeliveryState,
 };
 
 const MAX_PAGE: u32 = 500;

@@ -31,9 +31,10 @@ use crate::{
     state::AppState,
 };
 use hiregate_engine::registry::{NewWorker, WorkerPatch};
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     IN_FLIGHT_STATES, PROBE_HISTORY_KEPT, StatsLimits, WorkerQuery,
-    ids::{PrincipalId, WorkerId},
+    
     listing::{
         metadata::ListingMetadata,
         model::{

@@ -29,7 +29,7 @@ use crate::{
 use hiregate_engine::hire::resource::{
     CatalogueFilter, ResourceExecution, ResourceRequest, WEBHOOK_URL_HEADER,
 };
-use hiregate_store::ids::WorkerId;
+use hiregate_contracts::id::WorkerId;
 
 /// The contract an x402 resource payment made, on every answer past the offer.
 pub const X_CONTRACT_ID: HeaderName = HeaderName::from_static("x-hiregate-contract-id");

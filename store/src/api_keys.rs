@@ -3,8 +3,9 @@
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, from_millis, on_backend, to_millis};
+use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use crate::{
-    ids::{ApiKeyId, PrincipalId},
+    
     keys::{ApiKeyHash, Role},
 };
 

@@ -13,7 +13,7 @@ use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
-use crate::ids::JobId;
+use hiregate_contracts::id::JobId;
 
 const ENTITY: &str = "job";
 

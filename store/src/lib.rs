@@ -9,7 +9,6 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`settings`] | `[database]`: [`settings::DatabaseSettings`], the URL and its backend |
-//! | [`ids`] | prefixed ULID ids (`wk_`, `key_`, `job_`, `skr_`/`opr_`) |
 //! | [`states`] | the stored vocabularies as enums: [`states::PaymentState`], [`states::AttemptState`], [`states::DeliveryState`] (a row with another spelling is corrupt) |
 //! | [`keys`] | API keys (`hg_sk_`/`hg_op_`, only their SHA-256 stored), [`keys::Role`], worker callback secrets |
 //! | [`listing`] | a worker listing: its model (endpoint, protocol, tasks and prices, schemes, fee, health), its shown metadata, [`listing::invalid::InvalidField`] |
@@ -69,7 +68,6 @@ mod contracts;
 mod disputes;
 mod execution;
 mod hire_values;
-pub mod ids;
 mod jobs;
 mod json;
 mod key_locks;

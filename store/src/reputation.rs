@@ -23,7 +23,7 @@ use hiregate_contracts::{
 };
 
 use super::{Store, StoreError, on_backend};
-use crate::ids::WorkerId;
+use hiregate_contracts::id::WorkerId;
 
 const ENTITY: &str = "reputation";
 

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{Store, StoreError, from_millis, json::JsonText, on_backend};
-use crate::ids::WorkerId;
+use hiregate_contracts::id::WorkerId;
 
 const ENTITY: &str = "worker stats";
 

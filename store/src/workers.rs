@@ -6,8 +6,9 @@ use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders, to_millis};
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use crate::{
-    ids::{PrincipalId, WorkerId},
+    
     keys::CallbackSecret,
     listing::{
         metadata::{InputSchema, ListingMetadata},

@@ -22,7 +22,7 @@ use super::{
     execute::{Ctx, internal},
     outcome::Cancellation,
 };
-use hiregate_store::ids::PrincipalId;
+use hiregate_contracts::id::PrincipalId;
 
 /// Compare-and-set rounds before giving up on a contract whose state keeps moving.
 const MAX_ROUNDS: usize = 4;

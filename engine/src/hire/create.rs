@@ -171,7 +171,9 @@ impl HireService {
                     .unwrap_or(settings.default_acceptance_window_s),
             ),
         };
-        let seeker_id = SeekerId::from_str(seeker.as_str()).map_err(HireError::internal)?;
+        let seeker_id = seeker
+            .seeker()
+            .ok_or_else(|| HireError::internal_msg(format!("{seeker} is not a seeker account")))?;
         let context = OfferContext {
             contract_id: ContractId::generate(),
             seeker: seeker_id,
@@ -493,8 +495,6 @@ fn worker_offer(
              [a-z0-9][a-z0-9_.:-]{{0,63}}"
         ))
     })?;
-    let worker_id = hiregate_contracts::id::WorkerId::from_str(listing.id.as_str())
-        .map_err(HireError::internal)?;
     let endpoint = EndpointUrl::try_from(listing.endpoint.url().clone())
         .map_err(|e| unusable(e.to_string()))?;
     let protocol = match listing.protocol {
@@ -503,7 +503,7 @@ fn worker_offer(
         Protocol::Superwire => TermsProtocol::Superwire,
     };
     let pay_to = listing.pay_to.as_contract_address();
-    let worker = WorkerParty::new(worker_id, endpoint, protocol, pay_to)
+    let worker = WorkerParty::new(listing.id.clone(), endpoint, protocol, pay_to)
         .map_err(|e| unusable(e.to_string()))?;
     let price_units = task_offer.price.value();
     if price_units > U256::from(u128::MAX) {

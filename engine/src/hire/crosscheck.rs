@@ -51,9 +51,10 @@ use crate::{
     adapters::{execution_id, read_capabilities},
     outbound::OutboundClient,
 };
+use hiregate_contracts::id::WorkerId;
 use hiregate_store::{
     Store, StoreError,
-    ids::WorkerId,
+    
     listing::model::{HealthState, Protocol, WorkerListing},
 };
 

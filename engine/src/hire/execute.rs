@@ -61,10 +61,11 @@ use super::{
     },
 };
 use crate::adapters::secrets::SeekerSecrets;
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord, StoreError,
     Transition,
-    ids::{PrincipalId, WorkerId},
+    
     states::AttemptState,
 };
 

@@ -14,9 +14,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::error::{ErrorCode, HireError};
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     ContractQuery, ContractRecord, Store,
-    ids::{PrincipalId, WorkerId},
+    
 };
 
 /// Default page size.

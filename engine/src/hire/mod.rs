@@ -120,9 +120,10 @@ use crate::{
     outbound::OutboundClient,
     settings::Config,
 };
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     ContractRecord, NewContract, NewContractEvent, Store, StoreError,
-    ids::{PrincipalId, WorkerId},
+    
     listing::model::{HealthState, Protocol, WorkerListing},
 };
 

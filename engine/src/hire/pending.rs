@@ -51,8 +51,9 @@ use super::{
 use crate::adapters::{
     FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
 };
+use hiregate_contracts::id::JobId;
 use hiregate_store::{
-    AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError, ids::JobId, states::AttemptState,
+    AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError,  states::AttemptState,
 };
 
 /// `job.kind` of the poll jobs.

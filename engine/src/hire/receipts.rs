@@ -21,9 +21,10 @@ use hiregate_contracts::{
 
 use super::HireService;
 use super::error::{ErrorCode, HireError};
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     ContractRecord, ReceiptRecord, StoreError,
-    ids::{PrincipalId, WorkerId},
+    
 };
 
 /// Events read per query while exporting a log.

@@ -25,9 +25,10 @@ use hiregate_store::listing::{
         ProtocolOptions, TaskCatalog, WorkerEndpoint, WorkerListing,
     },
 };
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     Store, StoreError, WorkerQuery,
-    ids::{PrincipalId, WorkerId},
+    
     keys::CallbackSecret,
 };
 

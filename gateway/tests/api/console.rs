@@ -366,7 +366,7 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         .await;
 
     // The health loop has probed the worker by now (every 200 ms).
-    let worker_id: hiregate_store::ids::WorkerId = env.worker_id.parse().unwrap();
+    let worker_id: hiregate_contracts::id::WorkerId = env.worker_id.parse().unwrap();
     eventually(WAIT, "a probe in the health history", || async {
         let stats = env
             .app

@@ -7,10 +7,11 @@ use std::{collections::BTreeMap, collections::BTreeSet, time::Duration};
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
 use hiregate_engine::settings::Settings;
+use hiregate_contracts::id::{ApiKeyId, JobId, PrincipalId, WorkerId};
 use hiregate_store::{
     ContractQuery, Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment,
     ProbeResult, Store, StoreError, Transition, WorkerQuery,
-    ids::{ApiKeyId, JobId, PrincipalId, WorkerId},
+    
     keys::{ApiKeyHash, CallbackSecret, Role},
     listing::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
     settings::DatabaseSettings,

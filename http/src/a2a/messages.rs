@@ -16,7 +16,7 @@ use hiregate_engine::hire::{
     outcome::{Outcome, Settlement},
     resource::{OFFER_EXTRA_KEY, ResourceExecution, ResourceRequest},
 };
-use hiregate_store::ids::WorkerId;
+use hiregate_contracts::id::WorkerId;
 
 /// The task input a message carries: its first `data` part, else its first `text` part (the
 /// JSON it holds, or the text as a JSON string).

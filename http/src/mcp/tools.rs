@@ -80,8 +80,9 @@ use hiregate_engine::hire::{
     outcome::{Execution, FailureKind, Outcome},
     resource::{ResourceExecution, ResourceRequest},
 };
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
-    ids::{PrincipalId, WorkerId},
+    
     keys::{ApiKey, Role},
 };
 

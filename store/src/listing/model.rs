@@ -18,7 +18,7 @@ use hiregate_contracts::money::EvmAddress as ContractAddress;
 pub use hiregate_contracts::money::{Network, PaymentScheme};
 
 use super::invalid::InvalidField;
-use crate::ids::{PrincipalId, WorkerId};
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 
 /// How the gateway talks to a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]

@@ -64,10 +64,11 @@ use super::{
     execute::{Ctx, internal},
     judge::StoredBytesError,
 };
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
     NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
-    ids::{PrincipalId, WorkerId},
+    
     states::PaymentState,
 };
 

@@ -59,9 +59,10 @@ use super::{
     outcome::{Execution, Outcome, PaymentDemand},
 };
 use crate::assets::AssetInfo;
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     StoreError,
-    ids::{PrincipalId, WorkerId},
+    
     keys::ApiKeyHash,
     listing::model::WorkerListing,
 };
@@ -314,10 +315,7 @@ impl HireService {
             Ok(Some(refusal)) => return ResourceExecution::unpaid(Ok(refusal)),
             Err(error) => return ResourceExecution::unpaid(Err(error)),
         }
-        let seeker = match PrincipalId::from_str(terms.seeker().as_str()) {
-            Ok(seeker) => seeker,
-            Err(error) => return ResourceExecution::unpaid(Err(HireError::internal(error))),
-        };
+        let seeker = PrincipalId::from(terms.seeker().clone());
         let execution = self
             .execute(ExecuteRequest {
                 contract_id: contract_id.clone(),
@@ -573,7 +571,7 @@ impl HireService {
             Ok(terms) => terms,
             Err(reason) => return refuse(ErrorCode::PaymentMismatch, reason).await.map(Err),
         };
-        if terms.worker().id().as_str() != request.worker_id.as_str()
+        if terms.worker().id() != &request.worker_id
             || terms.task().task_type().as_str() != request.task_type
         {
             return Err(offer_unreadable("the signed terms name another resource"));
@@ -622,7 +620,7 @@ impl HireService {
         if let Some(refusal) = self.unworthy_payment(&offer, header).await? {
             return Ok(Some(refusal));
         }
-        let seeker = PrincipalId::from_str(terms.seeker().as_str()).map_err(HireError::internal)?;
+        let seeker = PrincipalId::from(terms.seeker().clone());
         if terms.webhook_url().is_some() {
             // Before the contract row: its first event's delivery signs with the seeker's
             // stored secret, and would otherwise make a random one the payer never sees.
