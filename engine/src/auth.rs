@@ -6,7 +6,6 @@ use crate::clock::Clock;
 use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use hiregate_store::{
     ApiKeyInfo, ApiKeyRecord, NewApiKey, Store, StoreError,
-    
     keys::{ApiKey, ApiKeyHash, Role},
 };
 

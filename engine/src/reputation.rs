@@ -7,20 +7,19 @@
 //! TTL rather than per request; figures are at most that much behind the store.
 
 use std::{
-    str::FromStr,
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use hiregate_contracts::{
+    id::WorkerId,
     reputation::{ReputationSnapshot, compute},
     time::Timestamp,
     token::{KeyRing, REPUTATION_TOKEN_TYPE},
 };
 
 use crate::{clock::Clock, hire::error::HireError};
-use hiregate_contracts::id::WorkerId;
-use hiregate_store::{Store, };
+use hiregate_store::Store;
 
 /// How long a computed snapshot is served before it is computed again.
 pub const SNAPSHOT_TTL: Duration = Duration::from_secs(30);

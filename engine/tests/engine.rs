@@ -13,6 +13,7 @@ use figment::{
     Figment,
     providers::{Format, Toml},
 };
+use hiregate_contracts::id::PrincipalId;
 use hiregate_engine::{
     hire::{
         ContractRequest,
@@ -25,7 +26,6 @@ use hiregate_engine::{
     settings::{DEFAULT_CONFIG_TOML, Settings},
 };
 use hiregate_payments::{PaymentRequired, devnet::Devnet, encode_header, sign_exact_payment};
-use hiregate_contracts::id::PrincipalId;
 use hiregate_worker_sdk::{
     GatewayKeys, RunningServer, Worker,
     example_workers::{

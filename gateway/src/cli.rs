@@ -12,14 +12,14 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
 use crate::{config::Settings, shutdown, startup::App, telemetry};
+use hiregate_contracts::id::PrincipalId;
 use hiregate_engine::{
     auth::issue_api_key,
     clock::Clock,
     facilitator::bundled_facilitator_config,
     ledger::{ReconcileRequest, reconcile},
 };
-use hiregate_contracts::id::PrincipalId;
-use hiregate_store::{Store,  keys::Role};
+use hiregate_store::{Store, keys::Role};
 
 /// hiregate: an x402 payment gateway for hiring AI agents.
 #[derive(Debug, Parser)]

@@ -21,15 +21,12 @@ use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
 };
+use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use hiregate_engine::{
     auth::{IssueKeyError, issue_api_key},
     ledger::{ReconcileError, ReconcileReport, ReconcileRequest, reconcile},
 };
-use hiregate_contracts::id::{ApiKeyId, PrincipalId};
-use hiregate_store::{
-    
-    keys::Role,
-};
+use hiregate_store::keys::Role;
 
 /// `/v1/admin/*`.
 pub fn router() -> Routes {

@@ -14,7 +14,7 @@ use crate::{
     state::AppState,
 };
 use hiregate_contracts::id::WorkerId;
-use hiregate_store::{WorkerQuery,  listing::model::HealthState};
+use hiregate_store::{WorkerQuery, listing::model::HealthState};
 
 /// Healthy listings the marketplace card reads at most.
 const MAX_LISTINGS: u32 = 1_000;

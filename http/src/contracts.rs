@@ -25,6 +25,7 @@ use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
 };
+use hiregate_contracts::id::{CorrelationId, CorrelationIdError};
 use hiregate_engine::{
     adapters::secrets::{SECRETS_HEADER, SeekerSecrets},
     hire::{
@@ -33,11 +34,7 @@ use hiregate_engine::{
         listing::{ContractPage, ListFilters, ListScope, list_contracts as list},
     },
 };
-use hiregate_contracts::id::{CorrelationId, CorrelationIdError};
-use hiregate_store::{
-    
-    keys::Role,
-};
+use hiregate_store::keys::Role;
 
 /// Contract and execute routes.
 pub fn router() -> Routes {

@@ -26,11 +26,8 @@ use crate::{
     event_stream::{StreamTiming, event_stream},
     state::AppState,
 };
-use hiregate_contracts::id::{PrincipalId, WorkerId};
-use hiregate_store::{
-    ContractRecord, Store,
-    
-};
+use hiregate_contracts::id::PrincipalId;
+use hiregate_store::{ContractRecord, Store};
 
 /// The event stream route.
 pub fn router() -> Routes {
@@ -60,11 +57,10 @@ pub(crate) async fn contract_for_party(
         .await?
         .ok_or_else(not_found)?;
     let allowed = if caller.is_seeker() {
-        contract.seeker_id == caller.as_str()
+        &contract.seeker_id == caller
     } else {
-        let worker_id = WorkerId::from_str(&contract.worker_id).map_err(ApiError::internal)?;
         store
-            .get_worker(&worker_id)
+            .get_worker(&contract.worker_id)
             .await?
             .is_some_and(|listing| &listing.operator_id == caller)
     };
@@ -140,7 +136,7 @@ pub(crate) async fn contract_events(
     let settings = &state.config.events;
     let stream = event_stream(
         state.store.clone(),
-        contract.contract_id,
+        contract.contract_id.into(),
         after,
         live,
         StreamTiming {

@@ -19,7 +19,6 @@ use crate::{error::ApiError, state::AppState};
 use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use hiregate_store::{
     ApiKeyRecord,
-    
     keys::{ApiKey, ApiKeyHash, Role},
 };
 

@@ -20,13 +20,9 @@ use crate::{
 };
 use axum::{Json, extract::State};
 use chrono::{DateTime, Utc};
-use hiregate_engine::auth::{revoke_api_key, rotate_api_key};
 use hiregate_contracts::id::{ApiKeyId, PrincipalId};
-use hiregate_store::{
-    ApiKeyInfo, ApiKeyRecord,
-    
-    keys::Role,
-};
+use hiregate_engine::auth::{revoke_api_key, rotate_api_key};
+use hiregate_store::{ApiKeyInfo, ApiKeyRecord, keys::Role};
 use serde::{Deserialize, Serialize};
 
 /// Most keys in one page.

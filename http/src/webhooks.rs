@@ -31,11 +31,9 @@ use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
 };
-use hiregate_engine::webhooks::{message_id, parse_message_id, rotate_secret};
 use hiregate_contracts::id::PrincipalId;
-use hiregate_store::{
-    DeliveryRecord, Redelivery,  keys::Role, states::DeliveryState,
-};
+use hiregate_engine::webhooks::{message_id, parse_message_id, rotate_secret};
+use hiregate_store::{DeliveryRecord, Redelivery, keys::Role, states::DeliveryState};
 
 const MAX_PAGE: u32 = 500;
 
@@ -260,7 +258,7 @@ pub(crate) async fn contract_deliveries(
     let contract = contract_for_party(&state.store, &seeker, &id).await?;
     let deliveries = state
         .store
-        .list_webhook_deliveries(&contract.contract_id)
+        .list_webhook_deliveries(contract.contract_id.as_str())
         .await?;
     Ok(Json(json!({
         "contract_id": contract.contract_id,

@@ -30,11 +30,10 @@ use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
 };
-use hiregate_engine::registry::{NewWorker, WorkerPatch};
 use hiregate_contracts::id::{PrincipalId, WorkerId};
+use hiregate_engine::registry::{NewWorker, WorkerPatch};
 use hiregate_store::{
     IN_FLIGHT_STATES, PROBE_HISTORY_KEPT, StatsLimits, WorkerQuery,
-    
     listing::{
         metadata::ListingMetadata,
         model::{

@@ -26,10 +26,10 @@ use crate::{
     error::{ApiError, ApiResult},
     state::AppState,
 };
+use hiregate_contracts::id::WorkerId;
 use hiregate_engine::hire::resource::{
     CatalogueFilter, ResourceExecution, ResourceRequest, WEBHOOK_URL_HEADER,
 };
-use hiregate_contracts::id::WorkerId;
 
 /// The contract an x402 resource payment made, on every answer past the offer.
 pub const X_CONTRACT_ID: HeaderName = HeaderName::from_static("x-hiregate-contract-id");

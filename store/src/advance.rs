@@ -203,8 +203,8 @@ macro_rules! bind_side_write {
         match $statement {
             $crate::SideWrite::Deliverable(piece) => $query
                 .bind(&piece.deliverable_id)
-                .bind(&piece.contract_id)
-                .bind(&piece.attempt_id)
+                .bind(piece.contract_id.as_str())
+                .bind(piece.attempt_id.as_str())
                 .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
                 .bind(piece.name.as_deref())
                 .bind(&piece.kind)
@@ -226,7 +226,7 @@ macro_rules! bind_side_write {
                 .bind(end.estimated_completion.as_deref()),
             $crate::SideWrite::Verification(result) => $query
                 .bind(&result.verification_id)
-                .bind(&result.contract_id)
+                .bind(result.contract_id.as_str())
                 .bind(&result.attempt_id)
                 .bind(&result.policy_id)
                 .bind(&result.policy_version)
@@ -239,8 +239,8 @@ macro_rules! bind_side_write {
                 .bind($crate::json::JsonText(&result.result))
                 .bind($crate::to_millis(result.created_at)),
             $crate::SideWrite::Dispute(dispute) => $query
-                .bind(&dispute.dispute_id)
-                .bind(&dispute.contract_id)
+                .bind(dispute.dispute_id.as_str())
+                .bind(dispute.contract_id.as_str())
                 .bind(&dispute.party)
                 .bind(&dispute.opened_by)
                 .bind(&dispute.reason)
@@ -248,7 +248,7 @@ macro_rules! bind_side_write {
                 .bind($crate::to_millis(dispute.created_at)),
             $crate::SideWrite::Payment(payment) => $query
                 .bind(&payment.payment_id)
-                .bind(&payment.contract_id)
+                .bind(payment.contract_id.as_str())
                 .bind(&payment.network)
                 .bind(&payment.asset)
                 .bind(&payment.payer)
@@ -571,7 +571,7 @@ mod tests {
     fn the_sqlite_script_runs_the_merged_statements_in_its_own_transaction() {
         let payment = NewPayment {
             payment_id: "pay".to_owned(),
-            contract_id: "c".to_owned(),
+            contract_id: hiregate_contracts::id::ContractId::generate(),
             network: "eip155:31337".to_owned(),
             asset: "0xasset".to_owned(),
             payer: "0xpayer".to_owned(),

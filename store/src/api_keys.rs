@@ -3,11 +3,8 @@
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, from_millis, on_backend, to_millis};
+use crate::keys::{ApiKeyHash, Role};
 use hiregate_contracts::id::{ApiKeyId, PrincipalId};
-use crate::{
-    
-    keys::{ApiKeyHash, Role},
-};
 
 const ENTITY: &str = "api_key";
 

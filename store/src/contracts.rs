@@ -2,8 +2,9 @@
 //! append-only event log.
 //!
 //! Seam: a read contract's state is the `contracts` crate's [`ContractState`] (a row holding
-//! any other spelling is corrupt); ids and terms are plain strings / JSON here, and the execute
-//! flow maps them to that crate's types (`ContractId`, `Terms`) at its edge.
+//! any other spelling is corrupt), and so are its ids (`ContractId`, `PrincipalId`, `WorkerId`,
+//! parsed once when the row is read); the terms are JSON here, and the execute flow maps them to
+//! that crate's `Terms` at its edge.
 //!
 //! Ordering: every write to a contract's events first updates the contract row, which takes
 //! its row lock (PostgreSQL) or the write lock (SQLite). The next `seq` is computed after that,
@@ -13,10 +14,13 @@
 use super::bus::LiveEvent;
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{
+    id::{ContractId, PrincipalId, WorkerId},
+    state::ContractState,
+};
 
 use super::transaction::{insert_event, parse_state};
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, to_millis};
 
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
@@ -24,12 +28,12 @@ const EVENT_ENTITY: &str = "contract_event";
 /// A contract to create, with its first event.
 #[derive(Debug, Clone)]
 pub struct NewContract {
-    /// Contract id (from the `contracts` crate).
-    pub contract_id: String,
+    /// Contract id.
+    pub contract_id: ContractId,
     /// Seeker principal.
-    pub seeker_id: String,
+    pub seeker_id: PrincipalId,
     /// Worker listing id.
-    pub worker_id: String,
+    pub worker_id: WorkerId,
     /// Task type hired.
     pub task_type: String,
     /// The signed terms document.
@@ -52,11 +56,11 @@ pub struct NewContract {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContractRecord {
     /// Contract id.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// Seeker principal.
-    pub seeker_id: String,
+    pub seeker_id: PrincipalId,
     /// Worker listing id.
-    pub worker_id: String,
+    pub worker_id: WorkerId,
     /// Task type hired.
     pub task_type: String,
     /// The signed terms document.
@@ -107,7 +111,7 @@ pub struct ContractEvent {
     /// Global order across contracts.
     pub event_id: i64,
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// 1, 2, 3… per contract; the SSE event id.
     pub seq: i64,
     /// When it happened.
@@ -130,7 +134,7 @@ pub struct ContractEvent {
 impl From<ContractEvent> for LiveEvent {
     fn from(event: ContractEvent) -> Self {
         Self {
-            contract_id: event.contract_id,
+            contract_id: event.contract_id.into(),
             seq: event.seq,
             kind: event.kind,
             at: event.at,
@@ -184,9 +188,9 @@ impl TryFrom<ContractRow> for ContractRecord {
 
     fn try_from(row: ContractRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            contract_id: row.contract_id,
-            seeker_id: row.seeker_id,
-            worker_id: row.worker_id,
+            contract_id: parse_id(ENTITY, &row.contract_id)?,
+            seeker_id: parse_id(ENTITY, &row.seeker_id)?,
+            worker_id: parse_id(ENTITY, &row.worker_id)?,
             task_type: row.task_type,
             terms: row.terms.0,
             terms_hash: row.terms_hash,
@@ -229,7 +233,7 @@ impl TryFrom<EventRow> for ContractEvent {
     fn try_from(row: EventRow) -> Result<Self, Self::Error> {
         Ok(Self {
             event_id: row.event_id,
-            contract_id: row.contract_id,
+            contract_id: parse_id(EVENT_ENTITY, &row.contract_id)?,
             seq: row.seq,
             at: from_millis(EVENT_ENTITY, row.at)?,
             actor: row.actor,
@@ -294,9 +298,9 @@ impl Store {
             on_backend!(self, pool => {
                 let mut tx = pool.begin().await?;
                 sqlx::query(SQL)
-                    .bind(&contract.contract_id)
-                    .bind(&contract.seeker_id)
-                    .bind(&contract.worker_id)
+                    .bind(contract.contract_id.as_str())
+                    .bind(contract.seeker_id.as_str())
+                    .bind(contract.worker_id.as_str())
                     .bind(&contract.task_type)
                     .bind(JsonText(&contract.terms))
                     .bind(&contract.terms_hash)
@@ -310,10 +314,10 @@ impl Store {
                     .execute(&mut *tx)
                     .await
                     .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-                insert_event(&mut tx, &contract.contract_id, 1, event, None, Some(contract.state))
+                insert_event(&mut tx, contract.contract_id.as_str(), 1, event, None, Some(contract.state))
                     .await?;
                 tx.commit().await?;
-                self.publish_event(&contract.contract_id, 1, event, None, Some(contract.state));
+                self.publish_event(contract.contract_id.as_str(), 1, event, None, Some(contract.state));
             })
         };
         Ok(())
@@ -474,19 +478,19 @@ impl Store {
 #[derive(Debug, Clone, Default)]
 pub struct ContractQuery {
     /// Only this seeker's contracts.
-    pub seeker_id: Option<String>,
+    pub seeker_id: Option<PrincipalId>,
     /// Only contracts with workers of this operator.
-    pub operator_id: Option<String>,
+    pub operator_id: Option<PrincipalId>,
     /// Only contracts in this state.
     pub state: Option<String>,
     /// Only contracts with this worker.
-    pub worker_id: Option<String>,
+    pub worker_id: Option<WorkerId>,
     /// Created at or after this time.
     pub created_after: Option<DateTime<Utc>>,
     /// Created strictly before this time.
     pub created_before: Option<DateTime<Utc>>,
     /// Resume strictly after this `(created_at, contract_id)` position (newest first).
-    pub after: Option<(DateTime<Utc>, String)>,
+    pub after: Option<(DateTime<Utc>, ContractId)>,
     /// Page size.
     pub limit: u32,
 }
@@ -517,10 +521,10 @@ impl Store {
         };
         let rows: Vec<ContractRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql)
-                .bind(query.seeker_id.as_deref())
-                .bind(query.operator_id.as_deref())
+                .bind(query.seeker_id.as_ref().map(PrincipalId::as_str))
+                .bind(query.operator_id.as_ref().map(PrincipalId::as_str))
                 .bind(query.state.as_deref())
-                .bind(query.worker_id.as_deref())
+                .bind(query.worker_id.as_ref().map(WorkerId::as_str))
                 .bind(query.created_after.map(to_millis))
                 .bind(query.created_before.map(to_millis))
                 .bind(after_at)

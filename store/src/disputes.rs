@@ -3,9 +3,10 @@
 
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
+use hiregate_contracts::id::{ContractId, DisputeId};
 use serde_json::Value;
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, to_millis};
 
 const ENTITY: &str = "dispute";
 
@@ -17,9 +18,9 @@ const COLUMNS: &str = "dispute_id, contract_id, party, opened_by, reason, claim,
 #[derive(Debug, Clone)]
 pub struct NewDispute {
     /// `dsp_…`.
-    pub dispute_id: String,
+    pub dispute_id: DisputeId,
     /// The disputed contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// `seeker` or `operator`.
     pub party: String,
     /// Actor that opened it (`seeker:<id>` / `operator:<id>`).
@@ -36,9 +37,9 @@ pub struct NewDispute {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DisputeRecord {
     /// `dsp_…`.
-    pub dispute_id: String,
+    pub dispute_id: DisputeId,
     /// The disputed contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// `seeker` or `operator`.
     pub party: String,
     /// Actor that opened it.
@@ -125,8 +126,8 @@ impl TryFrom<DisputeRow> for DisputeRecord {
 
     fn try_from(row: DisputeRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            dispute_id: row.dispute_id,
-            contract_id: row.contract_id,
+            dispute_id: parse_id(ENTITY, &row.dispute_id)?,
+            contract_id: parse_id(ENTITY, &row.contract_id)?,
             party: row.party,
             opened_by: row.opened_by,
             reason: row.reason,

@@ -17,7 +17,10 @@ use chrono::{DateTime, Utc};
 
 use crate::listing::model::HealthState;
 use crate::states::{AttemptState, PaymentState};
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{
+    id::{AttemptId, ContractId},
+    state::ContractState,
+};
 
 use super::hire_values::{
     AttemptEnd, AuthorizationOutcome, DeliverableRecord, NewDeliverable, NewVerification,
@@ -26,7 +29,7 @@ use super::hire_values::{
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
     advance::{ContractStep, SideWrite, apply_side_write},
-    bind_event, from_millis, from_millis_opt, on_backend,
+    bind_event, from_millis, from_millis_opt, on_backend, parse_id,
     payments::PAYMENT_COLUMNS,
     to_millis,
 };
@@ -62,7 +65,7 @@ pub enum PayOutcome {
 #[derive(Debug, Clone)]
 pub struct NewAttempt {
     /// Attempt id (`att_…`).
-    pub attempt_id: String,
+    pub attempt_id: AttemptId,
     /// The payment the attempt runs under.
     pub payment_id: String,
     /// When the forward started.
@@ -98,9 +101,9 @@ pub enum StartAttempt {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptRecord {
     /// Attempt id.
-    pub attempt_id: String,
+    pub attempt_id: AttemptId,
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// 1-based number.
     pub attempt_no: u32,
     /// Payment it ran under.
@@ -147,8 +150,8 @@ impl TryFrom<AttemptRow> for AttemptRecord {
 
     fn try_from(row: AttemptRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            attempt_id: row.attempt_id,
-            contract_id: row.contract_id,
+            attempt_id: parse_id(ATTEMPT_ENTITY, &row.attempt_id)?,
+            contract_id: parse_id(ATTEMPT_ENTITY, &row.contract_id)?,
             attempt_no: u32::try_from(row.attempt_no)
                 .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
             payment_id: row.payment_id,
@@ -193,8 +196,8 @@ impl TryFrom<DeliverableRow> for DeliverableRecord {
     fn try_from(row: DeliverableRow) -> Result<Self, Self::Error> {
         Ok(Self {
             deliverable_id: row.deliverable_id,
-            contract_id: row.contract_id,
-            attempt_id: row.attempt_id,
+            contract_id: parse_id(DELIVERABLE_ENTITY, &row.contract_id)?,
+            attempt_id: parse_id(DELIVERABLE_ENTITY, &row.attempt_id)?,
             position: u32::try_from(row.position)
                 .map_err(|e| StoreError::corrupt(DELIVERABLE_ENTITY, &e))?,
             name: row.name,
@@ -231,7 +234,7 @@ impl TryFrom<VerificationRow> for VerificationRecord {
     fn try_from(row: VerificationRow) -> Result<Self, Self::Error> {
         Ok(Self {
             verification_id: row.verification_id,
-            contract_id: row.contract_id,
+            contract_id: parse_id(VERIFICATION_ENTITY, &row.contract_id)?,
             attempt_id: row.attempt_id.unwrap_or_default(),
             policy_id: row.policy_id,
             policy_version: row.policy_version,
@@ -385,7 +388,7 @@ impl Store {
     ) -> Result<PayOutcome, StoreError> {
         let moved = self
             .advance_contract(
-                &payment.contract_id,
+                payment.contract_id.as_str(),
                 &[ContractStep {
                     from: ContractState::Offered,
                     to: to_state,
@@ -554,7 +557,7 @@ impl Store {
                 macro_rules! bind_start {
                     ($query:expr) => {
                         bind_event!($query, contract_id, event, "paid", "executing")
-                            .bind(&attempt.attempt_id)
+                            .bind(attempt.attempt_id.as_str())
                             .bind(&attempt.payment_id)
                             .bind(to_millis(attempt.started_at))
                             .bind(worker_id)

@@ -5,7 +5,10 @@
 
 use chrono::{DateTime, Utc};
 
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{
+    id::{AttemptId, ContractId},
+    state::ContractState,
+};
 
 use crate::states::{AttemptState, PaymentState};
 
@@ -37,9 +40,9 @@ pub struct NewDeliverable {
     /// Deliverable id (`dlv_…`).
     pub deliverable_id: String,
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// Attempt that produced it.
-    pub attempt_id: String,
+    pub attempt_id: AttemptId,
     /// Order within the attempt.
     pub position: u32,
     /// File name, when known.
@@ -81,7 +84,7 @@ pub struct NewVerification {
     /// Verification id (`vrf_…`).
     pub verification_id: String,
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// Attempt judged.
     pub attempt_id: String,
     /// Policy applied.

@@ -457,3 +457,14 @@ pub(crate) fn placeholders(first: usize, count: usize) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// A stored id read into its type (the contracts crate's vocabulary); text that is not an id of
+/// that kind is a corrupt row.
+pub(crate) fn parse_id<Id>(entity: &'static str, raw: &str) -> Result<Id, StoreError>
+where
+    Id: FromStr,
+    Id::Err: std::fmt::Display,
+{
+    raw.parse()
+        .map_err(|error| StoreError::corrupt(entity, &error))
+}

@@ -8,9 +8,11 @@
 
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
+use hiregate_contracts::id::ContractId;
 
 use super::{
-    Store, StoreError, from_millis, from_millis_opt, on_backend, states::PaymentState, to_millis,
+    Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, states::PaymentState,
+    to_millis,
 };
 
 const ENTITY: &str = "payment";
@@ -21,7 +23,7 @@ pub struct NewPayment {
     /// Payment id.
     pub payment_id: String,
     /// Contract it pays.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// CAIP-2 network.
     pub network: String,
     /// Token contract.
@@ -71,7 +73,7 @@ pub struct PaymentRecord {
     /// Payment id.
     pub payment_id: String,
     /// Contract it pays.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// CAIP-2 network.
     pub network: String,
     /// Token contract.
@@ -187,7 +189,7 @@ impl TryFrom<PaymentRow> for PaymentRecord {
     fn try_from(row: PaymentRow) -> Result<Self, Self::Error> {
         Ok(Self {
             payment_id: row.payment_id,
-            contract_id: row.contract_id,
+            contract_id: parse_id(ENTITY, &row.contract_id)?,
             network: row.network,
             asset: row.asset,
             payer: row.payer,

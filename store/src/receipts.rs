@@ -2,9 +2,9 @@
 
 use chrono::{DateTime, Utc};
 
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{id::ContractId, state::ContractState};
 
-use super::{Store, StoreError, from_millis, on_backend, to_millis};
+use super::{Store, StoreError, from_millis, on_backend, parse_id, to_millis};
 
 /// How a receipt from before migration 0018 is stored: its outcome was not recorded.
 const OUTCOME_NOT_RECORDED: &str = "";
@@ -15,7 +15,7 @@ const ENTITY: &str = "contract_receipt";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptRecord {
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// The terminal state it vouches for; `None` for a receipt issued before receipts were kept
     /// per outcome (migration 0018), whose outcome is only in its signed token.
     pub outcome: Option<ContractState>,
@@ -49,7 +49,7 @@ impl Store {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
                 sqlx::query(SQL)
-                    .bind(&receipt.contract_id)
+                    .bind(receipt.contract_id.as_str())
                     .bind(outcome_column(receipt.outcome))
                     .bind(&receipt.kid)
                     .bind(&receipt.token)
@@ -58,7 +58,7 @@ impl Store {
                     .await?;
             })
         };
-        self.get_receipt(&receipt.contract_id, receipt.outcome)
+        self.get_receipt(receipt.contract_id.as_str(), receipt.outcome)
             .await?
             .ok_or_else(|| {
                 StoreError::corrupt(ENTITY, &"receipt missing right after it was stored")
@@ -91,7 +91,7 @@ impl Store {
             };
             Ok(ReceiptRecord {
                 issued_at: from_millis(ENTITY, row.issued_at)?,
-                contract_id: row.contract_id,
+                contract_id: parse_id(ENTITY, &row.contract_id)?,
                 outcome,
                 kid: row.kid,
                 token: row.token,

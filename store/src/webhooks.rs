@@ -11,10 +11,13 @@ use std::time::Duration;
 
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{
+    id::{ContractId, PrincipalId},
+    state::ContractState,
+};
 
 use super::{
-    Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders,
+    Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, placeholders,
     states::DeliveryState, to_millis,
 };
 
@@ -47,9 +50,9 @@ pub struct ClaimedDelivery {
     /// The event (and delivery) id.
     pub event_id: i64,
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// Owner of the webhook.
-    pub seeker_id: String,
+    pub seeker_id: PrincipalId,
     /// Target URL (from the contract terms).
     pub url: String,
     /// Try number in the current round, this one included.
@@ -113,9 +116,9 @@ pub struct DeliveryRecord {
     /// The event (and delivery) id.
     pub event_id: i64,
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// Owner.
-    pub seeker_id: String,
+    pub seeker_id: PrincipalId,
     /// Target URL.
     pub url: String,
     /// Event seq.
@@ -235,8 +238,8 @@ impl TryFrom<ClaimedRow> for ClaimedDelivery {
     fn try_from(row: ClaimedRow) -> Result<Self, Self::Error> {
         Ok(Self {
             event_id: row.event_id,
-            contract_id: row.contract_id,
-            seeker_id: row.seeker_id,
+            contract_id: parse_id(ENTITY, &row.contract_id)?,
+            seeker_id: parse_id(ENTITY, &row.seeker_id)?,
             url: row.url,
             attempts: count(row.attempts)?,
             total_attempts: count(row.total_attempts)?,
@@ -259,8 +262,8 @@ impl TryFrom<DeliveryRow> for DeliveryRecord {
     fn try_from(row: DeliveryRow) -> Result<Self, Self::Error> {
         Ok(Self {
             event_id: row.event_id,
-            contract_id: row.contract_id,
-            seeker_id: row.seeker_id,
+            contract_id: parse_id(ENTITY, &row.contract_id)?,
+            seeker_id: parse_id(ENTITY, &row.seeker_id)?,
             url: row.url,
             seq: row.seq,
             kind: row.kind,

@@ -11,8 +11,8 @@ use alloy::primitives::U256;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{Store, StoreError, from_millis, json::JsonText, on_backend};
-use hiregate_contracts::id::WorkerId;
+use super::{Store, StoreError, from_millis, json::JsonText, on_backend, parse_id};
+use hiregate_contracts::id::{ContractId, WorkerId};
 
 const ENTITY: &str = "worker stats";
 
@@ -44,7 +44,7 @@ pub struct SettledTotal {
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailedAttempt {
     /// Its contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// 1-based.
     pub attempt_no: i64,
     /// `failed` or `timed_out`.
@@ -61,7 +61,7 @@ pub struct FailedAttempt {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
     /// Its contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// `failed` or `inconclusive`.
     pub status: String,
     /// Reason codes.
@@ -213,7 +213,7 @@ impl Store {
                 .into_iter()
                 .map(|row| {
                     Ok(FailedAttempt {
-                        contract_id: row.contract_id,
+                        contract_id: parse_id(ENTITY, &row.contract_id)?,
                         attempt_no: i64::from(row.attempt_no),
                         state: row.state,
                         http_status: row.http_status.map(i64::from),
@@ -226,7 +226,7 @@ impl Store {
                 .into_iter()
                 .map(|row| {
                     Ok(Rejection {
-                        contract_id: row.contract_id,
+                        contract_id: parse_id(ENTITY, &row.contract_id)?,
                         status: row.status,
                         reason_codes: row.reason_codes.0,
                         details: row.result.0.get("details").cloned().unwrap_or(Value::Null),

@@ -6,9 +6,7 @@ use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
 use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders, to_millis};
-use hiregate_contracts::id::{PrincipalId, WorkerId};
 use crate::{
-    
     keys::CallbackSecret,
     listing::{
         metadata::{InputSchema, ListingMetadata},
@@ -18,6 +16,7 @@ use crate::{
         },
     },
 };
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 
 const ENTITY: &str = "worker";
 

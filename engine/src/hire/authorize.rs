@@ -167,7 +167,7 @@ impl HireService {
         }
         let record = inner
             .store
-            .payment_of_contract(&ctx.contract_id)
+            .payment_of_contract(ctx.contract_id.as_str())
             .await?
             .ok_or_else(|| internal("the stored escrowed payment is gone"))?;
         let escrowed = EscrowedPayment { operator, payment };
@@ -297,7 +297,12 @@ impl HireService {
         match self
             .inner
             .store
-            .finish_authorization(&ctx.contract_id, &payment.payment_id, &outcome, &event)
+            .finish_authorization(
+                ctx.contract_id.as_str(),
+                &payment.payment_id,
+                &outcome,
+                &event,
+            )
             .await?
         {
             Transition::Applied { .. } => {
@@ -330,7 +335,12 @@ impl HireService {
         match self
             .inner
             .store
-            .finish_authorization(&ctx.contract_id, &payment.payment_id, &outcome, &event)
+            .finish_authorization(
+                ctx.contract_id.as_str(),
+                &payment.payment_id,
+                &outcome,
+                &event,
+            )
             .await?
         {
             Transition::Applied { .. } => {
@@ -354,7 +364,7 @@ impl HireService {
         let payment = self
             .inner
             .store
-            .payment_of_contract(&ctx.contract_id)
+            .payment_of_contract(ctx.contract_id.as_str())
             .await?
             .ok_or_else(|| internal("an authorizing contract has no payment"))?;
         let escrowed = self.escrowed_payment(ctx, &payment).map_err(internal)?;

@@ -43,7 +43,7 @@ impl HireService {
                 .get_contract(contract_id)
                 .await?
                 .ok_or_else(not_found)?;
-            if contract.seeker_id != seeker.as_str() {
+            if &contract.seeker_id != seeker {
                 return Err(not_found());
             }
             let state = contract.state;
@@ -119,7 +119,7 @@ impl HireService {
             .cancel(
                 &self.inner.outbound,
                 &listing.endpoint,
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &ctx.contract_token,
             )
             .await;
@@ -131,7 +131,7 @@ impl HireService {
         };
         store
             .append_contract_event(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &self.event(ctx, "gateway", "worker_cancel_requested", details),
             )
             .await?;
@@ -142,10 +142,10 @@ impl HireService {
         let payment = self
             .inner
             .store
-            .payment_of_contract(&ctx.contract_id)
+            .payment_of_contract(ctx.contract_id.as_str())
             .await?;
         Ok(Cancellation {
-            contract_id: ctx.contract_id.clone(),
+            contract_id: ctx.contract_id.to_string(),
             payment: payment.map(|p| (p.payment_id, p.state)),
         })
     }

@@ -249,9 +249,9 @@ impl HireService {
             .store
             .insert_contract(
                 &NewContract {
-                    contract_id: terms.contract_id().to_string(),
-                    seeker_id: seeker.to_string(),
-                    worker_id: listing.id.to_string(),
+                    contract_id: terms.contract_id().clone(),
+                    seeker_id: seeker.clone(),
+                    worker_id: listing.id.clone(),
                     task_type: terms.task().task_type().to_string(),
                     terms: terms_json.clone(),
                     terms_hash: terms_hash.to_string(),

@@ -35,6 +35,7 @@ use std::{str::FromStr, time::Duration};
 use hiregate_contracts::{
     canonical::Digest,
     deliverable::{ArtifactRef, Deliverable, Output},
+    id::{AttemptId, WorkerId},
     policy::PolicyBinding,
     schema::OutputSchema,
     terms::ContractTerms,
@@ -51,10 +52,8 @@ use crate::{
     adapters::{execution_id, read_capabilities},
     outbound::OutboundClient,
 };
-use hiregate_contracts::id::WorkerId;
 use hiregate_store::{
     Store, StoreError,
-    
     listing::model::{HealthState, Protocol, WorkerListing},
 };
 
@@ -182,14 +181,14 @@ impl Proposal {
     pub async fn of_attempt(
         store: &Store,
         terms: &ContractTerms,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
     ) -> Result<Self, StoreError> {
         let contract_id = terms.contract_id().as_str();
         let attempt = store
             .list_attempts(contract_id)
             .await?
             .into_iter()
-            .find(|attempt| attempt.attempt_id == attempt_id)
+            .find(|attempt| &attempt.attempt_id == attempt_id)
             // The delivery names its attempt (a foreign key): one that is gone is corruption.
             .ok_or_else(|| StoreError::corrupt("attempt", &format!("{attempt_id} is missing")))?;
         let producer = terms

@@ -62,12 +62,12 @@ impl HireService {
     /// Settle or void one contract whose authorization is about to lapse. Skipped (false) when
     /// an execute holds the contract's lock: the next round looks again.
     async fn resolve_expiring(&self, contract: &ContractRecord) -> Result<bool, HireError> {
-        let lock = self.inner.locks.lock_of(&contract.contract_id);
+        let lock = self.inner.locks.lock_of(contract.contract_id.as_str());
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(false);
         };
         let store = &self.inner.store;
-        let Some(current) = store.get_contract(&contract.contract_id).await? else {
+        let Some(current) = store.get_contract(contract.contract_id.as_str()).await? else {
             return Ok(false);
         };
         let state = current.state;
@@ -76,7 +76,7 @@ impl HireService {
             format!("deadline_{}", ulid::Ulid::new()),
             "gateway".to_owned(),
         )?;
-        let Some(payment) = store.payment_of_contract(&ctx.contract_id).await? else {
+        let Some(payment) = store.payment_of_contract(ctx.contract_id.as_str()).await? else {
             return Ok(false);
         };
         let details = json!({
@@ -87,7 +87,7 @@ impl HireService {
             ContractState::Accepted => {
                 store
                     .append_contract_event(
-                        &ctx.contract_id,
+                        ctx.contract_id.as_str(),
                         &self.event(&ctx, "gateway", "authorization_deadline_reached", {
                             let mut d = details.clone();
                             d["action"] = json!("settle");

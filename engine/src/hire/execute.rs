@@ -38,11 +38,12 @@
 //! The flow runs on its own task: a client that hangs up, or the request timeout, cannot stop
 //! it between "worker called" and "outcome recorded".
 
-use std::{str::FromStr, sync::Arc};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use chrono::Utc;
 use hiregate_contracts::{
+    id::{ContractId, PrincipalId, WorkerId},
     money::PaymentScheme,
     state::{ContractEvent, ContractState},
     terms::ContractTerms,
@@ -61,12 +62,9 @@ use super::{
     },
 };
 use crate::adapters::secrets::SeekerSecrets;
-use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord, StoreError,
-    Transition,
-    
-    states::AttemptState,
+    Transition, states::AttemptState,
 };
 
 /// Steps one execute may take (pay, forward, settle, answer) before it must have answered.
@@ -114,8 +112,8 @@ pub(super) enum Step {
 
 /// What every step of one execute needs.
 pub(super) struct Ctx {
-    pub(super) contract_id: String,
-    pub(super) seeker_id: String,
+    pub(super) contract_id: ContractId,
+    pub(super) seeker_id: PrincipalId,
     pub(super) worker_id: WorkerId,
     pub(super) terms: ContractTerms,
     pub(super) offer: StoredOffer,
@@ -160,8 +158,7 @@ impl Ctx {
         Ok(Self {
             contract_id: contract.contract_id.clone(),
             seeker_id: contract.seeker_id.clone(),
-            worker_id: WorkerId::from_str(&contract.worker_id)
-                .map_err(|e| internal(format!("stored worker id: {e}")))?,
+            worker_id: contract.worker_id.clone(),
             terms,
             offer,
             contract_token: contract.gateway_jws.clone(),
@@ -248,7 +245,7 @@ impl HireService {
             let wait = self.inner.config.contracts.duplicate_wait();
             let Ok(guard) = tokio::time::timeout(wait, lock.lock_owned()).await else {
                 let current = store
-                    .get_contract(&ctx.contract_id)
+                    .get_contract(ctx.contract_id.as_str())
                     .await?
                     .ok_or_else(contract_not_found)?;
                 let progress = self.in_progress_now(&ctx, current.state).await?;
@@ -259,7 +256,7 @@ impl HireService {
                 });
             };
             let current = store
-                .get_contract(&ctx.contract_id)
+                .get_contract(ctx.contract_id.as_str())
                 .await?
                 .ok_or_else(contract_not_found)?;
             (guard, ctx, current)
@@ -292,7 +289,7 @@ impl HireService {
             .store
             .get_contract(&request.contract_id)
             .await?
-            .filter(|contract| contract.seeker_id == request.seeker.as_str())
+            .filter(|contract| contract.seeker_id == request.seeker)
             .ok_or_else(contract_not_found)
     }
 
@@ -313,7 +310,11 @@ impl HireService {
     /// What a repeated execute is linked to (SW4RM's `DUPLICATE_DETECTED`): the original
     /// attempt and the state stored when this call came in.
     async fn original_of(&self, found: &ContractRecord) -> Result<Original, HireError> {
-        let attempts = self.inner.store.list_attempts(&found.contract_id).await?;
+        let attempts = self
+            .inner
+            .store
+            .list_attempts(found.contract_id.as_str())
+            .await?;
         let original = attempts.last();
         tracing::info!(
             contract_id = %found.contract_id,
@@ -322,7 +323,7 @@ impl HireService {
             "duplicate execute: answered from the stored state, nothing run again"
         );
         Ok(Original {
-            attempt_id: original.map(|a| a.attempt_id.clone()),
+            attempt_id: original.map(|a| a.attempt_id.to_string()),
             status: found.state,
             cached_at: found.updated_at,
         })
@@ -348,14 +349,14 @@ impl HireService {
             let contract = match known.take() {
                 Some(contract) => contract,
                 None => store
-                    .get_contract(&ctx.contract_id)
+                    .get_contract(ctx.contract_id.as_str())
                     .await?
                     .ok_or_else(contract_not_found)?,
             };
             let state = contract.state;
             if state != ContractState::Offered {
                 // Moved on, perhaps on another instance: its 402 must not be served from here.
-                self.inner.offers.forget(&ctx.contract_id);
+                self.inner.offers.forget(ctx.contract_id.as_str());
             }
             let step = match state {
                 ContractState::Offered => self.offered(ctx, payment_signature).await?,
@@ -381,7 +382,12 @@ impl HireService {
     pub(super) async fn payment_of(&self, ctx: &Ctx) -> Result<Option<PaymentRecord>, StoreError> {
         match ctx.paid_with.get() {
             Some(payment) => Ok(Some(PaymentRecord::clone(payment))),
-            None => self.inner.store.payment_of_contract(&ctx.contract_id).await,
+            None => {
+                self.inner
+                    .store
+                    .payment_of_contract(ctx.contract_id.as_str())
+                    .await
+            }
         }
     }
 
@@ -393,11 +399,16 @@ impl HireService {
         contract: &ContractRecord,
         correlation_id: String,
     ) -> Result<Option<ContractState>, HireError> {
-        let lock = self.inner.locks.lock_of(&contract.contract_id);
+        let lock = self.inner.locks.lock_of(contract.contract_id.as_str());
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(None);
         };
-        let Some(current) = self.inner.store.get_contract(&contract.contract_id).await? else {
+        let Some(current) = self
+            .inner
+            .store
+            .get_contract(contract.contract_id.as_str())
+            .await?
+        else {
             return Ok(None);
         };
         let ctx = Ctx::of(&current, correlation_id, "gateway".to_owned())?;
@@ -409,13 +420,21 @@ impl HireService {
             // Escrowed rejections carry the operator's dispute window in `deadline_at`.
             ContractState::Rejected if current.deadline_at.is_some_and(|end| end <= self.now()) => {
                 self.void_rejected(&ctx).await?;
-                let after = self.inner.store.get_contract(&ctx.contract_id).await?;
+                let after = self
+                    .inner
+                    .store
+                    .get_contract(ctx.contract_id.as_str())
+                    .await?;
                 return Ok(after.map(|c| c.state));
             }
             _ => return Ok(None),
         };
         self.settle(&ctx, from).await?;
-        let after = self.inner.store.get_contract(&ctx.contract_id).await?;
+        let after = self
+            .inner
+            .store
+            .get_contract(ctx.contract_id.as_str())
+            .await?;
         Ok(after.map(|c| c.state))
     }
 
@@ -537,7 +556,7 @@ impl HireService {
         let attempt = if state == ContractState::Pending {
             self.inner
                 .store
-                .list_attempts(&ctx.contract_id)
+                .list_attempts(ctx.contract_id.as_str())
                 .await?
                 .into_iter()
                 .rev()
@@ -644,7 +663,7 @@ impl HireService {
         match self
             .inner
             .store
-            .transition_contract(&ctx.contract_id, from, to, deadline, &record)
+            .transition_contract(ctx.contract_id.as_str(), from, to, deadline, &record)
             .await?
         {
             Transition::Applied { .. } => Ok(true),

@@ -108,7 +108,7 @@ impl HireService {
                 return Ok(Step::Done(Ok(self.in_progress(ctx, ContractState::Paid))));
             }
         };
-        let attempt_id = AttemptId::generate().to_string();
+        let attempt_id = AttemptId::generate();
         let mut forwarded = json!({"attempt_id": attempt_id, "worker_id": listing.id});
         if unavailable {
             // The attempt is opened only to be ended: the worker is not called.
@@ -120,7 +120,7 @@ impl HireService {
             let started = inner
                 .store
                 .start_attempt(
-                    &ctx.contract_id,
+                    ctx.contract_id.as_str(),
                     ctx.worker_id.as_str(),
                     max_parallel,
                     &NewAttempt {
@@ -157,7 +157,7 @@ impl HireService {
         self.inner
             .slots
             .line(ctx.worker_id.as_str())
-            .attempt_started(&ctx.contract_id);
+            .attempt_started(ctx.contract_id.as_str());
         if unavailable {
             return self
                 .attempt_unavailable(ctx, &listing, &payment, &attempt_id, attempt_no)
@@ -177,7 +177,7 @@ impl HireService {
         ctx: &Ctx,
         listing: &WorkerListing,
         payment: &PaymentRecord,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         attempt_no: u32,
     ) -> Result<Step, HireError> {
         let inner = &self.inner;
@@ -190,7 +190,7 @@ impl HireService {
         let worker_actor = format!("worker:{}", listing.id);
         let relay = super::relay::ContractEventRelay::new(
             inner.store.clone(),
-            &ctx.contract_id,
+            ctx.contract_id.as_str(),
             &ctx.correlation_id,
             worker_actor.clone(),
             self.inner.clock.clone(),
@@ -278,7 +278,7 @@ impl HireService {
         if listing.protocol == Protocol::Superwire {
             tokio::spawn(watch_cancel(
                 inner.store.clone(),
-                ctx.contract_id.clone(),
+                ctx.contract_id.to_string(),
                 cancelled.clone(),
                 attempt_over,
             ));
@@ -289,7 +289,7 @@ impl HireService {
                 &inner.outbound,
                 &ForwardRequest {
                     endpoint: &listing.endpoint,
-                    contract_id: &ctx.contract_id,
+                    contract_id: ctx.contract_id.as_str(),
                     attempt: attempt_no,
                     contract_token: &ctx.contract_token,
                     task_type: ctx.terms.task().task_type().as_str(),
@@ -331,7 +331,7 @@ impl HireService {
     async fn attempt_pending(
         &self,
         ctx: &Ctx,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         attempt_no: u32,
         worker_actor: &str,
         relay: &super::relay::ContractEventRelay,
@@ -353,7 +353,7 @@ impl HireService {
         }
         store
             .finish_attempt(
-                attempt_id,
+                attempt_id.as_str(),
                 &AttemptEnd {
                     state: AttemptState::Pending,
                     http_status: Some(http_status),
@@ -382,10 +382,10 @@ impl HireService {
             self.watch_pending(ctx, attempt_id).await?;
         }
         let attempt = store
-            .list_attempts(&ctx.contract_id)
+            .list_attempts(ctx.contract_id.as_str())
             .await?
             .into_iter()
-            .find(|a| a.attempt_id == attempt_id);
+            .find(|a| &a.attempt_id == attempt_id);
         Ok(Step::Done(Ok(self.pending_work(
             ctx,
             ContractState::Pending,
@@ -400,7 +400,7 @@ impl HireService {
         &self,
         ctx: &Ctx,
         from: ContractState,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         attempt_no: u32,
         payment: &PaymentRecord,
         worker_actor: &str,
@@ -454,7 +454,7 @@ impl HireService {
         ctx: &Ctx,
         listing: &WorkerListing,
         payment: &PaymentRecord,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         attempt_no: u32,
     ) -> Result<Step, HireError> {
         let error = json!({
@@ -511,7 +511,7 @@ impl HireService {
         &self,
         ctx: &Ctx,
         from: ContractState,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         attempt_no: u32,
         payment: &PaymentRecord,
         worker_actor: &str,
@@ -524,7 +524,7 @@ impl HireService {
         self.inner
             .store
             .finish_attempt(
-                attempt_id,
+                attempt_id.as_str(),
                 &AttemptEnd {
                     state: if timed_out {
                         AttemptState::TimedOut
@@ -582,7 +582,7 @@ impl HireService {
             .await?;
         store
             .append_contract_event(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
                     "gateway",
@@ -603,7 +603,7 @@ impl HireService {
         &self,
         ctx: &Ctx,
         from: ContractState,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         attempt_no: u32,
         worker_actor: &str,
         deliverable: Deliverable,
@@ -658,7 +658,7 @@ impl HireService {
         // resumed by judging the stored bytes, as one between the steps would be.
         let advanced = store
             .advance_contract(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &[
                     ContractStep {
                         from,
@@ -677,7 +677,7 @@ impl HireService {
                     .iter()
                     .map(SideWrite::Deliverable)
                     .chain([SideWrite::AttemptEnd {
-                        attempt_id,
+                        attempt_id: attempt_id.as_str(),
                         end: &end,
                     }])
                     .collect::<Vec<_>>(),
@@ -690,7 +690,7 @@ impl HireService {
                 Ok(()) | Err(StoreError::Duplicate { .. }) => {}
                 Err(other) => return Err(other.into()),
             }
-            store.finish_attempt(attempt_id, &end).await?;
+            store.finish_attempt(attempt_id.as_str(), &end).await?;
             return Ok(Step::Again);
         }
         self.slot_freed(ctx);
@@ -712,7 +712,7 @@ fn attempt_failure(
     let max_attempts = ctx.terms.retry_policy().max_attempts();
     Failure {
         kind,
-        contract_id: ctx.contract_id.clone(),
+        contract_id: ctx.contract_id.to_string(),
         code,
         message: if retry_allowed {
             format!("{message}; execute again to retry under the same payment")

@@ -142,13 +142,13 @@ impl HireService {
             return Ok(WorkerReadiness::Ready(listing));
         }
         if !ctx.waits_in_line {
-            self.wait_apart(&ctx.contract_id);
+            self.wait_apart(ctx.contract_id.as_str());
             return Ok(WorkerReadiness::WaitsApart);
         }
         let store = &self.inner.store;
         store
             .append_contract_event(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
                     "gateway",
@@ -171,7 +171,7 @@ impl HireService {
             }
             tokio::time::sleep(tick.min(left)).await;
             let (contract, current) = tokio::try_join!(
-                store.get_contract(&ctx.contract_id),
+                store.get_contract(ctx.contract_id.as_str()),
                 store.get_worker(&ctx.worker_id)
             )?;
             if contract.is_none_or(|c| c.state != ContractState::Paid) {

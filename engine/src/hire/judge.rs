@@ -5,6 +5,7 @@ use std::time::Duration;
 use hiregate_contracts::{
     canonical::Digest,
     deliverable::Deliverable,
+    id::AttemptId,
     state::{ContractEvent, ContractState},
     verify::{VerificationRequest, VerificationResult, VerificationStatus, VoteSet},
 };
@@ -25,7 +26,7 @@ impl HireService {
     pub(super) async fn verify_delivery(
         &self,
         ctx: &Ctx,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         deliverable: &Deliverable,
         digest: Digest,
     ) -> Result<Step, HireError> {
@@ -52,7 +53,7 @@ impl HireService {
     pub(super) async fn judge(
         &self,
         ctx: &Ctx,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         deliverable: &Deliverable,
         digest: Digest,
     ) -> Result<Step, HireError> {
@@ -63,7 +64,7 @@ impl HireService {
         let verification = NewVerification {
             verification_id: format!("vrf_{}", ulid::Ulid::new()),
             contract_id: ctx.contract_id.clone(),
-            attempt_id: attempt_id.to_owned(),
+            attempt_id: attempt_id.to_string(),
             policy_id: policy.policy_id().as_str().to_owned(),
             policy_version: policy.policy_version().to_owned(),
             policy_hash: policy.policy_hash().to_string(),
@@ -144,7 +145,7 @@ impl HireService {
                 event,
             });
             writes.push(SideWrite::SettlementBegun {
-                contract_id: &ctx.contract_id,
+                contract_id: ctx.contract_id.as_str(),
                 payment_id: &payment.payment_id,
                 at: event.at,
                 amount: metered_amount.as_deref(),
@@ -153,7 +154,7 @@ impl HireService {
         // The verdict and the state it leads to in one commit.
         let judged = inner
             .store
-            .advance_contract(&ctx.contract_id, &steps, &writes)
+            .advance_contract(ctx.contract_id.as_str(), &steps, &writes)
             .await?;
         if !matches!(judged, Transition::Applied { .. }) {
             return Ok(Step::Again);
@@ -181,7 +182,7 @@ impl HireService {
     async fn verdict(
         &self,
         ctx: &Ctx,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         deliverable: &Deliverable,
         digest: Digest,
     ) -> Result<(VerificationResult, Value, Option<VoteSet>), HireError> {
@@ -275,7 +276,7 @@ pub(super) fn status_name(status: VerificationStatus) -> &'static str {
 
 pub(super) fn evidence_pieces(
     ctx: &Ctx,
-    attempt_id: &str,
+    attempt_id: &AttemptId,
     fetched: &[FetchedEvidence],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<NewDeliverable> {
@@ -285,7 +286,7 @@ pub(super) fn evidence_pieces(
         .map(|(index, piece)| NewDeliverable {
             deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
             contract_id: ctx.contract_id.clone(),
-            attempt_id: attempt_id.to_owned(),
+            attempt_id: attempt_id.clone(),
             position: u32::try_from(index + 1).unwrap_or(u32::MAX),
             name: None,
             kind: "evidence".to_owned(),
@@ -336,7 +337,7 @@ impl StoredBytesError {
 pub(super) async fn stored_deliverable(
     store: &Store,
     contract_id: &str,
-) -> Result<Result<(String, Deliverable, Digest), StoredBytesError>, HireError> {
+) -> Result<Result<(AttemptId, Deliverable, Digest), StoredBytesError>, HireError> {
     let stored = store.latest_deliverables(contract_id).await?;
     let Some(record) = stored.iter().find(|d| d.kind == "deliverable") else {
         return Ok(Err(StoredBytesError::Missing));

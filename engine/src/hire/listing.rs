@@ -15,10 +15,7 @@ use serde_json::{Value, json};
 
 use super::error::{ErrorCode, HireError};
 use hiregate_contracts::id::{PrincipalId, WorkerId};
-use hiregate_store::{
-    ContractQuery, ContractRecord, Store,
-    
-};
+use hiregate_store::{ContractQuery, ContractRecord, Store};
 
 /// Default page size.
 pub const DEFAULT_LIMIT: u32 = 50;
@@ -58,13 +55,16 @@ pub struct ListFilters {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ContractSummary {
     /// Contract id (`ctr_…`).
-    pub contract_id: String,
+    #[schema(value_type = String)]
+    pub contract_id: ContractId,
     /// Current state.
     pub state: String,
     /// The seeker account.
-    pub seeker_id: String,
+    #[schema(value_type = String)]
+    pub seeker_id: PrincipalId,
     /// The worker listing.
-    pub worker_id: String,
+    #[schema(value_type = String)]
+    pub worker_id: WorkerId,
     /// Task type hired.
     pub task_type: String,
     /// The price from the signed terms (amount, asset, network).
@@ -124,7 +124,7 @@ fn encode_cursor(contract: &ContractRecord) -> String {
     ))
 }
 
-fn decode_cursor(raw: &str) -> Result<(DateTime<Utc>, String), HireError> {
+fn decode_cursor(raw: &str) -> Result<(DateTime<Utc>, ContractId), HireError> {
     let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid_cursor())?;
     let text = String::from_utf8(bytes).map_err(|_| invalid_cursor())?;
     let (millis, id) = text.split_once(':').ok_or_else(invalid_cursor)?;
@@ -134,7 +134,7 @@ fn decode_cursor(raw: &str) -> Result<(DateTime<Utc>, String), HireError> {
         .and_then(DateTime::from_timestamp_millis)
         .ok_or_else(invalid_cursor)?;
     let id = ContractId::from_str(id).map_err(|_| invalid_cursor())?;
-    Ok((at, id.to_string()))
+    Ok((at, id))
 }
 
 /// The page of contracts `scope` may see that match `filters`.
@@ -164,7 +164,6 @@ pub async fn list_contracts(
         .as_deref()
         .map(|raw| {
             WorkerId::from_str(raw)
-                .map(|id| id.to_string())
                 .map_err(|_| invalid_filter("worker_id", "not a worker id (wk_…)"))
         })
         .transpose()?;
@@ -173,8 +172,8 @@ pub async fn list_contracts(
     let after = filters.cursor.as_deref().map(decode_cursor).transpose()?;
     let (seeker_id, operator_id) = match scope {
         ListScope::All => (None, None),
-        ListScope::Seeker(id) => (Some(id.to_string()), None),
-        ListScope::Operator(id) => (None, Some(id.to_string())),
+        ListScope::Seeker(id) => (Some(id), None),
+        ListScope::Operator(id) => (None, Some(id)),
     };
     let records = store
         .list_contracts(&ContractQuery {
@@ -219,7 +218,7 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_refuse_tampering() {
-        let id = ContractId::generate().to_string();
+        let id = ContractId::generate();
         let at = DateTime::from_timestamp_millis(1_700_000_000_123).unwrap();
         let raw = URL_SAFE_NO_PAD.encode(format!("{}:{id}", at.timestamp_millis()));
         assert_eq!(decode_cursor(&raw).unwrap(), (at, id));

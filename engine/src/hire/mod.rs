@@ -86,7 +86,7 @@ use alloy::primitives::U256;
 use chrono::Utc;
 use hiregate_contracts::{
     escrow::EscrowPolicy,
-    id::{ContractId, SeekerId},
+    id::ContractId,
     metering::Metering,
     money::{AtomicAmount as ContractAmount, EvmAddress as ContractAddress, PaymentScheme, Price},
     policy::PolicyRequest,
@@ -123,7 +123,6 @@ use crate::{
 use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     ContractRecord, NewContract, NewContractEvent, Store, StoreError,
-    
     listing::model::{HealthState, Protocol, WorkerListing},
 };
 

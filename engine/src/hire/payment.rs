@@ -88,8 +88,8 @@ impl HireService {
             // Under the contract's lock and seen `offered`: a payment on this instance can only
             // commit after this, and its event then forgets the entry.
             self.inner.offers.remember(
-                &ctx.contract_id,
-                &ctx.seeker_id,
+                ctx.contract_id.as_str(),
+                ctx.seeker_id.as_str(),
                 &ctx.terms,
                 Arc::clone(&demand),
             );
@@ -484,7 +484,7 @@ impl HireService {
         match inner.store.pay_contract(payment, to, event).await? {
             PayOutcome::Paid { .. } => {
                 // At once, not only through the event listener: this instance knows it moved.
-                inner.offers.forget(&ctx.contract_id);
+                inner.offers.forget(ctx.contract_id.as_str());
                 Ok(None)
             }
             PayOutcome::DuplicatePayment => {

@@ -51,9 +51,9 @@ use super::{
 use crate::adapters::{
     FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
 };
-use hiregate_contracts::id::JobId;
+use hiregate_contracts::id::{AttemptId, ContractId, JobId};
 use hiregate_store::{
-    AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError,  states::AttemptState,
+    AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError, states::AttemptState,
 };
 
 /// `job.kind` of the poll jobs.
@@ -65,8 +65,8 @@ const POLL_BATCH: usize = 32;
 /// What a poll job remembers: which attempt of which contract it watches.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct PollJob {
-    contract_id: String,
-    attempt_id: String,
+    contract_id: ContractId,
+    attempt_id: AttemptId,
 }
 
 /// What the poll job does next.
@@ -92,12 +92,16 @@ pub(super) enum Finished {
 
 impl HireService {
     /// Start watching `attempt_id`, which just went `pending`: one poll job per attempt.
-    pub(super) async fn watch_pending(&self, ctx: &Ctx, attempt_id: &str) -> Result<(), HireError> {
+    pub(super) async fn watch_pending(
+        &self,
+        ctx: &Ctx,
+        attempt_id: &AttemptId,
+    ) -> Result<(), HireError> {
         let now = self.now();
         let first_poll = millis(self.inner.config.contracts.poll_interval_ms);
         let payload = serde_json::to_value(PollJob {
             contract_id: ctx.contract_id.clone(),
-            attempt_id: attempt_id.to_owned(),
+            attempt_id: attempt_id.clone(),
         })
         .map_err(|e| internal(format!("poll job: {e}")))?;
         self.inner
@@ -220,7 +224,7 @@ impl HireService {
                 &self.inner.outbound,
                 &PollRequest {
                     poll_url: &poll_url,
-                    contract_id: &ctx.contract_id,
+                    contract_id: ctx.contract_id.as_str(),
                     contract_token: &ctx.contract_token,
                     correlation_id: &ctx.correlation_id,
                     timeout,
@@ -239,7 +243,7 @@ impl HireService {
             } => {
                 let actor = format!("worker:{}", listing.id);
                 self.finish_pending(&ctx, &attempt, answer, &actor).await?;
-                self.drive_contract(&ctx.contract_id, &ctx.correlation_id)
+                self.drive_contract(ctx.contract_id.as_str(), &ctx.correlation_id)
                     .await;
                 return Ok(PollNext::Done);
             }
@@ -248,7 +252,7 @@ impl HireService {
                     // Every report a poll reads is relayed: polls back off, so these stay few.
                     let relay = super::relay::ContractEventRelay::new(
                         self.inner.store.clone(),
-                        &ctx.contract_id,
+                        ctx.contract_id.as_str(),
                         &ctx.correlation_id,
                         format!("worker:{}", listing.id),
                         self.inner.clock.clone(),
@@ -272,14 +276,14 @@ impl HireService {
         watch: &PollJob,
     ) -> Result<Option<(ContractRecord, AttemptRecord)>, HireError> {
         let store = &self.inner.store;
-        let Some(contract) = store.get_contract(&watch.contract_id).await? else {
+        let Some(contract) = store.get_contract(watch.contract_id.as_str()).await? else {
             return Ok(None);
         };
         if contract.state != ContractState::Pending {
             return Ok(None);
         }
         let attempt = store
-            .list_attempts(&contract.contract_id)
+            .list_attempts(contract.contract_id.as_str())
             .await?
             .into_iter()
             .find(|a| a.attempt_id == watch.attempt_id && a.state == AttemptState::Pending);
@@ -295,13 +299,16 @@ impl HireService {
         answer: WorkerAnswer,
         actor: &str,
     ) -> Result<Finished, HireError> {
-        let lock = self.inner.locks.lock_of(&ctx.contract_id);
+        let lock = self.inner.locks.lock_of(ctx.contract_id.as_str());
         let _guard = lock.lock_owned().await;
         let store = &self.inner.store;
-        let current = store.get_contract(&ctx.contract_id).await?.map(|c| c.state);
+        let current = store
+            .get_contract(ctx.contract_id.as_str())
+            .await?
+            .map(|c| c.state);
         let still_waiting = current == Some(ContractState::Pending)
             && store
-                .list_attempts(&ctx.contract_id)
+                .list_attempts(ctx.contract_id.as_str())
                 .await?
                 .iter()
                 .any(|a| a.attempt_id == attempt.attempt_id && a.state == AttemptState::Pending);
@@ -354,7 +361,7 @@ impl HireService {
                     _ => (None, sla_exceeded_error(ctx), true),
                 };
                 let payment = store
-                    .payment_of_contract(&ctx.contract_id)
+                    .payment_of_contract(ctx.contract_id.as_str())
                     .await?
                     .ok_or_else(|| internal("a pending contract has no payment"))?;
                 self.attempt_failed(
@@ -374,7 +381,10 @@ impl HireService {
                 return Err(internal("not a terminal report"));
             }
         }
-        let after = store.get_contract(&ctx.contract_id).await?.map(|c| c.state);
+        let after = store
+            .get_contract(ctx.contract_id.as_str())
+            .await?
+            .map(|c| c.state);
         if after == Some(ContractState::Pending) {
             // Someone else (another instance) moved it between our checks.
             return Ok(Finished::NotPending { state: after });
@@ -390,17 +400,17 @@ impl HireService {
         attempt: &AttemptRecord,
     ) -> Result<(), HireError> {
         {
-            let lock = self.inner.locks.lock_of(&ctx.contract_id);
+            let lock = self.inner.locks.lock_of(ctx.contract_id.as_str());
             let _guard = lock.lock_owned().await;
             let store = &self.inner.store;
-            let Some(contract) = store.get_contract(&ctx.contract_id).await? else {
+            let Some(contract) = store.get_contract(ctx.contract_id.as_str()).await? else {
                 return Ok(());
             };
             if contract.state != ContractState::Pending {
                 return Ok(());
             }
             let payment = store
-                .payment_of_contract(&ctx.contract_id)
+                .payment_of_contract(ctx.contract_id.as_str())
                 .await?
                 .ok_or_else(|| internal("a pending contract has no payment"))?;
             tracing::info!(contract_id = %ctx.contract_id, attempt_no = attempt.attempt_no, "pending attempt exceeded its SLA");
@@ -417,7 +427,7 @@ impl HireService {
             )
             .await?;
         }
-        self.drive_contract(&ctx.contract_id, &ctx.correlation_id)
+        self.drive_contract(ctx.contract_id.as_str(), &ctx.correlation_id)
             .await;
         Ok(())
     }
@@ -595,10 +605,10 @@ impl HireService {
         if store.callback_seen(worker_id, webhook_id).await? {
             return Ok(());
         }
-        let last = store.list_attempts(&ctx.contract_id).await?.pop();
+        let last = store.list_attempts(ctx.contract_id.as_str()).await?.pop();
         store
             .append_contract_event(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
                     &format!("worker:{worker_id}"),
@@ -619,7 +629,7 @@ impl HireService {
             )
             .await?;
         store
-            .record_callback(worker_id, webhook_id, &ctx.contract_id, self.now())
+            .record_callback(worker_id, webhook_id, ctx.contract_id.as_str(), self.now())
             .await?;
         tracing::info!(contract_id = %ctx.contract_id, state = ?state, "late worker report recorded; outcome unchanged");
         Ok(())

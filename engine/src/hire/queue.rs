@@ -31,7 +31,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{id::WorkerId, state::ContractState};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -112,7 +112,7 @@ impl HireService {
                     max_parallel,
                 ))));
             }
-            let place = (queued_at.timestamp_millis(), ctx.contract_id.clone());
+            let place = (queued_at.timestamp_millis(), ctx.contract_id.to_string());
             let woken = Arc::new(Notify::new());
             line.hold(&place, &woken);
             *hold = Some(Hold {
@@ -174,11 +174,11 @@ impl HireService {
         let store = &self.inner.store;
         let now = self.now();
         let queued_before = store
-            .get_contract(&ctx.contract_id)
+            .get_contract(ctx.contract_id.as_str())
             .await?
             .and_then(|c| c.queued_at);
         let Some(position) = store
-            .queue_contract(&ctx.contract_id, ctx.worker_id.as_str(), now)
+            .queue_contract(ctx.contract_id.as_str(), ctx.worker_id.as_str(), now)
             .await?
         else {
             return Ok(None);
@@ -186,7 +186,7 @@ impl HireService {
         if queued_before.is_none() {
             store
                 .append_contract_event(
-                    &ctx.contract_id,
+                    ctx.contract_id.as_str(),
                     &self.event(
                         ctx,
                         "gateway",
@@ -238,7 +238,7 @@ impl HireService {
     /// dispatcher's next round.
     pub(super) fn slot_freed(&self, ctx: &Ctx) {
         let line = self.inner.slots.line(ctx.worker_id.as_str());
-        if line.slot_freed(&ctx.contract_id) {
+        if line.slot_freed(ctx.contract_id.as_str()) {
             let service = self.clone();
             tokio::spawn(async move {
                 match service.dispatch_queued().await {
@@ -267,7 +267,7 @@ impl HireService {
     pub async fn dispatch_queued(&self) -> Result<usize, StoreError> {
         let store = &self.inner.store;
         let queued = store.queued_contracts(DISPATCH_BATCH).await?;
-        let mut free_slots: HashMap<String, u32> = HashMap::new();
+        let mut free_slots: HashMap<WorkerId, u32> = HashMap::new();
         let mut started = 0;
         for contract_id in queued {
             let Some(contract) = store.get_contract(&contract_id).await? else {
@@ -277,7 +277,7 @@ impl HireService {
                 Some(free) => *free,
                 None => {
                     let free = store
-                        .worker_load(&contract.worker_id)
+                        .worker_load(contract.worker_id.as_str())
                         .await?
                         .map_or(0, |load| load.max_parallel.saturating_sub(load.in_flight));
                     free_slots.insert(contract.worker_id.clone(), free);

@@ -21,11 +21,8 @@ use hiregate_contracts::{
 
 use super::HireService;
 use super::error::{ErrorCode, HireError};
-use hiregate_contracts::id::{PrincipalId, WorkerId};
-use hiregate_store::{
-    ContractRecord, ReceiptRecord, StoreError,
-    
-};
+use hiregate_contracts::id::PrincipalId;
+use hiregate_store::{ContractRecord, ReceiptRecord, StoreError};
 
 /// Events read per query while exporting a log.
 const EXPORT_PAGE: u32 = 500;
@@ -45,11 +42,10 @@ impl HireService {
             .await?
             .ok_or_else(not_found)?;
         let allowed = if caller.is_seeker() {
-            contract.seeker_id == caller.as_str()
+            &contract.seeker_id == caller
         } else {
-            let worker_id = WorkerId::from_str(&contract.worker_id).map_err(HireError::internal)?;
             store
-                .get_worker(&worker_id)
+                .get_worker(&contract.worker_id)
                 .await?
                 .is_some_and(|listing| &listing.operator_id == caller)
         };
@@ -92,12 +88,15 @@ impl HireService {
             return Ok(None);
         }
         if let Some(stored) = store
-            .get_receipt(&contract.contract_id, Some(state))
+            .get_receipt(contract.contract_id.as_str(), Some(state))
             .await?
         {
             return Ok(Some(stored));
         }
-        if let Some(legacy) = store.get_receipt(&contract.contract_id, None).await? {
+        if let Some(legacy) = store
+            .get_receipt(contract.contract_id.as_str(), None)
+            .await?
+        {
             let vouches_for_state = verify_signed_json::<Receipt>(
                 &legacy.token,
                 &self.inner.keys.jwks(),
@@ -183,7 +182,7 @@ impl HireService {
                     _ => DisputeDecision::Void,
                 };
                 Some(ReceiptDispute {
-                    dispute_id: d.dispute_id,
+                    dispute_id: d.dispute_id.into(),
                     decision,
                     decided_by: d.decided_by.unwrap_or_default(),
                     reason: d.decision_reason.unwrap_or_default(),
@@ -205,7 +204,7 @@ impl HireService {
         let mut after = 0;
         loop {
             let page = store
-                .list_contract_events(&contract.contract_id, after, EXPORT_PAGE)
+                .list_contract_events(contract.contract_id.as_str(), after, EXPORT_PAGE)
                 .await?;
             for event in &page {
                 let line = serde_json::json!({

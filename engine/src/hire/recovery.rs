@@ -96,7 +96,7 @@ impl HireService {
         contract: &ContractRecord,
         state: ContractState,
     ) -> Result<bool, HireError> {
-        let lock = self.inner.locks.lock_of(&contract.contract_id);
+        let lock = self.inner.locks.lock_of(contract.contract_id.as_str());
         // An execute (or another loop) of this instance is working on it: not stale.
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(false);
@@ -125,7 +125,7 @@ impl HireService {
         if !self
             .inner
             .store
-            .take_over_contract(&ctx.contract_id, state, contract.updated_at, &event)
+            .take_over_contract(ctx.contract_id.as_str(), state, contract.updated_at, &event)
             .await?
         {
             return Ok(false);
@@ -134,7 +134,7 @@ impl HireService {
         let step = match state {
             ContractState::Executing => self.resume_attempt(&ctx).await?,
             ContractState::Delivered | ContractState::Verifying => {
-                match stored_deliverable(&self.inner.store, &ctx.contract_id).await? {
+                match stored_deliverable(&self.inner.store, ctx.contract_id.as_str()).await? {
                     Ok((attempt_id, deliverable, digest)) if state == ContractState::Delivered => {
                         self.verify_delivery(&ctx, &attempt_id, &deliverable, digest)
                             .await?
@@ -170,13 +170,13 @@ impl HireService {
     async fn resume_attempt(&self, ctx: &Ctx) -> Result<Step, HireError> {
         let store = &self.inner.store;
         let attempt = store
-            .list_attempts(&ctx.contract_id)
+            .list_attempts(ctx.contract_id.as_str())
             .await?
             .into_iter()
             .max_by_key(|a| a.attempt_no)
             .ok_or_else(|| internal("an executing contract has no attempt"))?;
         let payment = store
-            .payment_of_contract(&ctx.contract_id)
+            .payment_of_contract(ctx.contract_id.as_str())
             .await?
             .ok_or_else(|| internal("an executing contract has no payment"))?;
         let listing = store

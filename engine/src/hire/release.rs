@@ -130,7 +130,7 @@ impl HireService {
         }
         store
             .append_contract_event(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
                     actor,
@@ -154,7 +154,7 @@ impl HireService {
         let Some(payment) = self
             .inner
             .store
-            .payment_of_contract(&ctx.contract_id)
+            .payment_of_contract(ctx.contract_id.as_str())
             .await?
         else {
             return Ok(());
@@ -476,7 +476,12 @@ impl HireService {
         payment: &PaymentRecord,
         prefix: &str,
     ) -> Result<Option<(Ctx, ContractState)>, HireError> {
-        let Some(contract) = self.inner.store.get_contract(&payment.contract_id).await? else {
+        let Some(contract) = self
+            .inner
+            .store
+            .get_contract(payment.contract_id.as_str())
+            .await?
+        else {
             return Ok(None);
         };
         let state = contract.state;
@@ -489,7 +494,7 @@ impl HireService {
     }
 
     async fn resume_release(&self, payment: &PaymentRecord) -> Result<(), HireError> {
-        let lock = self.inner.locks.lock_of(&payment.contract_id);
+        let lock = self.inner.locks.lock_of(payment.contract_id.as_str());
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(());
         };
@@ -512,7 +517,7 @@ impl HireService {
     }
 
     async fn notice_reclaim(&self, payment: &PaymentRecord) -> Result<(), HireError> {
-        let lock = self.inner.locks.lock_of(&payment.contract_id);
+        let lock = self.inner.locks.lock_of(payment.contract_id.as_str());
         let Ok(_guard) = lock.try_lock_owned() else {
             return Ok(());
         };

@@ -117,7 +117,7 @@ impl HireService {
         let inner = &self.inner;
         let payment = inner
             .store
-            .payment_of_contract(&ctx.contract_id)
+            .payment_of_contract(ctx.contract_id.as_str())
             .await?
             .ok_or_else(|| internal("a contract to settle has no payment"))?;
         let escrowed = self.escrow_of(ctx, &payment)?;
@@ -212,7 +212,7 @@ impl HireService {
             match inner
                 .store
                 .begin_settlement_of_contract(
-                    &ctx.contract_id,
+                    ctx.contract_id.as_str(),
                     from,
                     &payment.payment_id,
                     metered_amount.as_deref(),
@@ -252,7 +252,7 @@ impl HireService {
         let Some(verification) = self
             .inner
             .store
-            .latest_verification(&ctx.contract_id)
+            .latest_verification(ctx.contract_id.as_str())
             .await?
         else {
             if arbiter_settles {
@@ -319,7 +319,7 @@ impl HireService {
         let Some(retry) = self
             .inner
             .store
-            .claim_settlement_retry(&ctx.contract_id, now - grace, now)
+            .claim_settlement_retry(ctx.contract_id.as_str(), now - grace, now)
             .await?
         else {
             // Retried less than the grace ago (here or on another instance), or moved on.
@@ -733,7 +733,7 @@ impl HireService {
             .inner
             .store
             .finish_settlement(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 from,
                 &payment.payment_id,
                 &SettlementOutcome {

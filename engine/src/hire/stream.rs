@@ -208,7 +208,7 @@ impl HireService {
         let deadline = deadline.min(Instant::now() + settings.stream_max_duration());
         let relay = ContractEventRelay::new(
             self.inner.store.clone(),
-            &ctx.contract_id,
+            ctx.contract_id.as_str(),
             &ctx.correlation_id,
             worker_actor.to_owned(),
             self.inner.clock.clone(),
@@ -241,7 +241,7 @@ impl HireService {
         match self
             .inner
             .store
-            .list_contract_events(&ctx.contract_id, 0, MAX_LOG_SCAN)
+            .list_contract_events(ctx.contract_id.as_str(), 0, MAX_LOG_SCAN)
             .await
         {
             Ok(events) => events

@@ -17,11 +17,10 @@ impl HireService {
             .await?
             .ok_or(HireError::not_found("contract"))?;
         let allowed = if caller.is_seeker() {
-            contract.seeker_id == caller.as_str()
+            &contract.seeker_id == caller
         } else {
-            let worker_id = WorkerId::from_str(&contract.worker_id).map_err(HireError::internal)?;
             store
-                .get_worker(&worker_id)
+                .get_worker(&contract.worker_id)
                 .await?
                 .is_some_and(|listing| &listing.operator_id == caller)
         };
@@ -59,7 +58,7 @@ impl HireService {
         let passed = if state == ContractState::Disputed {
             self.inner
                 .store
-                .latest_verification(&contract.contract_id)
+                .latest_verification(contract.contract_id.as_str())
                 .await?
                 .is_some_and(|v| v.passed)
         } else {

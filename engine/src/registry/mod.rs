@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use self::probe::{ProbeFailure, ProbeRegistry};
 use crate::{clock::Clock, metrics::Metrics, outbound::OutboundClient, settings::HealthSettings};
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::listing::{
     invalid,
     metadata::{self, ListingMetadata},
@@ -25,12 +26,7 @@ use hiregate_store::listing::{
         ProtocolOptions, TaskCatalog, WorkerEndpoint, WorkerListing,
     },
 };
-use hiregate_contracts::id::{PrincipalId, WorkerId};
-use hiregate_store::{
-    Store, StoreError, WorkerQuery,
-    
-    keys::CallbackSecret,
-};
+use hiregate_store::{Store, StoreError, WorkerQuery, keys::CallbackSecret};
 
 /// A registration request, parsed.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]

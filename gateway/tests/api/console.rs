@@ -390,7 +390,7 @@ async fn a_seeker_an_operator_and_an_arbiter_click_through_the_console_in_chromi
         &settled, &rejected, &escalated, &flaky, &accepted, &hooked, &live,
     ] {
         let record = env.app.store.get_contract(id).await.unwrap().unwrap();
-        newest_first.push((record.created_at, record.contract_id));
+        newest_first.push((record.created_at, record.contract_id.to_string()));
     }
     newest_first.sort_by(|a, b| b.cmp(a));
     let newest_first: Vec<String> = newest_first.into_iter().map(|(_, id)| id).collect();

@@ -5,13 +5,14 @@
 use std::{collections::BTreeMap, collections::BTreeSet, time::Duration};
 
 use chrono::{DateTime, Utc};
+use hiregate_contracts::id::{
+    ApiKeyId, AttemptId, ContractId, DisputeId, JobId, PrincipalId, WorkerId,
+};
 use hiregate_contracts::state::ContractState;
 use hiregate_engine::settings::Settings;
-use hiregate_contracts::id::{ApiKeyId, JobId, PrincipalId, WorkerId};
 use hiregate_store::{
     ContractQuery, Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment,
     ProbeResult, Store, StoreError, Transition, WorkerQuery,
-    
     keys::{ApiKeyHash, CallbackSecret, Role},
     listing::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
     settings::DatabaseSettings,
@@ -485,9 +486,9 @@ async fn due_probes_are_claimed_once(store: Store) {
 /// A new `offered` contract of `worker_id` for `input`, its offer open for five minutes.
 fn offered_contract(worker_id: &str, input: &serde_json::Value) -> NewContract {
     NewContract {
-        contract_id: format!("ctr_{}", ulid::Ulid::new()),
-        seeker_id: PrincipalId::generate_seeker().to_string(),
-        worker_id: worker_id.to_owned(),
+        contract_id: ContractId::generate(),
+        seeker_id: PrincipalId::generate_seeker(),
+        worker_id: worker_id.parse().unwrap(),
         task_type: "summarize".into(),
         terms: json!({ "price": "1", "input": input }),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
@@ -509,11 +510,15 @@ async fn contract_for(store: &Store) -> String {
         .insert_contract(&contract, &event("contract_created"))
         .await
         .unwrap();
-    let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
+    let stored = store
+        .get_contract(contract_id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.terms, contract.terms);
     assert_eq!(stored.state, ContractState::Offered);
     let duplicate = NewContract {
-        contract_id: format!("ctr_{}", ulid::Ulid::new()),
+        contract_id: ContractId::generate(),
         ..contract
     };
     assert!(matches!(
@@ -522,7 +527,7 @@ async fn contract_for(store: &Store) -> String {
             .await,
         Err(StoreError::Duplicate { entity: "contract" })
     ));
-    contract_id
+    contract_id.to_string()
 }
 
 fn event(kind: &str) -> NewContractEvent {
@@ -644,7 +649,7 @@ async fn contract_events_are_gap_free_under_concurrency(store: Store) {
 fn payment(contract_id: &str, nonce: &str, identifier: Option<&str>) -> NewPayment {
     NewPayment {
         payment_id: format!("pay_{}", ulid::Ulid::new()),
-        contract_id: contract_id.into(),
+        contract_id: contract_id.parse().unwrap(),
         network: "eip155:84532".into(),
         asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e".into(),
         payer: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC".into(),
@@ -690,7 +695,7 @@ async fn payment_uniqueness_lives_in_the_database(store: Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(found.contract_id, first_contract);
+    assert_eq!(found.contract_id.as_str(), first_contract);
     assert_eq!(found.payload, a.payload);
     assert!(
         !format!("{found:?}").contains("0xsig"),
@@ -955,8 +960,8 @@ async fn jobs_are_leased_exactly_once(store: Store) {
 /// A seeker's dispute of `contract_id`.
 fn seeker_dispute(contract_id: &str) -> hiregate_store::NewDispute {
     hiregate_store::NewDispute {
-        dispute_id: format!("dsp_{}", ulid::Ulid::new()),
-        contract_id: contract_id.to_owned(),
+        dispute_id: DisputeId::generate(),
+        contract_id: contract_id.parse().unwrap(),
         party: "seeker".into(),
         opened_by: "seeker:sk_x".into(),
         reason: "wrong".into(),
@@ -1175,7 +1180,7 @@ async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(stor
             .insert_contract(&contract, &event("contract_created"))
             .await
             .unwrap();
-        let paid = payment(&contract_id, &format!("0x{index:02x}"), None);
+        let paid = payment(contract_id.as_str(), &format!("0x{index:02x}"), None);
         assert!(matches!(
             store
                 .pay_contract(&paid, ContractState::Paid, &event("paid"))
@@ -1188,13 +1193,19 @@ async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(stor
     let outcomes = futures::future::join_all(contracts.iter().map(|(contract_id, payment_id)| {
         let (store, worker_id) = (store.clone(), worker.id.to_string());
         let attempt = NewAttempt {
-            attempt_id: format!("att_{}", ulid::Ulid::new()),
+            attempt_id: AttemptId::generate(),
             payment_id: payment_id.clone(),
             started_at: now(),
         };
         async move {
             store
-                .start_attempt(contract_id, &worker_id, 3, &attempt, &event("executing"))
+                .start_attempt(
+                    contract_id.as_str(),
+                    &worker_id,
+                    3,
+                    &attempt,
+                    &event("executing"),
+                )
                 .await
                 .unwrap()
         }
@@ -1220,14 +1231,18 @@ async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(stor
     let mut executing = 0;
     for (contract_id, _) in &contracts {
         let state = store
-            .get_contract(contract_id)
+            .get_contract(contract_id.as_str())
             .await
             .unwrap()
             .unwrap()
             .state;
-        let attempts = store.list_attempts(contract_id).await.unwrap().len();
+        let attempts = store
+            .list_attempts(contract_id.as_str())
+            .await
+            .unwrap()
+            .len();
         let events = store
-            .list_contract_events(contract_id, 0, 10)
+            .list_contract_events(contract_id.as_str(), 0, 10)
             .await
             .unwrap()
             .len();
@@ -1247,8 +1262,8 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
     use hiregate_store::{DisputeDecisionRecord, NewDispute};
     let contract_id = contract_for(&store).await;
     let opened = NewDispute {
-        dispute_id: format!("dsp_{}", ulid::Ulid::new()),
-        contract_id: contract_id.clone(),
+        dispute_id: DisputeId::generate(),
+        contract_id: contract_id.parse().unwrap(),
         party: "operator".into(),
         opened_by: "operator:op_x".into(),
         reason: "the output is fine".into(),
@@ -1257,7 +1272,7 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
     };
     store.insert_dispute(&opened).await.unwrap();
     let second = NewDispute {
-        dispute_id: format!("dsp_{}", ulid::Ulid::new()),
+        dispute_id: DisputeId::generate(),
         ..opened.clone()
     };
     assert!(matches!(
@@ -1266,7 +1281,7 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
     ));
     store
         .record_dispute_replay(
-            &opened.dispute_id,
+            opened.dispute_id.as_str(),
             &json!({"verification_status": "failed"}),
             "sha256:abc",
             "escalated",
@@ -1294,19 +1309,19 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
     };
     assert!(
         store
-            .decide_dispute(&opened.dispute_id, &decision("settle"))
+            .decide_dispute(opened.dispute_id.as_str(), &decision("settle"))
             .await
             .unwrap()
     );
     assert!(
         !store
-            .decide_dispute(&opened.dispute_id, &decision("void"))
+            .decide_dispute(opened.dispute_id.as_str(), &decision("void"))
             .await
             .unwrap(),
         "a decision is final"
     );
     let decided = store
-        .get_dispute(&opened.dispute_id)
+        .get_dispute(opened.dispute_id.as_str())
         .await
         .unwrap()
         .unwrap();
@@ -1398,9 +1413,9 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         "webhook_url": "https://seeker.example/hooks",
     });
     let contract = NewContract {
-        contract_id: contract_id.clone(),
-        seeker_id: PrincipalId::generate_seeker().to_string(),
-        worker_id: worker.id.to_string(),
+        contract_id: contract_id.parse().unwrap(),
+        seeker_id: PrincipalId::generate_seeker(),
+        worker_id: worker.id.clone(),
         task_type: "summarize".into(),
         terms: terms.clone(),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
@@ -1439,7 +1454,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     let start = |attempt_id: String| {
         let (store, contract_id, worker_id) = (&store, &contract_id, worker.id.as_str());
         let attempt = NewAttempt {
-            attempt_id,
+            attempt_id: attempt_id.parse().unwrap(),
             payment_id: paid.payment_id.clone(),
             started_at: now(),
         };
@@ -1510,8 +1525,8 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     let bytes = serde_json::to_vec(&corpus).unwrap();
     let piece = NewDeliverable {
         deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
-        contract_id: contract_id.clone(),
-        attempt_id: attempt_id.clone(),
+        contract_id: contract_id.parse().unwrap(),
+        attempt_id: attempt_id.parse().unwrap(),
         position: 0,
         name: Some("r\u{E9}sum\u{E9} \u{1F600}.json".into()),
         kind: "deliverable".into(),
@@ -1530,7 +1545,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     assert_eq!(pieces[0].name, piece.name);
     let verification = NewVerification {
         verification_id: format!("vrf_{}", ulid::Ulid::new()),
-        contract_id: contract_id.clone(),
+        contract_id: contract_id.parse().unwrap(),
         attempt_id: attempt_id.clone(),
         policy_id: "vp.schema_only.v1".into(),
         policy_version: "1".into(),
@@ -1661,8 +1676,8 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     // Dispute claim and replay (on another contract: one dispute per contract).
     let disputed = contract_for(&store).await;
     let dispute = NewDispute {
-        dispute_id: format!("dsp_{}", ulid::Ulid::new()),
-        contract_id: disputed.clone(),
+        dispute_id: DisputeId::generate(),
+        contract_id: disputed.parse().unwrap(),
         party: "seeker".into(),
         opened_by: "seeker:sk_x".into(),
         reason: "\u{2028}\u{1F600} wrong".into(),
@@ -1672,11 +1687,16 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     store.insert_dispute(&dispute).await.unwrap();
     let replay = json!({ "verification_status": "failed", "edge": corpus.clone() });
     store
-        .record_dispute_replay(&dispute.dispute_id, &replay, "sha256:abc", "escalated")
+        .record_dispute_replay(
+            dispute.dispute_id.as_str(),
+            &replay,
+            "sha256:abc",
+            "escalated",
+        )
         .await
         .unwrap();
     let stored_dispute = store
-        .get_dispute(&dispute.dispute_id)
+        .get_dispute(dispute.dispute_id.as_str())
         .await
         .unwrap()
         .unwrap();
@@ -1759,12 +1779,12 @@ async fn contract_at(
     worker: &WorkerListing,
     created_at: DateTime<Utc>,
     state: &str,
-) -> String {
-    let contract_id = format!("ctr_{}", ulid::Ulid::new());
+) -> ContractId {
+    let contract_id = ContractId::generate();
     let contract = NewContract {
         contract_id: contract_id.clone(),
-        seeker_id: seeker.to_string(),
-        worker_id: worker.id.to_string(),
+        seeker_id: seeker.clone(),
+        worker_id: worker.id.clone(),
         task_type: "summarize".into(),
         terms: json!({ "price": { "amount": "1" } }),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
@@ -1805,14 +1825,14 @@ async fn contracts_are_listed_newest_first_in_pages(store: Store) {
     }
     let theirs = contract_at(&store, &other_seeker, &other_worker, base, "offered").await;
     mine.sort_by(|a, b| b.cmp(a));
-    let expected: Vec<String> = mine.iter().map(|(_, id)| id.clone()).collect();
+    let expected: Vec<ContractId> = mine.iter().map(|(_, id)| id.clone()).collect();
 
     let mut seen = Vec::new();
     let mut after = None;
     loop {
         let page = store
             .list_contracts(&ContractQuery {
-                seeker_id: Some(seeker.to_string()),
+                seeker_id: Some(seeker.clone()),
                 after: after.clone(),
                 limit: 3,
                 ..ContractQuery::default()
@@ -1852,7 +1872,7 @@ async fn contracts_are_listed_newest_first_in_pages(store: Store) {
     assert!(everything.contains(&theirs));
     assert_eq!(
         all(ContractQuery {
-            operator_id: Some(other_operator.to_string()),
+            operator_id: Some(other_operator.clone()),
             ..ContractQuery::default()
         })
         .await,
@@ -1860,14 +1880,14 @@ async fn contracts_are_listed_newest_first_in_pages(store: Store) {
     );
     assert_eq!(
         all(ContractQuery {
-            operator_id: Some(operator.to_string()),
+            operator_id: Some(operator.clone()),
             ..ContractQuery::default()
         })
         .await,
         expected
     );
     let settled = all(ContractQuery {
-        seeker_id: Some(seeker.to_string()),
+        seeker_id: Some(seeker.clone()),
         state: Some("settled".into()),
         ..ContractQuery::default()
     })
@@ -1875,7 +1895,7 @@ async fn contracts_are_listed_newest_first_in_pages(store: Store) {
     assert_eq!(settled.len(), 4);
     assert_eq!(
         all(ContractQuery {
-            worker_id: Some(other_worker.id.to_string()),
+            worker_id: Some(other_worker.id.clone()),
             ..ContractQuery::default()
         })
         .await,
@@ -1883,13 +1903,13 @@ async fn contracts_are_listed_newest_first_in_pages(store: Store) {
     );
     // created_after is inclusive, created_before exclusive.
     let window = all(ContractQuery {
-        seeker_id: Some(seeker.to_string()),
+        seeker_id: Some(seeker.clone()),
         created_after: Some(base + chrono::Duration::milliseconds(1)),
         created_before: Some(base + chrono::Duration::milliseconds(3)),
         ..ContractQuery::default()
     })
     .await;
-    let in_window: Vec<String> = mine
+    let in_window: Vec<ContractId> = mine
         .iter()
         .filter(|(at, _)| {
             *at >= base + chrono::Duration::milliseconds(1)

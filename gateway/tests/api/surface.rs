@@ -72,9 +72,9 @@ async fn store_contract(
     app.store
         .insert_contract(
             &NewContract {
-                contract_id: contract_id.clone(),
-                seeker_id: seeker_id.to_owned(),
-                worker_id: worker_id.to_owned(),
+                contract_id: contract_id.parse().unwrap(),
+                seeker_id: seeker_id.parse().unwrap(),
+                worker_id: worker_id.parse().unwrap(),
                 task_type: "summarize".into(),
                 terms: json!({ "price": { "amount": "1500" } }),
                 terms_hash: format!("sha256:{}", ulid::Ulid::new()),

@@ -255,7 +255,7 @@ async fn paid_call(database: TestDatabase) {
         .unwrap()
         .unwrap();
     assert_eq!(payment_row.payer, env.wallet.address().to_checksum(None));
-    assert!(stored.seeker_id.starts_with("skr_"));
+    assert!(stored.seeker_id.as_str().starts_with("skr_"));
     // Stored hashed: the token itself is nowhere in the database.
     let cap_rows = row_counts(&env.app.database_url).await;
     assert!(cap_rows.contains(&("contract_capability".to_owned(), 1)));

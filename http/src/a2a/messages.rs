@@ -11,12 +11,12 @@ use super::{
     tasks::{artifact, task},
 };
 use crate::state::AppState;
+use hiregate_contracts::id::WorkerId;
 use hiregate_engine::hire::{
     error::{ErrorKind, HireError},
     outcome::{Outcome, Settlement},
     resource::{OFFER_EXTRA_KEY, ResourceExecution, ResourceRequest},
 };
-use hiregate_contracts::id::WorkerId;
 
 /// The task input a message carries: its first `data` part, else its first `text` part (the
 /// JSON it holds, or the text as a JSON string).

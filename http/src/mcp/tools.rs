@@ -73,6 +73,7 @@ use crate::{
     answers, error::ApiError, reputation::reputation_view, state::AppState,
     workers::discovery_page, x402_resource::access_fields,
 };
+use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_engine::hire::{
     ContractRequest,
     disputes::DisputeRequest,
@@ -80,11 +81,7 @@ use hiregate_engine::hire::{
     outcome::{Execution, FailureKind, Outcome},
     resource::{ResourceExecution, ResourceRequest},
 };
-use hiregate_contracts::id::{PrincipalId, WorkerId};
-use hiregate_store::{
-    
-    keys::{ApiKey, Role},
-};
+use hiregate_store::keys::{ApiKey, Role};
 
 /// The `_meta` key of the `PaymentPayload` on a paid tool call (x402 MCP transport).
 pub const PAYMENT_META_KEY: &str = "x402/payment";

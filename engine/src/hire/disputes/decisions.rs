@@ -33,7 +33,7 @@ impl HireService {
         }
         store
             .append_contract_event(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
                     decided_by,
@@ -103,7 +103,7 @@ impl HireService {
         let payment = self
             .inner
             .store
-            .payment_of_contract(&ctx.contract_id)
+            .payment_of_contract(ctx.contract_id.as_str())
             .await?
             .ok_or_else(|| internal("a disputed contract has no payment"))?;
         if self
@@ -138,7 +138,7 @@ impl HireService {
             .await?
             .ok_or(HireError::not_found("dispute"))?;
         check_reason(&request.reason)?;
-        let lock = self.inner.locks.lock_of(&dispute.contract_id);
+        let lock = self.inner.locks.lock_of(dispute.contract_id.as_str());
         let _guard = lock.lock_owned().await;
         let already = || {
             HireError::conflict(
@@ -154,7 +154,7 @@ impl HireService {
             return Err(already());
         }
         let contract = store
-            .get_contract(&dispute.contract_id)
+            .get_contract(dispute.contract_id.as_str())
             .await?
             .ok_or(HireError::not_found("contract"))?;
         let ctx = Ctx::of(&contract, correlation_id.to_owned(), "admin".to_owned())
@@ -196,7 +196,7 @@ impl HireService {
         let dispute = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
         if let Some(caller) = caller {
             let contract = store
-                .get_contract(&dispute.contract_id)
+                .get_contract(dispute.contract_id.as_str())
                 .await?
                 .ok_or_else(not_found)?;
             if !self.is_party(caller, &contract).await? {
@@ -217,7 +217,7 @@ impl HireService {
         let Some(dispute) = self
             .inner
             .store
-            .dispute_of_contract(&ctx.contract_id)
+            .dispute_of_contract(ctx.contract_id.as_str())
             .await?
         else {
             return Ok(false);
@@ -229,14 +229,14 @@ impl HireService {
                 DisputeDecision::Void
             };
             let by = dispute.decided_by.as_deref().unwrap_or("system");
-            self.carry_out(ctx, decision, by, &dispute.dispute_id)
+            self.carry_out(ctx, decision, by, dispute.dispute_id.as_str())
                 .await?;
             return Ok(true);
         }
         tracing::info!(contract_id = %ctx.contract_id, valid_before = payment.valid_before, "arbiter silent: dispute voided before validBefore");
         self.apply_decision(
             ctx,
-            &dispute.dispute_id,
+            dispute.dispute_id.as_str(),
             DisputeDecision::Void,
             "system",
             "arbiter_silent",
@@ -281,7 +281,7 @@ impl HireService {
         let not_found = || HireError::not_found("dispute");
         let dispute = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
         let contract = store
-            .get_contract(&dispute.contract_id)
+            .get_contract(dispute.contract_id.as_str())
             .await?
             .ok_or_else(not_found)?;
         if !self.is_party(caller, &contract).await? {
@@ -311,7 +311,7 @@ impl HireService {
             by: by.clone(),
             at: self.now(),
         };
-        let lock = self.inner.locks.lock_of(&dispute.contract_id);
+        let lock = self.inner.locks.lock_of(dispute.contract_id.as_str());
         let _guard = lock.lock_owned().await;
         if !store.answer_dispute(dispute_id, &response).await? {
             let current = store.get_dispute(dispute_id).await?.ok_or_else(not_found)?;
@@ -329,7 +329,7 @@ impl HireService {
         }
         store
             .append_contract_event(
-                &dispute.contract_id,
+                dispute.contract_id.as_str(),
                 &NewContractEvent {
                     at: response.at,
                     actor: by,
@@ -383,11 +383,13 @@ impl HireService {
         let mut items = Vec::with_capacity(disputes.len());
         for dispute in &disputes {
             let contract = store
-                .get_contract(&dispute.contract_id)
+                .get_contract(dispute.contract_id.as_str())
                 .await?
                 .ok_or_else(|| HireError::internal(anyhow::anyhow!("dispute without contract")))?;
             let view = self.contract_view(&contract, true).await?;
-            let deadline_at = self.silent_arbiter_deadline(&contract.contract_id).await?;
+            let deadline_at = self
+                .silent_arbiter_deadline(contract.contract_id.as_str())
+                .await?;
             items.push(json!({
                 "dispute": dispute_view(dispute),
                 "contract": view,

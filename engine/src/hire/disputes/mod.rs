@@ -51,6 +51,7 @@ use std::{str::FromStr, time::Duration};
 use chrono::Utc;
 use hiregate_contracts::{
     canonical::Digest,
+    id::{DisputeId, PrincipalId},
     state::{ContractEvent, ContractState, DisputeDecision, Party},
     verify::{EvidenceFetch, VerificationRequest, VerificationStatus},
 };
@@ -64,11 +65,9 @@ use super::{
     execute::{Ctx, internal},
     judge::StoredBytesError,
 };
-use hiregate_contracts::id::{PrincipalId, WorkerId};
 use hiregate_store::{
     ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
     NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
-    
     states::PaymentState,
 };
 
@@ -307,13 +306,12 @@ impl HireService {
         contract: &ContractRecord,
     ) -> Result<bool, HireError> {
         if caller.is_seeker() {
-            return Ok(contract.seeker_id == caller.as_str());
+            return Ok(&contract.seeker_id == caller);
         }
-        let worker_id = WorkerId::from_str(&contract.worker_id).map_err(HireError::internal)?;
         Ok(self
             .inner
             .store
-            .get_worker(&worker_id)
+            .get_worker(&contract.worker_id)
             .await?
             .is_some_and(|listing| &listing.operator_id == caller))
     }
@@ -359,7 +357,7 @@ impl HireService {
             Party::Seeker => ("seeker", format!("seeker:{caller}")),
             Party::Operator => ("operator", format!("operator:{caller}")),
         };
-        let dispute_id = format!("dsp_{}", ulid::Ulid::new());
+        let dispute_id = DisputeId::generate();
         let ctx =
             Ctx::of(&contract, correlation_id.to_owned(), actor.clone()).map_err(step_failed)?;
         let event = ContractEvent::DisputeOpened { by: party };
@@ -383,7 +381,7 @@ impl HireService {
                 }],
                 &[SideWrite::Dispute(&NewDispute {
                     dispute_id: dispute_id.clone(),
-                    contract_id: contract_id.to_owned(),
+                    contract_id: contract.contract_id.clone(),
                     party: party_name.to_owned(),
                     opened_by: actor.clone(),
                     reason: request.reason.clone(),
@@ -407,15 +405,15 @@ impl HireService {
         }
         tracing::info!(
             contract_id,
-            dispute_id,
+            %dispute_id,
             party = party_name,
             "dispute opened"
         );
-        self.resolve_by_replay(&ctx, &dispute_id, state)
+        self.resolve_by_replay(&ctx, dispute_id.as_str(), state)
             .await
             .map_err(step_failed)?;
         let dispute = store
-            .get_dispute(&dispute_id)
+            .get_dispute(dispute_id.as_str())
             .await?
             .ok_or_else(|| HireError::internal(anyhow::anyhow!("dispute vanished")))?;
         Ok(dispute_view(&dispute))
@@ -456,7 +454,7 @@ impl HireService {
                 let payment = self
                     .inner
                     .store
-                    .payment_of_contract(&contract.contract_id)
+                    .payment_of_contract(contract.contract_id.as_str())
                     .await?
                     .ok_or_else(|| HireError::internal(anyhow::anyhow!("rejected, no payment")))?;
                 let margin = i64::try_from(self.inner.config.contracts.settlement_margin_s)
@@ -507,7 +505,7 @@ impl HireService {
         let payment = self
             .inner
             .store
-            .payment_of_contract(&contract.contract_id)
+            .payment_of_contract(contract.contract_id.as_str())
             .await?
             .ok_or_else(|| HireError::internal(anyhow::anyhow!("failed, no payment")))?;
         let margin =

@@ -25,7 +25,7 @@ impl HireService {
             return Ok(());
         }
         let original = store
-            .latest_verification(&ctx.contract_id)
+            .latest_verification(ctx.contract_id.as_str())
             .await?
             .ok_or_else(|| internal("a disputed contract has no verification"))?;
         let replay = match Box::pin(self.replay(ctx)).await? {
@@ -82,7 +82,7 @@ impl HireService {
             .await?;
         store
             .append_contract_event(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
                     "gateway",
@@ -124,13 +124,15 @@ impl HireService {
     ) -> Result<Result<Replay, StoredBytesError>, HireError> {
         let inner = &self.inner;
         let (attempt_id, deliverable, digest) =
-            match crate::hire::judge::stored_deliverable(&inner.store, &ctx.contract_id).await? {
+            match crate::hire::judge::stored_deliverable(&inner.store, ctx.contract_id.as_str())
+                .await?
+            {
                 Ok(stored) => stored,
                 Err(why) => return Ok(Err(why)),
             };
         let stored_evidence: Vec<_> = inner
             .store
-            .latest_deliverables(&ctx.contract_id)
+            .latest_deliverables(ctx.contract_id.as_str())
             .await?
             .into_iter()
             .filter(|piece| piece.kind == "evidence" && piece.attempt_id == attempt_id)
@@ -216,7 +218,7 @@ impl HireService {
         self.inner
             .store
             .append_contract_event(
-                &ctx.contract_id,
+                ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
                     "gateway",

@@ -40,6 +40,7 @@ use std::str::FromStr;
 use bytes::Bytes;
 use hiregate_contracts::money::PaymentScheme;
 use hiregate_contracts::{
+    id::{PrincipalId, WorkerId},
     terms::{ContractTerms, WebhookUrl},
     time::Timestamp,
     token::{DetachedSignature, verify_detached},
@@ -59,13 +60,7 @@ use super::{
     outcome::{Execution, Outcome, PaymentDemand},
 };
 use crate::assets::AssetInfo;
-use hiregate_contracts::id::{PrincipalId, WorkerId};
-use hiregate_store::{
-    StoreError,
-    
-    keys::ApiKeyHash,
-    listing::model::WorkerListing,
-};
+use hiregate_store::{StoreError, keys::ApiKeyHash, listing::model::WorkerListing};
 
 /// The key of `accepts[].extra` that carries the signed offer.
 pub const OFFER_EXTRA_KEY: &str = "hiregate";
