@@ -333,7 +333,7 @@ async fn three_of_five_items_pay_three_units(database: TestDatabase) {
 
 #[tokio::test]
 async fn the_official_upto_client_pays_three_units_for_three_of_five_verified_items() {
-    three_of_five_items_pay_three_units(TestDatabase::sqlite()).await;
+    Box::pin(three_of_five_items_pay_three_units(TestDatabase::sqlite())).await;
 }
 
 #[tokio::test]
@@ -341,7 +341,7 @@ async fn the_official_upto_client_pays_three_units_for_three_of_five_verified_it
     let Some(database) = TestDatabase::postgres().await else {
         return;
     };
-    three_of_five_items_pay_three_units(database).await;
+    Box::pin(three_of_five_items_pay_three_units(database)).await;
 }
 
 async fn concurrent_duplicates(database: TestDatabase) {
