@@ -544,7 +544,7 @@ mod tests {
     fn event_row(from_state: Option<&str>, to_state: Option<&str>) -> EventRow {
         EventRow {
             event_id: 1,
-            contract_id: "ctr_1".to_owned(),
+            contract_id: ContractId::generate().to_string(),
             seq: 2,
             at: 0,
             actor: "gateway".to_owned(),
