@@ -41,11 +41,7 @@
 use std::str::FromStr;
 
 use alloy::primitives::{Address, B256, TxHash, U256};
-use hiregate_contracts::{
-    money::AtomicAmount,
-    state::{ContractEvent, ContractState, DisputeDecision},
-    verify::VerificationResult,
-};
+use hiregate_contracts::state::{ContractEvent, ContractState, DisputeDecision};
 use hiregate_payments::{
     Network, PaymentPayload, Reason, SettleRequest, SettleResponse,
     exact::ledger::{
@@ -206,7 +202,7 @@ impl HireService {
                 json!({"payment_id": payment.payment_id}),
             );
             let metered_amount = self
-                .metered_amount(ctx, from)
+                .metered_amount_to_settle(ctx, from)
                 .await?
                 .map(|amount| amount.to_string());
             match inner
@@ -233,42 +229,6 @@ impl HireService {
             }
         }
         self.send_settlement(ctx, &payment, escrowed.as_ref()).await
-    }
-
-    /// What a metered (`upto`) contract settles when it leaves `from`: the billable units of
-    /// its latest verdict at the terms' unit price, from what the gateway verified. When the
-    /// arbiter settles a dispute of a rejection (the verdict billed nothing), the decision
-    /// stands in for the verifier's on every unit the gateway counted: the delivered units, at
-    /// most `max_units` (none when nothing was delivered or judged). `None` at a fixed price.
-    pub(super) async fn metered_amount(
-        &self,
-        ctx: &Ctx,
-        from: ContractState,
-    ) -> Result<Option<AtomicAmount>, HireError> {
-        let Some(metering) = ctx.terms.metering() else {
-            return Ok(None);
-        };
-        let arbiter_settles = from == ContractState::Disputed;
-        let Some(verification) = self
-            .inner
-            .store
-            .latest_verification(ctx.contract_id.as_str())
-            .await?
-        else {
-            if arbiter_settles {
-                return Ok(Some(metering.amount_for(0)));
-            }
-            return Err(internal("a metered contract to settle has no verdict"));
-        };
-        let result: VerificationResult = serde_json::from_value(verification.result)
-            .map_err(|e| internal(format!("stored verification: {e}")))?;
-        let count = result.details.metered.as_ref();
-        let billable = match count {
-            Some(count) if arbiter_settles && count.billable == 0 => count.delivered,
-            Some(count) => count.billable,
-            None => 0,
-        };
-        Ok(Some(metering.amount_for(billable)))
     }
 
     /// What capturing `payment` needs, for an escrowed contract; `None` for an `exact` one.

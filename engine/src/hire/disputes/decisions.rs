@@ -66,7 +66,7 @@ impl HireService {
                 // settle: `upto` would "settle" zero without a transaction and leave the
                 // permit unused on chain, so the decision is carried out as a void.
                 let nothing_billable = self
-                    .metered_amount(ctx, ContractState::Disputed)
+                    .metered_amount_to_settle(ctx, ContractState::Disputed)
                     .await?
                     .is_some_and(|amount| amount.units() == 0);
                 if !nothing_billable {
