@@ -225,7 +225,7 @@ impl Engine {
             .await
             .unwrap()
             .into_iter()
-            .map(|e| e.kind)
+            .map(|e| e.kind.as_str().to_owned())
             .collect()
     }
 }

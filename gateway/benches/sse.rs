@@ -215,7 +215,7 @@ impl Bench {
                         at: chrono::Utc::now(),
                         actor: "bench".to_owned(),
                         correlation_id: format!("bench-{n}"),
-                        kind: "worker_progress".to_owned(),
+                        kind: hiregate_store::states::EventKind::WorkerProgress,
                         details: json!({"progress": n}),
                     },
                 )

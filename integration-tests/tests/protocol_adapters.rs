@@ -186,7 +186,7 @@ impl Env {
             .await
             .expect("contract events")
             .into_iter()
-            .filter(|event| event.kind == kind)
+            .filter(|event| event.kind.as_str() == kind)
             .map(|event| event.details)
             .collect()
     }
@@ -684,7 +684,7 @@ async fn relayed_events(env: &Env, contract_id: &str) -> Vec<(Option<u64>, Strin
         .expect("contract events");
     events
         .iter()
-        .filter(|event| event.kind == "worker_event")
+        .filter(|event| event.kind.as_str() == "worker_event")
         .map(|event| {
             (
                 event.details["upstream_id"].as_u64(),
@@ -1222,7 +1222,7 @@ async fn secrets_scenario_in_a_logging_process() {
         .await
         .expect("contract events");
     assert!(
-        events.iter().any(|e| e.kind == "worker_event"),
+        events.iter().any(|e| e.kind.as_str() == "worker_event"),
         "events relayed"
     );
     let event_text = format!("{events:?}");

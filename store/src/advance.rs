@@ -441,7 +441,7 @@ impl Store {
                         .bind(to_millis(step.event.at))
                         .bind(&step.event.actor)
                         .bind(&step.event.correlation_id)
-                        .bind(&step.event.kind)
+                        .bind(step.event.kind.as_str())
                         .bind(step.from.as_str())
                         .bind(step.to.as_str())
                         .bind(JsonText(&step.event.details));

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use hiregate_contracts::state::ContractState;
+
+use crate::states::EventKind;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -29,8 +31,8 @@ pub struct LiveEvent {
     pub contract_id: String,
     /// 1, 2, 3… per contract; the SSE event id.
     pub seq: i64,
-    /// Event type (`contract_offered`, `paid`, `settled`, …).
-    pub kind: String,
+    /// What happened (`contract_offered`, `payment_verified`, …).
+    pub kind: EventKind,
     /// When it happened (UTC).
     pub at: DateTime<Utc>,
     /// Who caused it (`seeker:<id>`, `gateway`, `facilitator`, …).

@@ -13,6 +13,7 @@
 
 use super::bus::LiveEvent;
 use super::json::JsonText;
+use super::states::EventKind;
 use chrono::{DateTime, Utc};
 use hiregate_contracts::{
     id::{ContractId, PrincipalId, WorkerId},
@@ -99,8 +100,8 @@ pub struct NewContractEvent {
     pub actor: String,
     /// Request or job id that caused it.
     pub correlation_id: String,
-    /// Event type, e.g. `state_changed`, `payment_verified`.
-    pub kind: String,
+    /// What happened, e.g. `payment_verified`.
+    pub kind: EventKind,
     /// Structured details.
     pub details: serde_json::Value,
 }
@@ -120,8 +121,8 @@ pub struct ContractEvent {
     pub actor: String,
     /// Request or job id that caused it.
     pub correlation_id: String,
-    /// Event type.
-    pub kind: String,
+    /// What happened.
+    pub kind: EventKind,
     /// State before, for transitions.
     pub from_state: Option<ContractState>,
     /// State after, for transitions.
@@ -238,7 +239,10 @@ impl TryFrom<EventRow> for ContractEvent {
             at: from_millis(EVENT_ENTITY, row.at)?,
             actor: row.actor,
             correlation_id: row.correlation_id,
-            kind: row.kind,
+            kind: row
+                .kind
+                .parse()
+                .map_err(|e| StoreError::corrupt(EVENT_ENTITY, &e))?,
             from_state: row
                 .from_state
                 .as_deref()
@@ -426,7 +430,7 @@ impl Store {
                         .bind(to_millis(event.at))
                         .bind(&event.actor)
                         .bind(&event.correlation_id)
-                        .bind(&event.kind)
+                        .bind(event.kind.as_str())
                         .bind(JsonText(&event.details))
                         .fetch_optional(pool)
                         .await?
@@ -563,6 +567,29 @@ mod tests {
         assert_eq!(event.to_state, Some(ContractState::Paid));
         let note = ContractEvent::try_from(event_row(None, None)).unwrap();
         assert_eq!((note.from_state, note.to_state), (None, None));
+    }
+
+    #[test]
+    fn an_event_row_with_another_kind_spelling_is_corrupt() {
+        let event = ContractEvent::try_from(event_row(None, None)).unwrap();
+        assert_eq!(event.kind, EventKind::PaymentVerified);
+        for kind in ["Payment_Verified", "payment_verified ", "state_changed", ""] {
+            let row = EventRow {
+                kind: kind.to_owned(),
+                ..event_row(None, None)
+            };
+            let error = ContractEvent::try_from(row).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    StoreError::Corrupt {
+                        entity: EVENT_ENTITY,
+                        ..
+                    }
+                ),
+                "{kind:?}: {error}"
+            );
+        }
     }
 
     #[test]

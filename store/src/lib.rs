@@ -236,7 +236,7 @@ macro_rules! bind_event {
             .bind($crate::to_millis($event.at))
             .bind(&$event.actor)
             .bind(&$event.correlation_id)
-            .bind(&$event.kind)
+            .bind($event.kind.as_str())
             .bind($from)
             .bind($to)
             .bind($crate::json::JsonText(&$event.details))
@@ -376,7 +376,7 @@ impl Store {
         self.events.publish(LiveEvent {
             contract_id: contract_id.to_owned(),
             seq,
-            kind: event.kind.clone(),
+            kind: event.kind,
             at: event.at,
             actor: event.actor.clone(),
             from_state,

@@ -1,5 +1,5 @@
 //! The closed vocabularies stored as text: a payment's, an attempt's and a webhook delivery's
-//! state. Each is an enum
+//! state, and a contract event's kind. Each is an enum
 //! whose spelling in the database (and on the wire, where it is shown) is its
 //! [`as_str`](PaymentState::as_str); a row is parsed once when it is read, and a row holding any
 //! other spelling is corrupt ([`StoreError::Corrupt`](crate::StoreError::Corrupt)). The
@@ -8,6 +8,8 @@
 //! (The contract's own state is the contracts crate's `ContractState`.)
 
 use std::{fmt, str::FromStr};
+
+use hiregate_contracts::state::ContractEvent as LifecycleEvent;
 
 /// A stored text is none of the spellings of its vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -137,6 +139,138 @@ stored_names! {
     }
 }
 
+stored_names! {
+    /// What a contract event records (`contract_event.kind`, the `kind` of SSE events, webhook
+    /// messages and the event list endpoints). The lifecycle's own events are named after the
+    /// contracts crate's `ContractEvent` ([`EventKind::of`]); the others are the gateway's notes
+    /// along the way and the worker's relayed events.
+    EventKind, "contract event kind" {
+        /// The contract was signed and offered (its first event).
+        ContractOffered = "contract_offered",
+        /// An `exact` payment was verified.
+        PaymentVerified = "payment_verified",
+        /// An escrowed payment's `authorize` is being sent.
+        AuthorizationSent = "authorization_sent",
+        /// An escrowed payment was locked on chain.
+        PaymentAuthorized = "payment_authorized",
+        /// An escrowed payment's `authorize` failed.
+        AuthorizationRefused = "authorization_refused",
+        /// The unpaid offer lapsed.
+        OfferExpired = "offer_expired",
+        /// The payment authorization lapsed.
+        AuthorizationExpired = "authorization_expired",
+        /// Forwarded to the worker.
+        Forwarded = "forwarded",
+        /// The worker accepted the task asynchronously.
+        WorkerPending = "worker_pending",
+        /// A deliverable arrived.
+        DeliverableReceived = "deliverable_received",
+        /// The worker failed.
+        WorkerFailed = "worker_failed",
+        /// The worker breached the SLA.
+        SlaBreached = "sla_breached",
+        /// The seeker cancelled.
+        SeekerCancelled = "seeker_cancelled",
+        /// Verification began.
+        VerificationStarted = "verification_started",
+        /// Verification passed.
+        VerificationPassed = "verification_passed",
+        /// Verification failed.
+        VerificationFailed = "verification_failed",
+        /// Verification was inconclusive.
+        VerificationInconclusive = "verification_inconclusive",
+        /// The acceptance window closed.
+        AcceptanceWindowClosed = "acceptance_window_closed",
+        /// A party opened a dispute.
+        DisputeOpened = "dispute_opened",
+        /// A dispute's decision was carried out.
+        DisputeResolved = "dispute_resolved",
+        /// A void was recorded.
+        VoidRecorded = "void_recorded",
+        /// Settlement succeeded.
+        SettlementSucceeded = "settlement_succeeded",
+        /// Settlement failed.
+        SettlementFailed = "settlement_failed",
+        /// The settlement's outcome is unknown.
+        SettlementOutcomeUnknown = "settlement_outcome_unknown",
+        /// A settlement of unknown outcome was retried.
+        SettlementRetried = "settlement_retried",
+        /// The payer reclaimed a lapsed escrow.
+        PaymentReclaimed = "payment_reclaimed",
+        /// A captured escrowed payment was refunded.
+        RefundIssued = "refund_issued",
+        /// The held payment was voided (no state change).
+        PaymentVoided = "payment_voided",
+        /// The authorization deadline came close and the sweep acted.
+        AuthorizationDeadlineReached = "authorization_deadline_reached",
+        /// The paid contract waits in its worker's queue.
+        Queued = "queued",
+        /// The paid contract waits for its worker to become hireable.
+        WaitingForWorker = "waiting_for_worker",
+        /// An instance took over a stale contract.
+        RecoveryTakeover = "recovery_takeover",
+        /// A worker's result arrived after the contract had moved on.
+        LateResult = "late_result",
+        /// The gateway asked the worker to cancel the task.
+        WorkerCancelRequested = "worker_cancel_requested",
+        /// The other party answered a dispute.
+        DisputeAnswered = "dispute_answered",
+        /// The arbiter decided a dispute.
+        DisputeDecided = "dispute_decided",
+        /// A dispute's verification was replayed.
+        DisputeReplayed = "dispute_replayed",
+        /// A dispute was escalated to the arbiter.
+        DisputeEscalated = "dispute_escalated",
+        /// The worker reported progress.
+        WorkerProgress = "worker_progress",
+        /// An event of the worker's stream, relayed.
+        WorkerStreamEvent = "worker_stream_event",
+        /// A WattSwarm runtime event, relayed.
+        WorkerRuntime = "worker_runtime",
+        /// A Superwire worker event, relayed.
+        WorkerEvent = "worker_event",
+        /// A Superwire run began (its run id, which a later cancel names).
+        WorkerRunStarted = "worker_run_started",
+        /// The worker's stream was read again after a cut (from its last event id, or the start).
+        WorkerStreamResumed = "worker_stream_resumed",
+    }
+}
+
+impl EventKind {
+    /// The kind of the lifecycle event `event`: its name in the contracts crate.
+    #[must_use]
+    pub const fn of(event: &LifecycleEvent) -> Self {
+        match event {
+            LifecycleEvent::PaymentVerified => Self::PaymentVerified,
+            LifecycleEvent::AuthorizationSent => Self::AuthorizationSent,
+            LifecycleEvent::PaymentAuthorized => Self::PaymentAuthorized,
+            LifecycleEvent::AuthorizationRefused => Self::AuthorizationRefused,
+            LifecycleEvent::OfferExpired => Self::OfferExpired,
+            LifecycleEvent::AuthorizationExpired => Self::AuthorizationExpired,
+            LifecycleEvent::Forwarded => Self::Forwarded,
+            LifecycleEvent::WorkerPending => Self::WorkerPending,
+            LifecycleEvent::DeliverableReceived => Self::DeliverableReceived,
+            LifecycleEvent::WorkerFailed { .. } => Self::WorkerFailed,
+            LifecycleEvent::SlaBreached => Self::SlaBreached,
+            LifecycleEvent::SeekerCancelled => Self::SeekerCancelled,
+            LifecycleEvent::VerificationStarted => Self::VerificationStarted,
+            LifecycleEvent::VerificationPassed => Self::VerificationPassed,
+            LifecycleEvent::VerificationFailed => Self::VerificationFailed,
+            LifecycleEvent::VerificationInconclusive => Self::VerificationInconclusive,
+            LifecycleEvent::AcceptanceWindowClosed => Self::AcceptanceWindowClosed,
+            LifecycleEvent::DisputeOpened { .. } => Self::DisputeOpened,
+            LifecycleEvent::DisputeResolved { .. } => Self::DisputeResolved,
+            LifecycleEvent::VoidRecorded => Self::VoidRecorded,
+            LifecycleEvent::SettlementSucceeded => Self::SettlementSucceeded,
+            LifecycleEvent::SettlementFailed => Self::SettlementFailed,
+            LifecycleEvent::SettlementOutcomeUnknown => Self::SettlementOutcomeUnknown,
+            LifecycleEvent::SettlementRetried => Self::SettlementRetried,
+            LifecycleEvent::PaymentReclaimed => Self::PaymentReclaimed,
+            LifecycleEvent::RefundIssued => Self::RefundIssued,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +289,9 @@ mod tests {
         }
         for state in DeliveryState::ALL {
             assert_eq!(state.as_str().parse::<DeliveryState>(), Ok(*state));
+        }
+        for kind in EventKind::ALL {
+            assert_eq!(kind.as_str().parse::<EventKind>(), Ok(*kind));
         }
     }
 

@@ -18,7 +18,8 @@ use hiregate_contracts::{
 
 use super::{
     Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, placeholders,
-    states::DeliveryState, to_millis,
+    states::{DeliveryState, EventKind},
+    to_millis,
 };
 
 const ENTITY: &str = "webhook_delivery";
@@ -67,8 +68,8 @@ pub struct ClaimedDelivery {
     pub at: DateTime<Utc>,
     /// Who caused the event.
     pub actor: String,
-    /// Event type.
-    pub kind: String,
+    /// What happened.
+    pub kind: EventKind,
     /// State before.
     pub from_state: Option<ContractState>,
     /// State after.
@@ -123,8 +124,8 @@ pub struct DeliveryRecord {
     pub url: String,
     /// Event seq.
     pub seq: i64,
-    /// Event type.
-    pub kind: String,
+    /// What happened.
+    pub kind: EventKind,
     /// Where the delivery is.
     pub state: DeliveryState,
     /// Tries in the current round.
@@ -247,7 +248,10 @@ impl TryFrom<ClaimedRow> for ClaimedDelivery {
             seq: row.seq,
             at: from_millis(ENTITY, row.at)?,
             actor: row.actor,
-            kind: row.kind,
+            kind: row
+                .kind
+                .parse()
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             from_state: row.from_state.as_deref().map(parse_state).transpose()?,
             to_state: row.to_state.as_deref().map(parse_state).transpose()?,
             details: row.details.0,
@@ -266,7 +270,10 @@ impl TryFrom<DeliveryRow> for DeliveryRecord {
             seeker_id: parse_id(ENTITY, &row.seeker_id)?,
             url: row.url,
             seq: row.seq,
-            kind: row.kind,
+            kind: row
+                .kind
+                .parse()
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             state: row
                 .state
                 .parse()

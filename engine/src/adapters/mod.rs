@@ -21,6 +21,7 @@ use url::Url;
 
 use crate::outbound::OutboundClient;
 use hiregate_store::listing::model::{Protocol, ProtocolOptions, WorkerEndpoint};
+use hiregate_store::states::EventKind;
 
 /// Where an adapter relays the worker's own progress events (Superwire's SSE events), so they
 /// land in the contract's event log and from there reach SSE and webhooks. Details must carry
@@ -28,7 +29,7 @@ use hiregate_store::listing::model::{Protocol, ProtocolOptions, WorkerEndpoint};
 #[async_trait]
 pub trait UpstreamEvents: Send + Sync {
     /// Append one event of `kind` with `details`.
-    async fn relay(&self, kind: &str, details: Value);
+    async fn relay(&self, kind: EventKind, details: Value);
 }
 
 /// Drops relayed events (callers with no event log, unit tests).
@@ -37,7 +38,7 @@ pub struct DiscardEvents;
 
 #[async_trait]
 impl UpstreamEvents for DiscardEvents {
-    async fn relay(&self, _kind: &str, _details: Value) {}
+    async fn relay(&self, _kind: EventKind, _details: Value) {}
 }
 
 /// The header naming the hire's correlation id on every call to a worker.

@@ -54,11 +54,10 @@ use super::{
 };
 use crate::outbound::{OutboundClient, OutboundError};
 use hiregate_store::listing::model::{WorkerEndpoint, WorkflowSource};
+use hiregate_store::states::EventKind;
 
 /// Response header naming the run of a streaming `/execute`.
 pub const RUN_ID_HEADER: &str = "x-superwire-run-id";
-/// Kind of the contract events that carry upstream events.
-pub const RELAYED_EVENT_KIND: &str = "worker_event";
 /// Code of an attempt refused because the listing's workflow is not the pinned one.
 pub const WORKFLOW_CHANGED: &str = "workflow_changed";
 /// Largest non-streaming answer or single stream read, bytes.
@@ -146,7 +145,7 @@ impl SuperwireProtocol {
             }
             request
                 .events
-                .relay("worker_cancel_requested", details)
+                .relay(EventKind::WorkerCancelRequested, details)
                 .await;
         }
         failed(
@@ -403,7 +402,7 @@ impl Relay<'_> {
         self.request
             .events
             .relay(
-                RELAYED_EVENT_KIND,
+                EventKind::WorkerEvent,
                 json!({
                     "run_id": self.run_id,
                     "upstream_event": name,
@@ -507,7 +506,7 @@ impl SuperwireProtocol {
         };
         request
             .events
-            .relay("worker_run_started", json!({"run_id": run_id}))
+            .relay(EventKind::WorkerRunStarted, json!({"run_id": run_id}))
             .await;
         let mut relay = Relay {
             request,

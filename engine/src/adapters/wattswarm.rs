@@ -35,6 +35,7 @@ use super::{
     FailureKind, ForwardRequest, WorkerAnswer, WorkerProtocol, contract_mismatch, execution_id,
 };
 use crate::outbound::{OutboundClient, OutboundError};
+use hiregate_store::states::EventKind;
 
 /// Largest executor answer read, bytes (the outbound client's own limit may be lower).
 const MAX_ANSWER_BYTES: usize = 10 * 1024 * 1024;
@@ -50,8 +51,6 @@ pub const DEFAULT_PROFILE: &str = "default";
 pub const STAGE: &str = "explore";
 /// Code of an answer produced by another runtime than the one the contract pinned.
 pub const RUNTIME_MISMATCH: &str = "runtime_mismatch";
-/// Kind of the contract event recording which runtime answered an attempt.
-pub const RUNTIME_EVENT_KIND: &str = "worker_runtime";
 
 /// The WattSwarm executor protocol.
 #[derive(Debug, Clone, Copy, Default)]
@@ -194,7 +193,7 @@ async fn send_once(
         request
             .events
             .relay(
-                RUNTIME_EVENT_KIND,
+                EventKind::WorkerRuntime,
                 json!({
                     "execution_id": body.execution_id,
                     "attempt_id": body.attempt_id,

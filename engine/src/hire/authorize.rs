@@ -18,7 +18,7 @@
 //! say whether the money is locked.
 
 use alloy::primitives::U256;
-use hiregate_contracts::state::{ContractEvent, ContractState};
+use hiregate_contracts::state::ContractState;
 use hiregate_payments::{
     Reason,
     auth_capture::{escrow::EscrowError, precheck, verify::verify_onchain},
@@ -32,6 +32,7 @@ use super::{
     execute::{Ctx, Step, internal},
     submission::{EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64},
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{
     AuthorizationOutcome, NewPayment, PaymentRecord, Transition, states::PaymentState,
 };
@@ -139,7 +140,7 @@ impl HireService {
         let event = self.event(
             ctx,
             &ctx.actor,
-            ContractEvent::AuthorizationSent.name(),
+            EventKind::AuthorizationSent,
             json!({
                 "payment_id": stored.payment_id,
                 "scheme": "auth-capture",
@@ -281,7 +282,7 @@ impl HireService {
         let event = self.event(
             ctx,
             "gateway",
-            ContractEvent::PaymentAuthorized.name(),
+            EventKind::PaymentAuthorized,
             json!({
                 "payment_id": payment.payment_id,
                 "transaction": transaction,
@@ -324,7 +325,7 @@ impl HireService {
         let event = self.event(
             ctx,
             "gateway",
-            ContractEvent::AuthorizationRefused.name(),
+            EventKind::AuthorizationRefused,
             json!({"payment_id": payment.payment_id, "reason": reason}),
         );
         let outcome = AuthorizationOutcome {

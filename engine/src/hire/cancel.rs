@@ -23,6 +23,7 @@ use super::{
     outcome::Cancellation,
 };
 use hiregate_contracts::id::PrincipalId;
+use hiregate_store::states::EventKind;
 
 /// Compare-and-set rounds before giving up on a contract whose state keeps moving.
 const MAX_ROUNDS: usize = 4;
@@ -132,7 +133,7 @@ impl HireService {
         store
             .append_contract_event(
                 ctx.contract_id.as_str(),
-                &self.event(ctx, "gateway", "worker_cancel_requested", details),
+                &self.event(ctx, "gateway", EventKind::WorkerCancelRequested, details),
             )
             .await?;
         Ok(())

@@ -4,6 +4,7 @@
 //! resource makes its contracts through the same steps (`resource`).
 
 use super::*;
+use hiregate_store::states::EventKind;
 
 impl HireService {
     /// Propose, check and sign a contract for `seeker`: the listing and the proposal checked,
@@ -265,7 +266,7 @@ impl HireService {
                     at: now.as_datetime(),
                     actor: format!("seeker:{seeker}"),
                     correlation_id: correlation_id.to_owned(),
-                    kind: "contract_offered".to_owned(),
+                    kind: EventKind::ContractOffered,
                     details: json!({
                         "worker_id": listing.id,
                         "task_type": terms.task().task_type(),

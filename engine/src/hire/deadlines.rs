@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::HireError;
 use super::{HireService, execute::Ctx};
+use hiregate_store::states::EventKind;
 use hiregate_store::{ContractRecord, StoreError};
 
 /// Contracts handled per sweep round.
@@ -88,7 +89,7 @@ impl HireService {
                 store
                     .append_contract_event(
                         ctx.contract_id.as_str(),
-                        &self.event(&ctx, "gateway", "authorization_deadline_reached", {
+                        &self.event(&ctx, "gateway", EventKind::AuthorizationDeadlineReached, {
                             let mut d = details.clone();
                             d["action"] = json!("settle");
                             d

@@ -62,6 +62,7 @@ use super::{
     },
 };
 use crate::adapters::secrets::SeekerSecrets;
+use hiregate_store::states::EventKind;
 use hiregate_store::{
     AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord, StoreError,
     Transition, states::AttemptState,
@@ -633,14 +634,14 @@ impl HireService {
         &self,
         ctx: &Ctx,
         actor: &str,
-        kind: &str,
+        kind: EventKind,
         details: Value,
     ) -> NewContractEvent {
         NewContractEvent {
             at: self.now(),
             actor: actor.to_owned(),
             correlation_id: ctx.correlation_id.clone(),
-            kind: kind.to_owned(),
+            kind,
             details,
         }
     }
@@ -659,7 +660,7 @@ impl HireService {
         let to = from
             .transition(event)
             .map_err(|e| internal(e.to_string()))?;
-        let record = self.event(ctx, actor, event.name(), details);
+        let record = self.event(ctx, actor, EventKind::of(&event), details);
         match self
             .inner
             .store

@@ -27,6 +27,7 @@ use crate::{
     },
     metrics::WorkerLabels,
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{
     AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite, StartAttempt,
     Store, StoreError, Transition,
@@ -128,12 +129,7 @@ impl HireService {
                         payment_id: payment.payment_id.clone(),
                         started_at: self.now(),
                     },
-                    &self.event(
-                        ctx,
-                        "gateway",
-                        ContractEvent::Forwarded.name(),
-                        forwarded.clone(),
-                    ),
+                    &self.event(ctx, "gateway", EventKind::Forwarded, forwarded.clone()),
                 )
                 .await?;
             match started {
@@ -586,7 +582,7 @@ impl HireService {
                 &self.event(
                     ctx,
                     "gateway",
-                    "payment_voided",
+                    EventKind::PaymentVoided,
                     json!({"payment_id": payment.payment_id, "reason": reason}),
                 ),
             )
@@ -645,13 +641,13 @@ impl HireService {
         let received = self.event(
             ctx,
             worker_actor,
-            ContractEvent::DeliverableReceived.name(),
+            EventKind::DeliverableReceived,
             json!({"attempt_no": attempt_no, "deliverable_digest": digest}),
         );
         let started = self.event(
             ctx,
             "gateway",
-            ContractEvent::VerificationStarted.name(),
+            EventKind::VerificationStarted,
             json!({"policy_id": policy.policy_id(), "policy_hash": policy.policy_hash()}),
         );
         // Stored, closed, `delivered` and `verifying` in one commit: a crash after it is
@@ -745,11 +741,8 @@ pub(super) async fn relay_progress(
     if let (Some(fields), Value::Object(reported)) = (details.as_object_mut(), progress) {
         fields.extend(reported);
     }
-    relay.relay(PROGRESS_EVENT_KIND, details).await;
+    relay.relay(EventKind::WorkerProgress, details).await;
 }
-
-/// Kind of the contract events that carry a worker's progress reports.
-pub const PROGRESS_EVENT_KIND: &str = "worker_progress";
 
 /// The error recorded for an attempt that outlived the contract's `sla.max_latency_ms` (and,
 /// pending, its `sla.poll_window_s`).

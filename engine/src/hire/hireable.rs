@@ -35,6 +35,7 @@ use super::{
     outcome::{FailureKind, Outcome, unfinished},
     queue::worker_full,
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{
     WorkerStanding,
     listing::model::{HealthState, WorkerListing},
@@ -152,7 +153,7 @@ impl HireService {
                 &self.event(
                     ctx,
                     "gateway",
-                    "waiting_for_worker",
+                    EventKind::WaitingForWorker,
                     json!({
                         "worker_id": listing.id,
                         "health": listing.health,

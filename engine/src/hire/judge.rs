@@ -19,6 +19,7 @@ use super::{
     evidence::{self, FetchedEvidence},
     execute::{Ctx, Step, internal},
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{
     ContractStep, NewDeliverable, NewVerification, SideWrite, Store, StoreError, Transition,
 };
@@ -95,7 +96,7 @@ impl HireService {
         let record = self.event(
             ctx,
             "gateway",
-            event.name(),
+            EventKind::of(&event),
             json!({
                 "passed": result.passed,
                 "score": result.score,
@@ -124,7 +125,7 @@ impl HireService {
                 let window_closed = self.event(
                     ctx,
                     "gateway",
-                    ContractEvent::AcceptanceWindowClosed.name(),
+                    EventKind::AcceptanceWindowClosed,
                     json!({"payment_id": payment.payment_id}),
                 );
                 Some((payment, escrowed, window_closed))

@@ -25,6 +25,7 @@ use super::{
         AUTHORIZATION_REFUSED, EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64,
     },
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{NewPayment, PayOutcome, PaymentRecord, states::PaymentState};
 
 /// Clock skew tolerated between the seeker's clock and ours when bounding `validBefore`.
@@ -354,7 +355,7 @@ impl HireService {
         let event = self.event(
             ctx,
             &ctx.actor,
-            ContractEvent::PaymentVerified.name(),
+            EventKind::PaymentVerified,
             json!({
                 "payment_id": payment.payment_id,
                 "network": payment.network,

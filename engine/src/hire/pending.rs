@@ -52,6 +52,7 @@ use crate::adapters::{
     FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
 };
 use hiregate_contracts::id::{AttemptId, ContractId, JobId};
+use hiregate_store::states::EventKind;
 use hiregate_store::{
     AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError, states::AttemptState,
 };
@@ -612,7 +613,7 @@ impl HireService {
                 &self.event(
                     ctx,
                     &format!("worker:{worker_id}"),
-                    "late_result",
+                    EventKind::LateResult,
                     json!({
                         "webhook_id": webhook_id,
                         "reported_status": report.get("status"),

@@ -42,6 +42,7 @@ use super::{
     outcome::{HireResult, Outcome, QueuePlace, unfinished},
     slots::{Place, RECHECK, WorkerLine},
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{StoreError, WorkerLoad};
 
 /// Queued contracts the dispatcher looks at per round.
@@ -190,7 +191,7 @@ impl HireService {
                     &self.event(
                         ctx,
                         "gateway",
-                        "queued",
+                        EventKind::Queued,
                         json!({
                             "position": position,
                             "in_flight": in_flight,

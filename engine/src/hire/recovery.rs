@@ -32,6 +32,7 @@ use super::{
     execute::{Ctx, Step, internal},
     judge::stored_deliverable,
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{ContractRecord, StoreError};
 
 /// Contracts examined per state and round.
@@ -115,7 +116,7 @@ impl HireService {
         let event = self.event(
             &ctx,
             "gateway",
-            "recovery_takeover",
+            EventKind::RecoveryTakeover,
             json!({
                 "state": state.as_str(),
                 "untouched_since": contract.updated_at,

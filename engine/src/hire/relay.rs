@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::{adapters::UpstreamEvents, clock::Clock};
+use hiregate_store::states::EventKind;
 use hiregate_store::{NewContractEvent, Store};
 
 /// Appends relayed worker events to one contract's event log.
@@ -40,12 +41,12 @@ impl ContractEventRelay {
 
 #[async_trait]
 impl UpstreamEvents for ContractEventRelay {
-    async fn relay(&self, kind: &str, details: Value) {
+    async fn relay(&self, kind: EventKind, details: Value) {
         let event = NewContractEvent {
             at: self.clock.now(),
             actor: self.actor.clone(),
             correlation_id: self.correlation_id.clone(),
-            kind: kind.to_owned(),
+            kind,
             details,
         };
         // A lost progress event must not fail the hire: the deliverable is what is judged.

@@ -24,6 +24,7 @@ use super::{
     escrow::{EscrowView, EscrowedPayment},
     execute::{Ctx, internal},
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{PaymentRecord, StoreError, states::PaymentState};
 
 /// Payments handled per sweep round.
@@ -93,19 +94,22 @@ impl HireService {
             EscrowView::Voided { transaction } => (
                 PaymentState::Voided,
                 transaction,
-                "payment_voided",
+                EventKind::PaymentVoided,
                 "gateway",
             ),
             EscrowView::Reclaimed { transaction } => (
                 PaymentState::Reclaimed,
                 transaction,
-                "payment_reclaimed",
+                EventKind::PaymentReclaimed,
                 "payer",
             ),
             // Nothing was ever locked: nothing to return.
-            EscrowView::NotAuthorized { .. } => {
-                (PaymentState::Voided, None, "payment_voided", "gateway")
-            }
+            EscrowView::NotAuthorized { .. } => (
+                PaymentState::Voided,
+                None,
+                EventKind::PaymentVoided,
+                "gateway",
+            ),
             EscrowView::Held { .. } => return Ok(()),
             EscrowView::Captured { .. } => {
                 // Capture happens only from `settling`; a contract that never pays cannot have

@@ -61,6 +61,7 @@ use super::{
     escrow::{CaptureOrder, EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{PaymentRecord, SettlementOutcome, Transition, states::PaymentState};
 
 /// What the gateway concluded about one settlement.
@@ -198,7 +199,7 @@ impl HireService {
             let record = self.event(
                 ctx,
                 "gateway",
-                event.name(),
+                EventKind::of(&event),
                 json!({"payment_id": payment.payment_id}),
             );
             let metered_amount = self
@@ -688,7 +689,7 @@ impl HireService {
                 .await?;
             return Ok(Step::Done(Ok(self.in_progress(ctx, state))));
         }
-        let record = self.event(ctx, "gateway", kind.name(), details);
+        let record = self.event(ctx, "gateway", EventKind::of(&kind), details);
         let applied = self
             .inner
             .store

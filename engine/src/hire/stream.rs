@@ -36,9 +36,8 @@ use url::Url;
 
 use super::{HireService, execute::Ctx, relay::ContractEventRelay};
 use crate::adapters::{FailureKind, UpstreamEvents as _, WorkerAnswer, sse};
+use hiregate_store::states::EventKind;
 
-/// Kind of the contract events that carry a stream output's events.
-pub const STREAM_EVENT_KIND: &str = "worker_stream_event";
 /// Reconnects of a broken stream, at most, per read.
 const MAX_RECONNECTS: u32 = 5;
 /// Most log entries scanned for events an earlier read relayed.
@@ -120,7 +119,9 @@ impl StreamRead<'_> {
                     "upstream_id": upstream_id,
                     "data": sse::withheld(&event.data),
                 });
-                self.relay.relay(STREAM_EVENT_KIND, details).await;
+                self.relay
+                    .relay(EventKind::WorkerStreamEvent, details)
+                    .await;
             }
             match name.as_str() {
                 STREAM_END_EVENT => return Connection::Ended(Box::new(self.assembled())),
@@ -246,7 +247,9 @@ impl HireService {
         {
             Ok(events) => events
                 .iter()
-                .filter(|e| e.kind == STREAM_EVENT_KIND && e.details["attempt_no"] == attempt)
+                .filter(|e| {
+                    e.kind == EventKind::WorkerStreamEvent && e.details["attempt_no"] == attempt
+                })
                 .count() as u64,
             // Relaying twice is better than not reading the stream.
             Err(_) => 0,
@@ -298,7 +301,7 @@ impl HireService {
             tracing::info!(contract_id = %read.ctx.contract_id, last_event_id = ?last_id, reconnects, reason, "stream output broke; resuming");
             read.relay
                 .relay(
-                    "worker_stream_resumed",
+                    EventKind::WorkerStreamResumed,
                     json!({
                         "attempt_no": read.attempt_no,
                         "last_event_id": last_id,

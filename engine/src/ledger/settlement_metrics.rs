@@ -26,6 +26,7 @@ use crate::{
         AssetLabels, EscrowLabels, EscrowOutcome, Metrics, SettlementLabels, SettlementResult,
     },
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{Store, bus::LiveEvent};
 
 /// Count settlement outcomes from `events` (subscribe before anything can settle) until
@@ -102,12 +103,14 @@ async fn record_settled_amount(store: &Store, metrics: &Metrics, event: &LiveEve
 }
 
 async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
-    let outcome = match event.kind.as_str() {
-        "payment_authorized" => EscrowOutcome::Authorized,
-        "settlement_succeeded" => EscrowOutcome::Captured,
-        "payment_voided" if event.details["transaction"].is_string() => EscrowOutcome::Voided,
-        "payment_reclaimed" => EscrowOutcome::Reclaimed,
-        "refund_issued" => EscrowOutcome::Refunded,
+    let outcome = match event.kind {
+        EventKind::PaymentAuthorized => EscrowOutcome::Authorized,
+        EventKind::SettlementSucceeded => EscrowOutcome::Captured,
+        EventKind::PaymentVoided if event.details["transaction"].is_string() => {
+            EscrowOutcome::Voided
+        }
+        EventKind::PaymentReclaimed => EscrowOutcome::Reclaimed,
+        EventKind::RefundIssued => EscrowOutcome::Refunded,
         _ => return,
     };
     let payment = match store.payment_of_contract(&event.contract_id).await {

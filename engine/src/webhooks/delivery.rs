@@ -177,7 +177,7 @@ impl WebhookDelivery {
         let event = LiveEvent {
             contract_id: delivery.contract_id.to_string(),
             seq: delivery.seq,
-            kind: delivery.kind.clone(),
+            kind: delivery.kind,
             at: delivery.at,
             actor: delivery.actor.clone(),
             from_state: delivery.from_state,

@@ -474,7 +474,7 @@ async fn the_arbiter_settles_or_voids_an_escalated_dispute_once() {
         .unwrap();
     let audit = events
         .iter()
-        .find(|e| e.kind == "dispute_decided")
+        .find(|e| e.kind.as_str() == "dispute_decided")
         .expect("the decision is in the audit log");
     assert_eq!(audit.actor, "admin");
     assert_eq!(audit.details["reason"], "arbiter says settle");

@@ -744,7 +744,7 @@ async fn a_payer_reclaim_after_the_capture_deadline_is_recorded() {
         .unwrap();
     let reclaimed = events
         .iter()
-        .find(|e| e.kind == "payment_reclaimed")
+        .find(|e| e.kind.as_str() == "payment_reclaimed")
         .expect("reclaim recorded");
     assert_eq!(reclaimed.actor, "payer");
     let payment = env

@@ -133,7 +133,7 @@ async fn reconnect_with_last_event_id(database: TestDatabase) {
     let expected: Vec<String> = (1..=stored.len()).map(|n| n.to_string()).collect();
     assert_eq!(ids, expected, "no gap, no duplicate");
     for (event, stored) in seen.iter().zip(&stored) {
-        assert_eq!(event.event, stored.kind);
+        assert_eq!(event.event, stored.kind.as_str());
         assert_eq!(data(event)["seq"], stored.seq);
     }
     assert_eq!(data(seen.last().unwrap())["to_state"], "settled");

@@ -479,7 +479,7 @@ impl HireEnv {
             .await
             .unwrap()
             .into_iter()
-            .map(|e| e.kind)
+            .map(|e| e.kind.as_str().to_owned())
             .collect()
     }
 }

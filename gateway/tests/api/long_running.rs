@@ -178,7 +178,7 @@ async fn pending_work_is_completed_by_a_signed_callback() {
         .unwrap();
     let delivered: Vec<_> = events
         .iter()
-        .filter(|e| e.kind == "deliverable_received")
+        .filter(|e| e.kind.as_str() == "deliverable_received")
         .collect();
     assert_eq!(delivered.len(), 1);
     assert_eq!(delivered[0].from_state, Some(ContractState::Pending));
@@ -186,7 +186,10 @@ async fn pending_work_is_completed_by_a_signed_callback() {
     // No poll ran: the only poll job is still waiting for its first turn, or done.
     assert_eq!(
         count(
-            &events.iter().map(|e| e.kind.clone()).collect::<Vec<_>>(),
+            &events
+                .iter()
+                .map(|e| e.kind.as_str().to_owned())
+                .collect::<Vec<_>>(),
             "settlement_succeeded"
         ),
         1

@@ -16,7 +16,7 @@ use hiregate_store::{
     keys::{ApiKeyHash, CallbackSecret, Role},
     listing::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
     settings::DatabaseSettings,
-    states::{AttemptState, PaymentState},
+    states::{AttemptState, EventKind, PaymentState},
 };
 use serde_json::json;
 
@@ -96,6 +96,7 @@ on_both_databases!(
     a_write_dropped_half_way_commits_all_or_nothing,
     siwx_nonces_are_claimed_once_across_instances,
     a_state_of_another_spelling_is_a_corrupt_row,
+    an_event_kind_of_another_spelling_is_a_corrupt_row,
 );
 
 on_both_backends!(
@@ -507,7 +508,7 @@ async fn contract_for(store: &Store) -> String {
     let contract = offered_contract(worker.id.as_str(), &json!({ "text": "hello" }));
     let contract_id = contract.contract_id.clone();
     store
-        .insert_contract(&contract, &event("contract_created"))
+        .insert_contract(&contract, &event(EventKind::ContractOffered))
         .await
         .unwrap();
     let stored = store
@@ -523,19 +524,19 @@ async fn contract_for(store: &Store) -> String {
     };
     assert!(matches!(
         store
-            .insert_contract(&duplicate, &event("contract_created"))
+            .insert_contract(&duplicate, &event(EventKind::ContractOffered))
             .await,
         Err(StoreError::Duplicate { entity: "contract" })
     ));
     contract_id.to_string()
 }
 
-fn event(kind: &str) -> NewContractEvent {
+fn event(kind: EventKind) -> NewContractEvent {
     NewContractEvent {
         at: now(),
         actor: "gateway".into(),
         correlation_id: format!("req_{}", ulid::Ulid::new()),
-        kind: kind.into(),
+        kind,
         details: json!({ "note": kind }),
     }
 }
@@ -553,7 +554,7 @@ async fn contract_transitions_are_compare_and_set(store: Store) {
                     ContractState::Offered,
                     ContractState::Paid,
                     None,
-                    &event("state_changed"),
+                    &event(EventKind::PaymentVerified),
                 )
                 .await
                 .unwrap()
@@ -581,7 +582,7 @@ async fn contract_transitions_are_compare_and_set(store: Store) {
                 ContractState::Offered,
                 ContractState::Paid,
                 None,
-                &event("x")
+                &event(EventKind::WorkerProgress)
             )
             .await
             .unwrap(),
@@ -601,12 +602,12 @@ async fn contract_transitions_are_compare_and_set(store: Store) {
 
 async fn contract_events_are_gap_free_under_concurrency(store: Store) {
     let contract_id = contract_for(&store).await;
-    let seqs = futures::future::join_all((0..20).map(|i| {
+    let seqs = futures::future::join_all((0..20).map(|_| {
         let store = store.clone();
         let contract_id = contract_id.clone();
         async move {
             store
-                .append_contract_event(&contract_id, &event(&format!("progress_{i}")))
+                .append_contract_event(&contract_id, &event(EventKind::WorkerProgress))
                 .await
                 .unwrap()
                 .unwrap()
@@ -639,7 +640,7 @@ async fn contract_events_are_gap_free_under_concurrency(store: Store) {
     );
     assert_eq!(
         store
-            .append_contract_event("ctr_missing", &event("x"))
+            .append_contract_event("ctr_missing", &event(EventKind::WorkerProgress))
             .await
             .unwrap(),
         None
@@ -798,6 +799,44 @@ async fn a_state_of_another_spelling_is_a_corrupt_row(database: &TestDatabase) {
         store.list_attempts(&contract_id).await,
         Err(StoreError::Corrupt {
             entity: "attempt",
+            ..
+        })
+    ));
+}
+
+/// A contract event's kind is parsed when the row is read: the kinds the gateway writes come
+/// back as their enum values, and any other spelling is a corrupt row (naming the event
+/// table), never a kind a reader would have to guess about.
+async fn an_event_kind_of_another_spelling_is_a_corrupt_row(database: &TestDatabase) {
+    let store = open(database).await;
+    let contract_id = contract_for(&store).await;
+    store
+        .append_contract_event(&contract_id, &event(EventKind::WorkerProgress))
+        .await
+        .unwrap()
+        .unwrap();
+    let events = store
+        .list_contract_events(&contract_id, 0, 10)
+        .await
+        .unwrap();
+    let kinds: Vec<_> = events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        [EventKind::ContractOffered, EventKind::WorkerProgress]
+    );
+
+    // The event log is append-only (a trigger refuses updates): plant a third row.
+    execute_raw(
+        database,
+        "insert into contract_event (contract_id, seq, at, actor, correlation_id, kind, \
+         details) values ($1, 3, 0, 'gateway', 'req_planted', 'Worker_Progress', '{}')",
+        &[&contract_id],
+    )
+    .await;
+    assert!(matches!(
+        store.list_contract_events(&contract_id, 0, 10).await,
+        Err(StoreError::Corrupt {
+            entity: "contract_event",
             ..
         })
     ));
@@ -1006,7 +1045,10 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
             .unwrap()
             .len()
     };
-    let (paid, executing) = (event("contract_paid"), event("attempt_started"));
+    let (paid, executing) = (
+        event(EventKind::PaymentVerified),
+        event(EventKind::Forwarded),
+    );
     let deadline = now() + chrono::Duration::minutes(9);
     let steps = paid_then_executing(&paid, &executing, Some(deadline));
     let first = dispute();
@@ -1036,9 +1078,9 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
     assert_eq!(
         logged,
         [
-            (1, "contract_created", None, Some("offered")),
-            (2, "contract_paid", Some("offered"), Some("paid")),
-            (3, "attempt_started", Some("paid"), Some("executing")),
+            (1, "contract_offered", None, Some("offered")),
+            (2, "payment_verified", Some("offered"), Some("paid")),
+            (3, "forwarded", Some("paid"), Some("executing")),
         ]
     );
     assert_eq!(
@@ -1052,7 +1094,10 @@ async fn a_chain_of_steps_and_its_writes_commit_together_or_not_at_all(store: St
     );
 
     // A step that applies but a write that fails (a second dispute): nothing is kept.
-    let (failed, disputing) = (event("attempt_failed"), event("dispute_opened"));
+    let (failed, disputing) = (
+        event(EventKind::WorkerFailed),
+        event(EventKind::DisputeOpened),
+    );
     let next = [
         ContractStep {
             from: ContractState::Executing,
@@ -1110,7 +1155,10 @@ async fn a_write_dropped_half_way_commits_all_or_nothing(database: &TestDatabase
     let mut applied = 0;
     for delay_micros in (0..600).step_by(15) {
         let contract_id = contract_for(&store).await;
-        let (paid, executing) = (event("contract_paid"), event("attempt_started"));
+        let (paid, executing) = (
+            event(EventKind::PaymentVerified),
+            event(EventKind::Forwarded),
+        );
         let steps = paid_then_executing(&paid, &executing, None);
         let dispute = seeker_dispute(&contract_id);
         {
@@ -1134,7 +1182,7 @@ async fn a_write_dropped_half_way_commits_all_or_nothing(database: &TestDatabase
                     ContractState::Offered,
                     ContractState::Paid,
                     None,
-                    &event("contract_paid")
+                    &event(EventKind::PaymentVerified)
                 )
                 .await
                 .unwrap(),
@@ -1177,13 +1225,17 @@ async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(stor
         let contract = offered_contract(worker.id.as_str(), &json!({ "text": index }));
         let contract_id = contract.contract_id.clone();
         store
-            .insert_contract(&contract, &event("contract_created"))
+            .insert_contract(&contract, &event(EventKind::ContractOffered))
             .await
             .unwrap();
         let paid = payment(contract_id.as_str(), &format!("0x{index:02x}"), None);
         assert!(matches!(
             store
-                .pay_contract(&paid, ContractState::Paid, &event("paid"))
+                .pay_contract(
+                    &paid,
+                    ContractState::Paid,
+                    &event(EventKind::PaymentVerified)
+                )
                 .await
                 .unwrap(),
             PayOutcome::Paid { .. }
@@ -1204,7 +1256,7 @@ async fn a_worker_never_runs_more_than_its_slots_however_many_start_at_once(stor
                     &worker_id,
                     3,
                     &attempt,
-                    &event("executing"),
+                    &event(EventKind::Forwarded),
                 )
                 .await
                 .unwrap()
@@ -1425,12 +1477,12 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         deadline_at: None,
         created_at: now(),
     };
-    let with_corpus = |kind: &str| NewContractEvent {
+    let with_corpus = |kind: EventKind| NewContractEvent {
         details: json!({ "kind": kind, "edge": corpus.clone() }),
         ..event(kind)
     };
     store
-        .insert_contract(&contract, &with_corpus("contract_created"))
+        .insert_contract(&contract, &with_corpus(EventKind::ContractOffered))
         .await
         .unwrap();
     let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
@@ -1446,7 +1498,11 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     paid.payload = json!({ "payload": corpus.clone() });
     assert!(matches!(
         store
-            .pay_contract(&paid, ContractState::Paid, &with_corpus("paid"))
+            .pay_contract(
+                &paid,
+                ContractState::Paid,
+                &with_corpus(EventKind::PaymentVerified)
+            )
             .await
             .unwrap(),
         PayOutcome::Paid { .. }
@@ -1458,7 +1514,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
             payment_id: paid.payment_id.clone(),
             started_at: now(),
         };
-        let event = with_corpus("executing");
+        let event = with_corpus(EventKind::Forwarded);
         async move {
             store
                 .start_attempt(contract_id, worker_id, 4, &attempt, &event)
@@ -1572,20 +1628,28 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     assert_eq!(stored_verification.reason_codes, verification.reason_codes);
 
     // The remaining transitions carry the corpus in their events; settlement stores a response.
-    for (from, to) in [
-        (ContractState::Executing, ContractState::Delivered),
-        (ContractState::Delivered, ContractState::Accepted),
+    for (from, to, kind) in [
+        (
+            ContractState::Executing,
+            ContractState::Delivered,
+            EventKind::DeliverableReceived,
+        ),
+        (
+            ContractState::Delivered,
+            ContractState::Accepted,
+            EventKind::VerificationPassed,
+        ),
     ] {
         assert!(matches!(
             store
-                .transition_contract(&contract_id, from, to, None, &with_corpus(to.as_str()))
+                .transition_contract(&contract_id, from, to, None, &with_corpus(kind))
                 .await
                 .unwrap(),
             Transition::Applied { .. }
         ));
     }
     store
-        .append_contract_event(&contract_id, &with_corpus("worker_progress"))
+        .append_contract_event(&contract_id, &with_corpus(EventKind::WorkerProgress))
         .await
         .unwrap()
         .unwrap();
@@ -1596,7 +1660,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
                 ContractState::Accepted,
                 &paid.payment_id,
                 None,
-                &with_corpus("settling"),
+                &with_corpus(EventKind::AcceptanceWindowClosed),
             )
             .await
             .unwrap(),
@@ -1614,7 +1678,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
                 transaction: Some("0xabc".into()),
                 response: Some(response.clone()),
             },
-            &with_corpus("settled"),
+            &with_corpus(EventKind::SettlementSucceeded),
         )
         .await
         .unwrap();
@@ -1795,7 +1859,7 @@ async fn contract_at(
         created_at,
     };
     store
-        .insert_contract(&contract, &event("contract_offered"))
+        .insert_contract(&contract, &event(EventKind::ContractOffered))
         .await
         .unwrap();
     contract_id

@@ -88,7 +88,7 @@ async fn store_contract(
                 at: created_at,
                 actor: "gateway".into(),
                 correlation_id: "req_test".into(),
-                kind: "contract_offered".into(),
+                kind: hiregate_store::states::EventKind::ContractOffered,
                 details: json!({}),
             },
         )

@@ -545,12 +545,12 @@ async fn a_late_callback_is_recorded_and_changes_nothing() {
     let records: Vec<_> = later
         .iter()
         .filter(|event| {
-            event.kind == "late_result" && event.details["reported_status"] == "completed"
+            event.kind.as_str() == "late_result" && event.details["reported_status"] == "completed"
         })
         .collect();
     assert_eq!(records.len(), 1, "one event records this report: {later:?}");
     let recorded = records[0];
-    assert_eq!(recorded.kind, "late_result");
+    assert_eq!(recorded.kind.as_str(), "late_result");
     assert_eq!(recorded.details["reported_status"], "completed");
     assert_eq!(recorded.details["task_id"], task_id);
     assert_eq!(recorded.details["contract_state"], "failed");

@@ -401,7 +401,7 @@ async fn seed_answer_settles(database: TestDatabase) {
         .await
         .unwrap()
         .into_iter()
-        .filter(|event| event.kind == "worker_runtime")
+        .filter(|event| event.kind.as_str() == "worker_runtime")
         .map(|event| event.details)
         .collect();
     assert_eq!(runtime.len(), 1, "{runtime:?}");

@@ -3,6 +3,7 @@
 //! dispute's view.
 
 use super::*;
+use hiregate_store::states::EventKind;
 
 impl HireService {
     /// Record `decision` once and carry it out: settle with the stored payment, or void.
@@ -37,7 +38,7 @@ impl HireService {
                 &self.event(
                     ctx,
                     decided_by,
-                    "dispute_decided",
+                    EventKind::DisputeDecided,
                     json!({
                         "dispute_id": dispute_id,
                         "decision": decision_name(decision),
@@ -334,7 +335,7 @@ impl HireService {
                     at: response.at,
                     actor: by,
                     correlation_id: correlation_id.to_owned(),
-                    kind: "dispute_answered".to_owned(),
+                    kind: EventKind::DisputeAnswered,
                     details: json!({"dispute_id": dispute_id, "statement": response.statement}),
                 },
             )

@@ -65,6 +65,7 @@ use super::{
     execute::{Ctx, internal},
     judge::StoredBytesError,
 };
+use hiregate_store::states::EventKind;
 use hiregate_store::{
     ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
     NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
@@ -365,7 +366,7 @@ impl HireService {
         let record = self.event(
             &ctx,
             &actor,
-            event.name(),
+            EventKind::of(&event),
             json!({"dispute_id": dispute_id, "reason": request.reason}),
         );
         // The dispute and the state it puts the contract in are one commit: another instance

@@ -2,6 +2,7 @@
 //! a verdict that cannot be reached again escalates to the arbiter.
 
 use super::*;
+use hiregate_store::states::EventKind;
 
 impl HireService {
     /// Replay the pinned policy on the stored deliverable and decide where the replay can
@@ -86,7 +87,7 @@ impl HireService {
                 &self.event(
                     ctx,
                     "gateway",
-                    "dispute_replayed",
+                    EventKind::DisputeReplayed,
                     json!({
                         "dispute_id": dispute_id,
                         "verification_status": status,
@@ -222,7 +223,7 @@ impl HireService {
                 &self.event(
                     ctx,
                     "gateway",
-                    "dispute_escalated",
+                    EventKind::DisputeEscalated,
                     json!({"dispute_id": dispute_id, "replay": replay}),
                 ),
             )
