@@ -660,7 +660,7 @@ impl HireService {
         let to = from
             .transition(event)
             .map_err(|e| internal(e.to_string()))?;
-        let record = self.event(ctx, actor, EventKind::of(&event), details);
+        let record = self.event(ctx, actor, EventKind::of(event), details);
         match self
             .inner
             .store
