@@ -137,6 +137,21 @@ async fn official_upto_payment(env: &HireEnv, challenge: &PaymentRequired) -> (S
     )
 }
 
+/// The Permit2 nonce of the signed `payload` is still unused on chain: nothing was settled.
+async fn assert_permit_unused(env: &HireEnv, payload: &Value) {
+    let nonce: U256 = payload["payload"]["permit2Authorization"]["nonce"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        !env.devnet
+            .permit2_nonce_used(env.wallet.address(), nonce)
+            .await
+            .unwrap()
+    );
+}
+
 /// The gateway's records equal the chain's transfers; returns the report.
 async fn assert_reconciled(env: &HireEnv) -> Value {
     let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
@@ -305,17 +320,7 @@ async fn three_of_five_items_pay_three_units(database: TestDatabase) {
     assert_eq!(rejected.status, 422, "{:?}", rejected.body);
     assert_eq!(env.state(&contract_id).await, "rejected");
     assert_eq!(balances(&env).await, before, "a rejection settles nothing");
-    let nonce: U256 = payload["payload"]["permit2Authorization"]["nonce"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(
-        !env.devnet
-            .permit2_nonce_used(env.wallet.address(), nonce)
-            .await
-            .unwrap()
-    );
+    assert_permit_unused(&env, &payload).await;
     let report = assert_reconciled(&env).await;
     assert_eq!(
         report["totals"][0]["chain"]["amount"],
@@ -515,17 +520,7 @@ async fn the_arbiter_settling_a_rejection_pays_the_delivered_items_and_voids_whe
     dispute_and_settle(contract_id.clone()).await;
     assert_eq!(env.state(&contract_id).await, "voided");
     assert_eq!(balances(&env).await, after, "nothing moved");
-    let nonce: U256 = payload["payload"]["permit2Authorization"]["nonce"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(
-        !env.devnet
-            .permit2_nonce_used(env.wallet.address(), nonce)
-            .await
-            .unwrap()
-    );
+    assert_permit_unused(&env, &payload).await;
     let report = assert_reconciled(&env).await;
     assert_eq!(report["totals"][0]["chain"]["amount"], three.to_string());
 }
