@@ -1,7 +1,8 @@
 //! Prefixed, time-sortable identifiers: `<prefix>_<ULID>`, e.g. `ctr_01J9ZQ4X1V8E6W0M3C5T7B2N4K`.
 //! The one home of the workspace's ids: the contract's parties and steps (`ctr_`, `wk_`,
 //! `skr_`, `opr_`, `dsp_`, `att_`, `rct_`) and the gateway's own records (`key_`, `job_`, the
-//! [`PrincipalId`] accounts `skr_`/`opr_`, the [`CorrelationId`] of a hire).
+//! hire's `pay_` payments, `dlv_` deliverables and `vrf_` verifications, the [`PrincipalId`]
+//! accounts `skr_`/`opr_`, the [`CorrelationId`] of a hire).
 //!
 //! The prefix makes an id self-describing in logs and URLs (a worker id pasted where a contract
 //! id belongs is refused at parse time); the ULID makes ids sort by creation time, which keeps
@@ -72,8 +73,8 @@ pub enum Spelling {
     /// in terms, `dsp_`, `att_`, `rct_`.
     AnyCase,
     /// Only the canonical (upper-case Crockford) spelling is read; anything else is
-    /// [`IdParseError::NotCanonical`]. Listings and accounts: `wk_`, `opr_`, `key_`, `job_`,
-    /// [`PrincipalId`].
+    /// [`IdParseError::NotCanonical`]. Listings, accounts and the gateway's own records: `wk_`,
+    /// `opr_`, `key_`, `job_`, `pay_`, `dlv_`, `vrf_`, [`PrincipalId`].
     Canonical,
 }
 
@@ -256,6 +257,29 @@ prefixed_id!(
     JobId,
     "job",
     "job id",
+    Spelling::Canonical
+);
+prefixed_id!(
+    /// A stored x402 payment of a contract. Only the gateway mints these and never reads one
+    /// from a request, so only the canonical spelling it writes is read back.
+    PaymentId,
+    "pay",
+    "payment id",
+    Spelling::Canonical
+);
+prefixed_id!(
+    /// One stored piece of a delivery (the deliverable document or a fetched evidence file);
+    /// minted by the gateway like [`PaymentId`].
+    DeliverableId,
+    "dlv",
+    "deliverable id",
+    Spelling::Canonical
+);
+prefixed_id!(
+    /// A stored verification result; minted by the gateway like [`PaymentId`].
+    VerificationId,
+    "vrf",
+    "verification id",
     Spelling::Canonical
 );
 
@@ -482,6 +506,13 @@ mod tests {
     fn canonical_ids_refuse_a_wrong_prefix_a_bad_body_or_another_spelling() {
         let worker = WorkerId::generate();
         assert!(worker.as_str().parse::<ApiKeyId>().is_err());
+        let payment = PaymentId::generate();
+        assert!(payment.as_str().starts_with("pay_"));
+        assert_eq!(payment.as_str().parse::<PaymentId>().unwrap(), payment);
+        assert!(payment.as_str().parse::<DeliverableId>().is_err());
+        let lower_payment = payment.as_str().to_lowercase();
+        assert!(lower_payment.parse::<PaymentId>().is_err(), "non-canonical");
+        assert!("pay_1".parse::<PaymentId>().is_err());
         assert!("wk_".parse::<WorkerId>().is_err());
         assert!("wk_not-a-ulid".parse::<WorkerId>().is_err());
         let lower = worker.as_str().to_lowercase();

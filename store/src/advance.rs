@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use super::hire_values::{
     AttemptEnd, AuthorizationOutcome, NewDeliverable, NewVerification, SettlementOutcome,
 };
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{id::PaymentId, state::ContractState};
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::{
@@ -65,7 +65,7 @@ pub enum SideWrite<'a> {
         /// The contract.
         contract_id: &'a str,
         /// Its payment.
-        payment_id: &'a str,
+        payment_id: &'a PaymentId,
         /// When.
         at: DateTime<Utc>,
         /// A metered (`upto`) payment: the amount to settle, what was verified, replacing the
@@ -76,7 +76,7 @@ pub enum SideWrite<'a> {
     /// How an escrowed payment's `authorize` ended: its state and transaction.
     AuthorizationFinished {
         /// The payment.
-        payment_id: &'a str,
+        payment_id: &'a PaymentId,
         /// The outcome.
         outcome: &'a AuthorizationOutcome<'a>,
         /// When.
@@ -85,7 +85,7 @@ pub enum SideWrite<'a> {
     /// How the payment's settlement ended: its state, transaction and the facilitator's answer.
     SettlementFinished {
         /// The payment.
-        payment_id: &'a str,
+        payment_id: &'a PaymentId,
         /// The outcome.
         outcome: &'a SettlementOutcome,
         /// When.
@@ -202,7 +202,7 @@ macro_rules! bind_side_write {
     ($query:expr, $statement:expr) => {
         match $statement {
             $crate::SideWrite::Deliverable(piece) => $query
-                .bind(&piece.deliverable_id)
+                .bind(piece.deliverable_id.as_str())
                 .bind(piece.contract_id.as_str())
                 .bind(piece.attempt_id.as_str())
                 .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
@@ -225,7 +225,7 @@ macro_rules! bind_side_write {
                 .bind(end.worker_metadata.as_ref().map($crate::json::JsonText))
                 .bind(end.estimated_completion.as_deref()),
             $crate::SideWrite::Verification(result) => $query
-                .bind(&result.verification_id)
+                .bind(result.verification_id.as_str())
                 .bind(result.contract_id.as_str())
                 .bind(&result.attempt_id)
                 .bind(&result.policy_id)
@@ -247,7 +247,7 @@ macro_rules! bind_side_write {
                 .bind(dispute.claim.as_ref().map($crate::json::JsonText))
                 .bind($crate::to_millis(dispute.created_at)),
             $crate::SideWrite::Payment(payment) => $query
-                .bind(&payment.payment_id)
+                .bind(payment.payment_id.as_str())
                 .bind(payment.contract_id.as_str())
                 .bind(&payment.network)
                 .bind(&payment.asset)
@@ -267,7 +267,7 @@ macro_rules! bind_side_write {
                 at,
                 amount,
             } => $query
-                .bind(payment_id)
+                .bind(payment_id.as_str())
                 .bind($crate::to_millis(at))
                 .bind(contract_id)
                 .bind(amount),
@@ -276,7 +276,7 @@ macro_rules! bind_side_write {
                 outcome,
                 at,
             } => $query
-                .bind(payment_id)
+                .bind(payment_id.as_str())
                 .bind(outcome.payment_state.as_str())
                 .bind(outcome.transaction)
                 .bind($crate::to_millis(at)),
@@ -285,7 +285,7 @@ macro_rules! bind_side_write {
                 outcome,
                 at,
             } => $query
-                .bind(payment_id)
+                .bind(payment_id.as_str())
                 .bind(outcome.payment_state.as_str())
                 .bind(outcome.transaction.as_deref())
                 .bind(outcome.response.as_ref().map($crate::json::JsonText))
@@ -570,7 +570,7 @@ mod tests {
     #[test]
     fn the_sqlite_script_runs_the_merged_statements_in_its_own_transaction() {
         let payment = NewPayment {
-            payment_id: "pay".to_owned(),
+            payment_id: PaymentId::generate(),
             contract_id: hiregate_contracts::id::ContractId::generate(),
             network: "eip155:31337".to_owned(),
             asset: "0xasset".to_owned(),

@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use crate::listing::model::HealthState;
 use crate::states::{AttemptState, PaymentState};
 use hiregate_contracts::{
-    id::{AttemptId, ContractId},
+    id::{AttemptId, ContractId, PaymentId},
     state::ContractState,
 };
 
@@ -67,7 +67,7 @@ pub struct NewAttempt {
     /// Attempt id (`att_…`).
     pub attempt_id: AttemptId,
     /// The payment the attempt runs under.
-    pub payment_id: String,
+    pub payment_id: PaymentId,
     /// When the forward started.
     pub started_at: DateTime<Utc>,
 }
@@ -107,7 +107,7 @@ pub struct AttemptRecord {
     /// 1-based number.
     pub attempt_no: u32,
     /// Payment it ran under.
-    pub payment_id: Option<String>,
+    pub payment_id: Option<PaymentId>,
     /// Where the attempt is.
     pub state: AttemptState,
     /// The worker's task id (async work).
@@ -154,7 +154,10 @@ impl TryFrom<AttemptRow> for AttemptRecord {
             contract_id: parse_id(ATTEMPT_ENTITY, &row.contract_id)?,
             attempt_no: u32::try_from(row.attempt_no)
                 .map_err(|e| StoreError::corrupt(ATTEMPT_ENTITY, &e))?,
-            payment_id: row.payment_id,
+            payment_id: row
+                .payment_id
+                .map(|id| parse_id(ATTEMPT_ENTITY, &id))
+                .transpose()?,
             state: row
                 .state
                 .parse()
@@ -195,7 +198,7 @@ impl TryFrom<DeliverableRow> for DeliverableRecord {
 
     fn try_from(row: DeliverableRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            deliverable_id: row.deliverable_id,
+            deliverable_id: parse_id(DELIVERABLE_ENTITY, &row.deliverable_id)?,
             contract_id: parse_id(DELIVERABLE_ENTITY, &row.contract_id)?,
             attempt_id: parse_id(DELIVERABLE_ENTITY, &row.attempt_id)?,
             position: u32::try_from(row.position)
@@ -233,7 +236,7 @@ impl TryFrom<VerificationRow> for VerificationRecord {
 
     fn try_from(row: VerificationRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            verification_id: row.verification_id,
+            verification_id: parse_id(VERIFICATION_ENTITY, &row.verification_id)?,
             contract_id: parse_id(VERIFICATION_ENTITY, &row.contract_id)?,
             attempt_id: row.attempt_id.unwrap_or_default(),
             policy_id: row.policy_id,
@@ -558,7 +561,7 @@ impl Store {
                     ($query:expr) => {
                         bind_event!($query, contract_id, event, "paid", "executing")
                             .bind(attempt.attempt_id.as_str())
-                            .bind(&attempt.payment_id)
+                            .bind(attempt.payment_id.as_str())
                             .bind(to_millis(attempt.started_at))
                             .bind(worker_id)
                             .bind(contract_id)
@@ -706,7 +709,7 @@ impl Store {
         &self,
         contract_id: &str,
         expected_state: ContractState,
-        payment_id: &str,
+        payment_id: &PaymentId,
         amount: Option<&str>,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
@@ -760,7 +763,7 @@ impl Store {
     /// broadcast, its answer), kept on the `settlement_unknown` payment in place.
     pub async fn note_settlement_answer(
         &self,
-        payment_id: &str,
+        payment_id: &PaymentId,
         transaction: Option<&str>,
         response: Option<&serde_json::Value>,
         at: DateTime<Utc>,
@@ -772,7 +775,7 @@ impl Store {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
                 sqlx::query(SQL)
-                    .bind(payment_id)
+                    .bind(payment_id.as_str())
                     .bind(transaction)
                     .bind(response.map(JsonText))
                     .bind(to_millis(at))
@@ -791,7 +794,7 @@ impl Store {
         &self,
         contract_id: &str,
         from_state: ContractState,
-        payment_id: &str,
+        payment_id: &PaymentId,
         outcome: &SettlementOutcome,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
@@ -816,7 +819,7 @@ impl Store {
     /// contract.
     pub async fn set_payment_state(
         &self,
-        payment_id: &str,
+        payment_id: &PaymentId,
         state: PaymentState,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
@@ -825,7 +828,7 @@ impl Store {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
                 sqlx::query(SQL)
-                    .bind(payment_id)
+                    .bind(payment_id.as_str())
                     .bind(state.as_str())
                     .bind(to_millis(at))
                     .execute(pool)
@@ -841,7 +844,7 @@ impl Store {
     pub async fn finish_authorization(
         &self,
         contract_id: &str,
-        payment_id: &str,
+        payment_id: &PaymentId,
         outcome: &AuthorizationOutcome<'_>,
         event: &NewContractEvent,
     ) -> Result<Transition, StoreError> {
@@ -869,7 +872,7 @@ impl Store {
     /// nothing changed (already in that state: another instance recorded it first).
     pub async fn set_payment_release(
         &self,
-        payment_id: &str,
+        payment_id: &PaymentId,
         state: PaymentState,
         transaction: Option<&str>,
         at: DateTime<Utc>,
@@ -881,7 +884,7 @@ impl Store {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
                 sqlx::query(SQL)
-                    .bind(payment_id)
+                    .bind(payment_id.as_str())
                     .bind(state.as_str())
                     .bind(transaction)
                     .bind(to_millis(at))

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use hiregate_contracts::{
-    id::{AttemptId, ContractId},
+    id::{AttemptId, ContractId, DeliverableId, VerificationId},
     state::ContractState,
 };
 
@@ -38,7 +38,7 @@ pub struct AttemptEnd {
 #[derive(Clone, PartialEq)]
 pub struct NewDeliverable {
     /// Deliverable id (`dlv_…`).
-    pub deliverable_id: String,
+    pub deliverable_id: DeliverableId,
     /// Contract.
     pub contract_id: ContractId,
     /// Attempt that produced it.
@@ -82,7 +82,7 @@ pub type DeliverableRecord = NewDeliverable;
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewVerification {
     /// Verification id (`vrf_…`).
-    pub verification_id: String,
+    pub verification_id: VerificationId,
     /// Contract.
     pub contract_id: ContractId,
     /// Attempt judged.

@@ -8,7 +8,7 @@
 
 use super::json::JsonText;
 use chrono::{DateTime, Utc};
-use hiregate_contracts::id::ContractId;
+use hiregate_contracts::id::{ContractId, PaymentId};
 
 use super::{
     Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, states::PaymentState,
@@ -21,7 +21,7 @@ const ENTITY: &str = "payment";
 #[derive(Clone)]
 pub struct NewPayment {
     /// Payment id.
-    pub payment_id: String,
+    pub payment_id: PaymentId,
     /// Contract it pays.
     pub contract_id: ContractId,
     /// CAIP-2 network.
@@ -71,7 +71,7 @@ impl std::fmt::Debug for NewPayment {
 #[derive(Clone, PartialEq)]
 pub struct PaymentRecord {
     /// Payment id.
-    pub payment_id: String,
+    pub payment_id: PaymentId,
     /// Contract it pays.
     pub contract_id: ContractId,
     /// CAIP-2 network.
@@ -188,7 +188,7 @@ impl TryFrom<PaymentRow> for PaymentRecord {
 
     fn try_from(row: PaymentRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            payment_id: row.payment_id,
+            payment_id: parse_id(ENTITY, &row.payment_id)?,
             contract_id: parse_id(ENTITY, &row.contract_id)?,
             network: row.network,
             asset: row.asset,
@@ -293,7 +293,7 @@ impl Store {
     /// if this payment was already marked (a retry of the same settlement).
     pub async fn begin_settlement(
         &self,
-        payment_id: &str,
+        payment_id: &PaymentId,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update payment set settle_started_at = $2, state = 'settling', \
@@ -302,7 +302,7 @@ impl Store {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
                 sqlx::query(SQL)
-                    .bind(payment_id)
+                    .bind(payment_id.as_str())
                     .bind(to_millis(at))
                     .execute(pool)
                     .await

@@ -18,6 +18,7 @@
 //! say whether the money is locked.
 
 use alloy::primitives::U256;
+use hiregate_contracts::id::PaymentId;
 use hiregate_contracts::state::ContractState;
 use hiregate_payments::{
     Reason,
@@ -118,7 +119,7 @@ impl HireService {
             }
         }
         let stored = NewPayment {
-            payment_id: format!("pay_{}", ulid::Ulid::new()),
+            payment_id: PaymentId::generate(),
             contract_id: ctx.contract_id.clone(),
             network: key.network.clone(),
             asset: key.asset.clone(),

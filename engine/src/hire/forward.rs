@@ -1,5 +1,6 @@
 //! `paid`: forward an attempt to the worker, and record what it answered (delivered, pending, failed).
 
+use hiregate_contracts::id::DeliverableId;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -615,7 +616,7 @@ impl HireService {
             to_canonical_vec(&deliverable).map_err(|e| internal(format!("deliverable: {e}")))?;
         let now = self.now();
         let pieces = [NewDeliverable {
-            deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
+            deliverable_id: DeliverableId::generate(),
             contract_id: ctx.contract_id.clone(),
             attempt_id: attempt_id.to_owned(),
             position: 0,

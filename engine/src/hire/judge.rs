@@ -1,5 +1,6 @@
 //! `delivered` → `verifying` → `accepted` | `rejected`: the pinned verification policy applied to the stored deliverable.
 
+use hiregate_contracts::id::{DeliverableId, VerificationId};
 use std::time::Duration;
 
 use hiregate_contracts::{
@@ -64,7 +65,7 @@ impl HireService {
         let (result, result_json, votes) =
             self.verdict(ctx, attempt_id, deliverable, digest).await?;
         let verification = NewVerification {
-            verification_id: format!("vrf_{}", ulid::Ulid::new()),
+            verification_id: VerificationId::generate(),
             contract_id: ctx.contract_id.clone(),
             attempt_id: attempt_id.to_string(),
             policy_id: policy.policy_id().as_str().to_owned(),
@@ -324,7 +325,7 @@ pub(super) fn evidence_pieces(
         .iter()
         .enumerate()
         .map(|(index, piece)| NewDeliverable {
-            deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
+            deliverable_id: DeliverableId::generate(),
             contract_id: ctx.contract_id.clone(),
             attempt_id: attempt_id.clone(),
             position: u32::try_from(index + 1).unwrap_or(u32::MAX),

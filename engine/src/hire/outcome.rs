@@ -306,7 +306,10 @@ pub struct Cancellation {
     /// The contract.
     pub contract_id: String,
     /// Its payment, voided, if it had one: `(payment_id, state)`.
-    pub payment: Option<(String, hiregate_store::states::PaymentState)>,
+    pub payment: Option<(
+        hiregate_contracts::id::PaymentId,
+        hiregate_store::states::PaymentState,
+    )>,
 }
 
 /// A worker's signed report, taken.

@@ -1,5 +1,6 @@
 //! `offered`: the 402 challenge and the payment that moves a contract to `paid`.
 
+use hiregate_contracts::id::PaymentId;
 use std::sync::Arc;
 
 use alloy::primitives::U256;
@@ -337,7 +338,7 @@ impl HireService {
         } = submission;
         let signed = SignedWindow::of(payload).map_err(|r| internal(r.as_str().to_owned()))?;
         let payment = NewPayment {
-            payment_id: format!("pay_{}", ulid::Ulid::new()),
+            payment_id: PaymentId::generate(),
             contract_id: ctx.contract_id.clone(),
             network: key.network.clone(),
             asset: key.asset.clone(),

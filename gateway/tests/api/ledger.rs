@@ -83,7 +83,7 @@ async fn reconcile_agrees_then_reports_each_mismatch(database: TestDatabase) {
     );
     let matched = report["matched"].as_array().unwrap();
     assert_eq!(matched.len(), 1);
-    assert_eq!(matched[0]["payment_id"], payment_a.payment_id);
+    assert_eq!(matched[0]["payment_id"], payment_a.payment_id.as_str());
     assert_eq!(matched[0]["contract_id"], contract_a);
     assert_eq!(matched[0]["transaction"], tx_a);
     assert_eq!(matched[0]["pay_to"], env.pay_to.to_checksum(None));
@@ -164,7 +164,7 @@ async fn reconcile_agrees_then_reports_each_mismatch(database: TestDatabase) {
     assert_eq!(report["ok"], false, "{report:#}");
     let used = mismatches_of_kind(&report, "used_not_recorded_settled");
     assert_eq!(used.len(), 1, "{report:#}");
-    assert_eq!(used[0]["payment_id"], payment_b.payment_id);
+    assert_eq!(used[0]["payment_id"], payment_b.payment_id.as_str());
     assert_eq!(used[0]["contract_id"], contract_b);
     assert_eq!(used[0]["transaction"], behind_the_back.transaction);
     assert_eq!(used[0]["amount"], PRICE.to_string());
@@ -199,7 +199,7 @@ async fn reconcile_agrees_then_reports_each_mismatch(database: TestDatabase) {
     let (_, report) = reconcile(&env, "").await;
     let without = mismatches_of_kind(&report, "settled_without_transfer");
     assert_eq!(without.len(), 1, "{report:#}");
-    assert_eq!(without[0]["payment_id"], payment_a.payment_id);
+    assert_eq!(without[0]["payment_id"], payment_a.payment_id.as_str());
     assert_eq!(without[0]["transaction"], tx_a);
     assert_eq!(report["mismatch_counts"]["settled_without_transfer"], 1);
     assert_eq!(report["mismatch_counts"]["used_not_recorded_settled"], 1);
@@ -719,7 +719,10 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
     assert_eq!(report["ok"], false, "{report:#}");
     let unrecorded = mismatches_of_kind(&report, "escrow_event_not_recorded");
     assert_eq!(unrecorded.len(), 1, "{report:#}");
-    assert_eq!(unrecorded[0]["payment_id"], voided_payment.payment_id);
+    assert_eq!(
+        unrecorded[0]["payment_id"],
+        voided_payment.payment_id.as_str()
+    );
     assert_eq!(unrecorded[0]["payment_state"], "authorized");
     assert_eq!(
         unrecorded[0]["transaction"].as_str(),
@@ -757,7 +760,10 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
     let (_, report) = reconcile(&env, "").await;
     let without = mismatches_of_kind(&report, "escrow_recorded_without_event");
     assert_eq!(without.len(), 1, "{report:#}");
-    assert_eq!(without[0]["payment_id"], captured_payment.payment_id);
+    assert_eq!(
+        without[0]["payment_id"],
+        captured_payment.payment_id.as_str()
+    );
     assert_eq!(
         without[0]["transaction"].as_str(),
         captured_payment.settle_tx.as_deref()
@@ -767,7 +773,7 @@ async fn escrow_reconciles_then_reports_corruption(database: TestDatabase) {
     assert!(
         unrecorded
             .iter()
-            .any(|m| m["payment_id"] == captured_payment.payment_id
+            .any(|m| m["payment_id"] == captured_payment.payment_id.as_str()
                 && m["detail"].as_str().unwrap().contains("capture")),
         "{report:#}"
     );

@@ -6,7 +6,8 @@ use std::{collections::BTreeMap, collections::BTreeSet, time::Duration};
 
 use chrono::{DateTime, Utc};
 use hiregate_contracts::id::{
-    ApiKeyId, AttemptId, ContractId, DisputeId, JobId, PrincipalId, WorkerId,
+    ApiKeyId, AttemptId, ContractId, DeliverableId, DisputeId, JobId, PaymentId, PrincipalId,
+    VerificationId, WorkerId,
 };
 use hiregate_contracts::state::ContractState;
 use hiregate_engine::settings::Settings;
@@ -649,7 +650,7 @@ async fn contract_events_are_gap_free_under_concurrency(store: Store) {
 
 fn payment(contract_id: &str, nonce: &str, identifier: Option<&str>) -> NewPayment {
     NewPayment {
-        payment_id: format!("pay_{}", ulid::Ulid::new()),
+        payment_id: PaymentId::generate(),
         contract_id: contract_id.parse().unwrap(),
         network: "eip155:84532".into(),
         asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e".into(),
@@ -675,7 +676,7 @@ async fn payment_uniqueness_lives_in_the_database(store: Store) {
     // The same authorization cannot pay another contract, nor the same one twice.
     for contract in [&second_contract, &first_contract] {
         let replay = NewPayment {
-            payment_id: format!("pay_{}", ulid::Ulid::new()),
+            payment_id: PaymentId::generate(),
             payment_identifier: None,
             ..payment(contract, "0xaa", None)
         };
@@ -769,7 +770,12 @@ async fn a_state_of_another_spelling_is_a_corrupt_row(database: &TestDatabase) {
     execute_raw(
         database,
         ATTEMPT,
-        &[&attempt_id, &contract_id, &paid.payment_id, "timed_out"],
+        &[
+            &attempt_id,
+            &contract_id,
+            paid.payment_id.as_str(),
+            "timed_out",
+        ],
     )
     .await;
     let attempts = store.list_attempts(&contract_id).await.unwrap();
@@ -779,7 +785,7 @@ async fn a_state_of_another_spelling_is_a_corrupt_row(database: &TestDatabase) {
     execute_raw(
         database,
         "update payment set state = 'Settled' where payment_id = $1",
-        &[&paid.payment_id],
+        &[paid.payment_id.as_str()],
     )
     .await;
     assert!(matches!(
@@ -1580,7 +1586,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     );
     let bytes = serde_json::to_vec(&corpus).unwrap();
     let piece = NewDeliverable {
-        deliverable_id: format!("dlv_{}", ulid::Ulid::new()),
+        deliverable_id: DeliverableId::generate(),
         contract_id: contract_id.parse().unwrap(),
         attempt_id: attempt_id.parse().unwrap(),
         position: 0,
@@ -1600,7 +1606,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     assert_eq!(pieces[0].content, piece.content);
     assert_eq!(pieces[0].name, piece.name);
     let verification = NewVerification {
-        verification_id: format!("vrf_{}", ulid::Ulid::new()),
+        verification_id: VerificationId::generate(),
         contract_id: contract_id.parse().unwrap(),
         attempt_id: attempt_id.clone(),
         policy_id: "vp.schema_only.v1".into(),
