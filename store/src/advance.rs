@@ -249,9 +249,9 @@ macro_rules! bind_side_write {
             $crate::SideWrite::Payment(payment) => $query
                 .bind(payment.payment_id.as_str())
                 .bind(payment.contract_id.as_str())
-                .bind(&payment.network)
-                .bind(&payment.asset)
-                .bind(&payment.payer)
+                .bind(payment.network.as_str())
+                .bind($crate::stored_address(&payment.asset))
+                .bind($crate::stored_address(&payment.payer))
                 .bind(&payment.nonce)
                 .bind(&payment.amount)
                 .bind(payment.valid_after)
@@ -572,9 +572,9 @@ mod tests {
         let payment = NewPayment {
             payment_id: PaymentId::generate(),
             contract_id: hiregate_contracts::id::ContractId::generate(),
-            network: "eip155:31337".to_owned(),
-            asset: "0xasset".to_owned(),
-            payer: "0xpayer".to_owned(),
+            network: hiregate_contracts::money::Network::eip155(31337).unwrap(),
+            asset: alloy::primitives::Address::repeat_byte(0xaa),
+            payer: alloy::primitives::Address::repeat_byte(0x01),
             nonce: "0x01".to_owned(),
             amount: "1".to_owned(),
             valid_after: 0,

@@ -88,8 +88,9 @@ mod workers;
 
 use std::str::FromStr;
 
+use alloy::primitives::Address;
 use chrono::{DateTime, TimeZone, Utc};
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{money::Network, state::ContractState};
 use sqlx::{
     migrate::Migrator,
     postgres::{PgConnectOptions, PgPool, PgPoolOptions},
@@ -456,6 +457,26 @@ pub(crate) fn placeholders(first: usize, count: usize) -> String {
         .map(|n| format!("${n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A stored CAIP-2 network: whatever id a payment's x402 payload named, so the wire's parse
+/// ([`Network::parse_caip2`]), not the EVM-only default one; text that is no CAIP-2 id is a
+/// corrupt row.
+pub(crate) fn parse_network(entity: &'static str, raw: &str) -> Result<Network, StoreError> {
+    Network::parse_caip2(raw).map_err(|error| StoreError::corrupt(entity, &error))
+}
+
+/// A stored EVM address, written EIP-55 ([`stored_address`]) and read in any case; text that is
+/// no address is a corrupt row.
+pub(crate) fn parse_address(entity: &'static str, raw: &str) -> Result<Address, StoreError> {
+    raw.parse()
+        .map_err(|error| StoreError::corrupt(entity, &error))
+}
+
+/// The stored spelling of an address: EIP-55, as payments have always been written (lookups
+/// by authorization compare the text).
+pub(crate) fn stored_address(address: &Address) -> String {
+    address.to_checksum(None)
 }
 
 /// A stored id read into its type (the contracts crate's vocabulary); text that is not an id of

@@ -7,12 +7,16 @@
 //! A read payment's state is a [`PaymentState`] (a row holding another spelling is corrupt).
 
 use super::json::JsonText;
+use alloy::primitives::Address;
 use chrono::{DateTime, Utc};
-use hiregate_contracts::id::{ContractId, PaymentId};
+use hiregate_contracts::{
+    id::{ContractId, PaymentId},
+    money::Network,
+};
 
 use super::{
-    Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, states::PaymentState,
-    to_millis,
+    Store, StoreError, from_millis, from_millis_opt, on_backend, parse_address, parse_id,
+    parse_network, states::PaymentState, stored_address, to_millis,
 };
 
 const ENTITY: &str = "payment";
@@ -24,12 +28,12 @@ pub struct NewPayment {
     pub payment_id: PaymentId,
     /// Contract it pays.
     pub contract_id: ContractId,
-    /// CAIP-2 network.
-    pub network: String,
-    /// Token contract.
-    pub asset: String,
-    /// Payer address.
-    pub payer: String,
+    /// CAIP-2 network (any id the x402 wire may carry; stored as written).
+    pub network: Network,
+    /// Token contract (stored EIP-55).
+    pub asset: Address,
+    /// Payer address (stored EIP-55).
+    pub payer: Address,
     /// EIP-3009 nonce.
     pub nonce: String,
     /// Atomic units, decimal.
@@ -74,12 +78,12 @@ pub struct PaymentRecord {
     pub payment_id: PaymentId,
     /// Contract it pays.
     pub contract_id: ContractId,
-    /// CAIP-2 network.
-    pub network: String,
-    /// Token contract.
-    pub asset: String,
-    /// Payer address.
-    pub payer: String,
+    /// CAIP-2 network (any id the x402 wire may carry; stored as written).
+    pub network: Network,
+    /// Token contract (stored EIP-55).
+    pub asset: Address,
+    /// Payer address (stored EIP-55).
+    pub payer: Address,
     /// EIP-3009 nonce.
     pub nonce: String,
     /// Atomic units, decimal.
@@ -161,9 +165,9 @@ impl PaymentRecord {
         Self {
             payment_id: payment.payment_id.clone(),
             contract_id: payment.contract_id.clone(),
-            network: payment.network.clone(),
-            asset: payment.asset.clone(),
-            payer: payment.payer.clone(),
+            network: payment.network,
+            asset: payment.asset,
+            payer: payment.payer,
             nonce: payment.nonce.clone(),
             amount: payment.amount.clone(),
             valid_after: payment.valid_after,
@@ -190,9 +194,9 @@ impl TryFrom<PaymentRow> for PaymentRecord {
         Ok(Self {
             payment_id: parse_id(ENTITY, &row.payment_id)?,
             contract_id: parse_id(ENTITY, &row.contract_id)?,
-            network: row.network,
-            asset: row.asset,
-            payer: row.payer,
+            network: parse_network(ENTITY, &row.network)?,
+            asset: parse_address(ENTITY, &row.asset)?,
+            payer: parse_address(ENTITY, &row.payer)?,
             nonce: row.nonce,
             amount: row.amount,
             valid_after: row.valid_after,
@@ -255,9 +259,9 @@ impl Store {
     /// The payment holding authorization `(network, asset, payer, nonce)`, if any.
     pub async fn find_payment_by_authorization(
         &self,
-        network: &str,
-        asset: &str,
-        payer: &str,
+        network: &Network,
+        asset: &Address,
+        payer: &Address,
         nonce: &str,
     ) -> Result<Option<PaymentRecord>, StoreError> {
         let sql = format!(
@@ -266,9 +270,9 @@ impl Store {
         );
         let row: Option<PaymentRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql)
-                .bind(network)
-                .bind(asset)
-                .bind(payer)
+                .bind(network.as_str())
+                .bind(stored_address(asset))
+                .bind(stored_address(payer))
                 .bind(nonce)
                 .fetch_optional(pool)
                 .await?

@@ -340,9 +340,9 @@ impl HireService {
         let payment = NewPayment {
             payment_id: PaymentId::generate(),
             contract_id: ctx.contract_id.clone(),
-            network: key.network.clone(),
-            asset: key.asset.clone(),
-            payer: key.payer.clone(),
+            network: key.network,
+            asset: key.asset,
+            payer: key.payer,
             nonce: key.nonce.clone(),
             amount: signed.amount.to_string(),
             valid_after: to_i64(signed.valid_after),
@@ -360,8 +360,8 @@ impl HireService {
             json!({
                 "payment_id": payment.payment_id,
                 "network": payment.network,
-                "asset": payment.asset,
-                "payer": payment.payer,
+                "asset": payment.asset.to_checksum(None),
+                "payer": payment.payer.to_checksum(None),
                 "amount": payment.amount,
                 "valid_before": payment.valid_before,
                 "payment_identifier": payment.payment_identifier,

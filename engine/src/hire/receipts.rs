@@ -154,9 +154,9 @@ impl HireService {
             terms_hash: digest(&contract.terms_hash, "terms_hash")?,
             outcome,
             payment: payment.map(|p| ReceiptPayment {
-                network: p.network,
-                asset: p.asset,
-                payer: p.payer,
+                network: p.network.to_string(),
+                asset: p.asset.to_checksum(None),
+                payer: p.payer.to_checksum(None),
                 nonce: p.nonce,
                 amount: p.amount,
                 tx_hash: p.settle_tx,

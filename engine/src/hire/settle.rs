@@ -43,7 +43,7 @@ use std::str::FromStr;
 use alloy::primitives::{Address, B256, TxHash, U256};
 use hiregate_contracts::state::{ContractEvent, ContractState, DisputeDecision};
 use hiregate_payments::{
-    Network, PaymentPayload, Reason, SettleRequest, SettleResponse,
+    PaymentPayload, Reason, SettleRequest, SettleResponse,
     exact::ledger::{
         AuthorizationOnChain, AuthorizationRef, authorization_on_chain, settlement_in_receipt,
         settlement_in_transaction, token_balance, transaction_pending,
@@ -599,7 +599,7 @@ impl HireService {
             .offer
             .requirements()
             .and_then(|r| Address::from_str(&r.pay_to).ok());
-        Address::from_str(&payment.payer).is_ok_and(|payer| payer == transfer.from)
+        payment.payer == transfer.from
             && pay_to.is_some_and(|pay_to| pay_to == transfer.to)
             && U256::from_str(&payment.amount).is_ok_and(|amount| amount == transfer.value)
     }
@@ -610,8 +610,7 @@ impl HireService {
     ) -> Result<(alloy::providers::DynProvider, Option<u64>), String> {
         payment
             .network
-            .strip_prefix("eip155:")
-            .and_then(|id| id.parse::<u64>().ok())
+            .chain_id()
             .and_then(|chain_id| self.inner.assets.chain(chain_id))
             .ok_or_else(|| format!("no node configured for {}", payment.network))
     }
@@ -645,7 +644,7 @@ impl HireService {
                 json!({
                     "transaction": transaction.to_string(),
                     "network": payment.network,
-                    "payer": payment.payer,
+                    "payer": payment.payer.to_checksum(None),
                     "amount": payment.amount,
                     "decided_by": decided_by,
                 }),
@@ -846,8 +845,8 @@ fn recorded_transaction(payment: &PaymentRecord) -> Option<TxHash> {
 fn authorization_ref(payment: &PaymentRecord) -> Result<AuthorizationRef, String> {
     let bad = |what: &str| format!("stored payment {what} does not parse");
     Ok(AuthorizationRef {
-        asset: Address::from_str(&payment.asset).map_err(|_| bad("asset"))?,
-        payer: Address::from_str(&payment.payer).map_err(|_| bad("payer"))?,
+        asset: payment.asset,
+        payer: payment.payer,
         nonce: B256::from_str(&payment.nonce).map_err(|_| bad("nonce"))?,
     })
 }
@@ -896,16 +895,9 @@ fn settled_on_chain(
     transaction: TxHash,
     decided_by: &'static str,
 ) -> Decision {
-    let payer = Address::from_str(&payment.payer).unwrap_or_default();
-    let Ok(network) = Network::parse_caip2(&payment.network) else {
-        return Decision::Unknown {
-            reason: format!("stored network {} does not parse", payment.network),
-            response: None,
-        };
-    };
     Decision::Settled {
         transaction,
-        response: SettleResponse::settled(&network, payer, transaction),
+        response: SettleResponse::settled(&payment.network, payment.payer, transaction),
         decided_by,
     }
 }

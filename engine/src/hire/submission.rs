@@ -3,7 +3,8 @@
 //! when the facilitator cannot be asked. Shared by the plain (`payment`) and the escrowed
 //! (`authorize`) paths, which otherwise know nothing of each other.
 
-use alloy::primitives::U256;
+use alloy::primitives::{Address, U256};
+use hiregate_contracts::money::Network;
 use hiregate_payments::{PaymentIdentifier, PaymentPayload};
 use serde_json::Value;
 
@@ -39,20 +40,21 @@ pub(super) fn to_i64(value: U256) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
-/// The stored spelling of a payment key: CAIP-2 network, EIP-55 asset and payer, `0x` nonce.
+/// A payment key as the store holds it: the network, asset and payer typed (the store writes
+/// their spelling), the nonce in its stored `0x` spelling.
 pub(super) struct StoredKey {
-    pub(super) network: String,
-    pub(super) asset: String,
-    pub(super) payer: String,
+    pub(super) network: Network,
+    pub(super) asset: Address,
+    pub(super) payer: Address,
     pub(super) nonce: String,
 }
 
 impl StoredKey {
     pub(super) fn of(key: &hiregate_payments::PaymentKey) -> Self {
         Self {
-            network: key.network.as_str().to_owned(),
-            asset: key.asset.to_checksum(None),
-            payer: key.payer.to_checksum(None),
+            network: key.network,
+            asset: key.asset,
+            payer: key.payer,
             nonce: key.nonce.to_string(),
         }
     }

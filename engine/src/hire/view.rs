@@ -115,8 +115,8 @@ impl HireService {
             "payment": payment.as_ref().map(|p| json!({
                 "payment_id": p.payment_id,
                 "network": p.network,
-                "asset": p.asset,
-                "payer": p.payer,
+                "asset": p.asset.to_checksum(None),
+                "payer": p.payer.to_checksum(None),
                 "amount": p.amount,
                 "valid_before": p.valid_before,
                 "state": p.state,

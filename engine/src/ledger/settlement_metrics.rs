@@ -98,7 +98,10 @@ async fn record_settled_amount(store: &Store, metrics: &Metrics, event: &LiveEve
     };
     metrics
         .settled_amount
-        .get_or_create(&AssetLabels::new(payment.network, &payment.asset))
+        .get_or_create(&AssetLabels::new(
+            payment.network.as_str(),
+            &payment.asset.to_string(),
+        ))
         .inc_by(amount);
 }
 
@@ -135,7 +138,7 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     } else {
         None
     };
-    let money = AssetLabels::new(payment.network, &payment.asset);
+    let money = AssetLabels::new(payment.network.as_str(), &payment.asset.to_string());
     if let Some(fee) = fee {
         metrics
             .escrow_fees

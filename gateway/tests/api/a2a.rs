@@ -109,7 +109,7 @@ async fn the_official_a2a_sdk_client_hires_and_pays_over_a2a() {
         .unwrap()
         .unwrap();
     assert_eq!(payment.settle_tx.as_deref(), Some(transaction));
-    assert_eq!(payment.payer, env.wallet.address().to_checksum(None));
+    assert_eq!(payment.payer, env.wallet.address());
     assert_eq!(env.worker.executions(), 1);
 
     // GetTask with the capability token of the paid answer: the same task and deliverable.

@@ -31,7 +31,7 @@ use std::{
     time::Duration,
 };
 
-use alloy::primitives::{Address, B256, U256};
+use alloy::primitives::{B256, U256};
 use axum::{Router, extract::State, http::StatusCode, routing::post};
 use hiregate_engine::assets::whole_units;
 use hiregate_http::console::{CONTENT_SECURITY_POLICY, asset_names};
@@ -604,7 +604,7 @@ async fn a_seeker_discovers_proposes_and_pays_from_a_browser_wallet_in_chromium(
         .await
         .unwrap()
         .expect("the exact contract's payment");
-    assert_eq!(exact_payment.payer.parse::<Address>().unwrap(), payer);
+    assert_eq!(exact_payment.payer, payer);
     assert_eq!(exact_payment.settle_tx.as_deref(), Some(exact_tx.as_str()));
     let exact_tx: B256 = exact_tx.parse().unwrap();
     // The settlement consumed the authorization the wallet signed, and moved the price from the
@@ -627,7 +627,7 @@ async fn a_seeker_discovers_proposes_and_pays_from_a_browser_wallet_in_chromium(
         .await
         .unwrap()
         .expect("the escrowed contract's payment");
-    assert_eq!(escrowed_payment.payer.parse::<Address>().unwrap(), payer);
+    assert_eq!(escrowed_payment.payer, payer);
     assert!(escrowed_payment.authorize_tx.is_some());
     assert_eq!(
         escrowed_payment.settle_tx.as_deref(),
@@ -770,7 +770,7 @@ async fn a_wallet_hires_without_an_account_from_the_console_in_chromium() {
         .await
         .unwrap()
         .expect("the paid contract's payment");
-    assert_eq!(payment.payer.parse::<Address>().unwrap(), payer);
+    assert_eq!(payment.payer, payer);
     assert_eq!(
         payment.settle_tx.as_deref(),
         Some(text("/paid/transaction").as_str())
@@ -888,7 +888,7 @@ async fn a_wallet_hires_an_escrowed_listing_without_an_account_from_the_console_
         .await
         .unwrap()
         .expect("the escrowed contract's payment");
-    assert_eq!(payment.payer.parse::<Address>().unwrap(), payer);
+    assert_eq!(payment.payer, payer);
     assert!(payment.authorize_tx.is_some());
     let (status, report) = get(&env, "/v1/admin/reconcile", ADMIN_KEY).await;
     assert_eq!(status, 200, "{report}");

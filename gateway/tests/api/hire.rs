@@ -318,9 +318,9 @@ async fn exhausted_retries_fail_the_contract_and_settle_nothing() {
         .app
         .store
         .find_payment_by_authorization(
-            &env.devnet.network(),
-            &env.devnet.token().to_checksum(None),
-            &env.wallet.address().to_checksum(None),
+            &env.devnet.network().parse().unwrap(),
+            &env.devnet.token(),
+            &env.wallet.address(),
             &nonce.to_string(),
         )
         .await

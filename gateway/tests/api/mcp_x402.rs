@@ -155,7 +155,7 @@ async fn the_official_python_x402_mcp_client_hires_over_mcp_without_an_account()
         .unwrap()
         .unwrap();
     assert_eq!(stored.settle_tx.as_deref(), Some(transaction));
-    assert_eq!(stored.payer, env.wallet.address().to_checksum(None));
+    assert_eq!(stored.payer, env.wallet.address());
     assert_eq!(env.state(contract_id).await, "settled");
     assert_eq!(env.worker.executions(), 1);
     assert_reconciled(&env).await;

@@ -243,7 +243,18 @@ async fn official_client_pays_a_permit2_listing(database: TestDatabase) {
         .unwrap()
         .unwrap();
     assert_eq!(stored.settle_tx.as_deref(), Some(transaction.as_str()));
-    assert_eq!(stored.asset, asset.to_checksum(None));
+    assert_eq!(stored.asset, asset);
+    // Written EIP-55: a lookup by authorization compares the stored text with that spelling.
+    let by_authorization = env
+        .app
+        .store
+        .find_payment_by_authorization(&stored.network, &asset, &stored.payer, &stored.nonce)
+        .await
+        .unwrap();
+    assert_eq!(
+        by_authorization.map(|p| p.payment_id),
+        Some(stored.payment_id.clone())
+    );
     // The stored replay key is the Permit2 nonce the payer signed, spent on chain.
     let signed: PaymentPayload = serde_json::from_value(stored.payload.clone()).unwrap();
     let nonce = nonce_of(&signed);

@@ -652,9 +652,13 @@ fn payment(contract_id: &str, nonce: &str, identifier: Option<&str>) -> NewPayme
     NewPayment {
         payment_id: PaymentId::generate(),
         contract_id: contract_id.parse().unwrap(),
-        network: "eip155:84532".into(),
-        asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e".into(),
-        payer: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC".into(),
+        network: "eip155:84532".parse().unwrap(),
+        asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+            .parse()
+            .unwrap(),
+        payer: "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+            .parse()
+            .unwrap(),
         nonce: nonce.into(),
         amount: "1000".into(),
         valid_after: 0,

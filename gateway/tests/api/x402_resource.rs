@@ -254,7 +254,7 @@ async fn paid_call(database: TestDatabase) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(payment_row.payer, env.wallet.address().to_checksum(None));
+    assert_eq!(payment_row.payer, env.wallet.address());
     assert!(stored.seeker_id.as_str().starts_with("skr_"));
     // Stored hashed: the token itself is nowhere in the database.
     let cap_rows = row_counts(&env.app.database_url).await;

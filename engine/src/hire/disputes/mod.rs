@@ -46,7 +46,7 @@ mod decisions;
 pub use decisions::MAX_QUEUE_PAGE;
 mod replay;
 
-use std::{str::FromStr, time::Duration};
+use std::time::Duration;
 
 use chrono::Utc;
 use hiregate_contracts::{
@@ -493,10 +493,7 @@ impl HireService {
     /// Now on `payment`'s chain, unix seconds: `validBefore` is the chain's deadline, judged by
     /// its clock (a network that does not parse has no node here: the host's clock judges).
     async fn chain_now_of(&self, payment: &PaymentRecord) -> i64 {
-        let chain_id = hiregate_contracts::money::Network::from_str(&payment.network)
-            .ok()
-            .and_then(|network| network.chain_id())
-            .unwrap_or(0);
+        let chain_id = payment.network.chain_id().unwrap_or(0);
         self.inner.assets.money_now(chain_id).await
     }
 
