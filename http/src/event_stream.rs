@@ -136,7 +136,7 @@ impl StreamState {
                 () = self.shutdown.cancelled() => return Step::Closed,
                 () = &mut poll => return Step::CatchUp,
                 received = self.live.recv() => match received {
-                    Ok(event) if event.contract_id == self.contract_id => {
+                    Ok(event) if event.contract_id.as_str() == self.contract_id => {
                         let expected = self.cursor + 1;
                         if event.seq < expected {
                             continue;

@@ -79,12 +79,8 @@ pub(crate) async fn create_secret(
     State(state): State<AppState>,
     seeker: Seeker,
 ) -> ApiResult<Response> {
-    let record = rotate_secret(
-        &state.store,
-        seeker.principal_id.as_str(),
-        state.hire.clock().now(),
-    )
-    .await?;
+    let record =
+        rotate_secret(&state.store, &seeker.principal_id, state.hire.clock().now()).await?;
     tracing::info!(seeker_id = %seeker.principal_id, "webhook secret rotated");
     Ok((
         StatusCode::CREATED,
@@ -113,10 +109,7 @@ pub(crate) async fn secret_status(
     State(state): State<AppState>,
     seeker: Seeker,
 ) -> ApiResult<Json<Value>> {
-    let record = state
-        .store
-        .webhook_secret(seeker.principal_id.as_str())
-        .await?;
+    let record = state.store.webhook_secret(&seeker.principal_id).await?;
     Ok(Json(json!({
         "configured": record.is_some(),
         "created_at": record.map(|r| r.created_at),

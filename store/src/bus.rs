@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::{id::ContractId, state::ContractState};
 
 use crate::states::EventKind;
 use serde::Serialize;
@@ -28,7 +28,7 @@ const BUS_CAPACITY: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LiveEvent {
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// 1, 2, 3… per contract; the SSE event id.
     pub seq: i64,
     /// What happened (`contract_offered`, `payment_verified`, …).

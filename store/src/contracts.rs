@@ -135,7 +135,7 @@ pub struct ContractEvent {
 impl From<ContractEvent> for LiveEvent {
     fn from(event: ContractEvent) -> Self {
         Self {
-            contract_id: event.contract_id.into(),
+            contract_id: event.contract_id,
             seq: event.seq,
             kind: event.kind,
             at: event.at,

@@ -3,7 +3,16 @@
 //! `PaymentInfo`, the payout addresses and assets of listings, and the payment a settlement
 //! moved. Read-only: reconciliation reports, it never repairs.
 
-use super::{Backend, Store, StoreError, json::JsonText, states::PaymentState};
+use alloy::primitives::Address;
+use hiregate_contracts::{
+    id::{ContractId, PaymentId},
+    money::Network,
+};
+
+use super::{
+    Backend, Store, StoreError, json::JsonText, parse_address, parse_id, parse_network,
+    states::PaymentState,
+};
 
 const ENTITY: &str = "payment";
 
@@ -12,15 +21,15 @@ const ENTITY: &str = "payment";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerPayment {
     /// Payment id.
-    pub payment_id: String,
+    pub payment_id: PaymentId,
     /// Contract it pays.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// CAIP-2 network.
-    pub network: String,
+    pub network: Network,
     /// Token contract.
-    pub asset: String,
+    pub asset: Address,
     /// Payer address.
-    pub payer: String,
+    pub payer: Address,
     /// EIP-3009 nonce (0x-hex, 32 bytes).
     pub nonce: String,
     /// Atomic units, decimal.
@@ -52,11 +61,11 @@ impl TryFrom<LedgerPaymentRow> for LedgerPayment {
 
     fn try_from(row: LedgerPaymentRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            payment_id: row.payment_id,
-            contract_id: row.contract_id,
-            network: row.network,
-            asset: row.asset,
-            payer: row.payer,
+            payment_id: parse_id(ENTITY, &row.payment_id)?,
+            contract_id: parse_id(ENTITY, &row.contract_id)?,
+            network: parse_network(ENTITY, &row.network)?,
+            asset: parse_address(ENTITY, &row.asset)?,
+            payer: parse_address(ENTITY, &row.payer)?,
             nonce: row.nonce,
             amount: row.amount,
             state: row
@@ -100,15 +109,15 @@ fn escrowed(backend: &Backend) -> &'static str {
 #[derive(Clone)]
 pub struct LedgerEscrowPayment {
     /// Payment id.
-    pub payment_id: String,
+    pub payment_id: PaymentId,
     /// Contract it pays.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// CAIP-2 network.
-    pub network: String,
+    pub network: Network,
     /// Token contract.
-    pub asset: String,
+    pub asset: Address,
     /// Payer address.
-    pub payer: String,
+    pub payer: Address,
     /// Atomic units, decimal.
     pub amount: String,
     /// Payment state.
@@ -149,11 +158,11 @@ impl TryFrom<LedgerEscrowRow> for LedgerEscrowPayment {
 
     fn try_from(row: LedgerEscrowRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            payment_id: row.payment_id,
-            contract_id: row.contract_id,
-            network: row.network,
-            asset: row.asset,
-            payer: row.payer,
+            payment_id: parse_id(ENTITY, &row.payment_id)?,
+            contract_id: parse_id(ENTITY, &row.contract_id)?,
+            network: parse_network(ENTITY, &row.network)?,
+            asset: parse_address(ENTITY, &row.asset)?,
+            payer: parse_address(ENTITY, &row.payer)?,
             amount: row.amount,
             state: row
                 .state
@@ -203,8 +212,8 @@ impl Store {
     /// `after_payment_id` (keyset paging, so a large ledger is read in bounded pieces).
     pub async fn ledger_payments(
         &self,
-        network: &str,
-        after_payment_id: Option<&str>,
+        network: &Network,
+        after_payment_id: Option<&PaymentId>,
         limit: u32,
     ) -> Result<Vec<LedgerPayment>, StoreError> {
         let condition = format!(
@@ -217,8 +226,8 @@ impl Store {
         );
         let rows: Vec<LedgerPaymentRow> = super::on_backend!(self, pool => {
             sqlx::query_as(&sql)
-                .bind(network)
-                .bind(after_payment_id.unwrap_or(""))
+                .bind(network.as_str())
+                .bind(after_payment_id.map_or("", PaymentId::as_str))
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await?
@@ -230,8 +239,8 @@ impl Store {
     /// [`Self::ledger_payments`].
     pub async fn ledger_escrow_payments(
         &self,
-        network: &str,
-        after_payment_id: Option<&str>,
+        network: &Network,
+        after_payment_id: Option<&PaymentId>,
         limit: u32,
     ) -> Result<Vec<LedgerEscrowPayment>, StoreError> {
         let sql = format!(
@@ -243,8 +252,8 @@ impl Store {
         );
         let rows: Vec<LedgerEscrowRow> = super::on_backend!(self, pool => {
             sqlx::query_as(&sql)
-                .bind(network)
-                .bind(after_payment_id.unwrap_or(""))
+                .bind(network.as_str())
+                .bind(after_payment_id.map_or("", PaymentId::as_str))
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await?

@@ -374,8 +374,13 @@ impl Store {
         from_state: Option<ContractState>,
         to_state: Option<ContractState>,
     ) {
+        // The id the write just matched a contract row by, so the stored (canonical) one; were
+        // it ever not an id, nobody hears of the event now: the readers' poll still finds it.
+        let Ok(contract_id) = contract_id.parse() else {
+            return;
+        };
         self.events.publish(LiveEvent {
-            contract_id: contract_id.to_owned(),
+            contract_id,
             seq,
             kind: event.kind,
             at: event.at,

@@ -28,7 +28,7 @@ const ENTITY: &str = "webhook_delivery";
 #[derive(Clone, PartialEq, Eq)]
 pub struct WebhookSecretRecord {
     /// The seeker.
-    pub seeker_id: String,
+    pub seeker_id: PrincipalId,
     /// `whsec_<base64>`.
     pub secret: String,
     /// When it was created (rotation time).
@@ -337,7 +337,7 @@ impl Store {
     /// The seeker's secret; `candidate` (a fresh `whsec_…`) is stored first if it has none.
     pub async fn get_or_create_webhook_secret(
         &self,
-        seeker_id: &str,
+        seeker_id: &PrincipalId,
         candidate: &str,
         now: DateTime<Utc>,
     ) -> Result<WebhookSecretRecord, StoreError> {
@@ -347,7 +347,7 @@ impl Store {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
                 sqlx::query(INSERT)
-                    .bind(seeker_id)
+                    .bind(seeker_id.as_str())
                     .bind(candidate)
                     .bind(to_millis(now))
                     .execute(pool)
@@ -362,7 +362,7 @@ impl Store {
     /// Replace (or create) the seeker's secret.
     pub async fn rotate_webhook_secret(
         &self,
-        seeker_id: &str,
+        seeker_id: &PrincipalId,
         secret: &str,
         now: DateTime<Utc>,
     ) -> Result<WebhookSecretRecord, StoreError> {
@@ -373,7 +373,7 @@ impl Store {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
                 sqlx::query(UPSERT)
-                    .bind(seeker_id)
+                    .bind(seeker_id.as_str())
                     .bind(secret)
                     .bind(to_millis(now))
                     .execute(pool)
@@ -381,7 +381,7 @@ impl Store {
             })
         };
         Ok(WebhookSecretRecord {
-            seeker_id: seeker_id.to_owned(),
+            seeker_id: seeker_id.clone(),
             secret: secret.to_owned(),
             created_at: from_millis("webhook_secret", to_millis(now))?,
         })
@@ -390,16 +390,16 @@ impl Store {
     /// The seeker's secret, if any.
     pub async fn webhook_secret(
         &self,
-        seeker_id: &str,
+        seeker_id: &PrincipalId,
     ) -> Result<Option<WebhookSecretRecord>, StoreError> {
         const SQL: &str =
             "select seeker_id, secret, created_at from webhook_secret where seeker_id = $1";
         let row: Option<SecretRow> = on_backend!(self, pool => {
-            sqlx::query_as(SQL).bind(seeker_id).fetch_optional(pool).await?
+            sqlx::query_as(SQL).bind(seeker_id.as_str()).fetch_optional(pool).await?
         });
         row.map(|row| {
             Ok(WebhookSecretRecord {
-                seeker_id: row.seeker_id,
+                seeker_id: parse_id("webhook_secret", &row.seeker_id)?,
                 secret: row.secret,
                 created_at: from_millis("webhook_secret", row.created_at)?,
             })

@@ -145,7 +145,7 @@ impl OfferCache {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 received = events.recv() => match received {
-                    Ok(event) => self.forget(&event.contract_id),
+                    Ok(event) => self.forget(event.contract_id.as_str()),
                     // Missed events could be transitions: nothing cached can be trusted.
                     Err(RecvError::Lagged(_)) => self.entries.clear(),
                     Err(RecvError::Closed) => break,

@@ -49,6 +49,7 @@ use super::{
     report::{Mismatch, MismatchKind, ReconcileError, Tally, decimal, optional_decimal},
 };
 use crate::hire::{escrow::CaptureOrder, offer::StoredOffer};
+use hiregate_contracts::id::{ContractId, PaymentId};
 use hiregate_store::{LedgerEscrowPayment, states::PaymentState};
 
 /// One step of an escrowed payment's life on chain.
@@ -168,9 +169,9 @@ pub struct MatchedStep {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MatchedEscrowPayment {
     /// Payment id.
-    pub payment_id: String,
+    pub payment_id: PaymentId,
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// CAIP-2 network.
     pub network: String,
     /// Token contract.
@@ -202,8 +203,6 @@ pub struct EscrowReport {
 /// A stored escrowed payment with its values parsed and its on-chain key rebuilt.
 pub(super) struct Escrowed {
     record: LedgerEscrowPayment,
-    asset: Address,
-    payer: Address,
     amount: U256,
     /// `None` when the PaymentInfo cannot be rebuilt: the reason.
     chain: Result<OnChain, String>,
@@ -226,14 +225,10 @@ impl Escrowed {
             payment_id: record.payment_id.clone(),
             field,
         };
-        let asset = Address::from_str(&record.asset).map_err(|_| corrupt("asset"))?;
-        let payer = Address::from_str(&record.payer).map_err(|_| corrupt("payer"))?;
         let amount = U256::from_str_radix(&record.amount, 10).map_err(|_| corrupt("amount"))?;
         let chain = on_chain(&record, chain_id, addresses);
         Ok(Self {
             record,
-            asset,
-            payer,
             amount,
             chain,
         })
@@ -251,7 +246,7 @@ impl Escrowed {
 
     /// The asset.
     pub(super) fn asset(&self) -> Address {
-        self.asset
+        self.record.asset
     }
 
     /// The steps the store records, with the transaction it names (raw).
@@ -308,12 +303,12 @@ impl Escrowed {
     fn mismatch(&self, kind: MismatchKind, detail: String) -> Mismatch {
         Mismatch {
             kind,
-            network: self.record.network.clone(),
-            asset: self.asset.to_checksum(None),
+            network: self.record.network.to_string(),
+            asset: self.record.asset.to_checksum(None),
             payment_id: Some(self.record.payment_id.clone()),
             contract_id: Some(self.record.contract_id.clone()),
             payment_state: Some(self.record.state),
-            payer: Some(self.payer.to_checksum(None)),
+            payer: Some(self.record.payer.to_checksum(None)),
             pay_to: self.receiver().map(|a| a.to_checksum(None)),
             amount: Some(self.amount),
             transaction: None,
@@ -388,10 +383,10 @@ pub(super) fn compare(
         };
         let events = by_hash.remove(&on_chain.hash).unwrap_or_default();
         let totals = totals
-            .entry(payment.asset)
+            .entry(payment.record.asset)
             .or_insert_with(|| EscrowAssetTotals {
                 network: network.to_owned(),
-                asset: payment.asset.to_checksum(None),
+                asset: payment.record.asset.to_checksum(None),
                 store: EscrowTally::default(),
                 chain: EscrowTally::default(),
             });
@@ -413,8 +408,8 @@ pub(super) fn compare(
                 payment_id: payment.record.payment_id.clone(),
                 contract_id: payment.record.contract_id.clone(),
                 network: network.to_owned(),
-                asset: payment.asset.to_checksum(None),
-                payer: payment.payer.to_checksum(None),
+                asset: payment.record.asset.to_checksum(None),
+                payer: payment.record.payer.to_checksum(None),
                 pay_to: on_chain.receiver.to_checksum(None),
                 payment_hash: on_chain.hash.to_string(),
                 state: payment.record.state,
@@ -572,7 +567,7 @@ impl PaymentCheck<'_> {
                     self.outcome.claimed_transfers.extend(
                         transfers
                             .iter()
-                            .filter(|t| t.asset == self.payment.asset)
+                            .filter(|t| t.asset == self.payment.record.asset)
                             .map(|t| (t.tx, t.log_index)),
                     );
                 }
@@ -640,7 +635,7 @@ fn capture_transfers(
     let find = |to: Address, value: U256| {
         transfers
             .iter()
-            .find(|t| t.asset == payment.asset && t.to == to && t.value == value)
+            .find(|t| t.asset == payment.record.asset && t.to == to && t.value == value)
     };
     let mut payouts = Vec::new();
     match find(on_chain.receiver, to_worker) {
@@ -738,11 +733,11 @@ mod tests {
         release: Option<TxHash>,
     ) -> Escrowed {
         let record = LedgerEscrowPayment {
-            payment_id: "pay_1".to_owned(),
-            contract_id: "ctr_1".to_owned(),
-            network: NETWORK.to_owned(),
-            asset: address(0xaa).to_string(),
-            payer: address(0x01).to_string(),
+            payment_id: PaymentId::from_ulid(ulid::Ulid::from_parts(0, 1)),
+            contract_id: ContractId::from_ulid(ulid::Ulid::from_parts(0, 1)),
+            network: NETWORK.parse().unwrap(),
+            asset: address(0xaa),
+            payer: address(0x01),
             amount: AMOUNT.to_string(),
             state,
             authorize_tx: authorize.map(|t| t.to_string()),
@@ -754,8 +749,6 @@ mod tests {
         };
         Escrowed {
             record,
-            asset: address(0xaa),
-            payer: address(0x01),
             amount: U256::from(AMOUNT),
             chain: Ok(OnChain {
                 hash: hash(),

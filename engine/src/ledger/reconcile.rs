@@ -48,6 +48,7 @@ use super::{
     report::{Mismatch, MismatchKind, ReconcileError, Tally, decimal},
 };
 use crate::settings::ChainSettings;
+use hiregate_contracts::id::{ContractId, PaymentId};
 use hiregate_store::{LedgerPayment, Store, states::PaymentState};
 
 /// Stored payments read per query.
@@ -94,9 +95,9 @@ pub struct AssetTotals {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MatchedSettlement {
     /// Payment id.
-    pub payment_id: String,
+    pub payment_id: PaymentId,
     /// Contract.
-    pub contract_id: String,
+    pub contract_id: ContractId,
     /// CAIP-2 network.
     pub network: String,
     /// Token contract.
@@ -219,8 +220,11 @@ impl ReconcileReport {
                 "  {} {} payment={} contract={} state={} payer={} pay_to={} amount={} tx={} block={}\n    {}",
                 mismatch.kind.as_str(),
                 mismatch.network,
-                mismatch.payment_id.as_deref().unwrap_or("-"),
-                mismatch.contract_id.as_deref().unwrap_or("-"),
+                mismatch.payment_id.as_ref().map_or("-", PaymentId::as_str),
+                mismatch
+                    .contract_id
+                    .as_ref()
+                    .map_or("-", ContractId::as_str),
                 mismatch.payment_state.map_or("-", PaymentState::as_str),
                 mismatch.payer.as_deref().unwrap_or("-"),
                 mismatch.pay_to.as_deref().unwrap_or("-"),
@@ -288,8 +292,6 @@ pub async fn reconcile<'a>(
 /// A stored payment with its values parsed.
 struct Held {
     record: LedgerPayment,
-    asset: Address,
-    payer: Address,
     nonce: B256,
     amount: U256,
     pay_to: Option<Address>,
@@ -301,8 +303,6 @@ impl Held {
             payment_id: record.payment_id.clone(),
             field,
         };
-        let asset = Address::from_str(&record.asset).map_err(|_| corrupt("asset"))?;
-        let payer = Address::from_str(&record.payer).map_err(|_| corrupt("payer"))?;
         let nonce = B256::from_str(&record.nonce).map_err(|_| corrupt("nonce"))?;
         let amount = U256::from_str_radix(&record.amount, 10).map_err(|_| corrupt("amount"))?;
         // A contract whose terms lack a payout address (or hold garbage) cannot be matched;
@@ -313,8 +313,6 @@ impl Held {
             .and_then(|p| Address::from_str(p).ok());
         Ok(Self {
             record,
-            asset,
-            payer,
             nonce,
             amount,
             pay_to,
@@ -335,12 +333,12 @@ impl Held {
     fn mismatch(&self, kind: MismatchKind, detail: String) -> Mismatch {
         Mismatch {
             kind,
-            network: self.record.network.clone(),
-            asset: self.asset.to_checksum(None),
+            network: self.record.network.to_string(),
+            asset: self.record.asset.to_checksum(None),
             payment_id: Some(self.record.payment_id.clone()),
             contract_id: Some(self.record.contract_id.clone()),
             payment_state: Some(self.record.state),
-            payer: Some(self.payer.to_checksum(None)),
+            payer: Some(self.record.payer.to_checksum(None)),
             pay_to: self.pay_to.map(|a| a.to_checksum(None)),
             amount: Some(self.amount),
             transaction: self.record.settle_tx.clone(),
@@ -351,15 +349,15 @@ impl Held {
     }
 
     fn pays(&self, transfer: &TransferLog) -> bool {
-        transfer.asset == self.asset
-            && transfer.from == self.payer
+        transfer.asset == self.record.asset
+            && transfer.from == self.record.payer
             && Some(transfer.to) == self.pay_to
             && transfer.value == self.amount
     }
 
     fn used_by(&self, authorization: &AuthorizationUse) -> bool {
-        authorization.asset == self.asset
-            && authorization.authorizer == self.payer
+        authorization.asset == self.record.asset
+            && authorization.authorizer == self.record.payer
             && authorization.nonce == self.nonce
     }
 }
@@ -378,12 +376,11 @@ async fn stored_payments(
     chain: &ChainSettings,
     chain_id: u64,
 ) -> Result<(Vec<Held>, Vec<Escrowed>), ReconcileError> {
-    let network = chain.network.as_str();
     let mut held = Vec::new();
-    let mut after: Option<String> = None;
+    let mut after: Option<PaymentId> = None;
     loop {
         let page = store
-            .ledger_payments(network, after.as_deref(), PAYMENT_PAGE)
+            .ledger_payments(&chain.network, after.as_ref(), PAYMENT_PAGE)
             .await?;
         let full = page.len() >= PAYMENT_PAGE as usize;
         after = page.last().map(|p| p.payment_id.clone());
@@ -401,10 +398,10 @@ async fn stored_payments(
         operator_refund_collector: chain.operator_refund_collector,
     };
     let mut escrowed = Vec::new();
-    let mut after: Option<String> = None;
+    let mut after: Option<PaymentId> = None;
     loop {
         let page = store
-            .ledger_escrow_payments(network, after.as_deref(), PAYMENT_PAGE)
+            .ledger_escrow_payments(&chain.network, after.as_ref(), PAYMENT_PAGE)
             .await?;
         let full = page.len() >= PAYMENT_PAGE as usize;
         after = page.last().map(|p| p.payment_id.clone());
@@ -454,7 +451,7 @@ async fn reconcile_network(
     // Checked above: the node serves the configured chain.
     let (held, escrowed) = stored_payments(store, chain, actual).await?;
 
-    let mut assets: BTreeSet<Address> = held.iter().map(|p| p.asset).collect();
+    let mut assets: BTreeSet<Address> = held.iter().map(|p| p.record.asset).collect();
     let mut payees: BTreeSet<Address> = held.iter().filter_map(|p| p.pay_to).collect();
     assets.extend(escrowed.iter().map(Escrowed::asset));
     payees.extend(escrowed.iter().filter_map(Escrowed::receiver));
@@ -465,7 +462,7 @@ async fn reconcile_network(
         }
     }
     assets.extend(chain.tokens.iter().map(|token| token.address));
-    let payers: BTreeSet<Address> = held.iter().map(|p| p.payer).collect();
+    let payers: BTreeSet<Address> = held.iter().map(|p| p.record.payer).collect();
     let assets: Vec<Address> = assets.into_iter().collect();
 
     let settle_txs = reader
@@ -589,7 +586,7 @@ fn compare(
         if *block < from || *block > to {
             continue;
         }
-        tally(&mut totals, network, payment.asset)
+        tally(&mut totals, network, payment.record.asset)
             .store
             .add(payment.amount);
         let problem = if !success {
@@ -612,8 +609,8 @@ fn compare(
                         payment_id: payment.record.payment_id.clone(),
                         contract_id: payment.record.contract_id.clone(),
                         network: network.to_owned(),
-                        asset: payment.asset.to_checksum(None),
-                        payer: payment.payer.to_checksum(None),
+                        asset: payment.record.asset.to_checksum(None),
+                        payer: payment.record.payer.to_checksum(None),
                         pay_to: transfer.to.to_checksum(None),
                         amount: payment.amount,
                         transaction: tx.to_string(),
@@ -732,13 +729,25 @@ mod tests {
         Address::repeat_byte(byte)
     }
 
+    /// The payment id a test names `name` (`p1`, `p2`…), one per name.
+    fn payment_id(name: &str) -> PaymentId {
+        PaymentId::from_ulid(ulid_of(name))
+    }
+
+    fn ulid_of(name: &str) -> ulid::Ulid {
+        let body = name
+            .bytes()
+            .fold(0u128, |acc, b| (acc << 8) | u128::from(b));
+        ulid::Ulid::from_parts(0, body)
+    }
+
     fn held(id: &str, state: PaymentState, tx: Option<TxHash>, nonce: u8) -> Held {
         Held::parse(LedgerPayment {
-            payment_id: id.to_owned(),
-            contract_id: format!("ct_{id}"),
-            network: NETWORK.to_owned(),
-            asset: address(0xaa).to_string(),
-            payer: address(0x01).to_string(),
+            payment_id: payment_id(id),
+            contract_id: ContractId::from_ulid(ulid_of(id)),
+            network: NETWORK.parse().unwrap(),
+            asset: address(0xaa),
+            payer: address(0x01),
             nonce: B256::repeat_byte(nonce).to_string(),
             amount: "1500000".to_owned(),
             state,
@@ -928,7 +937,7 @@ mod tests {
             (0, 100),
         );
         assert_eq!(kinds(&report), [MismatchKind::SettledWithoutTransfer]);
-        assert_eq!(report.mismatches[0].payment_id.as_deref(), Some("p2"));
+        assert_eq!(report.mismatches[0].payment_id, Some(payment_id("p2")));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use alloy::primitives::U256;
 use serde::Serialize;
 
+use hiregate_contracts::id::{ContractId, PaymentId};
 use hiregate_store::{StoreError, states::PaymentState};
 
 /// Reconciliation could not run. A mismatch is not an error: it is in the report.
@@ -46,7 +47,7 @@ pub enum ReconcileError {
     #[error("stored payment {payment_id} has an invalid {field}")]
     CorruptPayment {
         /// Payment id.
-        payment_id: String,
+        payment_id: PaymentId,
         /// Which field.
         field: &'static str,
     },
@@ -131,9 +132,9 @@ pub struct Mismatch {
     /// Token contract.
     pub asset: String,
     /// The stored payment concerned, if any (none for orphans).
-    pub payment_id: Option<String>,
+    pub payment_id: Option<PaymentId>,
     /// Its contract.
-    pub contract_id: Option<String>,
+    pub contract_id: Option<ContractId>,
     /// Its stored state.
     pub payment_state: Option<PaymentState>,
     /// Payer (stored, or the transfer's sender for orphans).

@@ -79,7 +79,7 @@ async fn record_settlement(store: &Store, metrics: &Metrics, event: &LiveEvent) 
 
 async fn record_settled_amount(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     let payment = match store
-        .settlement_payment_of_contract(&event.contract_id)
+        .settlement_payment_of_contract(event.contract_id.as_str())
         .await
     {
         Ok(Some(payment)) => payment,
@@ -116,7 +116,7 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
         EventKind::RefundIssued => EscrowOutcome::Refunded,
         _ => return,
     };
-    let payment = match store.payment_of_contract(&event.contract_id).await {
+    let payment = match store.payment_of_contract(event.contract_id.as_str()).await {
         Ok(Some(payment)) => payment,
         Ok(None) => return,
         Err(error) => {
@@ -134,7 +134,7 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     };
     // The fee is read before anything is counted, so a scrape sees a capture with its fee.
     let fee = if outcome == EscrowOutcome::Captured {
-        capture_fee(store, &event.contract_id).await
+        capture_fee(store, event.contract_id.as_str()).await
     } else {
         None
     };

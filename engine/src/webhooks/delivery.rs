@@ -171,11 +171,11 @@ impl WebhookDelivery {
     async fn send(&self, delivery: &ClaimedDelivery) -> Result<Sent, Unsendable> {
         let url = Url::parse(&delivery.url)
             .map_err(|e| Unsendable::Permanent(format!("invalid webhook URL: {e}")))?;
-        let secret = seeker_secret(&self.store, delivery.seeker_id.as_str(), self.clock.now())
+        let secret = seeker_secret(&self.store, &delivery.seeker_id, self.clock.now())
             .await
             .map_err(|e| Unsendable::Transient(format!("signing secret unavailable: {e}")))?;
         let event = LiveEvent {
-            contract_id: delivery.contract_id.to_string(),
+            contract_id: delivery.contract_id.clone(),
             seq: delivery.seq,
             kind: delivery.kind,
             at: delivery.at,

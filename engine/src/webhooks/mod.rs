@@ -26,7 +26,7 @@ pub mod delivery;
 pub mod retry;
 
 use chrono::{DateTime, Utc};
-use hiregate_contracts::webhook::WebhookSecret;
+use hiregate_contracts::{id::PrincipalId, webhook::WebhookSecret};
 use serde_json::{Value, json};
 
 use hiregate_store::{Store, StoreError, WebhookSecretRecord, bus::LiveEvent};
@@ -48,7 +48,7 @@ pub enum SecretLoadError {
 /// The seeker's signing secret, created if it has none.
 pub async fn seeker_secret(
     store: &Store,
-    seeker_id: &str,
+    seeker_id: &PrincipalId,
     now: DateTime<Utc>,
 ) -> Result<WebhookSecret, SecretLoadError> {
     let candidate = WebhookSecret::generate().expose_whsec();
@@ -56,7 +56,7 @@ pub async fn seeker_secret(
         .get_or_create_webhook_secret(seeker_id, &candidate, now)
         .await?;
     record.secret.parse().map_err(|_| SecretLoadError::Invalid {
-        seeker_id: seeker_id.to_owned(),
+        seeker_id: seeker_id.to_string(),
     })
 }
 
@@ -64,7 +64,7 @@ pub async fn seeker_secret(
 /// seeker will ever be shown.
 pub async fn rotate_secret(
     store: &Store,
-    seeker_id: &str,
+    seeker_id: &PrincipalId,
     now: DateTime<Utc>,
 ) -> Result<WebhookSecretRecord, StoreError> {
     let secret = WebhookSecret::generate().expose_whsec();

@@ -338,8 +338,11 @@ impl HireService {
             let webhook = match terms.webhook_url() {
                 Some(url) => Some((
                     url.to_string(),
-                    self.webhook_secret_of(&contract_id, terms.seeker().as_str())
-                        .await?,
+                    self.webhook_secret_of(
+                        &contract_id,
+                        &PrincipalId::from(terms.seeker().clone()),
+                    )
+                    .await?,
                 )),
                 None => None,
             };
@@ -619,8 +622,7 @@ impl HireService {
         if terms.webhook_url().is_some() {
             // Before the contract row: its first event's delivery signs with the seeker's
             // stored secret, and would otherwise make a random one the payer never sees.
-            self.webhook_secret_of(&contract_id, seeker.as_str())
-                .await?;
+            self.webhook_secret_of(&contract_id, &seeker).await?;
         }
         match self
             .sign_and_store(
@@ -800,7 +802,7 @@ impl HireService {
     pub async fn webhook_secret_of(
         &self,
         contract_id: &str,
-        seeker_id: &str,
+        seeker_id: &PrincipalId,
     ) -> Result<String, HireError> {
         use sha2::Digest as _;
         let signature = self
