@@ -11,17 +11,24 @@
 //! so per contract `seq` is gap-free and commits in order: an SSE reader resuming after `n`
 //! never misses an event that commits later with a smaller number.
 
+use std::sync::Arc;
+
 use super::bus::LiveEvent;
 use super::json::JsonText;
+use super::offer::StoredOffer;
 use super::states::EventKind;
 use chrono::{DateTime, Utc};
 use hiregate_contracts::{
     id::{ContractId, PrincipalId, WorkerId},
     state::ContractState,
+    terms::ContractTerms,
 };
 
 use super::transaction::{insert_event, parse_state};
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, to_millis};
+use super::{
+    Store, StoreError, from_millis, from_millis_opt, on_backend, parse_document, parse_id,
+    to_millis,
+};
 
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
@@ -46,7 +53,7 @@ pub struct NewContract {
     /// Initial state (normally `offered`).
     pub state: ContractState,
     /// The x402 offer (`PaymentRequired` without `error`) fixed at signing.
-    pub payment_offer: Option<serde_json::Value>,
+    pub payment_offer: Option<StoredOffer>,
     /// Next time-based transition, if any.
     pub deadline_at: Option<DateTime<Utc>>,
     /// Creation time.
@@ -64,8 +71,12 @@ pub struct ContractRecord {
     pub worker_id: WorkerId,
     /// Task type hired.
     pub task_type: String,
-    /// The signed terms document.
-    pub terms: serde_json::Value,
+    /// The signed terms, parsed once when the row is read (shared: every step's context holds
+    /// them, and inline they would make each future that holds a record kilobytes larger).
+    pub terms: Arc<ContractTerms>,
+    /// The signed terms document as stored: what the API shows and `terms_hash` is over (kept
+    /// beside the parsed terms so a document signed by an older release shows byte for byte).
+    pub terms_document: serde_json::Value,
     /// Canonical hash of the terms.
     pub terms_hash: String,
     /// Gateway signature over the terms.
@@ -74,8 +85,8 @@ pub struct ContractRecord {
     pub state: ContractState,
     /// Worker attempts used so far.
     pub attempts_used: u32,
-    /// The x402 offer fixed at signing.
-    pub payment_offer: Option<serde_json::Value>,
+    /// The x402 offer fixed at signing (shared, as the terms are).
+    pub payment_offer: Option<Arc<StoredOffer>>,
     /// Next time-based transition.
     pub deadline_at: Option<DateTime<Utc>>,
     /// Creation time.
@@ -193,7 +204,8 @@ impl TryFrom<ContractRow> for ContractRecord {
             seeker_id: parse_id(ENTITY, &row.seeker_id)?,
             worker_id: parse_id(ENTITY, &row.worker_id)?,
             task_type: row.task_type,
-            terms: row.terms.0,
+            terms: Arc::new(parse_document(ENTITY, &row.terms.0)?),
+            terms_document: row.terms.0,
             terms_hash: row.terms_hash,
             gateway_jws: row.gateway_jws,
             state: row
@@ -202,7 +214,10 @@ impl TryFrom<ContractRow> for ContractRecord {
                 .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             attempts_used: u32::try_from(row.attempts_used)
                 .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
-            payment_offer: row.payment_offer.map(|json| json.0),
+            payment_offer: row
+                .payment_offer
+                .map(|json| parse_document(ENTITY, &json.0).map(Arc::new))
+                .transpose()?,
             deadline_at: from_millis_opt(ENTITY, row.deadline_at)?,
             created_at: from_millis(ENTITY, row.created_at)?,
             updated_at: from_millis(ENTITY, row.updated_at)?,

@@ -7,11 +7,12 @@ use alloy::primitives::Address;
 use hiregate_contracts::{
     id::{ContractId, PaymentId},
     money::Network,
+    terms::ContractTerms,
 };
 
 use super::{
-    Backend, Store, StoreError, json::JsonText, parse_address, parse_id, parse_network,
-    states::PaymentState,
+    Backend, Store, StoreError, json::JsonText, offer::StoredOffer, parse_address, parse_document,
+    parse_id, parse_network, states::PaymentState,
 };
 
 const ENTITY: &str = "payment";
@@ -131,9 +132,9 @@ pub struct LedgerEscrowPayment {
     /// The x402 payment payload (holds the payer's signature: never log it).
     pub payload: serde_json::Value,
     /// The contract's signed terms.
-    pub terms: serde_json::Value,
+    pub terms: ContractTerms,
     /// The contract's stored x402 offer.
-    pub payment_offer: Option<serde_json::Value>,
+    pub payment_offer: Option<StoredOffer>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -172,8 +173,11 @@ impl TryFrom<LedgerEscrowRow> for LedgerEscrowPayment {
             settle_tx: row.settle_tx,
             release_tx: row.release_tx,
             payload: row.payload.0,
-            terms: row.terms.0,
-            payment_offer: row.payment_offer.map(|offer| offer.0),
+            terms: parse_document(ENTITY, &row.terms.0)?,
+            payment_offer: row
+                .payment_offer
+                .map(|offer| parse_document(ENTITY, &offer.0))
+                .transpose()?,
         })
     }
 }

@@ -3,7 +3,8 @@
 //! Persistence: one [`Store`] over SQLite or PostgreSQL, chosen by the database URL's scheme.
 //! Every SQL statement of the gateway lives in this crate, with the migrations it embeds
 //! (`migrations/sqlite`, `migrations/postgres`), the in-process event bus of committed events,
-//! and the records the tables hold. It sits on the contracts crate and knows nothing of HTTP or
+//! and the records the tables hold. It sits on the contracts crate (and the payments crate's x402
+//! wire types, which a contract's stored offer is made of) and knows nothing of HTTP or
 //! of the hire's rules: the engine (`hiregate-engine`) drives it.
 //!
 //! | module | what it holds |
@@ -12,6 +13,7 @@
 //! | [`states`] | the stored vocabularies as enums: [`states::PaymentState`], [`states::AttemptState`], [`states::DeliveryState`], [`states::EventKind`] (a row with another spelling is corrupt) |
 //! | [`keys`] | API keys (`hg_sk_`/`hg_op_`, only their SHA-256 stored), [`keys::Role`], worker callback secrets |
 //! | [`listing`] | a worker listing: its model (endpoint, protocol, tasks and prices, schemes, fee, health), its shown metadata, [`listing::invalid::InvalidField`] |
+//! | [`offer`] | [`offer::StoredOffer`]: what a contract row keeps of its x402 offer |
 //! | [`bus`] | the in-process [`EventBus`] of committed events and their public [`LiveEvent`] view |
 //! | this module | [`Store`], [`StoreError`], the backend macros, and the tables below |
 //!
@@ -75,6 +77,7 @@ pub mod keys;
 mod ledger;
 pub mod listing;
 mod long_running;
+pub mod offer;
 mod payments;
 mod receipts;
 mod reputation;
@@ -482,6 +485,18 @@ pub(crate) fn parse_address(entity: &'static str, raw: &str) -> Result<Address, 
 /// by authorization compare the text).
 pub(crate) fn stored_address(address: &Address) -> String {
     address.to_checksum(None)
+}
+
+/// A stored JSON document read into the type it was written from (a contract's signed terms,
+/// its offer); a document that does not parse is a corrupt row.
+pub(crate) fn parse_document<T>(
+    entity: &'static str,
+    raw: &serde_json::Value,
+) -> Result<T, StoreError>
+where
+    T: serde::de::DeserializeOwned,
+{
+    T::deserialize(raw).map_err(|error| StoreError::corrupt(entity, &error))
 }
 
 /// A stored id read into its type (the contracts crate's vocabulary); text that is not an id of

@@ -22,7 +22,7 @@ impl HireService {
         let bounds = self.bounded_window(&terms)?;
         let contract_id = terms.contract_id().clone();
         let upto_facilitator = self.upto_facilitator(&terms).await?;
-        let stored_offer = StoredOffer::build(
+        let stored_offer = offer::stored_offer(
             &terms,
             &asset,
             listing.pay_to.address(),
@@ -57,7 +57,7 @@ impl HireService {
             "jwks_url": self.url("/.well-known/jwks.json"),
             "payment": {
                 "x402": stored_offer.payment_required,
-                "informational": stored_offer.informational(),
+                "informational": offer::informational(&stored_offer),
                 "authorization_window": bounds.window,
             },
             "links": {
@@ -245,7 +245,6 @@ impl HireService {
             .map_err(HireError::internal)?;
         let terms_hash = terms.terms_hash().map_err(HireError::internal)?;
         let terms_json = serde_json::to_value(terms).map_err(HireError::internal)?;
-        let offer_json = serde_json::to_value(stored_offer).map_err(HireError::internal)?;
         inner
             .store
             .insert_contract(
@@ -258,7 +257,7 @@ impl HireService {
                     terms_hash: terms_hash.to_string(),
                     gateway_jws: token.clone(),
                     state: ContractState::Offered,
-                    payment_offer: Some(offer_json),
+                    payment_offer: Some(stored_offer.clone()),
                     deadline_at: Some(terms.offer_expires_at().as_datetime()),
                     created_at: now.as_datetime(),
                 },

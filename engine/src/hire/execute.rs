@@ -38,6 +38,7 @@
 //! The flow runs on its own task: a client that hangs up, or the request timeout, cannot stop
 //! it between "worker called" and "outcome recorded".
 
+use hiregate_store::offer::StoredOffer;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -54,7 +55,6 @@ use serde_json::{Value, json};
 use super::{
     HireService,
     error::{ErrorCode, HireError},
-    offer::StoredOffer,
     offered::{Cached, check_body},
     outcome::{
         AcceptedWork, Execution, Failure, FailureKind, HireResult, Original, Outcome, Progress,
@@ -116,8 +116,8 @@ pub(super) struct Ctx {
     pub(super) contract_id: ContractId,
     pub(super) seeker_id: PrincipalId,
     pub(super) worker_id: WorkerId,
-    pub(super) terms: ContractTerms,
-    pub(super) offer: StoredOffer,
+    pub(super) terms: Arc<ContractTerms>,
+    pub(super) offer: Arc<StoredOffer>,
     pub(super) contract_token: String,
     pub(super) correlation_id: String,
     /// Who drives this execution: `seeker:<id>`, or `gateway` for the sweep.
@@ -149,18 +149,15 @@ impl Ctx {
             (None, false) => correlation_id,
             (None, true) => format!("job_{}", ulid::Ulid::new()),
         };
-        let terms: ContractTerms = serde_json::from_value(contract.terms.clone())
-            .map_err(|e| internal(format!("stored terms do not parse: {e}")))?;
-        let offer: StoredOffer = contract
+        let offer = contract
             .payment_offer
             .clone()
-            .and_then(|v| serde_json::from_value(v).ok())
-            .ok_or_else(|| internal("stored contract has no usable payment offer"))?;
+            .ok_or_else(|| internal("stored contract has no payment offer"))?;
         Ok(Self {
             contract_id: contract.contract_id.clone(),
             seeker_id: contract.seeker_id.clone(),
             worker_id: contract.worker_id.clone(),
-            terms,
+            terms: contract.terms.clone(),
             offer,
             contract_token: contract.gateway_jws.clone(),
             correlation_id,

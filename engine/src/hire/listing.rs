@@ -193,7 +193,11 @@ pub async fn list_contracts(
     let contracts = records
         .into_iter()
         .map(|record| ContractSummary {
-            price: record.terms.get("price").cloned().unwrap_or(Value::Null),
+            price: record
+                .terms_document
+                .get("price")
+                .cloned()
+                .unwrap_or(Value::Null),
             contract_id: record.contract_id,
             state: record.state.to_string(),
             seeker_id: record.seeker_id,

@@ -80,6 +80,7 @@ mod submission;
 pub mod sweep;
 mod view;
 
+use hiregate_store::offer::StoredOffer;
 use std::{str::FromStr, sync::Arc};
 
 use alloy::primitives::U256;
@@ -110,7 +111,7 @@ use self::{
     bazaar::ListingDiscovery,
     error::{ErrorCode, HireError},
     locks::ContractLocks,
-    offer::{AuthorizationWindow, StoredOffer},
+    offer::AuthorizationWindow,
     offered::OfferCache,
 };
 use crate::{

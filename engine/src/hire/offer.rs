@@ -34,7 +34,8 @@ use hiregate_payments::{
     permit2::extension::{EIP2612_GAS_SPONSORING, eip2612_gas_sponsoring_offer},
     wire::{Extensions, UnknownFields, X402Version2},
 };
-use serde::{Deserialize, Serialize};
+use hiregate_store::offer::StoredOffer;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{
@@ -159,160 +160,129 @@ pub fn auth_capture_extra(escrow: &EscrowTerms, domain: &TokenDomain) -> Map<Str
     extra
 }
 
-/// What a contract's row keeps of its offer: the `PaymentRequired` (without `error`) and the
-/// token facts the HIRE informational headers need.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredOffer {
-    /// The x402 challenge body.
-    pub payment_required: PaymentRequired,
-    /// Token decimals.
-    pub decimals: u8,
-    /// Token symbol.
-    pub symbol: String,
+/// The stored offer of `terms` paid in `asset`, for the resource at `execute_url`. `max_timeout_s`
+/// is the authorization window (`exact`) or the payment window (`auth-capture`). The
+/// listing's `discovery` fields go where x402 catalogues read them ([`super::bazaar`]).
+/// `gas_sponsoring`: the facilitator submits EIP-2612 permits (declared for Permit2 offers
+/// of tokens with a domain). `upto_facilitator`: for an `upto` contract, the facilitator
+/// address the payer's witness must name (what the facilitator's `/supported` advertises);
+/// an `upto` offer is over Permit2 whatever the token, for at most the terms' maximum.
+#[allow(clippy::too_many_arguments)]
+pub fn stored_offer(
+    terms: &ContractTerms,
+    asset: &AssetInfo,
+    pay_to: Address,
+    execute_url: &str,
+    max_timeout_s: u64,
+    discovery: &ListingDiscovery<'_>,
+    gas_sponsoring: bool,
+    upto_facilitator: Option<Address>,
+) -> StoredOffer {
+    let price = terms.price();
+    let network = price.network();
+    let amount = U256::from(price.amount().units());
+    let domain = asset.domain();
+    let permit2 = terms.escrow().is_none() && asset.transfer_method == TransferMethod::Permit2;
+    let requirements =
+        if let (PaymentScheme::Upto, Some(facilitator)) = (terms.scheme(), upto_facilitator) {
+            PaymentRequirements::upto_evm(
+                network,
+                amount,
+                asset.address,
+                pay_to,
+                max_timeout_s,
+                domain.as_ref(),
+                facilitator,
+            )
+        } else if permit2 {
+            PaymentRequirements::exact_permit2_evm(
+                network,
+                amount,
+                asset.address,
+                pay_to,
+                max_timeout_s,
+                domain.as_ref(),
+            )
+        } else {
+            let domain = domain.clone().unwrap_or_else(|| TokenDomain {
+                name: asset.name.clone(),
+                version: asset.version.clone(),
+            });
+            let mut requirements = PaymentRequirements::exact_evm(
+                network,
+                amount,
+                asset.address,
+                pay_to,
+                max_timeout_s,
+                &domain,
+            );
+            if let Some(escrow) = terms.escrow() {
+                requirements.scheme = terms.scheme().as_str().to_owned();
+                requirements.extra = auth_capture_extra(escrow, &domain);
+            }
+            requirements
+        };
+    let task = terms.task();
+    let mut resource = ResourceInfo::new(execute_url);
+    resource.description = Some(match discovery.description {
+        Some(description) => description.to_owned(),
+        None => format!(
+            "hiregate contract {}: {}",
+            terms.contract_id(),
+            task.task_type()
+        ),
+    });
+    resource.mime_type = Some("application/json".to_owned());
+    resource
+        .unknown
+        .extend(bazaar::service_fields(discovery, task.task_type().as_str()));
+    let mut extensions = Extensions::new();
+    extensions.insert(
+        PAYMENT_IDENTIFIER.to_owned(),
+        declare_payment_identifier(false),
+    );
+    if permit2 && gas_sponsoring && domain.is_some() {
+        extensions.insert(
+            EIP2612_GAS_SPONSORING.to_owned(),
+            eip2612_gas_sponsoring_offer(),
+        );
+    }
+    extensions.insert(
+        bazaar::BAZAAR.to_owned(),
+        bazaar::extension(
+            discovery,
+            task.input(),
+            task.output_schemas()
+                .first()
+                .map(|schema| schema.document()),
+        ),
+    );
+    StoredOffer {
+        payment_required: PaymentRequired {
+            x402_version: X402Version2,
+            error: None,
+            resource,
+            accepts: vec![requirements],
+            extensions,
+            unknown: UnknownFields::new(),
+        },
+        decimals: asset.decimals,
+        symbol: asset.symbol.clone(),
+    }
 }
 
-impl StoredOffer {
-    /// The offer of `terms` paid in `asset`, for the resource at `execute_url`. `max_timeout_s`
-    /// is the authorization window (`exact`) or the payment window (`auth-capture`). The
-    /// listing's `discovery` fields go where x402 catalogues read them ([`super::bazaar`]).
-    /// `gas_sponsoring`: the facilitator submits EIP-2612 permits (declared for Permit2 offers
-    /// of tokens with a domain). `upto_facilitator`: for an `upto` contract, the facilitator
-    /// address the payer's witness must name (what the facilitator's `/supported` advertises);
-    /// an `upto` offer is over Permit2 whatever the token, for at most the terms' maximum.
-    #[allow(clippy::too_many_arguments)]
-    pub fn build(
-        terms: &ContractTerms,
-        asset: &AssetInfo,
-        pay_to: Address,
-        execute_url: &str,
-        max_timeout_s: u64,
-        discovery: &ListingDiscovery<'_>,
-        gas_sponsoring: bool,
-        upto_facilitator: Option<Address>,
-    ) -> Self {
-        let price = terms.price();
-        let network = price.network();
-        let amount = U256::from(price.amount().units());
-        let domain = asset.domain();
-        let permit2 = terms.escrow().is_none() && asset.transfer_method == TransferMethod::Permit2;
-        let requirements =
-            if let (PaymentScheme::Upto, Some(facilitator)) = (terms.scheme(), upto_facilitator) {
-                PaymentRequirements::upto_evm(
-                    network,
-                    amount,
-                    asset.address,
-                    pay_to,
-                    max_timeout_s,
-                    domain.as_ref(),
-                    facilitator,
-                )
-            } else if permit2 {
-                PaymentRequirements::exact_permit2_evm(
-                    network,
-                    amount,
-                    asset.address,
-                    pay_to,
-                    max_timeout_s,
-                    domain.as_ref(),
-                )
-            } else {
-                let domain = domain.clone().unwrap_or_else(|| TokenDomain {
-                    name: asset.name.clone(),
-                    version: asset.version.clone(),
-                });
-                let mut requirements = PaymentRequirements::exact_evm(
-                    network,
-                    amount,
-                    asset.address,
-                    pay_to,
-                    max_timeout_s,
-                    &domain,
-                );
-                if let Some(escrow) = terms.escrow() {
-                    requirements.scheme = terms.scheme().as_str().to_owned();
-                    requirements.extra = auth_capture_extra(escrow, &domain);
-                }
-                requirements
-            };
-        let task = terms.task();
-        let mut resource = ResourceInfo::new(execute_url);
-        resource.description = Some(match discovery.description {
-            Some(description) => description.to_owned(),
-            None => format!(
-                "hiregate contract {}: {}",
-                terms.contract_id(),
-                task.task_type()
-            ),
-        });
-        resource.mime_type = Some("application/json".to_owned());
-        resource
-            .unknown
-            .extend(bazaar::service_fields(discovery, task.task_type().as_str()));
-        let mut extensions = Extensions::new();
-        extensions.insert(
-            PAYMENT_IDENTIFIER.to_owned(),
-            declare_payment_identifier(false),
-        );
-        if permit2 && gas_sponsoring && domain.is_some() {
-            extensions.insert(
-                EIP2612_GAS_SPONSORING.to_owned(),
-                eip2612_gas_sponsoring_offer(),
-            );
-        }
-        extensions.insert(
-            bazaar::BAZAAR.to_owned(),
-            bazaar::extension(
-                discovery,
-                task.input(),
-                task.output_schemas()
-                    .first()
-                    .map(|schema| schema.document()),
-            ),
-        );
-        Self {
-            payment_required: PaymentRequired {
-                x402_version: X402Version2,
-                error: None,
-                resource,
-                accepts: vec![requirements],
-                extensions,
-                unknown: UnknownFields::new(),
-            },
-            decimals: asset.decimals,
-            symbol: asset.symbol.clone(),
-        }
-    }
-
-    /// The one way to pay this contract (the offer always has exactly one entry).
-    pub fn requirements(&self) -> Option<&PaymentRequirements> {
-        self.payment_required.accepts.first()
-    }
-
-    /// The challenge with `error` set.
-    pub fn challenge(&self, error: Option<String>) -> PaymentRequired {
-        let mut required = self.payment_required.clone();
-        required.error = error;
-        required
-    }
-
-    /// The HIRE informational view: address, whole-unit amount, currency, network.
-    pub fn informational(&self) -> Value {
-        let Some(requirements) = self.requirements() else {
-            return Value::Null;
-        };
-        json!({
-            "address": requirements.pay_to,
-            "amount": self.whole_units(requirements.amount.get()),
-            "amount_atomic": requirements.amount.to_string(),
-            "currency": self.symbol,
-            "network": requirements.network.as_str(),
-            "asset": requirements.asset,
-            "max_timeout_seconds": requirements.max_timeout_seconds,
-        })
-    }
-
-    /// `atomic` in whole token units.
-    pub fn whole_units(&self, atomic: U256) -> String {
-        crate::assets::whole_units(atomic, self.decimals)
-    }
+/// The HIRE informational view of `offer`: address, whole-unit amount, currency, network.
+pub fn informational(offer: &StoredOffer) -> Value {
+    let Some(requirements) = offer.requirements() else {
+        return Value::Null;
+    };
+    json!({
+        "address": requirements.pay_to,
+        "amount": crate::assets::whole_units(requirements.amount.get(), offer.decimals),
+        "amount_atomic": requirements.amount.to_string(),
+        "currency": offer.symbol,
+        "network": requirements.network.as_str(),
+        "asset": requirements.asset,
+        "max_timeout_seconds": requirements.max_timeout_seconds,
+    })
 }

@@ -13,6 +13,7 @@
 //!         ─ Failed(rejected │ worker failed │ timed out │ worker unavailable)
 //! ```
 
+use hiregate_store::offer::StoredOffer;
 use std::{
     any::Any,
     sync::{Arc, OnceLock},
@@ -24,10 +25,7 @@ use hiregate_contracts::state::ContractState;
 use hiregate_payments::{PaymentRequired, SettleResponse};
 use serde_json::{Value, json};
 
-use super::{
-    error::{ErrorCode, ErrorKind, HireError},
-    offer::StoredOffer,
-};
+use super::error::{ErrorCode, ErrorKind, HireError};
 
 /// What an engine step answers.
 pub type HireResult = Result<Outcome, HireError>;
@@ -85,7 +83,7 @@ impl PaymentDemand {
         mut details: Value,
     ) -> Self {
         let challenge = offer.challenge(reason.map(str::to_owned));
-        let informational = offer.informational();
+        let informational = super::offer::informational(offer);
         if let Some(object) = details.as_object_mut() {
             object.insert("payment".to_owned(), informational.clone());
             object.insert(

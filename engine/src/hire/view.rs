@@ -46,14 +46,7 @@ impl HireService {
         contract: &ContractRecord,
         state: ContractState,
     ) -> Result<bool, HireError> {
-        let scheme = contract
-            .terms
-            .pointer("/price/scheme")
-            .and_then(Value::as_str)
-            .and_then(|name| PaymentScheme::from_str(name).ok())
-            .ok_or_else(|| {
-                HireError::internal(anyhow::anyhow!("stored terms have no payment scheme"))
-            })?;
+        let scheme = contract.terms.scheme();
         // Only a dispute needs the verdict (whose dispute is it); skip the read otherwise.
         let passed = if state == ContractState::Disputed {
             self.inner
@@ -83,10 +76,7 @@ impl HireService {
             store.dispute_of_contract(id),
         )?;
         let delivery = execute::delivery_view(&pieces, reveal_content);
-        let offer = contract
-            .payment_offer
-            .clone()
-            .and_then(|v| serde_json::from_value::<StoredOffer>(v).ok());
+        let offer = contract.payment_offer.as_ref();
         Ok(json!({
             "contract_id": contract.contract_id,
             "correlation_id": contract.correlation_id,
@@ -95,10 +85,10 @@ impl HireService {
             "seeker_id": contract.seeker_id,
             "worker_id": contract.worker_id,
             "task_type": contract.task_type,
-            "terms": contract.terms,
+            "terms": contract.terms_document,
             "terms_hash": contract.terms_hash,
             "gateway_jws": contract.gateway_jws,
-            "payment_required": offer.as_ref().map(|o| &o.payment_required),
+            "payment_required": offer.map(|o| &o.payment_required),
             "attempts_used": contract.attempts_used,
             "attempts": attempts.iter().map(|a| json!({
                 "attempt_id": a.attempt_id,

@@ -40,7 +40,6 @@ use std::{
 };
 
 use alloy::primitives::{Address, B256, TxHash, U256};
-use hiregate_contracts::terms::ContractTerms;
 use hiregate_payments::{EscrowAddresses, EscrowEvent, EscrowEventKind, PaymentPayload};
 use serde::Serialize;
 
@@ -48,7 +47,7 @@ use super::{
     chain::{SettleTx, TransferLog},
     report::{Mismatch, MismatchKind, ReconcileError, Tally, decimal, optional_decimal},
 };
-use crate::hire::{escrow::CaptureOrder, offer::StoredOffer};
+use crate::hire::escrow::CaptureOrder;
 use hiregate_contracts::id::{ContractId, PaymentId};
 use hiregate_store::{LedgerEscrowPayment, states::PaymentState};
 
@@ -324,15 +323,12 @@ fn on_chain(
     chain_id: u64,
     addresses: EscrowAddresses,
 ) -> Result<OnChain, String> {
-    let terms: ContractTerms = serde_json::from_value(record.terms.clone())
-        .map_err(|e| format!("the contract's terms do not parse: {e}"))?;
-    let capture =
-        CaptureOrder::of(&terms).ok_or_else(|| "the contract's terms hold no escrow".to_owned())?;
-    let offer: StoredOffer = record
+    let capture = CaptureOrder::of(&record.terms)
+        .ok_or_else(|| "the contract's terms hold no escrow".to_owned())?;
+    let offer = record
         .payment_offer
-        .clone()
-        .and_then(|offer| serde_json::from_value(offer).ok())
-        .ok_or_else(|| "the contract has no usable stored offer".to_owned())?;
+        .as_ref()
+        .ok_or_else(|| "the contract has no stored offer".to_owned())?;
     let requirements = offer
         .requirements()
         .ok_or_else(|| "the stored offer has no requirements".to_owned())?;
@@ -701,6 +697,7 @@ fn describe(events: &[&EscrowEvent]) -> String {
 mod tests {
     use super::*;
     use crate::ledger::ReconcileReport;
+    use hiregate_contracts::terms::ContractTerms;
 
     const NETWORK: &str = "eip155:31337";
     const AMOUNT: u64 = 1_000_000;
@@ -725,6 +722,33 @@ mod tests {
         }
     }
 
+    /// Signed terms as a contract row holds them (the comparison reads the chain's facts
+    /// from `OnChain` below, not from these).
+    fn escrowed_terms() -> ContractTerms {
+        serde_json::from_value(serde_json::json!({
+            "terms_version": "hiregate.terms.v1",
+            "contract_id": "ctr_01JJVHA5G00000000000000001",
+            "seeker": "skr_01HF7YAT000000000000000003",
+            "worker": {"id": "wk_01HF7YAT000000000000000007", "endpoint": "https://worker.example.com/",
+                       "protocol": "hire", "payout_address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"},
+            "task": {"task_type": "code_review",
+                     "input": {"depth": 2, "files": ["src/main.rs"], "repo": "https://git.example.com/app"},
+                     "input_digest": "sha256:96943b57e2d21c05d3563fda68d44cbb909df4e9bfedf770ccf66ac05f096218",
+                     "output_schemas": [{"type": "object"}]},
+            "price": {"scheme": "exact", "network": NETWORK, "asset": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+                      "amount": AMOUNT.to_string()},
+            "verification": {"policy_id": "vp.schema_thresholds.v1", "policy_version": "1",
+                             "policy_hash": "sha256:185fc144f23fa3a7b7bd55993677f2c3ee1ada4072cebe528c3f0b27df875987",
+                             "policy_params": {"thresholds": [{"op": ">=", "pointer": "/score", "value": 5}]}},
+            "sla": {"max_latency_ms": 30000, "poll_window_s": 600},
+            "retry_policy": {"max_attempts": 2},
+            "acceptance_window_s": 600,
+            "created_at": "2025-01-30T12:00:00.000Z",
+            "offer_expires_at": "2025-01-30T12:15:00.000Z"
+        }))
+        .unwrap()
+    }
+
     /// A stored escrowed payment in `state` with its transactions.
     fn payment(
         state: PaymentState,
@@ -744,7 +768,7 @@ mod tests {
             settle_tx: capture.map(|t| t.to_string()),
             release_tx: release.map(|t| t.to_string()),
             payload: serde_json::Value::Null,
-            terms: serde_json::Value::Null,
+            terms: escrowed_terms(),
             payment_offer: None,
         };
         Escrowed {

@@ -157,11 +157,7 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
 /// The fee a captured contract's escrow terms take, or `None` (logged) when it cannot be read.
 async fn capture_fee(store: &Store, contract_id: &str) -> Option<U256> {
     let fee = match store.get_contract(contract_id).await {
-        Ok(Some(contract)) => serde_json::from_value(contract.terms)
-            .ok()
-            .as_ref()
-            .and_then(CaptureOrder::of)
-            .map(|order| order.fee()),
+        Ok(Some(contract)) => CaptureOrder::of(&contract.terms).map(|order| order.fee()),
         Ok(None) => None,
         Err(error) => {
             tracing::warn!(contract_id, %error, "cannot read the captured contract; fee not counted");

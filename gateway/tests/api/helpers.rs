@@ -467,3 +467,56 @@ pub async fn tamper(database_url: &str, sql: &str) {
         conn.execute(sql).await.unwrap();
     }
 }
+
+/// A signed-terms document as a contract row holds it, for tests that store contracts directly:
+/// `contract_id` hiring `worker_id` for `summarize` at `amount` atomic units of a Base Sepolia
+/// token, with `input` as the task's input. Built by the contracts crate, so the store reads it
+/// back as valid terms.
+pub fn signed_terms(contract_id: &str, worker_id: &str, amount: u64, input: &Value) -> Value {
+    use hiregate_contracts::{
+        money::{AtomicAmount, Network, PaymentScheme, Price},
+        terms::{
+            ContractProposal, ContractTerms, OfferContext, TermsLimits, WorkerOffer, WorkerParty,
+            WorkerProtocol,
+        },
+    };
+    let worker_id = worker_id.parse().expect("a worker id");
+    let offer = WorkerOffer {
+        worker: WorkerParty::new(
+            worker_id,
+            "https://worker.example.com/".parse().expect("a URL"),
+            WorkerProtocol::Hire,
+            "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                .parse()
+                .expect("an address"),
+        )
+        .expect("a worker party"),
+        task_type: "summarize".parse().expect("a task type"),
+        price: Price::new(
+            PaymentScheme::Exact,
+            Network::eip155(84532).expect("a network"),
+            "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+                .parse()
+                .expect("an address"),
+            AtomicAmount::new(u128::from(amount)),
+        )
+        .expect("a price"),
+        output_schema: None,
+    };
+    let proposal: ContractProposal = serde_json::from_value(json!({
+        "worker_id": offer.worker.id(),
+        "task_type": "summarize",
+        "input": input,
+    }))
+    .expect("a proposal");
+    let context = OfferContext {
+        contract_id: contract_id.parse().expect("a contract id"),
+        seeker: hiregate_contracts::id::SeekerId::generate(),
+        created_at: chrono::Utc::now().into(),
+        offer_ttl_s: 900,
+        escrow: None,
+    };
+    let terms = ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
+        .expect("terms");
+    serde_json::to_value(terms).expect("terms serialize")
+}

@@ -21,7 +21,7 @@ use hiregate_store::{
 };
 use serde_json::json;
 
-use crate::helpers::TestDatabase;
+use crate::helpers::{TestDatabase, signed_terms};
 
 /// A migrated store on `database` (kept alive by the caller).
 async fn open(database: &TestDatabase) -> Store {
@@ -487,12 +487,13 @@ async fn due_probes_are_claimed_once(store: Store) {
 
 /// A new `offered` contract of `worker_id` for `input`, its offer open for five minutes.
 fn offered_contract(worker_id: &str, input: &serde_json::Value) -> NewContract {
+    let contract_id = ContractId::generate();
     NewContract {
-        contract_id: ContractId::generate(),
+        terms: signed_terms(contract_id.as_str(), worker_id, 1, input),
+        contract_id,
         seeker_id: PrincipalId::generate_seeker(),
         worker_id: worker_id.parse().unwrap(),
         task_type: "summarize".into(),
-        terms: json!({ "price": "1", "input": input }),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
         state: ContractState::Offered,
@@ -517,7 +518,12 @@ async fn contract_for(store: &Store) -> String {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.terms, contract.terms);
+    assert_eq!(stored.terms_document, contract.terms);
+    assert_eq!(
+        serde_json::to_value(&stored.terms).unwrap(),
+        contract.terms,
+        "the parsed terms are the stored document"
+    );
     assert_eq!(stored.state, ContractState::Offered);
     let duplicate = NewContract {
         contract_id: ContractId::generate(),
@@ -1423,6 +1429,21 @@ fn edge_corpus() -> serde_json::Value {
 
 /// The same value, and the same bytes when serialized (what the API answers).
 #[track_caller]
+/// A stored offer whose `extensions` carry `corpus` (the offer's free-form part).
+fn offer_with_extensions(corpus: &serde_json::Value) -> hiregate_store::offer::StoredOffer {
+    serde_json::from_value(json!({
+        "payment_required": {
+            "x402Version": 2,
+            "resource": {"url": "https://gateway.example/v1/contracts/ctr/execute"},
+            "accepts": [],
+            "extensions": {"edge": corpus},
+        },
+        "decimals": 6,
+        "symbol": "USDC",
+    }))
+    .unwrap()
+}
+
 fn assert_faithful(stored: &serde_json::Value, written: &serde_json::Value, what: &str) {
     assert_eq!(
         serde_json::to_string(stored).unwrap(),
@@ -1469,11 +1490,8 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
 
     // Contract: terms (with a webhook URL, so the outbox trigger runs on every event) and offer.
     let contract_id = format!("ctr_{}", ulid::Ulid::new());
-    let terms = json!({
-        "price": "1",
-        "input": corpus.clone(),
-        "webhook_url": "https://seeker.example/hooks",
-    });
+    let mut terms = signed_terms(&contract_id, worker.id.as_str(), 1, &corpus);
+    terms["webhook_url"] = json!("https://seeker.example/hooks");
     let contract = NewContract {
         contract_id: contract_id.parse().unwrap(),
         seeker_id: PrincipalId::generate_seeker(),
@@ -1483,7 +1501,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
         state: ContractState::Offered,
-        payment_offer: Some(json!({ "extensions": corpus.clone() })),
+        payment_offer: Some(offer_with_extensions(&corpus)),
         deadline_at: None,
         created_at: now(),
     };
@@ -1496,10 +1514,10 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         .await
         .unwrap();
     let stored = store.get_contract(&contract_id).await.unwrap().unwrap();
-    assert_faithful(&stored.terms, &terms, "contract.terms");
+    assert_faithful(&stored.terms_document, &terms, "contract.terms");
     assert_faithful(
-        stored.payment_offer.as_ref().unwrap(),
-        contract.payment_offer.as_ref().unwrap(),
+        &serde_json::to_value(stored.payment_offer.as_ref().unwrap()).unwrap(),
+        &serde_json::to_value(contract.payment_offer.as_ref().unwrap()).unwrap(),
         "contract.payment_offer",
     );
 
@@ -1860,7 +1878,7 @@ async fn contract_at(
         seeker_id: seeker.clone(),
         worker_id: worker.id.clone(),
         task_type: "summarize".into(),
-        terms: json!({ "price": { "amount": "1" } }),
+        terms: signed_terms(contract_id.as_str(), worker.id.as_str(), 1, &json!({})),
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
         state: state.parse().unwrap(),

@@ -8,7 +8,7 @@ use hiregate_store::{NewContract, NewContractEvent};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::helpers::{ADMIN_KEY, TestApp, TestWorker, worker_body};
+use crate::helpers::{ADMIN_KEY, TestApp, TestWorker, signed_terms, worker_body};
 
 macro_rules! on_both_backends {
     ($($case:ident),* $(,)?) => {
@@ -76,7 +76,7 @@ async fn store_contract(
                 seeker_id: seeker_id.parse().unwrap(),
                 worker_id: worker_id.parse().unwrap(),
                 task_type: "summarize".into(),
-                terms: json!({ "price": { "amount": "1500" } }),
+                terms: signed_terms(&contract_id, worker_id, 1500, &json!({})),
                 terms_hash: format!("sha256:{}", ulid::Ulid::new()),
                 gateway_jws: "eyJ.payload.sig".into(),
                 state: state.parse().unwrap(),

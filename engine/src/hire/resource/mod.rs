@@ -35,6 +35,7 @@ mod catalogue;
 
 pub use catalogue::{CatalogueFilter, resource_description};
 
+use hiregate_store::offer::StoredOffer;
 use std::str::FromStr;
 
 use bytes::Bytes;
@@ -56,7 +57,6 @@ use super::{
     bazaar::ListingDiscovery,
     error::{ErrorCode, HireError},
     execute::ExecuteRequest,
-    offer::StoredOffer,
     outcome::{Execution, Outcome, PaymentDemand},
 };
 use crate::assets::AssetInfo;
@@ -468,7 +468,7 @@ impl HireService {
         let task_type = terms.task().task_type().as_str();
         let url = self.resource_url(listing.id.as_str(), task_type);
         let pay_to = alloy::primitives::Address::from(*terms.worker().payout_address().as_bytes());
-        let mut offer = StoredOffer::build(
+        let mut offer = super::offer::stored_offer(
             terms,
             asset,
             pay_to,
