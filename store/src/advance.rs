@@ -242,7 +242,7 @@ macro_rules! bind_side_write {
                 .bind(dispute.dispute_id.as_str())
                 .bind(dispute.contract_id.as_str())
                 .bind(&dispute.party)
-                .bind(&dispute.opened_by)
+                .bind(dispute.opened_by.to_string())
                 .bind(&dispute.reason)
                 .bind(dispute.claim.as_ref().map($crate::json::JsonText))
                 .bind($crate::to_millis(dispute.created_at)),
@@ -439,7 +439,7 @@ impl Store {
                 for step in steps {
                     query = query
                         .bind(to_millis(step.event.at))
-                        .bind(&step.event.actor)
+                        .bind(step.event.actor.to_string())
                         .bind(&step.event.correlation_id)
                         .bind(step.event.kind.as_str())
                         .bind(step.from.as_str())

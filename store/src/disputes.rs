@@ -1,7 +1,9 @@
 //! `dispute`: one dispute per contract (unique in the database), its replay and its decision.
-//! A decision is written once (`decided_at is null` guards the update).
+//! A decision is written once (`decided_at is null` guards the update). Who opened, answered
+//! and decided it are [`Actor`]s, each the actor of the event that recorded it.
 
 use super::json::JsonText;
+use super::states::Actor;
 use chrono::{DateTime, Utc};
 use hiregate_contracts::id::{ContractId, DisputeId};
 use serde_json::Value;
@@ -23,8 +25,8 @@ pub struct NewDispute {
     pub contract_id: ContractId,
     /// `seeker` or `operator`.
     pub party: String,
-    /// Actor that opened it (`seeker:<id>` / `operator:<id>`).
-    pub opened_by: String,
+    /// Who opened it: the seeker or the operator.
+    pub opened_by: Actor,
     /// Why the party disputes.
     pub reason: String,
     /// What the party claims, free-form.
@@ -42,8 +44,8 @@ pub struct DisputeRecord {
     pub contract_id: ContractId,
     /// `seeker` or `operator`.
     pub party: String,
-    /// Actor that opened it.
-    pub opened_by: String,
+    /// Who opened it.
+    pub opened_by: Actor,
     /// Why.
     pub reason: String,
     /// The party's claim.
@@ -56,8 +58,8 @@ pub struct DisputeRecord {
     pub replay_verifier_result_hash: Option<String>,
     /// `settle` or `void`, once decided.
     pub decision: Option<String>,
-    /// `replay`, `admin:<key id>` or `system`.
-    pub decided_by: Option<String>,
+    /// [`Actor::Replay`], [`Actor::Admin`] (the arbiter) or [`Actor::System`] (its deadline).
+    pub decided_by: Option<Actor>,
     /// Why it was decided so.
     pub decision_reason: Option<String>,
     /// `replay`, `arbiter` or `timeout`.
@@ -77,8 +79,8 @@ pub struct DisputeResponse {
     pub statement: String,
     /// Its claim, free-form.
     pub claim: Option<Value>,
-    /// Actor that answered (`seeker:<id>` / `operator:<id>`).
-    pub by: String,
+    /// Who answered: the seeker or the operator.
+    pub by: Actor,
     /// When.
     pub at: DateTime<Utc>,
 }
@@ -88,8 +90,8 @@ pub struct DisputeResponse {
 pub struct DisputeDecisionRecord {
     /// `settle` or `void`.
     pub decision: String,
-    /// `replay`, `admin:<key id>` or `system`.
-    pub decided_by: String,
+    /// [`Actor::Replay`], [`Actor::Admin`] (the arbiter) or [`Actor::System`] (its deadline).
+    pub decided_by: Actor,
     /// Why.
     pub reason: String,
     /// `replay`, `arbiter` or `timeout`.
@@ -129,14 +131,14 @@ impl TryFrom<DisputeRow> for DisputeRecord {
             dispute_id: parse_id(ENTITY, &row.dispute_id)?,
             contract_id: parse_id(ENTITY, &row.contract_id)?,
             party: row.party,
-            opened_by: row.opened_by,
+            opened_by: parse_actor(&row.opened_by)?,
             reason: row.reason,
             claim: row.claim.map(|j| j.0),
             state: row.state,
             replay: row.replay.map(|j| j.0),
             replay_verifier_result_hash: row.replay_verifier_result_hash,
             decision: row.decision,
-            decided_by: row.decided_by,
+            decided_by: row.decided_by.as_deref().map(parse_actor).transpose()?,
             decision_reason: row.decision_reason,
             decided_via: row.decided_via,
             created_at: from_millis(ENTITY, row.created_at)?,
@@ -145,13 +147,18 @@ impl TryFrom<DisputeRow> for DisputeRecord {
                 (Some(statement), Some(by), Some(at)) => Some(DisputeResponse {
                     statement,
                     claim: row.response_claim.map(|j| j.0),
-                    by,
+                    by: parse_actor(&by)?,
                     at: from_millis(ENTITY, at)?,
                 }),
                 _ => None,
             },
         })
     }
+}
+
+/// A stored actor column, parsed once; another spelling is corrupt.
+fn parse_actor(stored: &str) -> Result<Actor, StoreError> {
+    stored.parse().map_err(|e| StoreError::corrupt(ENTITY, &e))
 }
 
 impl Store {
@@ -229,7 +236,7 @@ impl Store {
                 sqlx::query(SQL)
                     .bind(dispute_id)
                     .bind(&decision.decision)
-                    .bind(&decision.decided_by)
+                    .bind(decision.decided_by.to_string())
                     .bind(&decision.reason)
                     .bind(&decision.via)
                     .bind(to_millis(decision.at))
@@ -260,7 +267,7 @@ impl Store {
                     .bind(dispute_id)
                     .bind(&response.statement)
                     .bind(response.claim.as_ref().map(JsonText))
-                    .bind(&response.by)
+                    .bind(response.by.to_string())
                     .bind(to_millis(response.at))
                     .execute(pool)
                     .await?

@@ -62,7 +62,7 @@ use super::{
     },
 };
 use crate::adapters::secrets::SeekerSecrets;
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{
     AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord, StoreError,
     Transition, states::AttemptState,
@@ -120,8 +120,8 @@ pub(super) struct Ctx {
     pub(super) offer: StoredOffer,
     pub(super) contract_token: String,
     pub(super) correlation_id: String,
-    /// Who drives this execution: `seeker:<id>`, or `gateway` for the sweep.
-    pub(super) actor: String,
+    /// Who drives this execution: the seeker, or the gateway for the sweep.
+    pub(super) actor: Actor,
     /// The seeker's secrets of this execute call; background work has none.
     pub(super) secrets: Option<SeekerSecrets>,
     /// The `exact` payment this execute stored, as stored: what forwarding and judging read,
@@ -142,7 +142,7 @@ impl Ctx {
     pub(super) fn of(
         contract: &ContractRecord,
         correlation_id: String,
-        actor: String,
+        actor: Actor,
     ) -> Result<Self, HireError> {
         let correlation_id = match (&contract.correlation_id, correlation_id.is_empty()) {
             (Some(own), _) => own.clone(),
@@ -299,7 +299,7 @@ impl HireService {
         let mut ctx = Ctx::of(
             contract,
             request.correlation_id.clone(),
-            format!("seeker:{}", request.seeker),
+            Actor::Seeker(request.seeker.clone()),
         )?;
         ctx.secrets = request.secrets.clone();
         // The seeker's request waits for the answer anyway, as it would for a slow worker.
@@ -412,7 +412,7 @@ impl HireService {
         else {
             return Ok(None);
         };
-        let ctx = Ctx::of(&current, correlation_id, "gateway".to_owned())?;
+        let ctx = Ctx::of(&current, correlation_id, Actor::Gateway)?;
         let from = match current.state {
             ContractState::Accepted if acceptance_window_over(&ctx, &current, self.now()) => {
                 ContractState::Accepted
@@ -633,13 +633,13 @@ impl HireService {
     pub(super) fn event(
         &self,
         ctx: &Ctx,
-        actor: &str,
+        actor: &Actor,
         kind: EventKind,
         details: Value,
     ) -> NewContractEvent {
         NewContractEvent {
             at: self.now(),
-            actor: actor.to_owned(),
+            actor: actor.clone(),
             correlation_id: ctx.correlation_id.clone(),
             kind,
             details,
@@ -653,7 +653,7 @@ impl HireService {
         ctx: &Ctx,
         from: ContractState,
         event: &ContractEvent,
-        actor: &str,
+        actor: &Actor,
         details: Value,
         deadline: Option<chrono::DateTime<Utc>>,
     ) -> Result<bool, HireError> {

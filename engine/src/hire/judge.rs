@@ -19,7 +19,7 @@ use super::{
     evidence::{self, FetchedEvidence},
     execute::{Ctx, Step, internal},
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{
     ContractStep, NewDeliverable, NewVerification, SideWrite, Store, StoreError, Transition,
 };
@@ -38,7 +38,7 @@ impl HireService {
                 ctx,
                 ContractState::Delivered,
                 &ContractEvent::VerificationStarted,
-                "gateway",
+                &Actor::Gateway,
                 json!({"policy_id": policy.policy_id(), "policy_hash": policy.policy_hash()}),
                 None,
             )
@@ -95,7 +95,7 @@ impl HireService {
             .map_err(|e| internal(e.to_string()))?;
         let record = self.event(
             ctx,
-            "gateway",
+            &Actor::Gateway,
             EventKind::of(&event),
             json!({
                 "passed": result.passed,
@@ -124,7 +124,7 @@ impl HireService {
                 let escrowed = self.escrow_of(ctx, &payment)?;
                 let window_closed = self.event(
                     ctx,
-                    "gateway",
+                    &Actor::Gateway,
                     EventKind::AcceptanceWindowClosed,
                     json!({"payment_id": payment.payment_id}),
                 );

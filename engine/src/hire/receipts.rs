@@ -184,7 +184,7 @@ impl HireService {
                 Some(ReceiptDispute {
                     dispute_id: d.dispute_id.into(),
                     decision,
-                    decided_by: d.decided_by.unwrap_or_default(),
+                    decided_by: d.decided_by.map(|by| by.to_string()).unwrap_or_default(),
                     reason: d.decision_reason.unwrap_or_default(),
                 })
             }),

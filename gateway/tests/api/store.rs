@@ -16,7 +16,7 @@ use hiregate_store::{
     keys::{ApiKeyHash, CallbackSecret, Role},
     listing::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
     settings::DatabaseSettings,
-    states::{AttemptState, EventKind, PaymentState},
+    states::{Actor, AttemptState, EventKind, PaymentState},
 };
 use serde_json::json;
 
@@ -534,7 +534,7 @@ async fn contract_for(store: &Store) -> String {
 fn event(kind: EventKind) -> NewContractEvent {
     NewContractEvent {
         at: now(),
-        actor: "gateway".into(),
+        actor: Actor::Gateway,
         correlation_id: format!("req_{}", ulid::Ulid::new()),
         kind,
         details: json!({ "note": kind }),
@@ -1002,7 +1002,7 @@ fn seeker_dispute(contract_id: &str) -> hiregate_store::NewDispute {
         dispute_id: DisputeId::generate(),
         contract_id: contract_id.parse().unwrap(),
         party: "seeker".into(),
-        opened_by: "seeker:sk_x".into(),
+        opened_by: Actor::Seeker(PrincipalId::generate_seeker()),
         reason: "wrong".into(),
         claim: None,
         created_at: now(),
@@ -1317,7 +1317,7 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
         dispute_id: DisputeId::generate(),
         contract_id: contract_id.parse().unwrap(),
         party: "operator".into(),
-        opened_by: "operator:op_x".into(),
+        opened_by: Actor::Operator(PrincipalId::generate_operator()),
         reason: "the output is fine".into(),
         claim: Some(json!({"note": "see it"})),
         created_at: now(),
@@ -1354,7 +1354,7 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
     assert_eq!(stored.created_at, opened.created_at);
     let decision = |d: &str| DisputeDecisionRecord {
         decision: d.into(),
-        decided_by: "admin".into(),
+        decided_by: Actor::Admin,
         reason: format!("decided {d}"),
         via: "arbiter".into(),
         at: now(),
@@ -1743,7 +1743,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         dispute_id: DisputeId::generate(),
         contract_id: disputed.parse().unwrap(),
         party: "seeker".into(),
-        opened_by: "seeker:sk_x".into(),
+        opened_by: Actor::Seeker(PrincipalId::generate_seeker()),
         reason: "\u{2028}\u{1F600} wrong".into(),
         claim: Some(corpus.clone()),
         created_at: now(),

@@ -3,7 +3,7 @@
 //! dispute's view.
 
 use super::*;
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 
 impl HireService {
     /// Record `decision` once and carry it out: settle with the stored payment, or void.
@@ -12,7 +12,7 @@ impl HireService {
         ctx: &Ctx,
         dispute_id: &str,
         decision: DisputeDecision,
-        decided_by: &str,
+        decided_by: &Actor,
         reason: &str,
         via: DecidedVia,
     ) -> Result<bool, HireError> {
@@ -22,7 +22,7 @@ impl HireService {
                 dispute_id,
                 &DisputeDecisionRecord {
                     decision: decision_name(decision).to_owned(),
-                    decided_by: decided_by.to_owned(),
+                    decided_by: decided_by.clone(),
                     reason: reason.to_owned(),
                     via: via.as_str().to_owned(),
                     at: self.now(),
@@ -58,7 +58,7 @@ impl HireService {
         &self,
         ctx: &Ctx,
         decision: DisputeDecision,
-        decided_by: &str,
+        decided_by: &Actor,
         dispute_id: &str,
     ) -> Result<(), HireError> {
         match decision {
@@ -98,7 +98,7 @@ impl HireService {
     async fn void_disputed(
         &self,
         ctx: &Ctx,
-        decided_by: &str,
+        decided_by: &Actor,
         details: Value,
     ) -> Result<(), HireError> {
         let payment = self
@@ -158,14 +158,14 @@ impl HireService {
             .get_contract(dispute.contract_id.as_str())
             .await?
             .ok_or(HireError::not_found("contract"))?;
-        let ctx = Ctx::of(&contract, correlation_id.to_owned(), "admin".to_owned())
-            .map_err(step_failed)?;
+        let ctx =
+            Ctx::of(&contract, correlation_id.to_owned(), Actor::Admin).map_err(step_failed)?;
         let applied = self
             .apply_decision(
                 &ctx,
                 dispute_id,
                 request.decision,
-                "admin",
+                &Actor::Admin,
                 &request.reason,
                 DecidedVia::Arbiter,
             )
@@ -229,8 +229,8 @@ impl HireService {
             } else {
                 DisputeDecision::Void
             };
-            let by = dispute.decided_by.as_deref().unwrap_or("system");
-            self.carry_out(ctx, decision, by, dispute.dispute_id.as_str())
+            let by = dispute.decided_by.unwrap_or(Actor::System);
+            self.carry_out(ctx, decision, &by, dispute.dispute_id.as_str())
                 .await?;
             return Ok(true);
         }
@@ -239,7 +239,7 @@ impl HireService {
             ctx,
             dispute.dispute_id.as_str(),
             DisputeDecision::Void,
-            "system",
+            &Actor::System,
             "arbiter_silent",
             DecidedVia::Timeout,
         )
@@ -305,7 +305,7 @@ impl HireService {
                 "this dispute is decided; decisions are final".to_owned(),
             ));
         }
-        let by = format!("{side}:{caller}");
+        let by = Actor::party(caller.clone());
         let response = DisputeResponse {
             statement: answer.statement,
             claim: answer.claim,

@@ -65,7 +65,7 @@ use super::{
     execute::{Ctx, internal},
     judge::StoredBytesError,
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{
     ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
     NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
@@ -354,10 +354,11 @@ impl HireService {
             Party::Operator
         };
         self.check_disputable(&contract, state, party).await?;
-        let (party_name, actor) = match party {
-            Party::Seeker => ("seeker", format!("seeker:{caller}")),
-            Party::Operator => ("operator", format!("operator:{caller}")),
+        let party_name = match party {
+            Party::Seeker => "seeker",
+            Party::Operator => "operator",
         };
+        let actor = Actor::party(caller.clone());
         let dispute_id = DisputeId::generate();
         let ctx =
             Ctx::of(&contract, correlation_id.to_owned(), actor.clone()).map_err(step_failed)?;

@@ -2,7 +2,7 @@
 //! a verdict that cannot be reached again escalates to the arbiter.
 
 use super::*;
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 
 impl HireService {
     /// Replay the pinned policy on the stored deliverable and decide where the replay can
@@ -86,7 +86,7 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
-                    "gateway",
+                    &Actor::Gateway,
                     EventKind::DisputeReplayed,
                     json!({
                         "dispute_id": dispute_id,
@@ -107,7 +107,7 @@ impl HireService {
                 ctx,
                 dispute_id,
                 decision,
-                "replay",
+                &Actor::Replay,
                 &reason,
                 DecidedVia::Replay,
             )
@@ -222,7 +222,7 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
-                    "gateway",
+                    &Actor::Gateway,
                     EventKind::DisputeEscalated,
                     json!({"dispute_id": dispute_id, "replay": replay}),
                 ),
