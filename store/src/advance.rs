@@ -241,7 +241,7 @@ macro_rules! bind_side_write {
             $crate::SideWrite::Dispute(dispute) => $query
                 .bind(dispute.dispute_id.as_str())
                 .bind(dispute.contract_id.as_str())
-                .bind(&dispute.party)
+                .bind(dispute.party.as_str())
                 .bind(dispute.opened_by.to_string())
                 .bind(&dispute.reason)
                 .bind(dispute.claim.as_ref().map($crate::json::JsonText))

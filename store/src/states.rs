@@ -1,11 +1,13 @@
 //! The closed vocabularies stored as text: a payment's, an attempt's and a webhook delivery's
-//! state, a contract event's kind and its [`Actor`]. Each is an enum
+//! state, a contract event's kind and its [`Actor`], a dispute's state and how it was decided.
+//! Each is an enum
 //! whose spelling in the database (and on the wire, where it is shown) is its
 //! [`as_str`](PaymentState::as_str); a row is parsed once when it is read, and a row holding any
 //! other spelling is corrupt ([`StoreError::Corrupt`](crate::StoreError::Corrupt)). The
 //! spellings are those the gateway has always written, so no stored data changes.
 //!
-//! (The contract's own state is the contracts crate's `ContractState`.)
+//! (The contract's own state is the contracts crate's `ContractState`; a dispute's party and
+//! decision are its `Party` and `DisputeDecision`, read with their own `FromStr`.)
 
 use std::{fmt, str::FromStr};
 
@@ -139,6 +141,30 @@ stored_names! {
         Delivered = "delivered",
         /// Out of tries (or the endpoint is gone): a dead letter until redelivered.
         Dead = "dead",
+    }
+}
+
+stored_names! {
+    /// Where a dispute is (`dispute.state`, the `state` of its view and of the arbiter's queue).
+    DisputeState, "dispute state" {
+        /// Opened; its replay is running or decided it.
+        Open = "open",
+        /// The replay could not decide: waiting for the arbiter.
+        Escalated = "escalated",
+        /// Decided (once, for good).
+        Decided = "decided",
+    }
+}
+
+stored_names! {
+    /// How a dispute was decided (`dispute.decided_via`, the decision's `via`).
+    DecidedVia, "dispute decision route" {
+        /// The pinned policy's replay reached a verdict.
+        Replay = "replay",
+        /// The arbiter decided.
+        Arbiter = "arbiter",
+        /// The arbiter stayed silent until the authorization's deadline: void.
+        Timeout = "timeout",
     }
 }
 
@@ -402,6 +428,12 @@ mod tests {
         for kind in EventKind::ALL {
             assert_eq!(kind.as_str().parse::<EventKind>(), Ok(*kind));
         }
+        for state in DisputeState::ALL {
+            assert_eq!(state.as_str().parse::<DisputeState>(), Ok(*state));
+        }
+        for via in DecidedVia::ALL {
+            assert_eq!(via.as_str().parse::<DecidedVia>(), Ok(*via));
+        }
     }
 
     #[test]
@@ -410,6 +442,9 @@ mod tests {
         assert_eq!(error.to_string(), "`Settled` is not a payment state");
         assert!("timedout".parse::<AttemptState>().is_err());
         assert!("".parse::<AttemptState>().is_err());
+        let error = "Escalated".parse::<DisputeState>().unwrap_err();
+        assert_eq!(error.to_string(), "`Escalated` is not a dispute state");
+        assert!("admin".parse::<DecidedVia>().is_err());
     }
 
     fn every_kind_of_actor() -> Vec<Actor> {

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use hiregate_contracts::id::{
     ApiKeyId, AttemptId, ContractId, DisputeId, JobId, PrincipalId, WorkerId,
 };
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::state::{ContractState, DisputeDecision, Party};
 use hiregate_engine::settings::Settings;
 use hiregate_store::{
     ContractQuery, Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment,
@@ -16,7 +16,7 @@ use hiregate_store::{
     keys::{ApiKeyHash, CallbackSecret, Role},
     listing::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
     settings::DatabaseSettings,
-    states::{Actor, AttemptState, EventKind, PaymentState},
+    states::{Actor, AttemptState, DecidedVia, DisputeState, EventKind, PaymentState},
 };
 use serde_json::json;
 
@@ -1001,7 +1001,7 @@ fn seeker_dispute(contract_id: &str) -> hiregate_store::NewDispute {
     hiregate_store::NewDispute {
         dispute_id: DisputeId::generate(),
         contract_id: contract_id.parse().unwrap(),
-        party: "seeker".into(),
+        party: Party::Seeker,
         opened_by: Actor::Seeker(PrincipalId::generate_seeker()),
         reason: "wrong".into(),
         claim: None,
@@ -1316,7 +1316,7 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
     let opened = NewDispute {
         dispute_id: DisputeId::generate(),
         contract_id: contract_id.parse().unwrap(),
-        party: "operator".into(),
+        party: Party::Operator,
         opened_by: Actor::Operator(PrincipalId::generate_operator()),
         reason: "the output is fine".into(),
         claim: Some(json!({"note": "see it"})),
@@ -1336,7 +1336,7 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
             opened.dispute_id.as_str(),
             &json!({"verification_status": "failed"}),
             "sha256:abc",
-            "escalated",
+            DisputeState::Escalated,
         )
         .await
         .unwrap();
@@ -1345,29 +1345,32 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.state, "escalated");
+    assert_eq!(stored.state, DisputeState::Escalated);
     assert_eq!(stored.claim, opened.claim);
     assert_eq!(
         stored.replay_verifier_result_hash.as_deref(),
         Some("sha256:abc")
     );
     assert_eq!(stored.created_at, opened.created_at);
-    let decision = |d: &str| DisputeDecisionRecord {
-        decision: d.into(),
+    let decision = |d: DisputeDecision| DisputeDecisionRecord {
+        decision: d,
         decided_by: Actor::Admin,
         reason: format!("decided {d}"),
-        via: "arbiter".into(),
+        via: DecidedVia::Arbiter,
         at: now(),
     };
     assert!(
         store
-            .decide_dispute(opened.dispute_id.as_str(), &decision("settle"))
+            .decide_dispute(
+                opened.dispute_id.as_str(),
+                &decision(DisputeDecision::Settle)
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .decide_dispute(opened.dispute_id.as_str(), &decision("void"))
+            .decide_dispute(opened.dispute_id.as_str(), &decision(DisputeDecision::Void))
             .await
             .unwrap(),
         "a decision is final"
@@ -1377,8 +1380,8 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(decided.state, "decided");
-    assert_eq!(decided.decision.as_deref(), Some("settle"));
+    assert_eq!(decided.state, DisputeState::Decided);
+    assert_eq!(decided.decision, Some(DisputeDecision::Settle));
     assert_eq!(decided.decision_reason.as_deref(), Some("decided settle"));
     assert!(decided.decided_at.is_some());
 }
@@ -1742,7 +1745,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     let dispute = NewDispute {
         dispute_id: DisputeId::generate(),
         contract_id: disputed.parse().unwrap(),
-        party: "seeker".into(),
+        party: Party::Seeker,
         opened_by: Actor::Seeker(PrincipalId::generate_seeker()),
         reason: "\u{2028}\u{1F600} wrong".into(),
         claim: Some(corpus.clone()),
@@ -1755,7 +1758,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
             dispute.dispute_id.as_str(),
             &replay,
             "sha256:abc",
-            "escalated",
+            DisputeState::Escalated,
         )
         .await
         .unwrap();

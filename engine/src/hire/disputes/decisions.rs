@@ -21,10 +21,10 @@ impl HireService {
             .decide_dispute(
                 dispute_id,
                 &DisputeDecisionRecord {
-                    decision: decision_name(decision).to_owned(),
+                    decision,
                     decided_by: decided_by.clone(),
                     reason: reason.to_owned(),
-                    via: via.as_str().to_owned(),
+                    via,
                     at: self.now(),
                 },
             )
@@ -41,9 +41,9 @@ impl HireService {
                     EventKind::DisputeDecided,
                     json!({
                         "dispute_id": dispute_id,
-                        "decision": decision_name(decision),
+                        "decision": decision,
                         "reason": reason,
-                        "via": via.as_str(),
+                        "via": via,
                     }),
                 ),
             )
@@ -176,7 +176,7 @@ impl HireService {
         }
         tracing::info!(
             dispute_id,
-            decision = decision_name(request.decision),
+            decision = request.decision.as_str(),
             "arbiter decided"
         );
         let dispute = store
@@ -223,12 +223,7 @@ impl HireService {
         else {
             return Ok(false);
         };
-        if let Some(decision) = dispute.decision.as_deref() {
-            let decision = if decision == "settle" {
-                DisputeDecision::Settle
-            } else {
-                DisputeDecision::Void
-            };
+        if let Some(decision) = dispute.decision {
             let by = dispute.decided_by.unwrap_or(Actor::System);
             self.carry_out(ctx, decision, &by, dispute.dispute_id.as_str())
                 .await?;
@@ -289,9 +284,9 @@ impl HireService {
             return Err(not_found());
         }
         let side = if caller.is_seeker() {
-            "seeker"
+            Party::Seeker
         } else {
-            "operator"
+            Party::Operator
         };
         if side == dispute.party {
             return Err(HireError::conflict(
@@ -375,7 +370,7 @@ impl HireService {
     /// claim, the replay's result), and `deadline_at`: when the silent arbiter's `void` applies.
     pub async fn dispute_queue(
         &self,
-        state: &str,
+        state: DisputeState,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Value, HireError> {

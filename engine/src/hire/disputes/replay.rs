@@ -20,7 +20,7 @@ impl HireService {
                 "skipped": "the contract failed before a verdict: there is nothing to replay",
             });
             store
-                .record_dispute_replay(dispute_id, &skipped, "", "escalated")
+                .record_dispute_replay(dispute_id, &skipped, "", DisputeState::Escalated)
                 .await?;
             self.escalated_event(ctx, dispute_id, &skipped).await?;
             return Ok(());
@@ -38,7 +38,7 @@ impl HireService {
                     "original_verification_status": original.status,
                 });
                 store
-                    .record_dispute_replay(dispute_id, &refused, "", "escalated")
+                    .record_dispute_replay(dispute_id, &refused, "", DisputeState::Escalated)
                     .await?;
                 self.escalated_event(ctx, dispute_id, &refused).await?;
                 tracing::warn!(contract_id = %ctx.contract_id, dispute_id, error = %why, "replay refused: stored bytes fail their digest");
@@ -75,9 +75,9 @@ impl HireService {
                 &replay_json,
                 &replay.verifier_result_hash.to_string(),
                 if decision.is_some() {
-                    "open"
+                    DisputeState::Open
                 } else {
-                    "escalated"
+                    DisputeState::Escalated
                 },
             )
             .await?;
