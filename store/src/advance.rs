@@ -207,7 +207,7 @@ macro_rules! bind_side_write {
                 .bind(piece.attempt_id.as_str())
                 .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
                 .bind(piece.name.as_deref())
-                .bind(&piece.kind)
+                .bind(piece.kind.as_str())
                 .bind(piece.media_type.as_deref())
                 .bind(&piece.digest)
                 .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))

@@ -9,7 +9,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`settings`] | `[database]`: [`settings::DatabaseSettings`], the URL and its backend |
-//! | [`states`] | the stored vocabularies as enums: [`states::PaymentState`], [`states::AttemptState`], [`states::DeliveryState`], [`states::EventKind`], [`states::Actor`], [`states::DisputeState`], [`states::DecidedVia`] (a row with another spelling is corrupt) |
+//! | [`states`] | the stored vocabularies as enums: [`states::PaymentState`], [`states::AttemptState`], [`states::DeliveryState`], [`states::EventKind`], [`states::Actor`], [`states::DisputeState`], [`states::DecidedVia`], [`states::PieceKind`] (a row with another spelling is corrupt) |
 //! | [`keys`] | API keys (`hg_sk_`/`hg_op_`, only their SHA-256 stored), [`keys::Role`], worker callback secrets |
 //! | [`listing`] | a worker listing: its model (endpoint, protocol, tasks and prices, schemes, fee, health), its shown metadata, [`listing::invalid::InvalidField`] |
 //! | [`bus`] | the in-process [`EventBus`] of committed events and their public [`LiveEvent`] view |

@@ -1,5 +1,6 @@
 //! The closed vocabularies stored as text: a payment's, an attempt's and a webhook delivery's
-//! state, a contract event's kind and its [`Actor`], a dispute's state and how it was decided.
+//! state, a contract event's kind and its [`Actor`], a dispute's state and how it was decided,
+//! and what a stored delivery piece is.
 //! Each is an enum
 //! whose spelling in the database (and on the wire, where it is shown) is its
 //! [`as_str`](PaymentState::as_str); a row is parsed once when it is read, and a row holding any
@@ -165,6 +166,16 @@ stored_names! {
         Arbiter = "arbiter",
         /// The arbiter stayed silent until the authorization's deadline: void.
         Timeout = "timeout",
+    }
+}
+
+stored_names! {
+    /// What one stored piece of a delivery is (`deliverable.kind`).
+    PieceKind, "delivery piece kind" {
+        /// The deliverable document itself (position 0).
+        Deliverable = "deliverable",
+        /// An evidence file fetched at the verdict, kept for dispute replay.
+        Evidence = "evidence",
     }
 }
 
@@ -434,6 +445,9 @@ mod tests {
         for via in DecidedVia::ALL {
             assert_eq!(via.as_str().parse::<DecidedVia>(), Ok(*via));
         }
+        for kind in PieceKind::ALL {
+            assert_eq!(kind.as_str().parse::<PieceKind>(), Ok(*kind));
+        }
     }
 
     #[test]
@@ -445,6 +459,7 @@ mod tests {
         let error = "Escalated".parse::<DisputeState>().unwrap_err();
         assert_eq!(error.to_string(), "`Escalated` is not a dispute state");
         assert!("admin".parse::<DecidedVia>().is_err());
+        assert!("Evidence".parse::<PieceKind>().is_err());
     }
 
     fn every_kind_of_actor() -> Vec<Actor> {

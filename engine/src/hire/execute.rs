@@ -62,7 +62,7 @@ use super::{
     },
 };
 use crate::adapters::secrets::SeekerSecrets;
-use hiregate_store::states::{Actor, EventKind};
+use hiregate_store::states::{Actor, EventKind, PieceKind};
 use hiregate_store::{
     AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord, StoreError,
     Transition, states::AttemptState,
@@ -786,7 +786,7 @@ const CONTENT_WITHHELD: &str = "the deliverable's content is released once its p
 /// `{digest, content, attempt_id, evidence: [...]}`, with `content` null (and
 /// `content_withheld` saying why) unless `reveal`.
 pub fn delivery_view(pieces: &[DeliverableRecord], reveal: bool) -> Option<Value> {
-    let document = pieces.iter().find(|p| p.kind == "deliverable")?;
+    let document = pieces.iter().find(|p| p.kind == PieceKind::Deliverable)?;
     let content: Value = if reveal {
         serde_json::from_slice(&document.content).unwrap_or(Value::Null)
     } else {
@@ -794,7 +794,7 @@ pub fn delivery_view(pieces: &[DeliverableRecord], reveal: bool) -> Option<Value
     };
     let evidence: Vec<Value> = pieces
         .iter()
-        .filter(|p| p.kind == "evidence")
+        .filter(|p| p.kind == PieceKind::Evidence)
         .map(|p| {
             json!({
                 "url": p.source_url,

@@ -27,7 +27,7 @@ use crate::{
     },
     metrics::WorkerLabels,
 };
-use hiregate_store::states::{Actor, EventKind};
+use hiregate_store::states::{Actor, EventKind, PieceKind};
 use hiregate_store::{
     AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite, StartAttempt,
     Store, StoreError, Transition,
@@ -625,7 +625,7 @@ impl HireService {
             attempt_id: attempt_id.to_owned(),
             position: 0,
             name: None,
-            kind: "deliverable".to_owned(),
+            kind: PieceKind::Deliverable,
             media_type: Some("application/json".to_owned()),
             digest: digest.to_string(),
             content: bytes,

@@ -19,7 +19,7 @@ use super::{
     evidence::{self, FetchedEvidence},
     execute::{Ctx, Step, internal},
 };
-use hiregate_store::states::{Actor, EventKind};
+use hiregate_store::states::{Actor, EventKind, PieceKind};
 use hiregate_store::{
     ContractStep, NewDeliverable, NewVerification, SideWrite, Store, StoreError, Transition,
 };
@@ -329,7 +329,7 @@ pub(super) fn evidence_pieces(
             attempt_id: attempt_id.clone(),
             position: u32::try_from(index + 1).unwrap_or(u32::MAX),
             name: None,
-            kind: "evidence".to_owned(),
+            kind: PieceKind::Evidence,
             media_type: piece.media_type.clone(),
             digest: piece.digest.to_string(),
             content: piece.bytes.clone(),
@@ -379,7 +379,7 @@ pub(super) async fn stored_deliverable(
     contract_id: &str,
 ) -> Result<Result<(AttemptId, Deliverable, Digest), StoredBytesError>, HireError> {
     let stored = store.latest_deliverables(contract_id).await?;
-    let Some(record) = stored.iter().find(|d| d.kind == "deliverable") else {
+    let Some(record) = stored.iter().find(|d| d.kind == PieceKind::Deliverable) else {
         return Ok(Err(StoredBytesError::Missing));
     };
     let Ok(deliverable) = serde_json::from_slice::<Deliverable>(&record.content) else {

@@ -1588,7 +1588,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         attempt_id: attempt_id.parse().unwrap(),
         position: 0,
         name: Some("r\u{E9}sum\u{E9} \u{1F600}.json".into()),
-        kind: "deliverable".into(),
+        kind: hiregate_store::states::PieceKind::Deliverable,
         media_type: Some("application/json".into()),
         digest: "sha256:00".into(),
         content: [b"\0raw\0".as_slice(), &bytes].concat(),

@@ -2,7 +2,7 @@
 //! a verdict that cannot be reached again escalates to the arbiter.
 
 use super::*;
-use hiregate_store::states::{Actor, EventKind};
+use hiregate_store::states::{Actor, EventKind, PieceKind};
 
 impl HireService {
     /// Replay the pinned policy on the stored deliverable and decide where the replay can
@@ -136,7 +136,7 @@ impl HireService {
             .latest_deliverables(ctx.contract_id.as_str())
             .await?
             .into_iter()
-            .filter(|piece| piece.kind == "evidence" && piece.attempt_id == attempt_id)
+            .filter(|piece| piece.kind == PieceKind::Evidence && piece.attempt_id == attempt_id)
             .collect();
         let requests = deliverable.evidence_requests();
         let mut kept = Vec::new();
