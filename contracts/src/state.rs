@@ -282,6 +282,62 @@ pub enum DisputeDecision {
     Void,
 }
 
+/// A name that is none of its vocabulary's (a [`Party`] or a [`DisputeDecision`] read as text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {vocabulary} {raw:?}")]
+pub struct UnknownName {
+    vocabulary: &'static str,
+    raw: String,
+}
+
+/// `ALL`, `as_str` (the serialized name) and `FromStr` of a dispute vocabulary, so that text
+/// stored or sent with these names reads back into the same value.
+macro_rules! dispute_names {
+    ($name:ident, $vocabulary:literal { $($variant:ident = $spelling:literal,)+ }) => {
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The name, as serialized (and stored).
+            #[must_use]
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $spelling,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownName;
+            fn from_str(raw: &str) -> Result<Self, Self::Err> {
+                match raw {
+                    $($spelling => Ok(Self::$variant),)+
+                    _ => Err(UnknownName {
+                        vocabulary: $vocabulary,
+                        raw: raw.chars().take(64).collect(),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+dispute_names!(Party, "dispute party" {
+    Seeker = "seeker",
+    Operator = "operator",
+});
+
+dispute_names!(DisputeDecision, "dispute decision" {
+    Settle = "settle",
+    Void = "void",
+});
+
 /// Something that happened to a contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -407,6 +463,29 @@ mod tests {
 
     fn retry(max: u32) -> RetryPolicy {
         RetryPolicy::new(max).unwrap()
+    }
+
+    #[test]
+    fn a_dispute_name_is_its_serialized_name_and_parses_back() {
+        for party in Party::ALL {
+            assert_eq!(party.as_str().parse::<Party>(), Ok(*party));
+            assert_eq!(
+                serde_json::to_value(party).unwrap(),
+                serde_json::json!(party.as_str())
+            );
+        }
+        for decision in DisputeDecision::ALL {
+            assert_eq!(decision.as_str().parse::<DisputeDecision>(), Ok(*decision));
+            assert_eq!(
+                serde_json::to_value(decision).unwrap(),
+                serde_json::json!(decision.to_string())
+            );
+        }
+        let refused = "Settle".parse::<DisputeDecision>().unwrap_err();
+        assert_eq!(refused.to_string(), r#"unknown dispute decision "Settle""#);
+        for raw in ["", "seeker ", "worker", "Operator"] {
+            assert!(raw.parse::<Party>().is_err(), "{raw:?}");
+        }
     }
 
     /// One sample of every event variant (and every variant payload that changes the outcome).

@@ -213,7 +213,7 @@ impl Bench {
                     contract_id,
                     &NewContractEvent {
                         at: chrono::Utc::now(),
-                        actor: "bench".to_owned(),
+                        actor: hiregate_store::states::Actor::Gateway,
                         correlation_id: format!("bench-{n}"),
                         kind: hiregate_store::states::EventKind::WorkerProgress,
                         details: json!({"progress": n}),

@@ -11,6 +11,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
 };
 use hiregate_contracts::id::ContractId;
+use hiregate_store::states::DisputeState;
 use serde_json::Value;
 
 use super::extract::{Admin, AppPath, AppQuery, DeferredJson, Party};
@@ -72,12 +73,12 @@ pub(crate) async fn dispute_queue(
     _admin: Admin,
     AppQuery(query): AppQuery<QueueQuery>,
 ) -> ApiResult<Json<Value>> {
-    let wanted = query.state.as_deref().unwrap_or("escalated");
-    if !matches!(wanted, "open" | "escalated" | "decided") {
-        return Err(ApiError::InvalidQuery(
-            "state must be open, escalated or decided".to_owned(),
-        ));
-    }
+    let wanted = match query.state.as_deref() {
+        None => DisputeState::Escalated,
+        Some(state) => state.parse().map_err(|_| {
+            ApiError::InvalidQuery("state must be open, escalated or decided".to_owned())
+        })?,
+    };
     let limit = query.limit.unwrap_or(50);
     if !(1..=MAX_QUEUE_PAGE).contains(&limit) {
         return Err(ApiError::InvalidQuery(format!(

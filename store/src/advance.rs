@@ -207,7 +207,7 @@ macro_rules! bind_side_write {
                 .bind(piece.attempt_id.as_str())
                 .bind(i32::try_from(piece.position).unwrap_or(i32::MAX))
                 .bind(piece.name.as_deref())
-                .bind(&piece.kind)
+                .bind(piece.kind.as_str())
                 .bind(piece.media_type.as_deref())
                 .bind(&piece.digest)
                 .bind(i64::try_from(piece.content.len()).unwrap_or(i64::MAX))
@@ -241,8 +241,8 @@ macro_rules! bind_side_write {
             $crate::SideWrite::Dispute(dispute) => $query
                 .bind(dispute.dispute_id.as_str())
                 .bind(dispute.contract_id.as_str())
-                .bind(&dispute.party)
-                .bind(&dispute.opened_by)
+                .bind(dispute.party.as_str())
+                .bind(dispute.opened_by.to_string())
                 .bind(&dispute.reason)
                 .bind(dispute.claim.as_ref().map($crate::json::JsonText))
                 .bind($crate::to_millis(dispute.created_at)),
@@ -439,7 +439,7 @@ impl Store {
                 for step in steps {
                     query = query
                         .bind(to_millis(step.event.at))
-                        .bind(&step.event.actor)
+                        .bind(step.event.actor.to_string())
                         .bind(&step.event.correlation_id)
                         .bind(step.event.kind.as_str())
                         .bind(step.from.as_str())

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use hiregate_contracts::{id::ContractId, state::ContractState};
 
-use crate::states::EventKind;
+use crate::states::{Actor, EventKind};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -35,8 +35,8 @@ pub struct LiveEvent {
     pub kind: EventKind,
     /// When it happened (UTC).
     pub at: DateTime<Utc>,
-    /// Who caused it (`seeker:<id>`, `gateway`, `facilitator`, …).
-    pub actor: String,
+    /// Who caused it (`seeker:<id>`, `gateway`, `worker:<id>`, …).
+    pub actor: Actor,
     /// State before, for transitions.
     pub from_state: Option<ContractState>,
     /// State after, for transitions.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::bus::LiveEvent;
 use super::json::JsonText;
 use super::offer::StoredOffer;
-use super::states::EventKind;
+use super::states::{Actor, EventKind};
 use chrono::{DateTime, Utc};
 use hiregate_contracts::{
     id::{ContractId, PrincipalId, WorkerId},
@@ -107,8 +107,8 @@ pub struct ContractRecord {
 pub struct NewContractEvent {
     /// When it happened (UTC).
     pub at: DateTime<Utc>,
-    /// Who caused it (`seeker:<id>`, `gateway`, `worker:<id>`, …).
-    pub actor: String,
+    /// Who caused it.
+    pub actor: Actor,
     /// Request or job id that caused it.
     pub correlation_id: String,
     /// What happened, e.g. `payment_verified`.
@@ -129,7 +129,7 @@ pub struct ContractEvent {
     /// When it happened.
     pub at: DateTime<Utc>,
     /// Who caused it.
-    pub actor: String,
+    pub actor: Actor,
     /// Request or job id that caused it.
     pub correlation_id: String,
     /// What happened.
@@ -252,7 +252,10 @@ impl TryFrom<EventRow> for ContractEvent {
             contract_id: parse_id(EVENT_ENTITY, &row.contract_id)?,
             seq: row.seq,
             at: from_millis(EVENT_ENTITY, row.at)?,
-            actor: row.actor,
+            actor: row
+                .actor
+                .parse()
+                .map_err(|e| StoreError::corrupt(EVENT_ENTITY, &e))?,
             correlation_id: row.correlation_id,
             kind: row
                 .kind
@@ -443,7 +446,7 @@ impl Store {
                     sqlx::query_scalar(COUNT_WITH_EVENT)
                         .bind(contract_id)
                         .bind(to_millis(event.at))
-                        .bind(&event.actor)
+                        .bind(event.actor.to_string())
                         .bind(&event.correlation_id)
                         .bind(event.kind.as_str())
                         .bind(JsonText(&event.details))
@@ -603,6 +606,42 @@ mod tests {
                     }
                 ),
                 "{kind:?}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_event_row_with_another_actor_spelling_is_corrupt() {
+        let worker = WorkerId::generate();
+        let row = EventRow {
+            actor: format!("worker:{worker}"),
+            ..event_row(None, None)
+        };
+        assert_eq!(
+            ContractEvent::try_from(row).unwrap().actor,
+            Actor::Worker(worker.clone())
+        );
+        for actor in [
+            "Gateway".to_owned(),
+            "facilitator".to_owned(),
+            format!("seeker:{worker}"),
+            "worker:wk_x".to_owned(),
+            String::new(),
+        ] {
+            let row = EventRow {
+                actor: actor.clone(),
+                ..event_row(None, None)
+            };
+            let error = ContractEvent::try_from(row).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    StoreError::Corrupt {
+                        entity: EVENT_ENTITY,
+                        ..
+                    }
+                ),
+                "{actor:?}: {error}"
             );
         }
     }

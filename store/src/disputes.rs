@@ -1,9 +1,16 @@
 //! `dispute`: one dispute per contract (unique in the database), its replay and its decision.
-//! A decision is written once (`decided_at is null` guards the update).
+//! A decision is written once (`decided_at is null` guards the update). Who opened, answered
+//! and decided it are [`Actor`]s, each the actor of the event that recorded it. Its party,
+//! state, decision and route are parsed once when the row is read; a row holding another
+//! spelling is corrupt.
 
 use super::json::JsonText;
+use super::states::{Actor, DecidedVia, DisputeState};
 use chrono::{DateTime, Utc};
-use hiregate_contracts::id::{ContractId, DisputeId};
+use hiregate_contracts::{
+    id::{ContractId, DisputeId},
+    state::{DisputeDecision, Party},
+};
 use serde_json::Value;
 
 use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, to_millis};
@@ -21,10 +28,10 @@ pub struct NewDispute {
     pub dispute_id: DisputeId,
     /// The disputed contract.
     pub contract_id: ContractId,
-    /// `seeker` or `operator`.
-    pub party: String,
-    /// Actor that opened it (`seeker:<id>` / `operator:<id>`).
-    pub opened_by: String,
+    /// Who opened it.
+    pub party: Party,
+    /// Who opened it: the seeker or the operator.
+    pub opened_by: Actor,
     /// Why the party disputes.
     pub reason: String,
     /// What the party claims, free-form.
@@ -40,28 +47,28 @@ pub struct DisputeRecord {
     pub dispute_id: DisputeId,
     /// The disputed contract.
     pub contract_id: ContractId,
-    /// `seeker` or `operator`.
-    pub party: String,
-    /// Actor that opened it.
-    pub opened_by: String,
+    /// Who opened it.
+    pub party: Party,
+    /// Who opened it.
+    pub opened_by: Actor,
     /// Why.
     pub reason: String,
     /// The party's claim.
     pub claim: Option<Value>,
-    /// `open` (replay running), `escalated` (waiting for the arbiter) or `decided`.
-    pub state: String,
+    /// Where it is.
+    pub state: DisputeState,
     /// The replayed verification result, once replayed.
     pub replay: Option<Value>,
     /// The replay's `verifier_result_hash`.
     pub replay_verifier_result_hash: Option<String>,
-    /// `settle` or `void`, once decided.
-    pub decision: Option<String>,
-    /// `replay`, `admin:<key id>` or `system`.
-    pub decided_by: Option<String>,
+    /// Once decided: what.
+    pub decision: Option<DisputeDecision>,
+    /// [`Actor::Replay`], [`Actor::Admin`] (the arbiter) or [`Actor::System`] (its deadline).
+    pub decided_by: Option<Actor>,
     /// Why it was decided so.
     pub decision_reason: Option<String>,
-    /// `replay`, `arbiter` or `timeout`.
-    pub decided_via: Option<String>,
+    /// Once decided: how.
+    pub decided_via: Option<DecidedVia>,
     /// Opened at.
     pub created_at: DateTime<Utc>,
     /// Decided at.
@@ -77,8 +84,8 @@ pub struct DisputeResponse {
     pub statement: String,
     /// Its claim, free-form.
     pub claim: Option<Value>,
-    /// Actor that answered (`seeker:<id>` / `operator:<id>`).
-    pub by: String,
+    /// Who answered: the seeker or the operator.
+    pub by: Actor,
     /// When.
     pub at: DateTime<Utc>,
 }
@@ -86,14 +93,14 @@ pub struct DisputeResponse {
 /// A decision to record.
 #[derive(Debug, Clone)]
 pub struct DisputeDecisionRecord {
-    /// `settle` or `void`.
-    pub decision: String,
-    /// `replay`, `admin:<key id>` or `system`.
-    pub decided_by: String,
+    /// What.
+    pub decision: DisputeDecision,
+    /// [`Actor::Replay`], [`Actor::Admin`] (the arbiter) or [`Actor::System`] (its deadline).
+    pub decided_by: Actor,
     /// Why.
     pub reason: String,
-    /// `replay`, `arbiter` or `timeout`.
-    pub via: String,
+    /// How.
+    pub via: DecidedVia,
     /// When.
     pub at: DateTime<Utc>,
 }
@@ -128,30 +135,39 @@ impl TryFrom<DisputeRow> for DisputeRecord {
         Ok(Self {
             dispute_id: parse_id(ENTITY, &row.dispute_id)?,
             contract_id: parse_id(ENTITY, &row.contract_id)?,
-            party: row.party,
-            opened_by: row.opened_by,
+            party: parse(&row.party)?,
+            opened_by: parse(&row.opened_by)?,
             reason: row.reason,
             claim: row.claim.map(|j| j.0),
-            state: row.state,
+            state: parse(&row.state)?,
             replay: row.replay.map(|j| j.0),
             replay_verifier_result_hash: row.replay_verifier_result_hash,
-            decision: row.decision,
-            decided_by: row.decided_by,
+            decision: row.decision.as_deref().map(parse).transpose()?,
+            decided_by: row.decided_by.as_deref().map(parse).transpose()?,
             decision_reason: row.decision_reason,
-            decided_via: row.decided_via,
+            decided_via: row.decided_via.as_deref().map(parse).transpose()?,
             created_at: from_millis(ENTITY, row.created_at)?,
             decided_at: from_millis_opt(ENTITY, row.decided_at)?,
             response: match (row.response, row.responded_by, row.responded_at) {
                 (Some(statement), Some(by), Some(at)) => Some(DisputeResponse {
                     statement,
                     claim: row.response_claim.map(|j| j.0),
-                    by,
+                    by: parse(&by)?,
                     at: from_millis(ENTITY, at)?,
                 }),
                 _ => None,
             },
         })
     }
+}
+
+/// A stored column of a closed vocabulary, parsed once; another spelling is corrupt.
+fn parse<T>(stored: &str) -> Result<T, StoreError>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    stored.parse().map_err(|e| StoreError::corrupt(ENTITY, &e))
 }
 
 impl Store {
@@ -195,7 +211,7 @@ impl Store {
         dispute_id: &str,
         replay: &Value,
         verifier_result_hash: &str,
-        state: &str,
+        state: DisputeState,
     ) -> Result<(), StoreError> {
         const SQL: &str = "update dispute set replay = $2, replay_verifier_result_hash = $3, \
             state = $4 where dispute_id = $1 and decided_at is null";
@@ -206,7 +222,7 @@ impl Store {
                     .bind(dispute_id)
                     .bind(JsonText(replay))
                     .bind(verifier_result_hash)
-                    .bind(state)
+                    .bind(state.as_str())
                     .execute(pool)
                     .await?;
             })
@@ -228,10 +244,10 @@ impl Store {
             on_backend!(self, pool => {
                 sqlx::query(SQL)
                     .bind(dispute_id)
-                    .bind(&decision.decision)
-                    .bind(&decision.decided_by)
+                    .bind(decision.decision.as_str())
+                    .bind(decision.decided_by.to_string())
                     .bind(&decision.reason)
-                    .bind(&decision.via)
+                    .bind(decision.via.as_str())
                     .bind(to_millis(decision.at))
                     .execute(pool)
                     .await?
@@ -260,7 +276,7 @@ impl Store {
                     .bind(dispute_id)
                     .bind(&response.statement)
                     .bind(response.claim.as_ref().map(JsonText))
-                    .bind(&response.by)
+                    .bind(response.by.to_string())
                     .bind(to_millis(response.at))
                     .execute(pool)
                     .await?
@@ -274,7 +290,7 @@ impl Store {
     /// `after` (keyset page), at most `limit`.
     pub async fn list_disputes(
         &self,
-        state: &str,
+        state: DisputeState,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<DisputeRecord>, StoreError> {
@@ -285,12 +301,90 @@ impl Store {
         );
         let rows: Vec<DisputeRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql)
-                .bind(state)
+                .bind(state.as_str())
                 .bind(after)
                 .bind(i64::from(limit))
                 .fetch_all(pool)
                 .await?
         });
         rows.into_iter().map(DisputeRecord::try_from).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hiregate_contracts::id::PrincipalId;
+
+    fn decided_row() -> DisputeRow {
+        DisputeRow {
+            dispute_id: DisputeId::generate().to_string(),
+            contract_id: ContractId::generate().to_string(),
+            party: "operator".to_owned(),
+            opened_by: format!("operator:{}", PrincipalId::generate_operator()),
+            reason: "the output is fine".to_owned(),
+            claim: None,
+            state: "decided".to_owned(),
+            replay: None,
+            replay_verifier_result_hash: None,
+            decision: Some("void".to_owned()),
+            decided_by: Some("system".to_owned()),
+            decision_reason: Some("arbiter_silent".to_owned()),
+            decided_via: Some("timeout".to_owned()),
+            created_at: 0,
+            decided_at: Some(1),
+            response: None,
+            response_claim: None,
+            responded_by: None,
+            responded_at: None,
+        }
+    }
+
+    #[test]
+    fn a_dispute_row_is_parsed_once() {
+        let dispute = DisputeRecord::try_from(decided_row()).unwrap();
+        assert_eq!(dispute.party, Party::Operator);
+        assert!(matches!(dispute.opened_by, Actor::Operator(_)));
+        assert_eq!(dispute.state, DisputeState::Decided);
+        assert_eq!(dispute.decision, Some(DisputeDecision::Void));
+        assert_eq!(dispute.decided_by, Some(Actor::System));
+        assert_eq!(dispute.decided_via, Some(DecidedVia::Timeout));
+    }
+
+    #[test]
+    fn a_dispute_row_with_another_spelling_is_corrupt() {
+        let rows = [
+            DisputeRow {
+                party: "worker".to_owned(),
+                ..decided_row()
+            },
+            DisputeRow {
+                state: "Decided".to_owned(),
+                ..decided_row()
+            },
+            DisputeRow {
+                decision: Some("refund".to_owned()),
+                ..decided_row()
+            },
+            DisputeRow {
+                decided_via: Some("admin".to_owned()),
+                ..decided_row()
+            },
+            DisputeRow {
+                decided_by: Some("arbiter:key_1".to_owned()),
+                ..decided_row()
+            },
+            DisputeRow {
+                opened_by: "operator:op_x".to_owned(),
+                ..decided_row()
+            },
+        ];
+        for row in rows {
+            let error = DisputeRecord::try_from(row).unwrap_err();
+            assert!(
+                matches!(error, StoreError::Corrupt { entity: ENTITY, .. }),
+                "{error}"
+            );
+        }
     }
 }

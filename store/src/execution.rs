@@ -204,7 +204,10 @@ impl TryFrom<DeliverableRow> for DeliverableRecord {
             position: u32::try_from(row.position)
                 .map_err(|e| StoreError::corrupt(DELIVERABLE_ENTITY, &e))?,
             name: row.name,
-            kind: row.kind,
+            kind: row
+                .kind
+                .parse()
+                .map_err(|e| StoreError::corrupt(DELIVERABLE_ENTITY, &e))?,
             media_type: row.media_type,
             digest: row.digest,
             content: row.content.unwrap_or_default(),
@@ -953,5 +956,47 @@ impl Store {
                 .await?
         });
         rows.into_iter().map(PaymentRecord::try_from).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::states::PieceKind;
+    use hiregate_contracts::id::{AttemptId, ContractId};
+
+    fn piece_row(kind: &str) -> DeliverableRow {
+        DeliverableRow {
+            deliverable_id: "dlv_1".to_owned(),
+            contract_id: ContractId::generate().to_string(),
+            attempt_id: AttemptId::generate().to_string(),
+            position: 1,
+            name: None,
+            kind: kind.to_owned(),
+            media_type: None,
+            digest: "sha256:00".to_owned(),
+            content: None,
+            source_url: None,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_piece_row_with_another_kind_spelling_is_corrupt() {
+        let piece = DeliverableRecord::try_from(piece_row("evidence")).unwrap();
+        assert_eq!(piece.kind, PieceKind::Evidence);
+        for kind in ["Evidence", "document", ""] {
+            let error = DeliverableRecord::try_from(piece_row(kind)).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    StoreError::Corrupt {
+                        entity: DELIVERABLE_ENTITY,
+                        ..
+                    }
+                ),
+                "{kind:?}: {error}"
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@ use hiregate_contracts::{
     state::ContractState,
 };
 
-use crate::states::{AttemptState, PaymentState};
+use crate::states::{AttemptState, PaymentState, PieceKind};
 
 /// How an attempt ended (or paused).
 #[derive(Debug, Clone)]
@@ -47,8 +47,8 @@ pub struct NewDeliverable {
     pub position: u32,
     /// File name, when known.
     pub name: Option<String>,
-    /// `deliverable` for the document, `evidence` for fetched files.
-    pub kind: String,
+    /// The document, or a fetched evidence file.
+    pub kind: PieceKind,
     /// Media type.
     pub media_type: Option<String>,
     /// `sha256:<hex>` of `content`.

@@ -10,7 +10,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`settings`] | `[database]`: [`settings::DatabaseSettings`], the URL and its backend |
-//! | [`states`] | the stored vocabularies as enums: [`states::PaymentState`], [`states::AttemptState`], [`states::DeliveryState`], [`states::EventKind`] (a row with another spelling is corrupt) |
+//! | [`states`] | the stored vocabularies as enums: [`states::PaymentState`], [`states::AttemptState`], [`states::DeliveryState`], [`states::EventKind`], [`states::Actor`], [`states::DisputeState`], [`states::DecidedVia`], [`states::PieceKind`] (a row with another spelling is corrupt) |
 //! | [`keys`] | API keys (`hg_sk_`/`hg_op_`, only their SHA-256 stored), [`keys::Role`], worker callback secrets |
 //! | [`listing`] | a worker listing: its model (endpoint, protocol, tasks and prices, schemes, fee, health), its shown metadata, [`listing::invalid::InvalidField`] |
 //! | [`offer`] | [`offer::StoredOffer`]: what a contract row keeps of its x402 offer |
@@ -238,7 +238,7 @@ macro_rules! bind_event {
         $query
             .bind($contract_id)
             .bind($crate::to_millis($event.at))
-            .bind(&$event.actor)
+            .bind($event.actor.to_string())
             .bind(&$event.correlation_id)
             .bind($event.kind.as_str())
             .bind($from)

@@ -105,12 +105,12 @@ impl FactRow {
             )),
             _ => None,
         };
-        let decision = match self.decision.as_deref() {
-            None => None,
-            Some("settle") => Some(DisputeDecision::Settle),
-            Some("void") => Some(DisputeDecision::Void),
-            Some(other) => return Err(corrupt(&format_args!("dispute decision {other:?}"))),
-        };
+        let decision = self
+            .decision
+            .as_deref()
+            .map(DisputeDecision::from_str)
+            .transpose()
+            .map_err(|e| corrupt(&e))?;
         Ok(HireFact {
             contract_id: ContractId::from_str(&self.contract_id).map_err(|e| corrupt(&e))?,
             task_type: self.task_type,

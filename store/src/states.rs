@@ -1,15 +1,21 @@
 //! The closed vocabularies stored as text: a payment's, an attempt's and a webhook delivery's
-//! state, and a contract event's kind. Each is an enum
+//! state, a contract event's kind and its [`Actor`], a dispute's state and how it was decided,
+//! and what a stored delivery piece is.
+//! Each is an enum
 //! whose spelling in the database (and on the wire, where it is shown) is its
 //! [`as_str`](PaymentState::as_str); a row is parsed once when it is read, and a row holding any
 //! other spelling is corrupt ([`StoreError::Corrupt`](crate::StoreError::Corrupt)). The
 //! spellings are those the gateway has always written, so no stored data changes.
 //!
-//! (The contract's own state is the contracts crate's `ContractState`.)
+//! (The contract's own state is the contracts crate's `ContractState`; a dispute's party and
+//! decision are its `Party` and `DisputeDecision`, read with their own `FromStr`.)
 
 use std::{fmt, str::FromStr};
 
-use hiregate_contracts::state::ContractEvent as LifecycleEvent;
+use hiregate_contracts::{
+    id::{PrincipalId, WorkerId},
+    state::ContractEvent as LifecycleEvent,
+};
 
 /// A stored text is none of the spellings of its vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,6 +142,40 @@ stored_names! {
         Delivered = "delivered",
         /// Out of tries (or the endpoint is gone): a dead letter until redelivered.
         Dead = "dead",
+    }
+}
+
+stored_names! {
+    /// Where a dispute is (`dispute.state`, the `state` of its view and of the arbiter's queue).
+    DisputeState, "dispute state" {
+        /// Opened; its replay is running or decided it.
+        Open = "open",
+        /// The replay could not decide: waiting for the arbiter.
+        Escalated = "escalated",
+        /// Decided (once, for good).
+        Decided = "decided",
+    }
+}
+
+stored_names! {
+    /// How a dispute was decided (`dispute.decided_via`, the decision's `via`).
+    DecidedVia, "dispute decision route" {
+        /// The pinned policy's replay reached a verdict.
+        Replay = "replay",
+        /// The arbiter decided.
+        Arbiter = "arbiter",
+        /// The arbiter stayed silent until the authorization's deadline: void.
+        Timeout = "timeout",
+    }
+}
+
+stored_names! {
+    /// What one stored piece of a delivery is (`deliverable.kind`).
+    PieceKind, "delivery piece kind" {
+        /// The deliverable document itself (position 0).
+        Deliverable = "deliverable",
+        /// An evidence file fetched at the verdict, kept for dispute replay.
+        Evidence = "evidence",
     }
 }
 
@@ -271,6 +311,112 @@ impl EventKind {
     }
 }
 
+/// Who caused a contract event (`contract_event.actor`, the `actor` of SSE events, webhook
+/// messages and receipts' event logs). A dispute's opener, its decider and the other party's
+/// answer are named the same way, since each is also the actor of the event it records.
+///
+/// Stored (and shown) as its [`Display`](fmt::Display): one word for the gateway's own roles,
+/// `<role>:<id>` for an account or listing. A row holding any other text is corrupt; so is an id
+/// of the wrong kind (`seeker:opr_…`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Actor {
+    /// `gateway`: the gateway's own steps (background work, sweeps, verification).
+    Gateway,
+    /// `payer`: the payer's own call on chain (reclaiming a lapsed escrow).
+    Payer,
+    /// `admin`: the arbiter's decision on a dispute.
+    Admin,
+    /// `arbiter`: a refund the arbiter ordered.
+    Arbiter,
+    /// `replay`: a dispute decided by replaying the pinned policy.
+    Replay,
+    /// `system`: a dispute decided by the silent arbiter's deadline.
+    System,
+    /// `seeker:<skr_ id>`: the contract's seeker.
+    Seeker(PrincipalId),
+    /// `operator:<opr_ id>`: the operator of the contract's worker.
+    Operator(PrincipalId),
+    /// `worker:<wk_ id>`: the contract's worker listing.
+    Worker(WorkerId),
+}
+
+impl Actor {
+    /// The words that stand alone, with their values.
+    const ROLES: [(&'static str, Self); 6] = [
+        ("gateway", Self::Gateway),
+        ("payer", Self::Payer),
+        ("admin", Self::Admin),
+        ("arbiter", Self::Arbiter),
+        ("replay", Self::Replay),
+        ("system", Self::System),
+    ];
+
+    /// The account `principal` acting as the party it is: a seeker or an operator (its id's
+    /// prefix says which).
+    #[must_use]
+    pub fn party(principal: PrincipalId) -> Self {
+        if principal.is_seeker() {
+            Self::Seeker(principal)
+        } else {
+            Self::Operator(principal)
+        }
+    }
+
+    /// The word of a role that stands alone (`None` for an account or a listing).
+    fn word(&self) -> Option<&'static str> {
+        Self::ROLES
+            .iter()
+            .find(|(_, role)| role == self)
+            .map(|(word, _)| *word)
+    }
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Seeker(id) => write!(f, "seeker:{id}"),
+            Self::Operator(id) => write!(f, "operator:{id}"),
+            Self::Worker(id) => write!(f, "worker:{id}"),
+            role => f.write_str(role.word().unwrap_or_default()),
+        }
+    }
+}
+
+impl FromStr for Actor {
+    type Err = UnknownSpelling;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        let parsed = match raw.split_once(':') {
+            None => Self::ROLES
+                .iter()
+                .find(|(word, _)| *word == raw)
+                .map(|(_, role)| role.clone()),
+            Some(("seeker", id)) => id
+                .parse::<PrincipalId>()
+                .ok()
+                .filter(PrincipalId::is_seeker)
+                .map(Self::Seeker),
+            Some(("operator", id)) => id
+                .parse::<PrincipalId>()
+                .ok()
+                .filter(PrincipalId::is_operator)
+                .map(Self::Operator),
+            Some(("worker", id)) => id.parse().ok().map(Self::Worker),
+            Some(_) => None,
+        };
+        parsed.ok_or_else(|| UnknownSpelling {
+            vocabulary: "contract event actor",
+            raw: raw.chars().take(64).collect(),
+        })
+    }
+}
+
+impl serde::Serialize for Actor {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +439,15 @@ mod tests {
         for kind in EventKind::ALL {
             assert_eq!(kind.as_str().parse::<EventKind>(), Ok(*kind));
         }
+        for state in DisputeState::ALL {
+            assert_eq!(state.as_str().parse::<DisputeState>(), Ok(*state));
+        }
+        for via in DecidedVia::ALL {
+            assert_eq!(via.as_str().parse::<DecidedVia>(), Ok(*via));
+        }
+        for kind in PieceKind::ALL {
+            assert_eq!(kind.as_str().parse::<PieceKind>(), Ok(*kind));
+        }
     }
 
     #[test]
@@ -301,5 +456,85 @@ mod tests {
         assert_eq!(error.to_string(), "`Settled` is not a payment state");
         assert!("timedout".parse::<AttemptState>().is_err());
         assert!("".parse::<AttemptState>().is_err());
+        let error = "Escalated".parse::<DisputeState>().unwrap_err();
+        assert_eq!(error.to_string(), "`Escalated` is not a dispute state");
+        assert!("admin".parse::<DecidedVia>().is_err());
+        assert!("Evidence".parse::<PieceKind>().is_err());
+    }
+
+    fn every_kind_of_actor() -> Vec<Actor> {
+        let mut actors: Vec<Actor> = Actor::ROLES.iter().map(|(_, role)| role.clone()).collect();
+        actors.extend([
+            Actor::Seeker(PrincipalId::generate_seeker()),
+            Actor::Operator(PrincipalId::generate_operator()),
+            Actor::Worker(WorkerId::generate()),
+        ]);
+        actors
+    }
+
+    #[test]
+    fn an_actor_is_spelled_as_it_always_was_and_parses_back() {
+        let seeker = PrincipalId::generate_seeker();
+        let worker = WorkerId::generate();
+        assert_eq!(Actor::Gateway.to_string(), "gateway");
+        assert_eq!(Actor::Payer.to_string(), "payer");
+        assert_eq!(Actor::Admin.to_string(), "admin");
+        assert_eq!(Actor::Arbiter.to_string(), "arbiter");
+        assert_eq!(Actor::Replay.to_string(), "replay");
+        assert_eq!(Actor::System.to_string(), "system");
+        assert_eq!(
+            Actor::party(seeker.clone()).to_string(),
+            format!("seeker:{seeker}")
+        );
+        assert_eq!(
+            Actor::Worker(worker.clone()).to_string(),
+            format!("worker:{worker}")
+        );
+        let operator = PrincipalId::generate_operator();
+        assert_eq!(
+            Actor::party(operator.clone()),
+            Actor::Operator(operator.clone())
+        );
+        assert_eq!(
+            Actor::Operator(operator.clone()).to_string(),
+            format!("operator:{operator}")
+        );
+        for actor in every_kind_of_actor() {
+            let spelled = actor.to_string();
+            assert_eq!(spelled.parse::<Actor>(), Ok(actor.clone()));
+            assert_eq!(
+                serde_json::to_value(&actor).unwrap(),
+                serde_json::json!(spelled)
+            );
+        }
+    }
+
+    #[test]
+    fn another_actor_spelling_is_refused_by_name() {
+        let seeker = PrincipalId::generate_seeker();
+        let operator = PrincipalId::generate_operator();
+        let worker = WorkerId::generate();
+        for raw in [
+            String::new(),
+            "Gateway".to_owned(),
+            "gateway ".to_owned(),
+            "facilitator".to_owned(),
+            "seeker".to_owned(),
+            "seeker:".to_owned(),
+            format!("seeker:{operator}"),
+            format!("operator:{seeker}"),
+            format!("worker:{seeker}"),
+            format!("seeker:{}", seeker.as_str().to_lowercase()),
+            format!("payer:{seeker}"),
+            "admin:key_01J9ZQ4X1V8E6W0M3C5T7B2N4K".to_owned(),
+            format!("Worker:{worker}"),
+        ] {
+            let error = raw.parse::<Actor>().unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("`{raw}` is not a contract event actor"),
+                "{raw:?}"
+            );
+        }
     }
 }

@@ -18,7 +18,7 @@ use hiregate_contracts::{
 
 use super::{
     Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, placeholders,
-    states::{DeliveryState, EventKind},
+    states::{Actor, DeliveryState, EventKind},
     to_millis,
 };
 
@@ -67,7 +67,7 @@ pub struct ClaimedDelivery {
     /// Event time.
     pub at: DateTime<Utc>,
     /// Who caused the event.
-    pub actor: String,
+    pub actor: Actor,
     /// What happened.
     pub kind: EventKind,
     /// State before.
@@ -247,7 +247,10 @@ impl TryFrom<ClaimedRow> for ClaimedDelivery {
             endpoint_disabled: row.endpoint_disabled != 0,
             seq: row.seq,
             at: from_millis(ENTITY, row.at)?,
-            actor: row.actor,
+            actor: row
+                .actor
+                .parse()
+                .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             kind: row
                 .kind
                 .parse()

@@ -33,7 +33,7 @@ use super::{
     execute::{Ctx, Step, internal},
     submission::{EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64},
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{
     AuthorizationOutcome, NewPayment, PaymentRecord, Transition, states::PaymentState,
 };
@@ -282,7 +282,7 @@ impl HireService {
         let transaction = transaction.map(|tx| tx.to_string());
         let event = self.event(
             ctx,
-            "gateway",
+            &Actor::Gateway,
             EventKind::PaymentAuthorized,
             json!({
                 "payment_id": payment.payment_id,
@@ -325,7 +325,7 @@ impl HireService {
     ) -> Result<Step, HireError> {
         let event = self.event(
             ctx,
-            "gateway",
+            &Actor::Gateway,
             EventKind::AuthorizationRefused,
             json!({"payment_id": payment.payment_id, "reason": reason}),
         );

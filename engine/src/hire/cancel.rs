@@ -23,7 +23,7 @@ use super::{
     outcome::Cancellation,
 };
 use hiregate_contracts::id::PrincipalId;
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 
 /// Compare-and-set rounds before giving up on a contract whose state keeps moving.
 const MAX_ROUNDS: usize = 4;
@@ -38,7 +38,7 @@ impl HireService {
     ) -> Result<Cancellation, HireError> {
         let store = &self.inner.store;
         let not_found = || HireError::not_found("contract");
-        let actor = format!("seeker:{seeker}");
+        let actor = Actor::Seeker(seeker.clone());
         for _ in 0..MAX_ROUNDS {
             let contract = store
                 .get_contract(contract_id)
@@ -133,7 +133,12 @@ impl HireService {
         store
             .append_contract_event(
                 ctx.contract_id.as_str(),
-                &self.event(ctx, "gateway", EventKind::WorkerCancelRequested, details),
+                &self.event(
+                    ctx,
+                    &Actor::Gateway,
+                    EventKind::WorkerCancelRequested,
+                    details,
+                ),
             )
             .await?;
         Ok(())

@@ -4,7 +4,7 @@
 //! resource makes its contracts through the same steps (`resource`).
 
 use super::*;
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 
 impl HireService {
     /// Propose, check and sign a contract for `seeker`: the listing and the proposal checked,
@@ -263,7 +263,7 @@ impl HireService {
                 },
                 &NewContractEvent {
                     at: now.as_datetime(),
-                    actor: format!("seeker:{seeker}"),
+                    actor: Actor::Seeker(seeker.clone()),
                     correlation_id: correlation_id.to_owned(),
                     kind: EventKind::ContractOffered,
                     details: json!({

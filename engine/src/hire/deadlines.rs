@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::HireError;
 use super::{HireService, execute::Ctx};
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{ContractRecord, StoreError};
 
 /// Contracts handled per sweep round.
@@ -75,7 +75,7 @@ impl HireService {
         let ctx = Ctx::of(
             &current,
             format!("deadline_{}", ulid::Ulid::new()),
-            "gateway".to_owned(),
+            Actor::Gateway,
         )?;
         let Some(payment) = store.payment_of_contract(ctx.contract_id.as_str()).await? else {
             return Ok(false);
@@ -89,11 +89,16 @@ impl HireService {
                 store
                     .append_contract_event(
                         ctx.contract_id.as_str(),
-                        &self.event(&ctx, "gateway", EventKind::AuthorizationDeadlineReached, {
-                            let mut d = details.clone();
-                            d["action"] = json!("settle");
-                            d
-                        }),
+                        &self.event(
+                            &ctx,
+                            &Actor::Gateway,
+                            EventKind::AuthorizationDeadlineReached,
+                            {
+                                let mut d = details.clone();
+                                d["action"] = json!("settle");
+                                d
+                            },
+                        ),
                     )
                     .await?;
                 self.settle(&ctx, ContractState::Accepted).await?;
@@ -111,7 +116,7 @@ impl HireService {
             _ => return Ok(false),
         };
         if !self
-            .transition(&ctx, state, &event, "gateway", details, None)
+            .transition(&ctx, state, &event, &Actor::Gateway, details, None)
             .await?
         {
             return Ok(false);

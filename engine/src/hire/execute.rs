@@ -62,7 +62,7 @@ use super::{
     },
 };
 use crate::adapters::secrets::SeekerSecrets;
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind, PieceKind};
 use hiregate_store::{
     AttemptRecord, ContractRecord, DeliverableRecord, NewContractEvent, PaymentRecord, StoreError,
     Transition, states::AttemptState,
@@ -120,8 +120,8 @@ pub(super) struct Ctx {
     pub(super) offer: Arc<StoredOffer>,
     pub(super) contract_token: String,
     pub(super) correlation_id: String,
-    /// Who drives this execution: `seeker:<id>`, or `gateway` for the sweep.
-    pub(super) actor: String,
+    /// Who drives this execution: the seeker, or the gateway for the sweep.
+    pub(super) actor: Actor,
     /// The seeker's secrets of this execute call; background work has none.
     pub(super) secrets: Option<SeekerSecrets>,
     /// The `exact` payment this execute stored, as stored: what forwarding and judging read,
@@ -142,7 +142,7 @@ impl Ctx {
     pub(super) fn of(
         contract: &ContractRecord,
         correlation_id: String,
-        actor: String,
+        actor: Actor,
     ) -> Result<Self, HireError> {
         let correlation_id = match (&contract.correlation_id, correlation_id.is_empty()) {
             (Some(own), _) => own.clone(),
@@ -296,7 +296,7 @@ impl HireService {
         let mut ctx = Ctx::of(
             contract,
             request.correlation_id.clone(),
-            format!("seeker:{}", request.seeker),
+            Actor::Seeker(request.seeker.clone()),
         )?;
         ctx.secrets = request.secrets.clone();
         // The seeker's request waits for the answer anyway, as it would for a slow worker.
@@ -409,7 +409,7 @@ impl HireService {
         else {
             return Ok(None);
         };
-        let ctx = Ctx::of(&current, correlation_id, "gateway".to_owned())?;
+        let ctx = Ctx::of(&current, correlation_id, Actor::Gateway)?;
         let from = match current.state {
             ContractState::Accepted if acceptance_window_over(&ctx, &current, self.now()) => {
                 ContractState::Accepted
@@ -630,13 +630,13 @@ impl HireService {
     pub(super) fn event(
         &self,
         ctx: &Ctx,
-        actor: &str,
+        actor: &Actor,
         kind: EventKind,
         details: Value,
     ) -> NewContractEvent {
         NewContractEvent {
             at: self.now(),
-            actor: actor.to_owned(),
+            actor: actor.clone(),
             correlation_id: ctx.correlation_id.clone(),
             kind,
             details,
@@ -650,7 +650,7 @@ impl HireService {
         ctx: &Ctx,
         from: ContractState,
         event: &ContractEvent,
-        actor: &str,
+        actor: &Actor,
         details: Value,
         deadline: Option<chrono::DateTime<Utc>>,
     ) -> Result<bool, HireError> {
@@ -783,7 +783,7 @@ const CONTENT_WITHHELD: &str = "the deliverable's content is released once its p
 /// `{digest, content, attempt_id, evidence: [...]}`, with `content` null (and
 /// `content_withheld` saying why) unless `reveal`.
 pub fn delivery_view(pieces: &[DeliverableRecord], reveal: bool) -> Option<Value> {
-    let document = pieces.iter().find(|p| p.kind == "deliverable")?;
+    let document = pieces.iter().find(|p| p.kind == PieceKind::Deliverable)?;
     let content: Value = if reveal {
         serde_json::from_slice(&document.content).unwrap_or(Value::Null)
     } else {
@@ -791,7 +791,7 @@ pub fn delivery_view(pieces: &[DeliverableRecord], reveal: bool) -> Option<Value
     };
     let evidence: Vec<Value> = pieces
         .iter()
-        .filter(|p| p.kind == "evidence")
+        .filter(|p| p.kind == PieceKind::Evidence)
         .map(|p| {
             json!({
                 "url": p.source_url,

@@ -28,7 +28,7 @@ use crate::{
     },
     metrics::WorkerLabels,
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind, PieceKind};
 use hiregate_store::{
     AttemptEnd, ContractStep, NewAttempt, NewDeliverable, PaymentRecord, SideWrite, StartAttempt,
     Store, StoreError, Transition,
@@ -82,7 +82,7 @@ impl HireService {
                     ctx,
                     ContractState::Paid,
                     &ContractEvent::AuthorizationExpired,
-                    "gateway",
+                    &Actor::Gateway,
                     json!({"valid_before": payment.valid_before, "needed_s": needed}),
                     None,
                 )
@@ -130,7 +130,12 @@ impl HireService {
                         payment_id: payment.payment_id.clone(),
                         started_at: self.now(),
                     },
-                    &self.event(ctx, "gateway", EventKind::Forwarded, forwarded.clone()),
+                    &self.event(
+                        ctx,
+                        &Actor::Gateway,
+                        EventKind::Forwarded,
+                        forwarded.clone(),
+                    ),
                 )
                 .await?;
             match started {
@@ -184,7 +189,7 @@ impl HireService {
                 listing.protocol.as_str()
             )))));
         };
-        let worker_actor = format!("worker:{}", listing.id);
+        let worker_actor = Actor::Worker(listing.id.clone());
         let relay = super::relay::ContractEventRelay::new(
             inner.store.clone(),
             ctx.contract_id.as_str(),
@@ -303,7 +308,7 @@ impl HireService {
             )
             .await;
         let answer = refuse_plain_http(answer, inner.outbound.requires_https());
-        let worker_actor = format!("worker:{}", listing.id);
+        let worker_actor = Actor::Worker(listing.id.clone());
         let answer = Box::pin(self.collect_stream(
             ctx,
             answer,
@@ -330,7 +335,7 @@ impl HireService {
         ctx: &Ctx,
         attempt_id: &AttemptId,
         attempt_no: u32,
-        worker_actor: &str,
+        worker_actor: &Actor,
         relay: &super::relay::ContractEventRelay,
         pending: WorkerAnswer,
     ) -> Result<Step, HireError> {
@@ -400,7 +405,7 @@ impl HireService {
         attempt_id: &AttemptId,
         attempt_no: u32,
         payment: &PaymentRecord,
-        worker_actor: &str,
+        worker_actor: &Actor,
         http_status: Option<u16>,
         error: Value,
         timed_out: bool,
@@ -467,7 +472,7 @@ impl HireService {
                 attempt_id,
                 attempt_no,
                 payment,
-                "gateway",
+                &Actor::Gateway,
                 None,
                 &error,
                 false,
@@ -511,7 +516,7 @@ impl HireService {
         attempt_id: &AttemptId,
         attempt_no: u32,
         payment: &PaymentRecord,
-        worker_actor: &str,
+        worker_actor: &Actor,
         http_status: Option<u16>,
         error: &Value,
         timed_out: bool,
@@ -582,7 +587,7 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
-                    "gateway",
+                    &Actor::Gateway,
                     EventKind::PaymentVoided,
                     json!({"payment_id": payment.payment_id, "reason": reason}),
                 ),
@@ -602,7 +607,7 @@ impl HireService {
         from: ContractState,
         attempt_id: &AttemptId,
         attempt_no: u32,
-        worker_actor: &str,
+        worker_actor: &Actor,
         deliverable: Deliverable,
         http_status: u16,
         metadata: Option<Value>,
@@ -621,7 +626,7 @@ impl HireService {
             attempt_id: attempt_id.to_owned(),
             position: 0,
             name: None,
-            kind: "deliverable".to_owned(),
+            kind: PieceKind::Deliverable,
             media_type: Some("application/json".to_owned()),
             digest: digest.to_string(),
             content: bytes,
@@ -647,7 +652,7 @@ impl HireService {
         );
         let started = self.event(
             ctx,
-            "gateway",
+            &Actor::Gateway,
             EventKind::VerificationStarted,
             json!({"policy_id": policy.policy_id(), "policy_hash": policy.policy_hash()}),
         );

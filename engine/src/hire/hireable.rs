@@ -35,7 +35,7 @@ use super::{
     outcome::{FailureKind, Outcome, unfinished},
     queue::worker_full,
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{
     WorkerStanding,
     listing::model::{HealthState, WorkerListing},
@@ -152,7 +152,7 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
-                    "gateway",
+                    &Actor::Gateway,
                     EventKind::WaitingForWorker,
                     json!({
                         "worker_id": listing.id,
@@ -207,7 +207,7 @@ impl HireService {
                     return;
                 }
             };
-            let result = match Ctx::of(&contract, String::new(), "gateway".to_owned()) {
+            let result = match Ctx::of(&contract, String::new(), Actor::Gateway) {
                 Ok(mut ctx) => {
                     ctx.waits_in_line = true;
                     Box::pin(service.drive(&ctx, None)).await

@@ -20,7 +20,7 @@ use super::{
     evidence::{self, FetchedEvidence},
     execute::{Ctx, Step, internal},
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind, PieceKind};
 use hiregate_store::{
     ContractStep, NewDeliverable, NewVerification, SideWrite, Store, StoreError, Transition,
 };
@@ -39,7 +39,7 @@ impl HireService {
                 ctx,
                 ContractState::Delivered,
                 &ContractEvent::VerificationStarted,
-                "gateway",
+                &Actor::Gateway,
                 json!({"policy_id": policy.policy_id(), "policy_hash": policy.policy_hash()}),
                 None,
             )
@@ -96,7 +96,7 @@ impl HireService {
             .map_err(|e| internal(e.to_string()))?;
         let record = self.event(
             ctx,
-            "gateway",
+            &Actor::Gateway,
             EventKind::of(&event),
             json!({
                 "passed": result.passed,
@@ -125,7 +125,7 @@ impl HireService {
                 let escrowed = self.escrow_of(ctx, &payment)?;
                 let window_closed = self.event(
                     ctx,
-                    "gateway",
+                    &Actor::Gateway,
                     EventKind::AcceptanceWindowClosed,
                     json!({"payment_id": payment.payment_id}),
                 );
@@ -330,7 +330,7 @@ pub(super) fn evidence_pieces(
             attempt_id: attempt_id.clone(),
             position: u32::try_from(index + 1).unwrap_or(u32::MAX),
             name: None,
-            kind: "evidence".to_owned(),
+            kind: PieceKind::Evidence,
             media_type: piece.media_type.clone(),
             digest: piece.digest.to_string(),
             content: piece.bytes.clone(),
@@ -380,7 +380,7 @@ pub(super) async fn stored_deliverable(
     contract_id: &str,
 ) -> Result<Result<(AttemptId, Deliverable, Digest), StoredBytesError>, HireError> {
     let stored = store.latest_deliverables(contract_id).await?;
-    let Some(record) = stored.iter().find(|d| d.kind == "deliverable") else {
+    let Some(record) = stored.iter().find(|d| d.kind == PieceKind::Deliverable) else {
         return Ok(Err(StoredBytesError::Missing));
     };
     let Ok(deliverable) = serde_json::from_slice::<Deliverable>(&record.content) else {

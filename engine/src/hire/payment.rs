@@ -26,7 +26,7 @@ use super::{
         AUTHORIZATION_REFUSED, EscrowedSubmission, StoredKey, facilitator_unavailable, to_i64,
     },
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{NewPayment, PayOutcome, PaymentRecord, states::PaymentState};
 
 /// Clock skew tolerated between the seeker's clock and ours when bounding `validBefore`.
@@ -72,7 +72,7 @@ impl HireService {
                 ctx,
                 ContractState::Offered,
                 &ContractEvent::OfferExpired,
-                "gateway",
+                &Actor::Gateway,
                 json!({"offer_expires_at": ctx.terms.offer_expires_at()}),
                 None,
             )

@@ -52,7 +52,7 @@ use crate::adapters::{
     FailureKind, PollRequest, WorkerAnswer, hire::classify_callback, refuse_plain_http,
 };
 use hiregate_contracts::id::{AttemptId, ContractId, JobId};
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{
     AttemptRecord, ContractRecord, JobRecord, NewJob, StoreError, states::AttemptState,
 };
@@ -190,7 +190,7 @@ impl HireService {
         let Some((contract, attempt)) = self.pending_attempt(&watch).await? else {
             return Ok(PollNext::Done);
         };
-        let ctx = Ctx::of(&contract, format!("{}", job.id), "gateway".to_owned())?;
+        let ctx = Ctx::of(&contract, format!("{}", job.id), Actor::Gateway)?;
         let deadline = sla_deadline(&ctx, &attempt);
         let now = self.now();
         if now >= deadline {
@@ -242,7 +242,7 @@ impl HireService {
                     FailureKind::Reported | FailureKind::ContractMismatch | FailureKind::InsecureUrl,
                 ..
             } => {
-                let actor = format!("worker:{}", listing.id);
+                let actor = Actor::Worker(listing.id.clone());
                 self.finish_pending(&ctx, &attempt, answer, &actor).await?;
                 self.drive_contract(ctx.contract_id.as_str(), &ctx.correlation_id)
                     .await;
@@ -255,7 +255,7 @@ impl HireService {
                         self.inner.store.clone(),
                         ctx.contract_id.as_str(),
                         &ctx.correlation_id,
-                        format!("worker:{}", listing.id),
+                        Actor::Worker(listing.id.clone()),
                         self.inner.clock.clone(),
                     );
                     super::forward::relay_progress(&relay, attempt.attempt_no, progress).await;
@@ -298,7 +298,7 @@ impl HireService {
         ctx: &Ctx,
         attempt: &AttemptRecord,
         answer: WorkerAnswer,
-        actor: &str,
+        actor: &Actor,
     ) -> Result<Finished, HireError> {
         let lock = self.inner.locks.lock_of(ctx.contract_id.as_str());
         let _guard = lock.lock_owned().await;
@@ -421,7 +421,7 @@ impl HireService {
                 &attempt.attempt_id,
                 attempt.attempt_no,
                 &payment,
-                "gateway",
+                &Actor::Gateway,
                 None,
                 sla_exceeded_error(ctx),
                 true,
@@ -440,7 +440,7 @@ impl HireService {
         let _guard = lock.lock_owned().await;
         let result = match self.inner.store.get_contract(contract_id).await {
             Ok(Some(contract)) => {
-                match Ctx::of(&contract, correlation_id.to_owned(), "gateway".to_owned()) {
+                match Ctx::of(&contract, correlation_id.to_owned(), Actor::Gateway) {
                     Ok(ctx) => self.drive(&ctx, None).await,
                     Err(error) => Err(error),
                 }
@@ -475,7 +475,7 @@ impl HireService {
             .get_contract(contract_id)
             .await?
             .ok_or(HireError::not_found("contract"))?;
-        let ctx = Ctx::of(&contract, correlation_id.to_owned(), "gateway".to_owned())?;
+        let ctx = Ctx::of(&contract, correlation_id.to_owned(), Actor::Gateway)?;
         let secret = store
             .worker_callback_secret(&ctx.worker_id)
             .await?
@@ -552,7 +552,7 @@ impl HireService {
                     store.clone(),
                     contract_id,
                     correlation_id,
-                    format!("worker:{worker_id}"),
+                    Actor::Worker(ctx.worker_id.clone()),
                     self.inner.clock.clone(),
                 );
                 super::forward::relay_progress(&relay, attempt.attempt_no, progress).await;
@@ -562,7 +562,7 @@ impl HireService {
                 state: contract.state,
             });
         }
-        let actor = format!("worker:{worker_id}");
+        let actor = Actor::Worker(ctx.worker_id.clone());
         match self.finish_pending(&ctx, &attempt, answer, &actor).await? {
             Finished::NotPending { state } => {
                 self.record_late_result(&ctx, state, &verified.id, &report, body)
@@ -612,7 +612,7 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
-                    &format!("worker:{worker_id}"),
+                    &Actor::Worker(ctx.worker_id.clone()),
                     EventKind::LateResult,
                     json!({
                         "webhook_id": webhook_id,

@@ -42,7 +42,7 @@ use super::{
     outcome::{HireResult, Outcome, QueuePlace, unfinished},
     slots::{Place, RECHECK, WorkerLine},
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{StoreError, WorkerLoad};
 
 /// Queued contracts the dispatcher looks at per round.
@@ -190,7 +190,7 @@ impl HireService {
                     ctx.contract_id.as_str(),
                     &self.event(
                         ctx,
-                        "gateway",
+                        &Actor::Gateway,
                         EventKind::Queued,
                         json!({
                             "position": position,
@@ -299,7 +299,7 @@ impl HireService {
                 let _guard = guard;
                 let result = match service.inner.store.get_contract(&contract_id).await {
                     Ok(Some(current)) if current.state == ContractState::Paid => {
-                        match Ctx::of(&current, String::new(), "gateway".to_owned()) {
+                        match Ctx::of(&current, String::new(), Actor::Gateway) {
                             Ok(ctx) => Box::pin(service.drive(&ctx, None)).await,
                             Err(error) => Err(error),
                         }

@@ -15,7 +15,7 @@ use hiregate_contracts::{
     canonical::Digest,
     id::ContractId,
     receipt::{Receipt, ReceiptDispute, ReceiptPayment},
-    state::{ContractState, DisputeDecision},
+    state::ContractState,
     token::{ISSUER, RECEIPT_TOKEN_TYPE, verify_signed_json},
 };
 
@@ -177,14 +177,10 @@ impl HireService {
             // `decided_by` names how it was decided: `replay`, `admin` (the arbiter) or `system`
             // (the arbiter stayed silent until the deadline: reason `arbiter_silent`).
             dispute: dispute.and_then(|d| {
-                let decision = match d.decision.as_deref()? {
-                    "settle" => DisputeDecision::Settle,
-                    _ => DisputeDecision::Void,
-                };
                 Some(ReceiptDispute {
                     dispute_id: d.dispute_id.into(),
-                    decision,
-                    decided_by: d.decided_by.unwrap_or_default(),
+                    decision: d.decision?,
+                    decided_by: d.decided_by.map(|by| by.to_string()).unwrap_or_default(),
                     reason: d.decision_reason.unwrap_or_default(),
                 })
             }),

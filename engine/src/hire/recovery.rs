@@ -32,7 +32,7 @@ use super::{
     execute::{Ctx, Step, internal},
     judge::stored_deliverable,
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{ContractRecord, StoreError};
 
 /// Contracts examined per state and round.
@@ -105,7 +105,7 @@ impl HireService {
         let ctx = Ctx::of(
             contract,
             format!("recovery_{}", ulid::Ulid::new()),
-            "gateway".to_owned(),
+            Actor::Gateway,
         )?;
         let bound = self.step_bound(&ctx, state);
         let stale_at =
@@ -115,7 +115,7 @@ impl HireService {
         }
         let event = self.event(
             &ctx,
-            "gateway",
+            &Actor::Gateway,
             EventKind::RecoveryTakeover,
             json!({
                 "state": state.as_str(),

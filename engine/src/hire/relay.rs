@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::{adapters::UpstreamEvents, clock::Clock};
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{NewContractEvent, Store};
 
 /// Appends relayed worker events to one contract's event log.
@@ -15,18 +15,18 @@ pub struct ContractEventRelay {
     store: Store,
     contract_id: String,
     correlation_id: String,
-    actor: String,
+    actor: Actor,
     clock: Clock,
 }
 
 impl ContractEventRelay {
-    /// A relay into `contract_id`'s log; events are attributed to `actor` (`worker:<id>`) and
+    /// A relay into `contract_id`'s log; events are attributed to `actor` (the worker) and
     /// dated by `clock`.
     pub fn new(
         store: Store,
         contract_id: &str,
         correlation_id: &str,
-        actor: String,
+        actor: Actor,
         clock: Clock,
     ) -> Self {
         Self {

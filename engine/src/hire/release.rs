@@ -24,7 +24,7 @@ use super::{
     escrow::{EscrowView, EscrowedPayment},
     execute::{Ctx, internal},
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{PaymentRecord, StoreError, states::PaymentState};
 
 /// Payments handled per sweep round.
@@ -95,20 +95,20 @@ impl HireService {
                 PaymentState::Voided,
                 transaction,
                 EventKind::PaymentVoided,
-                "gateway",
+                Actor::Gateway,
             ),
             EscrowView::Reclaimed { transaction } => (
                 PaymentState::Reclaimed,
                 transaction,
                 EventKind::PaymentReclaimed,
-                "payer",
+                Actor::Payer,
             ),
             // Nothing was ever locked: nothing to return.
             EscrowView::NotAuthorized { .. } => (
                 PaymentState::Voided,
                 None,
                 EventKind::PaymentVoided,
-                "gateway",
+                Actor::Gateway,
             ),
             EscrowView::Held { .. } => return Ok(()),
             EscrowView::Captured { .. } => {
@@ -137,7 +137,7 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
-                    actor,
+                    &actor,
                     kind,
                     json!({
                         "payment_id": payment.payment_id,
@@ -168,7 +168,7 @@ impl HireService {
                 ctx,
                 ContractState::Rejected,
                 &ContractEvent::VoidRecorded,
-                "gateway",
+                &Actor::Gateway,
                 json!({"payment_id": payment.payment_id, "reason": "rejected"}),
                 None,
             )
@@ -194,7 +194,7 @@ impl HireService {
                 ctx,
                 from,
                 &ContractEvent::PaymentReclaimed,
-                "payer",
+                &Actor::Payer,
                 json!({"payment_id": payment.payment_id, "transaction": transaction}),
                 None,
             )
@@ -229,7 +229,7 @@ impl HireService {
             .get_contract(contract_id)
             .await?
             .ok_or(HireError::not_found("contract"))?;
-        let ctx = Ctx::of(&contract, correlation_id, "arbiter".to_owned())
+        let ctx = Ctx::of(&contract, correlation_id, Actor::Arbiter)
             .map_err(|_| HireError::internal(anyhow::anyhow!("stored contract does not parse")))?;
         let Some(escrow_terms) = ctx.terms.escrow() else {
             return Err(HireError::conflict(
@@ -420,7 +420,7 @@ impl HireService {
             ctx,
             ContractState::Settled,
             &ContractEvent::RefundIssued,
-            "arbiter",
+            &Actor::Arbiter,
             json!({
                 "payment_id": payment.payment_id,
                 "transaction": transaction,
@@ -492,7 +492,7 @@ impl HireService {
         let ctx = Ctx::of(
             &contract,
             format!("{prefix}_{}", ulid::Ulid::new()),
-            "gateway".to_owned(),
+            Actor::Gateway,
         )?;
         Ok(Some((ctx, state)))
     }

@@ -61,7 +61,7 @@ use super::{
     escrow::{CaptureOrder, EscrowView, EscrowedPayment},
     execute::{Ctx, Step, internal},
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 use hiregate_store::{PaymentRecord, SettlementOutcome, Transition, states::PaymentState};
 
 /// What the gateway concluded about one settlement.
@@ -198,7 +198,7 @@ impl HireService {
             // Persisted before /settle: whatever happens next, the contract says "settling".
             let record = self.event(
                 ctx,
-                "gateway",
+                &Actor::Gateway,
                 EventKind::of(&event),
                 json!({"payment_id": payment.payment_id}),
             );
@@ -688,7 +688,7 @@ impl HireService {
                 .await?;
             return Ok(Step::Done(Ok(self.in_progress(ctx, state))));
         }
-        let record = self.event(ctx, "gateway", EventKind::of(&kind), details);
+        let record = self.event(ctx, &Actor::Gateway, EventKind::of(&kind), details);
         let applied = self
             .inner
             .store

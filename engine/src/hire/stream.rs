@@ -36,7 +36,7 @@ use url::Url;
 
 use super::{HireService, execute::Ctx, relay::ContractEventRelay};
 use crate::adapters::{FailureKind, UpstreamEvents as _, WorkerAnswer, sse};
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 
 /// Reconnects of a broken stream, at most, per read.
 const MAX_RECONNECTS: u32 = 5;
@@ -191,7 +191,7 @@ impl HireService {
         ctx: &Ctx,
         answer: WorkerAnswer,
         attempt_no: u32,
-        worker_actor: &str,
+        worker_actor: &Actor,
         deadline: Instant,
     ) -> WorkerAnswer {
         let WorkerAnswer::Delivered {
@@ -211,7 +211,7 @@ impl HireService {
             self.inner.store.clone(),
             ctx.contract_id.as_str(),
             &ctx.correlation_id,
-            worker_actor.to_owned(),
+            worker_actor.clone(),
             self.inner.clock.clone(),
         );
         let already_relayed = self.relayed_stream_events(ctx, attempt_no).await;

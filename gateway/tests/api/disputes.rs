@@ -476,7 +476,7 @@ async fn the_arbiter_settles_or_voids_an_escalated_dispute_once() {
         .iter()
         .find(|e| e.kind.as_str() == "dispute_decided")
         .expect("the decision is in the audit log");
-    assert_eq!(audit.actor, "admin");
+    assert_eq!(audit.actor.to_string(), "admin");
     assert_eq!(audit.details["reason"], "arbiter says settle");
 
     let (status, void_dispute) = dispute(&env, &to_void, &env.operator_key, "please pay").await;

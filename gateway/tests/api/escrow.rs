@@ -746,7 +746,7 @@ async fn a_payer_reclaim_after_the_capture_deadline_is_recorded() {
         .iter()
         .find(|e| e.kind.as_str() == "payment_reclaimed")
         .expect("reclaim recorded");
-    assert_eq!(reclaimed.actor, "payer");
+    assert_eq!(reclaimed.actor.to_string(), "payer");
     let payment = env
         .app
         .store

@@ -182,7 +182,10 @@ async fn pending_work_is_completed_by_a_signed_callback() {
         .collect();
     assert_eq!(delivered.len(), 1);
     assert_eq!(delivered[0].from_state, Some(ContractState::Pending));
-    assert_eq!(delivered[0].actor, format!("worker:{}", env.worker_id));
+    assert_eq!(
+        delivered[0].actor.to_string(),
+        format!("worker:{}", env.worker_id)
+    );
     // No poll ran: the only poll job is still waiting for its first turn, or done.
     assert_eq!(
         count(

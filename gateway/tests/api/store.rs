@@ -9,7 +9,7 @@ use hiregate_contracts::id::{
     ApiKeyId, AttemptId, ContractId, DeliverableId, DisputeId, JobId, PaymentId, PrincipalId,
     VerificationId, WorkerId,
 };
-use hiregate_contracts::state::ContractState;
+use hiregate_contracts::state::{ContractState, DisputeDecision, Party};
 use hiregate_engine::settings::Settings;
 use hiregate_store::{
     ContractQuery, Enqueued, NewApiKey, NewContract, NewContractEvent, NewJob, NewPayment,
@@ -17,7 +17,7 @@ use hiregate_store::{
     keys::{ApiKeyHash, CallbackSecret, Role},
     listing::model::{HealthState, OutputSchema, TaskCatalog, TaskOffer, WorkerListing},
     settings::DatabaseSettings,
-    states::{AttemptState, EventKind, PaymentState},
+    states::{Actor, AttemptState, DecidedVia, DisputeState, EventKind, PaymentState},
 };
 use serde_json::json;
 
@@ -541,7 +541,7 @@ async fn contract_for(store: &Store) -> String {
 fn event(kind: EventKind) -> NewContractEvent {
     NewContractEvent {
         at: now(),
-        actor: "gateway".into(),
+        actor: Actor::Gateway,
         correlation_id: format!("req_{}", ulid::Ulid::new()),
         kind,
         details: json!({ "note": kind }),
@@ -1017,8 +1017,8 @@ fn seeker_dispute(contract_id: &str) -> hiregate_store::NewDispute {
     hiregate_store::NewDispute {
         dispute_id: DisputeId::generate(),
         contract_id: contract_id.parse().unwrap(),
-        party: "seeker".into(),
-        opened_by: "seeker:sk_x".into(),
+        party: Party::Seeker,
+        opened_by: Actor::Seeker(PrincipalId::generate_seeker()),
         reason: "wrong".into(),
         claim: None,
         created_at: now(),
@@ -1332,8 +1332,8 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
     let opened = NewDispute {
         dispute_id: DisputeId::generate(),
         contract_id: contract_id.parse().unwrap(),
-        party: "operator".into(),
-        opened_by: "operator:op_x".into(),
+        party: Party::Operator,
+        opened_by: Actor::Operator(PrincipalId::generate_operator()),
         reason: "the output is fine".into(),
         claim: Some(json!({"note": "see it"})),
         created_at: now(),
@@ -1352,7 +1352,7 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
             opened.dispute_id.as_str(),
             &json!({"verification_status": "failed"}),
             "sha256:abc",
-            "escalated",
+            DisputeState::Escalated,
         )
         .await
         .unwrap();
@@ -1361,29 +1361,32 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.state, "escalated");
+    assert_eq!(stored.state, DisputeState::Escalated);
     assert_eq!(stored.claim, opened.claim);
     assert_eq!(
         stored.replay_verifier_result_hash.as_deref(),
         Some("sha256:abc")
     );
     assert_eq!(stored.created_at, opened.created_at);
-    let decision = |d: &str| DisputeDecisionRecord {
-        decision: d.into(),
-        decided_by: "admin".into(),
+    let decision = |d: DisputeDecision| DisputeDecisionRecord {
+        decision: d,
+        decided_by: Actor::Admin,
         reason: format!("decided {d}"),
-        via: "arbiter".into(),
+        via: DecidedVia::Arbiter,
         at: now(),
     };
     assert!(
         store
-            .decide_dispute(opened.dispute_id.as_str(), &decision("settle"))
+            .decide_dispute(
+                opened.dispute_id.as_str(),
+                &decision(DisputeDecision::Settle)
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .decide_dispute(opened.dispute_id.as_str(), &decision("void"))
+            .decide_dispute(opened.dispute_id.as_str(), &decision(DisputeDecision::Void))
             .await
             .unwrap(),
         "a decision is final"
@@ -1393,8 +1396,8 @@ async fn disputes_are_one_per_contract_and_decided_once(store: Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(decided.state, "decided");
-    assert_eq!(decided.decision.as_deref(), Some("settle"));
+    assert_eq!(decided.state, DisputeState::Decided);
+    assert_eq!(decided.decision, Some(DisputeDecision::Settle));
     assert_eq!(decided.decision_reason.as_deref(), Some("decided settle"));
     assert!(decided.decided_at.is_some());
 }
@@ -1613,7 +1616,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         attempt_id: attempt_id.parse().unwrap(),
         position: 0,
         name: Some("r\u{E9}sum\u{E9} \u{1F600}.json".into()),
-        kind: "deliverable".into(),
+        kind: hiregate_store::states::PieceKind::Deliverable,
         media_type: Some("application/json".into()),
         digest: "sha256:00".into(),
         content: [b"\0raw\0".as_slice(), &bytes].concat(),
@@ -1770,8 +1773,8 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
     let dispute = NewDispute {
         dispute_id: DisputeId::generate(),
         contract_id: disputed.parse().unwrap(),
-        party: "seeker".into(),
-        opened_by: "seeker:sk_x".into(),
+        party: Party::Seeker,
+        opened_by: Actor::Seeker(PrincipalId::generate_seeker()),
         reason: "\u{2028}\u{1F600} wrong".into(),
         claim: Some(corpus.clone()),
         created_at: now(),
@@ -1783,7 +1786,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
             dispute.dispute_id.as_str(),
             &replay,
             "sha256:abc",
-            "escalated",
+            DisputeState::Escalated,
         )
         .await
         .unwrap();

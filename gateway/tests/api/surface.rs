@@ -86,7 +86,7 @@ async fn store_contract(
             },
             &NewContractEvent {
                 at: created_at,
-                actor: "gateway".into(),
+                actor: hiregate_store::states::Actor::Gateway,
                 correlation_id: "req_test".into(),
                 kind: hiregate_store::states::EventKind::ContractOffered,
                 details: json!({}),

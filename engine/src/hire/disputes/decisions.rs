@@ -3,7 +3,7 @@
 //! dispute's view.
 
 use super::*;
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind};
 
 impl HireService {
     /// Record `decision` once and carry it out: settle with the stored payment, or void.
@@ -12,7 +12,7 @@ impl HireService {
         ctx: &Ctx,
         dispute_id: &str,
         decision: DisputeDecision,
-        decided_by: &str,
+        decided_by: &Actor,
         reason: &str,
         via: DecidedVia,
     ) -> Result<bool, HireError> {
@@ -21,10 +21,10 @@ impl HireService {
             .decide_dispute(
                 dispute_id,
                 &DisputeDecisionRecord {
-                    decision: decision_name(decision).to_owned(),
-                    decided_by: decided_by.to_owned(),
+                    decision,
+                    decided_by: decided_by.clone(),
                     reason: reason.to_owned(),
-                    via: via.as_str().to_owned(),
+                    via,
                     at: self.now(),
                 },
             )
@@ -41,9 +41,9 @@ impl HireService {
                     EventKind::DisputeDecided,
                     json!({
                         "dispute_id": dispute_id,
-                        "decision": decision_name(decision),
+                        "decision": decision,
                         "reason": reason,
-                        "via": via.as_str(),
+                        "via": via,
                     }),
                 ),
             )
@@ -58,7 +58,7 @@ impl HireService {
         &self,
         ctx: &Ctx,
         decision: DisputeDecision,
-        decided_by: &str,
+        decided_by: &Actor,
         dispute_id: &str,
     ) -> Result<(), HireError> {
         match decision {
@@ -98,7 +98,7 @@ impl HireService {
     async fn void_disputed(
         &self,
         ctx: &Ctx,
-        decided_by: &str,
+        decided_by: &Actor,
         details: Value,
     ) -> Result<(), HireError> {
         let payment = self
@@ -158,14 +158,14 @@ impl HireService {
             .get_contract(dispute.contract_id.as_str())
             .await?
             .ok_or(HireError::not_found("contract"))?;
-        let ctx = Ctx::of(&contract, correlation_id.to_owned(), "admin".to_owned())
-            .map_err(step_failed)?;
+        let ctx =
+            Ctx::of(&contract, correlation_id.to_owned(), Actor::Admin).map_err(step_failed)?;
         let applied = self
             .apply_decision(
                 &ctx,
                 dispute_id,
                 request.decision,
-                "admin",
+                &Actor::Admin,
                 &request.reason,
                 DecidedVia::Arbiter,
             )
@@ -176,7 +176,7 @@ impl HireService {
         }
         tracing::info!(
             dispute_id,
-            decision = decision_name(request.decision),
+            decision = request.decision.as_str(),
             "arbiter decided"
         );
         let dispute = store
@@ -223,14 +223,9 @@ impl HireService {
         else {
             return Ok(false);
         };
-        if let Some(decision) = dispute.decision.as_deref() {
-            let decision = if decision == "settle" {
-                DisputeDecision::Settle
-            } else {
-                DisputeDecision::Void
-            };
-            let by = dispute.decided_by.as_deref().unwrap_or("system");
-            self.carry_out(ctx, decision, by, dispute.dispute_id.as_str())
+        if let Some(decision) = dispute.decision {
+            let by = dispute.decided_by.unwrap_or(Actor::System);
+            self.carry_out(ctx, decision, &by, dispute.dispute_id.as_str())
                 .await?;
             return Ok(true);
         }
@@ -239,7 +234,7 @@ impl HireService {
             ctx,
             dispute.dispute_id.as_str(),
             DisputeDecision::Void,
-            "system",
+            &Actor::System,
             "arbiter_silent",
             DecidedVia::Timeout,
         )
@@ -289,9 +284,9 @@ impl HireService {
             return Err(not_found());
         }
         let side = if caller.is_seeker() {
-            "seeker"
+            Party::Seeker
         } else {
-            "operator"
+            Party::Operator
         };
         if side == dispute.party {
             return Err(HireError::conflict(
@@ -305,7 +300,7 @@ impl HireService {
                 "this dispute is decided; decisions are final".to_owned(),
             ));
         }
-        let by = format!("{side}:{caller}");
+        let by = Actor::party(caller.clone());
         let response = DisputeResponse {
             statement: answer.statement,
             claim: answer.claim,
@@ -375,7 +370,7 @@ impl HireService {
     /// claim, the replay's result), and `deadline_at`: when the silent arbiter's `void` applies.
     pub async fn dispute_queue(
         &self,
-        state: &str,
+        state: DisputeState,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Value, HireError> {

@@ -65,7 +65,7 @@ use super::{
     execute::{Ctx, internal},
     judge::StoredBytesError,
 };
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, DecidedVia, DisputeState, EventKind};
 use hiregate_store::{
     ContractRecord, ContractStep, DisputeDecisionRecord, DisputeRecord, DisputeResponse,
     NewContractEvent, NewDispute, PaymentRecord, SideWrite, StoreError, Transition,
@@ -187,31 +187,6 @@ struct Replay {
     from_store: Vec<String>,
     /// Evidence unreachable then, fetched again.
     refetched: Vec<String>,
-}
-
-/// Who takes a decision, and how.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DecidedVia {
-    Replay,
-    Arbiter,
-    Timeout,
-}
-
-impl DecidedVia {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Replay => "replay",
-            Self::Arbiter => "arbiter",
-            Self::Timeout => "timeout",
-        }
-    }
-}
-
-fn decision_name(decision: DisputeDecision) -> &'static str {
-    match decision {
-        DisputeDecision::Settle => "settle",
-        DisputeDecision::Void => "void",
-    }
 }
 
 fn status_name(status: VerificationStatus) -> &'static str {
@@ -354,10 +329,7 @@ impl HireService {
             Party::Operator
         };
         self.check_disputable(&contract, state, party).await?;
-        let (party_name, actor) = match party {
-            Party::Seeker => ("seeker", format!("seeker:{caller}")),
-            Party::Operator => ("operator", format!("operator:{caller}")),
-        };
+        let actor = Actor::party(caller.clone());
         let dispute_id = DisputeId::generate();
         let ctx =
             Ctx::of(&contract, correlation_id.to_owned(), actor.clone()).map_err(step_failed)?;
@@ -383,7 +355,7 @@ impl HireService {
                 &[SideWrite::Dispute(&NewDispute {
                     dispute_id: dispute_id.clone(),
                     contract_id: contract.contract_id.clone(),
-                    party: party_name.to_owned(),
+                    party,
                     opened_by: actor.clone(),
                     reason: request.reason.clone(),
                     claim: request.claim.clone(),
@@ -407,7 +379,7 @@ impl HireService {
         tracing::info!(
             contract_id,
             %dispute_id,
-            party = party_name,
+            party = party.as_str(),
             "dispute opened"
         );
         self.resolve_by_replay(&ctx, dispute_id.as_str(), state)

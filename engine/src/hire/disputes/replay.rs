@@ -2,7 +2,7 @@
 //! a verdict that cannot be reached again escalates to the arbiter.
 
 use super::*;
-use hiregate_store::states::EventKind;
+use hiregate_store::states::{Actor, EventKind, PieceKind};
 
 impl HireService {
     /// Replay the pinned policy on the stored deliverable and decide where the replay can
@@ -20,7 +20,7 @@ impl HireService {
                 "skipped": "the contract failed before a verdict: there is nothing to replay",
             });
             store
-                .record_dispute_replay(dispute_id, &skipped, "", "escalated")
+                .record_dispute_replay(dispute_id, &skipped, "", DisputeState::Escalated)
                 .await?;
             self.escalated_event(ctx, dispute_id, &skipped).await?;
             return Ok(());
@@ -38,7 +38,7 @@ impl HireService {
                     "original_verification_status": original.status,
                 });
                 store
-                    .record_dispute_replay(dispute_id, &refused, "", "escalated")
+                    .record_dispute_replay(dispute_id, &refused, "", DisputeState::Escalated)
                     .await?;
                 self.escalated_event(ctx, dispute_id, &refused).await?;
                 tracing::warn!(contract_id = %ctx.contract_id, dispute_id, error = %why, "replay refused: stored bytes fail their digest");
@@ -75,9 +75,9 @@ impl HireService {
                 &replay_json,
                 &replay.verifier_result_hash.to_string(),
                 if decision.is_some() {
-                    "open"
+                    DisputeState::Open
                 } else {
-                    "escalated"
+                    DisputeState::Escalated
                 },
             )
             .await?;
@@ -86,7 +86,7 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
-                    "gateway",
+                    &Actor::Gateway,
                     EventKind::DisputeReplayed,
                     json!({
                         "dispute_id": dispute_id,
@@ -107,7 +107,7 @@ impl HireService {
                 ctx,
                 dispute_id,
                 decision,
-                "replay",
+                &Actor::Replay,
                 &reason,
                 DecidedVia::Replay,
             )
@@ -136,7 +136,7 @@ impl HireService {
             .latest_deliverables(ctx.contract_id.as_str())
             .await?
             .into_iter()
-            .filter(|piece| piece.kind == "evidence" && piece.attempt_id == attempt_id)
+            .filter(|piece| piece.kind == PieceKind::Evidence && piece.attempt_id == attempt_id)
             .collect();
         let requests = deliverable.evidence_requests();
         let mut kept = Vec::new();
@@ -222,7 +222,7 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 &self.event(
                     ctx,
-                    "gateway",
+                    &Actor::Gateway,
                     EventKind::DisputeEscalated,
                     json!({"dispute_id": dispute_id, "replay": replay}),
                 ),
