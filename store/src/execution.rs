@@ -963,11 +963,11 @@ impl Store {
 mod tests {
     use super::*;
     use crate::states::PieceKind;
-    use hiregate_contracts::id::{AttemptId, ContractId};
+    use hiregate_contracts::id::{AttemptId, ContractId, DeliverableId};
 
     fn piece_row(kind: &str) -> DeliverableRow {
         DeliverableRow {
-            deliverable_id: "dlv_1".to_owned(),
+            deliverable_id: DeliverableId::generate().to_string(),
             contract_id: ContractId::generate().to_string(),
             attempt_id: AttemptId::generate().to_string(),
             position: 1,
