@@ -11,7 +11,7 @@
 //! so per contract `seq` is gap-free and commits in order: an SSE reader resuming after `n`
 //! never misses an event that commits later with a smaller number.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use super::bus::LiveEvent;
 use super::json::JsonText;
@@ -32,6 +32,50 @@ use super::{
 
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
+
+/// Signed terms already read, by their hash. The hash is the terms' identity (rows with one
+/// hash hold one document, and a contract's terms never change once signed), and reading terms
+/// validates them again, compiling their output schemas (378 µs a parse, measured in a debug
+/// build) while a paid hire reads its contract at each step: so each document is parsed once
+/// per process. Weighed by the document's bytes, so large task inputs cannot pile up.
+static SIGNED_TERMS: LazyLock<quick_cache::sync::Cache<String, SizedTerms, DocumentBytes>> =
+    LazyLock::new(|| {
+        quick_cache::sync::Cache::with_weighter(CACHED_TERMS, CACHED_TERMS_BYTES, DocumentBytes)
+    });
+
+/// Documents the terms cache expects to hold, and the bytes it holds at most.
+const CACHED_TERMS: usize = 1024;
+const CACHED_TERMS_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Parsed terms and the size of the document they were read from.
+#[derive(Clone)]
+struct SizedTerms(Arc<ContractTerms>, u64);
+
+#[derive(Clone)]
+struct DocumentBytes;
+
+impl quick_cache::Weighter<String, SizedTerms> for DocumentBytes {
+    fn weight(&self, _hash: &String, terms: &SizedTerms) -> u64 {
+        terms.1
+    }
+}
+
+/// The terms `document` holds (signed under `terms_hash`), from the cache or parsed.
+fn signed_terms(
+    terms_hash: &str,
+    document: &serde_json::Value,
+) -> Result<Arc<ContractTerms>, StoreError> {
+    if let Some(SizedTerms(terms, _)) = SIGNED_TERMS.get(terms_hash) {
+        return Ok(terms);
+    }
+    let terms = Arc::new(parse_document::<ContractTerms>(ENTITY, document)?);
+    let bytes = serde_json::to_vec(document)
+        .ok()
+        .and_then(|text| u64::try_from(text.len()).ok())
+        .unwrap_or(u64::MAX);
+    SIGNED_TERMS.insert(terms_hash.to_owned(), SizedTerms(Arc::clone(&terms), bytes));
+    Ok(terms)
+}
 
 /// A contract to create, with its first event.
 #[derive(Debug, Clone)]
@@ -204,7 +248,7 @@ impl TryFrom<ContractRow> for ContractRecord {
             seeker_id: parse_id(ENTITY, &row.seeker_id)?,
             worker_id: parse_id(ENTITY, &row.worker_id)?,
             task_type: row.task_type,
-            terms: Arc::new(parse_document(ENTITY, &row.terms.0)?),
+            terms: signed_terms(&row.terms_hash, &row.terms.0)?,
             terms_document: row.terms.0,
             terms_hash: row.terms_hash,
             gateway_jws: row.gateway_jws,
