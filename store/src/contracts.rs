@@ -631,6 +631,21 @@ mod tests {
         assert_eq!((note.from_state, note.to_state), (None, None));
     }
 
+    /// `row` is refused as a corrupt event row; `what` names the spelling under test.
+    fn assert_corrupt_event(row: EventRow, what: &str) {
+        let error = ContractEvent::try_from(row).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                StoreError::Corrupt {
+                    entity: EVENT_ENTITY,
+                    ..
+                }
+            ),
+            "{what:?}: {error}"
+        );
+    }
+
     #[test]
     fn an_event_row_with_another_kind_spelling_is_corrupt() {
         let event = ContractEvent::try_from(event_row(None, None)).unwrap();
@@ -640,17 +655,7 @@ mod tests {
                 kind: kind.to_owned(),
                 ..event_row(None, None)
             };
-            let error = ContractEvent::try_from(row).unwrap_err();
-            assert!(
-                matches!(
-                    error,
-                    StoreError::Corrupt {
-                        entity: EVENT_ENTITY,
-                        ..
-                    }
-                ),
-                "{kind:?}: {error}"
-            );
+            assert_corrupt_event(row, kind);
         }
     }
 
@@ -676,17 +681,7 @@ mod tests {
                 actor: actor.clone(),
                 ..event_row(None, None)
             };
-            let error = ContractEvent::try_from(row).unwrap_err();
-            assert!(
-                matches!(
-                    error,
-                    StoreError::Corrupt {
-                        entity: EVENT_ENTITY,
-                        ..
-                    }
-                ),
-                "{actor:?}: {error}"
-            );
+            assert_corrupt_event(row, &actor);
         }
     }
 
