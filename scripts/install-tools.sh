@@ -34,11 +34,15 @@ stamp="$tools_dir/node_modules/.hiregate-lock.sha256"
 anvil_in_package="$tools_dir/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
 
 say() { printf 'install-tools: %s\n' "$*" >&2; }
+# Another apt run (unattended upgrades, a user's own install) holds dpkg's lock for a while:
+# wait for it instead of failing the whole install.
+apt_wait=(-o DPkg::Lock::Timeout=600)
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
         say "node/npm missing; installing Debian's nodejs and npm"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+        apt-get "${apt_wait[@]}" update -qq \
+            && DEBIAN_FRONTEND=noninteractive apt-get "${apt_wait[@]}" install -y -qq nodejs npm >/dev/null
     else
         say "node >= 20 and npm are required (e.g. 'apt-get install nodejs npm'), then rerun $0"
         exit 1
@@ -67,8 +71,8 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
         fi
         if [ "$(id -u)" = "0" ] || [ -n "$as_root" ]; then
             say "chromium missing; installing Debian's chromium (console browser tests)"
-            $as_root apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq chromium >/dev/null
+            $as_root apt-get "${apt_wait[@]}" update -qq
+            DEBIAN_FRONTEND=noninteractive $as_root apt-get "${apt_wait[@]}" install -y -qq chromium >/dev/null
         else
             say "chromium missing and no root: 'sudo apt-get install chromium' for the console browser tests"
         fi
