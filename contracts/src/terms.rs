@@ -138,8 +138,11 @@ pub enum TermsError {
     /// An `auth-capture` price without escrow terms, or escrow terms on an `exact` price.
     #[error("escrow terms must be present exactly when the price's scheme is auth-capture")]
     EscrowSchemeMismatch,
-    /// An `upto` price without metering, or metering on another scheme.
-    #[error("metering must be present exactly when the price's scheme is upto")]
+    /// An `upto` price without metering, or metering on an `exact` one.
+    #[error(
+        "metering must be present when the price's scheme is upto, and only with upto or \
+         auth-capture"
+    )]
     MeteringSchemeMismatch,
     /// A metered price that is not `unit_price × max_units`.
     #[error("a metered price must be metering.unit_price × metering.max_units")]
@@ -815,10 +818,11 @@ impl ContractTerms {
         self
     }
 
-    /// These terms priced per verified unit: the price (an `upto` one) must be the metering's
-    /// maximum. Set before the terms are hashed and signed.
+    /// These terms priced per verified unit: the price (an `upto` one, or an `auth-capture`
+    /// one whose escrow captures the verified amount and voids the rest) must be the
+    /// metering's maximum. Set before the terms are hashed and signed.
     pub fn with_metering(mut self, metering: Metering) -> Result<Self, TermsError> {
-        if self.scheme() != PaymentScheme::Upto {
+        if self.scheme() == PaymentScheme::Exact {
             return Err(TermsError::MeteringSchemeMismatch);
         }
         if self.price.amount() != metering.maximum() {
@@ -828,7 +832,8 @@ impl ContractTerms {
         Ok(self)
     }
 
-    /// How a metered (`upto`) contract is paid; `None` for a fixed price.
+    /// How a metered (`upto`, or metered `auth-capture`) contract is paid; `None` for a fixed
+    /// price.
     #[must_use]
     pub fn metering(&self) -> Option<&Metering> {
         self.metering.as_ref()

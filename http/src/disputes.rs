@@ -102,6 +102,11 @@ pub(crate) struct RefundRequest {
     /// Why the arbiter refunds (recorded in the event log): 1 to 2000 bytes, not blank.
     #[schema(min_length = 1, max_length = 500, pattern = r"\S")]
     reason: String,
+    /// What to refund, atomic units as a decimal string: 1 up to what was captured (a partial
+    /// refund, e.g. for work partly at fault). Absent: all that was captured.
+    #[serde(default)]
+    #[schema(pattern = r"^[0-9]{1,78}$", example = "500000")]
+    amount: Option<String>,
 }
 
 /// The arbiter refunds a settled escrowed contract: 200 with the refund transaction; 409
@@ -120,7 +125,7 @@ pub(crate) struct RefundRequest {
         (status = 403, description = "`forbidden`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 409, description = "`refund_not_possible` / `refund_window_closed` / `refund_not_funded`", body = ErrorBody),
-        (status = 422, description = "`invalid_body`: reason must be 1 to 2000 characters", body = ErrorBody),
+        (status = 422, description = "`invalid_body`: reason must be 1 to 2000 characters, amount a decimal string; `validation_failed`: amount more than was captured", body = ErrorBody),
     ),
 )]
 pub(crate) async fn refund_contract(
@@ -149,9 +154,29 @@ pub(crate) async fn refund_contract(
             message: "reason must be 1 to 2000 characters".to_owned(),
         });
     }
+    let amount = request
+        .amount
+        .as_deref()
+        .map(|amount| {
+            amount
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| alloy::primitives::U256::from_str_radix(amount, 10).ok())
+                .flatten()
+                .ok_or_else(|| ApiError::Unprocessable {
+                    code: "invalid_body",
+                    message: "amount must be a decimal string of atomic units".to_owned(),
+                })
+        })
+        .transpose()?;
     let body = state
         .hire
-        .refund(contract_id.as_str(), reason, correlation_id(&headers))
+        .refund(
+            contract_id.as_str(),
+            reason,
+            amount,
+            correlation_id(&headers),
+        )
         .await?;
     Ok(Json(body))
 }

@@ -121,7 +121,7 @@ const AUTHORIZATION_FINISHED: &str = "update payment set state = $2, \
     authorize_tx = coalesce($3, authorize_tx), updated_at = $4 where payment_id = $1 and {guard}";
 const SETTLEMENT_FINISHED: &str = "update payment set state = $2, \
     settle_tx = coalesce($3, settle_tx), settle_response = coalesce($4, settle_response), \
-    updated_at = $5 where payment_id = $1 and {guard}";
+    updated_at = $5, remainder_tx = coalesce($6, remainder_tx) where payment_id = $1 and {guard}";
 
 /// The guard of a side write run as its own statement.
 const ALONE: &str = "true";
@@ -289,7 +289,8 @@ macro_rules! bind_side_write {
                 .bind(outcome.payment_state.as_str())
                 .bind(outcome.transaction.as_deref())
                 .bind(outcome.response.as_ref().map($crate::json::JsonText))
-                .bind($crate::to_millis(at)),
+                .bind($crate::to_millis(at))
+                .bind(outcome.remainder_transaction.as_deref()),
         }
     };
 }

@@ -899,6 +899,33 @@ impl Store {
         Ok(changed == 1)
     }
 
+    /// An arbiter's refund of `amount` (atomic units, decimal) of a captured payment is about
+    /// to be sent: `settled → refunding`, the amount kept for the sweep that resumes it and for
+    /// reconciliation. `false` when the payment was not `settled` (or is `refunding` already:
+    /// the amount then stays the first intent's).
+    pub async fn begin_refund(
+        &self,
+        payment_id: &PaymentId,
+        amount: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "update payment set state = 'refunding', refunded_amount = $2, \
+            updated_at = $3 where payment_id = $1 and state = 'settled'";
+        let changed = {
+            let _turn = self.write_turn().await;
+            on_backend!(self, pool => {
+                sqlx::query(SQL)
+                    .bind(payment_id.as_str())
+                    .bind(amount)
+                    .bind(to_millis(at))
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            })
+        };
+        Ok(changed == 1)
+    }
+
     /// Escrowed payments (locked by an `authorize`) whose money must go back or whose refund
     /// is unconfirmed, untouched since `before`, oldest first: a void intent not confirmed
     /// (`voiding`), a payment still `authorized` or `settlement_failed` under a contract that

@@ -123,6 +123,8 @@ pub struct SettlementOutcome {
     pub transaction: Option<String>,
     /// The facilitator's settle response, when it answered.
     pub response: Option<serde_json::Value>,
+    /// A metered escrowed payment's void of what its capture left locked.
+    pub remainder_transaction: Option<String>,
 }
 
 /// What [`Store::finish_authorization`](super::Store::finish_authorization) records.

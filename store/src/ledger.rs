@@ -129,6 +129,10 @@ pub struct LedgerEscrowPayment {
     pub settle_tx: Option<String>,
     /// The `void`, `refund` or `reclaim` transaction.
     pub release_tx: Option<String>,
+    /// A metered payment's `void` of what its capture left locked.
+    pub remainder_tx: Option<String>,
+    /// What the refund returned, atomic units, decimal (`None`: all of `amount`).
+    pub refunded_amount: Option<String>,
     /// The x402 payment payload (holds the payer's signature: never log it).
     pub payload: serde_json::Value,
     /// The contract's signed terms.
@@ -149,6 +153,8 @@ struct LedgerEscrowRow {
     authorize_tx: Option<String>,
     settle_tx: Option<String>,
     release_tx: Option<String>,
+    remainder_tx: Option<String>,
+    refunded_amount: Option<String>,
     payload: JsonText<serde_json::Value>,
     terms: JsonText<serde_json::Value>,
     payment_offer: Option<JsonText<serde_json::Value>>,
@@ -172,6 +178,8 @@ impl TryFrom<LedgerEscrowRow> for LedgerEscrowPayment {
             authorize_tx: row.authorize_tx,
             settle_tx: row.settle_tx,
             release_tx: row.release_tx,
+            remainder_tx: row.remainder_tx,
+            refunded_amount: row.refunded_amount,
             payload: row.payload.0,
             terms: parse_document(ENTITY, &row.terms.0)?,
             payment_offer: row
@@ -197,8 +205,8 @@ impl std::fmt::Debug for LedgerEscrowPayment {
 }
 
 const LEDGER_ESCROW_COLUMNS: &str = "p.payment_id, p.contract_id, p.network, p.asset, p.payer, \
-    p.amount, p.state, p.authorize_tx, p.settle_tx, p.release_tx, p.payload, c.terms, \
-    c.payment_offer";
+    p.amount, p.state, p.authorize_tx, p.settle_tx, p.release_tx, p.remainder_tx, \
+    p.refunded_amount, p.payload, c.terms, c.payment_offer";
 
 fn ledger_select(backend: &Backend, condition: &str) -> String {
     let columns = match backend {

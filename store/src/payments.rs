@@ -110,6 +110,12 @@ pub struct PaymentRecord {
     pub authorize_tx: Option<String>,
     /// Escrowed payments: the transaction that returned it (void, refund or reclaim).
     pub release_tx: Option<String>,
+    /// Metered escrowed payments: the void of what the capture of the verified `amount` left
+    /// locked.
+    pub remainder_tx: Option<String>,
+    /// Escrowed payments: what an arbiter's refund returns, atomic units (`None`: all of
+    /// `amount`); stored with the refund's intent.
+    pub refunded_amount: Option<String>,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last change.
@@ -152,6 +158,8 @@ pub(crate) struct PaymentRow {
     settle_response: Option<JsonText<serde_json::Value>>,
     authorize_tx: Option<String>,
     release_tx: Option<String>,
+    remainder_tx: Option<String>,
+    refunded_amount: Option<String>,
     created_at: i64,
     updated_at: i64,
 }
@@ -181,6 +189,8 @@ impl PaymentRecord {
             settle_response: None,
             authorize_tx: None,
             release_tx: None,
+            remainder_tx: None,
+            refunded_amount: None,
             created_at,
             updated_at: created_at,
         }
@@ -213,6 +223,8 @@ impl TryFrom<PaymentRow> for PaymentRecord {
             settle_response: row.settle_response.map(|j| j.0),
             authorize_tx: row.authorize_tx,
             release_tx: row.release_tx,
+            remainder_tx: row.remainder_tx,
+            refunded_amount: row.refunded_amount,
             created_at: from_millis(ENTITY, row.created_at)?,
             updated_at: from_millis(ENTITY, row.updated_at)?,
         })
@@ -221,8 +233,8 @@ impl TryFrom<PaymentRow> for PaymentRecord {
 
 pub(crate) const PAYMENT_COLUMNS: &str = "payment_id, contract_id, network, asset, payer, nonce, amount, \
     valid_after, valid_before, payload, payload_hash, payment_identifier, state, \
-    settle_started_at, settle_tx, settle_response, authorize_tx, release_tx, created_at, \
-    updated_at";
+    settle_started_at, settle_tx, settle_response, authorize_tx, release_tx, remainder_tx, \
+    refunded_amount, created_at, updated_at";
 
 impl Store {
     /// Record a verified payment. An authorization or payment identifier seen before is

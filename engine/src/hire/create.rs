@@ -186,11 +186,17 @@ impl HireService {
             ContractTerms::from_proposal(proposal, &offer, context, &TermsLimits::default())
                 .map_err(|e| terms_error(&e))?
                 .with_execution(execution);
-        if scheme == PaymentScheme::Upto {
-            // Checked by `worker_offer`: an `upto` offer is a metered one.
-            let metering =
-                metering.ok_or_else(|| HireError::internal_msg("upto offer without metering"))?;
-            terms = terms.with_metering(metering).map_err(|e| terms_error(&e))?;
+        // A metered task type is paid for its verified units with `upto` (checked by
+        // `worker_offer`: an `upto` offer is a metered one) and with `auth-capture`, whose
+        // escrow captures the verified amount and voids the rest; `exact` moves the maximum.
+        match (scheme, metering) {
+            (PaymentScheme::Upto | PaymentScheme::AuthCapture, Some(metering)) => {
+                terms = terms.with_metering(metering).map_err(|e| terms_error(&e))?;
+            }
+            (PaymentScheme::Upto, None) => {
+                return Err(HireError::internal_msg("upto offer without metering"));
+            }
+            _ => {}
         }
         crosscheck::check_verifiers(&inner.store, &inner.outbound, listing, terms.verification())
             .await?;
@@ -474,8 +480,9 @@ fn check_exact_bounds(
 
 /// The listing's offer for `task_type` in the contracts crate's terms, paid with `scheme`, and
 /// its metering when the task type is priced per unit. A metered task type's price is its
-/// maximum (`unit price × max_units`) whatever the scheme; only `upto` pays less for fewer
-/// verified units, and `upto` is offered only for metered task types.
+/// maximum (`unit price × max_units`) whatever the scheme; `upto` and `auth-capture` pay less
+/// for fewer verified units (`exact` moves the maximum), and `upto` is offered only for
+/// metered task types.
 fn worker_offer(
     listing: &WorkerListing,
     task_type: &str,

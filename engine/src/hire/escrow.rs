@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`EscrowOperators`] | per chain id: the operator (wallet provider + the configured escrow, collectors), sending through its own relayer (nonces pipelined, several calls per block) and taking turns on its key with the other instances |
 //! | [`payment_info`] | the on-chain `PaymentInfo` of a stored escrowed payment, rebuilt from the contract's own offer (never the client's copy) |
-//! | [`CaptureOrder`] | what a capture of a contract sends: the full price, the terms' fee bps and the treasury |
+//! | [`CaptureOrder`] | what a capture of a contract sends: the price (a metered contract's verified amount), the terms' fee bps and the treasury |
 //!
 //! The lifecycle that drives these (authorize on payment, capture after the acceptance window,
 //! void on rejection, refund by an arbiter, the payer's reclaim) decides every outcome from
@@ -136,11 +136,12 @@ pub fn payment_info(
     AuthCapturePayment::parse(payload, requirements, addresses).map(|payment| payment.info)
 }
 
-/// What capturing an escrowed contract sends: everything authorized, at the fee the terms pin,
-/// to the fee recipient the terms (and the payer's signature) name.
+/// What capturing an escrowed contract sends: the amount to pay (everything authorized at a
+/// fixed price; the verified amount of a metered contract, the rest then voided), at the fee
+/// the terms pin, to the fee recipient the terms (and the payer's signature) name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaptureOrder {
-    /// The contract's price, all of which was authorized.
+    /// What is captured.
     pub amount: U256,
     /// The terms' fee, basis points.
     pub fee_bps: u16,
@@ -149,11 +150,12 @@ pub struct CaptureOrder {
 }
 
 impl CaptureOrder {
-    /// The capture of `terms`; `None` for an `exact` contract.
-    pub fn of(terms: &ContractTerms) -> Option<Self> {
+    /// The capture of `amount` under `terms` (a payment's stored amount: the price, or what a
+    /// metered contract verified); `None` for a contract without escrow.
+    pub fn of(terms: &ContractTerms, amount: U256) -> Option<Self> {
         let escrow = terms.escrow()?;
         Some(Self {
-            amount: U256::from(terms.price().amount().units()),
+            amount,
             fee_bps: escrow.capture_fee_bps(),
             fee_receiver: Address::from(*escrow.fee_recipient().as_bytes()),
         })
@@ -194,10 +196,15 @@ pub(super) enum EscrowView {
         authorized_in: Option<TxHash>,
         chain_time: u64,
     },
-    /// Captured (the worker and the treasury were paid) in `transaction`; `refunded` of it went
-    /// back to the payer since.
+    /// Captured (the worker and the treasury were paid) in `transaction`, `captured` in all;
+    /// `held` is still locked (a metered contract's remainder until its void, in
+    /// `remainder_released_in`, or the payer's reclaim); `refunded` of it went back to the
+    /// payer since.
     Captured {
         transaction: Option<TxHash>,
+        captured: U256,
+        held: U256,
+        remainder_released_in: Option<TxHash>,
         refunded: U256,
         refund_transaction: Option<TxHash>,
     },
@@ -221,6 +228,29 @@ impl EscrowView {
         if totals.authorized.is_zero() && totals.charged.is_zero() {
             return Self::NotAuthorized { chain_time };
         }
+        // A capture comes first: what a partial capture left, voided or reclaimed afterwards, is
+        // the remainder of a paid contract, not an unpaid one.
+        let captured = totals.captured + totals.charged;
+        if !captured.is_zero() {
+            return Self::Captured {
+                transaction: last(|kind| {
+                    matches!(
+                        kind,
+                        EscrowEventKind::Captured { .. } | EscrowEventKind::Charged { .. }
+                    )
+                }),
+                captured,
+                held: totals.held(),
+                remainder_released_in: last(|kind| {
+                    matches!(
+                        kind,
+                        EscrowEventKind::Voided { .. } | EscrowEventKind::Reclaimed { .. }
+                    )
+                }),
+                refunded: totals.refunded,
+                refund_transaction: last(|kind| matches!(kind, EscrowEventKind::Refunded { .. })),
+            };
+        }
         if !totals.reclaimed.is_zero() {
             return Self::Reclaimed {
                 transaction: last(|kind| matches!(kind, EscrowEventKind::Reclaimed { .. })),
@@ -229,18 +259,6 @@ impl EscrowView {
         if !totals.voided.is_zero() {
             return Self::Voided {
                 transaction: last(|kind| matches!(kind, EscrowEventKind::Voided { .. })),
-            };
-        }
-        if !(totals.captured + totals.charged).is_zero() {
-            return Self::Captured {
-                transaction: last(|kind| {
-                    matches!(
-                        kind,
-                        EscrowEventKind::Captured { .. } | EscrowEventKind::Charged { .. }
-                    )
-                }),
-                refunded: totals.refunded,
-                refund_transaction: last(|kind| matches!(kind, EscrowEventKind::Refunded { .. })),
             };
         }
         Self::Held {
@@ -303,5 +321,99 @@ impl super::HireService {
             .await
             .map_err(rpc)?;
         Ok(EscrowView::of(&events, latest.header.timestamp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: EscrowEventKind, tx: u8) -> EscrowEvent {
+        EscrowEvent {
+            kind,
+            tx_hash: Some(TxHash::repeat_byte(tx)),
+            block_number: Some(u64::from(tx)),
+            log_index: Some(0),
+        }
+    }
+
+    fn authorized(amount: u64) -> EscrowEvent {
+        event(
+            EscrowEventKind::Authorized {
+                amount: U256::from(amount),
+                token_collector: Address::ZERO,
+            },
+            1,
+        )
+    }
+
+    fn captured(amount: u64) -> EscrowEvent {
+        event(
+            EscrowEventKind::Captured {
+                amount: U256::from(amount),
+                fee_bps: 0,
+                fee_receiver: Address::ZERO,
+            },
+            2,
+        )
+    }
+
+    #[test]
+    fn a_partial_capture_is_captured_with_its_remainder_held_until_voided() {
+        let held = EscrowView::of(&[authorized(5), captured(3)], 10);
+        assert_eq!(
+            held,
+            EscrowView::Captured {
+                transaction: Some(TxHash::repeat_byte(2)),
+                captured: U256::from(3),
+                held: U256::from(2),
+                remainder_released_in: None,
+                refunded: U256::ZERO,
+                refund_transaction: None,
+            }
+        );
+        // The remainder's void does not turn a paid contract into a voided one.
+        let voided = EscrowView::of(
+            &[
+                authorized(5),
+                captured(3),
+                event(
+                    EscrowEventKind::Voided {
+                        amount: U256::from(2),
+                    },
+                    3,
+                ),
+            ],
+            10,
+        );
+        assert_eq!(
+            voided,
+            EscrowView::Captured {
+                transaction: Some(TxHash::repeat_byte(2)),
+                captured: U256::from(3),
+                held: U256::ZERO,
+                remainder_released_in: Some(TxHash::repeat_byte(3)),
+                refunded: U256::ZERO,
+                refund_transaction: None,
+            }
+        );
+        // Nothing captured: a void is a void.
+        assert_eq!(
+            EscrowView::of(
+                &[
+                    authorized(5),
+                    event(
+                        EscrowEventKind::Voided {
+                            amount: U256::from(5),
+                        },
+                        3,
+                    ),
+                ],
+                10,
+            ),
+            EscrowView::Voided {
+                transaction: Some(TxHash::repeat_byte(3)),
+            }
+        );
     }
 }

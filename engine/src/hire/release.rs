@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | `void` | rejected (after the operator's dispute window), failed, cancelled, expired, a dispute decided `void`, a capture that can no longer happen | payment `voiding` | the escrow's events: `voided` (or `reclaimed` if the payer was first) |
 //! | reclaim | the payer's own call after the capture deadline | — (the chain moved the money) | `PaymentReclaimed`: the contract ends `voided` by actor `payer` |
-//! | refund | an arbiter decides for the seeker after a capture, before the refund deadline | payment `refunding` | `PaymentRefunded` of the whole price: `settled → refunded` |
+//! | refund | an arbiter decides for the seeker after a capture, before the refund deadline | payment `refunding` with the amount | `PaymentRefunded` of that amount (all or part of what was captured): `settled → refunded` |
 //!
 //! Refunds are paid from the gateway operator's own wallet through the escrow's operator refund
 //! collector (the worker is never clawed back): the operator approves the collector for the
@@ -13,6 +13,7 @@
 //! nothing changed. The void of a contract in a terminal state, a crash between intent and
 //! void, or a refund whose answer was lost are all resumed by [`HireService::sweep_escrow`].
 
+use alloy::primitives::U256;
 use hiregate_contracts::state::{ContractEvent, ContractState};
 use serde_json::json;
 
@@ -214,12 +215,13 @@ impl HireService {
     }
 
     /// `POST /v1/contracts/{id}/refund` (arbiter): after an escrowed capture and before the
-    /// refund deadline, the whole price goes back to the payer from the operator's wallet;
-    /// `settled → refunded`.
+    /// refund deadline, `amount` of what was captured (all of it when `None`) goes back to the
+    /// payer from the operator's wallet; `settled → refunded`. One refund per contract.
     pub async fn refund(
         &self,
         contract_id: &str,
         reason: &str,
+        amount: Option<U256>,
         correlation_id: String,
     ) -> Result<serde_json::Value, HireError> {
         let store = &self.inner.store;
@@ -243,9 +245,12 @@ impl HireService {
             .await?
             .ok_or_else(|| HireError::internal(anyhow::anyhow!("settled contract, no payment")))?;
         if contract.state == ContractState::Refunded {
-            return Ok(
-                json!({"contract_id": contract_id, "state": contract.state, "refund_transaction": payment.release_tx}),
-            );
+            return Ok(json!({
+                "contract_id": contract_id,
+                "state": contract.state,
+                "refund_transaction": payment.release_tx,
+                "amount": payment.refunded_amount.as_deref().unwrap_or(&payment.amount),
+            }));
         }
         if contract.state != ContractState::Settled {
             return Err(HireError::conflict(
@@ -265,20 +270,28 @@ impl HireService {
         if now.latest() >= refund_deadline {
             return Err(refund_window_closed(refund_deadline));
         }
+        let captured = captured_amount(&payment)?;
+        let amount = amount.unwrap_or(captured);
+        if amount.is_zero() || amount > captured {
+            return Err(HireError::validation(
+                "amount".to_owned(),
+                format!("a refund is of 1 to {captured} atomic units (what was captured)"),
+            ));
+        }
         let escrowed = self
             .escrowed_payment(&ctx, &payment)
             .map_err(|why| HireError::internal(anyhow::anyhow!(why)))?;
-        self.send_refund(&ctx, &payment, &escrowed, refund_deadline)
+        self.send_refund(&ctx, &payment, &escrowed, refund_deadline, amount)
             .await?;
         match self
-            .finish_refund(&ctx, &payment, &escrowed, reason)
+            .finish_refund(&ctx, &payment, &escrowed, reason, amount)
             .await?
         {
             Some(transaction) => Ok(json!({
                 "contract_id": contract_id,
                 "state": ContractState::Refunded.as_str(),
                 "refund_transaction": transaction,
-                "amount": payment.amount,
+                "amount": amount.to_string(),
             })),
             None => Err(HireError::unavailable(
                 ErrorCode::RefundPending,
@@ -290,16 +303,16 @@ impl HireService {
         }
     }
 
-    /// Simulate the whole refund, then approve and send it, unless the events show it already
-    /// happened. Nothing is stored or sent for a refund the escrow would refuse.
+    /// Simulate the refund of `amount`, then approve and send it, unless the events show it
+    /// already happened. Nothing is stored or sent for a refund the escrow would refuse.
     async fn send_refund(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
         escrowed: &EscrowedPayment<'_>,
         refund_deadline: u64,
+        amount: U256,
     ) -> Result<(), HireError> {
-        let amount = escrowed.payment.payload.authorization.value.get();
         match self.escrow_view(escrowed).await {
             Ok(EscrowView::Captured { refunded, .. }) if refunded >= amount => return Ok(()),
             Ok(EscrowView::Captured { .. }) => {}
@@ -315,13 +328,9 @@ impl HireService {
             }
         }
         let (_turn, operator) = escrowed.operator.refund_turn().await;
+        let amount_text = amount.to_string();
         let refused = |refusal: &Refusal| {
-            refund_refusal(
-                refusal,
-                operator.operator(),
-                &payment.amount,
-                refund_deadline,
-            )
+            refund_refusal(refusal, operator.operator(), &amount_text, refund_deadline)
         };
         // The approval below is a transaction: it is sent only for a refund that would pass.
         match operator
@@ -340,12 +349,7 @@ impl HireService {
         }
         self.inner
             .store
-            .set_payment_release(
-                &payment.payment_id,
-                PaymentState::Refunding,
-                None,
-                self.now(),
-            )
+            .begin_refund(&payment.payment_id, &amount_text, self.now())
             .await?;
         let back_to_settled = || async {
             // Nothing moved: settled as it was.
@@ -394,16 +398,16 @@ impl HireService {
         }
     }
 
-    /// Record a refund the events show: `settled → refunded`, payment `refunded`. `None`
-    /// when the chain does not show it (yet).
+    /// Record a refund of `amount` the events show: `settled → refunded`, payment
+    /// `refunded`. `None` when the chain does not show it (yet).
     async fn finish_refund(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
         escrowed: &EscrowedPayment<'_>,
         reason: &str,
+        amount: U256,
     ) -> Result<Option<String>, HireError> {
-        let amount = escrowed.payment.payload.authorization.value.get();
         let Ok(EscrowView::Captured {
             refunded,
             refund_transaction,
@@ -424,7 +428,7 @@ impl HireService {
             json!({
                 "payment_id": payment.payment_id,
                 "transaction": transaction,
-                "amount": payment.amount,
+                "amount": amount.to_string(),
                 "reason": reason,
                 "funded_by": "operator",
             }),
@@ -507,9 +511,15 @@ impl HireService {
         };
         if payment.state == PaymentState::Refunding {
             let escrowed = self.escrowed_payment(&ctx, payment).map_err(internal)?;
+            let amount = match payment.refunded_amount.as_deref() {
+                Some(refunded) => {
+                    U256::from_str_radix(refunded, 10).map_err(|e| internal(e.to_string()))?
+                }
+                None => captured_amount(payment)?,
+            };
             // Not on chain yet: it stays `refunding` (a transaction may still be mined); the
             // arbiter's next call resends only what the events do not show.
-            self.finish_refund(&ctx, payment, &escrowed, "resumed")
+            self.finish_refund(&ctx, payment, &escrowed, "resumed", amount)
                 .await?;
             return Ok(());
         }
@@ -563,6 +573,17 @@ fn refund_window_closed(refund_deadline: u64) -> HireError {
 /// codes; every other revert is a 409 named by its stable escrow reason (e.g.
 /// `refund_exceeds_capture`, `invalid_capture_authorizer`, `invalid_auth_capture_extra` for an
 /// escrow address without code). Nothing was refunded in any case.
+/// What `payment` captured (its stored amount: the price, or a metered contract's verified
+/// amount).
+fn captured_amount(payment: &PaymentRecord) -> Result<U256, HireError> {
+    U256::from_str_radix(&payment.amount, 10).map_err(|_| {
+        internal(format!(
+            "stored amount of {} is not a number",
+            payment.payment_id
+        ))
+    })
+}
+
 fn refund_refusal(
     refusal: &Refusal,
     operator: alloy::primitives::Address,

@@ -37,6 +37,12 @@
 //! request carries it, and the chain is read against it like any Permit2 payment. Receipts,
 //! reputation and reconciliation read that amount. A rejected metered contract is never
 //! settled: its permit moves nothing and expires.
+//!
+//! A metered escrowed (`auth-capture`) contract stores its verified amount the same way; its
+//! settlement captures that amount (partial acceptance pays pro rata) and then voids the rest
+//! back to the payer. Both are read from the escrow's events before anything is sent, so a
+//! retry sends only the step the chain does not show yet, and the contract is `settled` only
+//! once nothing is left locked.
 
 use std::str::FromStr;
 
@@ -71,6 +77,8 @@ pub(super) enum Decision {
         transaction: TxHash,
         response: SettleResponse,
         decided_by: &'static str,
+        /// A metered escrowed contract's void of what it did not verify.
+        remainder_released_in: Option<TxHash>,
     },
     /// It never moved and never will (or the facilitator's refusal is confirmed by the chain).
     Failed {
@@ -311,40 +319,84 @@ impl HireService {
         }
     }
 
-    /// The escrow's `capture` of everything locked, at the terms' fee to the terms' treasury;
-    /// the escrow's events decide what happened.
+    /// The escrow's `capture` of the payment's amount (everything locked, or what a metered
+    /// contract verified), at the terms' fee to the terms' treasury, and for a metered contract
+    /// the `void` of the rest; the escrow's events decide what happened.
     async fn capture(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
         escrowed: &EscrowedPayment<'_>,
     ) -> Decision {
-        let Some(order) = CaptureOrder::of(&ctx.terms) else {
+        let order = U256::from_str(&payment.amount)
+            .ok()
+            .and_then(|amount| CaptureOrder::of(&ctx.terms, amount));
+        let Some(order) = order else {
             return Decision::Unknown {
-                reason: "escrowed contract without escrow terms".to_owned(),
+                reason: "escrowed contract without escrow terms or a stored amount".to_owned(),
                 response: None,
             };
         };
-        let sent = escrowed
-            .operator
-            .escrow()
-            .capture(
-                &escrowed.payment.info,
-                order.amount,
-                order.fee_bps,
-                order.fee_receiver,
-            )
-            .await;
-        let said = match &sent {
-            Ok(receipt) => {
-                tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, gas_used = receipt.gas_used, "escrow captured");
-                "mined".to_owned()
+        let escrow = escrowed.operator.escrow();
+        let partial = order.amount < escrowed.payment.info.max_amount();
+        // A capture of less than what is locked leaves something capturable, so sending it
+        // again (a retry after a lost answer) would pay twice: the escrow's events are read
+        // first, and only what they do not show yet is sent.
+        let before = if partial {
+            match self.escrow_view(escrowed).await {
+                Ok(view) => Some(view),
+                Err(why) => {
+                    return Decision::Unknown {
+                        reason: format!("partial capture not sent; chain: {why}"),
+                        response: None,
+                    };
+                }
             }
-            Err(error) => error
-                .reason()
-                .map_or_else(|| error.to_string(), |reason| reason.as_str().to_owned()),
+        } else {
+            None
         };
-        match self.escrow_view(escrowed).await {
+        let send_capture = match before {
+            None => true,
+            Some(EscrowView::Held { .. }) => !order.amount.is_zero(),
+            Some(_) => false,
+        };
+        let mut said = "already captured".to_owned();
+        if send_capture {
+            let sent = escrow
+                .capture(
+                    &escrowed.payment.info,
+                    order.amount,
+                    order.fee_bps,
+                    order.fee_receiver,
+                )
+                .await;
+            said = match &sent {
+                Ok(receipt) => {
+                    tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, gas_used = receipt.gas_used, "escrow captured");
+                    "mined".to_owned()
+                }
+                Err(error) => error
+                    .reason()
+                    .map_or_else(|| error.to_string(), |reason| reason.as_str().to_owned()),
+            };
+        }
+        let mut view = self.escrow_view(escrowed).await;
+        if partial
+            && let Ok(EscrowView::Captured { held, .. }) = &view
+            && !held.is_zero()
+        {
+            // The verified amount is paid: the rest goes back to the payer.
+            match escrow.void(&escrowed.payment.info).await {
+                Ok(receipt) => {
+                    tracing::info!(contract_id = %ctx.contract_id, transaction = %receipt.tx_hash, "escrow remainder voided");
+                }
+                Err(error) => {
+                    tracing::warn!(contract_id = %ctx.contract_id, error = %error, "escrow remainder void not confirmed");
+                }
+            }
+            view = self.escrow_view(escrowed).await;
+        }
+        match view {
             Ok(view) => capture_decision(payment, view, &said),
             Err(why) => Decision::Unknown {
                 reason: format!("capture: {said}; chain: {why}"),
@@ -411,6 +463,7 @@ impl HireService {
                     transaction,
                     response: settled.clone(),
                     decided_by: "facilitator_confirmed_on_chain",
+                    remainder_released_in: None,
                 };
             }
             tracing::warn!(contract_id = %ctx.contract_id, "facilitator reported success the chain does not confirm yet");
@@ -624,6 +677,13 @@ impl HireService {
         payment: &PaymentRecord,
         decision: Decision,
     ) -> Result<Step, HireError> {
+        let remainder_transaction = match &decision {
+            Decision::Settled {
+                remainder_released_in,
+                ..
+            } => remainder_released_in.map(|tx| tx.to_string()),
+            _ => None,
+        };
         let (state, payment_state, kind, transaction, response, details) = match decision {
             Decision::Reclaimed { transaction } => {
                 return self
@@ -635,20 +695,27 @@ impl HireService {
                 transaction,
                 response,
                 decided_by,
-            } => (
-                ContractState::Settled,
-                PaymentState::Settled,
-                ContractEvent::SettlementSucceeded,
-                Some(transaction.to_string()),
-                Some(response),
-                json!({
+                remainder_released_in,
+            } => {
+                let mut details = json!({
                     "transaction": transaction.to_string(),
                     "network": payment.network,
                     "payer": payment.payer.to_checksum(None),
                     "amount": payment.amount,
                     "decided_by": decided_by,
-                }),
-            ),
+                });
+                if let Some(void) = remainder_released_in {
+                    details["remainder_transaction"] = json!(void.to_string());
+                }
+                (
+                    ContractState::Settled,
+                    PaymentState::Settled,
+                    ContractEvent::SettlementSucceeded,
+                    Some(transaction.to_string()),
+                    Some(response),
+                    details,
+                )
+            }
             Decision::Failed { reason, response } => (
                 ContractState::SettlementFailed,
                 PaymentState::SettlementFailed,
@@ -701,6 +768,7 @@ impl HireService {
                     payment_state,
                     transaction: broadcast,
                     response: response.and_then(|r| serde_json::to_value(r).ok()),
+                    remainder_transaction,
                 },
                 &record,
             )
@@ -855,10 +923,22 @@ fn authorization_ref(payment: &PaymentRecord) -> Result<AuthorizationRef, String
 /// capture call answered, for the record.
 fn capture_decision(payment: &PaymentRecord, view: EscrowView, said: &str) -> Decision {
     match view {
+        // A metered contract's remainder is voided before the contract counts as settled, so
+        // a crash between the two leaves it to the settlement's retry.
+        EscrowView::Captured { held, .. } if !held.is_zero() => Decision::Unknown {
+            reason: format!("captured; the remainder ({held}) is still held, its void is retried"),
+            response: None,
+        },
         EscrowView::Captured {
             transaction: Some(transaction),
+            remainder_released_in,
             ..
-        } => settled_on_chain(payment, transaction, "escrow_events"),
+        } => Decision::Settled {
+            transaction,
+            response: SettleResponse::settled(&payment.network, payment.payer, transaction),
+            decided_by: "escrow_events",
+            remainder_released_in,
+        },
         EscrowView::Captured {
             transaction: None, ..
         } => Decision::Unknown {
@@ -899,5 +979,6 @@ fn settled_on_chain(
         transaction,
         response: SettleResponse::settled(&payment.network, payment.payer, transaction),
         decided_by,
+        remainder_released_in: None,
     }
 }

@@ -11,14 +11,18 @@
 //! | state | authorize (`authorize_tx`) | capture (`settle_tx`) | void / reclaim / refund (`release_tx`) |
 //! |---|---|---|---|
 //! | `authorized`, `settling`, `settlement_failed`, `settlement_unknown`, `voiding` | ✓ | | |
-//! | `settled`, `refunding` | ✓ | ✓ | |
-//! | `refunded` | ✓ | ✓ | refund |
+//! | `settled`, `refunding` | ✓ | ✓ (and the remainder's void, `remainder_tx`) | |
+//! | `refunded` | ✓ | ✓ (and the remainder's void) | refund |
 //! | `voided` | ✓ (none when nothing was ever locked) | | void |
 //! | `reclaimed` | ✓ | | reclaim |
 //! | `authorizing`, `authorization_refused` | | | |
 //!
-//! Every step is of the payment's whole amount; a capture also pays `amount × fee_bps / 10000`
-//! (rounded down, as the escrow does) to the terms' treasury and the rest to the payout address.
+//! The authorization is of what the payer signed for; the capture of the payment's amount (all
+//! of it, or what a metered contract verified, whose remainder is then voided: `remainder_tx`,
+//! on a settled, refunding or refunded payment); a void or reclaim of everything locked; a
+//! refund of what the arbiter refunded (`refunded_amount`, all of the capture when unset). A
+//! capture also pays `amount × fee_bps / 10000` (rounded down, as the escrow does) to the
+//! terms' treasury and the rest to the payout address.
 //! A step counts in the range when its transaction's block does (the store keeps no blocks); a
 //! step whose transaction the chain does not know is reported whatever the range. The escrow
 //! events are read for the range. Then:
@@ -210,6 +214,8 @@ pub(super) struct Escrowed {
 struct OnChain {
     hash: B256,
     receiver: Address,
+    /// What the payer authorized (the metered maximum, or the price).
+    authorized: U256,
     capture: CaptureOrder,
 }
 
@@ -225,7 +231,7 @@ impl Escrowed {
             field,
         };
         let amount = U256::from_str_radix(&record.amount, 10).map_err(|_| corrupt("amount"))?;
-        let chain = on_chain(&record, chain_id, addresses);
+        let chain = on_chain(&record, amount, chain_id, addresses);
         Ok(Self {
             record,
             amount,
@@ -272,15 +278,19 @@ impl Escrowed {
                 ],
                 None => Vec::new(),
             },
-            PaymentState::Settled | PaymentState::Refunding => vec![
-                (EscrowStep::Authorize, authorize),
-                (EscrowStep::Capture, capture),
-            ],
-            PaymentState::Refunded => vec![
-                (EscrowStep::Authorize, authorize),
-                (EscrowStep::Capture, capture),
-                (EscrowStep::Refund, release),
-            ],
+            PaymentState::Settled | PaymentState::Refunding | PaymentState::Refunded => {
+                let mut steps = vec![
+                    (EscrowStep::Authorize, authorize),
+                    (EscrowStep::Capture, capture),
+                ];
+                if let Some(remainder) = record.remainder_tx.as_deref() {
+                    steps.push((EscrowStep::Void, Some(remainder)));
+                }
+                if record.state == PaymentState::Refunded {
+                    steps.push((EscrowStep::Refund, release));
+                }
+                steps
+            }
             PaymentState::Reclaimed => vec![
                 (EscrowStep::Authorize, authorize),
                 (EscrowStep::Reclaim, release),
@@ -320,10 +330,11 @@ impl Escrowed {
 
 fn on_chain(
     record: &LedgerEscrowPayment,
+    amount: U256,
     chain_id: u64,
     addresses: EscrowAddresses,
 ) -> Result<OnChain, String> {
-    let capture = CaptureOrder::of(&record.terms)
+    let capture = CaptureOrder::of(&record.terms, amount)
         .ok_or_else(|| "the contract's terms hold no escrow".to_owned())?;
     let offer = record
         .payment_offer
@@ -339,6 +350,7 @@ fn on_chain(
     Ok(OnChain {
         hash: info.get_hash(chain_id, addresses.escrow),
         receiver: info.receiver,
+        authorized: info.max_amount(),
         capture,
     })
 }
@@ -435,6 +447,31 @@ struct PaymentCheck<'a> {
 }
 
 impl PaymentCheck<'_> {
+    /// The amount of `step` as the store records it: the authorization is of what the payer
+    /// signed for, the capture of the payment's amount (a metered contract's verified one), a
+    /// void or reclaim of everything when nothing was captured and of the remainder after a
+    /// capture, a refund of what the arbiter refunded.
+    fn step_amount(&self, step: EscrowStep) -> U256 {
+        let record = &self.payment.record;
+        let captured = self.payment.amount;
+        let authorized = self.on_chain.authorized;
+        match step {
+            EscrowStep::Authorize => authorized,
+            EscrowStep::Capture | EscrowStep::Charge => captured,
+            EscrowStep::Void | EscrowStep::Reclaim => match record.state {
+                PaymentState::Settled | PaymentState::Refunding | PaymentState::Refunded => {
+                    authorized.saturating_sub(captured)
+                }
+                _ => authorized,
+            },
+            EscrowStep::Refund => record
+                .refunded_amount
+                .as_deref()
+                .and_then(|refunded| U256::from_str_radix(refunded, 10).ok())
+                .unwrap_or(captured),
+        }
+    }
+
     /// Each step the store records, mined in `[from, to]`, must be proven by an escrow event of
     /// its transaction. Returns the events that proved a step (by index) and the proven steps.
     fn recorded_steps(&mut self, (from, to): (u64, u64)) -> (HashSet<usize>, Vec<MatchedStep>) {
@@ -442,6 +479,7 @@ impl PaymentCheck<'_> {
         let mut matched_steps = Vec::new();
         let mut store_held = (U256::ZERO, U256::ZERO);
         for (step, recorded_tx) in self.payment.claimed() {
+            let amount = self.step_amount(step);
             let fee = (step == EscrowStep::Capture).then(|| self.on_chain.capture.fee());
             let Some(tx) = recorded_tx.and_then(|tx| TxHash::from_str(tx).ok()) else {
                 self.report.mismatches.push(self.payment.mismatch(
@@ -472,20 +510,18 @@ impl PaymentCheck<'_> {
             if *block < from || *block > to {
                 continue;
             }
-            self.totals
-                .store
-                .add(step, self.payment.amount, fee.unwrap_or_default());
+            self.totals.store.add(step, amount, fee.unwrap_or_default());
             match step {
-                EscrowStep::Authorize => store_held.0 += self.payment.amount,
+                EscrowStep::Authorize => store_held.0 += amount,
                 EscrowStep::Capture | EscrowStep::Void | EscrowStep::Reclaim => {
-                    store_held.1 += self.payment.amount;
+                    store_held.1 += amount;
                 }
                 EscrowStep::Refund | EscrowStep::Charge => {}
             }
             let found = self.events.iter().enumerate().find(|(index, event)| {
                 !claimed_events.contains(index)
                     && event.tx_hash == Some(tx)
-                    && proves(event, step, self.payment.amount, &self.on_chain.capture)
+                    && proves(event, step, amount, &self.on_chain.capture)
             });
             let problem = if !success {
                 Some(format!("the {} transaction reverted", step.as_str()))
@@ -507,7 +543,7 @@ impl PaymentCheck<'_> {
                 Some(format!(
                     "the escrow shows no {} of {}{} in this transaction (the payment's events in range: {})",
                     step.as_str(),
-                    self.payment.amount,
+                    amount,
                     fee.map_or_else(String::new, |fee| format!(
                         " with fee {fee} ({} bps) to {}",
                         self.on_chain.capture.fee_bps, self.on_chain.capture.fee_receiver
@@ -526,7 +562,7 @@ impl PaymentCheck<'_> {
                 }
                 None => matched_steps.push(MatchedStep {
                     step,
-                    amount: self.payment.amount,
+                    amount,
                     fee,
                     transaction: tx.to_string(),
                     block: *block,
@@ -767,6 +803,8 @@ mod tests {
             authorize_tx: authorize.map(|t| t.to_string()),
             settle_tx: capture.map(|t| t.to_string()),
             release_tx: release.map(|t| t.to_string()),
+            remainder_tx: None,
+            refunded_amount: None,
             payload: serde_json::Value::Null,
             terms: escrowed_terms(),
             payment_offer: None,
@@ -777,6 +815,7 @@ mod tests {
             chain: Ok(OnChain {
                 hash: hash(),
                 receiver: address(0x02),
+                authorized: U256::from(AMOUNT),
                 capture: capture_order(),
             }),
         }

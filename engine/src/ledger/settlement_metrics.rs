@@ -128,13 +128,18 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     if payment.authorize_tx.is_none() {
         return;
     }
-    let Ok(amount) = payment.amount.parse::<f64>() else {
+    // A refund returns what the arbiter refunded (all or part of the capture).
+    let moved = match outcome {
+        EscrowOutcome::Refunded => payment.refunded_amount.as_ref().unwrap_or(&payment.amount),
+        _ => &payment.amount,
+    };
+    let Ok(amount) = moved.parse::<f64>() else {
         tracing::warn!(payment_id = %payment.payment_id, "stored amount is not a number; not counted");
         return;
     };
     // The fee is read before anything is counted, so a scrape sees a capture with its fee.
     let fee = if outcome == EscrowOutcome::Captured {
-        capture_fee(store, event.contract_id.as_str()).await
+        capture_fee(store, event.contract_id.as_str(), &payment.amount).await
     } else {
         None
     };
@@ -154,10 +159,12 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     metrics.escrow_outcomes.get_or_create(&labels).inc();
 }
 
-/// The fee a captured contract's escrow terms take, or `None` (logged) when it cannot be read.
-async fn capture_fee(store: &Store, contract_id: &str) -> Option<U256> {
+/// The fee a captured contract's escrow terms take of the `captured` amount, or `None` (logged)
+/// when it cannot be read.
+async fn capture_fee(store: &Store, contract_id: &str, captured: &str) -> Option<U256> {
+    let captured = U256::from_str_radix(captured, 10).ok()?;
     let fee = match store.get_contract(contract_id).await {
-        Ok(Some(contract)) => CaptureOrder::of(&contract.terms).map(|order| order.fee()),
+        Ok(Some(contract)) => CaptureOrder::of(&contract.terms, captured).map(|order| order.fee()),
         Ok(None) => None,
         Err(error) => {
             tracing::warn!(contract_id, %error, "cannot read the captured contract; fee not counted");

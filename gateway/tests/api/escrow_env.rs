@@ -34,6 +34,40 @@ pub async fn escrow_env_with(
     schemes: Value,
     fee_policy: Value,
 ) -> EscrowEnv {
+    let gateway = escrow_gateway(database).await;
+    let worker = start_worker(kind, &gateway.app.address).await;
+    let mut listing = hire_listing(&worker.endpoint, Address::ZERO, &gateway.devnet, 4);
+    listing["payment_schemes"] = schemes;
+    if !fee_policy.is_null() {
+        listing["fee_policy"] = fee_policy;
+    }
+    gateway.listed(worker, listing).await
+}
+
+/// A gateway on a fresh devnet whose chain has an escrow operator key (funded with gas) and a
+/// treasury; no worker listed yet.
+pub struct EscrowGateway {
+    /// The chain.
+    pub devnet: Devnet,
+    /// The gateway.
+    pub app: crate::helpers::TestApp,
+    operator: Address,
+    treasury: Address,
+}
+
+impl EscrowGateway {
+    /// `worker` registered with `listing`, and a funded seeker.
+    pub async fn listed(self, worker: crate::hire_env::RunningWorker, listing: Value) -> EscrowEnv {
+        EscrowEnv {
+            env: listed_env(self.devnet, self.app, worker, listing).await,
+            operator: self.operator,
+            treasury: self.treasury,
+        }
+    }
+}
+
+/// See [`EscrowGateway`].
+pub async fn escrow_gateway(database: TestDatabase) -> EscrowGateway {
     let devnet = Devnet::start().await.expect("anvil devnet starts");
     let operator = PrivateKeySigner::random();
     let treasury = PrivateKeySigner::random().address();
@@ -56,7 +90,6 @@ pub async fn escrow_env_with(
         operator = operator.to_bytes(),
     );
     let app = spawn_app_on(database, &settings).await;
-    let worker = start_worker(kind, &app.address).await;
     // The operator pays gas for authorize, capture and void.
     devnet
         .set_eth_balance(
@@ -65,13 +98,9 @@ pub async fn escrow_env_with(
         )
         .await
         .unwrap();
-    let mut listing = hire_listing(&worker.endpoint, Address::ZERO, &devnet, 4);
-    listing["payment_schemes"] = schemes;
-    if !fee_policy.is_null() {
-        listing["fee_policy"] = fee_policy;
-    }
-    EscrowEnv {
-        env: listed_env(devnet, app, worker, listing).await,
+    EscrowGateway {
+        devnet,
+        app,
         operator: operator.address(),
         treasury,
     }

@@ -22,6 +22,7 @@ mod ledger;
 mod long_running;
 mod mcp;
 mod mcp_x402;
+mod metered_escrow;
 mod migrations;
 mod money_truth;
 mod observability;

@@ -1708,6 +1708,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
                 payment_state: PaymentState::Settled,
                 transaction: Some("0xabc".into()),
                 response: Some(response.clone()),
+                remainder_transaction: None,
             },
             &with_corpus(EventKind::SettlementSucceeded),
         )

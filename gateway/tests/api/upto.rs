@@ -25,14 +25,14 @@ use crate::{
 };
 
 /// Price of one verified item.
-const UNIT: u64 = 200_000;
+pub(crate) const UNIT: u64 = 200_000;
 /// The most items one contract pays for.
-const MAX_UNITS: u64 = 5;
+pub(crate) const MAX_UNITS: u64 = 5;
 /// What the payer lets Permit2 move, approved once.
 const ALLOWANCE: u64 = 20 * MAX_UNITS * UNIT;
 
 /// One item's schema: a non-empty summary.
-fn item_schema() -> Value {
+pub(crate) fn item_schema() -> Value {
     json!({
         "type": "object",
         "required": ["summary"],
@@ -41,13 +41,13 @@ fn item_schema() -> Value {
 }
 
 /// The input asking the worker for items passing (or not) as `passing` says.
-fn input(passing: &[bool]) -> Value {
+pub(crate) fn input(passing: &[bool]) -> Value {
     json!({"text": "summarize these", "passing": passing})
 }
 
 /// A worker whose `summarize` delivers one item per `input.passing` entry (an empty summary
 /// where it is `false`) and claims, in its metadata, to have done nine units whatever it did.
-async fn metered_worker(gateway: &str) -> crate::hire_env::RunningWorker {
+pub(crate) async fn metered_worker(gateway: &str) -> crate::hire_env::RunningWorker {
     let handler = |_ctx: TaskContext, input: Value| async move {
         let items = input["passing"]
             .as_array()
