@@ -23,7 +23,7 @@
 //! trace span (method, matched route, request id) and the id on the answer → CORS → metrics and
 //! the access log line, timeout (`http.request_timeout_s`, answered as 503 `request_timeout`) →
 //! body limit (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON
-//! error) → the sign-in-with-x challenge on a contract route's 401 ([`siwx::declare`]).
+//! error) → the sign-in-with-x challenge on a contract route's 401 ([`siwx::DeclareLayer`]).
 
 pub mod a2a;
 pub mod admin;
@@ -87,10 +87,7 @@ pub fn router(state: AppState) -> Router {
         .merge(mcp::router(&state))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            siwx::declare,
-        ))
+        .layer(siwx::DeclareLayer::new(state.clone()))
         .layer(
             ServiceBuilder::new()
                 .layer(layers::Identify)
