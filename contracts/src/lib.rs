@@ -16,6 +16,7 @@
 //! | [`schema`] | output JSON Schemas admitted under limits (hostile-schema defences) and the [`SchemaCache`](schema::SchemaCache) |
 //! | [`policy`] | verification policies, typed params, [`PolicyBinding`](policy::PolicyBinding) and `policy_hash` |
 //! | [`metering`] | metered (`upto`) prices: the unit, its price and the most units pinned in the terms; what the verified units cost |
+//! | [`payment_flow`] | when the money moves relative to the work (`authorization`, `upfront`, `escrow`); the upfront flow's consequence, pinned word for word in the terms |
 //! | [`escrow`] | what an escrowed (`auth-capture`) contract pins: escrow, capture authorizer, deadlines, fee bounds, fee recipient |
 //! | [`terms`] | [`ContractTerms`](terms::ContractTerms) built from a seeker's proposal and a worker's offer; `terms_hash` |
 //! | [`token`] | gateway JWS (EdDSA, `kid`): contract tokens, signed JSON for receipts, [`KeyRing`](token::KeyRing) rotation, [`Jwks`](token::Jwks) |
@@ -50,6 +51,7 @@ pub mod escrow;
 pub mod id;
 pub mod metering;
 pub mod money;
+pub mod payment_flow;
 pub mod policy;
 pub mod reason;
 pub mod receipt;

@@ -18,6 +18,7 @@ use crate::escrow::{EscrowError, EscrowPolicy, EscrowTerms};
 use crate::id::{ContractId, SeekerId, WorkerId};
 use crate::metering::Metering;
 use crate::money::{EvmAddress, PaymentScheme, Price};
+use crate::payment_flow::{PaymentFlow, UpfrontTerms};
 use crate::policy::{PolicyBinding, PolicyError, PolicyRequest};
 use crate::schema::{OutputSchema, SchemaError, SchemaLimits};
 use crate::time::{Timestamp, TimestampError};
@@ -147,6 +148,11 @@ pub enum TermsError {
     /// A metered price that is not `unit_price × max_units`.
     #[error("a metered price must be metering.unit_price × metering.max_units")]
     MeteringPriceMismatch,
+    /// The upfront flow on a price that is not `exact`.
+    #[error(
+        "payment_flow upfront is for exact prices only: upto settles what was verified after the work, auth-capture locks in escrow"
+    )]
+    PaymentFlowSchemeMismatch,
     /// Something could not be canonicalised.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -596,6 +602,10 @@ pub struct ContractTerms {
     // are as before.
     #[serde(skip_serializing_if = "Option::is_none")]
     metering: Option<Metering>,
+    // Present exactly for upfront contracts (settled before the work), so other contracts'
+    // terms (and terms_hash) are as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payment_flow: Option<UpfrontTerms>,
 }
 
 /// Protocol-specific choices about how the worker is asked, pinned at proposal so every
@@ -678,6 +688,8 @@ struct TermsWire {
     execution: Option<ExecutionTerms>,
     #[serde(default)]
     metering: Option<Metering>,
+    #[serde(default)]
+    payment_flow: Option<UpfrontTerms>,
 }
 
 impl TryFrom<TermsWire> for ContractTerms {
@@ -710,6 +722,10 @@ impl TryFrom<TermsWire> for ContractTerms {
             None if terms.scheme() == PaymentScheme::Upto => {
                 Err(TermsError::MeteringSchemeMismatch)
             }
+            None => Ok(terms),
+        })
+        .and_then(|terms| match wire.payment_flow {
+            Some(_) => terms.with_upfront_payment(),
             None => Ok(terms),
         })
     }
@@ -807,6 +823,7 @@ impl ContractTerms {
             escrow: parts.escrow,
             execution: None,
             metering: None,
+            payment_flow: None,
         })
     }
 
@@ -830,6 +847,34 @@ impl ContractTerms {
         }
         self.metering = Some(metering);
         Ok(self)
+    }
+
+    /// These terms paid upfront: settled on chain before the worker is called, a rejected
+    /// deliverable staying paid (the consequence is pinned word for word, see
+    /// [`crate::payment_flow`]). `exact` prices only. Set before the terms are hashed and signed.
+    pub fn with_upfront_payment(mut self) -> Result<Self, TermsError> {
+        if self.scheme() != PaymentScheme::Exact {
+            return Err(TermsError::PaymentFlowSchemeMismatch);
+        }
+        self.payment_flow = Some(UpfrontTerms::new());
+        Ok(self)
+    }
+
+    /// When the payment moves relative to the work: `upfront` when pinned, `escrow` for an
+    /// escrowed price, else `authorization`.
+    #[must_use]
+    pub fn payment_flow(&self) -> PaymentFlow {
+        match (&self.payment_flow, &self.escrow) {
+            (Some(_), _) => PaymentFlow::Upfront,
+            (None, Some(_)) => PaymentFlow::Escrow,
+            (None, None) => PaymentFlow::Authorization,
+        }
+    }
+
+    /// Whether the payment settles before the work (the upfront flow).
+    #[must_use]
+    pub fn settles_before_work(&self) -> bool {
+        self.payment_flow.is_some()
     }
 
     /// How a metered (`upto`, or metered `auth-capture`) contract is paid; `None` for a fixed
@@ -1312,6 +1357,52 @@ pub(crate) mod tests {
                 &TermsLimits::default()
             ),
             Err(TermsError::EscrowSchemeMismatch)
+        ));
+    }
+
+    #[test]
+    fn upfront_terms_pin_the_flow_and_its_consequence_in_the_hash() {
+        let plain = sample_terms();
+        assert_eq!(plain.payment_flow(), PaymentFlow::Authorization);
+        assert!(
+            serde_json::to_value(&plain)
+                .unwrap()
+                .get("payment_flow")
+                .is_none()
+        );
+        let upfront = sample_terms().with_upfront_payment().unwrap();
+        assert_eq!(upfront.payment_flow(), PaymentFlow::Upfront);
+        assert!(upfront.settles_before_work());
+        assert_ne!(upfront.terms_hash().unwrap(), plain.terms_hash().unwrap());
+        let json = serde_json::to_value(&upfront).unwrap();
+        assert_eq!(json["payment_flow"]["flow"], "upfront");
+        assert_eq!(
+            json["payment_flow"]["consequence"],
+            crate::payment_flow::UPFRONT_CONSEQUENCE
+        );
+        let back: ContractTerms = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, upfront);
+        // The consequence cannot be reworded after signing.
+        let mut reworded = json;
+        reworded["payment_flow"]["consequence"] = serde_json::json!("refunded on request");
+        assert!(serde_json::from_value::<ContractTerms>(reworded).is_err());
+    }
+
+    #[test]
+    fn upfront_is_refused_for_metered_and_escrowed_prices() {
+        let mut context = sample_context();
+        context.escrow = Some(escrow_policy());
+        let escrowed = ContractTerms::from_proposal(
+            sample_proposal(),
+            &escrowed_offer(),
+            context,
+            &TermsLimits::default(),
+        )
+        .unwrap();
+        assert_eq!(escrowed.payment_flow(), PaymentFlow::Escrow);
+        assert!(matches!(
+            escrowed.with_upfront_payment(),
+            Err(TermsError::PaymentFlowSchemeMismatch)
         ));
     }
 

@@ -37,8 +37,9 @@ use hiregate_store::{
     listing::{
         metadata::ListingMetadata,
         model::{
-            AtomicAmount, EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes,
-            Protocol, TaskCatalog, TaskOffer, TaskType, WorkerEndpoint, WorkerListing,
+            AtomicAmount, EvmAddress, FeePolicy, HealthState, ListingPaymentFlow, MaxParallel,
+            Network, PaymentSchemes, Protocol, TaskCatalog, TaskOffer, TaskType, WorkerEndpoint,
+            WorkerListing,
         },
     },
 };
@@ -91,6 +92,9 @@ pub struct PublicWorker {
     /// Marketplace fee of escrowed contracts, when set.
     #[serde(skip_serializing_if = "Option::is_none")]
     fee_policy: Option<FeePolicy>,
+    /// When `exact` contracts are paid: `authorization` (after the work, only for a passing
+    /// deliverable) or `upfront` (before the work; rejected work stays paid).
+    payment_flow: ListingPaymentFlow,
     /// Current health.
     health: HealthState,
     /// Creation time.
@@ -120,6 +124,7 @@ impl From<&WorkerListing> for PublicWorker {
             max_parallel: listing.max_parallel,
             payment_schemes: listing.payment_schemes.clone(),
             fee_policy: listing.fee_policy,
+            payment_flow: listing.payment_flow,
             health: listing.health,
             created_at: listing.created_at,
             reputation: None,

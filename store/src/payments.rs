@@ -304,6 +304,27 @@ impl Store {
         row.map(PaymentRecord::try_from).transpose()
     }
 
+    /// What an upfront payment's settlement (sent before the work, see the engine's
+    /// `upfront`) came to: the payment's state (`settled`, `settlement_failed` or
+    /// `settlement_unknown`), transaction and the facilitator's answer. The contract is not
+    /// touched: it stays `paid` until the worker is called.
+    pub async fn record_upfront_settlement(
+        &self,
+        payment_id: &PaymentId,
+        outcome: &crate::SettlementOutcome,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let _turn = self.write_turn().await;
+        on_backend!(self, pool => {
+            super::advance::apply_side_write(
+                pool,
+                super::SideWrite::SettlementFinished { payment_id, outcome, at },
+            )
+            .await?;
+        });
+        Ok(())
+    }
+
     /// Mark `payment_id` as entering settlement (state `settling`). At most one payment per
     /// contract can ever be marked: a second one is [`StoreError::Duplicate`]. Returns `false`
     /// if this payment was already marked (a retry of the same settlement).

@@ -241,6 +241,8 @@ stored_names! {
         RefundIssued = "refund_issued",
         /// The held payment was voided (no state change).
         PaymentVoided = "payment_voided",
+        /// An upfront payment settled on chain before the work (no state change).
+        PaymentSettledUpfront = "payment_settled_upfront",
         /// The authorization deadline came close and the sweep acted.
         AuthorizationDeadlineReached = "authorization_deadline_reached",
         /// The paid contract waits in its worker's queue.

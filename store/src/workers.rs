@@ -26,7 +26,7 @@ pub const PROBE_HISTORY_KEPT: i64 = 50;
 const WORKER_COLUMNS: &str = "worker_id, operator_id, endpoint, protocol, pay_to, network, \
     asset, max_parallel, health, consecutive_misses, last_probe_at, last_probe_error, \
     created_at, updated_at, retired_at, protocol_options, payment_schemes, fee_bps, name, \
-    description, input_schema, examples, probe_diagnostics";
+    description, input_schema, examples, probe_diagnostics, payment_flow";
 
 /// Discovery and listing filters. `None` means "don't filter on this".
 #[derive(Debug, Clone, Default)]
@@ -84,6 +84,7 @@ struct WorkerRow {
     input_schema: Option<JsonText<serde_json::Value>>,
     examples: Option<JsonText<Vec<serde_json::Value>>>,
     probe_diagnostics: Option<JsonText<serde_json::Value>>,
+    payment_flow: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -134,6 +135,7 @@ fn assemble(row: WorkerRow, tasks: Vec<TaskRow>) -> Result<WorkerListing, StoreE
         retired_at: from_millis_opt(ENTITY, row.retired_at)?,
         protocol_options: serde_json::from_value(row.protocol_options.0).map_err(corrupt)?,
         payment_schemes: PaymentSchemes::from_stored(&row.payment_schemes).map_err(corrupt)?,
+        payment_flow: row.payment_flow.parse().map_err(corrupt)?,
         fee_policy: row
             .fee_bps
             .map(|bps| u16::try_from(bps).map(|fee_bps| FeePolicy { fee_bps }))
@@ -196,9 +198,9 @@ impl Store {
             pay_to, network, asset, max_parallel, health, consecutive_misses, last_probe_at, \
             last_probe_error, next_probe_at, callback_secret, created_at, updated_at, retired_at, \
             protocol_options, payment_schemes, fee_bps, name, description, input_schema, examples, \
-            probe_diagnostics) \
+            probe_diagnostics, payment_flow) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-            $19, $20, $21, $22, $23, $24, $25)";
+            $19, $20, $21, $22, $23, $24, $25, $26)";
         {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
@@ -229,6 +231,7 @@ impl Store {
                     .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
                     .bind(examples_column(&listing.metadata))
                     .bind(listing.probe_diagnostics.as_ref().map(JsonText))
+                    .bind(listing.payment_flow.as_str())
                     .execute(&mut *tx)
                     .await
                     .map_err(StoreError::unique_as_duplicate(ENTITY))?;
@@ -293,7 +296,8 @@ impl Store {
             asset = $5, max_parallel = $6, health = $7, consecutive_misses = $8, \
             last_probe_at = $9, last_probe_error = $10, updated_at = $11, \
             payment_schemes = $13, fee_bps = $14, name = $15, description = $16, \
-            input_schema = $17, examples = $18, probe_diagnostics = $19, protocol_options = $20 \
+            input_schema = $17, examples = $18, probe_diagnostics = $19, protocol_options = $20, \
+            payment_flow = $21 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
         let written = {
             let _turn = self.write_turn().await;
@@ -320,6 +324,7 @@ impl Store {
                     .bind(examples_column(&listing.metadata))
                     .bind(listing.probe_diagnostics.as_ref().map(JsonText))
                     .bind(JsonText(&listing.protocol_options))
+                    .bind(listing.payment_flow.as_str())
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();

@@ -4,6 +4,7 @@
 //! resource makes its contracts through the same steps (`resource`).
 
 use super::*;
+use hiregate_store::listing::model::ListingPaymentFlow;
 use hiregate_store::states::{Actor, EventKind};
 
 impl HireService {
@@ -197,6 +198,11 @@ impl HireService {
                 return Err(HireError::internal_msg("upto offer without metering"));
             }
             _ => {}
+        }
+        // An upfront listing is `exact`-only (checked when listed): its contracts are settled
+        // before the worker is called, and the terms say what that means for rejected work.
+        if listing.payment_flow == ListingPaymentFlow::Upfront && scheme == PaymentScheme::Exact {
+            terms = terms.with_upfront_payment().map_err(|e| terms_error(&e))?;
         }
         crosscheck::check_verifiers(&inner.store, &inner.outbound, listing, terms.verification())
             .await?;

@@ -75,7 +75,13 @@ impl HireService {
         let needed = AuthorizationWindow::needed_for_one_attempt(&ctx.terms, settings);
         // `validBefore` is the chain's deadline: judged by its clock.
         let now_s = inner.assets.money_now(ctx.terms.price().chain_id()).await;
-        if payment.valid_before < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX)) {
+        // An upfront payment whose settlement began may have moved: it is never released here
+        // (its settlement, below, asks the chain).
+        let upfront_begun = ctx.terms.settles_before_work() && payment.settle_started_at.is_some();
+        if !upfront_begun
+            && payment.valid_before
+                < now_s.saturating_add(i64::try_from(needed).unwrap_or(i64::MAX))
+        {
             // Too late to work, judge and settle before validBefore: release it instead.
             if self
                 .transition(
@@ -92,6 +98,10 @@ impl HireService {
                     .await?;
             }
             return Ok(Step::Again);
+        }
+        // Upfront: the money moves on chain before the worker is called.
+        if let Some(step) = Box::pin(self.settle_before_work(ctx, &payment)).await? {
+            return Ok(step);
         }
         let listing = listing.ok_or_else(|| internal("the contract's worker listing is gone"))?;
         if inner.adapters.get(listing.protocol).is_none() {
@@ -577,6 +587,12 @@ impl HireService {
         if payment.authorize_tx.is_some() {
             // Escrowed: the money is locked on chain and must be sent back.
             return self.release_escrow(ctx, payment, reason).await;
+        }
+        if self.keeps_upfront_payment(ctx, payment).await? {
+            // Settled before the work (or on its way): nothing can return it, and the terms
+            // say so. The contract's end is recorded; the payment stays as the chain has it.
+            tracing::info!(contract_id = %ctx.contract_id, reason, "upfront payment kept");
+            return Ok(());
         }
         let store = &self.inner.store;
         store

@@ -12,7 +12,8 @@
 //! | `hireable` | whether the listing can work now: asked when the payment arrives (retired, task type withdrawn, unhealthy, full: refused before anything is held) and before each attempt (an unhealthy worker is waited for within the SLA, else the attempt ends without calling it) |
 //! | `stream` | stream outputs: the worker's SSE read to its end (relayed, resumed with `Last-Event-ID`, bounded) and assembled into the deliverable before `delivered` |
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
-//! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain (escrowed: the escrow's capture, decided by its events) |
+//! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain (escrowed: the escrow's capture, decided by its events; upfront: the transfer made before the work, nothing sent) |
+//! | `upfront` | the upfront flow: a `paid` contract's `exact` payment settled on chain before the worker is called (crash-safe: the chain first), and kept through rejections, failures and voids |
 //! | `release` | escrowed money back to the payer: void, the payer's reclaim, the arbiter's refund after capture; their sweep |
 //! | [`escrow`] | the gateway as escrow operator of `auth-capture` contracts: one operator per chain, `PaymentInfo` from the stored offer, the capture order of the terms |
 //! | [`bazaar`] | x402 discovery metadata of an offer: the `bazaar` extension and `resource.serviceName`/`tags` from the listing |
@@ -78,6 +79,7 @@ mod slots;
 mod stream;
 mod submission;
 pub mod sweep;
+mod upfront;
 mod view;
 
 use hiregate_store::offer::StoredOffer;

@@ -25,9 +25,17 @@
 //! maximum (`unit_price × max_units`) and `extra.facilitatorAddress` the facilitator the payer
 //! lets choose the amount, at most that maximum; after verification only the verified units'
 //! amount is settled (see `settle`).
+//!
+//! Every offer names its payment flow ([`payment_flow_of`], in the HIRE informational view as
+//! `payment_flow`). In x402 `extra.paymentFlow` it is written as the official 2.27 server
+//! writes it: `upfront` (an `exact` contract of an upfront listing, settled before the worker
+//! is called, see `upfront`) is named; `authorization`, the default of `exact` and `upto`, is
+//! left out.
 
 use alloy::primitives::{Address, U256};
-use hiregate_contracts::{escrow::EscrowTerms, money::PaymentScheme, terms::ContractTerms};
+use hiregate_contracts::{
+    escrow::EscrowTerms, money::PaymentScheme, payment_flow::PaymentFlow, terms::ContractTerms,
+};
 use hiregate_payments::{
     PaymentRequired, PaymentRequirements, ResourceInfo, TokenDomain,
     extension::{PAYMENT_IDENTIFIER, declare_payment_identifier},
@@ -222,6 +230,12 @@ pub fn stored_offer(
             }
             requirements
         };
+    let mut requirements = requirements;
+    // As the official server writes it: `upfront` named, `authorization` (the default of
+    // `exact` and `upto`) left out. Escrowed offers carry the auth-capture wire's own fields.
+    if terms.payment_flow() == PaymentFlow::Upfront {
+        requirements.set_payment_flow(hiregate_payments::PaymentFlow::Upfront);
+    }
     let task = terms.task();
     let mut resource = ResourceInfo::new(execute_url);
     resource.description = Some(match discovery.description {
@@ -271,6 +285,19 @@ pub fn stored_offer(
     }
 }
 
+/// The flow an offer names: its `extra.paymentFlow` when written, else the scheme's default
+/// (`escrow` for `auth-capture`, whose older wire has no `paymentFlow`; `authorization` for
+/// `exact` and `upto`, which the official server leaves unwritten).
+pub fn payment_flow_of(requirements: &PaymentRequirements) -> &'static str {
+    match requirements.payment_flow() {
+        Ok(Some(flow)) => flow.as_str(),
+        _ if requirements.scheme == PaymentScheme::AuthCapture.as_str() => {
+            PaymentFlow::Escrow.as_str()
+        }
+        _ => PaymentFlow::Authorization.as_str(),
+    }
+}
+
 /// The HIRE informational view of `offer`: address, whole-unit amount, currency, network.
 pub fn informational(offer: &StoredOffer) -> Value {
     let Some(requirements) = offer.requirements() else {
@@ -284,5 +311,6 @@ pub fn informational(offer: &StoredOffer) -> Value {
         "network": requirements.network.as_str(),
         "asset": requirements.asset,
         "max_timeout_seconds": requirements.max_timeout_seconds,
+        "payment_flow": payment_flow_of(requirements),
     })
 }

@@ -87,6 +87,10 @@ impl HireService {
             ContractState::Settling | ContractState::Authorizing => {
                 settings.facilitator.settle_timeout()
             }
+            // An upfront contract is settled while `paid`, before its worker is called.
+            ContractState::Paid if ctx.terms.settles_before_work() => {
+                settings.facilitator.settle_timeout()
+            }
             _ => Duration::ZERO,
         }
     }

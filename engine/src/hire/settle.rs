@@ -95,7 +95,7 @@ pub(super) enum Decision {
 }
 
 /// What the chain says about a contract's payment, in the gateway's terms.
-enum ChainView {
+pub(super) enum ChainView {
     Moved(TxHash),
     /// Can never move: cancelled, or `validBefore` passed on chain.
     Dead(&'static str),
@@ -304,7 +304,7 @@ impl HireService {
 
     /// Send the settlement (`/settle`, or the escrow's capture) and decide from the chain what
     /// came of it.
-    async fn settlement_decision(
+    pub(super) async fn settlement_decision(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
@@ -312,6 +312,10 @@ impl HireService {
     ) -> Decision {
         match escrowed {
             Some(escrowed) => self.capture(ctx, payment, escrowed).await,
+            // Settled before the work (`upfront`): nothing is sent after it.
+            None if ctx.terms.settles_before_work() => {
+                self.upfront_settlement_decision(ctx, payment).await
+            }
             None => {
                 let outcome = self.call_settle(ctx, payment).await;
                 self.decide(ctx, payment, outcome).await
@@ -407,7 +411,7 @@ impl HireService {
 
     /// `/settle` with the stored payload, bounded by `facilitator.settle_timeout_ms` whatever
     /// the facilitator's own timeouts: the recovery arithmetic counts on that bound.
-    async fn call_settle(
+    pub(super) async fn call_settle(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
@@ -443,7 +447,7 @@ impl HireService {
     }
 
     /// The outcome of one `/settle`, as the chain confirms it.
-    async fn decide(
+    pub(super) async fn decide(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
@@ -555,7 +559,7 @@ impl HireService {
 
     /// What the chain says about `payment`; `own_broadcast` is a transaction the gateway's
     /// facilitator reported sending, which counts as "maybe used" while the node holds it.
-    async fn chain_view(
+    pub(super) async fn chain_view(
         &self,
         ctx: &Ctx,
         payment: &PaymentRecord,
@@ -903,7 +907,7 @@ fn permit2_amount_matches(
 
 /// A transaction a facilitator reported for this payment (a `settlement_pending` answer or an
 /// earlier outcome), which may still be in flight.
-fn recorded_transaction(payment: &PaymentRecord) -> Option<TxHash> {
+pub(super) fn recorded_transaction(payment: &PaymentRecord) -> Option<TxHash> {
     payment
         .settle_tx
         .as_deref()
@@ -970,7 +974,7 @@ fn capture_decision(payment: &PaymentRecord, view: EscrowView, said: &str) -> De
 }
 
 /// `payment` settled in `transaction`, as `decided_by` found it.
-fn settled_on_chain(
+pub(super) fn settled_on_chain(
     payment: &PaymentRecord,
     transaction: TxHash,
     decided_by: &'static str,

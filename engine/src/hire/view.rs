@@ -102,6 +102,10 @@ impl HireService {
                 "started_at": a.started_at,
                 "finished_at": a.finished_at,
             })).collect::<Vec<_>>(),
+            // When the money moves relative to the work, as the signed terms pin it: an
+            // upfront contract's payment is `settled` before the work, and stays so whatever
+            // the verdict (`rejected` with a settled payment: paid, not refunded).
+            "payment_flow": terms_flow(&contract.terms_document),
             "payment": payment.as_ref().map(|p| json!({
                 "payment_id": p.payment_id,
                 "network": p.network,
@@ -137,5 +141,20 @@ impl HireService {
             "created_at": contract.created_at,
             "updated_at": contract.updated_at,
         }))
+    }
+}
+
+/// The payment flow the stored terms pin (`upfront` when they say so, `escrow` for escrowed
+/// terms, else `authorization`), read from the signed document.
+fn terms_flow(terms: &Value) -> &'static str {
+    if terms
+        .get("payment_flow")
+        .is_some_and(|flow| !flow.is_null())
+    {
+        "upfront"
+    } else if terms.get("escrow").is_some_and(|escrow| !escrow.is_null()) {
+        "escrow"
+    } else {
+        "authorization"
     }
 }

@@ -22,8 +22,8 @@ use hiregate_store::listing::{
     invalid,
     metadata::{self, ListingMetadata},
     model::{
-        self, EvmAddress, FeePolicy, HealthState, MaxParallel, Network, PaymentSchemes, Protocol,
-        ProtocolOptions, TaskCatalog, WorkerEndpoint, WorkerListing,
+        self, EvmAddress, FeePolicy, HealthState, ListingPaymentFlow, MaxParallel, Network,
+        PaymentSchemes, Protocol, ProtocolOptions, TaskCatalog, WorkerEndpoint, WorkerListing,
     },
 };
 use hiregate_store::{Store, StoreError, WorkerQuery, keys::CallbackSecret};
@@ -62,6 +62,11 @@ pub struct NewWorker {
     /// Marketplace fee for escrowed contracts (default: `escrow.default_fee_bps`).
     #[serde(default)]
     pub fee_policy: Option<FeePolicy>,
+    /// When `exact` contracts are paid: `authorization` (the default: after the work, only
+    /// for a passing deliverable) or `upfront` (settled on chain before the worker is called;
+    /// a rejected deliverable stays paid). `upfront` needs `payment_schemes` `["exact"]`.
+    #[serde(default)]
+    pub payment_flow: ListingPaymentFlow,
     /// Display name.
     #[serde(default)]
     pub name: Option<String>,
@@ -106,6 +111,8 @@ pub struct WorkerPatch {
     pub payment_schemes: Option<PaymentSchemes>,
     /// New marketplace fee (applies to new contracts).
     pub fee_policy: Option<FeePolicy>,
+    /// New payment flow (applies to new contracts; see [`NewWorker::payment_flow`]).
+    pub payment_flow: Option<ListingPaymentFlow>,
     /// New display name.
     pub name: Option<String>,
     /// New description.
@@ -229,6 +236,7 @@ impl WorkerRegistry {
     ) -> Result<(WorkerListing, CallbackSecret), RegistryError> {
         self.check_https(&new.endpoint)?;
         self.check_fee(new.fee_policy.as_ref())?;
+        new.payment_flow.check(&new.payment_schemes)?;
         let metadata = ListingMetadata {
             name: new.name,
             description: new.description,
@@ -258,6 +266,7 @@ impl WorkerRegistry {
             protocol_options: new.protocol_options,
             payment_schemes: new.payment_schemes,
             fee_policy: new.fee_policy,
+            payment_flow: new.payment_flow,
             metadata,
             health: HealthState::Healthy,
             consecutive_misses: 0,
@@ -333,6 +342,11 @@ impl WorkerRegistry {
             self.check_fee(patch.fee_policy.as_ref())?;
             next.fee_policy = patch.fee_policy;
         }
+        if let Some(flow) = patch.payment_flow {
+            next.payment_flow = flow;
+        }
+        // Either may have changed: an upfront listing stays `exact`-only.
+        next.payment_flow.check(&next.payment_schemes)?;
         if let Some(name) = patch.name {
             next.metadata.name = Some(name);
         }

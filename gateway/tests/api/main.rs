@@ -41,6 +41,7 @@ mod store;
 mod superwire_wire;
 mod surface;
 mod sw4rm;
+mod upfront;
 mod upto;
 mod wattswarm_wire;
 mod webhooks;

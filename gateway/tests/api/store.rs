@@ -212,6 +212,7 @@ fn listing(operator: &PrincipalId, tasks: &[(&str, &str)]) -> WorkerListing {
         )
         .unwrap(),
         fee_policy: Some(hiregate_store::listing::model::FeePolicy { fee_bps: 250 }),
+        payment_flow: Default::default(),
         health: HealthState::Healthy,
         consecutive_misses: 0,
         last_probe_at: Some(at),

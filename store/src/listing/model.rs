@@ -596,6 +596,56 @@ impl From<PaymentSchemes> for Vec<PaymentScheme> {
     }
 }
 
+/// When a listing's `exact` contracts are paid (see [`hiregate_contracts::payment_flow`]).
+/// `escrow` is not a listing choice: it is what `auth-capture` contracts are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ListingPaymentFlow {
+    /// Verified before the work, settled after it when the deliverable passed.
+    #[default]
+    Authorization,
+    /// Settled on chain before the worker is called; rejected work stays paid.
+    Upfront,
+}
+
+impl ListingPaymentFlow {
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Authorization => "authorization",
+            Self::Upfront => "upfront",
+        }
+    }
+
+    /// Checks the flow fits the listing's schemes: upfront settles a fixed price before the
+    /// work, which an `upto` price (settled by what was verified after it) and an escrowed
+    /// one (locked, captured or voided after it) cannot be.
+    pub fn check(self, schemes: &PaymentSchemes) -> Result<(), InvalidField> {
+        if self == Self::Upfront && schemes.as_slice() != [PaymentScheme::Exact] {
+            return Err(InvalidField::new(
+                "payment_flow",
+                "\"upfront\" is for listings paid with \"exact\" only (payment_schemes                  [\"exact\"]): an \"upto\" price settles what was verified after the work,                  and \"auth-capture\" holds the money in escrow instead of paying before it",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for ListingPaymentFlow {
+    type Err = InvalidField;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        match raw {
+            "authorization" => Ok(Self::Authorization),
+            "upfront" => Ok(Self::Upfront),
+            _ => Err(InvalidField::new(
+                "payment_flow",
+                "expected \"authorization\" or \"upfront\"",
+            )),
+        }
+    }
+}
+
 /// A listing's marketplace fee for escrowed (`auth-capture`) contracts: the share of the price
 /// captured to the gateway's treasury instead of the worker. `exact` payments go to the worker
 /// in full (they have no fee split). The gateway bounds it with `escrow.max_fee_bps`.
@@ -646,6 +696,10 @@ pub struct WorkerListing {
     pub payment_schemes: PaymentSchemes,
     /// Marketplace fee for escrowed contracts; `None` takes `escrow.default_fee_bps`.
     pub fee_policy: Option<FeePolicy>,
+    /// When `exact` contracts of this listing are paid: `authorization` (after the work, only
+    /// for a passing deliverable; the default) or `upfront` (settled before the worker is
+    /// called; a rejected deliverable stays paid). Only an `exact`-only listing may be upfront.
+    pub payment_flow: ListingPaymentFlow,
     /// Name, description, input schema and examples shown to seekers.
     pub metadata: super::metadata::ListingMetadata,
     /// Current health.

@@ -205,6 +205,14 @@ impl HireService {
             requirements.scheme = scheme.as_str().to_owned();
             requirements
         };
+        let mut requirements = requirements;
+        // The flow a call's contract will pin (an upfront listing is `exact`-only), written as
+        // the contract's own offer writes it.
+        if listing.payment_flow == hiregate_store::listing::model::ListingPaymentFlow::Upfront
+            && scheme == PaymentScheme::Exact
+        {
+            requirements.set_payment_flow(hiregate_payments::PaymentFlow::Upfront);
+        }
         let discovery = ListingDiscovery {
             name: listing.metadata.name.as_deref(),
             description: listing.metadata.description.as_deref(),
@@ -233,6 +241,7 @@ impl HireService {
                 "task_type": task_type,
                 "protocol": listing.protocol.as_str(),
                 "payment_schemes": listing.payment_schemes.as_slice(),
+                "payment_flow": crate::hire::offer::payment_flow_of(&requirements),
                 "price": {
                     "amount": task.price.value().to_string(),
                     "asset": asset.address,
