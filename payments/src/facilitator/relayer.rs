@@ -971,6 +971,7 @@ mod tests {
         let mut draft = Draft {
             to: Address::ZERO,
             calldata: Bytes::new(),
+            value: U256::ZERO,
             gas: 100_000,
             max_fee_per_gas: 2_000,
             max_priority_fee_per_gas: 1_000,
