@@ -25,6 +25,7 @@ const DEPLOYABLE = [
   "ERC3009PaymentCollector",
   "OperatorRefundCollector",
   "DevnetPermitToken",
+  "DevnetPlainToken",
   "Permit2",
   "X402ExactPermit2Proxy",
   "X402UptoPermit2Proxy",

@@ -32,7 +32,9 @@
 //!   | [`bindings::X402UptoPermit2Proxy`] | [`UPTO_PERMIT2_PROXY_ADDRESS`] | permit2 = [`PERMIT2_ADDRESS`] |
 //!
 //!   A payer approves Permit2 on the token once ([`Devnet::approve_permit2`]) or signs an EIP-2612
-//!   permit that the settlement submits.
+//!   permit that the settlement submits. [`Devnet::deploy_plain_token`] deploys, on demand,
+//!   [`bindings::DevnetPlainToken`], an ERC-20 without EIP-2612 either, which a payer approves
+//!   only by transaction (`plain_token`).
 //! - Accounts: anvil's deterministic dev account 0 deploys and mints (owner of the token);
 //!   account 1 is the [`Devnet::relayer`] for a facilitator; [`Devnet::funded_account`] makes fresh
 //!   random payers with ETH and tokens.
@@ -56,6 +58,7 @@ mod anvil;
 pub mod bindings;
 mod error;
 mod node;
+mod plain_token;
 mod python;
 pub mod rpc_counter;
 
@@ -79,6 +82,7 @@ pub use node::{
     DEFAULT_NODE_SCRIPT_TIMEOUT, NODE_ENV, check_node_tools, interop_dir, node_script,
     node_script_with_timeout, node_tools_or_skip,
 };
+pub use plain_token::PLAIN_TOKEN_NAME;
 pub use python::{
     DEFAULT_PYTHON_SCRIPT_TIMEOUT, PythonLibs, SDK_PYTHON_ENV, check_python_libs,
     check_python_tools, python_libs_or_skip, python_script, python_script_with,

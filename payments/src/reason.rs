@@ -129,6 +129,42 @@ reasons! {
     Eip2612SpenderNotPermit2 => "eip2612_spender_not_permit2",
     /// The EIP-2612 permit expires too soon to be mined.
     Eip2612DeadlineExpired => "eip2612_deadline_expired",
+    /// The `erc20ApprovalGasSponsoring` extension is present but malformed.
+    Erc20ApprovalExtensionInvalid => "invalid_erc20_approval_extension_format",
+    /// The approval's `from` is not the payer.
+    Erc20ApprovalFromMismatch => "erc20_approval_from_mismatch",
+    /// The approval is for another token.
+    Erc20ApprovalAssetMismatch => "erc20_approval_asset_mismatch",
+    /// The approval's `spender` is not Permit2.
+    Erc20ApprovalSpenderNotPermit2 => "erc20_approval_spender_not_permit2",
+    /// The signed approval transaction is not sent to the payment's token.
+    Erc20ApprovalTxWrongTarget => "erc20_approval_tx_wrong_target",
+    /// The signed approval transaction does not call `approve`.
+    Erc20ApprovalTxWrongSelector => "erc20_approval_tx_wrong_selector",
+    /// The signed approval transaction approves another spender than Permit2.
+    Erc20ApprovalTxWrongSpender => "erc20_approval_tx_wrong_spender",
+    /// The signed approval's calldata does not decode, or approves another amount than `amount`
+    /// or less than the payment moves.
+    Erc20ApprovalTxInvalidCalldata => "erc20_approval_tx_invalid_calldata",
+    /// The signed approval transaction is signed by someone other than the payer.
+    Erc20ApprovalTxSignerMismatch => "erc20_approval_tx_signer_mismatch",
+    /// The signer of the approval transaction cannot be recovered.
+    Erc20ApprovalTxInvalidSignature => "erc20_approval_tx_invalid_signature",
+    /// The signed approval transaction does not decode (RLP / EIP-2718).
+    Erc20ApprovalTxParseFailed => "erc20_approval_tx_parse_failed",
+    /// The signed approval transaction is for another chain, sends value, or is of a kind a
+    /// facilitator does not relay (blob, EIP-7702).
+    Erc20ApprovalTxUnsupported => "erc20_approval_tx_unsupported",
+    /// The signed approval's nonce is not the payer's next one.
+    Erc20ApprovalTxNonceMismatch => "erc20_approval_tx_nonce_mismatch",
+    /// The signed approval's gas limit or fees are below what the chain asks or far above it
+    /// (the facilitator funds the gas).
+    Erc20ApprovalTxFeesOutOfRange => "erc20_approval_tx_fees_out_of_range",
+    /// The approval transaction reverted or would revert.
+    Erc20ApprovalTxFailed => "erc20_approval_tx_failed",
+    /// The approval (or the gas funding it needed) could not be broadcast or was not mined in
+    /// time.
+    Erc20ApprovalBroadcastFailed => "erc20_approval_broadcast_failed",
     /// An `upto` settlement of more than the signed maximum.
     UptoSettlementExceedsAmount => "invalid_upto_evm_payload_settlement_exceeds_amount",
     /// The `upto` witness names another facilitator than this one.

@@ -2,7 +2,9 @@
 // ExactEvmScheme and UptoEvmScheme), as any standard x402 buyer would: `exact` over EIP-3009 or,
 // when the offer says `assetTransferMethod: "permit2"`, over Permit2; `upto` over Permit2. Given
 // an `rpcUrl`, the client reads the payer's allowance to Permit2 and, when the offer lists the
-// `eip2612GasSponsoring` extension and the allowance is short, adds a signed EIP-2612 permit.
+// `eip2612GasSponsoring` extension and the allowance is short, adds a signed EIP-2612 permit (or,
+// under `erc20ApprovalGasSponsoring` for a token whose offer names no EIP-712 domain, a signed
+// `approve(Permit2, maxUint256)` transaction at the payer's next nonce).
 //
 // stdin:  {"privateKey": "0x…", "paymentRequired": <decoded PaymentRequired>, "rpcUrl"?: "http://…"}
 // stdout: {"paymentSignature": "<PAYMENT-SIGNATURE header value, base64>",

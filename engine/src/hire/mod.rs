@@ -322,8 +322,9 @@ impl HireService {
         )
     }
 
-    /// Whether the facilitator submits a payer's EIP-2612 permit with a Permit2 settlement (the
-    /// `eip2612GasSponsoring` extension): the embedded one does; an external one is not assumed to.
+    /// Whether the facilitator sponsors a payer's approval of Permit2 (the
+    /// `eip2612GasSponsoring` and `erc20ApprovalGasSponsoring` extensions): the embedded one
+    /// does; an external one is not assumed to.
     fn submits_eip2612_permits(&self) -> bool {
         self.inner.config.facilitator.mode == crate::settings::FacilitatorMode::Embedded
     }

@@ -17,9 +17,12 @@
 //! EIP-3009 token configured so) carries `extra.assetTransferMethod = "permit2"` (and the
 //! token's EIP-712 domain when it has one), which is what the official `@x402/evm` client reads
 //! to sign a Permit2 `PermitWitnessTransferFrom` instead of an EIP-3009 authorization. With the
-//! embedded facilitator, which submits EIP-2612 permits, the 402 also declares the
-//! `eip2612GasSponsoring` extension for tokens with a domain: a payer who never approved
-//! Permit2 may sign a permit instead of sending an approval.
+//! embedded facilitator, which sponsors Permit2 approvals, the 402 also declares the
+//! `eip2612GasSponsoring` extension for tokens with a domain and `erc20ApprovalGasSponsoring`
+//! for every token: a payer who never approved Permit2 (and may hold no ETH) signs an EIP-2612
+//! permit, or, for a token without EIP-2612, an `approve(Permit2)` transaction the facilitator
+//! funds and broadcasts before settling. The official client prefers the permit when both are
+//! declared and the offer names the token's domain.
 //!
 //! An `upto` offer (metered contract) is over Permit2 for any token: `amount` is the terms'
 //! maximum (`unit_price × max_units`) and `extra.facilitatorAddress` the facilitator the payer
@@ -39,7 +42,10 @@ use hiregate_contracts::{
 use hiregate_payments::{
     PaymentRequired, PaymentRequirements, ResourceInfo, TokenDomain,
     extension::{PAYMENT_IDENTIFIER, declare_payment_identifier},
-    permit2::extension::{EIP2612_GAS_SPONSORING, eip2612_gas_sponsoring_offer},
+    permit2::{
+        approval::{ERC20_APPROVAL_GAS_SPONSORING, erc20_approval_gas_sponsoring_offer},
+        extension::{EIP2612_GAS_SPONSORING, eip2612_gas_sponsoring_offer},
+    },
     wire::{Extensions, UnknownFields, X402Version2},
 };
 use hiregate_store::offer::StoredOffer;
@@ -171,8 +177,8 @@ pub fn auth_capture_extra(escrow: &EscrowTerms, domain: &TokenDomain) -> Map<Str
 /// The stored offer of `terms` paid in `asset`, for the resource at `execute_url`. `max_timeout_s`
 /// is the authorization window (`exact`) or the payment window (`auth-capture`). The
 /// listing's `discovery` fields go where x402 catalogues read them ([`super::bazaar`]).
-/// `gas_sponsoring`: the facilitator submits EIP-2612 permits (declared for Permit2 offers
-/// of tokens with a domain). `upto_facilitator`: for an `upto` contract, the facilitator
+/// `gas_sponsoring`: the facilitator sponsors Permit2 approvals (EIP-2612 permits, declared
+/// for Permit2 offers of tokens with a domain, and signed approval transactions, for all). `upto_facilitator`: for an `upto` contract, the facilitator
 /// address the payer's witness must name (what the facilitator's `/supported` advertises);
 /// an `upto` offer is over Permit2 whatever the token, for at most the terms' maximum.
 #[allow(clippy::too_many_arguments)]
@@ -259,6 +265,12 @@ pub fn stored_offer(
         extensions.insert(
             EIP2612_GAS_SPONSORING.to_owned(),
             eip2612_gas_sponsoring_offer(),
+        );
+    }
+    if permit2 && gas_sponsoring {
+        extensions.insert(
+            ERC20_APPROVAL_GAS_SPONSORING.to_owned(),
+            erc20_approval_gas_sponsoring_offer(),
         );
     }
     extensions.insert(

@@ -29,7 +29,12 @@
 //! Permit2's facts ([`hiregate_payments::permit2::ledger`]): "used" is the nonce's bit in the
 //! payer's Permit2 bitmap, traced to the proxy settlement carrying the permit and its
 //! `Transfer(payer → payTo)`; "cancelled" is the payer invalidating the nonce; `validBefore` is
-//! the permit's `deadline`. Permit2 nonces, too, move money at most once.
+//! the permit's `deadline`. Permit2 nonces, too, move money at most once. A payment carrying a
+//! signed ERC-20 approval (`erc20ApprovalGasSponsoring`) has the embedded facilitator fund,
+//! broadcast and await that approval first (`hiregate_payments::permit2::approval`); each step
+//! reads the chain first, so a retry after a crash or a `settlement_unknown` repeats none that
+//! already happened, and once the payer used the approval's nonce otherwise the allowance on
+//! chain alone decides.
 //!
 //! An `upto` payment (metered contract) is a Permit2 one whose settlement moves only what was
 //! verified: when settlement begins, the payment's stored `amount` becomes the amount of the
@@ -798,7 +803,8 @@ impl HireService {
 /// What the chain says of a payment whose authorization (or Permit2 nonce) is unused as of a
 /// block at `block_timestamp`: dead past `validBefore` (Permit2: `deadline`), not valid yet
 /// before `validAfter`, else usable, with the payer short when its balance (and, over Permit2,
-/// its allowance to Permit2, unless the payment carries an EIP-2612 permit) cannot cover it.
+/// its allowance to Permit2, unless the payment carries an EIP-2612 permit or a signed approval
+/// the chain would still take) cannot cover it.
 async fn unused_view(
     provider: &alloy::providers::DynProvider,
     payment: &PaymentRecord,
@@ -829,16 +835,22 @@ async fn unused_view(
         .await
         .map_err(rpc)?;
     let mut payer_short = balance < amount;
-    // A signed EIP-2612 permit approves Permit2 in the settlement itself.
-    let permits_permit2 = over_permit2
-        && serde_json::from_value::<PaymentPayload>(payment.payload.clone())
-            .ok()
-            .and_then(|payload| {
-                permit2::extension::Eip2612GasSponsoring::from_extensions(&payload.extensions)
-                    .ok()
-                    .flatten()
-            })
-            .is_some();
+    // A signed EIP-2612 permit approves Permit2 in the settlement itself; a signed approval
+    // transaction does before it, while its nonce is still the payer's next one.
+    let payload = over_permit2
+        .then(|| serde_json::from_value::<PaymentPayload>(payment.payload.clone()).ok())
+        .flatten();
+    let mut permits_permit2 = payload.as_ref().is_some_and(|payload| {
+        permit2::extension::Eip2612GasSponsoring::from_extensions(&payload.extensions)
+            .is_ok_and(|permit| permit.is_some())
+    });
+    if !permits_permit2
+        && let Some(approval) = payload
+            .as_ref()
+            .and_then(permit2::approval::SignedApproval::in_payload)
+    {
+        permits_permit2 = approval.still_usable(provider).await.map_err(rpc)?;
+    }
     if over_permit2 && !payer_short && !permits_permit2 {
         let allowance = permit2_allowance(provider, authorization.asset, authorization.payer)
             .await

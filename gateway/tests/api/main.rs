@@ -31,6 +31,7 @@ mod ops;
 mod outbound;
 mod outputs;
 mod permit2;
+mod permit2_approval;
 mod readme;
 mod receipts;
 mod reputation;

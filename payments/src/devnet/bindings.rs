@@ -11,7 +11,7 @@
 //!   devnet places at the canonical addresses ([`super::AUTH_CAPTURE_ESCROW_ADDRESS`] …).
 //!
 //! - [`DevnetPermitToken`]: a plain ERC-20 with EIP-2612 `permit` and no EIP-3009, paid with over
-//!   Permit2; [`Permit2`], [`X402ExactPermit2Proxy`], [`X402UptoPermit2Proxy`]: the devnet
+//!   Permit2; [`DevnetPlainToken`]: an ERC-20 with neither (approved by transaction only); [`Permit2`], [`X402ExactPermit2Proxy`], [`X402UptoPermit2Proxy`]: the devnet
 //!   look-alikes of Uniswap's Permit2 (signature transfers) and of the x402 Permit2 proxies, which
 //!   the devnet places at their canonical addresses ([`super::PERMIT2_ADDRESS`] …).
 //!
@@ -50,6 +50,12 @@ sol!(
     #[sol(rpc, all_derives)]
     DevnetPermitToken,
     "devnet/artifacts/DevnetPermitToken.json"
+);
+
+sol!(
+    #[sol(rpc, all_derives)]
+    DevnetPlainToken,
+    "devnet/artifacts/DevnetPlainToken.json"
 );
 
 // The Permit2 and proxy ABIs name `Permit2.PermitTransferFrom`, `X402Permit2ProxyBase.EIP2612Permit`

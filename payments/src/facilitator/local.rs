@@ -1,6 +1,7 @@
 //! The in-process facilitator: verifies and settles `exact` EIP-3009 payments on the EVM
 //! chains of its [`FacilitatorConfig`], paying gas from one relayer key per chain; `exact` over
-//! Permit2 and `upto` are in [`permit2`], `auth-capture` in [`auth_capture`].
+//! Permit2 and `upto` are in [`permit2`] (the `erc20ApprovalGasSponsoring` steps before a
+//! Permit2 settlement in [`approval`]), `auth-capture` in [`auth_capture`].
 //!
 //! Settlement follows the reference facilitator (`@x402/evm`): an authorization moves money at
 //! most once, and `success: true` is answered at most once per authorization. Per payment key
@@ -27,6 +28,7 @@
 //! an unknown outcome asks the chain ([`crate::exact::onchain::find_settlement`]), as the
 //! refusal itself does not say whether the earlier settle was theirs.
 
+mod approval;
 mod auth_capture;
 mod mined;
 mod permit2;

@@ -7,6 +7,7 @@
 //!   being verified (for at most the batch window), leave together as one Multicall3
 //!   `aggregate3` with `allowFailure` on every call, so one failing call never reverts the others.
 //!   Whether a call succeeded is read from the receipt by the caller, never assumed.
+//! - [`Relayer::fund`]: native currency to a payer whose signed ERC-20 approval needs gas.
 //! - [`Broadcast`]: the transaction at one nonce, watched until that nonce is used. When no
 //!   receipt comes within the resend bound, the same call is sent again at the same nonce with
 //!   higher fees: a stuck transaction is replaced and a dropped one restored, never doubled, as a
@@ -46,7 +47,7 @@ use std::time::Duration;
 use alloy::eips::eip1559::Eip1559Estimation;
 use alloy::eips::eip2718::Encodable2718;
 use alloy::network::{EthereumWallet, NetworkTransactionBuilder, TransactionBuilder};
-use alloy::primitives::{Address, Bytes, TxHash};
+use alloy::primitives::{Address, Bytes, TxHash, U256};
 use alloy::providers::{DynProvider, Provider};
 use alloy::rpc::types::{TransactionInput, TransactionReceipt, TransactionRequest};
 use alloy::sol_types::SolCall;
@@ -371,6 +372,27 @@ impl Relayer {
         self.core.send_alone(call).await
     }
 
+    /// Sends `wei` to `to` (the gas an `erc20ApprovalGasSponsoring` payer lacks); returns once
+    /// the node accepted it.
+    pub(crate) async fn fund(&self, to: Address, wei: U256) -> Result<Arc<Broadcast>, SendError> {
+        let request = TransactionRequest::default()
+            .from(self.core.address)
+            .to(to)
+            .value(wei);
+        let (gas, fees) = tokio::join!(self.core.provider.estimate_gas(request), self.core.fees());
+        let (gas, fees) = (gas?, fees?);
+        self.core
+            .broadcast(Draft {
+                to,
+                calldata: Bytes::new(),
+                value: wei,
+                gas,
+                max_fee_per_gas: fees.max_fee_per_gas,
+                max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
+            })
+            .await
+    }
+
     /// Sends `call`, possibly in one transaction with others; returns once the node accepted
     /// the transaction that carries it. `Err(Reverted)` means this call alone would revert now.
     pub(crate) async fn submit(
@@ -457,6 +479,8 @@ async fn batch_loop(core: Arc<Core>, mut batches: BatchLoop) {
 struct Draft {
     to: Address,
     calldata: Bytes,
+    /// Wei sent along: zero for calls, the amount for a gas funding ([`Relayer::fund`]).
+    value: U256,
     gas: u64,
     max_fee_per_gas: u128,
     max_priority_fee_per_gas: u128,
@@ -468,6 +492,7 @@ impl Draft {
             .from(from)
             .to(self.to)
             .input(TransactionInput::new(self.calldata.clone()))
+            .value(self.value)
             .gas_limit(self.gas)
             .max_fee_per_gas(self.max_fee_per_gas)
             .max_priority_fee_per_gas(self.max_priority_fee_per_gas)
@@ -550,6 +575,7 @@ impl Core {
         self.broadcast(Draft {
             to: call.to,
             calldata: call.calldata,
+            value: U256::ZERO,
             gas,
             max_fee_per_gas: fees.max_fee_per_gas,
             max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
@@ -602,6 +628,7 @@ impl Core {
                 self.broadcast(Draft {
                     to: multicall,
                     calldata: calls(true).into(),
+                    value: U256::ZERO,
                     gas,
                     max_fee_per_gas: fees.max_fee_per_gas,
                     max_priority_fee_per_gas: fees.max_priority_fee_per_gas,
@@ -944,6 +971,7 @@ mod tests {
         let mut draft = Draft {
             to: Address::ZERO,
             calldata: Bytes::new(),
+            value: U256::ZERO,
             gas: 100_000,
             max_fee_per_gas: 2_000,
             max_priority_fee_per_gas: 1_000,

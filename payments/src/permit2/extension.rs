@@ -5,9 +5,8 @@
 //! `PaymentRequired.extensions` ([`eip2612_gas_sponsoring_offer`]); the official client signs
 //! the permit only when offered and when its allowance to Permit2 is short.
 //!
-//! The sibling `erc20ApprovalGasSponsoring` (the payer signs a raw `approve` transaction that the
-//! facilitator broadcasts, funding its gas) is not accepted by the bundled facilitator: a payload
-//! carrying it is judged on its Permit2 allowance alone.
+//! The sibling for tokens without EIP-2612, `erc20ApprovalGasSponsoring` (a raw signed `approve`
+//! transaction the facilitator broadcasts, funding its gas), is [`super::approval`].
 
 use alloy::primitives::{Address, Bytes, U256};
 use serde_json::{Value, json};
@@ -19,8 +18,7 @@ use crate::wire::Extensions;
 
 /// The extension's key in `extensions`.
 pub const EIP2612_GAS_SPONSORING: &str = "eip2612GasSponsoring";
-/// The ERC-20 approval sibling's key (recognised, not accepted).
-pub const ERC20_APPROVAL_GAS_SPONSORING: &str = "erc20ApprovalGasSponsoring";
+pub use super::approval::ERC20_APPROVAL_GAS_SPONSORING;
 
 /// What the server puts under [`EIP2612_GAS_SPONSORING`] in `PaymentRequired.extensions`: the
 /// spec's `{info, schema}`, where `info` only describes the offer (the client fills in the rest).

@@ -6,19 +6,22 @@
 //! as `spender`; the witness binds the recipient (`to`), the earliest settlement time
 //! (`validAfter`) and, for `upto`, the one `facilitator` allowed to choose the amount. A
 //! facilitator settles by calling the proxy, which calls Permit2, which moves the tokens with the
-//! allowance the payer gave Permit2 once (directly, or in the same transaction through the
-//! `eip2612GasSponsoring` extension). Permit2 nonces are unordered: one bit per nonce in the
+//! allowance the payer gave Permit2 once (directly, in the same transaction through the
+//! `eip2612GasSponsoring` extension, or by a signed `approve` the facilitator broadcasts first,
+//! the `erc20ApprovalGasSponsoring` extension). Permit2 nonces are unordered: one bit per nonce in the
 //! payer's bitmap, flipped when used, so an authorization moves money at most once.
 //!
 //! | module | what |
 //! |---|---|
 //! | this module | addresses, the wire payload ([`Permit2Payload`]), the EIP-712 structs and digests, [`Permit2Payment::parse`] (the chain-free checks against the server's requirements), offers |
+//! | [`approval`] | `erc20ApprovalGasSponsoring`: the payer's signed `approve(Permit2)` transaction, its checks (decoded with alloy) with and without a node |
 //! | [`extension`] | `eip2612GasSponsoring`: the payer's EIP-2612 permit approving Permit2, submitted with the settlement |
 //! | [`onchain`] | the facilitator's checks against a node (signature, allowance, balance, nonce bitmap, simulation through the proxy), the settlement call, and what a receipt says moved |
 //! | [`ledger`] | what the chain says about one Permit2 authorization (used, by which transaction, moving what), for reconciliation |
 //! | [`sign`] | the client side, signing exactly as the official `@x402/evm` 2.27 client does |
 //! | [`upto`] | the `upto` offer and the settle request for a verified amount |
 
+pub mod approval;
 pub mod extension;
 pub mod ledger;
 pub mod onchain;
@@ -33,6 +36,7 @@ use alloy::sol_types::{Eip712Domain, SolStruct};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use self::approval::{Erc20ApprovalGasSponsoring, SignedApproval};
 use self::extension::Eip2612GasSponsoring;
 use crate::exact::{PaymentKey, VALID_BEFORE_BUFFER_SECS};
 use crate::reason::Reason;
@@ -393,6 +397,10 @@ pub struct Permit2Payment {
     pub payload: Permit2Payload,
     /// The payer's EIP-2612 permit approving Permit2, when the payload carries the extension.
     pub eip2612: Option<Eip2612GasSponsoring>,
+    /// The payer's signed `approve(Permit2)` transaction, when the payload carries the
+    /// `erc20ApprovalGasSponsoring` extension (and no EIP-2612 permit, which the official
+    /// facilitator prefers too).
+    pub erc20_approval: Option<SignedApproval>,
 }
 
 impl Permit2Payment {
@@ -400,7 +408,7 @@ impl Permit2Payment {
     /// of the official facilitator: scheme, network, payload shape, spender (the scheme's
     /// proxy), recipient, amount (`permitted.amount == requirements.amount`, the maximum for
     /// `upto`), token; for `upto` a facilitator named in the witness; the EIP-2612 extension's
-    /// shape when present.
+    /// shape when present, else the ERC-20 approval extension's chain-free checks.
     pub fn parse(
         payload: &PaymentPayload,
         requirements: &PaymentRequirements,
@@ -471,6 +479,18 @@ impl Permit2Payment {
         {
             return Err(Reason::Permit2612AmountMismatch);
         }
+        let erc20_approval = match (
+            &eip2612,
+            Erc20ApprovalGasSponsoring::from_extensions(&payload.extensions)?,
+        ) {
+            (None, Some(approval)) => Some(approval.check(
+                authorization.from,
+                asset,
+                chain_id,
+                authorization.permitted.amount.get(),
+            )?),
+            _ => None,
+        };
         Ok(Self {
             scheme,
             network: requirements.network,
@@ -479,6 +499,7 @@ impl Permit2Payment {
             pay_to,
             payload: permit2,
             eip2612,
+            erc20_approval,
         })
     }
 

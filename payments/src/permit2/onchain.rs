@@ -1,8 +1,8 @@
 //! The facilitator's on-chain half of Permit2 payments: the checks against a node (proxy
 //! deployed, signature by ECDSA or EIP-1271 as Permit2 checks it, nonce unused in the payer's
-//! bitmap, allowance to Permit2 or an EIP-2612 permit, balance, and an `eth_call` of the
-//! settlement through the proxy), the settlement call itself, revert data → [`Reason`], and what
-//! a mined receipt says moved.
+//! bitmap, allowance to Permit2 or an EIP-2612 permit or a signed approval, balance, and an
+//! `eth_call` of the settlement through the proxy), the settlement call itself, revert data →
+//! [`Reason`], and what a mined receipt says moved.
 //!
 //! Permit2 emits no event of its own for a signature transfer, and the proxies' `Settled` has no
 //! arguments: the token's `Transfer(payer → to, amount)` in a successful transaction to the proxy
@@ -415,11 +415,23 @@ pub async fn verify(
     let Some(balance) = balance else {
         return Ok(Err(Reason::AssetNotDeployed.into()));
     };
-    if allowance.unwrap_or_default() < amount && payment.eip2612.is_none() {
-        return Ok(Err(Reason::Permit2AllowanceRequired.into()));
+    let approval_pending = allowance.unwrap_or_default() < amount && payment.eip2612.is_none();
+    if approval_pending {
+        let Some(approval) = &payment.erc20_approval else {
+            return Ok(Err(Reason::Permit2AllowanceRequired.into()));
+        };
+        if let Err(refusal) = super::approval::check_on_chain(provider, approval).await? {
+            return Ok(Err(refusal));
+        }
     }
     if balance < amount {
         return Ok(Err(Reason::InsufficientBalance.into()));
+    }
+    if approval_pending {
+        // The settlement cannot be simulated before the approval is mined (a plain node has no
+        // bundle to simulate both in); the approval itself was, and the proxy is checked again
+        // by the relayer's gas estimate just before the settlement is sent.
+        return Ok(Ok(()));
     }
     Ok(call(provider, Some(relayer), proxy, calldata)
         .await?

@@ -1,7 +1,8 @@
 //! Permit2 payments in the local facilitator: `exact` over Permit2 (told from EIP-3009 by the
 //! payload's `permit2Authorization`) and `upto`. Verification runs the official facilitator's
 //! checks; settlement calls the scheme's proxy from the chain's relayer, which for `upto` must be
-//! the witness's `facilitator` (the address `/supported` advertises).
+//! the witness's `facilitator` (the address `/supported` advertises). A payment carrying a signed
+//! ERC-20 approval has it funded, broadcast and mined first ([`super::approval`]).
 //!
 //! Per payment key (network, asset, payer, Permit2 nonce):
 //!
@@ -371,6 +372,12 @@ impl Chain {
         }
         if amount.is_zero() {
             return Ok(self.permit2_settled(payment, None, amount));
+        }
+        if let Err(refusal) = self.apply_erc20_approval(payment, amount).await? {
+            return Ok(Outcome {
+                response: self.permit2_failed(payment, refusal, None),
+                remember: None,
+            });
         }
         let (proxy, calldata) = settlement_call(payment, amount);
         let call = Call {
