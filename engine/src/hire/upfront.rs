@@ -101,12 +101,14 @@ impl HireService {
                 transaction,
                 response,
                 decided_by,
+                ..
             } => {
                 let outcome = SettlementOutcome {
                     contract_state: ContractState::Paid,
                     payment_state: PaymentState::Settled,
                     transaction: Some(transaction.to_string()),
                     response: serde_json::to_value(response).ok(),
+                    remainder_transaction: None,
                 };
                 store
                     .record_upfront_settlement(&payment.payment_id, &outcome, self.now())
@@ -138,6 +140,7 @@ impl HireService {
                     payment_state: PaymentState::SettlementFailed,
                     transaction: None,
                     response: response.and_then(|r| serde_json::to_value(r).ok()),
+                    remainder_transaction: None,
                 };
                 store
                     .record_upfront_settlement(&payment.payment_id, &outcome, self.now())
@@ -167,6 +170,7 @@ impl HireService {
                         .map(|r| r.transaction.clone())
                         .filter(|t| !t.is_empty()),
                     response: response.and_then(|r| serde_json::to_value(r).ok()),
+                    remainder_transaction: None,
                 };
                 store
                     .record_upfront_settlement(&payment.payment_id, &outcome, self.now())
