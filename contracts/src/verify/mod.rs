@@ -33,7 +33,7 @@ use url::Url;
 
 use crate::canonical::{CanonicalError, Digest, to_canonical_vec};
 use crate::deliverable::{Deliverable, DeliveryStatus, Subject};
-use crate::metering::{MeterUnit, Metering};
+use crate::metering::MeterUnit;
 use crate::policy::{
     Aggregation, CrosscheckParams, PolicyBinding, PolicyParams, Quorum, ThresholdOp,
     ThresholdParams,
@@ -922,6 +922,7 @@ fn tally_votes(request: &VerificationRequest<'_>, quorum: &Quorum) -> QuorumTall
 mod tests {
     use super::*;
     use crate::deliverable::{ArtifactRef, FileOutput, Output};
+    use crate::metering::Metering;
     use crate::policy::PolicyId;
     use crate::schema::SchemaLimits;
     use serde_json::json;

@@ -7,7 +7,6 @@ use hiregate_contracts::{
     canonical::Digest,
     deliverable::Deliverable,
     id::AttemptId,
-    money::AtomicAmount,
     state::{ContractEvent, ContractState},
     verify::{VerificationRequest, VerificationResult, VerificationStatus, VoteSet},
 };

@@ -41,6 +41,7 @@ mod superwire_wire;
 mod surface;
 mod sw4rm;
 mod upto;
+mod upto_measured;
 mod wattswarm_wire;
 mod webhooks;
 mod wire_snapshot;
