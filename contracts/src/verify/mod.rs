@@ -17,6 +17,7 @@
 //! Nothing here reads a clock or the network: the same inputs give the same result and hash,
 //! which is what dispute replay relies on.
 
+mod metered;
 mod result_hash;
 
 pub use result_hash::{
@@ -31,8 +32,8 @@ use serde_json::Value;
 use url::Url;
 
 use crate::canonical::{CanonicalError, Digest, to_canonical_vec};
-use crate::deliverable::{Deliverable, DeliveryStatus, Output, Subject};
-use crate::metering::{MeterUnit, Metering};
+use crate::deliverable::{Deliverable, DeliveryStatus, Subject};
+use crate::metering::MeterUnit;
 use crate::policy::{
     Aggregation, CrosscheckParams, PolicyBinding, PolicyParams, Quorum, ThresholdOp,
     ThresholdParams,
@@ -317,14 +318,25 @@ pub struct VerificationDetails {
 pub struct MeteredCount {
     /// The unit counted.
     pub unit: MeterUnit,
-    /// Units delivered (items of the output).
+    /// Units delivered as the gateway counted them: items of the output, events relayed, or
+    /// the worker's reported seconds or tokens within the gateway's [`measured`](Self::measured)
+    /// bound.
     pub delivered: u32,
-    /// Units that passed verification on their own.
+    /// Units that passed verification (items on their own; the other units all or none, with
+    /// the whole output).
     pub verified: u32,
     /// Units paid for: `verified`, at most the terms' `max_units`.
     pub billable: u32,
-    /// Which items passed (0-based positions in the output).
+    /// Which items passed (0-based positions in the output); empty for other units.
     pub passed_items: Vec<u32>,
+    /// What the worker reported for the unit (`metadata.usage`), as it wrote it; absent for
+    /// `item`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported: Option<u64>,
+    /// The gateway's own measurement bounding the count (events relayed, wall seconds, the
+    /// output's token bound); absent for `item`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<u64>,
 }
 
 /// The verdict. The first eight fields (with `verification_status`) are what WattSwarm
@@ -547,109 +559,6 @@ impl Verifier {
             policy_hash,
             details: findings.details,
         })
-    }
-
-    /// Judges a metered (`upto`) contract's deliverable unit by unit: for
-    /// [`MeterUnit::Item`], every item of the output (a `multiple`'s items, a single output as
-    /// one) is verified on its own against the contract's schemas and policy, with the
-    /// deliverable's evidence. The verdict passes when at least one item (or the policy's
-    /// `accept_partial.min_items`) passed, whatever status the worker ended with: partial work
-    /// is paid pro rata. [`VerificationDetails::metered`] counts what passed; the units billed
-    /// are that count, at most the terms' `max_units`. Nothing the worker claims is counted.
-    pub fn verify_metered(
-        &self,
-        request: &VerificationRequest<'_>,
-        metering: &Metering,
-    ) -> Result<VerificationResult, VerifyError> {
-        let MeterUnit::Item = metering.unit();
-        let items: Vec<&Output> = match request.deliverable.output() {
-            Output::Multiple { items } => items.iter().collect(),
-            single => vec![single],
-        };
-        let mut findings = Findings::default();
-        findings.details.deliverable_digest = Some(request.deliverable.digest()?);
-        let mut passed_items = Vec::new();
-        let mut item_codes = Vec::new();
-        let mut undecidable = false;
-        for (index, item) in items.iter().enumerate() {
-            let Ok(one) = Deliverable::new(
-                DeliveryStatus::Completed,
-                (*item).clone(),
-                request.deliverable.evidence_inline().to_vec(),
-                request.deliverable.evidence_refs().to_vec(),
-            ) else {
-                item_codes.push(reason::INVALID_OUTPUT);
-                findings
-                    .details
-                    .notes
-                    .push(format!("item {index}: not a deliverable on its own"));
-                continue;
-            };
-            let result = self.verify(&VerificationRequest {
-                candidate_id: request.candidate_id,
-                execution_id: request.execution_id,
-                deliverable: &one,
-                output_schemas: request.output_schemas,
-                policy: request.policy,
-                evidence: request.evidence,
-                votes: request.votes,
-            })?;
-            let details = result.details;
-            if findings.details.evidence.is_empty() {
-                findings.details.evidence = details.evidence;
-            }
-            if findings.details.quorum.is_none() {
-                findings.details.quorum = details.quorum;
-            }
-            if result.passed {
-                passed_items.push(u32::try_from(index).unwrap_or(u32::MAX));
-                findings.details.notes.push(format!("item {index}: passed"));
-                continue;
-            }
-            undecidable |= result.verification_status == VerificationStatus::Inconclusive;
-            findings.details.notes.push(format!(
-                "item {index}: {} (reason codes {:?})",
-                status_word(result.verification_status),
-                result.reason_codes
-            ));
-            item_codes.extend(result.reason_codes);
-            findings
-                .details
-                .schema_violations
-                .extend(details.schema_violations);
-            findings
-                .details
-                .threshold_failures
-                .extend(details.threshold_failures);
-            findings
-                .details
-                .reference_mismatches
-                .extend(details.reference_mismatches);
-        }
-        let delivered = u32::try_from(items.len()).unwrap_or(u32::MAX);
-        let verified = u32::try_from(passed_items.len()).unwrap_or(u32::MAX);
-        let required = request
-            .policy
-            .accept_partial()
-            .map_or(1, |allowed| allowed.min_items.max(1));
-        if verified < required {
-            // Too few units to accept: the items' own reasons say why.
-            findings.codes.extend(item_codes);
-            if verified > 0 || findings.codes.is_empty() {
-                findings.codes.push(reason::PARTIAL_DELIVERY);
-            }
-            findings.undecidable = undecidable;
-        } else if delivered > 0 {
-            findings.quorum_ratio = Some(f64::from(verified) / f64::from(delivered));
-        }
-        findings.details.metered = Some(MeteredCount {
-            unit: metering.unit(),
-            delivered,
-            verified,
-            billable: metering.billable_units(verified),
-            passed_items,
-        });
-        self.conclude(request, findings)
     }
 
     fn apply_policy(
@@ -1013,6 +922,7 @@ fn tally_votes(request: &VerificationRequest<'_>, quorum: &Quorum) -> QuorumTall
 mod tests {
     use super::*;
     use crate::deliverable::{ArtifactRef, FileOutput, Output};
+    use crate::metering::Metering;
     use crate::policy::PolicyId;
     use crate::schema::SchemaLimits;
     use serde_json::json;
@@ -1349,6 +1259,7 @@ mod tests {
                     votes: None,
                 },
                 &metering,
+                &crate::metering::MeterReadings::default(),
             )
             .unwrap()
     }

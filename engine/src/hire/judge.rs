@@ -7,7 +7,6 @@ use hiregate_contracts::{
     canonical::Digest,
     deliverable::Deliverable,
     id::AttemptId,
-    money::AtomicAmount,
     state::{ContractEvent, ContractState},
     verify::{VerificationRequest, VerificationResult, VerificationStatus, VoteSet},
 };
@@ -116,7 +115,7 @@ impl HireService {
         };
         // A metered contract settles what was verified: the amount replaces the signed
         // maximum in the settlement's own commit.
-        let metered_amount = metered_amount(ctx, &result);
+        let metered_amount = super::meter::metered_amount(ctx, &result);
         let settle_now = match payment {
             Some(mut payment) => {
                 if let Some(amount) = &metered_amount {
@@ -240,7 +239,12 @@ impl HireService {
         };
         // A metered contract is judged unit by unit: what it pays is what passed.
         let result = match ctx.terms.metering() {
-            Some(metering) => inner.verifier.verify_metered(&request, metering),
+            Some(metering) => {
+                let readings = self
+                    .meter_readings(ctx, attempt_id, metering.unit())
+                    .await?;
+                inner.verifier.verify_metered(&request, metering, &readings)
+            }
             None => inner.verifier.verify(&request),
         }
         .map_err(|e| internal(format!("verification could not run: {e}")))?;
@@ -254,56 +258,6 @@ impl HireService {
             );
         }
         Ok((result, result_json, votes))
-    }
-}
-
-/// What a metered contract's verdict `result` pays, atomic units (`unit_price × billable
-/// units`); `None` for a contract at a fixed price.
-pub(super) fn metered_amount(ctx: &Ctx, result: &VerificationResult) -> Option<String> {
-    let metering = ctx.terms.metering()?;
-    let billable = result
-        .details
-        .metered
-        .as_ref()
-        .map_or(0, |count| count.billable);
-    Some(metering.amount_for(billable).to_string())
-}
-
-impl HireService {
-    /// What a metered (`upto`) contract settles when it leaves `from`: the billable units of
-    /// its latest verdict at the terms' unit price, from what the gateway verified. When the
-    /// arbiter settles a dispute of a rejection (the verdict billed nothing), the decision
-    /// stands in for the verifier's on every unit the gateway counted: the delivered units, at
-    /// most `max_units` (none when nothing was delivered or judged). `None` at a fixed price.
-    pub(super) async fn metered_amount_to_settle(
-        &self,
-        ctx: &Ctx,
-        from: ContractState,
-    ) -> Result<Option<AtomicAmount>, HireError> {
-        let Some(metering) = ctx.terms.metering() else {
-            return Ok(None);
-        };
-        let arbiter_settles = from == ContractState::Disputed;
-        let Some(verification) = self
-            .inner
-            .store
-            .latest_verification(ctx.contract_id.as_str())
-            .await?
-        else {
-            if arbiter_settles {
-                return Ok(Some(metering.amount_for(0)));
-            }
-            return Err(internal("a metered contract to settle has no verdict"));
-        };
-        let result: VerificationResult = serde_json::from_value(verification.result)
-            .map_err(|e| internal(format!("stored verification: {e}")))?;
-        let count = result.details.metered.as_ref();
-        let billable = match count {
-            Some(count) if arbiter_settles && count.billable == 0 => count.delivered,
-            Some(count) => count.billable,
-            None => 0,
-        };
-        Ok(Some(metering.amount_for(billable)))
     }
 }
 

@@ -12,6 +12,7 @@
 //! | `hireable` | whether the listing can work now: asked when the payment arrives (retired, task type withdrawn, unhealthy, full: refused before anything is held) and before each attempt (an unhealthy worker is waited for within the SLA, else the attempt ends without calling it) |
 //! | `stream` | stream outputs: the worker's SSE read to its end (relayed, resumed with `Last-Event-ID`, bounded) and assembled into the deliverable before `delivered` |
 //! | `judge` | `delivered` → `verifying` → `accepted`/`rejected`: the pinned policy on the stored deliverable |
+//! | `meter` | metered contracts (`upto`, metered `auth-capture`): what the gateway measured of an attempt (events relayed, wall time, the worker's reported figure) for the verdict, and the amount a verdict settles |
 //! | `settle` | `accepted`/`settlement_unknown` → `settling` → `settled`/`settlement_failed`, decided by the chain (escrowed: the escrow's capture, decided by its events; upfront: the transfer made before the work, nothing sent) |
 //! | `upfront` | the upfront flow: a `paid` contract's `exact` payment settled on chain before the worker is called (crash-safe: the chain first), and kept through rejections, failures and voids |
 //! | `release` | escrowed money back to the payer: void, the payer's reclaim, the arbiter's refund after capture; their sweep |
@@ -62,6 +63,7 @@ mod hireable;
 mod judge;
 pub mod listing;
 pub mod locks;
+mod meter;
 pub mod offer;
 pub mod offered;
 pub mod outcome;

@@ -13,6 +13,14 @@
 //! relayed (name and data digest): a replay that differs fails the attempt (`stream_diverged`),
 //! as do too many reconnects (`stream_lost`); the retry policy decides what follows.
 //!
+//! A contract metered by stream event (`metering.unit = "event"`) is paid for the events the
+//! gateway relayed: when its stream is lost (too many reconnects) after at least one data
+//! event, the attempt is not failed but delivered as a **partial** with the events read so far
+//! assembled, and judged like any deliverable; the verdict counts the relayed events (a stream
+//! cut after 40 of 100 events pays at most 40). Whatever the worker claims it sent is not
+//! counted. A stream that ends with `error`, that diverges, or that runs past its deadline
+//! still fails the attempt (the worker said it failed, or broke its word, or ran out of time).
+//!
 //! Bounds: `outbound.stream_max_bytes` over all connections, `outbound.stream_max_duration_ms`,
 //! and the attempt's SLA deadline, whichever ends first (past it: a timed-out attempt).
 //!
@@ -27,7 +35,8 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use hiregate_contracts::{
-    deliverable::{Deliverable, Output},
+    deliverable::{Deliverable, DeliveryStatus, Output},
+    metering::MeterUnit,
     wire::hire::{STREAM_END_EVENT, STREAM_ERROR_EVENT, assemble_stream},
 };
 use serde_json::{Value, json};
@@ -162,9 +171,24 @@ impl StreamRead<'_> {
 
     /// The deliverable with the assembled output in place of the stream.
     fn assembled(&mut self) -> WorkerAnswer {
+        self.assembled_as(self.deliverable.status())
+    }
+
+    /// A lost stream of a contract metered by event, with events read: the events so far,
+    /// delivered as a partial (see the module docs). `None` for any other contract.
+    fn cut_short(&mut self) -> Option<WorkerAnswer> {
+        let by_event = self
+            .ctx
+            .terms
+            .metering()
+            .is_some_and(|metering| metering.unit() == MeterUnit::Event);
+        (by_event && !self.data.is_empty()).then(|| self.assembled_as(DeliveryStatus::Partial))
+    }
+
+    fn assembled_as(&mut self, status: DeliveryStatus) -> WorkerAnswer {
         let output = assemble_stream(&self.data, self.ctx.terms.task().output_schemas());
         match Deliverable::new(
-            self.deliverable.status(),
+            status,
             output,
             self.deliverable.evidence_inline().to_vec(),
             self.deliverable.evidence_refs().to_vec(),
@@ -288,6 +312,10 @@ impl HireService {
                 Connection::Broken(reason) => reason,
             };
             if reconnects >= MAX_RECONNECTS {
+                if let Some(partial) = read.cut_short() {
+                    tracing::info!(contract_id = %read.ctx.contract_id, events = read.data.len(), reason, "stream output lost; the relayed events are delivered as a partial");
+                    return partial;
+                }
                 return failed(
                     FailureKind::Unreachable,
                     "stream_lost",

@@ -44,6 +44,7 @@ mod surface;
 mod sw4rm;
 mod upfront;
 mod upto;
+mod upto_measured;
 mod wattswarm_wire;
 mod webhooks;
 mod wire_snapshot;

@@ -107,12 +107,12 @@ async fn upto_env(database: TestDatabase) -> HireEnv {
 }
 
 /// (payer, worker) balances of the plain ERC-20.
-async fn balances(env: &HireEnv) -> (U256, U256) {
+pub(crate) async fn balances(env: &HireEnv) -> (U256, U256) {
     let of = |who: Address| async move { env.devnet.permit_token_balance(who).await.unwrap() };
     (of(env.wallet.address()).await, of(env.pay_to).await)
 }
 
-async fn allowance(env: &HireEnv) -> U256 {
+pub(crate) async fn allowance(env: &HireEnv) -> U256 {
     env.devnet
         .permit2_allowance(env.devnet.permit_token(), env.wallet.address())
         .await
@@ -121,7 +121,10 @@ async fn allowance(env: &HireEnv) -> U256 {
 
 /// The official `@x402/evm` 2.27 client's payment of `challenge` (it picks its `upto` scheme
 /// client for the `upto` offer): the `PAYMENT-SIGNATURE` value and the decoded payload.
-async fn official_upto_payment(env: &HireEnv, challenge: &PaymentRequired) -> (String, Value) {
+pub(crate) async fn official_upto_payment(
+    env: &HireEnv,
+    challenge: &PaymentRequired,
+) -> (String, Value) {
     let signed = hiregate_payments::devnet::node_script(
         "sign.mjs",
         &json!({
@@ -138,7 +141,7 @@ async fn official_upto_payment(env: &HireEnv, challenge: &PaymentRequired) -> (S
 }
 
 /// The Permit2 nonce of the signed `payload` is still unused on chain: nothing was settled.
-async fn assert_permit_unused(env: &HireEnv, payload: &Value) {
+pub(crate) async fn assert_permit_unused(env: &HireEnv, payload: &Value) {
     let nonce: U256 = payload["payload"]["permit2Authorization"]["nonce"]
         .as_str()
         .unwrap()
@@ -153,7 +156,7 @@ async fn assert_permit_unused(env: &HireEnv, payload: &Value) {
 }
 
 /// The gateway's records equal the chain's transfers; returns the report.
-async fn assert_reconciled(env: &HireEnv) -> Value {
+pub(crate) async fn assert_reconciled(env: &HireEnv) -> Value {
     let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
     assert_eq!(response.status(), 200);
     let report: Value = response.json().await.unwrap();
