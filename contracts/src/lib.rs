@@ -18,6 +18,7 @@
 //! | [`metering`] | metered (`upto`) prices: the unit, its price and the most units pinned in the terms; what the verified units cost |
 //! | [`escrow`] | what an escrowed (`auth-capture`) contract pins: escrow, capture authorizer, deadlines, fee bounds, fee recipient |
 //! | [`terms`] | [`ContractTerms`](terms::ContractTerms) built from a seeker's proposal and a worker's offer; `terms_hash` |
+//! | [`did`] | DID names of the gateway keys (`did:key`, `did:web`) and its DID document, for signatures whose `kid` is a DID URL (x402 `offer-receipt`) |
 //! | [`token`] | gateway JWS (EdDSA, `kid`): contract tokens, signed JSON for receipts, [`KeyRing`](token::KeyRing) rotation, [`Jwks`](token::Jwks) |
 //! | [`state`] | the lifecycle: [`ContractState`](state::ContractState) + [`ContractEvent`](state::ContractEvent) → `transition` |
 //! | [`deliverable`] | the one internal [`Deliverable`](deliverable::Deliverable) form and its digest |
@@ -46,6 +47,7 @@
 
 pub mod canonical;
 pub mod deliverable;
+pub mod did;
 pub mod escrow;
 pub mod id;
 pub mod metering;
