@@ -25,6 +25,7 @@ mod mcp_x402;
 mod migrations;
 mod money_truth;
 mod observability;
+mod offer_receipt;
 mod openapi;
 mod ops;
 mod outbound;

@@ -25,9 +25,9 @@ use crate::{
 };
 
 /// Price of one verified item.
-const UNIT: u64 = 200_000;
+pub(crate) const UNIT: u64 = 200_000;
 /// The most items one contract pays for.
-const MAX_UNITS: u64 = 5;
+pub(crate) const MAX_UNITS: u64 = 5;
 /// What the payer lets Permit2 move, approved once.
 const ALLOWANCE: u64 = 20 * MAX_UNITS * UNIT;
 
@@ -41,7 +41,7 @@ fn item_schema() -> Value {
 }
 
 /// The input asking the worker for items passing (or not) as `passing` says.
-fn input(passing: &[bool]) -> Value {
+pub(crate) fn input(passing: &[bool]) -> Value {
     json!({"text": "summarize these", "passing": passing})
 }
 
@@ -80,7 +80,7 @@ async fn metered_worker(gateway: &str) -> crate::hire_env::RunningWorker {
 
 /// A gateway on a fresh devnet with the metered worker listed per item for `upto`, and a
 /// seeker holding [`SEEKER_FUNDS`](crate::hire_env::SEEKER_FUNDS) of the devnet's plain ERC-20 that approved Permit2.
-async fn upto_env(database: TestDatabase) -> HireEnv {
+pub(crate) async fn upto_env(database: TestDatabase) -> HireEnv {
     let devnet = Devnet::start().await.expect("anvil devnet starts");
     let app = spawn_app_on(database, &chain_settings(&devnet, "")).await;
     let worker = metered_worker(&app.address).await;
@@ -107,7 +107,7 @@ async fn upto_env(database: TestDatabase) -> HireEnv {
 }
 
 /// (payer, worker) balances of the plain ERC-20.
-async fn balances(env: &HireEnv) -> (U256, U256) {
+pub(crate) async fn balances(env: &HireEnv) -> (U256, U256) {
     let of = |who: Address| async move { env.devnet.permit_token_balance(who).await.unwrap() };
     (of(env.wallet.address()).await, of(env.pay_to).await)
 }
@@ -153,7 +153,7 @@ async fn assert_permit_unused(env: &HireEnv, payload: &Value) {
 }
 
 /// The gateway's records equal the chain's transfers; returns the report.
-async fn assert_reconciled(env: &HireEnv) -> Value {
+pub(crate) async fn assert_reconciled(env: &HireEnv) -> Value {
     let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
     assert_eq!(response.status(), 200);
     let report: Value = response.json().await.unwrap();
