@@ -19,6 +19,7 @@
 //! | [`payment_flow`] | when the money moves relative to the work (`authorization`, `upfront`, `escrow`); the upfront flow's consequence, pinned word for word in the terms |
 //! | [`escrow`] | what an escrowed (`auth-capture`) contract pins: escrow, capture authorizer, deadlines, fee bounds, fee recipient |
 //! | [`terms`] | [`ContractTerms`](terms::ContractTerms) built from a seeker's proposal and a worker's offer; `terms_hash` |
+//! | [`did`] | DID names of the gateway keys (`did:key`, `did:web`) and its DID document, for signatures whose `kid` is a DID URL (x402 `offer-receipt`) |
 //! | [`token`] | gateway JWS (EdDSA, `kid`): contract tokens, signed JSON for receipts, [`KeyRing`](token::KeyRing) rotation, [`Jwks`](token::Jwks) |
 //! | [`state`] | the lifecycle: [`ContractState`](state::ContractState) + [`ContractEvent`](state::ContractEvent) → `transition` |
 //! | [`deliverable`] | the one internal [`Deliverable`](deliverable::Deliverable) form and its digest |
@@ -47,6 +48,7 @@
 
 pub mod canonical;
 pub mod deliverable;
+pub mod did;
 pub mod escrow;
 pub mod id;
 pub mod metering;

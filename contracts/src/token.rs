@@ -211,6 +211,20 @@ impl GatewayKey {
         URL_SAFE_NO_PAD.encode(self.signing.verifying_key().as_bytes())
     }
 
+    /// The 32-byte Ed25519 public key (what `did:key` identifiers encode, see [`crate::did`]).
+    #[must_use]
+    pub fn public_key_bytes(&self) -> [u8; 32] {
+        self.signing.verifying_key().to_bytes()
+    }
+
+    /// The raw Ed25519 signature of `message`: for JWS whose header is not a gateway token's
+    /// (the x402 `offer-receipt` artifacts, whose `kid` is a DID URL).
+    #[must_use]
+    pub fn sign_bytes(&self, message: &[u8]) -> [u8; 64] {
+        use ed25519_dalek::Signer as _;
+        self.signing.sign(message).to_bytes()
+    }
+
     /// The public key as a JWK (`kty: OKP, crv: Ed25519, alg: EdDSA, use: sig`).
     #[must_use]
     pub fn public_jwk(&self) -> Jwk {
@@ -250,6 +264,23 @@ impl Jwks {
             .iter()
             .filter_map(|jwk| jwk.common.key_id.as_deref())
             .collect()
+    }
+
+    /// The Ed25519 public key published as `kid`, if it is one.
+    #[must_use]
+    pub fn ed25519_public_key(&self, kid: &str) -> Option<[u8; 32]> {
+        let jwk = self.0.find(kid)?;
+        let AlgorithmParameters::OctetKeyPair(params) = &jwk.algorithm else {
+            return None;
+        };
+        if params.curve != EllipticCurve::Ed25519 {
+            return None;
+        }
+        URL_SAFE_NO_PAD
+            .decode(params.x.as_bytes())
+            .ok()?
+            .try_into()
+            .ok()
     }
 
     fn decoding_key(&self, kid: &str) -> Result<DecodingKey, TokenError> {
@@ -330,6 +361,12 @@ impl KeyRing {
     #[must_use]
     pub fn active_kid(&self) -> &KeyId {
         self.active.kid()
+    }
+
+    /// The key that signs now.
+    #[must_use]
+    pub fn active_key(&self) -> &GatewayKey {
+        &self.active
     }
 
     /// The JWKS: the active key first, then the unretired older keys.

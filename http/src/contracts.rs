@@ -1,7 +1,9 @@
 //! Contracts: `GET /v1/contracts` (seeker, operator, admin), `POST /v1/contracts` (seeker),
 //! `GET /v1/contracts/{id}` (parties), the two execute routes (seeker),
 //! `GET /v1/wallet/contracts` (a wallet signed in with `SIGN-IN-WITH-X`) and
-//! `GET /.well-known/jwks.json` (anyone).
+//! `GET /.well-known/jwks.json` and the same keys as a `did:web` DID document,
+//! `GET /.well-known/did.json` (anyone; also at `/did.json`, where `did:web` looks under a
+//! path-prefixed base URL).
 //!
 //! Handlers only authenticate and parse; [`hiregate_engine::hire::HireService`] does the work.
 
@@ -45,6 +47,8 @@ pub fn router() -> Routes {
         .route(super::siwx::WALLET_CONTRACTS_PATH, get(wallet_contracts))
         .route("/execute", post(execute_by_header))
         .route("/.well-known/jwks.json", get(jwks))
+        .route("/.well-known/did.json", get(did_document))
+        .route("/did.json", get(did_document))
 }
 
 fn correlation_id(headers: &HeaderMap) -> String {
@@ -417,6 +421,37 @@ async fn execute(
 pub(crate) async fn jwks(State(state): State<AppState>) -> Response {
     let mut response = Json(state.hire.jwks()).into_response();
     response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    response
+}
+
+/// `GET /.well-known/did.json`: the gateway's `did:web` DID document, its JWKS keys as
+/// verification methods: what resolves the `kid` of its signed x402 offers and receipts.
+#[utoipa::path(
+    get,
+    path = "/.well-known/did.json",
+    tag = "contracts",
+    responses(
+        (status = 200, description = "DID document (`did:web`): every gateway key as a `JsonWebKey2020` verification method `<did>#<kid>`; the keys that verify the `offer-receipt` extension's signed offers and receipts", body = Object),
+        (status = 404, description = "the public base URL has no host", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn did_document(State(state): State<AppState>) -> Response {
+    let Some(document) = state.hire.did_document() else {
+        return ApiError::NotFound {
+            resource: "did document",
+        }
+        .into_response();
+    };
+    let mut response = Json(document).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/did+json"),
+    );
+    headers.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=300"),
     );

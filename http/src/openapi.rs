@@ -297,6 +297,7 @@ impl Modify for SecuritySchemes {
         super::contracts::wallet_contracts,
         super::contracts::execute_by_header,
         super::contracts::jwks,
+        super::contracts::did_document,
         super::callbacks::worker_callback,
         super::cancel::cancel_contract,
         super::disputes::open_dispute,

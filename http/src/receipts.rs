@@ -30,7 +30,8 @@ fn parse_contract_id(raw: &str) -> ApiResult<ContractId> {
     })
 }
 
-/// 200 `{contract_id, kid, issued_at, receipt}` where `receipt` is the compact JWS; 409
+/// 200 `{contract_id, kid, issued_at, receipt}` where `receipt` is the compact JWS (and, once
+/// settled, `x402_receipt`: the x402 `offer-receipt` receipt of the settlement); 409
 /// `contract_not_terminal` while the contract can still change.
 #[utoipa::path(
     get,
@@ -39,7 +40,7 @@ fn parse_contract_id(raw: &str) -> ApiResult<ContractId> {
     params(("id" = String, Path, description = "Contract id (`ctr_…`)")),
     security(("seeker_key" = []), ("operator_key" = []), ("wallet_sign_in" = [])),
     responses(
-        (status = 200, description = "`{contract_id, kid, issued_at, receipt}`: `receipt` is a compact JWS verifiable offline with `/.well-known/jwks.json`", body = Object),
+        (status = 200, description = "`{contract_id, kid, issued_at, receipt, x402_receipt?}`: `receipt` is a compact JWS verifiable offline with `/.well-known/jwks.json`; a settled contract adds `x402_receipt`, the x402 `offer-receipt` extension's signed receipt its paid answer carried (JWS, `kid` a DID URL resolved by `/.well-known/did.json`)", body = Object),
         (status = 401, description = "`missing_api_key` / `invalid_api_key`; a refused `SIGN-IN-WITH-X`: `invalid_siwx_header`, `invalid_siwx_domain_mismatch`, `invalid_siwx_uri_mismatch`, `invalid_siwx_version`, `invalid_siwx_chain_id`, `invalid_siwx_unsupported_chain`, `invalid_siwx_nonce` (malformed or already used), `invalid_siwx_issued_at`, `invalid_siwx_issued_at_too_old`, `invalid_siwx_issued_at_in_future`, `invalid_siwx_expiration_time`, `invalid_siwx_expired`, `invalid_siwx_not_before`, `invalid_siwx_not_yet_valid`, `invalid_siwx_malformed_signature`, `invalid_siwx_signature`. `PAYMENT-REQUIRED` carries the `sign-in-with-x` challenge", body = ErrorBody),
         (status = 403, description = "`forbidden`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
@@ -56,12 +57,16 @@ pub(crate) async fn receipt(
         .hire
         .contract_receipt(&party.principal_id, id.as_str())
         .await?;
-    Ok(Json(json!({
+    let mut body = json!({
         "contract_id": stored.contract_id,
         "kid": stored.kid,
         "issued_at": stored.issued_at,
         "receipt": stored.token,
-    })))
+    });
+    if let Some(x402) = state.hire.x402_receipt_of_contract(id.as_str()).await? {
+        body["x402_receipt"] = json!(x402);
+    }
+    Ok(Json(body))
 }
 
 /// The event log as `application/jsonl`, oldest first.

@@ -80,6 +80,9 @@ pub enum OfferReceiptError {
     /// The signature is not 65 bytes or does not recover.
     #[error("signature does not verify")]
     BadSignature,
+    /// A JWS `kid` that names no key the verifier trusts for the resource.
+    #[error("JWS kid {0:?} names no key of this server")]
+    UnknownKey(String),
 }
 
 fn malformed(what: impl std::fmt::Display) -> OfferReceiptError {
@@ -339,12 +342,14 @@ pub fn verify_receipt(
 }
 
 /// The JWS signing input `base64url(header).base64url(payload)` for `payload` with the header
-/// `{alg, kid}` the spec requires; sign its bytes with the key `kid` names.
+/// `{alg, kid}` the spec requires; sign its bytes with the key `kid` names. The payload is in
+/// its RFC 8785 canonical form (the spec's §10; what the official issuer signs too).
 #[must_use]
 pub fn jws_signing_input<P: Serialize>(alg: &str, kid: &str, payload: &P) -> String {
     let header = json!({"alg": alg, "kid": kid});
-    // A JSON object of strings and a serializable payload: always converts.
-    let payload = serde_json::to_vec(payload).expect("payload converts to JSON");
+    // A JSON object of strings and integers: always canonicalizes.
+    let payload = hiregate_contracts::canonical::to_canonical_vec(payload)
+        .expect("payload converts to canonical JSON");
     format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(header.to_string()),
@@ -416,16 +421,86 @@ impl<T: DeserializeOwned> JwsParts<T> {
     }
 }
 
-/// `extensions["offer-receipt"]` of a `PaymentRequired` carrying `offers`.
+/// `extensions["offer-receipt"]` of a `PaymentRequired` carrying `offers`, with the JSON
+/// Schema of its `info` (the x402 v2 extension shape).
 #[must_use]
 pub fn offers_extension(offers: &[SignedArtifact]) -> Value {
-    json!({ "info": { "offers": offers } })
+    json!({ "info": { "offers": offers }, "schema": offers_schema() })
 }
 
-/// `extensions["offer-receipt"]` of a settlement response carrying `receipt`.
+/// `extensions["offer-receipt"]` of a settlement response carrying `receipt`, with the JSON
+/// Schema of its `info`.
 #[must_use]
 pub fn receipt_extension(receipt: &SignedArtifact) -> Value {
-    json!({ "info": { "receipt": receipt } })
+    json!({ "info": { "receipt": receipt }, "schema": receipt_schema() })
+}
+
+/// An artifact's schema: `format` and `signature` always, the payload's for `eip712`.
+fn artifact_schema(payload_properties: Value, payload_required: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "format": {"type": "string", "enum": ["eip712", "jws"]},
+            "acceptIndex": {"type": "integer"},
+            "payload": {
+                "type": "object",
+                "properties": payload_properties,
+                "required": payload_required,
+            },
+            "signature": {"type": "string"},
+        },
+        "required": ["format", "signature"],
+    })
+}
+
+fn offers_schema() -> Value {
+    let offer = artifact_schema(
+        json!({
+            "version": {"type": "integer"},
+            "resourceUrl": {"type": "string"},
+            "scheme": {"type": "string"},
+            "network": {"type": "string"},
+            "asset": {"type": "string"},
+            "payTo": {"type": "string"},
+            "amount": {"type": "string"},
+            "validUntil": {"type": "integer"},
+        }),
+        &[
+            "version",
+            "resourceUrl",
+            "scheme",
+            "network",
+            "asset",
+            "payTo",
+            "amount",
+        ],
+    );
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"offers": {"type": "array", "items": offer}},
+        "required": ["offers"],
+    })
+}
+
+fn receipt_schema() -> Value {
+    let receipt = artifact_schema(
+        json!({
+            "version": {"type": "integer"},
+            "network": {"type": "string"},
+            "resourceUrl": {"type": "string"},
+            "payer": {"type": "string"},
+            "issuedAt": {"type": "integer"},
+            "transaction": {"type": "string"},
+        }),
+        &["version", "network", "resourceUrl", "payer", "issuedAt"],
+    );
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"receipt": receipt},
+        "required": ["receipt"],
+    })
 }
 
 /// The signed offers in `extensions` (empty when the extension is absent).
@@ -592,6 +667,14 @@ mod tests {
         );
         let artifact = jws_artifact(&input, &[7u8; 64], None);
         assert!(artifact.payload.is_none());
+        // The payload travels in its canonical form: keys sorted, no whitespace.
+        let payload_part = input.split('.').nth(1).unwrap();
+        let payload_text =
+            String::from_utf8(URL_SAFE_NO_PAD.decode(payload_part).unwrap()).unwrap();
+        assert!(
+            payload_text.starts_with(r#"{"issuedAt":1703123456,"network":"eip155:8453","payer":"#),
+            "{payload_text}"
+        );
         let parts = JwsParts::<ReceiptPayload>::decode(&artifact).unwrap();
         assert_eq!(parts.alg, "EdDSA");
         assert_eq!(parts.payload, receipt);

@@ -23,7 +23,7 @@ impl HireService {
         let bounds = self.bounded_window(&terms)?;
         let contract_id = terms.contract_id().clone();
         let upto_facilitator = self.upto_facilitator(&terms).await?;
-        let stored_offer = offer::stored_offer(
+        let mut stored_offer = offer::stored_offer(
             &terms,
             &asset,
             listing.pay_to.address(),
@@ -36,6 +36,11 @@ impl HireService {
             },
             self.submits_eip2612_permits(),
             upto_facilitator,
+        );
+        // Signed once, stored with the offer: every 402 of the contract serves these bytes.
+        self.offer_receipt_signer().sign_offers(
+            &mut stored_offer.payment_required,
+            u64::try_from(terms.offer_expires_at().unix_seconds()).ok(),
         );
         let signed = self.sign_and_store(
             &terms,

@@ -590,7 +590,8 @@ impl HireService {
                 let response = payment.as_ref().and_then(|p| p.settle_response.clone());
                 let payment_response = response
                     .clone()
-                    .and_then(|r| serde_json::from_value::<SettleResponse>(r).ok());
+                    .and_then(|r| serde_json::from_value::<SettleResponse>(r).ok())
+                    .map(|r| self.with_x402_receipt(contract, payment.as_ref(), r));
                 let settled = Settlement::Settled {
                     transaction: payment.as_ref().and_then(|p| p.settle_tx.clone()),
                     response,

@@ -19,6 +19,7 @@
 //! | [`escrow`] | the gateway as escrow operator of `auth-capture` contracts: one operator per chain, `PaymentInfo` from the stored offer, the capture order of the terms |
 //! | [`bazaar`] | x402 discovery metadata of an offer: the `bazaar` extension and `resource.serviceName`/`tags` from the listing |
 //! | [`offer`] | the x402 offer and the authorization window arithmetic |
+//! | [`offer_receipt`] | x402's `offer-receipt` extension: a signed offer per `accepts[]` entry in every 402 (signed once per offer), a signed receipt in every settled answer's settlement response; JWS by the gateway key, `kid` a DID URL (`did:web` over https, else `did:key`) |
 //! | [`offered`] | the unpaid execute's hot path: offered contracts' 402s served from memory |
 //! | [`evidence`] | fetching files and evidence a deliverable names, for verification and disputes |
 //! | [`crosscheck`] | `vp.crosscheck.v1` quorums: the named verifiers' eligibility at proposal (independent, healthy, serving `/verify`), their `/verify` votes, fail-closed |
@@ -65,6 +66,7 @@ pub mod listing;
 pub mod locks;
 mod meter;
 pub mod offer;
+pub mod offer_receipt;
 pub mod offered;
 pub mod outcome;
 mod payment;

@@ -26,6 +26,7 @@ mod metered_escrow;
 mod migrations;
 mod money_truth;
 mod observability;
+mod offer_receipt;
 mod openapi;
 mod ops;
 mod outbound;

@@ -80,7 +80,7 @@ pub(crate) async fn metered_worker(gateway: &str) -> crate::hire_env::RunningWor
 
 /// A gateway on a fresh devnet with the metered worker listed per item for `upto`, and a
 /// seeker holding [`SEEKER_FUNDS`](crate::hire_env::SEEKER_FUNDS) of the devnet's plain ERC-20 that approved Permit2.
-async fn upto_env(database: TestDatabase) -> HireEnv {
+pub(crate) async fn upto_env(database: TestDatabase) -> HireEnv {
     let devnet = Devnet::start().await.expect("anvil devnet starts");
     let app = spawn_app_on(database, &chain_settings(&devnet, "")).await;
     let worker = metered_worker(&app.address).await;

@@ -492,6 +492,10 @@ impl HireService {
         requirements
             .extra
             .insert(OFFER_EXTRA_KEY.to_owned(), signed.clone());
+        self.offer_receipt_signer().sign_offers(
+            &mut offer.payment_required,
+            u64::try_from(terms.offer_expires_at().unix_seconds()).ok(),
+        );
         Ok(offer)
     }
 
