@@ -436,7 +436,7 @@ pub fn receipt_extension(receipt: &SignedArtifact) -> Value {
 }
 
 /// An artifact's schema: `format` and `signature` always, the payload's for `eip712`.
-fn artifact_schema(payload_properties: Value, payload_required: &[&str]) -> Value {
+fn artifact_schema(payload_properties: &Value, payload_required: &[&str]) -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -455,7 +455,7 @@ fn artifact_schema(payload_properties: Value, payload_required: &[&str]) -> Valu
 
 fn offers_schema() -> Value {
     let offer = artifact_schema(
-        json!({
+        &json!({
             "version": {"type": "integer"},
             "resourceUrl": {"type": "string"},
             "scheme": {"type": "string"},
@@ -485,7 +485,7 @@ fn offers_schema() -> Value {
 
 fn receipt_schema() -> Value {
     let receipt = artifact_schema(
-        json!({
+        &json!({
             "version": {"type": "integer"},
             "network": {"type": "string"},
             "resourceUrl": {"type": "string"},
