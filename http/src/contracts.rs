@@ -48,7 +48,7 @@ pub fn router() -> Routes {
         .route("/execute", post(execute_by_header))
         .route("/.well-known/jwks.json", get(jwks))
         .route("/.well-known/did.json", get(did_document))
-        .route("/did.json", get(did_document))
+        .route("/did.json", get(did_document_at_root))
 }
 
 fn correlation_id(headers: &HeaderMap) -> String {
@@ -427,6 +427,21 @@ pub(crate) async fn jwks(State(state): State<AppState>) -> Response {
     response
 }
 
+/// `GET /did.json`: the same DID document where `did:web` looks for a base URL with a path
+/// (`did:web:host:prefix` resolves to `https://host/prefix/did.json`).
+#[utoipa::path(
+    get,
+    path = "/did.json",
+    tag = "contracts",
+    responses(
+        (status = 200, description = "The DID document of `/.well-known/did.json`", body = Object, content_type = "application/did+json"),
+        (status = 404, description = "the public base URL has no host", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn did_document_at_root(state: State<AppState>) -> Response {
+    did_document(state).await
+}
+
 /// `GET /.well-known/did.json`: the gateway's `did:web` DID document, its JWKS keys as
 /// verification methods: what resolves the `kid` of its signed x402 offers and receipts.
 #[utoipa::path(
@@ -434,7 +449,7 @@ pub(crate) async fn jwks(State(state): State<AppState>) -> Response {
     path = "/.well-known/did.json",
     tag = "contracts",
     responses(
-        (status = 200, description = "DID document (`did:web`): every gateway key as a `JsonWebKey2020` verification method `<did>#<kid>`; the keys that verify the `offer-receipt` extension's signed offers and receipts", body = Object),
+        (status = 200, description = "DID document (`did:web`): every gateway key as a `JsonWebKey2020` verification method `<did>#<kid>`; the keys that verify the `offer-receipt` extension's signed offers and receipts", body = Object, content_type = "application/did+json"),
         (status = 404, description = "the public base URL has no host", body = ErrorBody),
     ),
 )]

@@ -298,6 +298,7 @@ impl Modify for SecuritySchemes {
         super::contracts::execute_by_header,
         super::contracts::jwks,
         super::contracts::did_document,
+        super::contracts::did_document_at_root,
         super::callbacks::worker_callback,
         super::cancel::cancel_contract,
         super::disputes::open_dispute,

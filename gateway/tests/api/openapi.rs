@@ -217,10 +217,12 @@ fn auth_errors_and_x402_headers_are_described() {
         BTreeSet::from(
             [
                 "get /.well-known/agent-card.json",
+                "get /.well-known/did.json",
                 "get /.well-known/jwks.json",
                 "get /console",
                 "get /console/",
                 "get /console/{file}",
+                "get /did.json",
                 "get /discovery/resources",
                 "get /docs",
                 "get /docs/{asset}",
