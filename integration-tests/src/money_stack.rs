@@ -315,6 +315,9 @@ pub struct MoneyStackOptions {
     pub max_latency_ms: u64,
     /// Escrowed hires: `None` runs the gateways without an escrow operator.
     pub escrow: Option<EscrowOptions>,
+    /// The listing is paid upfront (`payment_flow: "upfront"`): settled before the worker is
+    /// called.
+    pub upfront: bool,
 }
 
 /// How a [`MoneyStack`] runs escrowed (`auth-capture`) hires.
@@ -363,6 +366,7 @@ impl Default for MoneyStackOptions {
             knobs: RecoveryKnobs::FAST,
             max_latency_ms: 15_000,
             escrow: None,
+            upfront: false,
         }
     }
 }
@@ -483,6 +487,17 @@ impl MoneyStack {
             worker_id,
         } = list_summarize_worker(&http, &gateway_url, &admin_key, worker.url(), &devnet, 8)
             .await?;
+        if options.upfront {
+            checked_json(
+                "PATCH /v1/workers/{id}",
+                http.patch(gateway_url.join(&format!("v1/workers/{worker_id}"))?)
+                    .bearer_auth(&operator_key)
+                    .json(&json!({"payment_flow": "upfront"}))
+                    .send()
+                    .await?,
+            )
+            .await?;
+        }
         if let Some(escrow) = &escrow {
             // `exact` first: a proposal naming no scheme stays `exact`, as in the other tests.
             checked_json(

@@ -14,6 +14,7 @@
 //! | `settle_*_after_the_transfer_*` | `/settle` forwarded (the transfer happens), answer lost: timeout, 500 (empty, HTML), garbage 200 | `settled` with the chain's transaction, deliverable released, one transfer |
 //! | `settle_faults_before_the_transfer_*` | the same answers without forwarding | `settled` once by a later retry, one transfer |
 //! | `kill9_while_*` (SQLite) | gateway killed while `executing`, `pending`, `verifying`, `settling` (transaction unmined) → restart on the same file | `settled` with the chain's transaction, one execution, one transfer |
+//! | `upfront_kill9_*` | an upfront listing: gateway killed while the settlement sent before the work waits unmined (contract `paid`, worker not called) → restart | `settled` from that transfer, the worker ran once after the money moved, one transfer |
 //! | `embedded_kill9_*` | the same unmined settlement, broadcast by the gateway's bundled facilitator itself | same |
 //! | `postgres_*` | the same kills with a second instance on the same PostgreSQL database taking over | same |
 //! | `a_far_valid_before_*` | `validBefore` beyond `max_authorization_window_s` | 402 `payment_invalid`, nothing stored |
@@ -489,6 +490,72 @@ async fn embedded_kill9_while_settling_with_its_own_transaction_unmined_then_res
     stack.restart_gateway().await.expect("gateway restarted");
     mine_after_the_takeover(&stack).await;
     assert_settled_by_the_chain(&stack, &crash.contract_id, &crash.payer, &crash.payment).await;
+    assert_reconciled(&stack).await;
+}
+
+/// Upfront (`payment_flow: "upfront"`): killed while the settlement sent before the work waits
+/// in the mempool (the contract `paid`, the worker not called yet). After the restart the chain
+/// is asked first: the money moves once, the worker runs once, the contract settles from that
+/// transfer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upfront_kill9_between_the_settlement_and_the_worker_then_restart_pays_once_and_works_once()
+{
+    if !node_tools_or_skip(
+        "upfront_kill9_between_the_settlement_and_the_worker_then_restart_pays_once_and_works_once",
+    ) {
+        return;
+    }
+    let mut stack = start(MoneyStackOptions {
+        upfront: true,
+        ..MoneyStackOptions::default()
+    })
+    .await;
+    let payer = Payer::new(&stack).await;
+    let contract_id = stack
+        .propose(&json!({"text": "upfront, killed before the worker", "mode": "ok"}))
+        .await
+        .expect("proposed");
+    let payment = payer.payment_for(&contract_id).await;
+    assert_eq!(payment.accepted.extra["paymentFlow"], "upfront");
+    stack
+        .devnet
+        .set_automine(false)
+        .await
+        .expect("automine off");
+    drop(execute_in_background(&payer.client, &contract_id, &payment));
+    let record = stack
+        .wait_for(
+            &contract_id,
+            Duration::from_secs(30),
+            "an upfront settlement waiting in the mempool",
+            |record| {
+                record["state"] == "paid"
+                    && matches!(
+                        record["payment"]["state"].as_str(),
+                        Some("settling" | "settlement_unknown")
+                    )
+            },
+        )
+        .await
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while stack.devnet.mempool_size().await.expect("txpool_status") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the facilitator never broadcast the settlement: {record:#}\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        stack.worker.executions(&contract_id),
+        0,
+        "the worker is not called before the money moved"
+    );
+    stack.kill_gateway();
+    stack.restart_gateway().await.expect("gateway restarted");
+    mine_after_the_takeover(&stack).await;
+    assert_settled_by_the_chain(&stack, &contract_id, &payer, &payment).await;
     assert_reconciled(&stack).await;
 }
 
