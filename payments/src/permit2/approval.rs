@@ -36,6 +36,7 @@ use alloy::transports::TransportError;
 use serde_json::{Value, json};
 
 use super::PERMIT2_ADDRESS;
+use super::extension::FilledInfo;
 use crate::exact::onchain::Refusal;
 use crate::reason::Reason;
 use crate::wire::{Extensions, PaymentPayload};
@@ -131,57 +132,32 @@ impl Erc20ApprovalGasSponsoring {
     /// facilitator ignores too. Present but malformed is
     /// [`Reason::Erc20ApprovalExtensionInvalid`].
     pub fn from_extensions(extensions: &Extensions) -> Result<Option<Self>, Reason> {
-        let Some(info) = extensions
-            .get(ERC20_APPROVAL_GAS_SPONSORING)
-            .and_then(|extension| extension.get("info"))
-        else {
+        let Some(info) = FilledInfo::of(
+            extensions,
+            ERC20_APPROVAL_GAS_SPONSORING,
+            &[
+                "from",
+                "asset",
+                "spender",
+                "amount",
+                "signedTransaction",
+                "version",
+            ],
+            Reason::Erc20ApprovalExtensionInvalid,
+        ) else {
             return Ok(None);
         };
-        let fields = [
-            "from",
-            "asset",
-            "spender",
-            "amount",
-            "signedTransaction",
-            "version",
-        ];
-        let filled = |key: &str| {
-            info.get(key)
-                .is_some_and(|value| !value.is_null() && value.as_str() != Some(""))
-        };
-        if !fields.iter().all(|key| filled(key)) {
-            return Ok(None);
-        }
-        let bad = || Reason::Erc20ApprovalExtensionInvalid;
-        let text = |key: &str| info.get(key).and_then(Value::as_str).ok_or_else(bad);
-        let address = |key: &str| -> Result<Address, Reason> {
-            let raw = text(key)?;
-            (raw.len() == 42 && raw.starts_with("0x"))
-                .then(|| raw.parse().ok())
-                .flatten()
-                .ok_or_else(bad)
-        };
-        let amount = text("amount")?;
-        let amount = (amount.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| U256::from_str_radix(amount, 10).ok())
-            .flatten()
-            .ok_or_else(bad)?;
-        let signed_transaction = text("signedTransaction")?;
+        let amount = info.number("amount")?;
+        let signed_transaction = info.text("signedTransaction")?;
         if !signed_transaction.starts_with("0x") || signed_transaction.len() < 4 {
-            return Err(bad());
+            return Err(info.invalid());
         }
-        let signed_transaction: Bytes = signed_transaction.parse().map_err(|_| bad())?;
-        let version = text("version")?;
-        if !version
-            .split('.')
-            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-        {
-            return Err(bad());
-        }
+        let signed_transaction: Bytes = signed_transaction.parse().map_err(|_| info.invalid())?;
+        info.version()?;
         Ok(Some(Self {
-            from: address("from")?,
-            asset: address("asset")?,
-            spender: address("spender")?,
+            from: info.address("from")?,
+            asset: info.address("asset")?,
+            spender: info.address("spender")?,
             amount,
             signed_transaction,
         }))

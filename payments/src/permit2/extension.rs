@@ -70,6 +70,75 @@ pub struct Eip2612GasSponsoring {
     pub version: String,
 }
 
+/// The `info` a payer filled in for a gas-sponsoring extension (this one or
+/// [`super::approval`]'s): present only when every field is there and not empty (otherwise it
+/// is the server's declaration echoed back, which the official facilitator ignores too), each
+/// read as the spec types it; a malformed one is the extension's `invalid` reason.
+pub(super) struct FilledInfo<'a> {
+    info: &'a Value,
+    invalid: Reason,
+}
+
+impl<'a> FilledInfo<'a> {
+    /// `extensions[key].info` when every one of `fields` is filled in.
+    pub(super) fn of(
+        extensions: &'a Extensions,
+        key: &str,
+        fields: &[&str],
+        invalid: Reason,
+    ) -> Option<Self> {
+        let info = extensions
+            .get(key)
+            .and_then(|extension| extension.get("info"))?;
+        let filled = |field: &&str| {
+            info.get(*field)
+                .is_some_and(|value| !value.is_null() && value.as_str() != Some(""))
+        };
+        fields.iter().all(filled).then_some(Self { info, invalid })
+    }
+
+    /// The extension's reason for a malformed field.
+    pub(super) fn invalid(&self) -> Reason {
+        self.invalid.clone()
+    }
+
+    /// `field` as a string.
+    pub(super) fn text(&self, field: &str) -> Result<&'a str, Reason> {
+        self.info
+            .get(field)
+            .and_then(Value::as_str)
+            .ok_or_else(|| self.invalid())
+    }
+
+    /// `field` as a `0x` address of 40 hex digits.
+    pub(super) fn address(&self, field: &str) -> Result<Address, Reason> {
+        let raw = self.text(field)?;
+        (raw.len() == 42 && raw.starts_with("0x"))
+            .then(|| raw.parse().ok())
+            .flatten()
+            .ok_or_else(|| self.invalid())
+    }
+
+    /// `field` as a decimal uint256.
+    pub(super) fn number(&self, field: &str) -> Result<U256, Reason> {
+        let raw = self.text(field)?;
+        (!raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| U256::from_str_radix(raw, 10).ok())
+            .flatten()
+            .ok_or_else(|| self.invalid())
+    }
+
+    /// `version`, dotted decimal numbers (`1`, `1.0`).
+    pub(super) fn version(&self) -> Result<&'a str, Reason> {
+        let version = self.text("version")?;
+        let dotted = !version.is_empty()
+            && version
+                .split('.')
+                .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()));
+        dotted.then_some(version).ok_or_else(|| self.invalid())
+    }
+}
+
 impl Eip2612GasSponsoring {
     /// The permit in `extensions`, if the payload carries one with `info`. An `info` without
     /// every field of a permit is none: it is the server's declaration echoed back (the official
@@ -78,64 +147,38 @@ impl Eip2612GasSponsoring {
     /// Present but malformed (not a decimal, not an address, a signature that is not 65 bytes)
     /// is [`Reason::Eip2612ExtensionInvalid`].
     pub fn from_extensions(extensions: &Extensions) -> Result<Option<Self>, Reason> {
-        let Some(info) = extensions
-            .get(EIP2612_GAS_SPONSORING)
-            .and_then(|extension| extension.get("info"))
-        else {
+        let Some(info) = FilledInfo::of(
+            extensions,
+            EIP2612_GAS_SPONSORING,
+            &[
+                "from",
+                "asset",
+                "spender",
+                "amount",
+                "nonce",
+                "deadline",
+                "signature",
+                "version",
+            ],
+            Reason::Eip2612ExtensionInvalid,
+        ) else {
             return Ok(None);
         };
-        let filled = |key: &str| {
-            info.get(key)
-                .is_some_and(|value| !value.is_null() && value.as_str() != Some(""))
-        };
-        let permit_fields = [
-            "from",
-            "asset",
-            "spender",
-            "amount",
-            "nonce",
-            "deadline",
-            "signature",
-            "version",
-        ];
-        if !permit_fields.iter().all(|key| filled(key)) {
-            return Ok(None);
-        }
-        let bad = || Reason::Eip2612ExtensionInvalid;
-        let text = |key: &str| info.get(key).and_then(Value::as_str).ok_or_else(bad);
-        let address = |key: &str| -> Result<Address, Reason> {
-            let raw = text(key)?;
-            (raw.len() == 42 && raw.starts_with("0x"))
-                .then(|| raw.parse().ok())
-                .flatten()
-                .ok_or_else(bad)
-        };
-        let number = |key: &str| -> Result<U256, Reason> {
-            let raw = text(key)?;
-            (!raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| U256::from_str_radix(raw, 10).ok())
-                .flatten()
-                .ok_or_else(bad)
-        };
-        let signature: Bytes = text("signature")?.parse().map_err(|_| bad())?;
+        let signature: Bytes = info
+            .text("signature")?
+            .parse()
+            .map_err(|_| info.invalid())?;
         if signature.len() != 65 {
-            return Err(bad());
+            return Err(info.invalid());
         }
-        let version = text("version")?;
-        if version.is_empty()
-            || !version
-                .split('.')
-                .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-        {
-            return Err(bad());
-        }
+        let version = info.version()?;
         Ok(Some(Self {
-            from: address("from")?,
-            asset: address("asset")?,
-            spender: address("spender")?,
-            amount: number("amount")?,
-            nonce: number("nonce")?,
-            deadline: number("deadline")?,
+            from: info.address("from")?,
+            asset: info.address("asset")?,
+            spender: info.address("spender")?,
+            amount: info.number("amount")?,
+            nonce: info.number("nonce")?,
+            deadline: info.number("deadline")?,
             signature,
             version: version.to_owned(),
         }))
