@@ -25,7 +25,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{TestApp, TestDatabase, spawn_app_on};
+use crate::helpers::{ADMIN_KEY, TestApp, TestDatabase, spawn_app_on};
 
 /// Price of the `summarize` task in the tests: 1.5 tokens of 6 decimals.
 pub const PRICE: u64 = 1_500_000;
@@ -504,4 +504,14 @@ pub async fn answer(response: reqwest::Response) -> Answer {
 /// Unix seconds now.
 pub fn now() -> u64 {
     u64::try_from(chrono::Utc::now().timestamp()).unwrap()
+}
+
+/// The gateway's records equal the chain's (`GET /v1/admin/reconcile` is ok); returns the
+/// report.
+pub async fn assert_reconciled(env: &HireEnv) -> Value {
+    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
+    assert_eq!(response.status(), 200);
+    let report: Value = response.json().await.unwrap();
+    assert_eq!(report["ok"], true, "{report:#}");
+    report
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::{
     escrow_env::{EscrowEnv, escrow_gateway, token_store},
     helpers::{ADMIN_KEY, TestDatabase},
-    hire_env::HireEnv,
+    hire_env::{HireEnv, assert_reconciled},
     upto::{MAX_UNITS, UNIT, input, item_schema, metered_worker},
 };
 
@@ -72,14 +72,6 @@ async fn official_escrowed_payment(env: &HireEnv, contract_id: &str) -> String {
     payload["resource"] = serde_json::to_value(&challenge.resource).unwrap();
     let payload: PaymentPayload = serde_json::from_value(payload).unwrap();
     encode_header(&payload)
-}
-
-async fn assert_reconciled(env: &HireEnv) -> Value {
-    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
-    assert_eq!(response.status(), 200);
-    let report: Value = response.json().await.unwrap();
-    assert_eq!(report["ok"], true, "{report:#}");
-    report
 }
 
 fn fee_of(amount: U256) -> U256 {

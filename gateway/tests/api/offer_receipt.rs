@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use crate::{
     helpers::TestDatabase,
-    hire_env::{HireEnv, WorkerKind, hire_env},
-    upto::{MAX_UNITS, UNIT, assert_reconciled, balances, input, upto_env},
+    hire_env::{HireEnv, WorkerKind, assert_reconciled, hire_env},
+    upto::{MAX_UNITS, UNIT, balances, input, upto_env},
 };
 
 /// The official verifier's verdicts on `challenge`'s offers and, when given, the receipt in

@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use crate::{
     helpers::{ADMIN_KEY, TestDatabase, spawn_app_on},
     hire_env::{
-        Answer, HireEnv, PRICE, SEEKER_FUNDS, WorkerKind, answer, chain_settings, hire_listing,
-        listed_env, now, start_worker,
+        Answer, HireEnv, PRICE, SEEKER_FUNDS, WorkerKind, answer, assert_reconciled,
+        chain_settings, hire_listing, listed_env, now, start_worker,
     },
 };
 
@@ -150,16 +150,6 @@ fn nonce_of(payload: &PaymentPayload) -> U256 {
         .permit2_authorization
         .nonce
         .get()
-}
-
-/// The gateway's records equal the chain's transfers (`GET /v1/admin/reconcile`); returns the
-/// report.
-async fn assert_reconciled(env: &HireEnv) -> Value {
-    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
-    assert_eq!(response.status(), 200);
-    let report: Value = response.json().await.unwrap();
-    assert_eq!(report["ok"], true, "{report:#}");
-    report
 }
 
 /// The official `@x402/fetch` client pays the stable URL; `rpc` lets it read the chain (and so

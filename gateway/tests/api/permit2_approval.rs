@@ -26,10 +26,10 @@ use hiregate_payments::{
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{ADMIN_KEY, TestDatabase, spawn_app_on},
+    helpers::{TestDatabase, spawn_app_on},
     hire_env::{
-        Answer, HireEnv, PRICE, SEEKER_FUNDS, WorkerKind, answer, chain_settings, hire_listing,
-        listed_env, start_worker,
+        Answer, HireEnv, PRICE, SEEKER_FUNDS, WorkerKind, answer, assert_reconciled,
+        chain_settings, hire_listing, listed_env, start_worker,
     },
 };
 
@@ -103,14 +103,6 @@ async fn eth(env: &HireEnv) -> U256 {
         .get_balance(env.wallet.address())
         .await
         .unwrap()
-}
-
-async fn assert_reconciled(env: &HireEnv) -> Value {
-    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
-    assert_eq!(response.status(), 200);
-    let report: Value = response.json().await.unwrap();
-    assert_eq!(report["ok"], true, "{report:#}");
-    report
 }
 
 /// The official client's payment of `challenge`, signed with a node to read from (so it adds

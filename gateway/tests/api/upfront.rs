@@ -22,9 +22,10 @@ use hiregate_worker_sdk::{GatewayKeys, TaskContext, TaskOutcome, WorkerBuilder};
 use serde_json::{Value, json};
 
 use crate::{
-    helpers::{ADMIN_KEY, TestDatabase, spawn_app_on},
+    helpers::{TestDatabase, spawn_app_on},
     hire_env::{
-        HireEnv, PRICE, RunningWorker, chain_settings, hire_listing, listed_env, serve_worker,
+        HireEnv, PRICE, RunningWorker, assert_reconciled, chain_settings, hire_listing, listed_env,
+        serve_worker,
     },
 };
 
@@ -135,14 +136,6 @@ async fn official_signature(env: &HireEnv, challenge: &PaymentRequired) -> Strin
         "upfront"
     );
     signed["paymentSignature"].as_str().unwrap().to_owned()
-}
-
-async fn assert_reconciled(env: &HireEnv) -> Value {
-    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
-    assert_eq!(response.status(), 200);
-    let report: Value = response.json().await.unwrap();
-    assert_eq!(report["ok"], true, "{report:#}");
-    report
 }
 
 async fn contract_view(env: &HireEnv, contract_id: &str) -> Value {

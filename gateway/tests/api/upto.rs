@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::{
     helpers::{ADMIN_KEY, TestDatabase, spawn_app_on},
-    hire_env::{HireEnv, chain_settings, listed_env, serve_worker},
+    hire_env::{HireEnv, assert_reconciled, chain_settings, listed_env, serve_worker},
 };
 
 /// Price of one verified item.
@@ -153,15 +153,6 @@ pub(crate) async fn assert_permit_unused(env: &HireEnv, payload: &Value) {
             .await
             .unwrap()
     );
-}
-
-/// The gateway's records equal the chain's transfers; returns the report.
-pub(crate) async fn assert_reconciled(env: &HireEnv) -> Value {
-    let response = env.app.get("/v1/admin/reconcile", Some(ADMIN_KEY)).await;
-    assert_eq!(response.status(), 200);
-    let report: Value = response.json().await.unwrap();
-    assert_eq!(report["ok"], true, "{report:#}");
-    report
 }
 
 fn assert_upto_offer(env: &HireEnv, challenge: &PaymentRequired) {

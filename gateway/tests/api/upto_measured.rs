@@ -39,8 +39,8 @@ use serde_json::{Value, json};
 
 use crate::{
     helpers::{TestDatabase, spawn_app_on},
-    hire_env::{Answer, HireEnv, chain_settings, listed_env, serve_worker},
-    upto::{allowance, assert_permit_unused, assert_reconciled, balances, official_upto_payment},
+    hire_env::{Answer, HireEnv, assert_reconciled, chain_settings, listed_env, serve_worker},
+    upto::{allowance, assert_permit_unused, balances, official_upto_payment},
 };
 
 /// Price of one stream event or one second.
