@@ -739,6 +739,22 @@ impl MoneyStack {
         .await
     }
 
+    /// `POST /v1/contracts/{id}/cancel` as the seeker: (status, body).
+    pub async fn cancel(&self, contract_id: &str) -> HarnessResult<(u16, Value)> {
+        let response = self
+            .http
+            .post(
+                self.gateway_url()
+                    .join(&format!("v1/contracts/{contract_id}/cancel"))?,
+            )
+            .bearer_auth(&self.seeker_key)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        Ok((status, response.json().await.unwrap_or(Value::Null)))
+    }
+
     /// `GET /v1/contracts/{id}/events.jsonl` as the seeker: the raw export.
     pub async fn events_export(&self, contract_id: &str) -> HarnessResult<String> {
         let response = self

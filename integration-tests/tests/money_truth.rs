@@ -559,6 +559,70 @@ async fn upfront_kill9_between_the_settlement_and_the_worker_then_restart_pays_o
     assert_reconciled(&stack).await;
 }
 
+/// A seeker's cancel of an upfront contract whose settlement waits unmined would leave money
+/// moving for a contract that ended: it is refused (409 `payment_settling`) and changes
+/// nothing; once the transfer is mined the hire goes on, and a cancel then finds it delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upfront_a_cancel_while_the_settlement_waits_unmined_is_refused_and_the_hire_completes() {
+    if !node_tools_or_skip(
+        "upfront_a_cancel_while_the_settlement_waits_unmined_is_refused_and_the_hire_completes",
+    ) {
+        return;
+    }
+    let stack = start(MoneyStackOptions {
+        upfront: true,
+        ..MoneyStackOptions::default()
+    })
+    .await;
+    let payer = Payer::new(&stack).await;
+    let contract_id = stack
+        .propose(&json!({"text": "upfront, cancelled while settling", "mode": "ok"}))
+        .await
+        .expect("proposed");
+    let payment = payer.payment_for(&contract_id).await;
+    stack
+        .devnet
+        .set_automine(false)
+        .await
+        .expect("automine off");
+    drop(execute_in_background(&payer.client, &contract_id, &payment));
+    stack
+        .wait_for(
+            &contract_id,
+            Duration::from_secs(30),
+            "an upfront settlement waiting in the mempool",
+            |record| {
+                record["state"] == "paid"
+                    && matches!(
+                        record["payment"]["state"].as_str(),
+                        Some("settling" | "settlement_unknown")
+                    )
+            },
+        )
+        .await
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    let (status, body) = stack.cancel(&contract_id).await.expect("cancel answered");
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "payment_settling", "{body}");
+    let record = stack.contract(&contract_id).await.expect("readable");
+    assert_eq!(
+        record["state"], "paid",
+        "the refused cancel changed nothing"
+    );
+    assert_eq!(stack.worker.executions(&contract_id), 0);
+
+    stack.devnet.mine_block().await.expect("mined");
+    stack.devnet.set_automine(true).await.expect("automine on");
+    assert_settled_by_the_chain(&stack, &contract_id, &payer, &payment).await;
+    let (status, body) = stack.cancel(&contract_id).await.expect("cancel answered");
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        body["error"]["code"], "contract_already_delivered",
+        "{body}"
+    );
+    assert_reconciled(&stack).await;
+}
+
 /// Pays with automine off: the facilitator broadcasts the settlement, which waits in the
 /// mempool; returns once it is there (the contract is `settling` or, after the gateway's own
 /// time limit, `settlement_unknown`).

@@ -327,18 +327,45 @@ impl Store {
 
     /// Mark `payment_id` as entering settlement (state `settling`). At most one payment per
     /// contract can ever be marked: a second one is [`StoreError::Duplicate`]. Returns `false`
-    /// if this payment was already marked (a retry of the same settlement).
+    /// if this payment was already marked (a retry of the same settlement) or voided by
+    /// [`Self::void_unsent_payment`]: of the two claims on one unsent payment exactly one wins.
     pub async fn begin_settlement(
         &self,
         payment_id: &PaymentId,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update payment set settle_started_at = $2, state = 'settling', \
-            updated_at = $2 where payment_id = $1 and settle_started_at is null";
+            updated_at = $2 where payment_id = $1 and settle_started_at is null \
+            and state <> 'voided'";
+        self.claim_unsent_payment(SQL, payment_id, at).await
+    }
+
+    /// Mark `payment_id` `voided` if its settlement never began, so it never will
+    /// ([`Self::begin_settlement`] refuses it from then on). Returns `false` when the settlement
+    /// began first (or the payment was voided before).
+    pub async fn void_unsent_payment(
+        &self,
+        payment_id: &PaymentId,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        const SQL: &str = "update payment set state = 'voided', updated_at = $2 \
+            where payment_id = $1 and settle_started_at is null and state <> 'voided'";
+        self.claim_unsent_payment(SQL, payment_id, at).await
+    }
+
+    /// Runs one of the two claims on a payment whose settlement has not begun (both update the
+    /// payment's row under a condition on it, so on either store one waits for the other and
+    /// then finds the condition false): whether this one won.
+    async fn claim_unsent_payment(
+        &self,
+        sql: &'static str,
+        payment_id: &PaymentId,
+        at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
         let changed = {
             let _turn = self.write_turn().await;
             on_backend!(self, pool => {
-                sqlx::query(SQL)
+                sqlx::query(sql)
                     .bind(payment_id.as_str())
                     .bind(to_millis(at))
                     .execute(pool)

@@ -1,5 +1,5 @@
-// The OFFICIAL facilitator library (@x402/core/facilitator + @x402/evm/exact/facilitator) served
-// over plain node `http`, as an external facilitator a gateway reaches by URL. Same wiring as the
+// The OFFICIAL facilitator library (@x402/core/facilitator with the @x402/evm `exact` and `upto`
+// facilitator schemes) served over plain node `http`, as an external facilitator a gateway reaches by URL. Same wiring as the
 // one-shot facilitator.mjs; this one stays up so a gateway process can call it many times.
 //
 //   POST /verify   {x402Version, paymentPayload, paymentRequirements} → VerifyResponse
@@ -20,6 +20,7 @@ import { createServer } from "node:http";
 import { x402Facilitator } from "@x402/core/facilitator";
 import { toFacilitatorEvmSigner } from "@x402/evm";
 import { registerExactEvmScheme } from "@x402/evm/exact/facilitator";
+import { UptoEvmScheme } from "@x402/evm/upto/facilitator";
 import { createWalletClient, defineChain, http, publicActions } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 
@@ -97,6 +98,9 @@ function main() {
   );
   const facilitator = new x402Facilitator();
   registerExactEvmScheme(facilitator, { signer, networks: `eip155:${chainId}` });
+  // `upto` has no register helper in 2.27; its scheme advertises the relayer as the
+  // `facilitatorAddress` an upto payer must name.
+  facilitator.register(`eip155:${chainId}`, new UptoEvmScheme(signer));
 
   const server = createServer(async (request, response) => {
     try {

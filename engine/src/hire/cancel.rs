@@ -10,6 +10,11 @@
 //! `POST /tasks/{contract_id}/cancel`. Otherwise the event records `not_supported` and a late
 //! result is simply refused (`contract_not_pending`).
 //!
+//! An upfront contract (paid before the work) is cancelled while `paid` only by first voiding
+//! its payment before its settlement begins, a claim on the payment's row that the settlement's
+//! own claim excludes: exactly one of the two wins, on both stores and across instances. Once
+//! the settlement began, the cancel is a 409 `payment_settling` until the chain answers.
+//!
 //! Already `cancelled` → 200 again (idempotent). Delivered or later → 409
 //! `contract_already_delivered`; `failed` / `expired` → 409 `contract_finished`.
 
@@ -23,7 +28,7 @@ use super::{
     outcome::Cancellation,
 };
 use hiregate_contracts::id::PrincipalId;
-use hiregate_store::states::{Actor, EventKind};
+use hiregate_store::states::{Actor, EventKind, PaymentState};
 
 /// Compare-and-set rounds before giving up on a contract whose state keeps moving.
 const MAX_ROUNDS: usize = 4;
@@ -55,6 +60,9 @@ impl HireService {
                 | ContractState::Paid
                 | ContractState::Executing
                 | ContractState::Pending => {
+                    if state == ContractState::Paid && ctx.terms.settles_before_work() {
+                        self.claim_upfront_payment(contract_id).await?;
+                    }
                     let applied = self
                         .transition(
                             &ctx,
@@ -105,6 +113,62 @@ impl HireService {
         Err(internal(
             "the contract's state kept changing under this cancel",
         ))
+    }
+
+    /// Before a `paid` upfront contract is cancelled: its payment is voided while its
+    /// settlement has not begun, so it never will be (the settlement's own claim on the payment
+    /// then fails). Once the settlement began the cancel waits for its outcome: a 409 while the
+    /// chain has not answered; once the money moved, the cancel goes ahead and the payment stays
+    /// as the chain has it.
+    async fn claim_upfront_payment(&self, contract_id: &str) -> Result<(), HireError> {
+        let store = &self.inner.store;
+        let Some(payment) = store.payment_of_contract(contract_id).await? else {
+            return Ok(());
+        };
+        if store
+            .void_unsent_payment(&payment.payment_id, self.now())
+            .await?
+        {
+            return Ok(());
+        }
+        let current = store
+            .payment_of_contract(contract_id)
+            .await?
+            .unwrap_or(payment);
+        if matches!(
+            current.state,
+            PaymentState::Settling | PaymentState::SettlementUnknown
+        ) {
+            return Err(HireError::conflict(
+                ErrorCode::PaymentSettling,
+                "this contract is paid before the work and its payment is being settled; \
+                 cancel again once it has settled (the payment then stays paid)",
+            )
+            .with_details(json!({
+                "payment_id": current.payment_id,
+                "payment_state": current.state.as_str(),
+            })));
+        }
+        Ok(())
+    }
+
+    /// Completes a seeker's cancel whose upfront payment was voided but whose contract is still
+    /// `paid` (the cancel stopped in between: a crash, or a cancel racing this execute).
+    pub(super) async fn finish_cancel(&self, ctx: &Ctx) -> Result<(), HireError> {
+        let applied = self
+            .transition(
+                ctx,
+                ContractState::Paid,
+                &ContractEvent::SeekerCancelled,
+                &Actor::Gateway,
+                json!({"previous_state": "paid", "reason": "the seeker's cancel voided the payment"}),
+                None,
+            )
+            .await?;
+        if applied {
+            tracing::info!(contract_id = %ctx.contract_id, "a seeker's cancel of an upfront contract completed");
+        }
+        Ok(())
     }
 
     /// Forward the cancel through the worker's protocol, where it has one, and log the outcome.

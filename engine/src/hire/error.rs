@@ -112,6 +112,7 @@ error_codes! {
     PaymentMismatch => "payment_mismatch",
     PaymentRequired => "payment_required",
     PaymentSchemeNotAccepted => "payment_scheme_not_accepted",
+    PaymentSettling => "payment_settling",
     PollWindowTooLong => "poll_window_too_long",
     ProfileNotDeclared => "profile_not_declared",
     ProtocolNotSupported => "protocol_not_supported",

@@ -53,6 +53,15 @@ impl HireService {
             && store
                 .begin_settlement(&payment.payment_id, self.now())
                 .await?;
+        if !began_now && payment.settle_started_at.is_none() {
+            // The claim was lost: another instance began the settlement (the next round reads
+            // its record), or a seeker's cancel voided the payment first and nothing may be sent.
+            let current = store.payment_of_contract(ctx.contract_id.as_str()).await?;
+            if current.is_some_and(|current| current.state == PaymentState::Voided) {
+                self.finish_cancel(ctx).await?;
+            }
+            return Ok(Some(Step::Again));
+        }
         let decision = if began_now {
             tracing::info!(contract_id = %ctx.contract_id, payment_id = %payment.payment_id, "upfront settlement sent before the work");
             let outcome = self.call_settle(ctx, payment).await;

@@ -1167,42 +1167,8 @@ async fn an_http_facilitator_with_an_auth_header_settles() {
 /// `hiregate facilitator` serves the bundled facilitator for the configured chains.
 #[tokio::test]
 async fn the_facilitator_subcommand_serves_the_configured_chains() {
-    use tokio::io::AsyncBufReadExt as _;
-
     let devnet = hiregate_payments::devnet::Devnet::start().await.unwrap();
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hiregate"));
-    for (name, _) in std::env::vars() {
-        if name.starts_with("HIREGATE_") {
-            command.env_remove(name);
-        }
-    }
-    let mut child = command
-        .args(["facilitator", "--listen", "127.0.0.1:0"])
-        .env("HIREGATE_CHAINS__DEVNET__NETWORK", devnet.network())
-        .env(
-            "HIREGATE_CHAINS__DEVNET__RPC_URL",
-            devnet.rpc_url().as_str(),
-        )
-        .env(
-            "HIREGATE_CHAINS__DEVNET__RELAYER_PRIVATE_KEY",
-            devnet.relayer().to_bytes().to_string(),
-        )
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("facilitator listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("the facilitator exited without listening");
-    })
-    .await
-    .expect("the facilitator starts");
+    let (mut child, url) = crate::x402_interop::bundled_facilitator(&devnet).await;
     let supported: Value = reqwest::get(format!("{url}/supported"))
         .await
         .unwrap()

@@ -51,4 +51,5 @@ mod webhooks;
 mod wire_snapshot;
 mod workers;
 mod x402_discovery;
+mod x402_interop;
 mod x402_resource;

@@ -727,41 +727,6 @@ async fn auth_capture_is_refused_for_a_token_paid_over_permit2_and_exact_is_offe
     assert_eq!(challenge.accepts[0].asset_transfer_method(), "permit2");
 }
 
-/// The official TypeScript facilitator (`tools/interop/facilitator-server.mjs`: `x402Facilitator`
-/// with `registerExactEvmScheme`) serving `devnet` with its relayer: (child, base URL).
-async fn official_facilitator(devnet: &Devnet) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt as _;
-    let node = std::env::var_os(hiregate_payments::devnet::NODE_ENV)
-        .unwrap_or_else(|| std::ffi::OsString::from("node"));
-    let mut child = tokio::process::Command::new(node)
-        .arg(hiregate_payments::devnet::interop_dir().join("facilitator-server.mjs"))
-        .arg("--rpc-url")
-        .arg(devnet.rpc_url().as_str())
-        .arg("--chain-id")
-        .arg(devnet.chain_id().to_string())
-        .env(
-            "FACILITATOR_RELAYER_KEY",
-            devnet.relayer().to_bytes().to_string(),
-        )
-        .current_dir(hiregate_payments::devnet::workspace_root())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.trim().strip_prefix("facilitator listening on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("the facilitator exited before listening");
-    })
-    .await
-    .expect("the facilitator listens");
-    (child, url)
-}
-
 #[tokio::test]
 async fn the_official_typescript_facilitator_settles_a_permit2_hire_for_the_gateway() {
     if !hiregate_payments::devnet::node_tools_or_skip(
@@ -770,7 +735,7 @@ async fn the_official_typescript_facilitator_settles_a_permit2_hire_for_the_gate
         return;
     }
     let devnet = Devnet::start().await.expect("anvil devnet starts");
-    let (_facilitator, url) = official_facilitator(&devnet).await;
+    let (_facilitator, url) = crate::x402_interop::official_facilitator(&devnet).await;
     let env = permit2_env_on(
         devnet,
         TestDatabase::sqlite(),

@@ -736,6 +736,44 @@ async fn payment_uniqueness_lives_in_the_database(store: Store) {
         store.begin_settlement(&b.payment_id, now()).await,
         Err(StoreError::Duplicate { entity: "payment" })
     ));
+    assert!(
+        !store
+            .void_unsent_payment(&a.payment_id, now())
+            .await
+            .unwrap(),
+        "a payment whose settlement began is never voided as unsent"
+    );
+
+    // An upfront cancel's void and the settlement's start exclude each other.
+    let cancelled = payment(&contract_for(&store).await, "0xdd", None);
+    store.insert_payment(&cancelled).await.unwrap();
+    assert!(
+        store
+            .void_unsent_payment(&cancelled.payment_id, now())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .begin_settlement(&cancelled.payment_id, now())
+            .await
+            .unwrap(),
+        "a voided payment never begins settling"
+    );
+    assert!(
+        !store
+            .void_unsent_payment(&cancelled.payment_id, now())
+            .await
+            .unwrap(),
+        "voided once"
+    );
+    let stored = store
+        .payment_of_contract(cancelled.contract_id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.state, PaymentState::Voided);
+    assert!(stored.settle_started_at.is_none());
 }
 
 /// Runs `sql` with `bind` on the test database directly, past the store (to plant a row the

@@ -82,7 +82,12 @@ pub(crate) async fn metered_worker(gateway: &str) -> crate::hire_env::RunningWor
 /// seeker holding [`SEEKER_FUNDS`](crate::hire_env::SEEKER_FUNDS) of the devnet's plain ERC-20 that approved Permit2.
 pub(crate) async fn upto_env(database: TestDatabase) -> HireEnv {
     let devnet = Devnet::start().await.expect("anvil devnet starts");
-    let app = spawn_app_on(database, &chain_settings(&devnet, "")).await;
+    upto_env_on(devnet, database, "").await
+}
+
+/// [`upto_env`] on `devnet`, with `extra` gateway settings.
+pub(crate) async fn upto_env_on(devnet: Devnet, database: TestDatabase, extra: &str) -> HireEnv {
+    let app = spawn_app_on(database, &chain_settings(&devnet, extra)).await;
     let worker = metered_worker(&app.address).await;
     let listing = json!({
         "endpoint": worker.endpoint,
