@@ -151,15 +151,17 @@ async fn authenticate(parts: &Parts, state: &AppState) -> Result<Caller, ApiErro
         return Err(ApiError::InvalidCredentials);
     }
     let token = token.trim();
+    // Hashed once, for the admin comparison and the key lookup alike (every request pays it).
+    let hash = ApiKeyHash::of(token);
     if let Some(admin) = &state.admin_key_hash
-        && ApiKeyHash::of(token).constant_time_eq(admin)
+        && hash.constant_time_eq(admin)
     {
         return Ok(Caller::Admin);
     }
-    let key = ApiKey::parse(token).map_err(|_| ApiError::InvalidCredentials)?;
+    ApiKey::check_shape(token).map_err(|_| ApiError::InvalidCredentials)?;
     let record = state
         .api_keys
-        .find(&state.store, &key.hash())
+        .find(&state.store, &hash)
         .await?
         .ok_or(ApiError::InvalidCredentials)?;
     Ok(Caller::Key(record))

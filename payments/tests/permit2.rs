@@ -824,3 +824,119 @@ async fn an_upto_payment_with_an_eip2612_permit_settles_part_of_it_without_a_pri
     // The permit approved the maximum; the settlement used only the part.
     assert_eq!(env.allowance(payer.address()).await, U256::from(MAX) - part);
 }
+
+/// A settle whose payer's gas funding stays unmined (automine off, a 1 s receipt limit) is
+/// retried by a facilitator started afresh, as after a crash: the retry finds the funding in the
+/// node's pool and waits for it instead of funding the approval again. Once mined, the approval
+/// and the payment go through, and the relayer funded the payer once.
+#[tokio::test]
+async fn a_retried_sponsored_approval_funds_the_payers_gas_once() {
+    use hiregate_payments::permit2::approval::{
+        ERC20_APPROVAL_GAS_SPONSORING, erc20_approval_gas_sponsoring_offer,
+    };
+    if !node_tools_or_skip("a_retried_sponsored_approval_funds_the_payers_gas_once") {
+        return;
+    }
+    let env = Env::start().await;
+    let token = env.devnet.deploy_plain_token().await.unwrap();
+    let payer = PrivateKeySigner::random();
+    env.devnet
+        .mint_plain_token(token, payer.address(), U256::from(3 * AMOUNT))
+        .await
+        .unwrap();
+    let offer = PaymentRequirements::exact_permit2_evm(
+        env.network,
+        U256::from(AMOUNT),
+        token,
+        env.pay_to,
+        300,
+        None,
+    );
+    let mut extensions = Extensions::new();
+    extensions.insert(
+        ERC20_APPROVAL_GAS_SPONSORING.into(),
+        erc20_approval_gas_sponsoring_offer(),
+    );
+    let payload = env
+        .official_payment(&payer, &required(&offer, extensions))
+        .await;
+    assert!(
+        payload
+            .extensions
+            .contains_key(ERC20_APPROVAL_GAS_SPONSORING)
+    );
+    let request = VerifyRequest::new(payload, offer);
+    let relayer = env.devnet.relayer().address();
+    let impatient = || async {
+        let mut chain = ChainConfig::new(
+            env.network,
+            env.devnet.rpc_url().clone(),
+            RelayerKey::new(env.devnet.relayer()),
+        );
+        chain.receipt_timeout_secs = 1;
+        LocalFacilitator::connect(FacilitatorConfig {
+            chains: vec![chain],
+        })
+        .await
+        .unwrap()
+    };
+
+    env.devnet.set_automine(false).await.unwrap();
+    let first = impatient().await.settle(&request).await.unwrap();
+    assert!(!first.success, "{first:?}");
+    assert_eq!(
+        env.devnet
+            .pending_transactions(relayer)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // A fresh facilitator (nothing remembered) retries twice while the funding waits.
+    let restarted = impatient().await;
+    for _ in 0..2 {
+        let retry = restarted.settle(&request).await.unwrap();
+        assert!(!retry.success, "{retry:?}");
+        assert_eq!(
+            retry.error_reason,
+            Some(Reason::Erc20ApprovalBroadcastFailed)
+        );
+    }
+    assert_eq!(
+        env.devnet
+            .pending_transactions(relayer)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "the payer's gas was funded once"
+    );
+    assert_eq!(env.balance(env.pay_to).await, U256::ZERO);
+
+    env.devnet.mine_block().await.unwrap();
+    env.devnet.set_automine(true).await.unwrap();
+    let settled = restarted.settle(&request).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+    let devnet = &env.devnet;
+    let paid = |who: Address| async move {
+        use alloy::sol_types::SolCall as _;
+        alloy::sol! { function balanceOf(address who) external view returns (uint256); }
+        let returned = devnet
+            .provider()
+            .call(
+                alloy::rpc::types::TransactionRequest::default()
+                    .to(token)
+                    .input(balanceOfCall { who }.abi_encode().into()),
+            )
+            .await
+            .unwrap();
+        balanceOfCall::abi_decode_returns(&returned).unwrap()
+    };
+    assert_eq!(paid(env.pay_to).await, U256::from(AMOUNT));
+    assert_eq!(paid(payer.address()).await, U256::from(2 * AMOUNT));
+    assert_eq!(
+        env.devnet.transaction_count(payer.address()).await.unwrap(),
+        1,
+        "the payer's one transaction: its approval"
+    );
+}

@@ -90,6 +90,13 @@ impl ApiKey {
 
     /// Check the shape of a presented key (prefix and length), not whether it exists.
     pub fn parse(raw: &str) -> Result<Self, MalformedApiKey> {
+        Self::check_shape(raw)?;
+        Ok(Self(SecretString::from(raw)))
+    }
+
+    /// [`Self::parse`]'s check alone, copying nothing: what a request's authentication needs
+    /// before it looks the key's [`ApiKeyHash`] up.
+    pub fn check_shape(raw: &str) -> Result<(), MalformedApiKey> {
         let random = raw
             .strip_prefix(Self::SEEKER_PREFIX)
             .or_else(|| raw.strip_prefix(Self::OPERATOR_PREFIX))
@@ -97,7 +104,7 @@ impl ApiKey {
         if random.len() != Self::RANDOM_HEX_LEN || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(MalformedApiKey);
         }
-        Ok(Self(SecretString::from(raw)))
+        Ok(())
     }
 
     /// The role the prefix claims. The stored record is authoritative; this is for display.

@@ -13,7 +13,8 @@
 //!
 //! Safe to repeat, so a settle retried after a crash or a timeout never pays twice: every step
 //! first reads the chain. An allowance already enough (the approval mined earlier, or the payer
-//! approved otherwise) skips everything; a payer who already holds the gas is not funded again;
+//! approved otherwise) skips everything; a payer who already holds the gas, or whose funding
+//! still waits in the node's pool, is not funded again;
 //! re-broadcasting an approval the node already holds or mined is harmless (same hash), and one
 //! whose nonce the payer used otherwise is refused by the chain, which then decides: the
 //! settlement proceeds only if the allowance is there. The payment's own lock (the payment key)
@@ -62,7 +63,16 @@ impl Chain {
         let balance = self.provider.get_balance(approval.signer).await?;
         let needed = approval.gas_cost();
         if balance < needed {
-            let deficit = needed - balance;
+            // A funding sent before (a settle that timed out, a facilitator that restarted) and
+            // still waiting in the node's pool shows in the `pending` balance: wait for it rather
+            // than fund the same approval twice.
+            let pending = self.provider.get_balance(approval.signer).pending().await?;
+            if pending >= needed {
+                return Ok(Err(broadcast_failed(
+                    "the gas funding sent earlier is not mined yet".to_owned(),
+                )));
+            }
+            let deficit = needed - pending;
             let funding = match self.relayer.fund(approval.signer, deficit).await {
                 Ok(broadcast) => broadcast,
                 Err(SendError::Reverted(message)) => {
