@@ -136,7 +136,14 @@ macro_rules! prefixed_id {
             /// The id for a given ULID (deterministic; for tests and replays).
             #[must_use]
             pub fn from_ulid(ulid: Ulid) -> Self {
-                Self(format!("{}_{}", $prefix, ulid))
+                // Written into one exact-size buffer: every parsed id (each request's path) is
+                // built here, and `format!` cost a second allocation and the formatting machinery.
+                let mut body = [0u8; ulid::ULID_LEN];
+                let mut id = String::with_capacity($prefix.len() + 1 + ulid::ULID_LEN);
+                id.push_str($prefix);
+                id.push('_');
+                id.push_str(ulid.array_to_str(&mut body));
+                Self(id)
             }
 
             /// The ULID inside the id.

@@ -81,7 +81,7 @@ fn proposal_correlation_id(headers: &HeaderMap) -> ApiResult<CorrelationId> {
 fn parse_contract_id(raw: &str) -> ApiResult<String> {
     raw.trim()
         .parse::<ContractId>()
-        .map(|id| id.to_string())
+        .map(String::from)
         .map_err(|_| ApiError::NotFound {
             resource: "contract",
         })

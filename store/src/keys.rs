@@ -145,7 +145,16 @@ pub struct ApiKeyHash(String);
 impl ApiKeyHash {
     /// Hash any presented secret (also the admin key from configuration).
     pub fn of(secret: &str) -> Self {
-        Self(hex::encode(Sha256::digest(secret.as_bytes())))
+        // Every authenticated request hashes its key: hex into a buffer, not char by char.
+        let mut text = [0u8; 64];
+        let digest = Sha256::digest(secret.as_bytes());
+        match hex::encode_to_slice(digest, &mut text)
+            .ok()
+            .and_then(|()| std::str::from_utf8(&text).ok())
+        {
+            Some(hex) => Self(hex.to_owned()),
+            None => Self(hex::encode(digest)),
+        }
     }
 
     /// A digest read back from the store.
