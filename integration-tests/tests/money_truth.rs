@@ -505,14 +505,42 @@ async fn upfront_kill9_between_the_settlement_and_the_worker_then_restart_pays_o
     ) {
         return;
     }
-    let mut stack = start(MoneyStackOptions {
+    let (mut stack, payer, contract_id, payment, record) =
+        upfront_settlement_waiting("upfront, killed before the worker").await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while stack.devnet.mempool_size().await.expect("txpool_status") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the facilitator never broadcast the settlement: {record:#}\n{}",
+            stack.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        stack.worker.executions(&contract_id),
+        0,
+        "the worker is not called before the money moved"
+    );
+    stack.kill_gateway();
+    stack.restart_gateway().await.expect("gateway restarted");
+    mine_after_the_takeover(&stack).await;
+    assert_settled_by_the_chain(&stack, &contract_id, &payer, &payment).await;
+    assert_reconciled(&stack).await;
+}
+
+/// An upfront stack, and one hire whose settlement before the work waits unmined (automine
+/// off): (stack, payer, contract, payment, the contract's record at that point).
+async fn upfront_settlement_waiting(
+    label: &str,
+) -> (MoneyStack, Payer, String, PaymentPayload, Value) {
+    let stack = start(MoneyStackOptions {
         upfront: true,
         ..MoneyStackOptions::default()
     })
     .await;
     let payer = Payer::new(&stack).await;
     let contract_id = stack
-        .propose(&json!({"text": "upfront, killed before the worker", "mode": "ok"}))
+        .propose(&json!({"text": label, "mode": "ok"}))
         .await
         .expect("proposed");
     let payment = payer.payment_for(&contract_id).await;
@@ -538,25 +566,7 @@ async fn upfront_kill9_between_the_settlement_and_the_worker_then_restart_pays_o
         )
         .await
         .unwrap_or_else(|failure| panic!("{failure}"));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while stack.devnet.mempool_size().await.expect("txpool_status") == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the facilitator never broadcast the settlement: {record:#}\n{}",
-            stack.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        stack.worker.executions(&contract_id),
-        0,
-        "the worker is not called before the money moved"
-    );
-    stack.kill_gateway();
-    stack.restart_gateway().await.expect("gateway restarted");
-    mine_after_the_takeover(&stack).await;
-    assert_settled_by_the_chain(&stack, &contract_id, &payer, &payment).await;
-    assert_reconciled(&stack).await;
+    (stack, payer, contract_id, payment, record)
 }
 
 /// A seeker's cancel of an upfront contract whose settlement waits unmined would leave money
@@ -569,38 +579,8 @@ async fn upfront_a_cancel_while_the_settlement_waits_unmined_is_refused_and_the_
     ) {
         return;
     }
-    let stack = start(MoneyStackOptions {
-        upfront: true,
-        ..MoneyStackOptions::default()
-    })
-    .await;
-    let payer = Payer::new(&stack).await;
-    let contract_id = stack
-        .propose(&json!({"text": "upfront, cancelled while settling", "mode": "ok"}))
-        .await
-        .expect("proposed");
-    let payment = payer.payment_for(&contract_id).await;
-    stack
-        .devnet
-        .set_automine(false)
-        .await
-        .expect("automine off");
-    drop(execute_in_background(&payer.client, &contract_id, &payment));
-    stack
-        .wait_for(
-            &contract_id,
-            Duration::from_secs(30),
-            "an upfront settlement waiting in the mempool",
-            |record| {
-                record["state"] == "paid"
-                    && matches!(
-                        record["payment"]["state"].as_str(),
-                        Some("settling" | "settlement_unknown")
-                    )
-            },
-        )
-        .await
-        .unwrap_or_else(|failure| panic!("{failure}"));
+    let (stack, payer, contract_id, payment, _) =
+        upfront_settlement_waiting("upfront, cancelled while settling").await;
     let (status, body) = stack.cancel(&contract_id).await.expect("cancel answered");
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "payment_settling", "{body}");
