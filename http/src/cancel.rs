@@ -29,7 +29,7 @@ pub fn router() -> Routes {
         (status = 401, description = "`missing_api_key` / `invalid_api_key`", body = ErrorBody),
         (status = 403, description = "`forbidden`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 409, description = "`contract_already_delivered` / `contract_finished`", body = ErrorBody),
+        (status = 409, description = "`contract_already_delivered` / `contract_finished`; `payment_settling`: an upfront contract whose payment is being settled before the work (cancel again once it has settled)", body = ErrorBody),
     ),
 )]
 pub(crate) async fn cancel_contract(
