@@ -538,19 +538,12 @@ async fn upfront_settlement_waiting(
         ..MoneyStackOptions::default()
     })
     .await;
-    let payer = Payer::new(&stack).await;
-    let contract_id = stack
-        .propose(&json!({"text": label, "mode": "ok"}))
-        .await
-        .expect("proposed");
-    let payment = payer.payment_for(&contract_id).await;
+    let Crash {
+        contract_id,
+        payer,
+        payment,
+    } = pay_with_automine_off(&stack, label).await;
     assert_eq!(payment.accepted.extra["paymentFlow"], "upfront");
-    stack
-        .devnet
-        .set_automine(false)
-        .await
-        .expect("automine off");
-    drop(execute_in_background(&payer.client, &contract_id, &payment));
     let record = stack
         .wait_for(
             &contract_id,
@@ -607,18 +600,8 @@ async fn upfront_a_cancel_while_the_settlement_waits_unmined_is_refused_and_the_
 /// mempool; returns once it is there (the contract is `settling` or, after the gateway's own
 /// time limit, `settlement_unknown`).
 async fn crash_with_unmined_settlement(stack: &MoneyStack, label: &str) -> Crash {
-    let payer = Payer::new(stack).await;
-    let contract_id = stack
-        .propose(&json!({"text": label, "mode": "ok"}))
-        .await
-        .expect("proposed");
-    let payment = payer.payment_for(&contract_id).await;
-    stack
-        .devnet
-        .set_automine(false)
-        .await
-        .expect("automine off");
-    drop(execute_in_background(&payer.client, &contract_id, &payment));
+    let crash = pay_with_automine_off(stack, label).await;
+    let Crash { contract_id, .. } = &crash;
     let record = stack
         .wait_for(
             &contract_id,
@@ -642,6 +625,24 @@ async fn crash_with_unmined_settlement(stack: &MoneyStack, label: &str) -> Crash
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    crash
+}
+
+/// A new payer pays a fresh contract with automine off; the execute runs in the background, so
+/// its settlement is sent and waits unmined.
+async fn pay_with_automine_off(stack: &MoneyStack, label: &str) -> Crash {
+    let payer = Payer::new(stack).await;
+    let contract_id = stack
+        .propose(&json!({"text": label, "mode": "ok"}))
+        .await
+        .expect("proposed");
+    let payment = payer.payment_for(&contract_id).await;
+    stack
+        .devnet
+        .set_automine(false)
+        .await
+        .expect("automine off");
+    drop(execute_in_background(&payer.client, &contract_id, &payment));
     Crash {
         contract_id,
         payer,
