@@ -604,7 +604,7 @@ async fn crash_with_unmined_settlement(stack: &MoneyStack, label: &str) -> Crash
     let Crash { contract_id, .. } = &crash;
     let record = stack
         .wait_for(
-            &contract_id,
+            contract_id,
             Duration::from_secs(30),
             "a settlement waiting in the mempool",
             |record| {
