@@ -7,8 +7,10 @@
 //! ratio. Defaults: 8 s, 32 connections, 2 threads, as in the table.
 //!
 //! Set-up, all real: anvil with the devnet token, the gateway in-process on SQLite in a temp
-//! folder with its embedded facilitator, the worker-sdk echo worker listed, a seeker key and one
-//! offered contract whose `POST /v1/contracts/{id}/execute` (no payment) every request hits.
+//! folder with its embedded facilitator and the shipped log setup (`[log]` defaults: info, one
+//! access line per request, written to `/dev/null`; `BENCH_LOG=off` runs without a subscriber),
+//! the worker-sdk echo worker listed, a seeker key and one offered contract whose
+//! `POST /v1/contracts/{id}/execute` (no payment) every request hits.
 
 mod common;
 
@@ -22,8 +24,7 @@ use axum::{
     routing::post,
 };
 use common::{BenchResult, create_key, gateway_settings, list_echo_worker, serve_echo_worker};
-use hiregate_engine::settings::LogLevel;
-use hiregate_gateway::startup::App;
+use hiregate_gateway::{startup::App, telemetry};
 use hiregate_payments::devnet::Devnet;
 use hiregate_worker_sdk::{RunningServer, example_workers::SUMMARIZE, seeker::SeekerClient};
 use serde_json::json;
@@ -116,15 +117,19 @@ async fn raw_axum(sample: reqwest::Response, stop: &CancellationToken) -> BenchR
     Ok(url)
 }
 
-/// The gateway with an echo worker listed, a seeker key and one offered contract.
+/// The gateway with an echo worker listed, a seeker key and one offered contract, logging as
+/// shipped (the raw handler logs nothing) unless `BENCH_LOG=off`.
 async fn deploy(
     devnet: &Devnet,
     database_url: &str,
     stop: &CancellationToken,
 ) -> BenchResult<(Url, String, String, RunningServer)> {
     let relayer = devnet.fresh_relayer().await?;
-    let mut settings = gateway_settings(database_url, devnet, devnet.rpc_url(), &relayer)?;
-    settings.log.level = LogLevel::Warn;
+    let settings = gateway_settings(database_url, devnet, devnet.rpc_url(), &relayer)?;
+    if std::env::var("BENCH_LOG").as_deref() != Ok("off") {
+        let sink = std::sync::Mutex::new(std::fs::File::create("/dev/null")?);
+        telemetry::init_writing_to(&settings.log, sink)?;
+    }
     let app = App::build(settings).await?;
     let gateway = app.base_url().clone();
     tokio::spawn(app.run_until_stopped(stop.child_token()));
