@@ -49,7 +49,8 @@ pub fn init(settings: &LogSettings) -> Result<(), TelemetryError> {
 /// [`init`], writing to `writer`: the 402 bench installs the shipped subscriber over
 /// `/dev/null`. Lines are written in place, one `write` each: a writer thread of their own
 /// (`tracing-appender`, batched) made the unpaid 402 slower on 2 cores, 0.52 → 0.43 of a raw
-/// axum handler (`--bench unpaid`), its wake-ups costing more than the writes it took over.
+/// axum handler (`--bench unpaid`), most likely because its wake-ups cost more than the writes
+/// it took over.
 pub fn init_writing_to<W>(settings: &LogSettings, writer: W) -> Result<(), TelemetryError>
 where
     W: for<'writer> MakeWriter<'writer> + Send + Sync + 'static,
