@@ -507,15 +507,7 @@ async fn upfront_kill9_between_the_settlement_and_the_worker_then_restart_pays_o
     }
     let (mut stack, payer, contract_id, payment, record) =
         upfront_settlement_waiting("upfront, killed before the worker").await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while stack.devnet.mempool_size().await.expect("txpool_status") == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the facilitator never broadcast the settlement: {record:#}\n{}",
-            stack.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_broadcast(&stack, &record).await;
     assert_eq!(
         stack.worker.executions(&contract_id),
         0,
@@ -616,6 +608,13 @@ async fn crash_with_unmined_settlement(stack: &MoneyStack, label: &str) -> Crash
         )
         .await
         .unwrap_or_else(|failure| panic!("{failure}"));
+    wait_for_broadcast(stack, &record).await;
+    crash
+}
+
+/// Waits (up to 15 s) until the settlement is in the mempool; `record` is the contract as last
+/// seen, for the failure message.
+async fn wait_for_broadcast(stack: &MoneyStack, record: &Value) {
     let deadline = Instant::now() + Duration::from_secs(15);
     while stack.devnet.mempool_size().await.expect("txpool_status") == 0 {
         assert!(
@@ -625,7 +624,6 @@ async fn crash_with_unmined_settlement(stack: &MoneyStack, label: &str) -> Crash
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    crash
 }
 
 /// A new payer pays a fresh contract with automine off; the execute runs in the background, so
