@@ -16,7 +16,7 @@ use alloy::sol_types::{Eip712Domain, SolStruct};
 use base64::Engine as _;
 use futures::future::join_all;
 use hiregate_payments::devnet::bindings::{CancelAuthorization, DevnetUsd};
-use hiregate_payments::devnet::rpc_counter::RpcCounter;
+use hiregate_payments::devnet::rpc_counter::{self, RpcCounter};
 use hiregate_payments::exact::{Eip3009Authorization, ExactEvmPayload, token_eip712_domain};
 use hiregate_payments::header::HeaderError;
 use hiregate_payments::wire::{DecimalU256, UnknownFields, X402Version2};
@@ -475,6 +475,40 @@ async fn nonce_already_used_is_refused() {
     assert_eq!(harness.balance(payer.address()).await, payer_before);
     assert_eq!(harness.balance(harness.pay_to).await, U256::ZERO);
     assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
+}
+
+/// Settling a plain key's payment on a token known to speak EIP-3009 simulates the transfer
+/// once, in the relayer's gas measurement: no `eth_call` re-check before the send. (A payment
+/// that would revert still gets its own reason: `settle_batches` retries a drained payer's.)
+#[tokio::test]
+async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
+    let harness = Harness::start().await;
+    let node = RpcCounter::start(harness.devnet.rpc_url().clone())
+        .await
+        .unwrap();
+    let facilitator = LocalFacilitator::connect(harness.config_with(|chain| {
+        chain.rpc_url = node.url();
+    }))
+    .await
+    .unwrap();
+    let request = |payer: PrivateKeySigner| async move {
+        let payload = harness
+            .sign(&payer, &harness.requirements, &SignOptions::default())
+            .await;
+        harness.request(payload)
+    };
+    // The first verification learns that the token speaks EIP-3009.
+    let first = request(harness.payer(AMOUNT).await).await;
+    assert!(facilitator.verify(&first).await.unwrap().is_valid);
+
+    let payment = request(harness.payer(AMOUNT).await).await;
+    let before = node.counts();
+    let settled = facilitator.settle(&payment).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+    let calls = rpc_counter::difference(&before, &node.counts());
+    assert_eq!(calls.get("eth_call"), None, "{calls:?}");
+    assert_eq!(calls.get("eth_createAccessList"), Some(&1), "{calls:?}");
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
 }
 
 /// Concurrent verifications share the node's calls (Multicall3 `aggregate3`), and each still

@@ -492,29 +492,21 @@ impl Chain {
 
     async fn settle_fresh(&self, payment: &ExactPayment) -> Result<Outcome, TransportError> {
         let announcement = self.relayer.announce();
+        // A known plain payer's transfer is simulated by the relayer's gas measurement before
+        // the send; a refusal there is named by the full verification below.
         let verdict = match payment.check_window(self.clock.now().await?) {
             Err(reason) => Err(Refusal::from(reason)),
-            Ok(()) => self.exact.verify(payment).await?,
+            Ok(()) => match self.exact.known_plain_payer(payment) {
+                Some(facts) => Ok(facts),
+                None => self.exact.verify(payment).await?,
+            },
         };
         let facts = match verdict {
             Ok(facts) => facts,
             Err(refusal) => {
                 // Withdrawn at once: a batch waiting for this payment need not wait longer.
                 drop(announcement);
-                // These are what an already-settled payment looks like to verification: its
-                // nonce is spent, the simulation reverts, the balance may be gone, the window
-                // may have closed since.
-                return if matches!(
-                    refusal.reason,
-                    Reason::NonceAlreadyUsed
-                        | Reason::SimulationFailed
-                        | Reason::InsufficientBalance
-                        | Reason::ValidBefore
-                ) {
-                    self.used_or(payment, refusal, None).await
-                } else {
-                    Ok(self.failed(payment, refusal, None))
-                };
+                return self.refused(payment, refusal).await;
             }
         };
 
@@ -524,13 +516,18 @@ impl Chain {
         };
         let broadcast = match self.relayer.submit(call, announcement).await {
             Ok(broadcast) => broadcast,
-            // Verified a moment ago, reverts now: maybe someone settled it in between.
+            // Reverts now: maybe someone settled it, or the payer spent the balance, since it
+            // was verified. Verification names which; a payment that passes it again (the
+            // chain moved between the two calls) keeps the simulation's refusal.
             Err(SendError::Reverted(message)) => {
-                let refusal = Refusal {
-                    reason: Reason::SimulationFailed,
-                    message: Some(message),
+                let refusal = match self.exact.verify(payment).await? {
+                    Err(refusal) => refusal,
+                    Ok(_) => Refusal {
+                        reason: Reason::SimulationFailed,
+                        message: Some(message),
+                    },
                 };
-                return self.used_or(payment, refusal, None).await;
+                return self.refused(payment, refusal).await;
             }
             Err(SendError::Rpc(error)) => return Err(error),
         };
@@ -538,6 +535,28 @@ impl Chain {
         match broadcast.fate_within(self.receipt_timeout).await {
             Some(fate) => self.conclude(payment, fate).await,
             None => Ok(self.pending(payment, broadcast)),
+        }
+    }
+
+    /// A payment refused before anything was sent for it.
+    async fn refused(
+        &self,
+        payment: &ExactPayment,
+        refusal: Refusal,
+    ) -> Result<Outcome, TransportError> {
+        // These are what an already-settled payment looks like to verification: its nonce is
+        // spent, the simulation reverts, the balance may be gone, the window may have closed
+        // since.
+        if matches!(
+            refusal.reason,
+            Reason::NonceAlreadyUsed
+                | Reason::SimulationFailed
+                | Reason::InsufficientBalance
+                | Reason::ValidBefore
+        ) {
+            self.used_or(payment, refusal, None).await
+        } else {
+            Ok(self.failed(payment, refusal, None))
         }
     }
 
