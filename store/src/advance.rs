@@ -24,7 +24,7 @@ use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::{
     NewContractEvent, NewDispute, NewPayment, Store, StoreError, Transition, json::JsonText,
-    on_backend, to_millis, transaction::compare_and_set,
+    on_writer, to_millis, transaction::compare_and_set,
 };
 
 /// One step of [`Store::advance_contract`].
@@ -456,7 +456,7 @@ impl Store {
         let seqs_up_to = |last_seq: i64| (1..=count).map(|k| last_seq - count + k).collect();
         let seqs: Vec<i64> = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 if !chained(steps) {
                     let mut tx = pool.begin().await?;
                     let mut seqs = Vec::with_capacity(steps.len());

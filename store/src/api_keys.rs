@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, on_backend, to_millis};
+use super::{Store, StoreError, from_millis, on_backend, on_writer, to_millis};
 use crate::keys::{ApiKeyHash, Role};
 use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 
@@ -78,7 +78,7 @@ impl Store {
             values ($1, $2, $3, $4, $5, $6, $7)";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(key.id.as_str())
                     .bind(key.hash.as_str())
@@ -119,7 +119,7 @@ impl Store {
             where api_key_id = $1 and principal_id = $2 and revoked_at is null";
         let result = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
                     .bind(principal_id.as_str())
@@ -231,7 +231,7 @@ impl Store {
     ) -> Result<Option<RevokedApiKey>, StoreError> {
         let row: Option<RevokedRow> = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query_as(REVOKE_RETURNING)
                     .bind(id.as_str())
                     .bind(owner.map(PrincipalId::as_str))
@@ -259,7 +259,7 @@ impl Store {
             values ($1, $2, $3, $4, $5, $6, $7)";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
                     .bind(id.as_str())

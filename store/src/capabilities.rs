@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, on_backend, to_millis};
+use super::{Store, StoreError, on_backend, on_writer, to_millis};
 
 impl Store {
     /// Record the token whose SHA-256 is `token_hash` for `contract_id`; recording it again
@@ -22,7 +22,7 @@ impl Store {
             values ($1, $2, $3) on conflict (token_hash) do nothing";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(token_hash)
                     .bind(contract_id)
@@ -78,7 +78,7 @@ impl Store {
             on conflict (nonce) do nothing";
         let claimed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(PURGE).bind(to_millis(now)).execute(pool).await?;
                 sqlx::query(CLAIM)
                     .bind(nonce)

@@ -26,8 +26,8 @@ use hiregate_contracts::{
 
 use super::transaction::{insert_event, parse_state};
 use super::{
-    Store, StoreError, from_millis, from_millis_opt, on_backend, parse_document, parse_id,
-    to_millis,
+    Store, StoreError, from_millis, from_millis_opt, on_backend, on_writer, parse_document,
+    parse_id, to_millis,
 };
 
 const ENTITY: &str = "contract";
@@ -366,7 +366,7 @@ impl Store {
             .and_then(serde_json::Value::as_str);
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 sqlx::query(SQL)
                     .bind(contract.contract_id.as_str())
@@ -490,7 +490,7 @@ impl Store {
             returning seq";
         let seq: Option<i64> = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 if super::pool_merges_statements(pool) {
                     sqlx::query_scalar(COUNT_WITH_EVENT)
                         .bind(contract_id)

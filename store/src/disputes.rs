@@ -13,7 +13,9 @@ use hiregate_contracts::{
 };
 use serde_json::Value;
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, to_millis};
+use super::{
+    Store, StoreError, from_millis, from_millis_opt, on_backend, on_writer, parse_id, to_millis,
+};
 
 const ENTITY: &str = "dispute";
 
@@ -176,7 +178,7 @@ impl Store {
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 super::advance::apply_side_write(pool, super::SideWrite::Dispute(dispute)).await?;
             })
         };
@@ -217,7 +219,7 @@ impl Store {
             state = $4 where dispute_id = $1 and decided_at is null";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(dispute_id)
                     .bind(JsonText(replay))
@@ -241,7 +243,7 @@ impl Store {
             where dispute_id = $1 and decided_at is null";
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(dispute_id)
                     .bind(decision.decision.as_str())
@@ -271,7 +273,7 @@ impl Store {
             where dispute_id = $1 and responded_at is null and decided_at is null";
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(dispute_id)
                     .bind(&response.statement)

@@ -29,7 +29,7 @@ use super::hire_values::{
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
     advance::{ContractStep, SideWrite, apply_side_write},
-    bind_event, from_millis, from_millis_opt, on_backend, parse_id,
+    bind_event, from_millis, from_millis_opt, on_backend, on_writer, parse_id,
     payments::PAYMENT_COLUMNS,
     to_millis,
 };
@@ -509,7 +509,7 @@ impl Store {
             where contract_id = $1 and state = 'paid'";
         let updated = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(contract_id)
                     .bind(to_millis(at))
@@ -559,7 +559,7 @@ impl Store {
         // round trip inside this transaction holds up the worker's other hires.
         let (load, bumped): ((i64, i64), Option<(i32, i64)>) = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 macro_rules! bind_start {
                     ($query:expr) => {
                         bind_event!($query, contract_id, event, "paid", "executing")
@@ -627,7 +627,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 apply_side_write(pool, SideWrite::AttemptEnd { attempt_id, end }).await?;
             })
         };
@@ -650,7 +650,7 @@ impl Store {
     pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 for piece in pieces {
                     apply_side_write(&mut *tx, SideWrite::Deliverable(piece)).await?;
@@ -682,7 +682,7 @@ impl Store {
     pub async fn insert_verification(&self, result: &NewVerification) -> Result<(), StoreError> {
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 apply_side_write(pool, SideWrite::Verification(result)).await?;
             })
         };
@@ -750,7 +750,7 @@ impl Store {
             and updated_at <= $2 returning settlement_retries";
         let retries: Option<i32> = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query_scalar(SQL)
                     .bind(contract_id)
                     .bind(to_millis(untouched_since))
@@ -776,7 +776,7 @@ impl Store {
             where payment_id = $1 and state = 'settlement_unknown'";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(payment_id.as_str())
                     .bind(transaction)
@@ -829,7 +829,7 @@ impl Store {
         const SQL: &str = "update payment set state = $2, updated_at = $3 where payment_id = $1";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(payment_id.as_str())
                     .bind(state.as_str())
@@ -885,7 +885,7 @@ impl Store {
             and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(payment_id.as_str())
                     .bind(state.as_str())
@@ -913,7 +913,7 @@ impl Store {
             updated_at = $3 where payment_id = $1 and state = 'settled'";
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(payment_id.as_str())
                     .bind(amount)

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, to_millis};
+use super::{Store, StoreError, from_millis, from_millis_opt, on_writer, to_millis};
 use hiregate_contracts::id::JobId;
 
 const ENTITY: &str = "job";
@@ -122,7 +122,7 @@ impl Store {
             attempts, created_at, updated_at) values ($1, $2, $3, $4, 'queued', $5, 0, $6, $6)";
         let result = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(job.id.as_str())
                     .bind(&job.kind)
@@ -153,24 +153,27 @@ impl Store {
     ) -> Result<Option<JobRecord>, StoreError> {
         let lease_until =
             now + chrono::Duration::from_std(lease_for).unwrap_or(chrono::Duration::MAX);
-        let row: Option<JobRow> = match &self.backend {
-            super::Backend::Sqlite(pool) => {
-                sqlx::query_as(CLAIM_SQLITE)
-                    .bind(kind)
-                    .bind(owner)
-                    .bind(to_millis(lease_until))
-                    .bind(to_millis(now))
-                    .fetch_optional(pool)
-                    .await?
-            }
-            super::Backend::Postgres(pool) => {
-                sqlx::query_as(CLAIM_POSTGRES)
-                    .bind(kind)
-                    .bind(owner)
-                    .bind(to_millis(lease_until))
-                    .bind(to_millis(now))
-                    .fetch_optional(pool)
-                    .await?
+        let row: Option<JobRow> = {
+            let _turn = self.write_turn().await;
+            match &self.writer {
+                super::Backend::Sqlite(pool) => {
+                    sqlx::query_as(CLAIM_SQLITE)
+                        .bind(kind)
+                        .bind(owner)
+                        .bind(to_millis(lease_until))
+                        .bind(to_millis(now))
+                        .fetch_optional(pool)
+                        .await?
+                }
+                super::Backend::Postgres(pool) => {
+                    sqlx::query_as(CLAIM_POSTGRES)
+                        .bind(kind)
+                        .bind(owner)
+                        .bind(to_millis(lease_until))
+                        .bind(to_millis(now))
+                        .fetch_optional(pool)
+                        .await?
+                }
             }
         };
         row.map(JobRecord::try_from).transpose()
@@ -187,7 +190,7 @@ impl Store {
             updated_at = $3 where job_id = $1 and lease_owner = $2 and state = 'queued'";
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
                     .bind(owner)
@@ -214,7 +217,7 @@ impl Store {
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
                     .bind(owner)
@@ -242,7 +245,7 @@ impl Store {
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
                     .bind(owner)

@@ -209,6 +209,22 @@ macro_rules! on_backend {
 }
 pub(crate) use on_backend;
 
+/// [`on_backend!`] for a write, which callers run inside their [`Store::write_turn`]: on SQLite
+/// `$pool` is the store's one writing connection (see [`Store::connect`]), on PostgreSQL the
+/// pool.
+macro_rules! on_writer {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match {
+            $store.count_round_trip();
+            &$store.writer
+        } {
+            $crate::Backend::Sqlite($pool) => $body,
+            $crate::Backend::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_writer;
+
 /// Whether a transition and its event go to the database as one statement (see
 /// `store::advance`), by the pool's backend.
 pub(crate) fn pool_merges_statements<DB: Dialect>(_: &sqlx::Pool<DB>) -> bool {
@@ -252,6 +268,9 @@ pub(crate) use bind_event;
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend,
+    /// Where writes go (see [`on_writer!`]): on SQLite a pool of one connection of its own,
+    /// else `backend`.
+    writer: Backend,
     events: EventBus,
     round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Whose turn it is to write to SQLite (see [`Store::write_turn`]).
@@ -265,9 +284,16 @@ impl Store {
     /// Open a pool for `settings.url`. SQLite files are created if missing and run in WAL mode
     /// with foreign keys on; an in-memory SQLite URL gets a single connection (each connection
     /// would otherwise see its own empty database).
+    ///
+    /// On a SQLite file, writes go through one connection of their own, kept open for the
+    /// store's life, and reads through the pool. In WAL mode a connection drops its whole page
+    /// cache at the start of a transaction whenever another connection has written since its
+    /// last one, so with writes spread over the pool every write began by reading its pages
+    /// (the tables' and indexes' upper levels) back from the file. With one writer, its cache
+    /// stays warm: only it writes. (Readers still start cold after each write.)
     pub async fn connect(settings: &DatabaseSettings) -> Result<Self, StoreError> {
         let url = settings.url.expose();
-        let backend = match settings.url.kind() {
+        let (backend, writer) = match settings.url.kind() {
             DatabaseKind::Sqlite => {
                 let options = SqliteConnectOptions::from_str(url)?
                     .create_if_missing(true)
@@ -282,7 +308,7 @@ impl Store {
                     .foreign_keys(true)
                     .busy_timeout(std::time::Duration::from_secs(10));
                 let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-                let mut pool = SqlitePoolOptions::new()
+                let pool = SqlitePoolOptions::new()
                     // sqlx pings every connection it hands out by default. A SQLite connection
                     // is a thread in this process with nothing to hang up, and the ping is a
                     // hand-over to that thread and back: a wake-up of each, on every query, and
@@ -299,13 +325,28 @@ impl Store {
                     .max_connections(settings.max_connections)
                     .min_connections(settings.min_connections);
                 if in_memory {
-                    pool = pool
+                    let only = pool
                         .max_connections(1)
                         .min_connections(1)
                         .idle_timeout(None)
-                        .max_lifetime(None);
+                        .max_lifetime(None)
+                        .connect_with(options)
+                        .await?;
+                    (Backend::Sqlite(only.clone()), Backend::Sqlite(only))
+                } else {
+                    let writer = pool
+                        .clone()
+                        .max_connections(1)
+                        .min_connections(1)
+                        .idle_timeout(None)
+                        .max_lifetime(None)
+                        // It holds the pages every write touches (the hot rows' tables and
+                        // indexes); 2 MiB is one connection's share, not the pool's.
+                        .connect_with(options.clone().pragma("cache_size", "-2048"))
+                        .await?;
+                    let readers = pool.connect_with(options).await?;
+                    (Backend::Sqlite(readers), Backend::Sqlite(writer))
                 }
-                Backend::Sqlite(pool.connect_with(options).await?)
             }
             DatabaseKind::Postgres => {
                 let options = PgConnectOptions::from_str(url)?;
@@ -327,11 +368,12 @@ impl Store {
                     .min_connections(settings.min_connections)
                     .connect_with(options)
                     .await?;
-                Backend::Postgres(pool)
+                (Backend::Postgres(pool.clone()), Backend::Postgres(pool))
             }
         };
         Ok(Self {
             backend,
+            writer,
             events: EventBus::default(),
             round_trips: std::sync::Arc::default(),
             sqlite_writer: std::sync::Arc::default(),
@@ -420,9 +462,10 @@ impl Store {
         }
     }
 
-    /// Close the pool, waiting for checked-out connections to return.
+    /// Close the pools, waiting for checked-out connections to return.
     pub async fn close(&self) {
         on_backend!(self, pool => pool.close().await);
+        on_writer!(self, pool => pool.close().await);
     }
 
     /// `(version, description)` of the embedded migrations for each backend, for the parity
@@ -508,4 +551,78 @@ where
 {
     raw.parse()
         .map_err(|error| StoreError::corrupt(entity, &error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `PRAGMA data_version` of `backend`'s connection (one connection: the writer): it changes
+    /// exactly when another connection has committed since the previous reading.
+    async fn data_version(backend: &Backend) -> i64 {
+        let Backend::Sqlite(pool) = backend else {
+            unreachable!("a SQLite store");
+        };
+        sqlx::query_scalar("pragma data_version")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+
+    /// Every write of a SQLite file store goes through its one writing connection, so that
+    /// connection never sees another's commit and keeps its page cache; the readers see them.
+    #[tokio::test]
+    async fn a_sqlite_file_store_writes_through_one_connection() {
+        let folder = std::env::temp_dir().join(format!("hiregate-store-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&folder).unwrap();
+        let settings = DatabaseSettings {
+            url: format!("sqlite://{}", folder.join("writer.db").display())
+                .parse()
+                .unwrap(),
+            max_connections: 4,
+            min_connections: 0,
+            acquire_timeout_s: 5,
+            migrate_on_start: false,
+        };
+        let store = Store::connect(&settings).await.unwrap();
+        store.migrate().await.unwrap();
+        let now = Utc::now();
+        let writer_before = data_version(&store.writer).await;
+
+        for n in 0..3 {
+            let job = NewJob {
+                id: hiregate_contracts::id::JobId::generate(),
+                kind: "test".to_owned(),
+                dedupe_key: Some(format!("writer-{n}")),
+                payload: serde_json::json!({"n": n}),
+                run_at: now,
+            };
+            assert_eq!(
+                store.enqueue_job(&job, now).await.unwrap(),
+                Enqueued::Created
+            );
+            let claimed = store
+                .claim_job("test", "owner", now, std::time::Duration::from_secs(60))
+                .await
+                .unwrap()
+                .expect("the job just enqueued is due");
+            assert!(store.complete_job(&claimed.id, "owner", now).await.unwrap());
+        }
+        assert_eq!(
+            data_version(&store.writer).await,
+            writer_before,
+            "another connection committed"
+        );
+
+        // What the check would see if a write went around the writer.
+        on_backend!(store, pool => {
+            sqlx::query("update job set attempts = attempts + 1")
+                .execute(pool)
+                .await
+                .unwrap();
+        });
+        assert_ne!(data_version(&store.writer).await, writer_before);
+        store.close().await;
+        std::fs::remove_dir_all(&folder).unwrap();
+    }
 }

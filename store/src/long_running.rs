@@ -12,7 +12,7 @@ use hiregate_contracts::state::ContractState;
 use super::{
     ContractRecord, NewContractEvent, Store, StoreError,
     contracts::{CONTRACT_COLUMNS, ContractRow},
-    on_backend, to_millis,
+    on_backend, on_writer, to_millis,
     transaction::insert_event,
 };
 
@@ -57,7 +57,7 @@ impl Store {
             received_at) values ($1, $2, $3, $4)";
         let inserted = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(worker_id)
                     .bind(webhook_id)
@@ -142,7 +142,7 @@ impl Store {
             where contract_id = $1 and state = $2 and updated_at = $3 returning event_seq";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 let seq: Option<i64> = sqlx::query_scalar(CLAIM)
                     .bind(contract_id)

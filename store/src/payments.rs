@@ -15,8 +15,8 @@ use hiregate_contracts::{
 };
 
 use super::{
-    Store, StoreError, from_millis, from_millis_opt, on_backend, parse_address, parse_id,
-    parse_network, states::PaymentState, stored_address, to_millis,
+    Store, StoreError, from_millis, from_millis_opt, on_backend, on_writer, parse_address,
+    parse_id, parse_network, states::PaymentState, stored_address, to_millis,
 };
 
 const ENTITY: &str = "payment";
@@ -242,7 +242,7 @@ impl Store {
     pub async fn insert_payment(&self, payment: &NewPayment) -> Result<(), StoreError> {
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 super::advance::apply_side_write(pool, super::SideWrite::Payment(payment)).await?;
             })
         };
@@ -315,7 +315,7 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let _turn = self.write_turn().await;
-        on_backend!(self, pool => {
+        on_writer!(self, pool => {
             super::advance::apply_side_write(
                 pool,
                 super::SideWrite::SettlementFinished { payment_id, outcome, at },
@@ -364,7 +364,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(sql)
                     .bind(payment_id.as_str())
                     .bind(to_millis(at))

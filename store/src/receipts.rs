@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use hiregate_contracts::{id::ContractId, state::ContractState};
 
-use super::{Store, StoreError, from_millis, on_backend, parse_id, to_millis};
+use super::{Store, StoreError, from_millis, on_backend, on_writer, parse_id, to_millis};
 
 /// How a receipt from before migration 0018 is stored: its outcome was not recorded.
 const OUTCOME_NOT_RECORDED: &str = "";
@@ -47,7 +47,7 @@ impl Store {
             values ($1, $2, $3, $4, $5) on conflict (contract_id, outcome) do nothing";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(receipt.contract_id.as_str())
                     .bind(outcome_column(receipt.outcome))

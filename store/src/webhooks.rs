@@ -17,7 +17,8 @@ use hiregate_contracts::{
 };
 
 use super::{
-    Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, parse_id, placeholders,
+    Backend, Store, StoreError, from_millis, from_millis_opt, on_backend, on_writer, parse_id,
+    placeholders,
     states::{Actor, DeliveryState, EventKind},
     to_millis,
 };
@@ -348,7 +349,7 @@ impl Store {
             values ($1, $2, $3) on conflict (seeker_id) do nothing";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(INSERT)
                     .bind(seeker_id.as_str())
                     .bind(candidate)
@@ -374,7 +375,7 @@ impl Store {
             do update set secret = excluded.secret, created_at = excluded.created_at";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(UPSERT)
                     .bind(seeker_id.as_str())
                     .bind(secret)
@@ -426,7 +427,7 @@ impl Store {
         };
         let ids: Vec<i64> = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query_scalar(claim)
                     .bind(owner)
                     .bind(to_millis(lease_until))
@@ -488,7 +489,7 @@ impl Store {
         let attempt_no = i32::try_from(attempt.attempt_no).unwrap_or(i32::MAX);
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 let changed = sqlx::query(UPDATE)
                     .bind(event_id)
@@ -543,7 +544,7 @@ impl Store {
             where event_id = $1 and lease_owner = $2 and state = 'pending'";
         let changed = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(event_id)
                     .bind(owner)
@@ -621,7 +622,7 @@ impl Store {
         );
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 let changed = sqlx::query(REQUEUE)
                     .bind(event_id)

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, from_millis, from_millis_opt, on_backend, placeholders, to_millis};
+use super::{
+    Store, StoreError, from_millis, from_millis_opt, on_backend, on_writer, placeholders, to_millis,
+};
 use crate::{
     keys::CallbackSecret,
     listing::{
@@ -203,7 +205,7 @@ impl Store {
             $19, $20, $21, $22, $23, $24, $25, $26)";
         {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 sqlx::query(SQL)
                     .bind(listing.id.as_str())
@@ -301,7 +303,7 @@ impl Store {
             where worker_id = $1 and updated_at = $12 and retired_at is null";
         let written = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 let updated = sqlx::query(SQL)
                     .bind(listing.id.as_str())
@@ -355,7 +357,7 @@ impl Store {
             where worker_id = $1 and operator_id = $2";
         let updated = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
                     .bind(operator_id.as_str())
@@ -408,22 +410,25 @@ impl Store {
         const POSTGRES: &str = "update worker set next_probe_at = $2 where worker_id in \
             (select worker_id from worker where retired_at is null and next_probe_at <= $1 \
              order by next_probe_at limit $3 for update skip locked) returning worker_id";
-        let ids: Vec<String> = match &self.backend {
-            super::Backend::Sqlite(pool) => {
-                sqlx::query_scalar(SQLITE)
-                    .bind(to_millis(now))
-                    .bind(to_millis(next_probe_at))
-                    .bind(i64::from(limit))
-                    .fetch_all(pool)
-                    .await?
-            }
-            super::Backend::Postgres(pool) => {
-                sqlx::query_scalar(POSTGRES)
-                    .bind(to_millis(now))
-                    .bind(to_millis(next_probe_at))
-                    .bind(i64::from(limit))
-                    .fetch_all(pool)
-                    .await?
+        let ids: Vec<String> = {
+            let _turn = self.write_turn().await;
+            match &self.writer {
+                super::Backend::Sqlite(pool) => {
+                    sqlx::query_scalar(SQLITE)
+                        .bind(to_millis(now))
+                        .bind(to_millis(next_probe_at))
+                        .bind(i64::from(limit))
+                        .fetch_all(pool)
+                        .await?
+                }
+                super::Backend::Postgres(pool) => {
+                    sqlx::query_scalar(POSTGRES)
+                        .bind(to_millis(now))
+                        .bind(to_millis(next_probe_at))
+                        .bind(i64::from(limit))
+                        .fetch_all(pool)
+                        .await?
+                }
             }
         };
         let ids = ids
@@ -463,7 +468,7 @@ impl Store {
              order by probe_id desc limit 1 offset $2)";
         let row: Option<(String, i32)> = {
             let _turn = self.write_turn().await;
-            on_backend!(self, pool => {
+            on_writer!(self, pool => {
                 let mut tx = pool.begin().await?;
                 let row: Option<(String, i32)> = match result {
                     ProbeResult::Passed => sqlx::query_as(PASSED)
