@@ -8,7 +8,8 @@
 //!
 //! Set-up, all real: anvil with the devnet token, the gateway in-process on SQLite in a temp
 //! folder with its embedded facilitator and the shipped log setup (`[log]` defaults: info, one
-//! access line per request, written to `/dev/null`; `BENCH_LOG=off` runs without a subscriber),
+//! access line per request, uncoloured as to a file, written to `/dev/null`; `BENCH_LOG=off`
+//! runs without a subscriber, `BENCH_LOG=colours` coloured as to a terminal),
 //! the worker-sdk echo worker listed, a seeker key and one offered contract whose
 //! `POST /v1/contracts/{id}/execute` (no payment) every request hits.
 
@@ -126,9 +127,12 @@ async fn deploy(
 ) -> BenchResult<(Url, String, String, RunningServer)> {
     let relayer = devnet.fresh_relayer().await?;
     let settings = gateway_settings(database_url, devnet, devnet.rpc_url(), &relayer)?;
-    if std::env::var("BENCH_LOG").as_deref() != Ok("off") {
+    let log = std::env::var("BENCH_LOG");
+    if log.as_deref() != Ok("off") {
         let sink = std::sync::Mutex::new(std::fs::File::create("/dev/null")?);
-        telemetry::init_writing_to(&settings.log, sink)?;
+        // Uncoloured, as the binary logs to anything but a terminal; `BENCH_LOG=colours`
+        // measures what a terminal costs.
+        telemetry::init_writing_to(&settings.log, sink, log.as_deref() == Ok("colours"))?;
     }
     let app = App::build(settings).await?;
     let gateway = app.base_url().clone();
