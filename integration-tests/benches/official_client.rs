@@ -1,7 +1,9 @@
 //! The official x402 client (`@x402/fetch` with `ExactEvmScheme`, `tools/interop/bench-pay.mjs`)
 //! paying hiregate contracts on the shipped defaults, against the same client paying a null
 //! endpoint that accepts any payment at once, in the same run: the ratio is what the gateway
-//! costs a standard seeker.
+//! costs a standard seeker. The same client also pays the official TypeScript stack on the same
+//! chain (an `@x402/express` seller on the official facilitator, each its own process): a
+//! standard x402 seller that, like hiregate, settles on chain before it answers.
 //!
 //! `cargo bench -p hiregate-integration-tests --bench official_client [-- <hires per level> <levels>]`
 //! Defaults: 200 hires per concurrency level, levels `1,8`.
@@ -62,6 +64,11 @@ async fn main() -> BenchResult<()> {
     let relayer = devnet.fresh_relayer().await?;
     let mut settings = gateway_settings(&database, &devnet, devnet.rpc_url(), &relayer)?;
     settings.log.level = LogLevel::Warn;
+    // `RUST_LOG` set: the gateway's log on stderr, to follow one hire step by step (e.g.
+    // `RUST_LOG=hiregate=debug,sqlx=debug`, each line stamped to the microsecond).
+    if std::env::var_os("RUST_LOG").is_some() {
+        hiregate_gateway::telemetry::init_writing_to(&settings.log, std::io::stderr, false)?;
+    }
     let app = App::build(settings).await?;
     let gateway = app.base_url().clone();
     let store = app.state().store.clone();
@@ -76,7 +83,8 @@ async fn main() -> BenchResult<()> {
 
     let hires = WARMUP + per_level * levels.len();
     let payer = devnet
-        .funded_account(U256::from(PRICE) * U256::from(hires))
+        // Every hire is bought twice: from hiregate and from the official stack.
+        .funded_account(U256::from(PRICE) * U256::from(2 * hires))
         .await?;
     let seeker = SeekerClient::new(
         gateway.clone(),
@@ -110,6 +118,13 @@ async fn main() -> BenchResult<()> {
             "warmup": WARMUP,
             "hiregate": urls,
             "allowedAssets": [{"network": devnet.network(), "asset": devnet.token().to_checksum(None)}],
+            // The official stack settles with the devnet's own relayer, hiregate with a fresh
+            // one: two senders never share a nonce.
+            "officialStack": {
+                "rpcUrl": devnet.rpc_url().as_str(),
+                "chainId": devnet.chain_id(),
+                "relayerKey": devnet.relayer().to_bytes().to_string(),
+            },
         }),
         Duration::from_secs(900),
     )
@@ -118,7 +133,7 @@ async fn main() -> BenchResult<()> {
         "official @x402/fetch client, exact, echo worker, shipped defaults (SQLite, embedded facilitator, anvil automine without Multicall3):"
     );
     for round in report["rounds"].as_array().into_iter().flatten() {
-        for target in ["null", "hiregate"] {
+        for target in ["null", "official", "hiregate"] {
             let load = &round[target];
             println!(
                 "  c={:<3} {target:<9} {:>5} hires {:>7.1}/s  p50 {:>7.2} ms  p90 {:>7.2} ms  p99 {:>7.2} ms",
@@ -131,8 +146,8 @@ async fn main() -> BenchResult<()> {
             );
         }
         println!(
-            "  c={:<3} ratio hiregate / null endpoint: {}",
-            round["concurrency"], round["ratio"]
+            "  c={:<3} ratio hiregate / null endpoint: {}, hiregate / official stack: {}",
+            round["concurrency"], round["ratio"], round["ratio_to_official"]
         );
     }
     // Where a c=1 hire's time goes inside the gateway, from its event log: the median time
@@ -154,9 +169,13 @@ async fn main() -> BenchResult<()> {
         all.sort_by(f64::total_cmp);
         println!("    {name:<48} {:>7.2} ms", all[all.len() / 2]);
     }
-    let failures = report["failures"].as_array().map_or(0, Vec::len);
-    if failures > 0 {
-        println!("  failures: {failures}: {}", report["failures"]);
+    let failures = report["failures"].as_array().map_or(&[][..], Vec::as_slice);
+    if !failures.is_empty() {
+        println!(
+            "  failures: {}, the first: {:?}",
+            failures.len(),
+            &failures[..failures.len().min(3)]
+        );
     }
     stop.cancel();
     Ok(())

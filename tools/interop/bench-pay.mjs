@@ -1,19 +1,28 @@
 // Times the official x402 client (@x402/fetch `wrapFetchWithPayment` with `ExactEvmScheme`) paying
 // hiregate contracts, and the same client paying a null endpoint that accepts any payment at once,
 // in the same process: the null endpoint is the client's own ceiling on this machine, so the
-// ratio between the two is what the gateway costs a standard seeker.
+// ratio between the two is what the gateway costs a standard seeker. With `officialStack`, the
+// same client also pays the official TypeScript stack on the same chain: an `@x402/express`
+// seller (express-server.mjs) whose facilitator is the official one (facilitator-server.mjs,
+// `x402Facilitator` on viem), each its own process, selling a plain route at hiregate's offer.
+// That is a standard x402 seller that settles on chain before it answers, as hiregate does.
 //
 // stdin:  {"privateKey": "0x…", "authorization": "Bearer …", "concurrency": [1, 8],
 //          "hiregate": ["http://…/v1/contracts/ctr_…/execute", …],   // one URL per hire
 //          "warmup": 4,                                               // hires per target not timed
-//          "allowedAssets"?: [{"network": "eip155:…", "asset": "0x…"}]}
+//          "allowedAssets"?: [{"network": "eip155:…", "asset": "0x…"}],
+//          "officialStack"?: {"rpcUrl": "http://…", "chainId": 31337,
+//                             "relayerKey": "0x…"}}                  // its facilitator's own key
 // The hiregate URLs are used up in order: warm-up first, then each concurrency level in turn
 // (give warmup + sum of the rounds' hires). The null endpoint answers the first of them's
 // PAYMENT-REQUIRED (same offer, same signing work) and a paid request with 200 and a
 // PAYMENT-RESPONSE, verifying nothing.
-// stdout: {"rounds": [{"concurrency": c, "hiregate": Load, "null": Load}], "failures": [...]}
+// stdout: {"rounds": [{"concurrency": c, "hiregate": Load, "null": Load, "official"?: Load}],
+//          "failures": [...]}
 //         Load = {"hires", "seconds", "per_s", "p50_ms", "p90_ms", "p99_ms"}
+import { spawn } from "node:child_process";
 import http from "node:http";
+import { createInterface } from "node:readline";
 import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { privateKeyToAccount } from "viem/accounts";
@@ -44,6 +53,57 @@ async function nullEndpoint(paymentRequired, settlement) {
   server.keepAliveTimeout = 60_000;
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return server;
+}
+
+/** Starts `node <script>` beside this one; resolves with (child, its `<prefix><url>` line's URL). */
+function startScript(script, { env = {}, stdin = "" } = {}) {
+  const child = spawn(process.execPath, [new URL(script, import.meta.url).pathname], {
+    env: { ...process.env, ...env },
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  child.stdin.end(stdin);
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout });
+    lines.on("line", (line) => {
+      const url = line.match(/listening on (http:\/\/\S+)/)?.[1];
+      if (url) resolve({ child, url });
+    });
+    child.on("exit", (code) => reject(new Error(`${script} exited (${code}) before listening`)));
+  });
+}
+
+/**
+ * The official stack selling `POST /hire` at `offer` (hiregate's own `accepts[0]`): the official
+ * facilitator with its own relayer key, and an `@x402/express` seller that reaches it by URL.
+ */
+async function officialStack({ rpcUrl, chainId, relayerKey }, offer) {
+  const facilitator = await startScript("./facilitator-server.mjs", {
+    env: {
+      FACILITATOR_RPC_URL: rpcUrl,
+      FACILITATOR_CHAIN_ID: String(chainId),
+      FACILITATOR_RELAYER_KEY: relayerKey,
+    },
+  });
+  const route = {
+    accepts: {
+      scheme: offer.scheme,
+      network: offer.network,
+      payTo: offer.payTo,
+      price: { amount: offer.amount, asset: offer.asset, extra: offer.extra },
+      maxTimeoutSeconds: offer.maxTimeoutSeconds,
+    },
+    description: "the official stack's plain paid route",
+  };
+  const seller = await startScript("./express-server.mjs", {
+    stdin: JSON.stringify({ facilitatorUrl: facilitator.url, routes: { "POST /hire": route } }),
+  });
+  return {
+    url: new URL("hire", seller.url).toString(),
+    stop: () => {
+      seller.child.kill();
+      facilitator.child.kill();
+    },
+  };
 }
 
 function percentile(sorted, p) {
@@ -121,25 +181,35 @@ run(async () => {
   ).toString("base64");
   const server = await nullEndpoint(paymentRequired, settlement);
   const nullUrl = `http://127.0.0.1:${server.address().port}/execute`;
+  const official = input.officialStack ? await officialStack(input.officialStack, offer) : null;
 
   const failures = [];
   const take = (n) => urls.splice(0, n);
   await load(payingFetch, take(warmup), 1, headers, failures, "hiregate warm-up");
   await load(payingFetch, Array(warmup).fill(nullUrl), 1, {}, failures, "null warm-up");
+  if (official) {
+    await load(payingFetch, Array(warmup).fill(official.url), 1, {}, failures, "official warm-up");
+  }
   const rounds = [];
   const perRound = Math.floor(urls.length / levels.length);
   for (const concurrency of levels) {
     const mine = take(perRound);
-    // Turn about, the null endpoint first: both see the same machine.
+    // Turn about, the null endpoint first: all see the same machine. The official stack goes
+    // last: what it leaves running (its facilitator still awaiting failed sends) must not
+    // load the machine while hiregate is measured.
     const ceiling = await load(payingFetch, Array(mine.length).fill(nullUrl), concurrency, {}, failures, "null");
-    const ours = await load(payingFetch, mine, concurrency, headers, failures, "hiregate");
-    rounds.push({
-      concurrency,
-      hiregate: ours,
-      null: ceiling,
-      ratio: Number((ours.per_s / ceiling.per_s).toFixed(3)),
-    });
+    const round = { concurrency, null: ceiling };
+    round.hiregate = await load(payingFetch, mine, concurrency, headers, failures, "hiregate");
+    if (official) {
+      round.official = await load(payingFetch, Array(mine.length).fill(official.url), concurrency, {}, failures, "official");
+    }
+    round.ratio = Number((round.hiregate.per_s / ceiling.per_s).toFixed(3));
+    if (official) {
+      round.ratio_to_official = Number((round.hiregate.per_s / round.official.per_s).toFixed(3));
+    }
+    rounds.push(round);
   }
   server.close();
+  official?.stop();
   writeJsonOutput({ rounds, failures });
 });
