@@ -172,9 +172,9 @@ async fn main() -> BenchResult<()> {
     let failures = report["failures"].as_array().map_or(&[][..], Vec::as_slice);
     if !failures.is_empty() {
         println!(
-            "  failures: {}, the first: {:?}",
+            "  failures: {}, the first: {}",
             failures.len(),
-            &failures[..failures.len().min(3)]
+            Value::from(failures[..failures.len().min(3)].to_vec())
         );
     }
     stop.cancel();

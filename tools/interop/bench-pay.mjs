@@ -127,9 +127,16 @@ async function load(payingFetch, urls, concurrency, headers, failures, name) {
           headers,
           signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
         });
-        await response.arrayBuffer();
+        const body = await response.text();
         if (response.status !== 200 || !response.headers.get("payment-response")) {
-          failures.push({ target: name, url, status: response.status });
+          const settlement = response.headers.get("payment-response");
+          failures.push({
+            target: name,
+            url,
+            status: response.status,
+            body: body.slice(0, 300),
+            settlement: settlement && Buffer.from(settlement, "base64").toString("utf8").slice(0, 300),
+          });
           continue;
         }
         latencies.push(performance.now() - t0);
