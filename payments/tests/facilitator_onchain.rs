@@ -491,6 +491,7 @@ async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
     }))
     .await
     .unwrap();
+    let harness = &harness;
     let request = |payer: PrivateKeySigner| async move {
         let payload = harness
             .sign(&payer, &harness.requirements, &SignOptions::default())
