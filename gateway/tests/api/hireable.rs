@@ -407,19 +407,24 @@ async fn crash_recovery_waits_apart_for_an_unhealthy_worker_and_releases_the_pay
         ),
     )
     .await;
+    // Two commits, the contract's `failed` and then its payment's release: wait for both.
     eventually(
         Duration::from_secs(30),
         "the contract failed and its payment was released",
-        || async { (env.state(&contract_id).await == "failed").then_some(()) },
+        || async {
+            if env.state(&contract_id).await != "failed" {
+                return None;
+            }
+            let payment = recovering
+                .store
+                .payment_of_contract(&contract_id)
+                .await
+                .unwrap()
+                .unwrap();
+            (payment.state == PaymentState::Voided).then_some(())
+        },
     )
     .await;
-    let payment = recovering
-        .store
-        .payment_of_contract(&contract_id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(payment.state, PaymentState::Voided);
     assert_eq!(env.worker.executions(), 0);
     assert_eq!(env.balances().await, before);
     let attempts = env.app.store.list_attempts(&contract_id).await.unwrap();
