@@ -477,12 +477,8 @@ async fn nonce_already_used_is_refused() {
     assert_eq!(harness.transfers_from(payer.address()).await.len(), 1);
 }
 
-/// Settling a plain key's payment on a token known to speak EIP-3009 simulates the transfer
-/// once, in the relayer's gas measurement: no `eth_call` re-check before the send. (A payment
-/// that would revert still gets its own reason: `settle_batches` retries a drained payer's.)
-#[tokio::test]
-async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
-    let harness = Harness::start().await;
+/// A facilitator on `harness`'s chain whose node calls go through the returned counter.
+async fn counted_facilitator(harness: &Harness) -> (RpcCounter, LocalFacilitator) {
     let node = RpcCounter::start(harness.devnet.rpc_url().clone())
         .await
         .unwrap();
@@ -491,6 +487,16 @@ async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
     }))
     .await
     .unwrap();
+    (node, facilitator)
+}
+
+/// Settling a plain key's payment on a token known to speak EIP-3009 simulates the transfer
+/// once, in the relayer's gas measurement: no `eth_call` re-check before the send. (A payment
+/// that would revert still gets its own reason: `settle_batches` retries a drained payer's.)
+#[tokio::test]
+async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
+    let harness = Harness::start().await;
+    let (node, facilitator) = counted_facilitator(&harness).await;
     let harness = &harness;
     let request = |payer: PrivateKeySigner| async move {
         let payload = harness
@@ -519,14 +525,7 @@ async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
 async fn concurrent_verifications_share_node_calls_and_each_gets_its_own_answer() {
     const VALID: usize = 16;
     let harness = Harness::start().await;
-    let node = RpcCounter::start(harness.devnet.rpc_url().clone())
-        .await
-        .unwrap();
-    let facilitator = LocalFacilitator::connect(harness.config_with(|chain| {
-        chain.rpc_url = node.url();
-    }))
-    .await
-    .unwrap();
+    let (node, facilitator) = counted_facilitator(&harness).await;
 
     // A settled payment: the token is known to speak EIP-3009 from here on, and this
     // payment's nonce is spent.

@@ -19,7 +19,8 @@
 //!
 //! Queries are runtime-checked (`sqlx::query_as`), written once with `$n` placeholders, which
 //! both drivers accept; `on_backend!` expands each body once per pool type, so both are
-//! type-checked. Dialect differences (`FOR UPDATE SKIP LOCKED`) are separate constants.
+//! type-checked. Writes use `on_writer!` inside the store's write turn: on a SQLite file they
+//! go through one connection of their own (see [`Store::connect`]). Dialect differences (`FOR UPDATE SKIP LOCKED`) are separate constants.
 //! Times are stored as Unix milliseconds. JSON is stored as its serialized text in TEXT columns
 //! on both backends, bound through `json::JsonText`, so a value reads back exactly as written
 //! on either (PostgreSQL's jsonb refuses U+0000 and rewrites numbers; see `json` for why text).
@@ -194,17 +195,26 @@ enum Backend {
     Postgres(PgPool),
 }
 
-/// Run `$body` with `$pool` bound to whichever pool the store holds. The body is compiled once
-/// per backend, so the same query text is type-checked against both drivers.
-macro_rules! on_backend {
-    ($store:expr, $pool:ident => $body:expr) => {
+/// Run `$body` with `$pool` bound to the pool the store holds in its field `$which` (see
+/// [`on_backend!`], [`on_writer!`]). The body is compiled once per backend, so the same query
+/// text is type-checked against both drivers.
+macro_rules! on_pool {
+    ($store:expr, $which:ident, $pool:ident => $body:expr) => {
         match {
             $store.count_round_trip();
-            &$store.backend
+            &$store.$which
         } {
             $crate::Backend::Sqlite($pool) => $body,
             $crate::Backend::Postgres($pool) => $body,
         }
+    };
+}
+pub(crate) use on_pool;
+
+/// Run `$body` with `$pool` bound to whichever pool the store reads from.
+macro_rules! on_backend {
+    ($store:expr, $pool:ident => $body:expr) => {
+        $crate::on_pool!($store, backend, $pool => $body)
     };
 }
 pub(crate) use on_backend;
@@ -214,13 +224,7 @@ pub(crate) use on_backend;
 /// pool.
 macro_rules! on_writer {
     ($store:expr, $pool:ident => $body:expr) => {
-        match {
-            $store.count_round_trip();
-            &$store.writer
-        } {
-            $crate::Backend::Sqlite($pool) => $body,
-            $crate::Backend::Postgres($pool) => $body,
-        }
+        $crate::on_pool!($store, writer, $pool => $body)
     };
 }
 pub(crate) use on_writer;
