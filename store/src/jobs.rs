@@ -153,28 +153,21 @@ impl Store {
     ) -> Result<Option<JobRecord>, StoreError> {
         let lease_until =
             now + chrono::Duration::from_std(lease_for).unwrap_or(chrono::Duration::MAX);
+        let claim = match self.writer {
+            super::Backend::Sqlite(_) => CLAIM_SQLITE,
+            super::Backend::Postgres(_) => CLAIM_POSTGRES,
+        };
         let row: Option<JobRow> = {
             let _turn = self.write_turn().await;
-            match &self.writer {
-                super::Backend::Sqlite(pool) => {
-                    sqlx::query_as(CLAIM_SQLITE)
-                        .bind(kind)
-                        .bind(owner)
-                        .bind(to_millis(lease_until))
-                        .bind(to_millis(now))
-                        .fetch_optional(pool)
-                        .await?
-                }
-                super::Backend::Postgres(pool) => {
-                    sqlx::query_as(CLAIM_POSTGRES)
-                        .bind(kind)
-                        .bind(owner)
-                        .bind(to_millis(lease_until))
-                        .bind(to_millis(now))
-                        .fetch_optional(pool)
-                        .await?
-                }
-            }
+            on_writer!(self, pool => {
+                sqlx::query_as(claim)
+                    .bind(kind)
+                    .bind(owner)
+                    .bind(to_millis(lease_until))
+                    .bind(to_millis(now))
+                    .fetch_optional(pool)
+                    .await?
+            })
         };
         row.map(JobRecord::try_from).transpose()
     }

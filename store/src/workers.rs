@@ -410,26 +410,20 @@ impl Store {
         const POSTGRES: &str = "update worker set next_probe_at = $2 where worker_id in \
             (select worker_id from worker where retired_at is null and next_probe_at <= $1 \
              order by next_probe_at limit $3 for update skip locked) returning worker_id";
+        let claim = match self.writer {
+            super::Backend::Sqlite(_) => SQLITE,
+            super::Backend::Postgres(_) => POSTGRES,
+        };
         let ids: Vec<String> = {
             let _turn = self.write_turn().await;
-            match &self.writer {
-                super::Backend::Sqlite(pool) => {
-                    sqlx::query_scalar(SQLITE)
-                        .bind(to_millis(now))
-                        .bind(to_millis(next_probe_at))
-                        .bind(i64::from(limit))
-                        .fetch_all(pool)
-                        .await?
-                }
-                super::Backend::Postgres(pool) => {
-                    sqlx::query_scalar(POSTGRES)
-                        .bind(to_millis(now))
-                        .bind(to_millis(next_probe_at))
-                        .bind(i64::from(limit))
-                        .fetch_all(pool)
-                        .await?
-                }
-            }
+            on_writer!(self, pool => {
+                sqlx::query_scalar(claim)
+                    .bind(to_millis(now))
+                    .bind(to_millis(next_probe_at))
+                    .bind(i64::from(limit))
+                    .fetch_all(pool)
+                    .await?
+            })
         };
         let ids = ids
             .into_iter()
