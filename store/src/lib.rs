@@ -20,7 +20,8 @@
 //! Queries are runtime-checked (`sqlx::query_as`), written once with `$n` placeholders, which
 //! both drivers accept; `on_backend!` expands each body once per pool type, so both are
 //! type-checked. Writes use `on_writer!` inside the store's write turn: on a SQLite file they
-//! go through one connection of their own (see [`Store::connect`]). Dialect differences (`FOR UPDATE SKIP LOCKED`) are separate constants.
+//! go through one connection of their own (see [`Store::connect`]). Dialect differences
+//! (`FOR UPDATE SKIP LOCKED`) are separate constants.
 //! Times are stored as Unix milliseconds. JSON is stored as its serialized text in TEXT columns
 //! on both backends, bound through `json::JsonText`, so a value reads back exactly as written
 //! on either (PostgreSQL's jsonb refuses U+0000 and rewrites numbers; see `json` for why text).
@@ -574,7 +575,7 @@ mod tests {
     }
 
     /// Every write of a SQLite file store goes through its one writing connection, so that
-    /// connection never sees another's commit and keeps its page cache; the readers see them.
+    /// connection never sees another's commit and keeps its page cache.
     #[tokio::test]
     async fn a_sqlite_file_store_writes_through_one_connection() {
         let folder = std::env::temp_dir().join(format!("hiregate-store-{}", ulid::Ulid::new()));

@@ -55,7 +55,7 @@ async function nullEndpoint(paymentRequired, settlement) {
   return server;
 }
 
-/** Starts `node <script>` beside this one; resolves with (child, its `<prefix><url>` line's URL). */
+/** Starts `node <script>` beside this one; resolves with the child and the URL its `… listening on <url>` line names. */
 function startScript(script, { env = {}, stdin = "" } = {}) {
   const child = spawn(process.execPath, [new URL(script, import.meta.url).pathname], {
     env: { ...process.env, ...env },
