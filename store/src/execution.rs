@@ -32,6 +32,7 @@ use super::{
     bind_event, from_millis, from_millis_opt, on_backend, on_writer, parse_id,
     payments::PAYMENT_COLUMNS,
     to_millis,
+    transaction::insert_event,
 };
 
 const ATTEMPT_ENTITY: &str = "attempt";
@@ -944,6 +945,74 @@ impl Store {
             limit,
         )
         .await
+    }
+
+    /// Plain payments (never locked in escrow, never sent to settlement) still `verified` under
+    /// a contract that will never pay (`failed`, `cancelled`, `voided`, `expired`) and has not
+    /// moved since `before`. Each way into those states releases the payment in a commit of its
+    /// own right after, so these were left by an instance that died between the two.
+    pub async fn unreleased_plain_payments(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<PaymentRecord>, StoreError> {
+        let sql = format!(
+            "select {PAYMENT_COLUMNS} from payment where authorize_tx is null \
+             and settle_started_at is null and state = 'verified' \
+             and contract_id in (select contract_id from contract \
+             where state in ('failed', 'cancelled', 'voided', 'expired') and updated_at <= $1) \
+             order by updated_at limit $2"
+        );
+        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql)
+                .bind(to_millis(before))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(PaymentRecord::try_from).collect()
+    }
+
+    /// `verified → voided` for a plain payment, with `event` appended to its contract's log, in
+    /// one transaction; `false` (nothing written) when the payment was not `verified` any more,
+    /// so of several instances releasing it one writes.
+    pub async fn release_verified_payment(
+        &self,
+        contract_id: &str,
+        payment_id: &PaymentId,
+        event: &NewContractEvent,
+    ) -> Result<bool, StoreError> {
+        const RELEASE: &str = "update payment set state = 'voided', updated_at = $2 \
+            where payment_id = $1 and contract_id = $3 and state = 'verified'";
+        const COUNT: &str = "update contract set event_seq = event_seq + 1 \
+            where contract_id = $1 returning event_seq";
+        let seq: Option<i64> = {
+            let _turn = self.write_turn().await;
+            on_writer!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let released = sqlx::query(RELEASE)
+                    .bind(payment_id.as_str())
+                    .bind(to_millis(event.at))
+                    .bind(contract_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if released != 1 {
+                    return Ok(false);
+                }
+                let seq: i64 = sqlx::query_scalar(COUNT)
+                    .bind(contract_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                insert_event(&mut tx, contract_id, seq, event, None, None).await?;
+                tx.commit().await?;
+                Some(seq)
+            })
+        };
+        if let Some(seq) = seq {
+            self.publish_event(contract_id, seq, event, None, None);
+        }
+        Ok(seq.is_some())
     }
 
     /// Escrowed payments still holding money past their capture deadline (`valid_before` <=

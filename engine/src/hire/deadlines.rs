@@ -161,6 +161,9 @@ async fn one_round(hire: &HireService, owner: &str) {
     if let Err(error) = hire.sweep_escrow().await {
         tracing::warn!(error = %error, "escrow sweep failed");
     }
+    if let Err(error) = hire.release_abandoned_payments().await {
+        tracing::warn!(error = %error, "release of abandoned payments failed");
+    }
     if let Err(error) = hire.dispatch_queued().await {
         tracing::warn!(error = %error, "queue dispatch failed");
     }

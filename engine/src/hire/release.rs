@@ -12,6 +12,8 @@
 //! amount before each refund, and a wallet too poor to pay is a 409 `refund_not_funded` with
 //! nothing changed. The void of a contract in a terminal state, a crash between intent and
 //! void, or a refund whose answer was lost are all resumed by [`HireService::sweep_escrow`].
+//! A plain (`exact`) payment left `verified` under such a contract by a crash is released by
+//! [`HireService::release_abandoned_payments`].
 
 use alloy::primitives::U256;
 use hiregate_contracts::state::{ContractEvent, ContractState};
@@ -26,7 +28,7 @@ use super::{
     execute::{Ctx, internal},
 };
 use hiregate_store::states::{Actor, EventKind};
-use hiregate_store::{PaymentRecord, StoreError, states::PaymentState};
+use hiregate_store::{NewContractEvent, PaymentRecord, StoreError, states::PaymentState};
 
 /// Payments handled per sweep round.
 const BATCH: u32 = 50;
@@ -477,6 +479,42 @@ impl HireService {
             }
         }
         Ok(looked)
+    }
+
+    /// Release the plain payments an instance left `verified` when it died between a
+    /// contract's move into a state that never pays (`failed`, `cancelled`, `voided`,
+    /// `expired`) and the payment's release, once the contract has not moved for
+    /// `contracts.recovery_grace_ms`: the payment becomes `voided` with its `payment_voided`
+    /// event, as the path that died would have left it. No money moves either way (the
+    /// authorization is never sent and lapses at `validBefore`). Returns how many it released.
+    pub async fn release_abandoned_payments(&self) -> Result<usize, StoreError> {
+        let store = &self.inner.store;
+        let grace = chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
+            .unwrap_or(chrono::Duration::zero());
+        let mut released = 0;
+        for payment in store
+            .unreleased_plain_payments(self.now() - grace, BATCH)
+            .await?
+        {
+            let event = NewContractEvent {
+                at: self.now(),
+                actor: Actor::Gateway,
+                correlation_id: format!("recovery_{}", ulid::Ulid::new()),
+                kind: EventKind::PaymentVoided,
+                details: json!({
+                    "payment_id": payment.payment_id,
+                    "reason": "released_after_crash",
+                }),
+            };
+            if store
+                .release_verified_payment(payment.contract_id.as_str(), &payment.payment_id, &event)
+                .await?
+            {
+                tracing::warn!(contract_id = %payment.contract_id, payment_id = %payment.payment_id, "a payment left held by a crash was released");
+                released += 1;
+            }
+        }
+        Ok(released)
     }
 
     async fn locked_ctx(

@@ -20,6 +20,7 @@ use axum::{
 };
 use chrono::Utc;
 use hiregate_contracts::canonical::Digest;
+use hiregate_store::states::PaymentState;
 use hiregate_worker_sdk::{
     CallbackConfig, CallbackShape, GatewayKeys, TaskContext, TaskOutcome, WebhookSecret,
     WorkerBuilder,
@@ -524,6 +525,108 @@ async fn the_seed_failure_answer_fails_the_contract_and_nothing_moves_on_postgre
         return;
     };
     failure_answer_moves_nothing(database).await;
+}
+
+/// A crash between a contract's `failed` and its payment's release (two commits) leaves the
+/// plain payment `verified`. The background round releases it once the contract has not moved
+/// for `contracts.recovery_grace_ms`, exactly once, with its `payment_voided` event; nothing
+/// moves on chain. The crash is simulated by putting the payment back to `verified` after the
+/// normal path released it: a kill -9 cannot be timed between two commits on demand.
+async fn a_payment_left_held_by_a_crash_is_released(database: TestDatabase) {
+    let mut env = hire_env(
+        database,
+        WorkerKind::Echo,
+        4,
+        "[contracts]\nrecovery_grace_ms = 10000\njobs_interval_ms = 50",
+    )
+    .await;
+    let worker = start_seed_worker(SeedAnswer::Failure, &env.app.address, None).await;
+    let (worker_id, _) = list_seed_worker(&env, &worker).await;
+    env.worker_id = worker_id.clone();
+    let contract_id = contract(
+        &env,
+        &worker_id,
+        json!({"retry_policy": {"max_attempts": 1}}),
+    )
+    .await;
+    let before = env.balances().await;
+    let challenge = env.challenge(&contract_id).await;
+    let answer = env
+        .execute(&contract_id, Some(&env.pay(&challenge).await), None)
+        .await;
+    assert_eq!(answer.status, 502, "{:?}", answer.body);
+    assert_eq!(env.state(&contract_id).await, "failed");
+    let store = &env.app.store;
+    let payment = store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.state, PaymentState::Voided);
+    store
+        .set_payment_state(&payment.payment_id, PaymentState::Verified, Utc::now())
+        .await
+        .unwrap();
+    let voids = |kinds: Vec<String>| kinds.iter().filter(|k| *k == "payment_voided").count();
+    let voided_before = voids(env.event_kinds(&contract_id).await);
+
+    // Within the grace the path that failed it may still be about to release it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = store
+        .payment_of_contract(&contract_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        held.state,
+        PaymentState::Verified,
+        "released within the grace"
+    );
+
+    env.app.clock.advance(Duration::from_secs(11));
+    eventually(
+        Duration::from_secs(10),
+        "the payment left held is released",
+        || async {
+            let payment = store
+                .payment_of_contract(&contract_id)
+                .await
+                .unwrap()
+                .unwrap();
+            (payment.state == PaymentState::Voided).then_some(())
+        },
+    )
+    .await;
+    // More rounds change nothing: one release, one event.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let events = store
+        .list_contract_events(&contract_id, 0, 1000)
+        .await
+        .unwrap();
+    let released: Vec<_> = events
+        .iter()
+        .filter(|e| e.details["reason"] == "released_after_crash")
+        .collect();
+    assert_eq!(released.len(), 1, "{events:?}");
+    assert_eq!(
+        voids(env.event_kinds(&contract_id).await),
+        voided_before + 1
+    );
+    assert_eq!(env.state(&contract_id).await, "failed");
+    assert_eq!(env.balances().await, before, "nothing moved");
+}
+
+#[tokio::test]
+async fn a_payment_left_held_by_a_crash_after_failing_is_released() {
+    a_payment_left_held_by_a_crash_is_released(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_payment_left_held_by_a_crash_after_failing_is_released_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    a_payment_left_held_by_a_crash_is_released(database).await;
 }
 
 /// Pay a pending contract and check the HIRE pending answer.
