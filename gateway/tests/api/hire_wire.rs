@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     helpers::{TestDatabase, eventually, spawn_app_on},
     hire_env::{
-        HireEnv, PRICE, WorkerKind, chain_settings, hire_env, hire_env_on, hire_listing,
+        Answer, HireEnv, PRICE, WorkerKind, chain_settings, hire_env, hire_env_on, hire_listing,
         serve_worker, start_worker,
     },
 };
@@ -471,8 +471,9 @@ async fn a_deliverable_whose_checksum_does_not_match_its_file_is_rejected_and_no
     assert_eq!(env.balances().await, before, "nothing moved");
 }
 
-async fn failure_answer_moves_nothing(database: TestDatabase) {
-    let mut env = hire_env(database, WorkerKind::Echo, 4, "").await;
+/// `env`'s seeker pays a contract of a seed worker that answers HIRE's failure, with one
+/// attempt allowed: (the worker, the contract, the balances before, the paid execute's answer).
+async fn failed_hire(env: &mut HireEnv) -> (SeedWorker, String, (U256, U256), Answer) {
     let worker = start_seed_worker(SeedAnswer::Failure, &env.app.address, None).await;
     let (worker_id, _) = list_seed_worker(&env, &worker).await;
     env.worker_id = worker_id.clone();
@@ -487,6 +488,12 @@ async fn failure_answer_moves_nothing(database: TestDatabase) {
     let answer = env
         .execute(&contract_id, Some(&env.pay(&challenge).await), None)
         .await;
+    (worker, contract_id, before, answer)
+}
+
+async fn failure_answer_moves_nothing(database: TestDatabase) {
+    let mut env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let (_worker, contract_id, before, answer) = failed_hire(&mut env).await;
     assert_eq!(answer.status, 502, "{:?}", answer.body);
     // HIRE's failure body: status, contract_id, error {code, message, details}.
     assert_eq!(answer.body["status"], "failed");
@@ -540,20 +547,7 @@ async fn a_payment_left_held_by_a_crash_is_released(database: TestDatabase) {
         "[contracts]\nrecovery_grace_ms = 10000\njobs_interval_ms = 50",
     )
     .await;
-    let worker = start_seed_worker(SeedAnswer::Failure, &env.app.address, None).await;
-    let (worker_id, _) = list_seed_worker(&env, &worker).await;
-    env.worker_id = worker_id.clone();
-    let contract_id = contract(
-        &env,
-        &worker_id,
-        json!({"retry_policy": {"max_attempts": 1}}),
-    )
-    .await;
-    let before = env.balances().await;
-    let challenge = env.challenge(&contract_id).await;
-    let answer = env
-        .execute(&contract_id, Some(&env.pay(&challenge).await), None)
-        .await;
+    let (_worker, contract_id, before, answer) = failed_hire(&mut env).await;
     assert_eq!(answer.status, 502, "{:?}", answer.body);
     assert_eq!(env.state(&contract_id).await, "failed");
     let store = &env.app.store;
