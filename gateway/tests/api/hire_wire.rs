@@ -475,10 +475,10 @@ async fn a_deliverable_whose_checksum_does_not_match_its_file_is_rejected_and_no
 /// attempt allowed: (the worker, the contract, the balances before, the paid execute's answer).
 async fn failed_hire(env: &mut HireEnv) -> (SeedWorker, String, (U256, U256), Answer) {
     let worker = start_seed_worker(SeedAnswer::Failure, &env.app.address, None).await;
-    let (worker_id, _) = list_seed_worker(&env, &worker).await;
+    let (worker_id, _) = list_seed_worker(env, &worker).await;
     env.worker_id = worker_id.clone();
     let contract_id = contract(
-        &env,
+        env,
         &worker_id,
         json!({"retry_policy": {"max_attempts": 1}}),
     )
