@@ -24,7 +24,7 @@ use hiregate_contracts::{
     terms::ContractTerms,
 };
 
-use super::transaction::{insert_event, parse_state};
+use super::transaction::{append_event, insert_event, parse_state};
 use super::{
     Store, StoreError, from_millis, from_millis_opt, on_backend, on_writer, parse_document,
     parse_id, to_millis,
@@ -346,6 +346,11 @@ pub(crate) const CONTRACT_CAS: &str = "update contract set state = $3, deadline_
     updated_at = $5, event_seq = event_seq + 1 where contract_id = $1 and state = $2 \
     returning event_seq";
 
+/// `update contract set event_seq = event_seq + 1 … returning event_seq`: the seq of an event
+/// that moves nothing, taking the row lock a transition takes (see the module docs).
+pub(crate) const COUNT_EVENT: &str = "update contract set event_seq = event_seq + 1 \
+    where contract_id = $1 returning event_seq";
+
 impl Store {
     /// Create a contract and record its first event (seq 1) atomically. A second contract with
     /// the same id or terms hash is [`StoreError::Duplicate`]. The first event's correlation id
@@ -476,9 +481,6 @@ impl Store {
         contract_id: &str,
         event: &NewContractEvent,
     ) -> Result<Option<i64>, StoreError> {
-        // Counting the event takes the same row lock a transition takes (see the module docs).
-        const COUNT: &str = "update contract set event_seq = event_seq + 1 \
-            where contract_id = $1 returning event_seq";
         // Both as one statement, where the dialect allows it (see `store::advance`):
         // stream relays append an event per worker event.
         const COUNT_WITH_EVENT: &str = "with counted as (update contract \
@@ -503,14 +505,9 @@ impl Store {
                         .await?
                 } else {
                     let mut tx = pool.begin().await?;
-                    let seq: Option<i64> = sqlx::query_scalar(COUNT)
-                        .bind(contract_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    let Some(seq) = seq else {
+                    let Some(seq) = append_event(&mut tx, contract_id, event).await? else {
                         return Ok(None);
                     };
-                    insert_event(&mut tx, contract_id, seq, event, None, None).await?;
                     tx.commit().await?;
                     Some(seq)
                 }

@@ -32,8 +32,18 @@ use super::{
     bind_event, from_millis, from_millis_opt, on_backend, on_writer, parse_id,
     payments::PAYMENT_COLUMNS,
     to_millis,
-    transaction::insert_event,
+    transaction::append_event,
 };
+
+/// The contract states that will never pay: a payment held under one is released.
+const NEVER_PAYS: &str = "('failed', 'cancelled', 'voided', 'expired')";
+
+/// Which payments a sweep's query reads: those an `authorize` locked in escrow, or plain ones.
+#[derive(Clone, Copy)]
+enum Escrow {
+    Locked,
+    None,
+}
 
 const ATTEMPT_ENTITY: &str = "attempt";
 const DELIVERABLE_ENTITY: &str = "deliverable";
@@ -936,11 +946,13 @@ impl Store {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<PaymentRecord>, StoreError> {
-        self.escrow_payments_where(
-            "updated_at <= $1 and (state in ('voiding', 'refunding', 'settlement_failed') \
-             or (state = 'authorized' and contract_id in (select contract_id from contract \
-             where state in ('failed', 'cancelled', 'voided', 'expired')))) \
-             order by updated_at",
+        self.payments_where(
+            Escrow::Locked,
+            &format!(
+                "updated_at <= $1 and (state in ('voiding', 'refunding', 'settlement_failed') \
+                 or (state = 'authorized' and contract_id in (select contract_id from contract \
+                 where state in {NEVER_PAYS}))) order by updated_at"
+            ),
             to_millis(before),
             limit,
         )
@@ -956,21 +968,17 @@ impl Store {
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<PaymentRecord>, StoreError> {
-        let sql = format!(
-            "select {PAYMENT_COLUMNS} from payment where authorize_tx is null \
-             and settle_started_at is null and state = 'verified' \
-             and contract_id in (select contract_id from contract \
-             where state in ('failed', 'cancelled', 'voided', 'expired') and updated_at <= $1) \
-             order by updated_at limit $2"
-        );
-        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql)
-                .bind(to_millis(before))
-                .bind(i64::from(limit))
-                .fetch_all(pool)
-                .await?
-        });
-        rows.into_iter().map(PaymentRecord::try_from).collect()
+        self.payments_where(
+            Escrow::None,
+            &format!(
+                "settle_started_at is null and state = 'verified' \
+                 and contract_id in (select contract_id from contract \
+                 where state in {NEVER_PAYS} and updated_at <= $1) order by updated_at"
+            ),
+            to_millis(before),
+            limit,
+        )
+        .await
     }
 
     /// `verified → voided` for a plain payment, with `event` appended to its contract's log, in
@@ -984,8 +992,6 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const RELEASE: &str = "update payment set state = 'voided', updated_at = $2 \
             where payment_id = $1 and contract_id = $3 and state = 'verified'";
-        const COUNT: &str = "update contract set event_seq = event_seq + 1 \
-            where contract_id = $1 returning event_seq";
         let seq: Option<i64> = {
             let _turn = self.write_turn().await;
             on_writer!(self, pool => {
@@ -1000,13 +1006,9 @@ impl Store {
                 if released != 1 {
                     return Ok(false);
                 }
-                let seq: i64 = sqlx::query_scalar(COUNT)
-                    .bind(contract_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                insert_event(&mut tx, contract_id, seq, event, None, None).await?;
+                let seq = append_event(&mut tx, contract_id, event).await?;
                 tx.commit().await?;
-                Some(seq)
+                seq
             })
         };
         if let Some(seq) = seq {
@@ -1023,7 +1025,8 @@ impl Store {
         deadline_passed: i64,
         limit: u32,
     ) -> Result<Vec<PaymentRecord>, StoreError> {
-        self.escrow_payments_where(
+        self.payments_where(
+            Escrow::Locked,
             "state in ('authorized', 'settling', 'settlement_unknown', 'voiding') \
              and valid_before <= $1 order by valid_before",
             deadline_passed,
@@ -1032,17 +1035,21 @@ impl Store {
         .await
     }
 
-    /// Escrowed payments (`authorize_tx` set) matching `condition` (with its ordering), which
-    /// binds `$1` to `bound`; at most `limit`.
-    async fn escrow_payments_where(
+    /// Payments locked in escrow or not (`escrow`) matching `condition` (with its ordering),
+    /// which binds `$1` to `bound`; at most `limit`.
+    async fn payments_where(
         &self,
+        escrow: Escrow,
         condition: &str,
         bound: i64,
         limit: u32,
     ) -> Result<Vec<PaymentRecord>, StoreError> {
+        let locked = match escrow {
+            Escrow::Locked => "authorize_tx is not null",
+            Escrow::None => "authorize_tx is null",
+        };
         let sql = format!(
-            "select {PAYMENT_COLUMNS} from payment where authorize_tx is not null \
-             and {condition} limit $2"
+            "select {PAYMENT_COLUMNS} from payment where {locked} and {condition} limit $2"
         );
         let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql)

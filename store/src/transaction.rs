@@ -1,8 +1,9 @@
 //! The statements a contract's transaction is made of, as functions over either driver's
 //! connection: the compare-and-set of one step ([`compare_and_set`]), what a missed one found
-//! ([`state_after_miss`]), and the event's append ([`insert_event`]). Each sends exactly one
-//! statement (the compare-and-set two when it misses) and returns what it found; the caller
-//! decides what a miss means, commits, and publishes.
+//! ([`state_after_miss`]), and the event's append ([`insert_event`], or [`append_event`] for an
+//! event that moves nothing). Each sends exactly one statement (the compare-and-set two when it
+//! misses, [`append_event`] two: the count, then the insert) and returns what it found; the
+//! caller decides what a miss means, commits, and publishes.
 //!
 //! They are generic over the `sqlx` database so that one body serves both drivers; the `where`
 //! clauses list what they bind and read (text, integers, and their `Option`s, whose encoding
@@ -14,7 +15,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type}
 
 use crate::{
     NewContractEvent, StoreError, Transition,
-    contracts::{CONTRACT_CAS, INSERT_EVENT},
+    contracts::{CONTRACT_CAS, COUNT_EVENT, INSERT_EVENT},
     to_millis,
 };
 
@@ -126,6 +127,34 @@ where
     .execute(&mut **transaction)
     .await?;
     Ok(())
+}
+
+/// Append `event`, which moves nothing, to the contract's log: its seq, counted on the contract
+/// row (`contracts::COUNT_EVENT`, which takes the row lock a transition takes), then
+/// [`insert_event`]. `None` (nothing written) when the contract does not exist.
+pub(crate) async fn append_event<DB>(
+    transaction: &mut sqlx::Transaction<'_, DB>,
+    contract_id: &str,
+    event: &NewContractEvent,
+) -> Result<Option<i64>, StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    usize: ColumnIndex<DB::Row>,
+    i64: Type<DB> + for<'r> Decode<'r, DB> + for<'q> Encode<'q, DB>,
+    String: Type<DB> + for<'q> Encode<'q, DB>,
+    for<'q> &'q str: Type<DB> + Encode<'q, DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB>,
+{
+    let seq: Option<i64> = sqlx::query_scalar(COUNT_EVENT)
+        .bind(contract_id)
+        .fetch_optional(&mut **transaction)
+        .await?;
+    if let Some(seq) = seq {
+        insert_event(transaction, contract_id, seq, event, None, None).await?;
+    }
+    Ok(seq)
 }
 
 #[cfg(test)]
