@@ -455,11 +455,9 @@ impl HireService {
     /// after the capture deadline. Returns how many payments it looked at.
     pub async fn sweep_escrow(&self) -> Result<usize, StoreError> {
         let store = &self.inner.store;
-        let grace = chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
-            .unwrap_or(chrono::Duration::zero());
         let mut looked = 0;
         for payment in store
-            .escrow_payments_to_release(self.now() - grace, BATCH)
+            .escrow_payments_to_release(self.past_the_grace(), BATCH)
             .await?
         {
             looked += 1;
@@ -489,11 +487,9 @@ impl HireService {
     /// authorization is never sent and lapses at `validBefore`). Returns how many it released.
     pub async fn release_abandoned_payments(&self) -> Result<usize, StoreError> {
         let store = &self.inner.store;
-        let grace = chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
-            .unwrap_or(chrono::Duration::zero());
         let mut released = 0;
         for payment in store
-            .unreleased_plain_payments(self.now() - grace, BATCH)
+            .unreleased_plain_payments(self.past_the_grace(), BATCH)
             .await?
         {
             let event = NewContractEvent {
@@ -515,6 +511,14 @@ impl HireService {
             }
         }
         Ok(released)
+    }
+
+    /// Now less `contracts.recovery_grace_ms`: what the sweeps leave alone was touched since,
+    /// and may still be finished by the path that touched it.
+    fn past_the_grace(&self) -> chrono::DateTime<chrono::Utc> {
+        let grace = chrono::Duration::from_std(self.inner.config.contracts.recovery_grace())
+            .unwrap_or(chrono::Duration::zero());
+        self.now() - grace
     }
 
     async fn locked_ctx(

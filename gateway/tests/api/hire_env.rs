@@ -13,6 +13,7 @@ use hiregate_payments::{
     PaymentPayload, PaymentRequired, PaymentRequirements, SettleResponse, SignOptions,
     decode_header, devnet::Devnet, encode_header, sign_exact_payment, sign_exact_payment_with,
 };
+use hiregate_store::PaymentRecord;
 use hiregate_worker_sdk::{
     GatewayKeys, RunningServer, Worker,
     example_workers::{
@@ -469,6 +470,16 @@ impl HireEnv {
             .expect("contract stored")
             .state
             .to_string()
+    }
+
+    /// The stored payment of a contract.
+    pub async fn payment(&self, contract_id: &str) -> PaymentRecord {
+        self.app
+            .store
+            .payment_of_contract(contract_id)
+            .await
+            .unwrap()
+            .expect("payment stored")
     }
 
     /// Event kinds of a contract, in order.

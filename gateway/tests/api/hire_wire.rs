@@ -550,13 +550,9 @@ async fn a_payment_left_held_by_a_crash_is_released(database: TestDatabase) {
     let (_worker, contract_id, before, answer) = failed_hire(&mut env).await;
     assert_eq!(answer.status, 502, "{:?}", answer.body);
     assert_eq!(env.state(&contract_id).await, "failed");
-    let store = &env.app.store;
-    let payment = store
-        .payment_of_contract(&contract_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let payment = env.payment(&contract_id).await;
     assert_eq!(payment.state, PaymentState::Voided);
+    let store = &env.app.store;
     store
         .set_payment_state(&payment.payment_id, PaymentState::Verified, Utc::now())
         .await
@@ -566,13 +562,8 @@ async fn a_payment_left_held_by_a_crash_is_released(database: TestDatabase) {
 
     // Within the grace the path that failed it may still be about to release it.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let held = store
-        .payment_of_contract(&contract_id)
-        .await
-        .unwrap()
-        .unwrap();
     assert_eq!(
-        held.state,
+        env.payment(&contract_id).await.state,
         PaymentState::Verified,
         "released within the grace"
     );
@@ -581,14 +572,7 @@ async fn a_payment_left_held_by_a_crash_is_released(database: TestDatabase) {
     eventually(
         Duration::from_secs(10),
         "the payment left held is released",
-        || async {
-            let payment = store
-                .payment_of_contract(&contract_id)
-                .await
-                .unwrap()
-                .unwrap();
-            (payment.state == PaymentState::Voided).then_some(())
-        },
+        || async { (env.payment(&contract_id).await.state == PaymentState::Voided).then_some(()) },
     )
     .await;
     // More rounds change nothing: one release, one event.

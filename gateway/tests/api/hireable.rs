@@ -399,7 +399,7 @@ async fn crash_recovery_waits_apart_for_an_unhealthy_worker_and_releases_the_pay
     // The seeker never comes back. A second gateway instance on the same database, whose crash
     // recovery looks for stale contracts every 100 ms, takes the paid contract over: its round
     // hands the wait to a task of its own, which ends the attempt once the SLA is over.
-    let recovering = crate::helpers::spawn_app_on(
+    let _recovering = crate::helpers::spawn_app_on(
         TestDatabase::Shared(env.app.database_url.clone()),
         &crate::hire_env::chain_settings(
             &env.devnet,
@@ -412,16 +412,9 @@ async fn crash_recovery_waits_apart_for_an_unhealthy_worker_and_releases_the_pay
         Duration::from_secs(30),
         "the contract failed and its payment was released",
         || async {
-            if env.state(&contract_id).await != "failed" {
-                return None;
-            }
-            let payment = recovering
-                .store
-                .payment_of_contract(&contract_id)
-                .await
-                .unwrap()
-                .unwrap();
-            (payment.state == PaymentState::Voided).then_some(())
+            (env.state(&contract_id).await == "failed"
+                && env.payment(&contract_id).await.state == PaymentState::Voided)
+                .then_some(())
         },
     )
     .await;
