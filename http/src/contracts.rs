@@ -19,8 +19,9 @@ use hiregate_contracts::id::ContractId;
 use serde::Deserialize;
 
 use super::{
-    answers,
-    extract::{AppJson, AppPath, AppQuery, Caller, Party, Seeker, Wallet},
+    X_REQUEST_ID, answers,
+    extract::{AppJson, AppPath, AppQuery, Caller, HeadersAndBody, Party, Seeker, Wallet},
+    layers::request_id_text,
     routes::{ErrorBody, Routes, get, post},
 };
 use crate::{
@@ -51,12 +52,13 @@ pub fn router() -> Routes {
         .route("/did.json", get(did_document_at_root))
 }
 
-fn correlation_id(headers: &HeaderMap) -> String {
-    headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.chars().take(128).collect())
-        .unwrap_or_else(|| format!("req_{}", ulid::Ulid::new()))
+/// The request id (at most 128 characters of it), else a fresh one: the correlation id of
+/// what a request starts.
+pub(crate) fn correlation_id(headers: &HeaderMap) -> String {
+    match headers.get(X_REQUEST_ID).filter(|id| id.to_str().is_ok()) {
+        Some(id) => request_id_text(Some(id)).to_owned(),
+        None => format!("req_{}", ulid::Ulid::new()),
+    }
 }
 
 /// The name of the header carrying a hire's correlation id, both ways.
@@ -300,8 +302,7 @@ pub(crate) async fn execute_by_path(
     State(state): State<AppState>,
     seeker: Seeker,
     AppPath(id): AppPath<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    HeadersAndBody { headers, body }: HeadersAndBody,
 ) -> Response {
     let id = match parse_contract_id(&id) {
         Ok(id) => id,
@@ -348,8 +349,7 @@ pub(crate) async fn execute_by_path(
 pub(crate) async fn execute_by_header(
     State(state): State<AppState>,
     seeker: Seeker,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    HeadersAndBody { headers, body }: HeadersAndBody,
 ) -> Response {
     let Some(raw) = headers.get("x-contract-id") else {
         return ApiError::BadRequest {

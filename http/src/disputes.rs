@@ -14,6 +14,7 @@ use hiregate_contracts::id::ContractId;
 use hiregate_store::states::DisputeState;
 use serde_json::Value;
 
+use super::contracts::correlation_id;
 use super::extract::{Admin, AppPath, AppQuery, DeferredJson, Party};
 use super::routes::{ErrorBody, Routes, get, post};
 use crate::{
@@ -179,13 +180,6 @@ pub(crate) async fn refund_contract(
         )
         .await?;
     Ok(Json(body))
-}
-
-fn correlation_id(headers: &HeaderMap) -> String {
-    headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .map_or_else(|| format!("req_{}", ulid::Ulid::new()), str::to_owned)
 }
 
 fn dispute_id(raw: &str) -> ApiResult<&str> {

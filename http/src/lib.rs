@@ -20,7 +20,7 @@
 //! | [`console`], [`assets`] | the web console (`/console`, embedded assets) |
 //!
 //! Layers, outermost first (see [`layers`]): request id (`x-request-id`, generated if absent),
-//! trace span (method, matched route, request id) and the id on the answer → CORS → metrics and
+//! trace span (the request id) and the id on the answer → CORS → metrics and
 //! the access log line, timeout (`http.request_timeout_s`, answered as 503 `request_timeout`) →
 //! body limit (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON
 //! error) → the sign-in-with-x challenge on a contract route's 401 ([`siwx::DeclareLayer`]).
