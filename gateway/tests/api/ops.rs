@@ -192,6 +192,22 @@ async fn oversized_body_is_413() {
     let (status, error) = error_of(response).await;
     assert_eq!(status, 413);
     assert_eq!(error["code"], "payload_too_large");
+
+    // The execute routes read their body with their own extractor (an empty body skips the
+    // limit's buffering); a body past the limit is still refused the same way.
+    let (seeker, _) = app.create_key("seeker").await;
+    let contract = hiregate_contracts::id::ContractId::generate();
+    let response = app
+        .send_json(
+            Method::POST,
+            &format!("/v1/contracts/{contract}/execute"),
+            Some(&seeker),
+            &big,
+        )
+        .await;
+    let (status, error) = error_of(response).await;
+    assert_eq!(status, 413);
+    assert_eq!(error["code"], "payload_too_large");
 }
 
 #[tokio::test]
