@@ -55,8 +55,8 @@ pub fn router() -> Routes {
 /// The request id (at most 128 characters of it), else a fresh one: the correlation id of
 /// what a request starts.
 pub(crate) fn correlation_id(headers: &HeaderMap) -> String {
-    match headers.get(X_REQUEST_ID).filter(|id| id.to_str().is_ok()) {
-        Some(id) => request_id_text(Some(id)).to_owned(),
+    match headers.get(X_REQUEST_ID).and_then(|id| id.to_str().ok()) {
+        Some(id) => request_id_text(id).to_owned(),
         None => format!("req_{}", ulid::Ulid::new()),
     }
 }

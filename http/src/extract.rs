@@ -8,11 +8,12 @@
 //! role is 403, never a silent downgrade.
 
 use axum::{
+    body::{Bytes, HttpBody as _},
     extract::{
-        FromRequest, FromRequestParts,
+        FromRequest, FromRequestParts, Request,
         rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection},
     },
-    http::{StatusCode, header::AUTHORIZATION, request::Parts},
+    http::{HeaderMap, StatusCode, header::AUTHORIZATION, request::Parts},
 };
 
 use crate::{error::ApiError, state::AppState};
@@ -53,10 +54,7 @@ where
 {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request(
-        request: axum::extract::Request,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         Ok(Self(
             AppJson::<T>::from_request(request, state)
                 .await
@@ -107,32 +105,28 @@ impl From<BytesRejection> for ApiError {
 #[derive(Debug)]
 pub struct HeadersAndBody {
     /// The request's headers.
-    pub headers: axum::http::HeaderMap,
+    pub headers: HeaderMap,
     /// Its body, or why it could not be read (reported by the route, after its own checks).
-    pub body: Result<bytes::Bytes, BytesRejection>,
+    pub body: Result<Bytes, BytesRejection>,
 }
 
 impl<S: Send + Sync> FromRequest<S> for HeadersAndBody {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request(
-        request: axum::extract::Request,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        use axum::body::HttpBody as _;
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let (mut parts, body) = request.into_parts();
         let headers = std::mem::take(&mut parts.headers);
         let body = if body.is_end_stream() {
-            Ok(bytes::Bytes::new())
+            Ok(Bytes::new())
         } else {
-            bytes::Bytes::from_request(axum::extract::Request::from_parts(parts, body), state).await
+            Bytes::from_request(Request::from_parts(parts, body), state).await
         };
         Ok(Self { headers, body })
     }
 }
 
 /// `PAYMENT-SIGNATURE` as sent (decoded later, where a bad one is answered with a fresh 402).
-pub fn payment_signature(headers: &axum::http::HeaderMap) -> Option<String> {
+pub fn payment_signature(headers: &HeaderMap) -> Option<String> {
     headers
         .get("payment-signature")
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
@@ -324,7 +318,7 @@ impl FromRequestParts<AppState> for Party {
 /// is 401 `invalid_api_key`, the same answer as an unknown key, so it tells nothing about any
 /// contract.
 async fn capability_party(
-    headers: &axum::http::HeaderMap,
+    headers: &HeaderMap,
     state: &AppState,
 ) -> Option<Result<Party, ApiError>> {
     let value = headers.get(AUTHORIZATION)?.to_str().ok()?;

@@ -186,7 +186,9 @@ where
                 route = %route,
                 status,
                 latency_ms,
-                request_id = %request_id_text(request_id.as_ref()),
+                request_id = %request_id_text(
+                    request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("")
+                ),
                 "request served"
             );
             if response.status().is_server_error() {
@@ -200,11 +202,10 @@ where
 
 /// A request id as logged (and as a hire's correlation id): at most 128 characters of a
 /// client's own.
-pub(crate) fn request_id_text(id: Option<&HeaderValue>) -> &str {
-    let text = id.and_then(|v| v.to_str().ok()).unwrap_or("");
-    match text.char_indices().nth(128) {
-        Some((end, _)) => &text[..end],
-        None => text,
+pub(crate) fn request_id_text(id: &str) -> &str {
+    match id.char_indices().nth(128) {
+        Some((end, _)) => &id[..end],
+        None => id,
     }
 }
 
