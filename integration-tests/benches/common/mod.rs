@@ -18,6 +18,10 @@ use sqlx::{Connection as _, Executor as _, PgConnection};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
+/// The shipped binary's allocator: the benches measure what ships.
+#[global_allocator]
+static GLOBAL: hiregate_gateway::allocator::Allocator = hiregate_gateway::allocator::Allocator;
+
 /// The admin key of every bench gateway.
 pub const ADMIN_KEY: &str = "bench-admin-key-0123456789abcdef0123456789";
 
