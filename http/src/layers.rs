@@ -1,13 +1,14 @@
-//! The two middleware layers every route shares, written by hand: each does in one step what
+//! The middleware layers every route shares. Two are written by hand: each does in one step what
 //! a stack of generic layers did (request id, trace span, id propagation; metrics, access log,
 //! timeout), without their per-request allocations (label strings, boxed services, a second
-//! clone of the route). The unpaid 402 is a few microseconds of work: the layers around it
-//! were most of its cost (`integration-tests/benches/unpaid.rs` measures it against a raw
-//! axum handler).
+//! clone of the route). The third narrows tower-http's CORS to the requests that need it. The
+//! unpaid 402 is a few microseconds of work: the layers around it were most of its cost
+//! (`integration-tests/benches/unpaid.rs` measures it against a raw axum handler).
 //!
 //! ```text
-//! Identify (outermost): x-request-id kept or made → span "http" {request_id}
-//!    → CORS (tower-http; preflights answered here, outside metrics)
+//! Identify (outermost): x-request-id kept or made → at debug, span "http" {request_id}
+//!    → CORS (tower-http, for requests with `Origin`; preflights answered here, outside
+//!      metrics; any other request gets CORS's `Vary` alone)
 //!    → Observe: timeout (503 `request_timeout`) → metrics + access log + 5xx error event
 //!    → the route
 //! ← x-request-id on every answer (Identify)
@@ -25,11 +26,13 @@ use std::{
 
 use axum::{
     extract::{MatchedPath, Request},
-    http::{HeaderValue, Method},
+    http::{HeaderValue, Method, header},
     response::{IntoResponse, Response},
 };
+use futures::{FutureExt as _, future::Either};
 use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 use tower::{Layer, Service};
+use tower_http::cors::{self, Cors, CorsLayer};
 use tracing::Instrument;
 
 use super::X_REQUEST_ID;
@@ -37,6 +40,9 @@ use crate::error::ApiError;
 use hiregate_engine::metrics::{HttpLabels, Metrics, RouteLabels};
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+/// The target of the access line, which the gateway's log setup writes on a path of its own.
+pub const ACCESS_LOG_TARGET: &str = "hiregate_gateway::access";
 
 /// Route label of a request no route matched.
 const UNMATCHED: &str = "unmatched";
@@ -81,23 +87,87 @@ where
                 made
             }
         };
-        // The request id alone: every line logged while serving the request carries it, and the
-        // access line adds method, route and status. A span's fields are formatted when it is
-        // made, whether anything is logged under it or not; with method and route too this span
-        // was 1.8 µs of an unpaid 402's 36 µs of server time (perf, `--bench unpaid`).
-        let span = tracing::info_span!("http", request_id = id.to_str().unwrap_or(""));
+        // At debug, every line logged while serving the request carries its id through this
+        // span; at info the access line carries it alone (with method, route and status), and
+        // the span is not made. A span is made, entered, left and closed through the subscriber
+        // and its fields are formatted up front, logged under or not: 2.3 µs of an unpaid
+        // 402's 63 µs of server time on a 2-core VM (perf, `--bench unpaid`). Displayed, not
+        // debugged: a `&str` field is written escaped char by char.
+        let span = tracing::debug_span!("http", request_id = %id.to_str().unwrap_or(""));
         let answer = {
             let _entered = span.enter();
             self.inner.call(request)
         };
-        Box::pin(
-            async move {
-                let Ok(mut response) = answer.await;
-                response.headers_mut().entry(X_REQUEST_ID).or_insert(id);
-                Ok(response)
-            }
-            .instrument(span),
-        )
+        let answer = async move {
+            let Ok(mut response) = answer.await;
+            response.headers_mut().entry(X_REQUEST_ID).or_insert(id);
+            Ok(response)
+        };
+        if span.is_disabled() {
+            Box::pin(answer)
+        } else {
+            Box::pin(answer.instrument(span))
+        }
+    }
+}
+
+/// CORS for the requests that carry `Origin`, as every cross-origin request from a browser
+/// does: those (preflights among them) go through tower-http's CORS. Any other request (an SDK,
+/// an agent, curl) gets only the `Vary` that CORS puts on every answer, so that a shared cache
+/// never serves a browser an answer made without its origin. CORS builds its answer headers per
+/// request (the `Vary` list joined anew, `Access-Control-Expose-Headers`, which only browsers
+/// read, merged into the answer): about 1.5 µs of an unpaid 402 (perf, `--bench unpaid`).
+#[derive(Debug, Clone)]
+pub struct BrowserCors(CorsLayer);
+
+impl BrowserCors {
+    /// `cors` for the requests that carry `Origin`.
+    pub fn new(cors: CorsLayer) -> Self {
+        Self(cors)
+    }
+}
+
+impl<S> Layer<S> for BrowserCors {
+    type Service = BrowserCorsService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        BrowserCorsService(self.0.layer(inner))
+    }
+}
+
+/// See [`BrowserCors`].
+#[derive(Debug, Clone)]
+pub struct BrowserCorsService<S>(Cors<S>);
+
+/// What tower-http's CORS puts in `Vary` by default, joined as it joins it.
+const CORS_VARY: HeaderValue = HeaderValue::from_static(
+    "origin, access-control-request-method, access-control-request-headers",
+);
+
+type VaryAdded<F> =
+    futures::future::Map<F, fn(Result<Response, Infallible>) -> Result<Response, Infallible>>;
+
+impl<S> Service<Request> for BrowserCorsService<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<cors::ResponseFuture<S::Future>, VaryAdded<S::Future>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        if request.headers().contains_key(header::ORIGIN) {
+            return Either::Left(self.0.call(request));
+        }
+        let add_vary: fn(Result<Response, Infallible>) -> Result<Response, Infallible> = |answer| {
+            let Ok(mut response) = answer;
+            response.headers_mut().append(header::VARY, CORS_VARY);
+            Ok(response)
+        };
+        Either::Right(self.0.get_mut().call(request).map(add_vary))
     }
 }
 
@@ -180,19 +250,23 @@ where
             let status = response.status().as_u16();
             let route = route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
             let latency_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+            let request_id = request_id_text(
+                request_id
+                    .as_ref()
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or(""),
+            );
             tracing::info!(
-                target: "hiregate_gateway::access",
+                target: ACCESS_LOG_TARGET,
                 method = %method,
                 route = %route,
                 status,
                 latency_ms,
-                request_id = %request_id_text(
-                    request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("")
-                ),
+                request_id = %request_id,
                 "request served"
             );
             if response.status().is_server_error() {
-                tracing::error!(status, latency_ms, "response failed");
+                tracing::error!(status, latency_ms, request_id = %request_id, "response failed");
             }
             meters.observe(&method, route, status, elapsed);
             Ok(response)

@@ -20,9 +20,9 @@
 //! | [`console`], [`assets`] | the web console (`/console`, embedded assets) |
 //!
 //! Layers, outermost first (see [`layers`]): request id (`x-request-id`, generated if absent),
-//! trace span (the request id) and the id on the answer → CORS → metrics and
-//! the access log line, timeout (`http.request_timeout_s`, answered as 503 `request_timeout`) →
-//! body limit (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON
+//! trace span (the request id, at debug) and the id on the answer → CORS (requests with
+//! `Origin`) → metrics and the access log line, timeout (`http.request_timeout_s`, answered as
+//! 503 `request_timeout`) → body limit (`http.body_limit_bytes`, enforced by the body extractors so the 413 is a JSON
 //! error) → the sign-in-with-x challenge on a contract route's 401 ([`siwx::DeclareLayer`]).
 
 pub mod a2a;
@@ -91,7 +91,7 @@ pub fn router(state: AppState) -> Router {
         .layer(
             ServiceBuilder::new()
                 .layer(layers::Identify)
-                .layer(cors)
+                .layer(layers::BrowserCors::new(cors))
                 .layer(layers::Observe::new(Arc::clone(&state.metrics), timeout))
                 .layer(DefaultBodyLimit::max(body_limit)),
         )

@@ -123,6 +123,33 @@ async fn cors_exposes_and_allows_the_x402_headers() {
         .to_ascii_lowercase();
     assert!(exposed.contains("payment-required"), "{exposed}");
     assert!(exposed.contains("payment-response"), "{exposed}");
+
+    // Without `Origin` (no browser), no CORS headers but CORS's own `Vary`, so that a cache
+    // keeps the two answers apart.
+    let plain = app
+        .client
+        .get(format!("{}/healthz", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 200);
+    assert!(
+        !plain
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_EXPOSE_HEADERS),
+        "{:?}",
+        plain.headers()
+    );
+    let vary = |response: &reqwest::Response| -> Vec<String> {
+        response
+            .headers()
+            .get_all(header::VARY)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(vary(&plain), vary(&simple));
+    assert!(vary(&plain)[0].contains("origin"), "{:?}", vary(&plain));
 }
 
 async fn error_of(response: reqwest::Response) -> (u16, Value) {

@@ -1,5 +1,5 @@
 //! Tracing setup: an env filter (`RUST_LOG` wins over `log.level`) and a pretty or JSON fmt
-//! layer. Tests call [`init_for_tests`], which installs a test-writer subscriber once per process
+//! layer, whose access lines are written on a path of their own ([`access`]). Tests call [`init_for_tests`], which installs a test-writer subscriber once per process
 //! and prints only when `TEST_LOG` is set, or [`capture`], which records the current thread's
 //! log lines in the production JSON format to check what is (and is not) logged.
 
@@ -14,6 +14,10 @@ use tracing_subscriber::{
 };
 
 use hiregate_engine::settings::{LogFormat, LogSettings};
+
+use access::{Shape, WithAccessLines};
+
+mod access;
 
 /// The global subscriber could not be installed.
 #[derive(Debug, thiserror::Error)]
@@ -47,16 +51,31 @@ fn directives(level: &str) -> String {
     )
 }
 
+/// The JSON lines of `log.format = "json"`.
 fn json_layer<S, W>(writer: W) -> impl tracing_subscriber::Layer<S>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
-    W: for<'writer> MakeWriter<'writer> + 'static,
+    W: for<'writer> MakeWriter<'writer> + Clone + 'static,
 {
-    fmt::layer()
+    let lines = fmt::layer()
         .json()
         .flatten_event(true)
         .with_current_span(true)
-        .with_writer(writer)
+        .with_writer(writer.clone());
+    WithAccessLines::new(lines, writer, Shape::Json)
+}
+
+/// The pretty lines of `log.format = "pretty"`, coloured when `colours`.
+fn pretty_layer<S, W>(writer: W, colours: bool) -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    W: for<'writer> MakeWriter<'writer> + Clone + 'static,
+{
+    let lines = fmt::layer()
+        .with_target(true)
+        .with_ansi(colours)
+        .with_writer(writer.clone());
+    WithAccessLines::new(lines, writer, Shape::Pretty { colours })
 }
 
 /// Install the process-wide subscriber described by `[log]`, writing to stdout. The pretty
@@ -64,7 +83,28 @@ where
 /// noise. (Their cost is small: `--bench unpaid`, 5 runs each, ratio median 0.615 uncoloured
 /// against 0.563 coloured, within the runs' spread of 0.46–0.69.)
 pub fn init(settings: &LogSettings) -> Result<(), TelemetryError> {
-    init_writing_to(settings, std::io::stdout, std::io::stdout().is_terminal())
+    let colours = std::io::stdout().is_terminal();
+    match unlocked_stdout() {
+        Some(stdout) => init_writing_to(settings, stdout, colours),
+        None => init_writing_to(settings, std::io::stdout, colours),
+    }
+}
+
+/// Standard output without `std::io::Stdout`'s lock: a second handle on it, through which each
+/// line is one `write` of its own. `Stdout` holds its lock across the `write` call, so two
+/// workers logging at once queued on it, and the one that waited was put to sleep and woken: a
+/// `futex` pair per request at 402 rates, gone with the lock (strace, `--bench unpaid`). Each
+/// line is one call: a file or terminal takes each call whole and a pipe up to 4 KiB at once,
+/// so lines from two threads do not interleave (a longer line into a pipe might).
+fn unlocked_stdout() -> Option<Arc<std::fs::File>> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd as _;
+        let handle = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+        Some(Arc::new(std::fs::File::from(handle)))
+    }
+    #[cfg(not(unix))]
+    None
 }
 
 /// [`init`], writing to `writer`, coloured when `colours`: the 402 bench installs the shipped
@@ -78,19 +118,12 @@ pub fn init_writing_to<W>(
     colours: bool,
 ) -> Result<(), TelemetryError>
 where
-    W: for<'writer> MakeWriter<'writer> + Send + Sync + 'static,
+    W: for<'writer> MakeWriter<'writer> + Clone + Send + Sync + 'static,
 {
     let filter = filter_for(settings.level.as_str());
     let registry = tracing_subscriber::registry().with(filter);
     match settings.format {
-        LogFormat::Pretty => registry
-            .with(
-                fmt::layer()
-                    .with_target(true)
-                    .with_ansi(colours)
-                    .with_writer(writer),
-            )
-            .try_init()?,
+        LogFormat::Pretty => registry.with(pretty_layer(writer, colours)).try_init()?,
         LogFormat::Json => registry.with(json_layer(writer)).try_init()?,
     }
     Ok(())

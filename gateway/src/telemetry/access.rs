@@ -1,0 +1,403 @@
+//! The access line, written on a path of its own: every request logs one, so it is the one line
+//! whose cost every request pays. The fmt layer formats any event: it looks up the request's span
+//! and prints its fields (the request id again), and formats each field through `dyn` writers.
+//! [`WithAccessLines`] hands every other event and every span to that layer unchanged and writes
+//! the access line itself, in the same shape (pretty or JSON) minus the span, whose one field
+//! the line carries already.
+
+use std::{
+    cell::RefCell,
+    fmt::Write as _,
+    io::Write as _,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use hiregate_http::layers::ACCESS_LOG_TARGET;
+use tracing::{
+    Event, Metadata, Subscriber,
+    field::{Field, Visit},
+    level_filters::LevelFilter,
+    span,
+    subscriber::Interest,
+};
+use tracing_subscriber::{Layer, fmt::MakeWriter, layer::Context};
+
+/// How lines are written: the fmt layer's two shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// `2026-11-28T08:40:00.123456Z  INFO target: message key=value …`, coloured or not.
+    Pretty { colours: bool },
+    /// One JSON object: `timestamp`, `level`, the fields (`message` among them), `target`.
+    Json,
+}
+
+/// The fmt layer `lines`, except that access lines are written here, to `writer`, as `shape`.
+pub(super) struct WithAccessLines<L, W> {
+    lines: L,
+    writer: W,
+    shape: Shape,
+}
+
+impl<L, W> WithAccessLines<L, W> {
+    pub(super) fn new(lines: L, writer: W, shape: Shape) -> Self {
+        Self {
+            lines,
+            writer,
+            shape,
+        }
+    }
+}
+
+impl<S, L, W> Layer<S> for WithAccessLines<L, W>
+where
+    S: Subscriber,
+    L: Layer<S>,
+    W: for<'writer> MakeWriter<'writer> + 'static,
+{
+    fn on_register_dispatch(&self, subscriber: &tracing::Dispatch) {
+        self.lines.on_register_dispatch(subscriber);
+    }
+
+    fn on_layer(&mut self, subscriber: &mut S) {
+        self.lines.on_layer(subscriber);
+    }
+
+    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
+        self.lines.register_callsite(metadata)
+    }
+
+    fn enabled(&self, metadata: &Metadata<'_>, ctx: Context<'_, S>) -> bool {
+        self.lines.enabled(metadata, ctx)
+    }
+
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        self.lines.on_new_span(attrs, id, ctx);
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.lines.max_level_hint()
+    }
+
+    fn on_record(&self, span: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        self.lines.on_record(span, values, ctx);
+    }
+
+    fn on_follows_from(&self, span: &span::Id, follows: &span::Id, ctx: Context<'_, S>) {
+        self.lines.on_follows_from(span, follows, ctx);
+    }
+
+    fn event_enabled(&self, event: &Event<'_>, ctx: Context<'_, S>) -> bool {
+        self.lines.event_enabled(event, ctx)
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if event.metadata().target() == ACCESS_LOG_TARGET {
+            self.write_access_line(event);
+        } else {
+            self.lines.on_event(event, ctx);
+        }
+    }
+
+    fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+        self.lines.on_enter(id, ctx);
+    }
+
+    fn on_exit(&self, id: &span::Id, ctx: Context<'_, S>) {
+        self.lines.on_exit(id, ctx);
+    }
+
+    fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
+        self.lines.on_close(id, ctx);
+    }
+
+    fn on_id_change(&self, old: &span::Id, new: &span::Id, ctx: Context<'_, S>) {
+        self.lines.on_id_change(old, new, ctx);
+    }
+}
+
+thread_local! {
+    /// Each thread's line under construction, kept between lines.
+    static LINE: RefCell<Line> = RefCell::new(Line::default());
+}
+
+impl<L, W> WithAccessLines<L, W>
+where
+    W: for<'writer> MakeWriter<'writer> + 'static,
+{
+    fn write_access_line(&self, event: &Event<'_>) {
+        let write = |line: &mut Line| {
+            line.start(self.shape, event.metadata());
+            event.record(line);
+            line.finish(event.metadata());
+            // One `write` per line, as the fmt layer does; a failed write is dropped as there.
+            let _ = self
+                .writer
+                .make_writer_for(event.metadata())
+                .write_all(&line.bytes);
+        };
+        LINE.with(|line| match line.try_borrow_mut() {
+            Ok(mut line) => write(&mut line),
+            // Only if writing a line logged another line on the same thread.
+            Err(_) => write(&mut Line::default()),
+        });
+    }
+}
+
+/// A line being written, with the text of a value that needs escaping before it is written.
+#[derive(Default)]
+struct Line {
+    bytes: Vec<u8>,
+    shape: Option<Shape>,
+    text: String,
+    /// The timestamp's whole second, as written last on this thread.
+    second: Option<(u64, [u8; SECOND_LENGTH])>,
+}
+
+/// `2026-11-28T08:40:00`.
+const SECOND_LENGTH: usize = 19;
+
+const DIM: &str = "\x1b[2m";
+const ITALIC: &str = "\x1b[3m";
+const RESET: &str = "\x1b[0m";
+
+impl Line {
+    fn start(&mut self, shape: Shape, metadata: &Metadata<'_>) {
+        self.bytes.clear();
+        self.shape = Some(shape);
+        let level = *metadata.level();
+        match shape {
+            Shape::Pretty { colours } => {
+                if colours {
+                    self.bytes.extend_from_slice(DIM.as_bytes());
+                }
+                self.timestamp();
+                if colours {
+                    let colour = match level {
+                        tracing::Level::ERROR => "\x1b[31m",
+                        tracing::Level::WARN => "\x1b[33m",
+                        tracing::Level::INFO => "\x1b[32m",
+                        tracing::Level::DEBUG => "\x1b[34m",
+                        tracing::Level::TRACE => "\x1b[35m",
+                    };
+                    let _ = write!(
+                        self.bytes,
+                        "{RESET} {colour}{level:>5}{RESET} {DIM}{}{RESET}{DIM}:{RESET}",
+                        metadata.target()
+                    );
+                } else {
+                    let _ = write!(self.bytes, " {level:>5} {}:", metadata.target());
+                }
+            }
+            Shape::Json => {
+                self.bytes.extend_from_slice(b"{\"timestamp\":\"");
+                self.timestamp();
+                let _ = write!(self.bytes, "\",\"level\":\"{level}\"");
+            }
+        }
+    }
+
+    fn finish(&mut self, metadata: &Metadata<'_>) {
+        if self.shape == Some(Shape::Json) {
+            self.bytes.extend_from_slice(b",\"target\":");
+            self.json_string(metadata.target());
+            self.bytes.push(b'}');
+        }
+        self.bytes.push(b'\n');
+    }
+
+    /// RFC 3339 in UTC to the microsecond, as the fmt layer writes it; the date and time of day
+    /// are formatted once a second.
+    fn timestamp(&mut self) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let seconds = now.as_secs();
+        let text = match self.second {
+            Some((second, text)) if second == seconds => text,
+            _ => {
+                let mut text = [b'0'; SECOND_LENGTH];
+                if let Some(time) = i64::try_from(seconds)
+                    .ok()
+                    .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+                {
+                    let formatted = time.format("%Y-%m-%dT%H:%M:%S").to_string();
+                    if formatted.len() == SECOND_LENGTH {
+                        text.copy_from_slice(formatted.as_bytes());
+                    }
+                }
+                self.second = Some((seconds, text));
+                text
+            }
+        };
+        self.bytes.extend_from_slice(&text);
+        let _ = write!(self.bytes, ".{:06}Z", now.subsec_micros());
+    }
+
+    /// `value` as a JSON string, quotes included.
+    fn json_string(&mut self, value: &str) {
+        // Writing a `&str` into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut self.bytes, value);
+    }
+
+    /// The key of a field: ` key=` (pretty) or `,"key":` (JSON).
+    fn key(&mut self, field: &Field) {
+        match self.shape {
+            Some(Shape::Pretty { colours: true }) => {
+                let _ = write!(self.bytes, " {ITALIC}{}{RESET}{DIM}={RESET}", field.name());
+            }
+            Some(Shape::Pretty { colours: false }) => {
+                let _ = write!(self.bytes, " {}=", field.name());
+            }
+            Some(Shape::Json) | None => {
+                self.bytes.push(b',');
+                self.json_string(field.name());
+                self.bytes.push(b':');
+            }
+        }
+    }
+
+    fn pretty(&self) -> bool {
+        matches!(self.shape, Some(Shape::Pretty { .. }))
+    }
+}
+
+impl Visit for Line {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        // The message comes first in a pretty line, unnamed, as the fmt layer writes it.
+        if self.pretty() && field.name() == "message" {
+            let _ = write!(self.bytes, " {value:?}");
+            return;
+        }
+        self.key(field);
+        if self.pretty() {
+            let _ = write!(self.bytes, "{value:?}");
+        } else {
+            let mut text = std::mem::take(&mut self.text);
+            text.clear();
+            let _ = write!(text, "{value:?}");
+            self.json_string(&text);
+            self.text = text;
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if self.pretty() {
+            self.record_debug(field, &value);
+        } else {
+            self.key(field);
+            self.json_string(value);
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.key(field);
+        let _ = write!(self.bytes, "{value}");
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.key(field);
+        let _ = write!(self.bytes, "{value}");
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.key(field);
+        let _ = write!(self.bytes, "{value}");
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.key(field);
+        if self.pretty() {
+            let _ = write!(self.bytes, "{value}");
+        } else {
+            // A number, or null for what JSON has no number for, as the fmt layer writes it.
+            let _ = serde_json::to_writer(&mut self.bytes, &value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::{fmt, layer::SubscriberExt as _};
+
+    use super::*;
+    use crate::telemetry::CapturedLogs;
+
+    /// One access line (and a line of another target, both outside any span) through the fmt
+    /// layer alone, and through [`WithAccessLines`] over it.
+    fn both_ways(shape: Shape) -> (String, String) {
+        let log = || {
+            let method = "POST";
+            tracing::info!(
+                target: ACCESS_LOG_TARGET,
+                method = %method,
+                route = %"/v1/contracts/{id}/execute",
+                status = 402_u16,
+                latency_ms = 3_u64,
+                request_id = %r#"client "id" \ é"#,
+                "request served"
+            );
+        };
+        let by_fmt = CapturedLogs::default();
+        let by_hand = CapturedLogs::default();
+        let layer = |logs: &CapturedLogs| -> Box<dyn Layer<_> + Send + Sync> {
+            match shape {
+                Shape::Json => Box::new(
+                    fmt::layer()
+                        .json()
+                        .flatten_event(true)
+                        .with_current_span(true)
+                        .with_writer(logs.clone()),
+                ),
+                Shape::Pretty { colours } => {
+                    Box::new(fmt::layer().with_ansi(colours).with_writer(logs.clone()))
+                }
+            }
+        };
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer(&by_fmt)), log);
+        let hand = WithAccessLines::new(layer(&by_hand), by_hand.clone(), shape);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(hand), log);
+        (by_fmt.text(), by_hand.text())
+    }
+
+    /// The line after its timestamp (`2026-11-28T08:40:00.123456Z`).
+    fn untimed(line: &str) -> &str {
+        let (stamp, rest) = line.split_at(SECOND_LENGTH + 8);
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(stamp.trim_start_matches(DIM)).is_ok(),
+            "{line:?}"
+        );
+        rest
+    }
+
+    #[test]
+    fn the_pretty_access_line_is_the_fmt_layers_line() {
+        for colours in [false, true] {
+            let (by_fmt, by_hand) = both_ways(Shape::Pretty { colours });
+            assert_eq!(by_hand.lines().count(), 1, "{by_hand}");
+            let offset = if colours { DIM.len() } else { 0 };
+            assert_eq!(
+                untimed(&by_hand[offset..]),
+                untimed(&by_fmt[offset..]),
+                "colours {colours}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_json_access_line_is_the_fmt_layers_line() {
+        let (by_fmt, by_hand) = both_ways(Shape::Json);
+        let parse = |text: &str| {
+            let mut line: serde_json::Value = serde_json::from_str(text).expect(text);
+            let stamp = line["timestamp"].take();
+            assert!(
+                chrono::DateTime::parse_from_rfc3339(stamp.as_str().unwrap()).is_ok(),
+                "{stamp}"
+            );
+            line
+        };
+        let ours = parse(&by_hand);
+        assert_eq!(ours, parse(&by_fmt));
+        assert_eq!(ours["request_id"], r#"client "id" \ é"#);
+        assert_eq!(ours["status"], 402);
+    }
+}
