@@ -135,11 +135,16 @@ where
                 .make_writer_for(event.metadata())
                 .write_all(&line.bytes);
         };
-        LINE.with(|line| match line.try_borrow_mut() {
-            Ok(mut line) => write(&mut line),
-            // Only if writing a line logged another line on the same thread.
-            Err(_) => write(&mut Line::default()),
+        let written = LINE.try_with(|line| {
+            line.try_borrow_mut()
+                .map(|mut line| write(&mut line))
+                .is_ok()
         });
+        // Only if writing a line logged another line on the same thread, or the thread is
+        // ending and its line is gone.
+        if written != Ok(true) {
+            write(&mut Line::default());
+        }
     }
 }
 
