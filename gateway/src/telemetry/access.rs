@@ -23,11 +23,12 @@ use tracing::{
 use tracing_subscriber::{Layer, fmt::MakeWriter, layer::Context};
 
 /// How lines are written: the fmt layer's two shapes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) enum Shape {
     /// `2026-11-28T08:40:00.123456Z  INFO target: message key=value …`, coloured or not.
     Pretty { colours: bool },
     /// One JSON object: `timestamp`, `level`, the fields (`message` among them), `target`.
+    #[default]
     Json,
 }
 
@@ -152,7 +153,8 @@ where
 #[derive(Default)]
 struct Line {
     bytes: Vec<u8>,
-    shape: Option<Shape>,
+    /// The shape of the line being written (set by [`Line::start`]).
+    shape: Shape,
     text: String,
     /// The timestamp's whole second, as written last on this thread.
     second: Option<(u64, [u8; SECOND_LENGTH])>,
@@ -168,7 +170,7 @@ const RESET: &str = "\x1b[0m";
 impl Line {
     fn start(&mut self, shape: Shape, metadata: &Metadata<'_>) {
         self.bytes.clear();
-        self.shape = Some(shape);
+        self.shape = shape;
         let level = *metadata.level();
         match shape {
             Shape::Pretty { colours } => {
@@ -202,7 +204,7 @@ impl Line {
     }
 
     fn finish(&mut self, metadata: &Metadata<'_>) {
-        if self.shape == Some(Shape::Json) {
+        if self.shape == Shape::Json {
             self.bytes.extend_from_slice(b",\"target\":");
             self.json_string(metadata.target());
             self.bytes.push(b'}');
@@ -247,13 +249,13 @@ impl Line {
     /// The key of a field: ` key=` (pretty) or `,"key":` (JSON).
     fn key(&mut self, field: &Field) {
         match self.shape {
-            Some(Shape::Pretty { colours: true }) => {
+            Shape::Pretty { colours: true } => {
                 let _ = write!(self.bytes, " {ITALIC}{}{RESET}{DIM}={RESET}", field.name());
             }
-            Some(Shape::Pretty { colours: false }) => {
+            Shape::Pretty { colours: false } => {
                 let _ = write!(self.bytes, " {}=", field.name());
             }
-            Some(Shape::Json) | None => {
+            Shape::Json => {
                 self.bytes.push(b',');
                 self.json_string(field.name());
                 self.bytes.push(b':');
@@ -262,7 +264,13 @@ impl Line {
     }
 
     fn pretty(&self) -> bool {
-        matches!(self.shape, Some(Shape::Pretty { .. }))
+        matches!(self.shape, Shape::Pretty { .. })
+    }
+
+    /// A number or a boolean, written as it displays in either shape.
+    fn plain(&mut self, field: &Field, value: impl std::fmt::Display) {
+        self.key(field);
+        let _ = write!(self.bytes, "{value}");
     }
 }
 
@@ -295,25 +303,22 @@ impl Visit for Line {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.key(field);
-        let _ = write!(self.bytes, "{value}");
+        self.plain(field, value);
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.key(field);
-        let _ = write!(self.bytes, "{value}");
+        self.plain(field, value);
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.key(field);
-        let _ = write!(self.bytes, "{value}");
+        self.plain(field, value);
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.key(field);
         if self.pretty() {
-            let _ = write!(self.bytes, "{value}");
+            self.plain(field, value);
         } else {
+            self.key(field);
             // A number, or null for what JSON has no number for, as the fmt layer writes it.
             let _ = serde_json::to_writer(&mut self.bytes, &value);
         }
@@ -327,8 +332,8 @@ mod tests {
     use super::*;
     use crate::telemetry::CapturedLogs;
 
-    /// One access line (and a line of another target, both outside any span) through the fmt
-    /// layer alone, and through [`WithAccessLines`] over it.
+    /// One access line, outside any span, through the fmt layer alone and through
+    /// [`WithAccessLines`] over it.
     fn both_ways(shape: Shape) -> (String, String) {
         let log = || {
             let method = "POST";
