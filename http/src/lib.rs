@@ -87,13 +87,15 @@ pub fn router(state: AppState) -> Router {
         .merge(mcp::router(&state))
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(siwx::DeclareLayer::new(state.clone()))
+        // One `layer` call: axum boxes each route once per call and clones every box for each
+        // request it serves.
         .layer(
             ServiceBuilder::new()
                 .layer(layers::Identify)
                 .layer(layers::BrowserCors::new(cors))
                 .layer(layers::Observe::new(Arc::clone(&state.metrics), timeout))
-                .layer(DefaultBodyLimit::max(body_limit)),
+                .layer(DefaultBodyLimit::max(body_limit))
+                .layer(siwx::DeclareLayer::new(state.clone())),
         )
         .with_state(state)
 }
