@@ -185,7 +185,7 @@ impl From<KeyRole> for Role {
 /// async runtime, then the command line.
 pub fn main() -> ExitCode {
     crate::allocator::limit_arenas();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match crate::startup::runtime() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("hiregate: cannot start the async runtime: {error}");

@@ -5,7 +5,7 @@
 //! service, then the router, and binds the listener, so the port is known before serving (port 0
 //! works). `run_until_stopped` serves and runs the background loops (health checks, settlement
 //! sweep, webhook delivery, long-running work, settlement metrics) until the given token is
-//! cancelled, then drains them.
+//! cancelled, then drains them. [`runtime`] is the async runtime the binary runs it on.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -22,6 +22,16 @@ use hiregate_engine::{
 };
 use hiregate_http::state::AppState;
 use hiregate_store::Store;
+
+/// The gateway's async runtime: tokio's multi-thread runtime with every driver, whose workers
+/// write the access lines they held back whenever they go idle
+/// ([`crate::telemetry::write_deferred_access_lines`]).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(crate::telemetry::write_deferred_access_lines)
+        .build()
+}
 
 /// The app could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]

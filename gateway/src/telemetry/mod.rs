@@ -56,7 +56,7 @@ fn directives(level: &str) -> String {
 fn json_layer<S, W>(writer: W) -> impl tracing_subscriber::Layer<S>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
-    W: for<'writer> MakeWriter<'writer> + Clone + 'static,
+    W: for<'writer> MakeWriter<'writer> + Clone + Send + Sync + 'static,
 {
     let lines = fmt::layer()
         .json()
@@ -70,7 +70,7 @@ where
 fn pretty_layer<S, W>(writer: W, colours: bool) -> impl tracing_subscriber::Layer<S>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
-    W: for<'writer> MakeWriter<'writer> + Clone + 'static,
+    W: for<'writer> MakeWriter<'writer> + Clone + Send + Sync + 'static,
 {
     let lines = fmt::layer()
         .with_target(true)
@@ -95,9 +95,10 @@ pub fn init(settings: &LogSettings) -> Result<(), TelemetryError> {
 /// line is one `write` of its own. `Stdout` holds its lock across the `write` call, so two
 /// workers logging at once queue on it, and the one that waits is put to sleep and woken: with
 /// a sink behind such a lock, strace of the 402 bench counted one `futex` call per request,
-/// against one per 13 requests without logging. Each line is one call: a file or terminal
-/// takes each call whole and a pipe up to 4 KiB at once, so lines from two threads do not
-/// interleave (a longer line into a pipe might).
+/// against one per 13 requests without logging. Each call is whole lines, at most 4 KiB of
+/// them unless one line is longer: a file or terminal takes each call whole and a pipe up to
+/// 4 KiB at once, so lines from two threads do not interleave (a longer line into a pipe
+/// might).
 fn unlocked_stdout() -> Option<Arc<std::fs::File>> {
     #[cfg(unix)]
     {
@@ -110,10 +111,11 @@ fn unlocked_stdout() -> Option<Arc<std::fs::File>> {
 }
 
 /// [`init`], writing to `writer`, coloured when `colours`: the 402 bench installs the shipped
-/// subscriber over `/dev/null`. Lines are written in place, one `write` each: a writer thread
-/// of their own (`tracing-appender`, batched) made the unpaid 402 slower on 2 cores, 0.52 →
-/// 0.43 of a raw axum handler (`--bench unpaid`), most likely because its wake-ups cost more
-/// than the writes it took over.
+/// subscriber over `/dev/null`. Lines are written by the thread that logs them, one `write`
+/// each (access lines of a busy runtime worker: several at once, see
+/// [`write_deferred_access_lines`]): a writer thread of their own (`tracing-appender`, batched)
+/// made the unpaid 402 slower on 2 cores, 0.52 → 0.43 of a raw axum handler (`--bench
+/// unpaid`), most likely because its wake-ups cost more than the writes it took over.
 pub fn init_writing_to<W>(
     settings: &LogSettings,
     writer: W,
@@ -129,6 +131,13 @@ where
         LogFormat::Json => registry.with(json_layer(writer)).try_init()?,
     }
     Ok(())
+}
+
+/// The park hook (`on_thread_park`) of the gateway's runtime: a worker holds its access lines
+/// back while it is busy and writes them, in one `write`, whenever it goes idle. See
+/// [`access`] for what that saves and what a crash can lose.
+pub fn write_deferred_access_lines() {
+    access::write_deferred();
 }
 
 /// Install a subscriber for tests, once; output goes through the test harness's capture and only
