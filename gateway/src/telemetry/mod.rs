@@ -16,6 +16,7 @@ use tracing_subscriber::{
 
 use hiregate_engine::settings::{LogFormat, LogSettings};
 
+pub use access::write_deferred as write_deferred_access_lines;
 use access::{Shape, WithAccessLines};
 
 mod access;
@@ -92,7 +93,7 @@ pub fn init(settings: &LogSettings) -> Result<(), TelemetryError> {
 }
 
 /// Standard output without `std::io::Stdout`'s lock: a second handle on it, through which each
-/// line is one `write` of its own. `Stdout` holds its lock across the `write` call, so two
+/// `write` goes straight to the file. `Stdout` holds its lock across the `write` call, so two
 /// workers logging at once queue on it, and the one that waits is put to sleep and woken: with
 /// a sink behind such a lock, strace of the 402 bench counted one `futex` call per request,
 /// against one per 13 requests without logging. Each call is whole lines, at most 4 KiB of
@@ -131,13 +132,6 @@ where
         LogFormat::Json => registry.with(json_layer(writer)).try_init()?,
     }
     Ok(())
-}
-
-/// The park hook (`on_thread_park`) of the gateway's runtime: a worker holds its access lines
-/// back while it is busy and writes them, in one `write`, whenever it goes idle. See
-/// [`access`] for what that saves and what a crash can lose.
-pub fn write_deferred_access_lines() {
-    access::write_deferred();
 }
 
 /// Install a subscriber for tests, once; output goes through the test harness's capture and only
