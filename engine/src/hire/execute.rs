@@ -39,7 +39,7 @@
 //! it between "worker called" and "outcome recorded".
 
 use hiregate_store::offer::StoredOffer;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use chrono::Utc;
@@ -126,7 +126,9 @@ pub(super) struct Ctx {
     pub(super) secrets: Option<SeekerSecrets>,
     /// The `exact` payment this execute stored, as stored: what forwarding and judging read,
     /// fields a payment keeps until its settlement begins. Background work reads the store.
-    pub(super) paid_with: std::sync::OnceLock<Box<PaymentRecord>>,
+    pub(super) paid_with: OnceLock<Box<PaymentRecord>>,
+    /// What this drive committed of the work and its settlement (see [`Written`]).
+    pub(super) written: Written,
     /// Whether this drive may wait in line (a seeker's execute, or the task spawned for that
     /// wait): for a worker marked unhealthy (background rounds hand that wait to a task of its
     /// own instead of holding up their loop, see `hireable`), and for a slot of a full worker
@@ -163,10 +165,38 @@ impl Ctx {
             correlation_id,
             actor,
             secrets: None,
-            paid_with: std::sync::OnceLock::new(),
+            paid_with: OnceLock::new(),
+            written: Written::default(),
             waits_in_line: false,
         })
     }
+}
+
+/// What one drive committed on its way to settling a hire, each part as the store now holds
+/// it, set once its commit is applied. A hire settled within one drive is answered from these
+/// instead of reading the contract and four of its records back (five reads of a paid hire's
+/// sixteen). A drive that did not write every part (a resumed contract, background work, a
+/// deliverable naming evidence) answers from the store.
+#[derive(Default)]
+pub(super) struct Written {
+    /// The delivery's pieces and the worker's metadata, as committed with `delivered`. Left
+    /// unset when the deliverable names evidence: the verdict stores that as it fetches it.
+    pub(super) delivery: OnceLock<(Vec<DeliverableRecord>, Option<Value>)>,
+    /// The verdict: whether it passed, and its result as stored.
+    pub(super) verification: OnceLock<(bool, Value)>,
+    /// The payment as `settled` left it.
+    pub(super) settled: OnceLock<Box<PaymentRecord>>,
+}
+
+/// What an accepted answer shows besides the contract's state.
+struct WorkParts<'a> {
+    /// Whether the verdict passed, and its result.
+    verification: Option<(bool, &'a Value)>,
+    payment: Option<&'a PaymentRecord>,
+    /// The metadata of the worker's completed attempt.
+    worker_metadata: Option<&'a Value>,
+    /// The latest delivery's pieces.
+    pieces: &'a [DeliverableRecord],
 }
 
 /// An accepted contract may settle once its acceptance window is over (at once when it has
@@ -344,6 +374,9 @@ impl HireService {
     ) -> HireResult {
         let store = &self.inner.store;
         for _ in 0..MAX_STEPS {
+            if let Some(work) = self.settled_here(ctx) {
+                return Ok(Outcome::Accepted(Box::new(work)));
+            }
             let contract = match known.take() {
                 Some(contract) => contract,
                 None => store
@@ -575,7 +608,6 @@ impl HireService {
     ) -> Result<AcceptedWork, HireError> {
         let store = &self.inner.store;
         let id = ctx.contract_id.as_str();
-        let state = contract.state;
         // Independent reads: on a pool they run side by side, one round trip's wait for all.
         let (verification, payment, attempts, pieces) = tokio::try_join!(
             store.latest_verification(id),
@@ -583,24 +615,75 @@ impl HireService {
             store.list_attempts(id),
             store.latest_deliverables(id),
         )?;
-        let passed = verification.as_ref().is_some_and(|v| v.passed);
-        let delivery = delivery_view(&pieces, content_released(ctx.terms.scheme(), state, passed));
+        Ok(self.work_view(
+            ctx,
+            contract.state,
+            contract.deadline_at,
+            WorkParts {
+                verification: verification.as_ref().map(|v| (v.passed, &v.result)),
+                payment: payment.as_ref(),
+                worker_metadata: worker_metadata(&attempts).as_ref(),
+                pieces: &pieces,
+            },
+        ))
+    }
+
+    /// The answer of a hire this drive settled, from what it committed ([`Written`]); `None`
+    /// when it did not write every part.
+    fn settled_here(&self, ctx: &Ctx) -> Option<AcceptedWork> {
+        let written = &ctx.written;
+        let payment = written.settled.get()?;
+        let (pieces, worker_metadata) = written.delivery.get()?;
+        let (passed, result) = written.verification.get()?;
+        Some(self.work_view(
+            ctx,
+            ContractState::Settled,
+            None,
+            WorkParts {
+                verification: Some((*passed, result)),
+                payment: Some(payment),
+                worker_metadata: worker_metadata.as_ref(),
+                pieces,
+            },
+        ))
+    }
+
+    /// Accepted work in `state` (`deadline_at`: the end of its acceptance window) from its
+    /// parts.
+    fn work_view(
+        &self,
+        ctx: &Ctx,
+        state: ContractState,
+        deadline_at: Option<chrono::DateTime<Utc>>,
+        parts: WorkParts<'_>,
+    ) -> AcceptedWork {
+        let WorkParts {
+            verification,
+            payment,
+            worker_metadata,
+            pieces,
+        } = parts;
+        let passed = verification.is_some_and(|(passed, _)| passed);
+        let delivery = delivery_view(pieces, content_released(ctx.terms.scheme(), state, passed));
         let (settlement, payment_response) = match state {
             ContractState::Settled => {
-                let response = payment.as_ref().and_then(|p| p.settle_response.clone());
+                let response = payment.and_then(|p| p.settle_response.clone());
                 let payment_response = response
                     .clone()
                     .and_then(|r| serde_json::from_value::<SettleResponse>(r).ok())
-                    .map(|r| self.with_x402_receipt(contract, payment.as_ref(), r));
+                    .map(|r| {
+                        let resource_url = &ctx.offer.payment_required.resource.url;
+                        self.with_x402_receipt(resource_url, payment, r)
+                    });
                 let settled = Settlement::Settled {
-                    transaction: payment.as_ref().and_then(|p| p.settle_tx.clone()),
+                    transaction: payment.and_then(|p| p.settle_tx.clone()),
                     response,
                 };
                 (settled, payment_response)
             }
             _ => (
                 Settlement::Deferred {
-                    settle_after: contract.deadline_at,
+                    settle_after: deadline_at,
                 },
                 None,
             ),
@@ -610,8 +693,8 @@ impl HireService {
             .as_ref()
             .map(|c| c["output"].clone())
             .filter(|o| !o.is_null());
-        Ok(AcceptedWork {
-            contract_id: id.to_owned(),
+        AcceptedWork {
+            contract_id: ctx.contract_id.as_str().to_owned(),
             state,
             status: hire_status(content.as_ref()),
             deliverable_digest: delivery.as_ref().map(|d| d["digest"].clone()),
@@ -619,13 +702,13 @@ impl HireService {
                 .as_ref()
                 .and_then(|d| d.get("content_withheld").cloned()),
             deliverable: content,
-            verification: verification.map(|v| v.result),
+            verification: verification.map(|(_, result)| result.clone()),
             settlement,
-            metadata: worker_metadata(&attempts),
+            metadata: worker_metadata.cloned(),
             deliverables: output.as_ref().and_then(hire_deliverables),
             output,
             payment_response,
-        })
+        }
     }
 
     pub(super) fn event(

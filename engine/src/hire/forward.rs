@@ -712,6 +712,10 @@ impl HireService {
             return Ok(Step::Again);
         }
         self.slot_freed(ctx);
+        if deliverable.evidence_requests().is_empty() {
+            let [piece] = pieces;
+            let _ = ctx.written.delivery.set((vec![piece], end.worker_metadata));
+        }
         self.judge(ctx, attempt_id, &deliverable, digest).await
     }
 }

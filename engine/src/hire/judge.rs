@@ -3,6 +3,8 @@
 use hiregate_contracts::id::{DeliverableId, VerificationId};
 use std::time::Duration;
 
+use chrono::SubsecRound;
+
 use hiregate_contracts::{
     canonical::Digest,
     deliverable::Deliverable,
@@ -128,6 +130,11 @@ impl HireService {
                     EventKind::AcceptanceWindowClosed,
                     json!({"payment_id": payment.payment_id}),
                 );
+                // As the commit below stores it (a settlement begun before the work keeps its
+                // own start).
+                payment.settle_started_at = payment
+                    .settle_started_at
+                    .or(Some(window_closed.at.trunc_subsecs(3)));
                 Some((payment, escrowed, window_closed))
             }
             None => None,
@@ -161,6 +168,10 @@ impl HireService {
         if !matches!(judged, Transition::Applied { .. }) {
             return Ok(Step::Again);
         }
+        let _ = ctx
+            .written
+            .verification
+            .set((verification.passed, verification.result));
         inner.metrics.record_verification(
             policy.policy_id().as_str(),
             status_name(result.verification_status),

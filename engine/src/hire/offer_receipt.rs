@@ -43,7 +43,7 @@ use hiregate_payments::{
         receipt_in,
     },
 };
-use hiregate_store::{ContractRecord, PaymentRecord};
+use hiregate_store::PaymentRecord;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 use url::Url;
@@ -206,25 +206,26 @@ impl HireService {
         else {
             return Ok(None);
         };
-        let settlement = self.with_x402_receipt(&contract, payment.as_ref(), settlement);
+        let resource_url = contract
+            .payment_offer
+            .as_ref()
+            .map(|offer| offer.payment_required.resource.url.clone())
+            .unwrap_or_else(|| self.execute_url(contract_id));
+        let settlement = self.with_x402_receipt(&resource_url, payment.as_ref(), settlement);
         Ok(receipt_in(&settlement.extensions).ok().flatten())
     }
 
-    /// `settlement` of `contract` (paid by `payment`) with its signed x402 receipt.
+    /// `settlement` of the contract offered at `resource_url` (paid by `payment`) with its
+    /// signed x402 receipt.
     pub(crate) fn with_x402_receipt(
         &self,
-        contract: &ContractRecord,
+        resource_url: &str,
         payment: Option<&PaymentRecord>,
         mut settlement: SettleResponse,
     ) -> SettleResponse {
         let Some(payment) = payment else {
             return settlement;
         };
-        let resource_url = contract
-            .payment_offer
-            .as_ref()
-            .map(|offer| offer.payment_required.resource.url.clone())
-            .unwrap_or_else(|| self.execute_url(contract.contract_id.as_str()));
         let issued_at = payment
             .settle_started_at
             .unwrap_or(payment.updated_at)
@@ -233,7 +234,7 @@ impl HireService {
             settlement.payer = Some(payment.payer.to_checksum(None));
         }
         if let Some(receipt) = self.offer_receipt_signer().receipt(
-            &resource_url,
+            resource_url,
             &settlement,
             u64::try_from(issued_at).unwrap_or_default(),
         ) {

@@ -52,6 +52,7 @@
 use std::str::FromStr;
 
 use alloy::primitives::{Address, B256, TxHash, U256};
+use chrono::{DateTime, SubsecRound, Utc};
 use hiregate_contracts::state::{ContractEvent, ContractState, DisputeDecision};
 use hiregate_payments::{
     PaymentPayload, Reason, SettleRequest, SettleResponse,
@@ -765,6 +766,13 @@ impl HireService {
             return Ok(Step::Done(Ok(self.in_progress(ctx, state))));
         }
         let record = self.event(ctx, &Actor::Gateway, EventKind::of(&kind), details);
+        let outcome = SettlementOutcome {
+            contract_state: state,
+            payment_state,
+            transaction: broadcast,
+            response: response.and_then(|r| serde_json::to_value(r).ok()),
+            remainder_transaction,
+        };
         let applied = self
             .inner
             .store
@@ -772,18 +780,19 @@ impl HireService {
                 ctx.contract_id.as_str(),
                 from,
                 &payment.payment_id,
-                &SettlementOutcome {
-                    contract_state: state,
-                    payment_state,
-                    transaction: broadcast,
-                    response: response.and_then(|r| serde_json::to_value(r).ok()),
-                    remainder_transaction,
-                },
+                &outcome,
                 &record,
             )
             .await?;
         if !matches!(applied, Transition::Applied { .. }) {
             return Ok(Step::Again);
+        }
+        // A settlement begun before the work started elsewhere: its record is the store's.
+        if state == ContractState::Settled && !ctx.terms.settles_before_work() {
+            let _ = ctx
+                .written
+                .settled
+                .set(Box::new(settled_record(payment, outcome, record.at)));
         }
         tracing::info!(contract_id = %ctx.contract_id, outcome = state.as_str(), "settlement");
         if state == ContractState::SettlementFailed && payment.authorize_tx.is_some() {
@@ -798,6 +807,21 @@ impl HireService {
         }
         Ok(Step::Again)
     }
+}
+
+/// `payment` as [`hiregate_store::Store::finish_settlement`] leaves it with `outcome` at `at`.
+fn settled_record(
+    payment: &PaymentRecord,
+    outcome: SettlementOutcome,
+    at: DateTime<Utc>,
+) -> PaymentRecord {
+    let mut settled = payment.clone();
+    settled.state = outcome.payment_state;
+    settled.settle_tx = outcome.transaction.or(settled.settle_tx);
+    settled.settle_response = outcome.response.or(settled.settle_response);
+    settled.remainder_tx = outcome.remainder_transaction.or(settled.remainder_tx);
+    settled.updated_at = at.trunc_subsecs(3);
+    settled
 }
 
 /// What the chain says of a payment whose authorization (or Permit2 nonce) is unused as of a

@@ -338,7 +338,7 @@ async fn an_escrowed_hire_locks_then_captures_with_the_fee() {
     let again = env
         .execute(&contract_id, Some(&encode_header(&payload)), None)
         .await;
-    assert_eq!(again.status, 200, "{:?}", again.body);
+    answer.assert_replayed_by(&again);
     assert_eq!(env.balance(payer).await, payer_before - price());
     assert_eq!(env.balance(env.pay_to).await, price() - fee);
 }

@@ -131,17 +131,8 @@ async fn happy_path(database: TestDatabase) {
     let again = env
         .execute(&contract_id, Some(&payment), Some(&input))
         .await;
-    assert_eq!(again.status, 200);
-    assert_eq!(again.payment_response(), settlement);
-    assert_eq!(again.header("x-duplicate"), Some("true"));
-    let mut replayed = again.body.clone();
-    let marker = replayed.as_object_mut().unwrap();
-    assert_eq!(marker.remove("duplicate"), Some(json!(true)));
-    assert_eq!(
-        marker.remove("original").unwrap()["original_status"],
-        "settled"
-    );
-    assert_eq!(replayed, paid.body);
+    paid.assert_replayed_by(&again);
+    assert_eq!(again.body["original"]["original_status"], "settled");
     assert_eq!(env.worker.executions(), 1);
     assert_eq!(env.balances().await, after);
 

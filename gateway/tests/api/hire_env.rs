@@ -313,6 +313,24 @@ impl Answer {
     pub fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("")
     }
+
+    /// Asserts that `again`, a repeat of the execute this answered, is this answer read back
+    /// from the store: the same body besides the duplicate's marks (`duplicate`, `original`)
+    /// and the same `PAYMENT-RESPONSE`, byte for byte. A paid hire's first answer is built
+    /// from what its execute wrote, a repeat's from the store: the two must never differ.
+    pub fn assert_replayed_by(&self, again: &Answer) {
+        assert_eq!(again.status, self.status, "{:?}", again.body);
+        assert_eq!(again.header("x-duplicate"), Some("true"));
+        assert_eq!(
+            again.header("payment-response"),
+            self.header("payment-response")
+        );
+        let mut replayed = again.body.clone();
+        let marks = replayed.as_object_mut().expect("a JSON object");
+        assert_eq!(marks.remove("duplicate"), Some(json!(true)));
+        assert!(marks.remove("original").is_some(), "{:?}", again.body);
+        assert_eq!(replayed, self.body);
+    }
 }
 
 impl HireEnv {

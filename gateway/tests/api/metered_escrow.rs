@@ -154,7 +154,7 @@ async fn three_of_five_items_capture_three_units_then_part_is_refunded(database:
 
     // The same payment again: the stored answer, nothing moves twice.
     let again = env.execute(&contract_id, Some(&payment), None).await;
-    assert_eq!(again.status, 200, "{:?}", again.body);
+    paid.assert_replayed_by(&again);
     assert_eq!(again.payment_response().transaction, capture);
     assert_eq!(env.balance(payer).await, payer_before - three);
     assert_eq!(env.worker.executions(), 1);

@@ -325,7 +325,7 @@ async fn a_cut_stream_pays_the_relayed_events(database: TestDatabase) {
     // A replay of the paid execute: the stored answer, nothing read or moved again.
     let transaction = paid.payment_response().transaction;
     let again = env.execute(&contract_id, Some(&payment), None).await;
-    assert_eq!(again.status, 200, "{:?}", again.body);
+    paid.assert_replayed_by(&again);
     assert_eq!(again.payment_response().transaction, transaction);
     assert_eq!(balances(&env).await.1, before.1 + forty);
     assert_eq!(stub.opened.load(Ordering::SeqCst), 6);
