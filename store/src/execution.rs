@@ -440,6 +440,22 @@ impl Store {
         row.map(PaymentRecord::try_from).transpose()
     }
 
+    /// The payment that entered settlement for `contract_id` (at most one ever does, a
+    /// unique index says so).
+    pub async fn settlement_payment_of_contract(
+        &self,
+        contract_id: &str,
+    ) -> Result<Option<PaymentRecord>, StoreError> {
+        let sql = format!(
+            "select {PAYMENT_COLUMNS} from payment where contract_id = $1 \
+             and settle_started_at is not null"
+        );
+        let row: Option<super::payments::PaymentRow> = on_backend!(self, pool => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
+        });
+        row.map(PaymentRecord::try_from).transpose()
+    }
+
     /// The load of `worker_id` in one query; `None` when the listing is gone. The paid path's
     /// capacity check, before a payment is verified.
     pub async fn worker_load(&self, worker_id: &str) -> Result<Option<WorkerLoad>, StoreError> {

@@ -275,21 +275,6 @@ impl Store {
             .collect()
     }
 
-    /// The payment that entered settlement for `contract_id` (at most one ever does).
-    pub async fn settlement_payment_of_contract(
-        &self,
-        contract_id: &str,
-    ) -> Result<Option<LedgerPayment>, StoreError> {
-        let sql = ledger_select(
-            &self.backend,
-            "p.contract_id = $1 and p.settle_started_at is not null",
-        );
-        let row: Option<LedgerPaymentRow> = super::on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
-        });
-        row.map(LedgerPayment::try_from).transpose()
-    }
-
     /// `(asset, pay_to)` of every listing on `network`, retired ones included (their contracts
     /// may still settle, and money sent to them later is still money the audit must see).
     pub async fn listing_payout_addresses(

@@ -26,8 +26,9 @@ use crate::{
         AssetLabels, EscrowLabels, EscrowOutcome, Metrics, SettlementLabels, SettlementResult,
     },
 };
+use hiregate_contracts::state::ContractState;
 use hiregate_store::states::EventKind;
-use hiregate_store::{Store, bus::LiveEvent};
+use hiregate_store::{PaymentRecord, Store, bus::LiveEvent};
 
 /// Count settlement outcomes from `events` (subscribe before anything can settle) until
 /// `shutdown`.
@@ -54,8 +55,14 @@ pub async fn run_settlement_metrics(
 }
 
 async fn record(store: &Store, metrics: &Metrics, event: &LiveEvent) {
-    record_settlement(store, metrics, event).await;
-    record_escrow(store, metrics, event).await;
+    // A settlement's payment is read once, for the settled amount and, escrowed, the capture.
+    let settled = if event.to_state == Some(ContractState::Settled) {
+        settled_payment(store, event).await
+    } else {
+        None
+    };
+    record_settlement(metrics, event, settled.as_ref());
+    record_escrow(store, metrics, event, settled).await;
     // The transition is counted last: a scrape that sees it also sees the amounts
     // read from the store for the same event, so the series never disagree.
     if let (Some(from), Some(to)) = (event.from_state, event.to_state) {
@@ -63,12 +70,31 @@ async fn record(store: &Store, metrics: &Metrics, event: &LiveEvent) {
     }
 }
 
-async fn record_settlement(store: &Store, metrics: &Metrics, event: &LiveEvent) {
+/// The payment that entered settlement of `event`'s contract, `None` (logged) when unreadable.
+async fn settled_payment(store: &Store, event: &LiveEvent) -> Option<PaymentRecord> {
+    match store
+        .settlement_payment_of_contract(event.contract_id.as_str())
+        .await
+    {
+        Ok(Some(payment)) => Some(payment),
+        Ok(None) => {
+            tracing::warn!(contract_id = %event.contract_id, "settled contract without a settling payment; amount not counted");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(contract_id = %event.contract_id, %error, "cannot read the settled payment; amount not counted");
+            None
+        }
+    }
+}
+
+/// Counts `event`'s settlement outcome, with the amount of `settled` (its settled payment).
+fn record_settlement(metrics: &Metrics, event: &LiveEvent, settled: Option<&PaymentRecord>) {
     let Some(outcome) = event.to_state.and_then(SettlementResult::from_state) else {
         return;
     };
-    if outcome == SettlementResult::Settled {
-        record_settled_amount(store, metrics, event).await;
+    if let Some(payment) = settled {
+        record_settled_amount(metrics, payment);
     }
     // After its amount, so a scrape that counts this settlement counts its amount too.
     metrics
@@ -77,21 +103,7 @@ async fn record_settlement(store: &Store, metrics: &Metrics, event: &LiveEvent) 
         .inc();
 }
 
-async fn record_settled_amount(store: &Store, metrics: &Metrics, event: &LiveEvent) {
-    let payment = match store
-        .settlement_payment_of_contract(event.contract_id.as_str())
-        .await
-    {
-        Ok(Some(payment)) => payment,
-        Ok(None) => {
-            tracing::warn!(contract_id = %event.contract_id, "settled contract without a settling payment; amount not counted");
-            return;
-        }
-        Err(error) => {
-            tracing::warn!(contract_id = %event.contract_id, %error, "cannot read the settled payment; amount not counted");
-            return;
-        }
-    };
+fn record_settled_amount(metrics: &Metrics, payment: &PaymentRecord) {
     let Ok(amount) = payment.amount.parse::<f64>() else {
         tracing::warn!(payment_id = %payment.payment_id, "stored amount is not a number; not counted");
         return;
@@ -105,7 +117,14 @@ async fn record_settled_amount(store: &Store, metrics: &Metrics, event: &LiveEve
         .inc_by(amount);
 }
 
-async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
+/// Counts what happened to escrowed money at `event`; `settled` is the payment of a
+/// settlement, already read.
+async fn record_escrow(
+    store: &Store,
+    metrics: &Metrics,
+    event: &LiveEvent,
+    settled: Option<PaymentRecord>,
+) {
     let outcome = match event.kind {
         EventKind::PaymentAuthorized => EscrowOutcome::Authorized,
         EventKind::SettlementSucceeded => EscrowOutcome::Captured,
@@ -116,13 +135,16 @@ async fn record_escrow(store: &Store, metrics: &Metrics, event: &LiveEvent) {
         EventKind::RefundIssued => EscrowOutcome::Refunded,
         _ => return,
     };
-    let payment = match store.payment_of_contract(event.contract_id.as_str()).await {
-        Ok(Some(payment)) => payment,
-        Ok(None) => return,
-        Err(error) => {
-            tracing::warn!(contract_id = %event.contract_id, %error, "cannot read the escrowed payment; not counted");
-            return;
-        }
+    let payment = match settled {
+        Some(payment) => payment,
+        None => match store.payment_of_contract(event.contract_id.as_str()).await {
+            Ok(Some(payment)) => payment,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(contract_id = %event.contract_id, %error, "cannot read the escrowed payment; not counted");
+                return;
+            }
+        },
     };
     // Only a locked payment is escrowed money (an exact settlement or void has no authorize).
     if payment.authorize_tx.is_none() {
