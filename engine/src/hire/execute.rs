@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Duplicates: the flow runs under a per-contract lock, re-reading the contract's state from the
-//! database at each step, and every final answer is rebuilt from what is stored. A second
+//! database at each step, and every final answer is what is stored (read back, or, by the
+//! execute that settled it, built from what its steps committed, see [`Written`]). A second
 //! execute therefore never forwards twice or settles twice: it waits (up to
 //! `contracts.duplicate_wait_ms`) for the one in flight and answers the stored result with the
 //! original `PAYMENT-RESPONSE`, or answers 202 with the current state. A payment header sent to a
@@ -174,9 +175,10 @@ impl Ctx {
 
 /// What one drive committed on its way to settling a hire, each part as the store now holds
 /// it, set once its commit is applied. A hire settled within one drive is answered from these
-/// instead of reading the contract and four of its records back (five reads of a paid hire's
-/// sixteen). A drive that did not write every part (a resumed contract, background work, a
-/// deliverable naming evidence) answers from the store.
+/// instead of reading the contract and four of its records back: five of the seventeen
+/// statements a paid `exact` hire ran. A drive that did not write every part (a resumed
+/// contract, background work, a deliverable naming evidence, an upfront settlement) answers
+/// from the store.
 #[derive(Default)]
 pub(super) struct Written {
     /// The delivery's pieces and the worker's metadata, as committed with `delivered`. Left

@@ -130,8 +130,7 @@ impl HireService {
                     EventKind::AcceptanceWindowClosed,
                     json!({"payment_id": payment.payment_id}),
                 );
-                // As the commit below stores it (a settlement begun before the work keeps its
-                // own start).
+                // The start the commit below stores (the store keeps an earlier one).
                 payment.settle_started_at = payment
                     .settle_started_at
                     .or(Some(window_closed.at.trunc_subsecs(3)));

@@ -787,7 +787,8 @@ impl HireService {
         if !matches!(applied, Transition::Applied { .. }) {
             return Ok(Step::Again);
         }
-        // A settlement begun before the work started elsewhere: its record is the store's.
+        // An upfront payment was settled before the work, by a record this drive never held:
+        // its answer is read from the store.
         if state == ContractState::Settled && !ctx.terms.settles_before_work() {
             let _ = ctx
                 .written
