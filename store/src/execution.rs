@@ -430,14 +430,8 @@ impl Store {
         &self,
         contract_id: &str,
     ) -> Result<Option<PaymentRecord>, StoreError> {
-        let sql = format!(
-            "select {PAYMENT_COLUMNS} from payment where contract_id = $1 \
-             order by created_at limit 1"
-        );
-        let row: Option<super::payments::PaymentRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
-        });
-        row.map(PaymentRecord::try_from).transpose()
+        self.payment_of_contract_where(contract_id, "order by created_at limit 1")
+            .await
     }
 
     /// The payment that entered settlement for `contract_id` (at most one ever does, a
@@ -446,10 +440,17 @@ impl Store {
         &self,
         contract_id: &str,
     ) -> Result<Option<PaymentRecord>, StoreError> {
-        let sql = format!(
-            "select {PAYMENT_COLUMNS} from payment where contract_id = $1 \
-             and settle_started_at is not null"
-        );
+        self.payment_of_contract_where(contract_id, "and settle_started_at is not null")
+            .await
+    }
+
+    /// The first payment of `contract_id` that `rest` (the rest of the query) selects.
+    async fn payment_of_contract_where(
+        &self,
+        contract_id: &str,
+        rest: &str,
+    ) -> Result<Option<PaymentRecord>, StoreError> {
+        let sql = format!("select {PAYMENT_COLUMNS} from payment where contract_id = $1 {rest}");
         let row: Option<super::payments::PaymentRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
         });

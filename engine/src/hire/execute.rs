@@ -377,6 +377,9 @@ impl HireService {
         let store = &self.inner.store;
         for _ in 0..MAX_STEPS {
             if let Some(work) = self.settled_here(ctx) {
+                // Paid perhaps on another instance (a recovery's drive): its 402 must not be
+                // served from here any more.
+                self.inner.offers.forget(ctx.contract_id.as_str());
                 return Ok(Outcome::Accepted(Box::new(work)));
             }
             let contract = match known.take() {
