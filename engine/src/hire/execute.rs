@@ -191,6 +191,7 @@ pub(super) struct Written {
 }
 
 /// What an accepted answer shows besides the contract's state.
+#[derive(Clone, Copy)]
 struct WorkParts<'a> {
     /// Whether the verdict passed, and its result.
     verification: Option<(bool, &'a Value)>,
