@@ -176,9 +176,10 @@ impl Ctx {
 /// What one drive committed on its way to settling a hire, each part as the store now holds
 /// it, set once its commit is applied. A hire settled within one drive is answered from these
 /// instead of reading the contract and four of its records back: five of the seventeen
-/// statements a paid `exact` hire ran. A drive that did not write every part (a resumed
-/// contract, background work, a deliverable naming evidence, an upfront settlement) answers
-/// from the store.
+/// statements a paid `exact` hire ran. A drive that did not write every part answers from the
+/// store: one that found the contract past its delivery (a repeat execute, a recovery or the
+/// sweep of a delivered, judged or accepted contract), a deliverable naming evidence, an
+/// upfront settlement.
 #[derive(Default)]
 pub(super) struct Written {
     /// The delivery's pieces and the worker's metadata, as committed with `delivered`. Left
@@ -378,8 +379,7 @@ impl HireService {
         let store = &self.inner.store;
         for _ in 0..MAX_STEPS {
             if let Some(work) = self.settled_here(ctx) {
-                // Paid perhaps on another instance (a recovery's drive): its 402 must not be
-                // served from here any more.
+                // As below: paid perhaps on another instance (a recovery's drive).
                 self.inner.offers.forget(ctx.contract_id.as_str());
                 return Ok(Outcome::Accepted(Box::new(work)));
             }
