@@ -35,7 +35,9 @@ export function writeJsonOutput(value) {
 /** Runs `main`, turning a thrown error into a message on stderr and exit code 1. */
 export function run(main) {
   main().then(
-    () => process.exit(0),
+    // Exit once stdout is written out: past the pipe's 64 KiB buffer, the rest of a write waits
+    // in the stream, and exiting at once cut a long document short (a bench's failure list).
+    () => process.stdout.write("", () => process.exit(0)),
     (error) => {
       process.stderr.write(`${error?.stack ?? error}\n`);
       process.exit(1);
