@@ -518,6 +518,44 @@ async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
     assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
 }
 
+/// A verified payment's signature is remembered for its settlement, and only those bytes: the
+/// same authorization settled with another signature (one flipped nibble of `s`) is judged
+/// anew and refused, and nothing moves. The one that verified then settles.
+#[tokio::test]
+async fn a_settlement_takes_only_the_signature_that_verified() {
+    let harness = Harness::start().await;
+    let facilitator = harness.facilitator().await;
+    let payer = harness.payer(AMOUNT).await;
+    let payload = harness
+        .sign(&payer, &harness.requirements, &SignOptions::default())
+        .await;
+    let verified = harness.request(payload.clone());
+    assert!(facilitator.verify(&verified).await.unwrap().is_valid);
+
+    let mut tampered = payload;
+    let mut signature = tampered.payload["signature"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+        .into_bytes();
+    signature[100] = if signature[100] == b'0' { b'1' } else { b'0' };
+    tampered.payload["signature"] = String::from_utf8(signature).unwrap().into();
+    let outcome = facilitator
+        .settle(&harness.request(tampered))
+        .await
+        .unwrap();
+    assert!(
+        !outcome.success,
+        "settled with a signature never verified: {outcome:?}"
+    );
+    assert_eq!(outcome.error_reason, Some(Reason::Signature));
+    assert_eq!(harness.balance(harness.pay_to).await, U256::ZERO);
+
+    let settled = facilitator.settle(&verified).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}
+
 /// Concurrent verifications share the node's calls (Multicall3 `aggregate3`), and each still
 /// gets the answer it would get alone: a refusal keeps its own reason, and a payment whose
 /// payer is paid in the same burst is not judged on money it does not hold yet.

@@ -185,7 +185,14 @@ pub struct ExactVerifier {
     relayer: Address,
     tokens: Eip3009Tokens,
     simulations: Option<Simulations>,
+    /// Signatures found to recover to their payer, by the hash they sign (see
+    /// [`Self::signed_by_payer`]).
+    payer_signatures: quick_cache::sync::Cache<B256, Bytes>,
 }
+
+/// Payer signatures remembered between a payment's verification and its settlement: the
+/// payments in flight on one gateway, with room to spare.
+const PAYER_SIGNATURES: usize = 4_096;
 
 impl std::fmt::Debug for ExactVerifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -210,7 +217,31 @@ impl ExactVerifier {
             relayer,
             tokens: Eip3009Tokens::default(),
             simulations,
+            payer_signatures: quick_cache::sync::Cache::new(PAYER_SIGNATURES),
         }
+    }
+
+    /// Whether the payment's signature is a canonical ECDSA signature by the payer itself,
+    /// remembered from the payment's verification for its settlement. Recovering the signer is
+    /// most of a plain payment's CPU in verify and again in settle: 5.2 % of the gateway
+    /// process's samples for both in a paid hire at c=8 (perf). The memo is exact: the key is
+    /// the signed hash (which commits to the payer), and a signature is taken only if it is the
+    /// very bytes that recovered.
+    fn signed_by_payer(&self, payment: &ExactPayment) -> bool {
+        let hash = payment.signing_hash();
+        let signature = &payment.payload.signature;
+        if self
+            .payer_signatures
+            .get(&hash)
+            .is_some_and(|known| known == *signature)
+        {
+            return true;
+        }
+        let signed = recovers_to_payer(payment, &hash);
+        if signed {
+            self.payer_signatures.insert(hash, signature.clone());
+        }
+        signed
     }
 
     /// What settlement may take as verified without asking the node: a plain key's payment
@@ -220,7 +251,7 @@ impl ExactVerifier {
     /// settlement sends after one node call instead of two. `None`: run [`Self::verify`].
     #[must_use]
     pub fn known_plain_payer(&self, payment: &ExactPayment) -> Option<PayerFacts> {
-        (self.tokens.knows(payment.asset) && recovers_to_payer(payment))
+        (self.tokens.knows(payment.asset) && self.signed_by_payer(payment))
             .then_some(PayerFacts { has_code: false })
     }
 
@@ -240,7 +271,7 @@ impl ExactVerifier {
         // anything but the facts below. The simulation is authoritative either way (a payer
         // with code, e.g. a 7702 account, whose token insists on EIP-1271 fails it), so
         // skipping the code lookup costs no correctness.
-        let facts = if recovers_to_payer(payment) {
+        let facts = if self.signed_by_payer(payment) {
             PayerFacts { has_code: false }
         } else {
             let (asset_code, payer_code) =
@@ -379,18 +410,15 @@ fn judge(
     })
 }
 
-/// Whether the signature is a canonical (low-s) ECDSA signature by the payer itself.
-fn recovers_to_payer(payment: &ExactPayment) -> bool {
+/// Whether the signature is a canonical (low-s) ECDSA signature of `hash` (the payment's) by the
+/// payer itself.
+fn recovers_to_payer(payment: &ExactPayment, hash: &B256) -> bool {
     let signature = &payment.payload.signature;
     signature.len() == 65
         && alloy::primitives::Signature::from_raw(signature)
             .ok()
             .filter(|parsed| parsed.normalize_s().is_none())
-            .and_then(|parsed| {
-                parsed
-                    .recover_address_from_prehash(&payment.signing_hash())
-                    .ok()
-            })
+            .and_then(|parsed| parsed.recover_address_from_prehash(hash).ok())
             == Some(payment.payer())
 }
 
