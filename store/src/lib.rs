@@ -196,14 +196,14 @@ enum Backend {
     Postgres(PgPool),
 }
 
-/// Run `$body` with `$pool` bound to the pool the store holds in its field `$which` (see
+/// Run `$body` with `$pool` bound to the pool of `$backend`, one of the store's (see
 /// [`on_backend!`], [`on_writer!`]). The body is compiled once per backend, so the same query
 /// text is type-checked against both drivers.
 macro_rules! on_pool {
-    ($store:expr, $which:ident, $pool:ident => $body:expr) => {
+    ($store:expr, $backend:expr, $pool:ident => $body:expr) => {
         match {
             $store.count_round_trip();
-            &$store.$which
+            $backend
         } {
             $crate::Backend::Sqlite($pool) => $body,
             $crate::Backend::Postgres($pool) => $body,
@@ -216,13 +216,7 @@ pub(crate) use on_pool;
 /// [`Store::reader`]).
 macro_rules! on_backend {
     ($store:expr, $pool:ident => $body:expr) => {
-        match {
-            $store.count_round_trip();
-            $store.reader()
-        } {
-            $crate::Backend::Sqlite($pool) => $body,
-            $crate::Backend::Postgres($pool) => $body,
-        }
+        $crate::on_pool!($store, $store.reader(), $pool => $body)
     };
 }
 pub(crate) use on_backend;
@@ -232,7 +226,7 @@ pub(crate) use on_backend;
 /// pool.
 macro_rules! on_writer {
     ($store:expr, $pool:ident => $body:expr) => {
-        $crate::on_pool!($store, writer, $pool => $body)
+        $crate::on_pool!($store, &$store.writer, $pool => $body)
     };
 }
 pub(crate) use on_writer;
@@ -416,10 +410,11 @@ impl Store {
     /// to the pool. In WAL mode a connection drops its page cache at the start of a read
     /// whenever another connection has written since, so a pool reader begins each read by
     /// fetching its pages again: the tables' upper levels, the row, and its overflow pages (a
-    /// contract row, with its terms and token, spans several). In a paid hire at c=8 that was
-    /// about 77 page reads per hire (`pread64` of WAL frames, strace) and 10.6 % of the gateway
-    /// process's CPU in `getPageNormal` (perf). The writer's cache never goes cold: only it
-    /// writes. A read that finds it busy takes the pool, so reads seldom wait for a write.
+    /// contract row, with its terms and token, spans several). In paid hires that was 10.6 % of
+    /// the gateway process's CPU at c=8 (`getPageNormal`, perf), and half the `pread64` calls
+    /// of a c=1 run of 208 hires (60,844, then 31,272 with this; strace). The writer's cache
+    /// never goes cold: only it writes. A read that finds it busy takes the pool, so reads
+    /// seldom wait for a write.
     fn reader(&self) -> &Backend {
         match &self.writer {
             Backend::Sqlite(writer) if writer.num_idle() > 0 => &self.writer,
