@@ -372,6 +372,17 @@ async fn wrong_eip712_domain_name_is_refused() {
     assert_refused(&harness, payload, Reason::Signature).await;
 }
 
+/// Tampers with `payload`'s signature: one nibble of `s` flipped.
+fn flip_a_nibble_of_s(payload: &mut PaymentPayload) {
+    let mut signature = payload.payload["signature"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+        .into_bytes();
+    signature[100] = if signature[100] == b'0' { b'1' } else { b'0' };
+    payload.payload["signature"] = String::from_utf8(signature).unwrap().into();
+}
+
 #[tokio::test]
 async fn tampered_signature_and_tampered_authorization_are_refused() {
     let harness = Harness::start().await;
@@ -380,11 +391,7 @@ async fn tampered_signature_and_tampered_authorization_are_refused() {
     let mut payload = harness
         .sign(&payer, &harness.requirements, &SignOptions::default())
         .await;
-    let signature = payload.payload["signature"].as_str().unwrap().to_owned();
-    // Flip one nibble of `s`.
-    let mut tampered = signature.into_bytes();
-    tampered[100] = if tampered[100] == b'0' { b'1' } else { b'0' };
-    payload.payload["signature"] = String::from_utf8(tampered).unwrap().into();
+    flip_a_nibble_of_s(&mut payload);
     assert_refused(&harness, payload, Reason::Signature).await;
 
     let mut payload = harness
@@ -533,13 +540,7 @@ async fn a_settlement_takes_only_the_signature_that_verified() {
     assert!(facilitator.verify(&verified).await.unwrap().is_valid);
 
     let mut tampered = payload;
-    let mut signature = tampered.payload["signature"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-        .into_bytes();
-    signature[100] = if signature[100] == b'0' { b'1' } else { b'0' };
-    tampered.payload["signature"] = String::from_utf8(signature).unwrap().into();
+    flip_a_nibble_of_s(&mut tampered);
     let outcome = facilitator
         .settle(&harness.request(tampered))
         .await
