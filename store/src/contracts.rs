@@ -328,9 +328,12 @@ fn parse_event_state(stored: &str) -> Result<ContractState, StoreError> {
         .map_err(|e| StoreError::corrupt(EVENT_ENTITY, &e))
 }
 
-pub(crate) const CONTRACT_COLUMNS: &str = "contract_id, seeker_id, worker_id, task_type, terms, \
-    terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, created_at, \
-    updated_at, correlation_id, queued_at, settlement_retries";
+/// `select` a [`ContractRow`]: the contract row and its signed documents (migration 0026), to
+/// be followed by `where …`.
+pub(crate) const SELECT_CONTRACTS: &str = "select contract_id, seeker_id, worker_id, task_type, \
+    terms, terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, created_at, \
+    updated_at, correlation_id, queued_at, settlement_retries \
+    from contract join contract_document using (contract_id)";
 
 /// Append an event as seq `$9`: `$1` contract, `$2` at, `$3` actor, `$4` correlation id, `$5`
 /// kind, `$6` from, `$7` to, `$8` details. Seqs count 1, 2, 3… per contract; each comes from the
@@ -361,9 +364,11 @@ impl Store {
         event: &NewContractEvent,
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into contract (contract_id, seeker_id, worker_id, task_type, \
-            terms, terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, \
-            created_at, updated_at, webhook_url, correlation_id, event_seq) \
-            values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10, $11, $11, $12, $13, 1)";
+            terms_hash, state, attempts_used, deadline_at, created_at, updated_at, webhook_url, \
+            correlation_id, event_seq) \
+            values ($1, $2, $3, $4, $5, $6, 0, $7, $8, $8, $9, $10, 1)";
+        const DOCUMENTS: &str = "insert into contract_document \
+            (contract_id, terms, gateway_jws, payment_offer) values ($1, $2, $3, $4)";
         // The webhook outbox trigger reads this column (migration 0008), not the terms.
         let webhook_url = contract
             .terms
@@ -378,11 +383,8 @@ impl Store {
                     .bind(contract.seeker_id.as_str())
                     .bind(contract.worker_id.as_str())
                     .bind(&contract.task_type)
-                    .bind(JsonText(&contract.terms))
                     .bind(&contract.terms_hash)
-                    .bind(&contract.gateway_jws)
                     .bind(contract.state.as_str())
-                    .bind(contract.payment_offer.as_ref().map(JsonText))
                     .bind(contract.deadline_at.map(to_millis))
                     .bind(to_millis(contract.created_at))
                     .bind(webhook_url)
@@ -390,6 +392,13 @@ impl Store {
                     .execute(&mut *tx)
                     .await
                     .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+                sqlx::query(DOCUMENTS)
+                    .bind(contract.contract_id.as_str())
+                    .bind(JsonText(&contract.terms))
+                    .bind(&contract.gateway_jws)
+                    .bind(contract.payment_offer.as_ref().map(JsonText))
+                    .execute(&mut *tx)
+                    .await?;
                 insert_event(&mut tx, contract.contract_id.as_str(), 1, event, None, Some(contract.state))
                     .await?;
                 tx.commit().await?;
@@ -404,7 +413,7 @@ impl Store {
         &self,
         contract_id: &str,
     ) -> Result<Option<ContractRecord>, StoreError> {
-        let sql = format!("select {CONTRACT_COLUMNS} from contract where contract_id = $1");
+        let sql = format!("{SELECT_CONTRACTS} where contract_id = $1");
         let row: Option<ContractRow> = on_backend!(self, pool => {
             sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
         });
@@ -434,7 +443,7 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<ContractRecord>, StoreError> {
         let sql = format!(
-            "select {CONTRACT_COLUMNS} from contract \
+            "{SELECT_CONTRACTS} \
              where (state in ('accepted', 'rejected') and deadline_at <= $1) \
                 or (state = 'settlement_unknown' and updated_at <= $2) \
              order by updated_at limit $3"
@@ -573,7 +582,7 @@ impl Store {
         query: &ContractQuery,
     ) -> Result<Vec<ContractRecord>, StoreError> {
         let sql = format!(
-            "select {CONTRACT_COLUMNS} from contract \
+            "{SELECT_CONTRACTS} \
              where ($1 is null or seeker_id = $1) \
                and ($2 is null or worker_id in (select worker_id from worker where operator_id = $2)) \
                and ($3 is null or state = $3) \
@@ -608,6 +617,109 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Migration 0026 moves a stored contract's documents to `contract_document` byte for byte
+    /// and leaves the rest of its row as it was: a gateway upgraded with contracts in flight
+    /// reads them as they were signed.
+    #[tokio::test]
+    async fn an_upgrade_moves_a_contracts_documents_unchanged() {
+        use sqlx::{
+            Row as _,
+            sqlite::{SqliteConnectOptions, SqlitePool},
+        };
+        let folder = std::env::temp_dir().join(format!("hiregate-upgrade-{}", ulid::Ulid::new()));
+        let before = folder.join("migrations");
+        std::fs::create_dir_all(&before).unwrap();
+        let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/sqlite");
+        for file in std::fs::read_dir(&shipped).unwrap() {
+            let file = file.unwrap();
+            if file.file_name().to_string_lossy().as_ref() < "0026" {
+                std::fs::copy(file.path(), before.join(file.file_name())).unwrap();
+            }
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(folder.join("gateway.db"))
+            .create_if_missing(true)
+            // The contract's listing is not part of what this test moves.
+            .foreign_keys(false);
+        let pool = SqlitePool::connect_with(options).await.unwrap();
+        sqlx::migrate::Migrator::new(before.as_path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        let terms = r#"{"task":{"type":"summarize"},"input":{"text":"\u0000 and é"}}"#;
+        let offer = r#"{"x402Version":2,"accepts":[]}"#;
+        sqlx::query(
+            "insert into contract (contract_id, seeker_id, worker_id, task_type, terms, \
+             terms_hash, gateway_jws, state, attempts_used, payment_offer, deadline_at, \
+             created_at, updated_at, webhook_url, correlation_id, event_seq) values \
+             ('ct_1', 'sk_1', 'wk_1', 'summarize', $1, 'hash', 'jws.over.terms', 'executing', \
+             1, $2, 7, 5, 6, 'https://seeker.example/hook', 'req_1', 4)",
+        )
+        .bind(terms)
+        .bind(offer)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+        // The shipped migrations find 0001 to 0025 applied and run the rest.
+        crate::SQLITE_MIGRATOR.run(&pool).await.unwrap();
+        let documents = sqlx::query("select * from contract_document")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        assert_eq!(documents.len(), 1);
+        assert_eq!(documents[0].get::<String, _>("contract_id"), "ct_1");
+        assert_eq!(documents[0].get::<String, _>("terms"), terms);
+        assert_eq!(
+            documents[0].get::<String, _>("gateway_jws"),
+            "jws.over.terms"
+        );
+        assert_eq!(
+            documents[0]
+                .get::<Option<String>, _>("payment_offer")
+                .as_deref(),
+            Some(offer)
+        );
+        let row = sqlx::query(
+            "select state, attempts_used, deadline_at, created_at, updated_at, webhook_url, \
+             correlation_id, event_seq, terms_hash from contract",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(row.get::<String, _>("state"), "executing");
+        assert_eq!(
+            (
+                row.get::<i64, _>("attempts_used"),
+                row.get::<i64, _>("deadline_at"),
+                row.get::<i64, _>("created_at"),
+                row.get::<i64, _>("updated_at"),
+                row.get::<i64, _>("event_seq"),
+            ),
+            (1, 7, 5, 6, 4)
+        );
+        assert_eq!(row.get::<String, _>("terms_hash"), "hash");
+        assert_eq!(row.get::<String, _>("correlation_id"), "req_1");
+        assert_eq!(
+            row.get::<String, _>("webhook_url"),
+            "https://seeker.example/hook"
+        );
+        let columns: Vec<String> = sqlx::query("select name from pragma_table_info('contract')")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        for moved in ["terms", "gateway_jws", "payment_offer"] {
+            assert!(!columns.iter().any(|c| c == moved), "{columns:?}");
+        }
+        pool.close().await;
+        std::fs::remove_dir_all(&folder).unwrap();
+    }
 
     fn event_row(from_state: Option<&str>, to_state: Option<&str>) -> EventRow {
         EventRow {

@@ -85,17 +85,17 @@ impl TryFrom<LedgerPaymentRow> for LedgerPayment {
 /// elsewhere in the terms, which `json` tolerates and `jsonb` refuses.
 const LEDGER_COLUMNS_SQLITE: &str = "p.payment_id, p.contract_id, p.network, p.asset, p.payer, \
     p.nonce, p.amount, p.state, p.settle_tx, \
-    json_extract(c.terms, '$.worker.payout_address') as pay_to";
+    json_extract(d.terms, '$.worker.payout_address') as pay_to";
 const LEDGER_COLUMNS_POSTGRES: &str = "p.payment_id, p.contract_id, p.network, p.asset, \
     p.payer, p.nonce, p.amount, p.state, p.settle_tx, \
-    c.terms::json -> 'worker' ->> 'payout_address' as pay_to";
+    d.terms::json -> 'worker' ->> 'payout_address' as pay_to";
 
 /// Whether a contract is escrowed: its signed terms' price scheme (absent in terms signed before
 /// schemes existed, which are all `exact`).
 const ESCROWED_SQLITE: &str =
-    "coalesce(json_extract(c.terms, '$.price.scheme'), 'exact') = 'auth-capture'";
+    "coalesce(json_extract(d.terms, '$.price.scheme'), 'exact') = 'auth-capture'";
 const ESCROWED_POSTGRES: &str =
-    "coalesce(c.terms::json -> 'price' ->> 'scheme', 'exact') = 'auth-capture'";
+    "coalesce(d.terms::json -> 'price' ->> 'scheme', 'exact') = 'auth-capture'";
 
 fn escrowed(backend: &Backend) -> &'static str {
     match backend {
@@ -206,7 +206,7 @@ impl std::fmt::Debug for LedgerEscrowPayment {
 
 const LEDGER_ESCROW_COLUMNS: &str = "p.payment_id, p.contract_id, p.network, p.asset, p.payer, \
     p.amount, p.state, p.authorize_tx, p.settle_tx, p.release_tx, p.remainder_tx, \
-    p.refunded_amount, p.payload, c.terms, c.payment_offer";
+    p.refunded_amount, p.payload, d.terms, d.payment_offer";
 
 fn ledger_select(backend: &Backend, condition: &str) -> String {
     let columns = match backend {
@@ -214,7 +214,7 @@ fn ledger_select(backend: &Backend, condition: &str) -> String {
         Backend::Postgres(_) => LEDGER_COLUMNS_POSTGRES,
     };
     format!(
-        "select {columns} from payment p join contract c on c.contract_id = p.contract_id \
+        "select {columns} from payment p join contract_document d on d.contract_id = p.contract_id \
          where {condition}"
     )
 }
@@ -256,8 +256,8 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<LedgerEscrowPayment>, StoreError> {
         let sql = format!(
-            "select {LEDGER_ESCROW_COLUMNS} from payment p join contract c \
-             on c.contract_id = p.contract_id \
+            "select {LEDGER_ESCROW_COLUMNS} from payment p join contract_document d \
+             on d.contract_id = p.contract_id \
              where p.network = $1 and p.payment_id > $2 and {} \
              order by p.payment_id limit $3",
             escrowed(&self.backend)

@@ -13,7 +13,7 @@
 //! | [`states`] | the stored vocabularies as enums: [`states::PaymentState`], [`states::AttemptState`], [`states::DeliveryState`], [`states::EventKind`], [`states::Actor`], [`states::DisputeState`], [`states::DecidedVia`], [`states::PieceKind`] (a row with another spelling is corrupt) |
 //! | [`keys`] | API keys (`hg_sk_`/`hg_op_`, only their SHA-256 stored), [`keys::Role`], worker callback secrets |
 //! | [`listing`] | a worker listing: its model (endpoint, protocol, tasks and prices, schemes, fee, health), its shown metadata, [`listing::invalid::InvalidField`] |
-//! | [`offer`] | [`offer::StoredOffer`]: what a contract row keeps of its x402 offer |
+//! | [`offer`] | [`offer::StoredOffer`]: what a contract keeps of its x402 offer |
 //! | [`bus`] | the in-process [`EventBus`] of committed events and their public [`LiveEvent`] view |
 //! | this module | [`Store`], [`StoreError`], the backend macros, and the tables below |
 //!
@@ -37,7 +37,7 @@
 //! | `api_keys` | `api_key` |
 //! | `workers` | `worker`, `worker_task`, `worker_probe` (the newest probes per listing) |
 //! | `worker_stats` | read-only: one listing's contracts by state, settled earnings, failures, rejections, probe history |
-//! | `contracts` | `contract`, `contract_event`; the caller's contract listing |
+//! | `contracts` | `contract`, `contract_document` (its signed terms, JWS and offer, written once), `contract_event`; the caller's contract listing |
 //! | `payments` | `payment` |
 //! | `execution` | the paid hire's transactions: `payment` + `contract`, `attempt`, `deliverable`, `verification` |
 //! | `hire_values` | none: the values the paid hire's steps write (attempt end, deliverable, verification, authorization and settlement outcomes), shared by `execution` and `advance` |
@@ -51,7 +51,7 @@
 //! | `key_locks` | none: PostgreSQL advisory locks, the instances' claims on chain keys and their turns to send from them |
 //! | `script` | none: SQLite writes sent as one script that carries its own transaction (the temporary table `moved`) |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
-//! | `ledger` | read-only audit queries over `payment` + `contract` terms and `worker` payout addresses |
+//! | `ledger` | read-only audit queries over `payment` + `contract_document` terms and `worker` payout addresses |
 //! | `transaction` | none: the statements of a contract's transaction (compare-and-set, state after a miss, event append) as functions over either driver |
 //! | `capabilities` | `contract_capability`: SHA-256 of the capability tokens of contracts hired over the stable x402 resource; the payer of such a wallet-seeker contract; `siwx_nonce`: sign-in-with-x nonces claimed once |
 //!

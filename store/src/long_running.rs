@@ -11,7 +11,7 @@ use hiregate_contracts::state::ContractState;
 
 use super::{
     ContractRecord, NewContractEvent, Store, StoreError,
-    contracts::{CONTRACT_COLUMNS, ContractRow},
+    contracts::{ContractRow, SELECT_CONTRACTS},
     on_backend, on_writer, to_millis,
     transaction::insert_event,
 };
@@ -89,7 +89,7 @@ impl Store {
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
-            "select {CONTRACT_COLUMNS} from contract where state in ({states}) and contract_id in \
+            "{SELECT_CONTRACTS} where state in ({states}) and contract_id in \
              (select contract_id from payment where valid_before <= $1 \
               and settle_started_at is null) \
              order by updated_at limit $2"
@@ -113,7 +113,7 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<ContractRecord>, StoreError> {
         let sql = format!(
-            "select {CONTRACT_COLUMNS} from contract where state = $1 and updated_at <= $2 \
+            "{SELECT_CONTRACTS} where state = $1 and updated_at <= $2 \
              order by updated_at limit $3"
         );
         let rows: Vec<ContractRow> = on_backend!(self, pool => {
