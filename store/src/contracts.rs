@@ -14,7 +14,7 @@
 use std::sync::{Arc, LazyLock};
 
 use super::bus::LiveEvent;
-use super::json::JsonText;
+use super::json::{self, JsonText};
 use super::offer::StoredOffer;
 use super::states::{Actor, EventKind};
 use chrono::{DateTime, Utc};
@@ -33,53 +33,72 @@ use super::{
 const ENTITY: &str = "contract";
 const EVENT_ENTITY: &str = "contract_event";
 
-/// Signed terms already read, by their hash. The hash is the terms' identity (rows with one
-/// hash hold one document, and a contract's terms never change once signed), and reading terms
-/// validates them again, compiling their output schemas (378 µs a parse, measured in a debug
-/// build) while a paid hire reads its contract at each step: so each document is parsed once
-/// per process. Weighed by the document's bytes, so large task inputs cannot pile up; parsed,
-/// a document takes about three times its bytes (in `serde_json::Value`s).
-static SIGNED_TERMS: LazyLock<quick_cache::sync::Cache<String, SizedTerms, DocumentBytes>> =
-    LazyLock::new(|| {
-        quick_cache::sync::Cache::with_weighter(CACHED_TERMS, CACHED_TERMS_BYTES, DocumentBytes)
-    });
+/// Signed documents already read, parsed, by their terms' hash. The hash is the documents'
+/// identity: it is over the terms, which name the contract, and a contract's documents are
+/// written once when it is proposed (migration 0026). A paid hire reads its contract at each
+/// step, and each read parsed the terms document (validating it again compiled its output
+/// schemas: 378 µs a parse, measured in a debug build) and the offer; so each contract's
+/// documents are parsed once per process. Weighed by their text's bytes, so large task inputs
+/// cannot pile up; parsed, a document takes about three times its bytes (in
+/// `serde_json::Value`s).
+static SIGNED_DOCUMENTS: LazyLock<
+    quick_cache::sync::Cache<String, SignedDocuments, DocumentBytes>,
+> = LazyLock::new(|| {
+    quick_cache::sync::Cache::with_weighter(CACHED_TERMS, CACHED_TERMS_BYTES, DocumentBytes)
+});
 
-/// Documents the terms cache expects to hold, and the document bytes it holds at most. Only the
-/// contracts in flight need their terms at hand (a paid hire reads its contract at each step):
-/// 2 MiB is about 1,300 of the bench's documents. At 16 MiB every pending contract's terms
+/// Documents the cache expects to hold, and the text bytes it holds at most. Only the
+/// contracts in flight need their documents at hand (a paid hire reads its contract at each
+/// step): 2 MiB is about 1,300 of the bench's terms alone, fewer with their offers. At 16 MiB every pending contract's terms
 /// stayed parsed: with 10,000 pending contracts the gateway held 126.9 MiB RSS, against
 /// 85.5 MiB at 2 MiB (`--bench scale`).
 const CACHED_TERMS: usize = 1024;
 const CACHED_TERMS_BYTES: u64 = 2 * 1024 * 1024;
 
-/// Parsed terms and the size of the document they were read from.
+/// A contract's signed documents, parsed, and the bytes of the text they were read from.
 #[derive(Clone)]
-struct SizedTerms(Arc<ContractTerms>, u64);
+struct SignedDocuments {
+    terms: Arc<ContractTerms>,
+    terms_document: Arc<serde_json::Value>,
+    payment_offer: Option<Arc<StoredOffer>>,
+    bytes: u64,
+}
 
 #[derive(Clone)]
 struct DocumentBytes;
 
-impl quick_cache::Weighter<String, SizedTerms> for DocumentBytes {
-    fn weight(&self, _hash: &String, terms: &SizedTerms) -> u64 {
-        terms.1
+impl quick_cache::Weighter<String, SignedDocuments> for DocumentBytes {
+    fn weight(&self, _hash: &String, documents: &SignedDocuments) -> u64 {
+        documents.bytes
     }
 }
 
-/// The terms `document` holds (signed under `terms_hash`), from the cache or parsed.
-fn signed_terms(
+/// The documents a row read holds (its terms signed under `terms_hash`), from the cache or
+/// parsed. Text that does not parse is a corrupt row.
+fn signed_documents(
     terms_hash: &str,
-    document: &serde_json::Value,
-) -> Result<Arc<ContractTerms>, StoreError> {
-    if let Some(SizedTerms(terms, _)) = SIGNED_TERMS.get(terms_hash) {
-        return Ok(terms);
+    terms: &str,
+    payment_offer: Option<&str>,
+) -> Result<SignedDocuments, StoreError> {
+    if let Some(documents) = SIGNED_DOCUMENTS.get(terms_hash) {
+        return Ok(documents);
     }
-    let terms = Arc::new(parse_document::<ContractTerms>(ENTITY, document)?);
-    let bytes = serde_json::to_vec(document)
-        .ok()
-        .and_then(|text| u64::try_from(text.len()).ok())
-        .unwrap_or(u64::MAX);
-    SIGNED_TERMS.insert(terms_hash.to_owned(), SizedTerms(Arc::clone(&terms), bytes));
-    Ok(terms)
+    let corrupt = |error: sqlx::error::BoxDynError| StoreError::corrupt(ENTITY, &error);
+    let terms_document: serde_json::Value = json::parse(terms).map_err(corrupt)?;
+    let offer_document: Option<serde_json::Value> = payment_offer
+        .map(json::parse)
+        .transpose()
+        .map_err(corrupt)?;
+    let documents = SignedDocuments {
+        terms: Arc::new(parse_document(ENTITY, &terms_document)?),
+        terms_document: Arc::new(terms_document),
+        payment_offer: offer_document
+            .map(|offer| parse_document(ENTITY, &offer).map(Arc::new))
+            .transpose()?,
+        bytes: u64::try_from(terms.len() + payment_offer.map_or(0, str::len)).unwrap_or(u64::MAX),
+    };
+    SIGNED_DOCUMENTS.insert(terms_hash.to_owned(), documents.clone());
+    Ok(documents)
 }
 
 /// A contract to create, with its first event.
@@ -124,8 +143,9 @@ pub struct ContractRecord {
     /// them, and inline they would make each future that holds a record kilobytes larger).
     pub terms: Arc<ContractTerms>,
     /// The signed terms document as stored: what the API shows and `terms_hash` is over (kept
-    /// beside the parsed terms so a document signed by an older release shows byte for byte).
-    pub terms_document: serde_json::Value,
+    /// beside the parsed terms so a document signed by an older release shows byte for byte;
+    /// shared, as the terms are).
+    pub terms_document: Arc<serde_json::Value>,
     /// Canonical hash of the terms.
     pub terms_hash: String,
     /// Gateway signature over the terms.
@@ -230,12 +250,13 @@ pub(crate) struct ContractRow {
     seeker_id: String,
     worker_id: String,
     task_type: String,
-    terms: JsonText<serde_json::Value>,
+    // The documents as text: parsed only when the cache does not hold them.
+    terms: String,
     terms_hash: String,
     gateway_jws: String,
     state: String,
     attempts_used: i32,
-    payment_offer: Option<JsonText<serde_json::Value>>,
+    payment_offer: Option<String>,
     deadline_at: Option<i64>,
     created_at: i64,
     updated_at: i64,
@@ -248,13 +269,15 @@ impl TryFrom<ContractRow> for ContractRecord {
     type Error = StoreError;
 
     fn try_from(row: ContractRow) -> Result<Self, Self::Error> {
+        let documents =
+            signed_documents(&row.terms_hash, &row.terms, row.payment_offer.as_deref())?;
         Ok(Self {
             contract_id: parse_id(ENTITY, &row.contract_id)?,
             seeker_id: parse_id(ENTITY, &row.seeker_id)?,
             worker_id: parse_id(ENTITY, &row.worker_id)?,
             task_type: row.task_type,
-            terms: signed_terms(&row.terms_hash, &row.terms.0)?,
-            terms_document: row.terms.0,
+            terms: documents.terms,
+            terms_document: documents.terms_document,
             terms_hash: row.terms_hash,
             gateway_jws: row.gateway_jws,
             state: row
@@ -263,10 +286,7 @@ impl TryFrom<ContractRow> for ContractRecord {
                 .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
             attempts_used: u32::try_from(row.attempts_used)
                 .map_err(|e| StoreError::corrupt(ENTITY, &e))?,
-            payment_offer: row
-                .payment_offer
-                .map(|json| parse_document(ENTITY, &json.0).map(Arc::new))
-                .transpose()?,
+            payment_offer: documents.payment_offer,
             deadline_at: from_millis_opt(ENTITY, row.deadline_at)?,
             created_at: from_millis(ENTITY, row.created_at)?,
             updated_at: from_millis(ENTITY, row.updated_at)?,

@@ -75,8 +75,9 @@ where
     }
 }
 
-/// Parse stored JSON text without `serde_json`'s nesting limit, after checking its depth.
-fn parse<T: DeserializeOwned>(text: &str) -> Result<T, BoxDynError> {
+/// Parse stored JSON text without `serde_json`'s nesting limit, after checking its depth (what
+/// reading a [`JsonText`] does, for text read as a plain string).
+pub(crate) fn parse<T: DeserializeOwned>(text: &str) -> Result<T, BoxDynError> {
     let depth = nesting_depth(text);
     if depth > MAX_STORED_DEPTH {
         return Err(format!(

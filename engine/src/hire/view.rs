@@ -85,7 +85,7 @@ impl HireService {
             "seeker_id": contract.seeker_id,
             "worker_id": contract.worker_id,
             "task_type": contract.task_type,
-            "terms": contract.terms_document,
+            "terms": *contract.terms_document,
             "terms_hash": contract.terms_hash,
             "gateway_jws": contract.gateway_jws,
             "payment_required": offer.map(|o| &o.payment_required),

@@ -519,7 +519,7 @@ async fn contract_for(store: &Store) -> String {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.terms_document, contract.terms);
+    assert_eq!(*stored.terms_document, contract.terms);
     assert_eq!(
         serde_json::to_value(&stored.terms).unwrap(),
         contract.terms,
