@@ -410,9 +410,10 @@ impl Store {
     /// to the pool. In WAL mode a connection drops its page cache at the start of a read
     /// whenever another connection has written since, so a pool reader begins each read by
     /// fetching its pages again: the tables' upper levels, the row, and its overflow pages (a
-    /// contract row, with its terms and token, spans several). In paid hires that was 10.6 % of
-    /// the gateway process's CPU at c=8 (`getPageNormal`, perf), and half the `pread64` calls
-    /// of a c=1 run of 208 hires (60,844, then 31,272 with this; strace). The writer's cache
+    /// contract row, with its terms and token, spanned several before migration 0026). In
+    /// paid hires that was 10.6 % of the gateway process's CPU at c=8 (`getPageNormal`, perf),
+    /// and half the `pread64` calls of a c=1 run of 208 hires (60,844, then 31,272 with this;
+    /// strace). The writer's cache
     /// never goes cold: only it writes. A read that finds it busy takes the pool, so reads
     /// seldom wait for a write.
     fn reader(&self) -> &Backend {
