@@ -214,8 +214,8 @@ fn ledger_select(backend: &Backend, condition: &str) -> String {
         Backend::Postgres(_) => LEDGER_COLUMNS_POSTGRES,
     };
     format!(
-        "select {columns} from payment p join contract_document d on d.contract_id = p.contract_id \
-         where {condition}"
+        "select {columns} from payment p join contract_document d \
+         on d.contract_id = p.contract_id where {condition}"
     )
 }
 

@@ -413,9 +413,8 @@ impl Store {
     /// contract row, with its terms and token, spanned several before migration 0026). In
     /// paid hires that was 10.6 % of the gateway process's CPU at c=8 (`getPageNormal`, perf),
     /// and half the `pread64` calls of a c=1 run of 208 hires (60,844, then 31,272 with this;
-    /// strace). The writer's cache
-    /// never goes cold: only it writes. A read that finds it busy takes the pool, so reads
-    /// seldom wait for a write.
+    /// strace). The writer's cache never goes cold: only it writes. A read that finds it busy
+    /// takes the pool, so reads seldom wait for a write.
     fn reader(&self) -> &Backend {
         match &self.writer {
             Backend::Sqlite(writer) if writer.num_idle() > 0 => &self.writer,
