@@ -22,6 +22,7 @@ use super::hire_values::{
 use hiregate_contracts::{id::PaymentId, state::ContractState};
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
+use super::script::Scripts as _;
 use super::{
     NewContractEvent, NewDispute, NewPayment, Store, StoreError, Transition, json::JsonText,
     on_writer, to_millis, transaction::compare_and_set,
@@ -453,12 +454,13 @@ impl Store {
                 query
             }};
         }
-        let seqs_up_to = |last_seq: i64| (1..=count).map(|k| last_seq - count + k).collect();
-        let seqs: Vec<i64> = {
-            let _turn = self.write_turn().await;
+        let seqs_up_to =
+            |last_seq: i64| -> Vec<i64> { (1..=count).map(|k| last_seq - count + k).collect() };
+        // `None`: the first compare-and-set missed; why is read once the writer is free.
+        let seqs: Option<Vec<i64>> = {
             on_writer!(self, pool => {
                 if !chained(steps) {
-                    let mut tx = pool.begin().await?;
+                    let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                     let mut seqs = Vec::with_capacity(steps.len());
                     for step in steps {
                         let moved = compare_and_set(
@@ -480,28 +482,28 @@ impl Store {
                         apply_side_write(&mut *tx, *write).await?;
                     }
                     tx.commit().await?;
-                    seqs
-                } else if super::pool_merges_statements(pool) {
+                    Some(seqs)
+                } else if super::merges_statements(pool) {
                     let sql = merged_statement(steps.len(), writes);
                     let last_seq = bind_chain!(sqlx::query_scalar::<_, i64>(&sql))
                         .fetch_optional(pool)
                         .await
                         .map_err(SideWrite::error_of(writes))?;
-                    let Some(last_seq) = last_seq else {
-                        return self.state_mismatch(contract_id).await;
-                    };
-                    seqs_up_to(last_seq)
+                    last_seq.map(seqs_up_to)
                 } else {
                     let script = sqlite_script(steps.len(), writes);
-                    let rows = super::script::run(pool, bind_chain!(sqlx::query(&script)))
+                    let rows = pool.run_script(self.script_flag(), bind_chain!(sqlx::query(&script)))
                         .await
                         .map_err(SideWrite::error_of(writes))?;
-                    let Some(moved) = rows.first() else {
-                        return self.state_mismatch(contract_id).await;
-                    };
-                    seqs_up_to(sqlx::Row::try_get(moved, 0)?)
+                    match rows.first() {
+                        Some(moved) => Some(seqs_up_to(sqlx::Row::try_get(moved, 0)?)),
+                        None => None,
+                    }
                 }
             })
+        };
+        let Some(seqs) = seqs else {
+            return self.state_mismatch(contract_id).await;
         };
         for (step, seq) in steps.iter().zip(&seqs) {
             self.publish_event(

@@ -77,7 +77,6 @@ impl Store {
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(key.id.as_str())
@@ -118,7 +117,6 @@ impl Store {
         const SQL: &str = "update api_key set revoked_at = $3 \
             where api_key_id = $1 and principal_id = $2 and revoked_at is null";
         let result = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
@@ -230,7 +228,6 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<Option<RevokedApiKey>, StoreError> {
         let row: Option<RevokedRow> = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query_as(REVOKE_RETURNING)
                     .bind(id.as_str())
@@ -258,9 +255,8 @@ impl Store {
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
                     .bind(id.as_str())
                     .bind(owner.map(PrincipalId::as_str))

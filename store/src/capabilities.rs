@@ -21,7 +21,6 @@ impl Store {
         const SQL: &str = "insert into contract_capability (token_hash, contract_id, created_at) \
             values ($1, $2, $3) on conflict (token_hash) do nothing";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(token_hash)
@@ -77,13 +76,12 @@ impl Store {
         const CLAIM: &str = "insert into siwx_nonce (nonce, expires_at) values ($1, $2) \
             on conflict (nonce) do nothing";
         let claimed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                sqlx::query(PURGE).bind(to_millis(now)).execute(pool).await?;
+                sqlx::query(PURGE).bind(to_millis(now)).execute(&mut *pool).await?;
                 sqlx::query(CLAIM)
                     .bind(nonce)
                     .bind(to_millis(expires_at))
-                    .execute(pool)
+                    .execute(&mut *pool)
                     .await?
                     .rows_affected()
             })

@@ -395,9 +395,8 @@ impl Store {
             .get("webhook_url")
             .and_then(serde_json::Value::as_str);
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 sqlx::query(SQL)
                     .bind(contract.contract_id.as_str())
                     .bind(contract.seeker_id.as_str())
@@ -520,9 +519,8 @@ impl Store {
             select contract_id, event_seq, $2, $3, $4, $5, null, null, $6 from counted \
             returning seq";
         let seq: Option<i64> = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                if super::pool_merges_statements(pool) {
+                if super::merges_statements(pool) {
                     sqlx::query_scalar(COUNT_WITH_EVENT)
                         .bind(contract_id)
                         .bind(to_millis(event.at))
@@ -533,7 +531,7 @@ impl Store {
                         .fetch_optional(pool)
                         .await?
                 } else {
-                    let mut tx = pool.begin().await?;
+                    let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                     let Some(seq) = append_event(&mut tx, contract_id, event).await? else {
                         return Ok(None);
                     };

@@ -177,7 +177,6 @@ impl Store {
     /// one.
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 super::advance::apply_side_write(pool, super::SideWrite::Dispute(dispute)).await?;
             })
@@ -218,7 +217,6 @@ impl Store {
         const SQL: &str = "update dispute set replay = $2, replay_verifier_result_hash = $3, \
             state = $4 where dispute_id = $1 and decided_at is null";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(dispute_id)
@@ -242,7 +240,6 @@ impl Store {
             decision_reason = $4, decided_via = $5, decided_at = $6 \
             where dispute_id = $1 and decided_at is null";
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(dispute_id)
@@ -272,7 +269,6 @@ impl Store {
             responded_by = $4, responded_at = $5 \
             where dispute_id = $1 and responded_at is null and decided_at is null";
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(dispute_id)

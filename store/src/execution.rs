@@ -26,6 +26,7 @@ use super::hire_values::{
     AttemptEnd, AuthorizationOutcome, DeliverableRecord, NewDeliverable, NewVerification,
     SettlementOutcome, VerificationRecord,
 };
+use super::script::Scripts as _;
 use super::{
     NewContractEvent, NewPayment, PaymentRecord, Store, StoreError, Transition,
     advance::{ContractStep, SideWrite, apply_side_write},
@@ -536,7 +537,6 @@ impl Store {
         const SQL: &str = "update contract set queued_at = coalesce(queued_at, $2) \
             where contract_id = $1 and state = 'paid'";
         let updated = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(contract_id)
@@ -586,7 +586,6 @@ impl Store {
         // locked, on each dialect (see [`START`]): the lock is held until the commit, so every
         // round trip inside this transaction holds up the worker's other hires.
         let (load, bumped): ((i64, i64), Option<(i32, i64)>) = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 macro_rules! bind_start {
                     ($query:expr) => {
@@ -599,8 +598,8 @@ impl Store {
                             .bind(i64::from(max_parallel))
                     };
                 }
-                if super::pool_merges_statements(pool) {
-                    let mut tx = pool.begin().await?;
+                if super::merges_statements(pool) {
+                    let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                     sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
                     let (busy, ahead, attempts, seq): (i64, i64, Option<i32>, Option<i64>) =
                         bind_start!(sqlx::query_as(&START.merged))
@@ -609,7 +608,7 @@ impl Store {
                     tx.commit().await?;
                     ((busy, ahead), attempts.zip(seq))
                 } else {
-                    let rows = super::script::run(pool, bind_start!(sqlx::query(&START.script)))
+                    let rows = pool.run_script(self.script_flag(), bind_start!(sqlx::query(&START.script)))
                         .await?;
                     let Some(load) = rows.first() else {
                         return Err(StoreError::corrupt(ATTEMPT_ENTITY, &"a start that read no load"));
@@ -654,7 +653,6 @@ impl Store {
         end: &AttemptEnd,
     ) -> Result<(), StoreError> {
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 apply_side_write(pool, SideWrite::AttemptEnd { attempt_id, end }).await?;
             })
@@ -677,9 +675,8 @@ impl Store {
     /// left as they are.
     pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 for piece in pieces {
                     apply_side_write(&mut *tx, SideWrite::Deliverable(piece)).await?;
                 }
@@ -709,7 +706,6 @@ impl Store {
     /// Store a verification result.
     pub async fn insert_verification(&self, result: &NewVerification) -> Result<(), StoreError> {
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 apply_side_write(pool, SideWrite::Verification(result)).await?;
             })
@@ -777,7 +773,6 @@ impl Store {
             updated_at = $3 where contract_id = $1 and state = 'settlement_unknown' \
             and updated_at <= $2 returning settlement_retries";
         let retries: Option<i32> = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query_scalar(SQL)
                     .bind(contract_id)
@@ -803,7 +798,6 @@ impl Store {
             settle_response = coalesce($3, settle_response), updated_at = $4 \
             where payment_id = $1 and state = 'settlement_unknown'";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(payment_id.as_str())
@@ -856,7 +850,6 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "update payment set state = $2, updated_at = $3 where payment_id = $1";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(payment_id.as_str())
@@ -912,7 +905,6 @@ impl Store {
             updated_at = $4 where payment_id = $1 and (state <> $2 or $2 = 'voiding') \
             and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(payment_id.as_str())
@@ -940,7 +932,6 @@ impl Store {
         const SQL: &str = "update payment set state = 'refunding', refunded_amount = $2, \
             updated_at = $3 where payment_id = $1 and state = 'settled'";
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(payment_id.as_str())
@@ -1010,9 +1001,8 @@ impl Store {
         const RELEASE: &str = "update payment set state = 'voided', updated_at = $2 \
             where payment_id = $1 and contract_id = $3 and state = 'verified'";
         let seq: Option<i64> = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 let released = sqlx::query(RELEASE)
                     .bind(payment_id.as_str())
                     .bind(to_millis(event.at))

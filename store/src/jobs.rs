@@ -121,7 +121,6 @@ impl Store {
         const SQL: &str = "insert into job (job_id, kind, dedupe_key, payload, state, run_at, \
             attempts, created_at, updated_at) values ($1, $2, $3, $4, 'queued', $5, 0, $6, $6)";
         let result = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(job.id.as_str())
@@ -153,12 +152,11 @@ impl Store {
     ) -> Result<Option<JobRecord>, StoreError> {
         let lease_until =
             now + chrono::Duration::from_std(lease_for).unwrap_or(chrono::Duration::MAX);
-        let claim = match self.writer {
+        let claim = match self.backend {
             super::Backend::Sqlite(_) => CLAIM_SQLITE,
             super::Backend::Postgres(_) => CLAIM_POSTGRES,
         };
         let row: Option<JobRow> = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query_as(claim)
                     .bind(kind)
@@ -182,7 +180,6 @@ impl Store {
         const SQL: &str = "update job set state = 'done', lease_owner = null, lease_until = null, \
             updated_at = $3 where job_id = $1 and lease_owner = $2 and state = 'queued'";
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
@@ -209,7 +206,6 @@ impl Store {
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
@@ -237,7 +233,6 @@ impl Store {
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())

@@ -18,9 +18,9 @@
 //! | this module | [`Store`], [`StoreError`], the backend macros, and the tables below |
 //!
 //! Queries are runtime-checked (`sqlx::query_as`), written once with `$n` placeholders, which
-//! both drivers accept; `on_backend!` expands each body once per pool type, so both are
-//! type-checked. Writes use `on_writer!` inside the store's write turn: on a SQLite file they
-//! go through one connection of their own (see [`Store::connect`]). Dialect differences
+//! both drivers accept; `on_backend!` expands each body once per driver's connection type, so
+//! both are type-checked. Writes use `on_writer!`, whose SQLite connection is the store's one
+//! writer, held outside any pool as the process's write turn (see `sqlite`). Dialect differences
 //! (`FOR UPDATE SKIP LOCKED`) are separate constants.
 //! Times are stored as Unix milliseconds. JSON is stored as its serialized text in TEXT columns
 //! on both backends, bound through `json::JsonText`, so a value reads back exactly as written
@@ -50,6 +50,7 @@
 //! | `json` | none: the JSON binding and diagnostic-text rule every table uses |
 //! | `key_locks` | none: PostgreSQL advisory locks, the instances' claims on chain keys and their turns to send from them |
 //! | `script` | none: SQLite writes sent as one script that carries its own transaction (the temporary table `moved`) |
+//! | `sqlite` | none: a SQLite database's connections, the writer held outside any pool and the readers' pool |
 //! | `long_running` | `callback_receipt`; deadline-sweep queries over `contract` + `payment` |
 //! | `ledger` | read-only audit queries over `payment` + `contract_document` terms and `worker` payout addresses |
 //! | `transaction` | none: the statements of a contract's transaction (compare-and-set, state after a miss, event append) as functions over either driver |
@@ -85,6 +86,7 @@ mod receipts;
 mod reputation;
 mod script;
 pub mod settings;
+mod sqlite;
 pub mod states;
 mod transaction;
 mod webhooks;
@@ -99,9 +101,7 @@ use hiregate_contracts::{money::Network, state::ContractState};
 use sqlx::{
     migrate::Migrator,
     postgres::{PgConnectOptions, PgPool, PgPoolOptions},
-    sqlite::{
-        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-    },
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
 pub use advance::{ContractStep, SideWrite};
@@ -192,62 +192,81 @@ impl StoreError {
 
 #[derive(Debug, Clone)]
 enum Backend {
-    Sqlite(SqlitePool),
+    Sqlite(sqlite::SqliteBackend),
     Postgres(PgPool),
 }
 
-/// Run `$body` with `$pool` bound to the pool of `$backend`, one of the store's (see
-/// [`on_backend!`], [`on_writer!`]). The body is compiled once per backend, so the same query
-/// text is type-checked against both drivers.
-macro_rules! on_pool {
-    ($store:expr, $backend:expr, $pool:ident => $body:expr) => {
-        match {
-            $store.count_round_trip();
-            $backend
-        } {
-            $crate::Backend::Sqlite($pool) => $body,
-            $crate::Backend::Postgres($pool) => $body,
-        }
-    };
-}
-pub(crate) use on_pool;
-
-/// Run `$body` with `$pool` bound to whichever pool the store reads from (see
-/// [`Store::reader`]).
+/// Run `$body` with `$connection` bound to a connection to read from: on SQLite the writer
+/// while it is idle, else a pool reader (see `store::sqlite`); on PostgreSQL one of the pool's.
+/// The body is compiled once per backend, so the same query text is type-checked against both
+/// drivers.
 macro_rules! on_backend {
-    ($store:expr, $pool:ident => $body:expr) => {
-        $crate::on_pool!($store, $store.reader(), $pool => $body)
-    };
+    ($store:expr, $connection:ident => $body:expr) => {{
+        $store.count_round_trip();
+        match &$store.backend {
+            $crate::Backend::Sqlite(sqlite_backend) => {
+                let mut reading = sqlite_backend.read().await?;
+                let $connection: &mut sqlx::SqliteConnection = &mut reading;
+                $body
+            }
+            $crate::Backend::Postgres(postgres_pool) => {
+                let mut held = postgres_pool.acquire().await?;
+                let $connection: &mut sqlx::PgConnection = &mut held;
+                $body
+            }
+        }
+    }};
 }
 pub(crate) use on_backend;
 
-/// [`on_backend!`] for a write, which callers run inside their [`Store::write_turn`]: on SQLite
-/// `$pool` is the store's one writing connection (see [`Store::connect`]), on PostgreSQL the
-/// pool.
+/// [`on_backend!`] for a write: on SQLite `$connection` is the store's one writing connection,
+/// held for the body as this process's turn to write (see [`Store::connect`]); on PostgreSQL
+/// one of the pool's. SQLite lets one connection write at a time and puts the others to sleep
+/// in its busy handler, backing off 1, 2, 5, 10… ms: with 8 hires in flight that sleep was
+/// most of the tail (p99 222–407 ms against a p50 of 40–60). This process's writers take turns
+/// on an async lock instead, in arrival order, and SQLite's handler is left for writers in
+/// other processes.
 macro_rules! on_writer {
-    ($store:expr, $pool:ident => $body:expr) => {
-        $crate::on_pool!($store, &$store.writer, $pool => $body)
-    };
+    ($store:expr, $connection:ident => $body:expr) => {{
+        $store.count_round_trip();
+        match &$store.backend {
+            $crate::Backend::Sqlite(sqlite_backend) => {
+                let mut writing = sqlite_backend.write().await?;
+                let $connection: &mut sqlx::SqliteConnection = &mut writing;
+                $body
+            }
+            $crate::Backend::Postgres(postgres_pool) => {
+                let mut held = postgres_pool.acquire().await?;
+                let $connection: &mut sqlx::PgConnection = &mut held;
+                $body
+            }
+        }
+    }};
 }
 pub(crate) use on_writer;
 
 /// Whether a transition and its event go to the database as one statement (see
-/// `store::advance`), by the pool's backend.
-pub(crate) fn pool_merges_statements<DB: Dialect>(_: &sqlx::Pool<DB>) -> bool {
-    DB::MERGES_TRANSITIONS
+/// `store::advance`), by the connection's backend.
+pub(crate) fn merges_statements<C: Dialect>(_: &C) -> bool {
+    C::MERGES_TRANSITIONS
 }
 
-/// What differs between the two SQL dialects beyond the query text both accept.
-pub(crate) trait Dialect: sqlx::Database {
+/// What differs between the two SQL dialects beyond the query text both accept, by the
+/// connection the backend macros bind.
+pub(crate) trait Dialect {
+    /// The driver.
+    type Database: sqlx::Database;
     /// Data-modifying CTEs (`with … as (update …) insert …`) are supported.
     const MERGES_TRANSITIONS: bool;
 }
 
-impl Dialect for sqlx::Sqlite {
+impl Dialect for sqlx::SqliteConnection {
+    type Database = sqlx::Sqlite;
     const MERGES_TRANSITIONS: bool = false;
 }
 
-impl Dialect for sqlx::Postgres {
+impl Dialect for sqlx::PgConnection {
+    type Database = sqlx::Postgres;
     const MERGES_TRANSITIONS: bool = true;
 }
 
@@ -274,13 +293,8 @@ pub(crate) use bind_event;
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Backend,
-    /// Where writes go (see [`on_writer!`]): on SQLite a pool of one connection of its own,
-    /// else `backend`.
-    writer: Backend,
     events: EventBus,
     round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    /// Whose turn it is to write to SQLite (see [`Store::write_turn`]).
-    sqlite_writer: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// How long a PostgreSQL connection may sit idle before it is pinged on its way out of the pool.
@@ -296,10 +310,10 @@ impl Store {
     /// cache at the start of a transaction whenever another connection has written since its
     /// last one, so with writes spread over the pool every write began by reading its pages
     /// (the tables' and indexes' upper levels) back from the file. With one writer, its cache
-    /// stays warm: only it writes. Reads use it too while it is idle (see [`Store::reader`]).
+    /// stays warm: only it writes. Reads use it too while it is idle (see `store::sqlite`).
     pub async fn connect(settings: &DatabaseSettings) -> Result<Self, StoreError> {
         let url = settings.url.expose();
-        let (backend, writer) = match settings.url.kind() {
+        let backend = match settings.url.kind() {
             DatabaseKind::Sqlite => {
                 let options = SqliteConnectOptions::from_str(url)?
                     .create_if_missing(true)
@@ -314,44 +328,26 @@ impl Store {
                     .foreign_keys(true)
                     .busy_timeout(std::time::Duration::from_secs(10));
                 let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-                let pool = SqlitePoolOptions::new()
-                    // sqlx pings every connection it hands out by default. A SQLite connection
-                    // is a thread in this process with nothing to hang up, and the ping is a
-                    // hand-over to that thread and back: a wake-up of each, on every query, and
-                    // inside the writer's turn on every write.
-                    .test_before_acquire(false)
-                    .after_connect(|connection, _| {
-                        Box::pin(async move {
-                            sqlx::Executor::execute(connection, script::CREATE_MOVED)
-                                .await
-                                .map(drop)
-                        })
-                    })
-                    .acquire_timeout(settings.acquire_timeout())
-                    .max_connections(settings.max_connections)
-                    .min_connections(settings.min_connections);
+                // The writer holds the pages every write touches (the hot rows' tables and
+                // indexes); 2 MiB is one connection's share, not the pool's.
+                let writer_options = options.clone().pragma("cache_size", "-2048");
                 if in_memory {
-                    let only = pool
-                        .max_connections(1)
-                        .min_connections(1)
-                        .idle_timeout(None)
-                        .max_lifetime(None)
+                    // One connection is the database: reads wait for the writer.
+                    Backend::Sqlite(sqlite::SqliteBackend::open(&writer_options, None).await?)
+                } else {
+                    let readers = SqlitePoolOptions::new()
+                        // sqlx pings every connection it hands out by default. A SQLite connection
+                        // is a thread in this process with nothing to hang up, and the ping is a
+                        // hand-over to that thread and back: a wake-up of each, on every query.
+                        .test_before_acquire(false)
+                        .acquire_timeout(settings.acquire_timeout())
+                        .max_connections(settings.max_connections)
+                        .min_connections(settings.min_connections)
                         .connect_with(options)
                         .await?;
-                    (Backend::Sqlite(only.clone()), Backend::Sqlite(only))
-                } else {
-                    let writer = pool
-                        .clone()
-                        .max_connections(1)
-                        .min_connections(1)
-                        .idle_timeout(None)
-                        .max_lifetime(None)
-                        // It holds the pages every write touches (the hot rows' tables and
-                        // indexes); 2 MiB is one connection's share, not the pool's.
-                        .connect_with(options.clone().pragma("cache_size", "-2048"))
-                        .await?;
-                    let readers = pool.connect_with(options).await?;
-                    (Backend::Sqlite(readers), Backend::Sqlite(writer))
+                    Backend::Sqlite(
+                        sqlite::SqliteBackend::open(&writer_options, Some(readers)).await?,
+                    )
                 }
             }
             DatabaseKind::Postgres => {
@@ -374,15 +370,13 @@ impl Store {
                     .min_connections(settings.min_connections)
                     .connect_with(options)
                     .await?;
-                (Backend::Postgres(pool.clone()), Backend::Postgres(pool))
+                Backend::Postgres(pool)
             }
         };
         Ok(Self {
             backend,
-            writer,
             events: EventBus::default(),
             round_trips: std::sync::Arc::default(),
-            sqlite_writer: std::sync::Arc::default(),
         })
     }
 
@@ -393,32 +387,14 @@ impl Store {
         self.round_trips.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// This process's turn to write, held until the guard drops; `None` on PostgreSQL, which
-    /// needs none. SQLite lets one connection write at a time and puts the others to sleep in
-    /// its busy handler, backing off 1, 2, 5, 10… ms: with 8 hires in flight that sleep was most
-    /// of the tail (p99 222–407 ms against a p50 of 40–60). This process's writers take turns on
-    /// an async lock instead, in arrival order, and SQLite's handler is left for writers in
-    /// other processes. Every write takes it around its [`on_backend!`] body.
-    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        match self.backend {
-            Backend::Sqlite(_) => Some(self.sqlite_writer.lock().await),
-            Backend::Postgres(_) => None,
-        }
-    }
-
-    /// Where a read goes. On a SQLite file, to the writing connection whenever it is idle, else
-    /// to the pool. In WAL mode a connection drops its page cache at the start of a read
-    /// whenever another connection has written since, so a pool reader begins each read by
-    /// fetching its pages again: the tables' upper levels, the row, and its overflow pages (a
-    /// contract row, with its terms and token, spanned several before migration 0026). In
-    /// paid hires that was 10.6 % of the gateway process's CPU at c=8 (`getPageNormal`, perf),
-    /// and half the `pread64` calls of a c=1 run of 208 hires (60,844, then 31,272 with this;
-    /// strace). The writer's cache never goes cold: only it writes. A read that finds it busy
-    /// takes the pool, so reads seldom wait for a write.
-    fn reader(&self) -> &Backend {
-        match &self.writer {
-            Backend::Sqlite(writer) if writer.num_idle() > 0 => &self.writer,
-            _ => &self.backend,
+    /// The flag a SQLite script on the writer sets while it runs (see `store::script`); one
+    /// that nothing reads on PostgreSQL, which runs no scripts.
+    fn script_flag(&self) -> &std::sync::atomic::AtomicBool {
+        static NO_SCRIPTS: std::sync::atomic::AtomicBool =
+            std::sync::atomic::AtomicBool::new(false);
+        match &self.backend {
+            Backend::Sqlite(sqlite) => sqlite.unfinished(),
+            Backend::Postgres(_) => &NO_SCRIPTS,
         }
     }
 
@@ -462,7 +438,7 @@ impl Store {
     /// database lock on PostgreSQL; SQLite serializes writers).
     pub async fn migrate(&self) -> Result<(), StoreError> {
         match &self.backend {
-            Backend::Sqlite(pool) => SQLITE_MIGRATOR.run(pool).await?,
+            Backend::Sqlite(sqlite) => SQLITE_MIGRATOR.run(&mut *sqlite.write().await?).await?,
             Backend::Postgres(pool) => POSTGRES_MIGRATOR.run(pool).await?,
         }
         Ok(())
@@ -484,10 +460,12 @@ impl Store {
         }
     }
 
-    /// Close the pools, waiting for checked-out connections to return.
+    /// Close the connections, waiting for checked-out ones to return.
     pub async fn close(&self) {
-        on_backend!(self, pool => pool.close().await);
-        on_writer!(self, pool => pool.close().await);
+        match &self.backend {
+            Backend::Sqlite(sqlite) => sqlite.close().await,
+            Backend::Postgres(pool) => pool.close().await,
+        }
     }
 
     /// `(version, description)` of the embedded migrations for each backend, for the parity
@@ -579,14 +557,14 @@ where
 mod tests {
     use super::*;
 
-    /// `PRAGMA data_version` of `backend`'s connection (one connection: the writer): it changes
-    /// exactly when another connection has committed since the previous reading.
-    async fn data_version(backend: &Backend) -> i64 {
-        let Backend::Sqlite(pool) = backend else {
+    /// `PRAGMA data_version` of `store`'s writer: it changes exactly when another connection
+    /// has committed since the previous reading.
+    async fn data_version(store: &Store) -> i64 {
+        let Backend::Sqlite(sqlite) = &store.backend else {
             unreachable!("a SQLite store");
         };
         sqlx::query_scalar("pragma data_version")
-            .fetch_one(pool)
+            .fetch_one(&mut *sqlite.write().await.unwrap())
             .await
             .unwrap()
     }
@@ -609,7 +587,7 @@ mod tests {
         let store = Store::connect(&settings).await.unwrap();
         store.migrate().await.unwrap();
         let now = Utc::now();
-        let writer_before = data_version(&store.writer).await;
+        let writer_before = data_version(&store).await;
 
         for n in 0..3 {
             let job = NewJob {
@@ -631,19 +609,88 @@ mod tests {
             assert!(store.complete_job(&claimed.id, "owner", now).await.unwrap());
         }
         assert_eq!(
-            data_version(&store.writer).await,
+            data_version(&store).await,
             writer_before,
             "another connection committed"
         );
 
         // What the check would see if a write went around the writer.
-        on_backend!(store, pool => {
-            sqlx::query("update job set attempts = attempts + 1")
-                .execute(pool)
+        let Backend::Sqlite(sqlite) = &store.backend else {
+            unreachable!("a SQLite store");
+        };
+        let readers = sqlite.readers().expect("a file has readers");
+        sqlx::query("update job set attempts = attempts + 1")
+            .execute(readers)
+            .await
+            .unwrap();
+        assert_ne!(data_version(&store).await, writer_before);
+        store.close().await;
+        std::fs::remove_dir_all(&folder).unwrap();
+    }
+
+    /// A script whose task was dropped half-way leaves its transaction open on the writer,
+    /// which no pool cleans up: the writer's next user rolls it back before its own work.
+    /// Without that, the next write would run inside the abandoned transaction and never
+    /// commit.
+    #[tokio::test]
+    async fn the_writer_rolls_back_what_a_dropped_script_left_open() {
+        let folder = std::env::temp_dir().join(format!("hiregate-store-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&folder).unwrap();
+        let settings = DatabaseSettings {
+            url: format!("sqlite://{}", folder.join("dropped.db").display())
+                .parse()
+                .unwrap(),
+            max_connections: 4,
+            min_connections: 0,
+            acquire_timeout_s: 5,
+            migrate_on_start: false,
+        };
+        let store = Store::connect(&settings).await.unwrap();
+        store.migrate().await.unwrap();
+        let now = Utc::now();
+        let job = NewJob {
+            id: hiregate_contracts::id::JobId::generate(),
+            kind: "test".to_owned(),
+            dedupe_key: None,
+            payload: serde_json::json!({}),
+            run_at: now,
+        };
+        store.enqueue_job(&job, now).await.unwrap();
+        let Backend::Sqlite(sqlite) = &store.backend else {
+            unreachable!("a SQLite store");
+        };
+        {
+            // What a script leaves when its task is dropped after its first statements.
+            let mut writing = sqlite.write().await.unwrap();
+            sqlite
+                .unfinished()
+                .store(true, std::sync::atomic::Ordering::Release);
+            sqlx::query("begin immediate")
+                .execute(&mut *writing)
                 .await
                 .unwrap();
-        });
-        assert_ne!(data_version(&store.writer).await, writer_before);
+            sqlx::query("update job set attempts = 99")
+                .execute(&mut *writing)
+                .await
+                .unwrap();
+        }
+
+        let claimed = store
+            .claim_job("test", "owner", now, std::time::Duration::from_secs(60))
+            .await
+            .unwrap()
+            .expect("the job is due");
+        assert_eq!(claimed.id, job.id);
+        // Read on another connection: only what committed.
+        let readers = sqlite.readers().expect("a file has readers");
+        let attempts: i64 = sqlx::query_scalar("select attempts from job")
+            .fetch_one(readers)
+            .await
+            .unwrap();
+        assert_eq!(
+            attempts, 1,
+            "the claim committed, the abandoned update did not"
+        );
         store.close().await;
         std::fs::remove_dir_all(&folder).unwrap();
     }

@@ -56,7 +56,6 @@ impl Store {
         const SQL: &str = "insert into callback_receipt (worker_id, webhook_id, contract_id, \
             received_at) values ($1, $2, $3, $4)";
         let inserted = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(worker_id)
@@ -141,9 +140,8 @@ impl Store {
         const CLAIM: &str = "update contract set updated_at = $4, event_seq = event_seq + 1 \
             where contract_id = $1 and state = $2 and updated_at = $3 returning event_seq";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 let seq: Option<i64> = sqlx::query_scalar(CLAIM)
                     .bind(contract_id)
                     .bind(state.as_str())

@@ -241,7 +241,6 @@ impl Store {
     /// [`StoreError::Duplicate`]: the caller then looks up which contract holds it.
     pub async fn insert_payment(&self, payment: &NewPayment) -> Result<(), StoreError> {
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 super::advance::apply_side_write(pool, super::SideWrite::Payment(payment)).await?;
             })
@@ -314,7 +313,6 @@ impl Store {
         outcome: &crate::SettlementOutcome,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        let _turn = self.write_turn().await;
         on_writer!(self, pool => {
             super::advance::apply_side_write(
                 pool,
@@ -363,7 +361,6 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(sql)
                     .bind(payment_id.as_str())

@@ -46,7 +46,6 @@ impl Store {
         const SQL: &str = "insert into contract_receipt (contract_id, outcome, kid, token, issued_at) \
             values ($1, $2, $3, $4, $5) on conflict (contract_id, outcome) do nothing";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(receipt.contract_id.as_str())

@@ -348,7 +348,6 @@ impl Store {
         const INSERT: &str = "insert into webhook_secret (seeker_id, secret, created_at) \
             values ($1, $2, $3) on conflict (seeker_id) do nothing";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(INSERT)
                     .bind(seeker_id.as_str())
@@ -374,7 +373,6 @@ impl Store {
             values ($1, $2, $3) on conflict (seeker_id) \
             do update set secret = excluded.secret, created_at = excluded.created_at";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(UPSERT)
                     .bind(seeker_id.as_str())
@@ -426,7 +424,6 @@ impl Store {
             Backend::Postgres(_) => CLAIM_POSTGRES,
         };
         let ids: Vec<i64> = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query_scalar(claim)
                     .bind(owner)
@@ -488,9 +485,8 @@ impl Store {
         let duration_ms = i64::try_from(attempt.duration_ms).unwrap_or(i64::MAX);
         let attempt_no = i32::try_from(attempt.attempt_no).unwrap_or(i32::MAX);
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 let changed = sqlx::query(UPDATE)
                     .bind(event_id)
                     .bind(owner)
@@ -543,7 +539,6 @@ impl Store {
             lease_owner = null, lease_until = null, updated_at = $4 \
             where event_id = $1 and lease_owner = $2 and state = 'pending'";
         let changed = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(event_id)
@@ -621,9 +616,8 @@ impl Store {
             delivery_select()
         );
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 let changed = sqlx::query(REQUEUE)
                     .bind(event_id)
                     .bind(seeker_id)
@@ -675,8 +669,8 @@ impl Store {
             where d.contract_id = $1 order by a.event_id, a.attempt_no";
         let (rows, attempts): (Vec<DeliveryRow>, Vec<AttemptRow>) = on_backend!(self, pool => {
             (
-                sqlx::query_as(&sql).bind(contract_id).fetch_all(pool).await?,
-                sqlx::query_as(ATTEMPTS).bind(contract_id).fetch_all(pool).await?,
+                sqlx::query_as(&sql).bind(contract_id).fetch_all(&mut *pool).await?,
+                sqlx::query_as(ATTEMPTS).bind(contract_id).fetch_all(&mut *pool).await?,
             )
         });
         let mut deliveries = rows

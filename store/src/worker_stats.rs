@@ -164,22 +164,22 @@ impl Store {
         let id = worker_id.as_str();
         let rows: StatsRows = on_backend!(self, pool => {
             StatsRows {
-                by_state: sqlx::query_as(BY_STATE).bind(id).fetch_all(pool).await?,
-                settled: sqlx::query_as(SETTLED).bind(id).fetch_all(pool).await?,
+                by_state: sqlx::query_as(BY_STATE).bind(id).fetch_all(&mut *pool).await?,
+                settled: sqlx::query_as(SETTLED).bind(id).fetch_all(&mut *pool).await?,
                 failures: sqlx::query_as(FAILURES)
                     .bind(id)
                     .bind(i64::from(limits.failures))
-                    .fetch_all(pool)
+                    .fetch_all(&mut *pool)
                     .await?,
                 rejections: sqlx::query_as(REJECTIONS)
                     .bind(id)
                     .bind(i64::from(limits.rejections))
-                    .fetch_all(pool)
+                    .fetch_all(&mut *pool)
                     .await?,
                 probes: sqlx::query_as(PROBES)
                     .bind(id)
                     .bind(i64::from(limits.probes))
-                    .fetch_all(pool)
+                    .fetch_all(&mut *pool)
                     .await?,
             }
         });

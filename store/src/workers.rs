@@ -204,9 +204,8 @@ impl Store {
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
             $19, $20, $21, $22, $23, $24, $25, $26)";
         {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 sqlx::query(SQL)
                     .bind(listing.id.as_str())
                     .bind(listing.operator_id.as_str())
@@ -302,9 +301,8 @@ impl Store {
             payment_flow = $21 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
         let written = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 let updated = sqlx::query(SQL)
                     .bind(listing.id.as_str())
                     .bind(listing.endpoint.to_string())
@@ -356,7 +354,6 @@ impl Store {
             updated_at = case when retired_at is null then $3 else updated_at end \
             where worker_id = $1 and operator_id = $2";
         let updated = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query(SQL)
                     .bind(id.as_str())
@@ -410,12 +407,11 @@ impl Store {
         const POSTGRES: &str = "update worker set next_probe_at = $2 where worker_id in \
             (select worker_id from worker where retired_at is null and next_probe_at <= $1 \
              order by next_probe_at limit $3 for update skip locked) returning worker_id";
-        let claim = match self.writer {
+        let claim = match self.backend {
             super::Backend::Sqlite(_) => SQLITE,
             super::Backend::Postgres(_) => POSTGRES,
         };
         let ids: Vec<String> = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
                 sqlx::query_scalar(claim)
                     .bind(to_millis(now))
@@ -461,9 +457,8 @@ impl Store {
             (select probe_id from worker_probe where worker_id = $1 \
              order by probe_id desc limit 1 offset $2)";
         let row: Option<(String, i32)> = {
-            let _turn = self.write_turn().await;
             on_writer!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
                 let row: Option<(String, i32)> = match result {
                     ProbeResult::Passed => sqlx::query_as(PASSED)
                         .bind(id.as_str())
