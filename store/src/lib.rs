@@ -196,17 +196,16 @@ enum Backend {
     Postgres(PgPool),
 }
 
-/// Run `$body` with `$connection` bound to a connection to read from: on SQLite the writer
-/// while it is idle, else a pool reader (see `store::sqlite`); on PostgreSQL one of the pool's.
-/// The body is compiled once per backend, so the same query text is type-checked against both
-/// drivers.
-macro_rules! on_backend {
-    ($store:expr, $connection:ident => $body:expr) => {{
+/// Run `$body` with `$connection` bound to a connection: on SQLite the one `SqliteBackend::$take`
+/// gives (see [`on_backend!`], [`on_writer!`]), on PostgreSQL one of the pool's. The body is
+/// compiled once per backend, so the same query text is type-checked against both drivers.
+macro_rules! on_connection {
+    ($store:expr, $take:ident, $connection:ident => $body:expr) => {{
         $store.count_round_trip();
         match &$store.backend {
             $crate::Backend::Sqlite(sqlite_backend) => {
-                let mut reading = sqlite_backend.read().await?;
-                let $connection: &mut sqlx::SqliteConnection = &mut reading;
+                let mut taken = sqlite_backend.$take().await?;
+                let $connection: &mut sqlx::SqliteConnection = &mut taken;
                 $body
             }
             $crate::Backend::Postgres(postgres_pool) => {
@@ -217,31 +216,27 @@ macro_rules! on_backend {
         }
     }};
 }
+pub(crate) use on_connection;
+
+/// Run `$body` with `$connection` bound to a connection to read from: on SQLite the writer
+/// while it is idle, else a pool reader (see `store::sqlite`).
+macro_rules! on_backend {
+    ($store:expr, $connection:ident => $body:expr) => {
+        $crate::on_connection!($store, read, $connection => $body)
+    };
+}
 pub(crate) use on_backend;
 
 /// [`on_backend!`] for a write: on SQLite `$connection` is the store's one writing connection,
-/// held for the body as this process's turn to write (see [`Store::connect`]); on PostgreSQL
-/// one of the pool's. SQLite lets one connection write at a time and puts the others to sleep
-/// in its busy handler, backing off 1, 2, 5, 10… ms: with 8 hires in flight that sleep was
-/// most of the tail (p99 222–407 ms against a p50 of 40–60). This process's writers take turns
-/// on an async lock instead, in arrival order, and SQLite's handler is left for writers in
-/// other processes.
+/// held for the body as this process's turn to write (see [`Store::connect`]). SQLite lets one
+/// connection write at a time and puts the others to sleep in its busy handler, backing off 1,
+/// 2, 5, 10… ms: with 8 hires in flight that sleep was most of the tail (p99 222–407 ms
+/// against a p50 of 40–60). This process's writers take turns on an async lock instead, in
+/// arrival order, and SQLite's handler is left for writers in other processes.
 macro_rules! on_writer {
-    ($store:expr, $connection:ident => $body:expr) => {{
-        $store.count_round_trip();
-        match &$store.backend {
-            $crate::Backend::Sqlite(sqlite_backend) => {
-                let mut writing = sqlite_backend.write().await?;
-                let $connection: &mut sqlx::SqliteConnection = &mut writing;
-                $body
-            }
-            $crate::Backend::Postgres(postgres_pool) => {
-                let mut held = postgres_pool.acquire().await?;
-                let $connection: &mut sqlx::PgConnection = &mut held;
-                $body
-            }
-        }
-    }};
+    ($store:expr, $connection:ident => $body:expr) => {
+        $crate::on_connection!($store, write, $connection => $body)
+    };
 }
 pub(crate) use on_writer;
 
@@ -569,14 +564,12 @@ mod tests {
             .unwrap()
     }
 
-    /// Every write of a SQLite file store goes through its one writing connection, so that
-    /// connection never sees another's commit and keeps its page cache.
-    #[tokio::test]
-    async fn a_sqlite_file_store_writes_through_one_connection() {
+    /// A migrated store on a SQLite file in a folder of its own, and the folder.
+    async fn file_store() -> (Store, std::path::PathBuf) {
         let folder = std::env::temp_dir().join(format!("hiregate-store-{}", ulid::Ulid::new()));
         std::fs::create_dir_all(&folder).unwrap();
         let settings = DatabaseSettings {
-            url: format!("sqlite://{}", folder.join("writer.db").display())
+            url: format!("sqlite://{}", folder.join("store.db").display())
                 .parse()
                 .unwrap(),
             max_connections: 4,
@@ -586,6 +579,14 @@ mod tests {
         };
         let store = Store::connect(&settings).await.unwrap();
         store.migrate().await.unwrap();
+        (store, folder)
+    }
+
+    /// Every write of a SQLite file store goes through its one writing connection, so that
+    /// connection never sees another's commit and keeps its page cache.
+    #[tokio::test]
+    async fn a_sqlite_file_store_writes_through_one_connection() {
+        let (store, folder) = file_store().await;
         let now = Utc::now();
         let writer_before = data_version(&store).await;
 
@@ -634,19 +635,7 @@ mod tests {
     /// commit.
     #[tokio::test]
     async fn the_writer_rolls_back_what_a_dropped_script_left_open() {
-        let folder = std::env::temp_dir().join(format!("hiregate-store-{}", ulid::Ulid::new()));
-        std::fs::create_dir_all(&folder).unwrap();
-        let settings = DatabaseSettings {
-            url: format!("sqlite://{}", folder.join("dropped.db").display())
-                .parse()
-                .unwrap(),
-            max_connections: 4,
-            min_connections: 0,
-            acquire_timeout_s: 5,
-            migrate_on_start: false,
-        };
-        let store = Store::connect(&settings).await.unwrap();
-        store.migrate().await.unwrap();
+        let (store, folder) = file_store().await;
         let now = Utc::now();
         let job = NewJob {
             id: hiregate_contracts::id::JobId::generate(),
