@@ -457,51 +457,49 @@ impl Store {
         let seqs_up_to =
             |last_seq: i64| -> Vec<i64> { (1..=count).map(|k| last_seq - count + k).collect() };
         // `None`: the first compare-and-set missed; why is read once the writer is free.
-        let seqs: Option<Vec<i64>> = {
-            on_writer!(self, pool => {
-                if !chained(steps) {
-                    let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                    let mut seqs = Vec::with_capacity(steps.len());
-                    for step in steps {
-                        let moved = compare_and_set(
-                            &mut tx,
-                            contract_id,
-                            step.from,
-                            step.to,
-                            step.deadline_at.map(to_millis),
-                            step.event,
-                        )
-                        .await?;
-                        match moved {
-                            Transition::Applied { seq } => seqs.push(seq),
-                            // Dropping the transaction rolls back the steps before.
-                            missed => return Ok(missed),
-                        }
-                    }
-                    for write in writes {
-                        apply_side_write(&mut *tx, *write).await?;
-                    }
-                    tx.commit().await?;
-                    Some(seqs)
-                } else if super::merges_statements(pool) {
-                    let sql = merged_statement(steps.len(), writes);
-                    let last_seq = bind_chain!(sqlx::query_scalar::<_, i64>(&sql))
-                        .fetch_optional(pool)
-                        .await
-                        .map_err(SideWrite::error_of(writes))?;
-                    last_seq.map(seqs_up_to)
-                } else {
-                    let script = sqlite_script(steps.len(), writes);
-                    let rows = pool.run_script(self.script_flag(), bind_chain!(sqlx::query(&script)))
-                        .await
-                        .map_err(SideWrite::error_of(writes))?;
-                    match rows.first() {
-                        Some(moved) => Some(seqs_up_to(sqlx::Row::try_get(moved, 0)?)),
-                        None => None,
+        let seqs: Option<Vec<i64>> = on_writer!(self, pool => {
+            if !chained(steps) {
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+                let mut seqs = Vec::with_capacity(steps.len());
+                for step in steps {
+                    let moved = compare_and_set(
+                        &mut tx,
+                        contract_id,
+                        step.from,
+                        step.to,
+                        step.deadline_at.map(to_millis),
+                        step.event,
+                    )
+                    .await?;
+                    match moved {
+                        Transition::Applied { seq } => seqs.push(seq),
+                        // Dropping the transaction rolls back the steps before.
+                        missed => return Ok(missed),
                     }
                 }
-            })
-        };
+                for write in writes {
+                    apply_side_write(&mut *tx, *write).await?;
+                }
+                tx.commit().await?;
+                Some(seqs)
+            } else if super::merges_statements(pool) {
+                let sql = merged_statement(steps.len(), writes);
+                let last_seq = bind_chain!(sqlx::query_scalar::<_, i64>(&sql))
+                    .fetch_optional(pool)
+                    .await
+                    .map_err(SideWrite::error_of(writes))?;
+                last_seq.map(seqs_up_to)
+            } else {
+                let script = sqlite_script(steps.len(), writes);
+                let rows = pool.run_script(self.script_flag(), bind_chain!(sqlx::query(&script)))
+                    .await
+                    .map_err(SideWrite::error_of(writes))?;
+                match rows.first() {
+                    Some(moved) => Some(seqs_up_to(sqlx::Row::try_get(moved, 0)?)),
+                    None => None,
+                }
+            }
+        });
         let Some(seqs) = seqs else {
             return self.state_mismatch(contract_id).await;
         };

@@ -76,21 +76,19 @@ impl Store {
         const SQL: &str = "insert into api_key \
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
-        {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(key.id.as_str())
-                    .bind(key.hash.as_str())
-                    .bind(&key.display_prefix)
-                    .bind(key.role.as_str())
-                    .bind(key.principal_id.as_str())
-                    .bind(key.label.as_deref())
-                    .bind(to_millis(key.created_at))
-                    .execute(pool)
-                    .await
-                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            })
-        };
+        on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(key.id.as_str())
+                .bind(key.hash.as_str())
+                .bind(&key.display_prefix)
+                .bind(key.role.as_str())
+                .bind(key.principal_id.as_str())
+                .bind(key.label.as_deref())
+                .bind(to_millis(key.created_at))
+                .execute(pool)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+        });
         Ok(())
     }
 
@@ -116,17 +114,15 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update api_key set revoked_at = $3 \
             where api_key_id = $1 and principal_id = $2 and revoked_at is null";
-        let result = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(id.as_str())
-                    .bind(principal_id.as_str())
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let result = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(id.as_str())
+                .bind(principal_id.as_str())
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(result == 1)
     }
 }
@@ -227,16 +223,14 @@ impl Store {
         owner: Option<&PrincipalId>,
         at: DateTime<Utc>,
     ) -> Result<Option<RevokedApiKey>, StoreError> {
-        let row: Option<RevokedRow> = {
-            on_writer!(self, pool => {
-                sqlx::query_as(REVOKE_RETURNING)
-                    .bind(id.as_str())
-                    .bind(owner.map(PrincipalId::as_str))
-                    .bind(to_millis(at))
-                    .fetch_optional(pool)
-                    .await?
-            })
-        };
+        let row: Option<RevokedRow> = on_writer!(self, pool => {
+            sqlx::query_as(REVOKE_RETURNING)
+                .bind(id.as_str())
+                .bind(owner.map(PrincipalId::as_str))
+                .bind(to_millis(at))
+                .fetch_optional(pool)
+                .await?
+        });
         row.map(RevokedApiKey::try_from).transpose()
     }
 
@@ -254,36 +248,34 @@ impl Store {
         const INSERT: &str = "insert into api_key \
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
-        {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
-                    .bind(id.as_str())
-                    .bind(owner.map(PrincipalId::as_str))
-                    .bind(to_millis(at))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some(row) = row else {
-                    return Ok(None);
-                };
-                let revoked = RevokedApiKey::try_from(row)?;
-                let Some(new) = replacement(&revoked.info.record) else {
-                    return Ok(None);
-                };
-                sqlx::query(INSERT)
-                    .bind(new.id.as_str())
-                    .bind(new.hash.as_str())
-                    .bind(&new.display_prefix)
-                    .bind(new.role.as_str())
-                    .bind(new.principal_id.as_str())
-                    .bind(new.label.as_deref())
-                    .bind(to_millis(new.created_at))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-                tx.commit().await?;
-                Ok(Some((revoked, new)))
-            })
-        }
+        on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
+                .bind(id.as_str())
+                .bind(owner.map(PrincipalId::as_str))
+                .bind(to_millis(at))
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let revoked = RevokedApiKey::try_from(row)?;
+            let Some(new) = replacement(&revoked.info.record) else {
+                return Ok(None);
+            };
+            sqlx::query(INSERT)
+                .bind(new.id.as_str())
+                .bind(new.hash.as_str())
+                .bind(&new.display_prefix)
+                .bind(new.role.as_str())
+                .bind(new.principal_id.as_str())
+                .bind(new.label.as_deref())
+                .bind(to_millis(new.created_at))
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            tx.commit().await?;
+            Ok(Some((revoked, new)))
+        })
     }
 }

@@ -20,16 +20,14 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into contract_capability (token_hash, contract_id, created_at) \
             values ($1, $2, $3) on conflict (token_hash) do nothing";
-        {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(token_hash)
-                    .bind(contract_id)
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await?;
-            })
-        };
+        on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(token_hash)
+                .bind(contract_id)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
@@ -75,17 +73,15 @@ impl Store {
         const PURGE: &str = "delete from siwx_nonce where expires_at < $1";
         const CLAIM: &str = "insert into siwx_nonce (nonce, expires_at) values ($1, $2) \
             on conflict (nonce) do nothing";
-        let claimed = {
-            on_writer!(self, pool => {
-                sqlx::query(PURGE).bind(to_millis(now)).execute(&mut *pool).await?;
-                sqlx::query(CLAIM)
-                    .bind(nonce)
-                    .bind(to_millis(expires_at))
-                    .execute(&mut *pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let claimed = on_writer!(self, pool => {
+            sqlx::query(PURGE).bind(to_millis(now)).execute(&mut *pool).await?;
+            sqlx::query(CLAIM)
+                .bind(nonce)
+                .bind(to_millis(expires_at))
+                .execute(&mut *pool)
+                .await?
+                .rows_affected()
+        });
         Ok(claimed == 1)
     }
 

@@ -394,36 +394,34 @@ impl Store {
             .terms
             .get("webhook_url")
             .and_then(serde_json::Value::as_str);
-        {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                sqlx::query(SQL)
-                    .bind(contract.contract_id.as_str())
-                    .bind(contract.seeker_id.as_str())
-                    .bind(contract.worker_id.as_str())
-                    .bind(&contract.task_type)
-                    .bind(&contract.terms_hash)
-                    .bind(contract.state.as_str())
-                    .bind(contract.deadline_at.map(to_millis))
-                    .bind(to_millis(contract.created_at))
-                    .bind(webhook_url)
-                    .bind(&event.correlation_id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-                sqlx::query(DOCUMENTS)
-                    .bind(contract.contract_id.as_str())
-                    .bind(JsonText(&contract.terms))
-                    .bind(&contract.gateway_jws)
-                    .bind(contract.payment_offer.as_ref().map(JsonText))
-                    .execute(&mut *tx)
-                    .await?;
-                insert_event(&mut tx, contract.contract_id.as_str(), 1, event, None, Some(contract.state))
-                    .await?;
-                tx.commit().await?;
-                self.publish_event(contract.contract_id.as_str(), 1, event, None, Some(contract.state));
-            })
-        };
+        on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            sqlx::query(SQL)
+                .bind(contract.contract_id.as_str())
+                .bind(contract.seeker_id.as_str())
+                .bind(contract.worker_id.as_str())
+                .bind(&contract.task_type)
+                .bind(&contract.terms_hash)
+                .bind(contract.state.as_str())
+                .bind(contract.deadline_at.map(to_millis))
+                .bind(to_millis(contract.created_at))
+                .bind(webhook_url)
+                .bind(&event.correlation_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            sqlx::query(DOCUMENTS)
+                .bind(contract.contract_id.as_str())
+                .bind(JsonText(&contract.terms))
+                .bind(&contract.gateway_jws)
+                .bind(contract.payment_offer.as_ref().map(JsonText))
+                .execute(&mut *tx)
+                .await?;
+            insert_event(&mut tx, contract.contract_id.as_str(), 1, event, None, Some(contract.state))
+                .await?;
+            tx.commit().await?;
+            self.publish_event(contract.contract_id.as_str(), 1, event, None, Some(contract.state));
+        });
         Ok(())
     }
 
@@ -518,28 +516,26 @@ impl Store {
             (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
             select contract_id, event_seq, $2, $3, $4, $5, null, null, $6 from counted \
             returning seq";
-        let seq: Option<i64> = {
-            on_writer!(self, pool => {
-                if super::merges_statements(pool) {
-                    sqlx::query_scalar(COUNT_WITH_EVENT)
-                        .bind(contract_id)
-                        .bind(to_millis(event.at))
-                        .bind(event.actor.to_string())
-                        .bind(&event.correlation_id)
-                        .bind(event.kind.as_str())
-                        .bind(JsonText(&event.details))
-                        .fetch_optional(pool)
-                        .await?
-                } else {
-                    let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                    let Some(seq) = append_event(&mut tx, contract_id, event).await? else {
-                        return Ok(None);
-                    };
-                    tx.commit().await?;
-                    Some(seq)
-                }
-            })
-        };
+        let seq: Option<i64> = on_writer!(self, pool => {
+            if super::merges_statements(pool) {
+                sqlx::query_scalar(COUNT_WITH_EVENT)
+                    .bind(contract_id)
+                    .bind(to_millis(event.at))
+                    .bind(event.actor.to_string())
+                    .bind(&event.correlation_id)
+                    .bind(event.kind.as_str())
+                    .bind(JsonText(&event.details))
+                    .fetch_optional(pool)
+                    .await?
+            } else {
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+                let Some(seq) = append_event(&mut tx, contract_id, event).await? else {
+                    return Ok(None);
+                };
+                tx.commit().await?;
+                Some(seq)
+            }
+        });
         if let Some(seq) = seq {
             self.publish_event(contract_id, seq, event, None, None);
         }

@@ -176,11 +176,9 @@ impl Store {
     /// Open a dispute in state `open`; [`StoreError::Duplicate`] when the contract already has
     /// one.
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
-        {
-            on_writer!(self, pool => {
-                super::advance::apply_side_write(pool, super::SideWrite::Dispute(dispute)).await?;
-            })
-        };
+        on_writer!(self, pool => {
+            super::advance::apply_side_write(pool, super::SideWrite::Dispute(dispute)).await?;
+        });
         Ok(())
     }
 
@@ -216,17 +214,15 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "update dispute set replay = $2, replay_verifier_result_hash = $3, \
             state = $4 where dispute_id = $1 and decided_at is null";
-        {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(dispute_id)
-                    .bind(JsonText(replay))
-                    .bind(verifier_result_hash)
-                    .bind(state.as_str())
-                    .execute(pool)
-                    .await?;
-            })
-        };
+        on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(dispute_id)
+                .bind(JsonText(replay))
+                .bind(verifier_result_hash)
+                .bind(state.as_str())
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
@@ -239,20 +235,18 @@ impl Store {
         const SQL: &str = "update dispute set state = 'decided', decision = $2, decided_by = $3, \
             decision_reason = $4, decided_via = $5, decided_at = $6 \
             where dispute_id = $1 and decided_at is null";
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(dispute_id)
-                    .bind(decision.decision.as_str())
-                    .bind(decision.decided_by.to_string())
-                    .bind(&decision.reason)
-                    .bind(decision.via.as_str())
-                    .bind(to_millis(decision.at))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(dispute_id)
+                .bind(decision.decision.as_str())
+                .bind(decision.decided_by.to_string())
+                .bind(&decision.reason)
+                .bind(decision.via.as_str())
+                .bind(to_millis(decision.at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 }
@@ -268,19 +262,17 @@ impl Store {
         const SQL: &str = "update dispute set response = $2, response_claim = $3, \
             responded_by = $4, responded_at = $5 \
             where dispute_id = $1 and responded_at is null and decided_at is null";
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(dispute_id)
-                    .bind(&response.statement)
-                    .bind(response.claim.as_ref().map(JsonText))
-                    .bind(response.by.to_string())
-                    .bind(to_millis(response.at))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(dispute_id)
+                .bind(&response.statement)
+                .bind(response.claim.as_ref().map(JsonText))
+                .bind(response.by.to_string())
+                .bind(to_millis(response.at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 

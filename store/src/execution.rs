@@ -536,16 +536,14 @@ impl Store {
     ) -> Result<Option<u32>, StoreError> {
         const SQL: &str = "update contract set queued_at = coalesce(queued_at, $2) \
             where contract_id = $1 and state = 'paid'";
-        let updated = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(contract_id)
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let updated = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(contract_id)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         if updated == 0 {
             return Ok(None);
         }
@@ -585,43 +583,41 @@ impl Store {
         // The worker's load, the start and its rows in one go after the worker's row is
         // locked, on each dialect (see [`START`]): the lock is held until the commit, so every
         // round trip inside this transaction holds up the worker's other hires.
-        let (load, bumped): ((i64, i64), Option<(i32, i64)>) = {
-            on_writer!(self, pool => {
-                macro_rules! bind_start {
-                    ($query:expr) => {
-                        bind_event!($query, contract_id, event, "paid", "executing")
-                            .bind(attempt.attempt_id.as_str())
-                            .bind(attempt.payment_id.as_str())
-                            .bind(to_millis(attempt.started_at))
-                            .bind(worker_id)
-                            .bind(contract_id)
-                            .bind(i64::from(max_parallel))
-                    };
-                }
-                if super::merges_statements(pool) {
-                    let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                    sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
-                    let (busy, ahead, attempts, seq): (i64, i64, Option<i32>, Option<i64>) =
-                        bind_start!(sqlx::query_as(&START.merged))
-                            .fetch_one(&mut *tx)
-                            .await?;
-                    tx.commit().await?;
-                    ((busy, ahead), attempts.zip(seq))
-                } else {
-                    let rows = pool.run_script(self.script_flag(), bind_start!(sqlx::query(&START.script)))
+        let (load, bumped): ((i64, i64), Option<(i32, i64)>) = on_writer!(self, pool => {
+            macro_rules! bind_start {
+                ($query:expr) => {
+                    bind_event!($query, contract_id, event, "paid", "executing")
+                        .bind(attempt.attempt_id.as_str())
+                        .bind(attempt.payment_id.as_str())
+                        .bind(to_millis(attempt.started_at))
+                        .bind(worker_id)
+                        .bind(contract_id)
+                        .bind(i64::from(max_parallel))
+                };
+            }
+            if super::merges_statements(pool) {
+                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+                sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
+                let (busy, ahead, attempts, seq): (i64, i64, Option<i32>, Option<i64>) =
+                    bind_start!(sqlx::query_as(&START.merged))
+                        .fetch_one(&mut *tx)
                         .await?;
-                    let Some(load) = rows.first() else {
-                        return Err(StoreError::corrupt(ATTEMPT_ENTITY, &"a start that read no load"));
-                    };
-                    let load = (sqlx::Row::try_get(load, 0)?, sqlx::Row::try_get(load, 1)?);
-                    let bumped = match rows.get(1) {
-                        Some(row) => Some((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?)),
-                        None => None,
-                    };
-                    (load, bumped)
-                }
-            })
-        };
+                tx.commit().await?;
+                ((busy, ahead), attempts.zip(seq))
+            } else {
+                let rows = pool.run_script(self.script_flag(), bind_start!(sqlx::query(&START.script)))
+                    .await?;
+                let Some(load) = rows.first() else {
+                    return Err(StoreError::corrupt(ATTEMPT_ENTITY, &"a start that read no load"));
+                };
+                let load = (sqlx::Row::try_get(load, 0)?, sqlx::Row::try_get(load, 1)?);
+                let bumped = match rows.get(1) {
+                    Some(row) => Some((sqlx::Row::try_get(row, 0)?, sqlx::Row::try_get(row, 1)?)),
+                    None => None,
+                };
+                (load, bumped)
+            }
+        });
         let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
         let (in_flight, ahead) = (count(load.0), count(load.1));
         let Some((attempts, seq)) = bumped else {
@@ -652,11 +648,9 @@ impl Store {
         attempt_id: &str,
         end: &AttemptEnd,
     ) -> Result<(), StoreError> {
-        {
-            on_writer!(self, pool => {
-                apply_side_write(pool, SideWrite::AttemptEnd { attempt_id, end }).await?;
-            })
-        };
+        on_writer!(self, pool => {
+            apply_side_write(pool, SideWrite::AttemptEnd { attempt_id, end }).await?;
+        });
         Ok(())
     }
 
@@ -674,15 +668,13 @@ impl Store {
     /// Store an attempt's deliverable pieces in one transaction; pieces stored before are
     /// left as they are.
     pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
-        {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                for piece in pieces {
-                    apply_side_write(&mut *tx, SideWrite::Deliverable(piece)).await?;
-                }
-                tx.commit().await?;
-            })
-        };
+        on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            for piece in pieces {
+                apply_side_write(&mut *tx, SideWrite::Deliverable(piece)).await?;
+            }
+            tx.commit().await?;
+        });
         Ok(())
     }
 
@@ -705,11 +697,9 @@ impl Store {
 
     /// Store a verification result.
     pub async fn insert_verification(&self, result: &NewVerification) -> Result<(), StoreError> {
-        {
-            on_writer!(self, pool => {
-                apply_side_write(pool, SideWrite::Verification(result)).await?;
-            })
-        };
+        on_writer!(self, pool => {
+            apply_side_write(pool, SideWrite::Verification(result)).await?;
+        });
         Ok(())
     }
 
@@ -772,16 +762,14 @@ impl Store {
         const SQL: &str = "update contract set settlement_retries = settlement_retries + 1, \
             updated_at = $3 where contract_id = $1 and state = 'settlement_unknown' \
             and updated_at <= $2 returning settlement_retries";
-        let retries: Option<i32> = {
-            on_writer!(self, pool => {
-                sqlx::query_scalar(SQL)
-                    .bind(contract_id)
-                    .bind(to_millis(untouched_since))
-                    .bind(to_millis(at))
-                    .fetch_optional(pool)
-                    .await?
-            })
-        };
+        let retries: Option<i32> = on_writer!(self, pool => {
+            sqlx::query_scalar(SQL)
+                .bind(contract_id)
+                .bind(to_millis(untouched_since))
+                .bind(to_millis(at))
+                .fetch_optional(pool)
+                .await?
+        });
         Ok(retries.map(|n| u32::try_from(n).unwrap_or(0)))
     }
 
@@ -797,17 +785,15 @@ impl Store {
         const SQL: &str = "update payment set settle_tx = coalesce($2, settle_tx), \
             settle_response = coalesce($3, settle_response), updated_at = $4 \
             where payment_id = $1 and state = 'settlement_unknown'";
-        {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(payment_id.as_str())
-                    .bind(transaction)
-                    .bind(response.map(JsonText))
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await?;
-            })
-        };
+        on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id.as_str())
+                .bind(transaction)
+                .bind(response.map(JsonText))
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
@@ -849,16 +835,14 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         const SQL: &str = "update payment set state = $2, updated_at = $3 where payment_id = $1";
-        {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(payment_id.as_str())
-                    .bind(state.as_str())
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await?;
-            })
-        };
+        on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id.as_str())
+                .bind(state.as_str())
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?;
+        });
         Ok(())
     }
 
@@ -904,18 +888,16 @@ impl Store {
         const SQL: &str = "update payment set state = $2, release_tx = coalesce($3, release_tx), \
             updated_at = $4 where payment_id = $1 and (state <> $2 or $2 = 'voiding') \
             and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(payment_id.as_str())
-                    .bind(state.as_str())
-                    .bind(transaction)
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id.as_str())
+                .bind(state.as_str())
+                .bind(transaction)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 
@@ -931,17 +913,15 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update payment set state = 'refunding', refunded_amount = $2, \
             updated_at = $3 where payment_id = $1 and state = 'settled'";
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(payment_id.as_str())
-                    .bind(amount)
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(payment_id.as_str())
+                .bind(amount)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 
@@ -1000,24 +980,22 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const RELEASE: &str = "update payment set state = 'voided', updated_at = $2 \
             where payment_id = $1 and contract_id = $3 and state = 'verified'";
-        let seq: Option<i64> = {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                let released = sqlx::query(RELEASE)
-                    .bind(payment_id.as_str())
-                    .bind(to_millis(event.at))
-                    .bind(contract_id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if released != 1 {
-                    return Ok(false);
-                }
-                let seq = append_event(&mut tx, contract_id, event).await?;
-                tx.commit().await?;
-                seq
-            })
-        };
+        let seq: Option<i64> = on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            let released = sqlx::query(RELEASE)
+                .bind(payment_id.as_str())
+                .bind(to_millis(event.at))
+                .bind(contract_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if released != 1 {
+                return Ok(false);
+            }
+            let seq = append_event(&mut tx, contract_id, event).await?;
+            tx.commit().await?;
+            seq
+        });
         if let Some(seq) = seq {
             self.publish_event(contract_id, seq, event, None, None);
         }

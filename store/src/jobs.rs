@@ -120,21 +120,19 @@ impl Store {
     ) -> Result<Enqueued, StoreError> {
         const SQL: &str = "insert into job (job_id, kind, dedupe_key, payload, state, run_at, \
             attempts, created_at, updated_at) values ($1, $2, $3, $4, 'queued', $5, 0, $6, $6)";
-        let result = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(job.id.as_str())
-                    .bind(&job.kind)
-                    .bind(job.dedupe_key.as_deref())
-                    .bind(JsonText(&job.payload))
-                    .bind(to_millis(job.run_at))
-                    .bind(to_millis(now))
-                    .execute(pool)
-                    .await
-                    .map(|_| ())
-                    .map_err(StoreError::unique_as_duplicate(ENTITY))
-            })
-        };
+        let result = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(job.id.as_str())
+                .bind(&job.kind)
+                .bind(job.dedupe_key.as_deref())
+                .bind(JsonText(&job.payload))
+                .bind(to_millis(job.run_at))
+                .bind(to_millis(now))
+                .execute(pool)
+                .await
+                .map(|_| ())
+                .map_err(StoreError::unique_as_duplicate(ENTITY))
+        });
         match result {
             Ok(_) => Ok(Enqueued::Created),
             Err(StoreError::Duplicate { .. }) => Ok(Enqueued::AlreadyExists),
@@ -156,17 +154,15 @@ impl Store {
             super::Backend::Sqlite(_) => CLAIM_SQLITE,
             super::Backend::Postgres(_) => CLAIM_POSTGRES,
         };
-        let row: Option<JobRow> = {
-            on_writer!(self, pool => {
-                sqlx::query_as(claim)
-                    .bind(kind)
-                    .bind(owner)
-                    .bind(to_millis(lease_until))
-                    .bind(to_millis(now))
-                    .fetch_optional(pool)
-                    .await?
-            })
-        };
+        let row: Option<JobRow> = on_writer!(self, pool => {
+            sqlx::query_as(claim)
+                .bind(kind)
+                .bind(owner)
+                .bind(to_millis(lease_until))
+                .bind(to_millis(now))
+                .fetch_optional(pool)
+                .await?
+        });
         row.map(JobRecord::try_from).transpose()
     }
 
@@ -179,17 +175,15 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update job set state = 'done', lease_owner = null, lease_until = null, \
             updated_at = $3 where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(id.as_str())
-                    .bind(owner)
-                    .bind(to_millis(now))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(id.as_str())
+                .bind(owner)
+                .bind(to_millis(now))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 
@@ -205,19 +199,17 @@ impl Store {
         const SQL: &str = "update job set run_at = $4, last_error = $5, lease_owner = null, \
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(id.as_str())
-                    .bind(owner)
-                    .bind(to_millis(now))
-                    .bind(to_millis(run_at))
-                    .bind(diagnostic(error))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(id.as_str())
+                .bind(owner)
+                .bind(to_millis(now))
+                .bind(to_millis(run_at))
+                .bind(diagnostic(error))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 
@@ -232,18 +224,16 @@ impl Store {
         const SQL: &str = "update job set state = 'dead', last_error = $4, lease_owner = null, \
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(id.as_str())
-                    .bind(owner)
-                    .bind(to_millis(now))
-                    .bind(diagnostic(error))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(id.as_str())
+                .bind(owner)
+                .bind(to_millis(now))
+                .bind(diagnostic(error))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 }

@@ -55,19 +55,17 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "insert into callback_receipt (worker_id, webhook_id, contract_id, \
             received_at) values ($1, $2, $3, $4)";
-        let inserted = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(worker_id)
-                    .bind(webhook_id)
-                    .bind(contract_id)
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await
-                    .map(|_| ())
-                    .map_err(StoreError::unique_as_duplicate(CALLBACK_ENTITY))
-            })
-        };
+        let inserted = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(worker_id)
+                .bind(webhook_id)
+                .bind(contract_id)
+                .bind(to_millis(at))
+                .execute(pool)
+                .await
+                .map(|_| ())
+                .map_err(StoreError::unique_as_duplicate(CALLBACK_ENTITY))
+        });
         match inserted {
             Ok(()) => Ok(true),
             Err(StoreError::Duplicate { .. }) => Ok(false),
@@ -139,24 +137,22 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const CLAIM: &str = "update contract set updated_at = $4, event_seq = event_seq + 1 \
             where contract_id = $1 and state = $2 and updated_at = $3 returning event_seq";
-        {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                let seq: Option<i64> = sqlx::query_scalar(CLAIM)
-                    .bind(contract_id)
-                    .bind(state.as_str())
-                    .bind(to_millis(seen_updated_at))
-                    .bind(to_millis(event.at))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                let Some(seq) = seq else {
-                    return Ok(false);
-                };
-                insert_event(&mut tx, contract_id, seq, event, Some(state), Some(state)).await?;
-                tx.commit().await?;
-                self.publish_event(contract_id, seq, event, Some(state), Some(state));
-                Ok(true)
-            })
-        }
+        on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            let seq: Option<i64> = sqlx::query_scalar(CLAIM)
+                .bind(contract_id)
+                .bind(state.as_str())
+                .bind(to_millis(seen_updated_at))
+                .bind(to_millis(event.at))
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(seq) = seq else {
+                return Ok(false);
+            };
+            insert_event(&mut tx, contract_id, seq, event, Some(state), Some(state)).await?;
+            tx.commit().await?;
+            self.publish_event(contract_id, seq, event, Some(state), Some(state));
+            Ok(true)
+        })
     }
 }

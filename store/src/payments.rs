@@ -240,11 +240,9 @@ impl Store {
     /// Record a verified payment. An authorization or payment identifier seen before is
     /// [`StoreError::Duplicate`]: the caller then looks up which contract holds it.
     pub async fn insert_payment(&self, payment: &NewPayment) -> Result<(), StoreError> {
-        {
-            on_writer!(self, pool => {
-                super::advance::apply_side_write(pool, super::SideWrite::Payment(payment)).await?;
-            })
-        };
+        on_writer!(self, pool => {
+            super::advance::apply_side_write(pool, super::SideWrite::Payment(payment)).await?;
+        });
         Ok(())
     }
 
@@ -360,17 +358,15 @@ impl Store {
         payment_id: &PaymentId,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(sql)
-                    .bind(payment_id.as_str())
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await
-                    .map_err(StoreError::unique_as_duplicate(ENTITY))?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(sql)
+                .bind(payment_id.as_str())
+                .bind(to_millis(at))
+                .execute(pool)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 }

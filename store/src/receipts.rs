@@ -45,18 +45,16 @@ impl Store {
     ) -> Result<ReceiptRecord, StoreError> {
         const SQL: &str = "insert into contract_receipt (contract_id, outcome, kid, token, issued_at) \
             values ($1, $2, $3, $4, $5) on conflict (contract_id, outcome) do nothing";
-        {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(receipt.contract_id.as_str())
-                    .bind(outcome_column(receipt.outcome))
-                    .bind(&receipt.kid)
-                    .bind(&receipt.token)
-                    .bind(to_millis(receipt.issued_at))
-                    .execute(pool)
-                    .await?;
-            })
-        };
+        on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(receipt.contract_id.as_str())
+                .bind(outcome_column(receipt.outcome))
+                .bind(&receipt.kid)
+                .bind(&receipt.token)
+                .bind(to_millis(receipt.issued_at))
+                .execute(pool)
+                .await?;
+        });
         self.get_receipt(receipt.contract_id.as_str(), receipt.outcome)
             .await?
             .ok_or_else(|| {

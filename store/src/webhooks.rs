@@ -347,16 +347,14 @@ impl Store {
     ) -> Result<WebhookSecretRecord, StoreError> {
         const INSERT: &str = "insert into webhook_secret (seeker_id, secret, created_at) \
             values ($1, $2, $3) on conflict (seeker_id) do nothing";
-        {
-            on_writer!(self, pool => {
-                sqlx::query(INSERT)
-                    .bind(seeker_id.as_str())
-                    .bind(candidate)
-                    .bind(to_millis(now))
-                    .execute(pool)
-                    .await?;
-            })
-        };
+        on_writer!(self, pool => {
+            sqlx::query(INSERT)
+                .bind(seeker_id.as_str())
+                .bind(candidate)
+                .bind(to_millis(now))
+                .execute(pool)
+                .await?;
+        });
         self.webhook_secret(seeker_id)
             .await?
             .ok_or_else(|| StoreError::corrupt("webhook_secret", &"secret vanished after insert"))
@@ -372,16 +370,14 @@ impl Store {
         const UPSERT: &str = "insert into webhook_secret (seeker_id, secret, created_at) \
             values ($1, $2, $3) on conflict (seeker_id) \
             do update set secret = excluded.secret, created_at = excluded.created_at";
-        {
-            on_writer!(self, pool => {
-                sqlx::query(UPSERT)
-                    .bind(seeker_id.as_str())
-                    .bind(secret)
-                    .bind(to_millis(now))
-                    .execute(pool)
-                    .await?;
-            })
-        };
+        on_writer!(self, pool => {
+            sqlx::query(UPSERT)
+                .bind(seeker_id.as_str())
+                .bind(secret)
+                .bind(to_millis(now))
+                .execute(pool)
+                .await?;
+        });
         Ok(WebhookSecretRecord {
             seeker_id: seeker_id.clone(),
             secret: secret.to_owned(),
@@ -423,17 +419,15 @@ impl Store {
             Backend::Sqlite(_) => CLAIM_SQLITE,
             Backend::Postgres(_) => CLAIM_POSTGRES,
         };
-        let ids: Vec<i64> = {
-            on_writer!(self, pool => {
-                sqlx::query_scalar(claim)
-                    .bind(owner)
-                    .bind(to_millis(lease_until))
-                    .bind(to_millis(now))
-                    .bind(i64::from(limit))
-                    .fetch_all(pool)
-                    .await?
-            })
-        };
+        let ids: Vec<i64> = on_writer!(self, pool => {
+            sqlx::query_scalar(claim)
+                .bind(owner)
+                .bind(to_millis(lease_until))
+                .bind(to_millis(now))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -484,44 +478,42 @@ impl Store {
         let http_status = attempt.http_status.map(i32::from);
         let duration_ms = i64::try_from(attempt.duration_ms).unwrap_or(i64::MAX);
         let attempt_no = i32::try_from(attempt.attempt_no).unwrap_or(i32::MAX);
-        {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                let changed = sqlx::query(UPDATE)
+        on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            let changed = sqlx::query(UPDATE)
+                .bind(event_id)
+                .bind(owner)
+                .bind(state)
+                .bind(next_at)
+                .bind(http_status)
+                .bind(attempt.error.as_deref().map(diagnostic))
+                .bind(finished_at)
+                .bind(to_millis(now))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if changed == 0 {
+                return Ok(false);
+            }
+            sqlx::query(LOG)
+                .bind(event_id)
+                .bind(attempt_no)
+                .bind(to_millis(attempt.at))
+                .bind(http_status)
+                .bind(attempt.error.as_deref().map(diagnostic))
+                .bind(duration_ms)
+                .execute(&mut *tx)
+                .await?;
+            if *finish == DeliveryFinish::EndpointGone {
+                sqlx::query(DISABLE)
                     .bind(event_id)
-                    .bind(owner)
-                    .bind(state)
-                    .bind(next_at)
-                    .bind(http_status)
-                    .bind(attempt.error.as_deref().map(diagnostic))
-                    .bind(finished_at)
                     .bind(to_millis(now))
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if changed == 0 {
-                    return Ok(false);
-                }
-                sqlx::query(LOG)
-                    .bind(event_id)
-                    .bind(attempt_no)
-                    .bind(to_millis(attempt.at))
-                    .bind(http_status)
-                    .bind(attempt.error.as_deref().map(diagnostic))
-                    .bind(duration_ms)
+                    .bind(http_status.unwrap_or(410))
                     .execute(&mut *tx)
                     .await?;
-                if *finish == DeliveryFinish::EndpointGone {
-                    sqlx::query(DISABLE)
-                        .bind(event_id)
-                        .bind(to_millis(now))
-                        .bind(http_status.unwrap_or(410))
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-            })
-        };
+            }
+            tx.commit().await?;
+        });
         Ok(true)
     }
 
@@ -538,18 +530,16 @@ impl Store {
             finished_at = $4, attempts = attempts - 1, total_attempts = total_attempts - 1, \
             lease_owner = null, lease_until = null, updated_at = $4 \
             where event_id = $1 and lease_owner = $2 and state = 'pending'";
-        let changed = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(event_id)
-                    .bind(owner)
-                    .bind(diagnostic(reason))
-                    .bind(to_millis(now))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let changed = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(event_id)
+                .bind(owner)
+                .bind(diagnostic(reason))
+                .bind(to_millis(now))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         Ok(changed == 1)
     }
 
@@ -615,43 +605,41 @@ impl Store {
             "{} where d.seeker_id = $1 and d.event_id = $2",
             delivery_select()
         );
-        {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                let changed = sqlx::query(REQUEUE)
+        on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            let changed = sqlx::query(REQUEUE)
+                .bind(event_id)
+                .bind(seeker_id)
+                .bind(to_millis(now))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if changed == 0 {
+                let state: Option<String> = sqlx::query_scalar(STATE)
                     .bind(event_id)
                     .bind(seeker_id)
-                    .bind(to_millis(now))
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if changed == 0 {
-                    let state: Option<String> = sqlx::query_scalar(STATE)
-                        .bind(event_id)
-                        .bind(seeker_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    return Ok(match state {
-                        Some(state) => Redelivery::NotDead {
-                            state: state.parse().map_err(|e| StoreError::corrupt(ENTITY, &e))?,
-                        },
-                        None => Redelivery::NotFound,
-                    });
-                }
-                sqlx::query(ENABLE)
-                    .bind(seeker_id)
-                    .bind(event_id)
-                    .execute(&mut *tx)
+                    .fetch_optional(&mut *tx)
                     .await?;
-                let requeued: DeliveryRow = sqlx::query_as(&read)
-                    .bind(seeker_id)
-                    .bind(event_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(Redelivery::Requeued(Box::new(DeliveryRecord::try_from(requeued)?)))
-            })
-        }
+                return Ok(match state {
+                    Some(state) => Redelivery::NotDead {
+                        state: state.parse().map_err(|e| StoreError::corrupt(ENTITY, &e))?,
+                    },
+                    None => Redelivery::NotFound,
+                });
+            }
+            sqlx::query(ENABLE)
+                .bind(seeker_id)
+                .bind(event_id)
+                .execute(&mut *tx)
+                .await?;
+            let requeued: DeliveryRow = sqlx::query_as(&read)
+                .bind(seeker_id)
+                .bind(event_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Redelivery::Requeued(Box::new(DeliveryRecord::try_from(requeued)?)))
+        })
     }
 
     /// Every delivery of a contract's events with its attempt log, in event order.

@@ -203,43 +203,41 @@ impl Store {
             probe_diagnostics, payment_flow) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
             $19, $20, $21, $22, $23, $24, $25, $26)";
-        {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                sqlx::query(SQL)
-                    .bind(listing.id.as_str())
-                    .bind(listing.operator_id.as_str())
-                    .bind(listing.endpoint.to_string())
-                    .bind(listing.protocol.as_str())
-                    .bind(listing.pay_to.to_string())
-                    .bind(listing.network.to_string())
-                    .bind(listing.asset.to_string())
-                    .bind(to_i32(listing.max_parallel.get()))
-                    .bind(listing.health.as_str())
-                    .bind(to_i32(listing.consecutive_misses))
-                    .bind(listing.last_probe_at.map(to_millis))
-                    .bind(listing.last_probe_error.as_deref().map(diagnostic))
-                    .bind(to_millis(next_probe_at))
-                    .bind(callback_secret.reveal())
-                    .bind(to_millis(listing.created_at))
-                    .bind(to_millis(listing.updated_at))
-                    .bind(listing.retired_at.map(to_millis))
-                    .bind(JsonText(&listing.protocol_options))
-                    .bind(listing.payment_schemes.to_stored())
-                    .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
-                    .bind(listing.metadata.name.as_deref())
-                    .bind(listing.metadata.description.as_deref())
-                    .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
-                    .bind(examples_column(&listing.metadata))
-                    .bind(listing.probe_diagnostics.as_ref().map(JsonText))
-                    .bind(listing.payment_flow.as_str())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-                insert_worker_tasks!(tx, listing);
-                tx.commit().await?;
-            })
-        };
+        on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            sqlx::query(SQL)
+                .bind(listing.id.as_str())
+                .bind(listing.operator_id.as_str())
+                .bind(listing.endpoint.to_string())
+                .bind(listing.protocol.as_str())
+                .bind(listing.pay_to.to_string())
+                .bind(listing.network.to_string())
+                .bind(listing.asset.to_string())
+                .bind(to_i32(listing.max_parallel.get()))
+                .bind(listing.health.as_str())
+                .bind(to_i32(listing.consecutive_misses))
+                .bind(listing.last_probe_at.map(to_millis))
+                .bind(listing.last_probe_error.as_deref().map(diagnostic))
+                .bind(to_millis(next_probe_at))
+                .bind(callback_secret.reveal())
+                .bind(to_millis(listing.created_at))
+                .bind(to_millis(listing.updated_at))
+                .bind(listing.retired_at.map(to_millis))
+                .bind(JsonText(&listing.protocol_options))
+                .bind(listing.payment_schemes.to_stored())
+                .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
+                .bind(listing.metadata.name.as_deref())
+                .bind(listing.metadata.description.as_deref())
+                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
+                .bind(examples_column(&listing.metadata))
+                .bind(listing.probe_diagnostics.as_ref().map(JsonText))
+                .bind(listing.payment_flow.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            insert_worker_tasks!(tx, listing);
+            tx.commit().await?;
+        });
         Ok(())
     }
 
@@ -300,45 +298,43 @@ impl Store {
             input_schema = $17, examples = $18, probe_diagnostics = $19, protocol_options = $20, \
             payment_flow = $21 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
-        let written = {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                let updated = sqlx::query(SQL)
+        let written = on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            let updated = sqlx::query(SQL)
+                .bind(listing.id.as_str())
+                .bind(listing.endpoint.to_string())
+                .bind(listing.pay_to.to_string())
+                .bind(listing.network.to_string())
+                .bind(listing.asset.to_string())
+                .bind(to_i32(listing.max_parallel.get()))
+                .bind(listing.health.as_str())
+                .bind(to_i32(listing.consecutive_misses))
+                .bind(listing.last_probe_at.map(to_millis))
+                .bind(listing.last_probe_error.as_deref().map(diagnostic))
+                .bind(to_millis(listing.updated_at))
+                .bind(to_millis(expected_updated_at))
+                .bind(listing.payment_schemes.to_stored())
+                .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
+                .bind(listing.metadata.name.as_deref())
+                .bind(listing.metadata.description.as_deref())
+                .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
+                .bind(examples_column(&listing.metadata))
+                .bind(listing.probe_diagnostics.as_ref().map(JsonText))
+                .bind(JsonText(&listing.protocol_options))
+                .bind(listing.payment_flow.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if updated == 1 {
+                sqlx::query("delete from worker_task where worker_id = $1")
                     .bind(listing.id.as_str())
-                    .bind(listing.endpoint.to_string())
-                    .bind(listing.pay_to.to_string())
-                    .bind(listing.network.to_string())
-                    .bind(listing.asset.to_string())
-                    .bind(to_i32(listing.max_parallel.get()))
-                    .bind(listing.health.as_str())
-                    .bind(to_i32(listing.consecutive_misses))
-                    .bind(listing.last_probe_at.map(to_millis))
-                    .bind(listing.last_probe_error.as_deref().map(diagnostic))
-                    .bind(to_millis(listing.updated_at))
-                    .bind(to_millis(expected_updated_at))
-                    .bind(listing.payment_schemes.to_stored())
-                    .bind(listing.fee_policy.map(|fee| i32::from(fee.fee_bps)))
-                    .bind(listing.metadata.name.as_deref())
-                    .bind(listing.metadata.description.as_deref())
-                    .bind(listing.metadata.input_schema.as_ref().map(|s| JsonText(s.as_json())))
-                    .bind(examples_column(&listing.metadata))
-                    .bind(listing.probe_diagnostics.as_ref().map(JsonText))
-                    .bind(JsonText(&listing.protocol_options))
-                    .bind(listing.payment_flow.as_str())
                     .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if updated == 1 {
-                    sqlx::query("delete from worker_task where worker_id = $1")
-                        .bind(listing.id.as_str())
-                        .execute(&mut *tx)
-                        .await?;
-                    insert_worker_tasks!(tx, listing);
-                    tx.commit().await?;
-                }
-                updated == 1
-            })
-        };
+                    .await?;
+                insert_worker_tasks!(tx, listing);
+                tx.commit().await?;
+            }
+            updated == 1
+        });
         Ok(written)
     }
 
@@ -353,17 +349,15 @@ impl Store {
         const SQL: &str = "update worker set retired_at = coalesce(retired_at, $3), \
             updated_at = case when retired_at is null then $3 else updated_at end \
             where worker_id = $1 and operator_id = $2";
-        let updated = {
-            on_writer!(self, pool => {
-                sqlx::query(SQL)
-                    .bind(id.as_str())
-                    .bind(operator_id.as_str())
-                    .bind(to_millis(at))
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
-            })
-        };
+        let updated = on_writer!(self, pool => {
+            sqlx::query(SQL)
+                .bind(id.as_str())
+                .bind(operator_id.as_str())
+                .bind(to_millis(at))
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
         if updated == 0 {
             return Ok(None);
         }
@@ -411,16 +405,14 @@ impl Store {
             super::Backend::Sqlite(_) => SQLITE,
             super::Backend::Postgres(_) => POSTGRES,
         };
-        let ids: Vec<String> = {
-            on_writer!(self, pool => {
-                sqlx::query_scalar(claim)
-                    .bind(to_millis(now))
-                    .bind(to_millis(next_probe_at))
-                    .bind(i64::from(limit))
-                    .fetch_all(pool)
-                    .await?
-            })
-        };
+        let ids: Vec<String> = on_writer!(self, pool => {
+            sqlx::query_scalar(claim)
+                .bind(to_millis(now))
+                .bind(to_millis(next_probe_at))
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
         let ids = ids
             .into_iter()
             .map(|id| id.parse().map_err(corrupt))
@@ -456,46 +448,44 @@ impl Store {
         const PRUNE: &str = "delete from worker_probe where worker_id = $1 and probe_id <= \
             (select probe_id from worker_probe where worker_id = $1 \
              order by probe_id desc limit 1 offset $2)";
-        let row: Option<(String, i32)> = {
-            on_writer!(self, pool => {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
-                let row: Option<(String, i32)> = match result {
-                    ProbeResult::Passed => sqlx::query_as(PASSED)
-                        .bind(id.as_str())
-                        .bind(to_millis(at))
-                        .fetch_optional(&mut *tx)
-                        .await?,
-                    ProbeResult::Failed { reason } => sqlx::query_as(FAILED)
-                        .bind(id.as_str())
-                        .bind(to_millis(at))
-                        .bind(to_i32(miss_threshold))
-                        .bind(diagnostic(reason))
-                        .fetch_optional(&mut *tx)
-                        .await?,
+        let row: Option<(String, i32)> = on_writer!(self, pool => {
+            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            let row: Option<(String, i32)> = match result {
+                ProbeResult::Passed => sqlx::query_as(PASSED)
+                    .bind(id.as_str())
+                    .bind(to_millis(at))
+                    .fetch_optional(&mut *tx)
+                    .await?,
+                ProbeResult::Failed { reason } => sqlx::query_as(FAILED)
+                    .bind(id.as_str())
+                    .bind(to_millis(at))
+                    .bind(to_i32(miss_threshold))
+                    .bind(diagnostic(reason))
+                    .fetch_optional(&mut *tx)
+                    .await?,
+            };
+            if let Some((health, _)) = &row {
+                let error = match result {
+                    ProbeResult::Passed => None,
+                    ProbeResult::Failed { reason } => Some(diagnostic(reason)),
                 };
-                if let Some((health, _)) = &row {
-                    let error = match result {
-                        ProbeResult::Passed => None,
-                        ProbeResult::Failed { reason } => Some(diagnostic(reason)),
-                    };
-                    sqlx::query(HISTORY)
-                        .bind(id.as_str())
-                        .bind(to_millis(at))
-                        .bind(matches!(result, ProbeResult::Passed))
-                        .bind(health.as_str())
-                        .bind(error)
-                        .execute(&mut *tx)
-                        .await?;
-                    sqlx::query(PRUNE)
-                        .bind(id.as_str())
-                        .bind(PROBE_HISTORY_KEPT)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-                row
-            })
-        };
+                sqlx::query(HISTORY)
+                    .bind(id.as_str())
+                    .bind(to_millis(at))
+                    .bind(matches!(result, ProbeResult::Passed))
+                    .bind(health.as_str())
+                    .bind(error)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(PRUNE)
+                    .bind(id.as_str())
+                    .bind(PROBE_HISTORY_KEPT)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            row
+        });
         row.map(|(health, misses)| {
             Ok((
                 health.parse().map_err(corrupt)?,
