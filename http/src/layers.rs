@@ -32,7 +32,7 @@ use axum::{
 use futures::{FutureExt as _, future::Either};
 use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 use tower::{Layer, Service};
-use tower_http::cors::{self, Cors, CorsLayer};
+use tower_http::cors::{self, CorsLayer};
 use tracing::Instrument;
 
 use super::X_REQUEST_ID;
@@ -118,26 +118,37 @@ where
 /// request (the `Vary` list joined anew, `Access-Control-Expose-Headers`, which only browsers
 /// read, merged into the answer): its frames alone were about 1 µs of an unpaid 402's 63 µs
 /// (perf, `--bench unpaid`).
+///
+/// The CORS settings are shared, not held by each route's service: axum clones a route's whole
+/// service stack for every request, and tower-http's `Cors` holds its settings by value (the
+/// origin list and the `Vary` list are vectors, the other headers `Bytes`), so each request
+/// paid two allocations and about eight reference counts for settings it never read.
 #[derive(Debug, Clone)]
-pub struct BrowserCors(CorsLayer);
+pub struct BrowserCors(Arc<CorsLayer>);
 
 impl BrowserCors {
     /// `cors` for the requests that carry `Origin`.
     pub fn new(cors: CorsLayer) -> Self {
-        Self(cors)
+        Self(Arc::new(cors))
     }
 }
 
 impl<S> Layer<S> for BrowserCors {
     type Service = BrowserCorsService<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        BrowserCorsService(self.0.layer(inner))
+        BrowserCorsService {
+            inner,
+            cors: Arc::clone(&self.0),
+        }
     }
 }
 
 /// See [`BrowserCors`].
 #[derive(Debug, Clone)]
-pub struct BrowserCorsService<S>(Cors<S>);
+pub struct BrowserCorsService<S> {
+    inner: S,
+    cors: Arc<CorsLayer>,
+}
 
 /// What tower-http's CORS puts in `Vary` by default, joined as it joins it.
 const CORS_VARY: HeaderValue = HeaderValue::from_static(
@@ -149,26 +160,30 @@ type VaryAdded<F> =
 
 impl<S> Service<Request> for BrowserCorsService<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request, Response = Response, Error = Infallible> + Clone,
 {
     type Response = Response;
     type Error = Infallible;
     type Future = Either<cors::ResponseFuture<S::Future>, VaryAdded<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.0.poll_ready(cx)
+        self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
         if request.headers().contains_key(header::ORIGIN) {
-            return Either::Left(self.0.call(request));
+            // The service made ready goes to CORS; this one keeps a clone (tower's idiom for
+            // handing a ready service on).
+            let fresh = self.inner.clone();
+            let ready = std::mem::replace(&mut self.inner, fresh);
+            return Either::Left(self.cors.layer(ready).call(request));
         }
         let add_vary: fn(Result<Response, Infallible>) -> Result<Response, Infallible> = |answer| {
             let Ok(mut response) = answer;
             response.headers_mut().append(header::VARY, CORS_VARY);
             Ok(response)
         };
-        Either::Right(self.0.get_mut().call(request).map(add_vary))
+        Either::Right(self.inner.call(request).map(add_vary))
     }
 }
 

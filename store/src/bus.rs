@@ -52,16 +52,25 @@ impl LiveEvent {
     }
 }
 
+/// Contracts whose webhook URL the bus remembers: about the contracts in flight at a few
+/// hundred hires a second; one entry is a contract id and a flag.
+const WEBHOOK_FLAGS: usize = 4096;
+
 /// In-process fan-out of committed events. Cheap to clone; clones share the channel.
 #[derive(Debug, Clone)]
 pub struct EventBus {
     sender: broadcast::Sender<Arc<LiveEvent>>,
+    /// Whether a contract proposed through this bus's store names a `webhook_url`. The URL is
+    /// fixed at proposal, so an entry never goes stale; a contract not in it (proposed by
+    /// another instance or before a restart, or pushed out by newer ones) counts as having one.
+    webhook_flags: Arc<quick_cache::sync::Cache<ContractId, bool>>,
 }
 
 impl Default for EventBus {
     fn default() -> Self {
         Self {
             sender: broadcast::channel(BUS_CAPACITY).0,
+            webhook_flags: Arc::new(quick_cache::sync::Cache::new(WEBHOOK_FLAGS)),
         }
     }
 }
@@ -75,5 +84,16 @@ impl EventBus {
     /// Receive events committed from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
         self.sender.subscribe()
+    }
+
+    /// Remember whether the contract just proposed names a webhook URL.
+    pub(crate) fn note_webhook(&self, contract_id: &ContractId, has_webhook: bool) {
+        self.webhook_flags.insert(contract_id.clone(), has_webhook);
+    }
+
+    /// Whether an event of `contract_id` may have queued a webhook delivery: `false` only for a
+    /// contract known to name no webhook URL. What the delivery loop wakes for.
+    pub fn may_queue_webhook(&self, contract_id: &ContractId) -> bool {
+        self.webhook_flags.get(contract_id).unwrap_or(true)
     }
 }

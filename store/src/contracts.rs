@@ -420,6 +420,8 @@ impl Store {
             insert_event(&mut tx, contract.contract_id.as_str(), 1, event, None, Some(contract.state))
                 .await?;
             tx.commit().await?;
+            // Before its first event goes out: the webhook loop asks about every one.
+            self.events.note_webhook(&contract.contract_id, webhook_url.is_some());
             self.publish_event(contract.contract_id.as_str(), 1, event, None, Some(contract.state));
         });
         Ok(())

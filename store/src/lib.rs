@@ -403,6 +403,12 @@ impl Store {
         self.events.subscribe()
     }
 
+    /// Whether `event` may have queued a webhook delivery: `false` only when its contract was
+    /// proposed through this store without a `webhook_url` (see [`EventBus::may_queue_webhook`]).
+    pub fn may_queue_webhook(&self, event: &LiveEvent) -> bool {
+        self.events.may_queue_webhook(&event.contract_id)
+    }
+
     /// Announce an event after its transaction committed.
     pub(crate) fn publish_event(
         &self,

@@ -118,6 +118,7 @@ on_both_backends!(
     contracts_are_listed_newest_first_in_pages,
     api_keys_are_listed_revoked_and_rotated,
     listing_metadata_round_trips,
+    the_bus_tells_which_events_may_queue_a_webhook,
 );
 
 /// Millisecond precision, as stored.
@@ -537,6 +538,52 @@ async fn contract_for(store: &Store) -> String {
         Err(StoreError::Duplicate { entity: "contract" })
     ));
     contract_id.to_string()
+}
+
+/// The webhook loop wakes for the events the bus says may have queued a delivery: none of a
+/// contract proposed through this store without a `webhook_url`, every one of a contract with
+/// one, and every one of a contract it never saw (proposed by another instance, or before a
+/// restart). The outbox rows agree.
+async fn the_bus_tells_which_events_may_queue_a_webhook(store: Store) {
+    let operator = PrincipalId::generate_operator();
+    let worker = listing(&operator, &[("summarize", "1")]);
+    insert(&store, &worker).await;
+    let plain = offered_contract(worker.id.as_str(), &json!({ "text": "no webhook" }));
+    let mut hooked = offered_contract(worker.id.as_str(), &json!({ "text": "a webhook" }));
+    hooked.terms["webhook_url"] = json!("https://seeker.example/hook");
+    let mut events = store.subscribe_events();
+    for contract in [&plain, &hooked] {
+        store
+            .insert_contract(contract, &event(EventKind::ContractOffered))
+            .await
+            .unwrap();
+        let mut progress = event(EventKind::WorkerProgress);
+        progress.details = json!({ "percent": 50 });
+        store
+            .append_contract_event(contract.contract_id.as_str(), &progress)
+            .await
+            .unwrap();
+    }
+
+    let mut seen = None;
+    for contract in [&plain, &hooked] {
+        let has_webhook = contract.terms.get("webhook_url").is_some();
+        for _ in 0..2 {
+            let published = events.recv().await.unwrap();
+            assert_eq!(published.contract_id, contract.contract_id);
+            assert_eq!(store.may_queue_webhook(&published), has_webhook);
+            seen = Some(published);
+        }
+        let queued = store
+            .list_webhook_deliveries(contract.contract_id.as_str())
+            .await
+            .unwrap();
+        assert_eq!(queued.len(), if has_webhook { 2 } else { 0 });
+    }
+
+    let mut unseen = (*seen.expect("events were published")).clone();
+    unseen.contract_id = ContractId::generate();
+    assert!(store.may_queue_webhook(&unseen));
 }
 
 fn event(kind: EventKind) -> NewContractEvent {
