@@ -129,6 +129,9 @@ pub struct BrowserCors(Arc<CorsLayer>);
 impl BrowserCors {
     /// `cors` for the requests that carry `Origin`.
     pub fn new(cors: CorsLayer) -> Self {
+        // tower-http checks its rules (and panics on a set it refuses) when it wraps a service:
+        // wrapped per browser request below, so checked here once, at start-up.
+        drop(cors.layer(()));
         Self(Arc::new(cors))
     }
 }
