@@ -6,7 +6,9 @@
 //! things up: a receiver that lags, or an event written by another gateway instance, is caught by
 //! the database poll the readers keep running anyway.
 //!
-//! It knows nothing of the store's rows: the store builds the [`LiveEvent`] it publishes.
+//! It knows nothing of the store's rows: the store builds the [`LiveEvent`] it publishes, and
+//! tells it one fact of each contract it proposes, whether the terms name a `webhook_url`, so
+//! that the webhook loop wakes only for events that can have queued a delivery.
 
 use std::sync::Arc;
 
