@@ -209,6 +209,31 @@ struct Line {
 /// `2026-11-28T08:40:00`.
 const SECOND_LENGTH: usize = 19;
 
+/// `level` right-aligned in five columns, as `{level:>5}` writes it. The uncoloured line is
+/// put together byte by byte: each `write!` through the formatting machinery cost about as much
+/// as the bytes it wrote, on a line every request pays.
+fn padded(level: tracing::Level) -> &'static str {
+    match level {
+        tracing::Level::ERROR => "ERROR",
+        tracing::Level::WARN => " WARN",
+        tracing::Level::INFO => " INFO",
+        tracing::Level::DEBUG => "DEBUG",
+        tracing::Level::TRACE => "TRACE",
+    }
+}
+
+/// `micros` (below a million) in six digits, zeros first, as `{:06}` writes it.
+fn six_digits(micros: u32) -> [u8; 6] {
+    let mut digits = [b'0'; 6];
+    let mut rest = micros % 1_000_000;
+    for digit in digits.iter_mut().rev() {
+        // A digit: below 10, so the cast keeps it whole.
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    digits
+}
+
 const DIM: &str = "\x1b[2m";
 const ITALIC: &str = "\x1b[3m";
 const RESET: &str = "\x1b[0m";
@@ -259,7 +284,11 @@ impl Line {
                         metadata.target()
                     );
                 } else {
-                    let _ = write!(self.bytes, " {level:>5} {}:", metadata.target());
+                    self.bytes.push(b' ');
+                    self.bytes.extend_from_slice(padded(level).as_bytes());
+                    self.bytes.push(b' ');
+                    self.bytes.extend_from_slice(metadata.target().as_bytes());
+                    self.bytes.push(b':');
                 }
             }
             Shape::Json => {
@@ -304,7 +333,10 @@ impl Line {
             }
         };
         self.bytes.extend_from_slice(&text);
-        let _ = write!(self.bytes, ".{:06}Z", now.subsec_micros());
+        self.bytes.push(b'.');
+        self.bytes
+            .extend_from_slice(&six_digits(now.subsec_micros()));
+        self.bytes.push(b'Z');
     }
 
     /// `value` as a JSON string, quotes included.
@@ -320,7 +352,9 @@ impl Line {
                 let _ = write!(self.bytes, " {ITALIC}{}{RESET}{DIM}={RESET}", field.name());
             }
             Shape::Pretty { colours: false } => {
-                let _ = write!(self.bytes, " {}=", field.name());
+                self.bytes.push(b' ');
+                self.bytes.extend_from_slice(field.name().as_bytes());
+                self.bytes.push(b'=');
             }
             Shape::Json => {
                 self.bytes.push(b',');
@@ -444,6 +478,25 @@ mod tests {
             "{line:?}"
         );
         rest
+    }
+
+    #[test]
+    fn levels_and_microseconds_are_written_as_the_format_strings_write_them() {
+        for level in [
+            tracing::Level::ERROR,
+            tracing::Level::WARN,
+            tracing::Level::INFO,
+            tracing::Level::DEBUG,
+            tracing::Level::TRACE,
+        ] {
+            assert_eq!(padded(level), format!("{level:>5}"));
+        }
+        for micros in [0, 7, 42, 1_000, 99_999, 123_456, 999_999] {
+            assert_eq!(
+                std::str::from_utf8(&six_digits(micros)).unwrap(),
+                format!("{micros:06}")
+            );
+        }
     }
 
     #[test]
