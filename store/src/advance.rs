@@ -457,9 +457,9 @@ impl Store {
         let seqs_up_to =
             |last_seq: i64| -> Vec<i64> { (1..=count).map(|k| last_seq - count + k).collect() };
         // `None`: the first compare-and-set missed; why is read once the writer is free.
-        let seqs: Option<Vec<i64>> = on_writer!(self, pool => {
+        let seqs: Option<Vec<i64>> = on_writer!(self, conn => {
             if !chained(steps) {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
                 let mut seqs = Vec::with_capacity(steps.len());
                 for step in steps {
                     let moved = compare_and_set(
@@ -482,16 +482,16 @@ impl Store {
                 }
                 tx.commit().await?;
                 Some(seqs)
-            } else if super::merges_statements(pool) {
+            } else if super::merges_statements(conn) {
                 let sql = merged_statement(steps.len(), writes);
                 let last_seq = bind_chain!(sqlx::query_scalar::<_, i64>(&sql))
-                    .fetch_optional(pool)
+                    .fetch_optional(conn)
                     .await
                     .map_err(SideWrite::error_of(writes))?;
                 last_seq.map(seqs_up_to)
             } else {
                 let script = sqlite_script(steps.len(), writes);
-                let rows = pool.run_script(self.script_flag(), bind_chain!(sqlx::query(&script)))
+                let rows = conn.run_script(self.script_flag(), bind_chain!(sqlx::query(&script)))
                     .await
                     .map_err(SideWrite::error_of(writes))?;
                 match rows.first() {

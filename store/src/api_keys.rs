@@ -76,7 +76,7 @@ impl Store {
         const SQL: &str = "insert into api_key \
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(key.id.as_str())
                 .bind(key.hash.as_str())
@@ -85,7 +85,7 @@ impl Store {
                 .bind(key.principal_id.as_str())
                 .bind(key.label.as_deref())
                 .bind(to_millis(key.created_at))
-                .execute(pool)
+                .execute(conn)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?;
         });
@@ -99,8 +99,8 @@ impl Store {
     ) -> Result<Option<ApiKeyRecord>, StoreError> {
         const SQL: &str = "select api_key_id, role, principal_id, key_prefix, label, created_at \
             from api_key where key_hash = $1 and revoked_at is null";
-        let row: Option<ApiKeyRow> = on_backend!(self, pool => {
-            sqlx::query_as(SQL).bind(hash.as_str()).fetch_optional(pool).await?
+        let row: Option<ApiKeyRow> = on_backend!(self, conn => {
+            sqlx::query_as(SQL).bind(hash.as_str()).fetch_optional(conn).await?
         });
         row.map(ApiKeyRecord::try_from).transpose()
     }
@@ -114,12 +114,12 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update api_key set revoked_at = $3 \
             where api_key_id = $1 and principal_id = $2 and revoked_at is null";
-        let result = on_writer!(self, pool => {
+        let result = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(principal_id.as_str())
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -203,13 +203,13 @@ impl Store {
             where ($1 is null or principal_id = $1) and ($2 or revoked_at is null) \
               and ($3 is null or api_key_id > $3) \
             order by api_key_id limit $4";
-        let rows: Vec<ApiKeyInfoRow> = on_backend!(self, pool => {
+        let rows: Vec<ApiKeyInfoRow> = on_backend!(self, conn => {
             sqlx::query_as(SQL)
                 .bind(principal_id.map(PrincipalId::as_str))
                 .bind(include_revoked)
                 .bind(after.map(ApiKeyId::as_str))
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(ApiKeyInfo::try_from).collect()
@@ -223,12 +223,12 @@ impl Store {
         owner: Option<&PrincipalId>,
         at: DateTime<Utc>,
     ) -> Result<Option<RevokedApiKey>, StoreError> {
-        let row: Option<RevokedRow> = on_writer!(self, pool => {
+        let row: Option<RevokedRow> = on_writer!(self, conn => {
             sqlx::query_as(REVOKE_RETURNING)
                 .bind(id.as_str())
                 .bind(owner.map(PrincipalId::as_str))
                 .bind(to_millis(at))
-                .fetch_optional(pool)
+                .fetch_optional(conn)
                 .await?
         });
         row.map(RevokedApiKey::try_from).transpose()
@@ -248,8 +248,8 @@ impl Store {
         const INSERT: &str = "insert into api_key \
             (api_key_id, key_hash, key_prefix, role, principal_id, label, created_at) \
             values ($1, $2, $3, $4, $5, $6, $7)";
-        on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let row: Option<RevokedRow> = sqlx::query_as(REVOKE_RETURNING)
                 .bind(id.as_str())
                 .bind(owner.map(PrincipalId::as_str))

@@ -20,12 +20,12 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "insert into contract_capability (token_hash, contract_id, created_at) \
             values ($1, $2, $3) on conflict (token_hash) do nothing";
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(token_hash)
                 .bind(contract_id)
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await?;
         });
         Ok(())
@@ -38,8 +38,8 @@ impl Store {
     ) -> Result<Option<String>, StoreError> {
         const SQL: &str = "select c.seeker_id from contract_capability k \
             join contract c on c.contract_id = k.contract_id where k.token_hash = $1";
-        Ok(on_backend!(self, pool => {
-            sqlx::query_scalar(SQL).bind(token_hash).fetch_optional(pool).await?
+        Ok(on_backend!(self, conn => {
+            sqlx::query_scalar(SQL).bind(token_hash).fetch_optional(conn).await?
         }))
     }
 
@@ -56,8 +56,8 @@ impl Store {
             where c.contract_id = $1 \
             and not exists (select 1 from api_key k where k.principal_id = c.seeker_id) \
             order by p.created_at limit 1";
-        Ok(on_backend!(self, pool => {
-            sqlx::query_as(SQL).bind(contract_id).fetch_optional(pool).await?
+        Ok(on_backend!(self, conn => {
+            sqlx::query_as(SQL).bind(contract_id).fetch_optional(conn).await?
         }))
     }
 
@@ -73,12 +73,12 @@ impl Store {
         const PURGE: &str = "delete from siwx_nonce where expires_at < $1";
         const CLAIM: &str = "insert into siwx_nonce (nonce, expires_at) values ($1, $2) \
             on conflict (nonce) do nothing";
-        let claimed = on_writer!(self, pool => {
-            sqlx::query(PURGE).bind(to_millis(now)).execute(&mut *pool).await?;
+        let claimed = on_writer!(self, conn => {
+            sqlx::query(PURGE).bind(to_millis(now)).execute(&mut *conn).await?;
             sqlx::query(CLAIM)
                 .bind(nonce)
                 .bind(to_millis(expires_at))
-                .execute(&mut *pool)
+                .execute(&mut *conn)
                 .await?
                 .rows_affected()
         });
@@ -97,12 +97,12 @@ impl Store {
             where p.payer in ($1, $2) \
             and not exists (select 1 from api_key k where k.principal_id = c.seeker_id) \
             order by c.created_at desc, c.contract_id desc limit $3";
-        let rows: Vec<(String, String, i64)> = on_backend!(self, pool => {
+        let rows: Vec<(String, String, i64)> = on_backend!(self, conn => {
             sqlx::query_as(SQL)
                 .bind(payer)
                 .bind(payer.to_lowercase())
                 .bind(limit)
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter()

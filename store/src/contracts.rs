@@ -394,8 +394,8 @@ impl Store {
             .terms
             .get("webhook_url")
             .and_then(serde_json::Value::as_str);
-        on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             sqlx::query(SQL)
                 .bind(contract.contract_id.as_str())
                 .bind(contract.seeker_id.as_str())
@@ -433,8 +433,8 @@ impl Store {
         contract_id: &str,
     ) -> Result<Option<ContractRecord>, StoreError> {
         let sql = format!("{SELECT_CONTRACTS} where contract_id = $1");
-        let row: Option<ContractRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
+        let row: Option<ContractRow> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(conn).await?
         });
         row.map(ContractRecord::try_from).transpose()
     }
@@ -446,8 +446,8 @@ impl Store {
         contract_id: &str,
     ) -> Result<Option<ContractState>, StoreError> {
         const SQL: &str = "select state from contract where contract_id = $1";
-        let state: Option<String> = on_backend!(self, pool => {
-            sqlx::query_scalar(SQL).bind(contract_id).fetch_optional(pool).await?
+        let state: Option<String> = on_backend!(self, conn => {
+            sqlx::query_scalar(SQL).bind(contract_id).fetch_optional(conn).await?
         });
         state.as_deref().map(parse_state).transpose()
     }
@@ -467,12 +467,12 @@ impl Store {
                 or (state = 'settlement_unknown' and updated_at <= $2) \
              order by updated_at limit $3"
         );
-        let rows: Vec<ContractRow> = on_backend!(self, pool => {
+        let rows: Vec<ContractRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(to_millis(now))
                 .bind(to_millis(reconcile_before))
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(ContractRecord::try_from).collect()
@@ -518,8 +518,8 @@ impl Store {
             (contract_id, seq, at, actor, correlation_id, kind, from_state, to_state, details) \
             select contract_id, event_seq, $2, $3, $4, $5, null, null, $6 from counted \
             returning seq";
-        let seq: Option<i64> = on_writer!(self, pool => {
-            if super::merges_statements(pool) {
+        let seq: Option<i64> = on_writer!(self, conn => {
+            if super::merges_statements(conn) {
                 sqlx::query_scalar(COUNT_WITH_EVENT)
                     .bind(contract_id)
                     .bind(to_millis(event.at))
@@ -527,10 +527,10 @@ impl Store {
                     .bind(&event.correlation_id)
                     .bind(event.kind.as_str())
                     .bind(JsonText(&event.details))
-                    .fetch_optional(pool)
+                    .fetch_optional(conn)
                     .await?
             } else {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
                 let Some(seq) = append_event(&mut tx, contract_id, event).await? else {
                     return Ok(None);
                 };
@@ -554,12 +554,12 @@ impl Store {
         const SQL: &str = "select event_id, contract_id, seq, at, actor, correlation_id, kind, \
             from_state, to_state, details from contract_event \
             where contract_id = $1 and seq > $2 order by seq limit $3";
-        let rows: Vec<EventRow> = on_backend!(self, pool => {
+        let rows: Vec<EventRow> = on_backend!(self, conn => {
             sqlx::query_as(SQL)
                 .bind(contract_id)
                 .bind(after_seq)
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(ContractEvent::try_from).collect()
@@ -612,7 +612,7 @@ impl Store {
             Some((at, id)) => (Some(to_millis(*at)), Some(id.as_str())),
             None => (None, None),
         };
-        let rows: Vec<ContractRow> = on_backend!(self, pool => {
+        let rows: Vec<ContractRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(query.seeker_id.as_ref().map(PrincipalId::as_str))
                 .bind(query.operator_id.as_ref().map(PrincipalId::as_str))
@@ -623,7 +623,7 @@ impl Store {
                 .bind(after_at)
                 .bind(after_id)
                 .bind(i64::from(query.limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(ContractRecord::try_from).collect()

@@ -176,8 +176,8 @@ impl Store {
     /// Open a dispute in state `open`; [`StoreError::Duplicate`] when the contract already has
     /// one.
     pub async fn insert_dispute(&self, dispute: &NewDispute) -> Result<(), StoreError> {
-        on_writer!(self, pool => {
-            super::advance::apply_side_write(pool, super::SideWrite::Dispute(dispute)).await?;
+        on_writer!(self, conn => {
+            super::advance::apply_side_write(conn, super::SideWrite::Dispute(dispute)).await?;
         });
         Ok(())
     }
@@ -185,8 +185,8 @@ impl Store {
     /// The dispute `dispute_id`.
     pub async fn get_dispute(&self, dispute_id: &str) -> Result<Option<DisputeRecord>, StoreError> {
         let sql = format!("select {COLUMNS} from dispute where dispute_id = $1");
-        let row: Option<DisputeRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(dispute_id).fetch_optional(pool).await?
+        let row: Option<DisputeRow> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(dispute_id).fetch_optional(conn).await?
         });
         row.map(DisputeRecord::try_from).transpose()
     }
@@ -197,8 +197,8 @@ impl Store {
         contract_id: &str,
     ) -> Result<Option<DisputeRecord>, StoreError> {
         let sql = format!("select {COLUMNS} from dispute where contract_id = $1");
-        let row: Option<DisputeRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
+        let row: Option<DisputeRow> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(conn).await?
         });
         row.map(DisputeRecord::try_from).transpose()
     }
@@ -214,13 +214,13 @@ impl Store {
     ) -> Result<(), StoreError> {
         const SQL: &str = "update dispute set replay = $2, replay_verifier_result_hash = $3, \
             state = $4 where dispute_id = $1 and decided_at is null";
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(dispute_id)
                 .bind(JsonText(replay))
                 .bind(verifier_result_hash)
                 .bind(state.as_str())
-                .execute(pool)
+                .execute(conn)
                 .await?;
         });
         Ok(())
@@ -235,7 +235,7 @@ impl Store {
         const SQL: &str = "update dispute set state = 'decided', decision = $2, decided_by = $3, \
             decision_reason = $4, decided_via = $5, decided_at = $6 \
             where dispute_id = $1 and decided_at is null";
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(dispute_id)
                 .bind(decision.decision.as_str())
@@ -243,7 +243,7 @@ impl Store {
                 .bind(&decision.reason)
                 .bind(decision.via.as_str())
                 .bind(to_millis(decision.at))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -262,14 +262,14 @@ impl Store {
         const SQL: &str = "update dispute set response = $2, response_claim = $3, \
             responded_by = $4, responded_at = $5 \
             where dispute_id = $1 and responded_at is null and decided_at is null";
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(dispute_id)
                 .bind(&response.statement)
                 .bind(response.claim.as_ref().map(JsonText))
                 .bind(response.by.to_string())
                 .bind(to_millis(response.at))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -289,12 +289,12 @@ impl Store {
             "select {COLUMNS} from dispute where state = $1 and ($2 is null or dispute_id > $2) \
              order by dispute_id limit $3"
         );
-        let rows: Vec<DisputeRow> = on_backend!(self, pool => {
+        let rows: Vec<DisputeRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(state.as_str())
                 .bind(after)
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(DisputeRecord::try_from).collect()

@@ -452,8 +452,8 @@ impl Store {
         rest: &str,
     ) -> Result<Option<PaymentRecord>, StoreError> {
         let sql = format!("select {PAYMENT_COLUMNS} from payment where contract_id = $1 {rest}");
-        let row: Option<super::payments::PaymentRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
+        let row: Option<super::payments::PaymentRow> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(conn).await?
         });
         row.map(PaymentRecord::try_from).transpose()
     }
@@ -468,8 +468,8 @@ impl Store {
              from worker where worker_id = $1",
             in_flight_sql()
         );
-        let row: Option<(i64, i64, i64)> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(worker_id).fetch_optional(pool).await?
+        let row: Option<(i64, i64, i64)> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(worker_id).fetch_optional(conn).await?
         });
         let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
         Ok(row.map(|(in_flight, max, queued)| WorkerLoad {
@@ -498,11 +498,11 @@ impl Store {
             in_flight_sql()
         );
         type Row = (i64, i64, i64, String, Option<i64>, i64, i64);
-        let row: Option<Row> = on_backend!(self, pool => {
+        let row: Option<Row> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(worker_id)
                 .bind(task_type)
-                .fetch_optional(pool)
+                .fetch_optional(conn)
                 .await?
         });
         let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
@@ -536,22 +536,22 @@ impl Store {
     ) -> Result<Option<u32>, StoreError> {
         const SQL: &str = "update contract set queued_at = coalesce(queued_at, $2) \
             where contract_id = $1 and state = 'paid'";
-        let updated = on_writer!(self, pool => {
+        let updated = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(contract_id)
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
         if updated == 0 {
             return Ok(None);
         }
-        let ahead: i64 = on_backend!(self, pool => {
+        let ahead: i64 = on_backend!(self, conn => {
             sqlx::query_scalar(QUEUED_AHEAD)
                 .bind(worker_id)
                 .bind(contract_id)
-                .fetch_one(pool)
+                .fetch_one(conn)
                 .await?
         });
         Ok(Some(
@@ -564,8 +564,8 @@ impl Store {
     pub async fn queued_contracts(&self, limit: u32) -> Result<Vec<String>, StoreError> {
         const SQL: &str = "select contract_id from contract where state = 'paid' \
             and queued_at is not null order by queued_at, contract_id limit $1";
-        Ok(on_backend!(self, pool => {
-            sqlx::query_scalar(SQL).bind(i64::from(limit)).fetch_all(pool).await?
+        Ok(on_backend!(self, conn => {
+            sqlx::query_scalar(SQL).bind(i64::from(limit)).fetch_all(conn).await?
         }))
     }
 
@@ -583,7 +583,7 @@ impl Store {
         // The worker's load, the start and its rows in one go after the worker's row is
         // locked, on each dialect (see [`START`]): the lock is held until the commit, so every
         // round trip inside this transaction holds up the worker's other hires.
-        let (load, bumped): ((i64, i64), Option<(i32, i64)>) = on_writer!(self, pool => {
+        let (load, bumped): ((i64, i64), Option<(i32, i64)>) = on_writer!(self, conn => {
             macro_rules! bind_start {
                 ($query:expr) => {
                     bind_event!($query, contract_id, event, "paid", "executing")
@@ -595,8 +595,8 @@ impl Store {
                         .bind(i64::from(max_parallel))
                 };
             }
-            if super::merges_statements(pool) {
-                let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+            if super::merges_statements(conn) {
+                let mut tx = sqlx::Connection::begin(&mut *conn).await?;
                 sqlx::query(LOCK_WORKER).bind(worker_id).execute(&mut *tx).await?;
                 let (busy, ahead, attempts, seq): (i64, i64, Option<i32>, Option<i64>) =
                     bind_start!(sqlx::query_as(&START.merged))
@@ -605,7 +605,7 @@ impl Store {
                 tx.commit().await?;
                 ((busy, ahead), attempts.zip(seq))
             } else {
-                let rows = pool.run_script(self.script_flag(), bind_start!(sqlx::query(&START.script)))
+                let rows = conn.run_script(self.script_flag(), bind_start!(sqlx::query(&START.script)))
                     .await?;
                 let Some(load) = rows.first() else {
                     return Err(StoreError::corrupt(ATTEMPT_ENTITY, &"a start that read no load"));
@@ -648,8 +648,8 @@ impl Store {
         attempt_id: &str,
         end: &AttemptEnd,
     ) -> Result<(), StoreError> {
-        on_writer!(self, pool => {
-            apply_side_write(pool, SideWrite::AttemptEnd { attempt_id, end }).await?;
+        on_writer!(self, conn => {
+            apply_side_write(conn, SideWrite::AttemptEnd { attempt_id, end }).await?;
         });
         Ok(())
     }
@@ -659,8 +659,8 @@ impl Store {
         let sql = format!(
             "select {ATTEMPT_COLUMNS} from attempt where contract_id = $1 order by attempt_no"
         );
-        let rows: Vec<AttemptRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(contract_id).fetch_all(pool).await?
+        let rows: Vec<AttemptRow> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_all(conn).await?
         });
         rows.into_iter().map(AttemptRecord::try_from).collect()
     }
@@ -668,8 +668,8 @@ impl Store {
     /// Store an attempt's deliverable pieces in one transaction; pieces stored before are
     /// left as they are.
     pub async fn insert_deliverables(&self, pieces: &[NewDeliverable]) -> Result<(), StoreError> {
-        on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             for piece in pieces {
                 apply_side_write(&mut *tx, SideWrite::Deliverable(piece)).await?;
             }
@@ -689,16 +689,16 @@ impl Store {
               order by created_at desc, attempt_id desc limit 1) \
              order by position"
         );
-        let rows: Vec<DeliverableRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(contract_id).fetch_all(pool).await?
+        let rows: Vec<DeliverableRow> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_all(conn).await?
         });
         rows.into_iter().map(DeliverableRecord::try_from).collect()
     }
 
     /// Store a verification result.
     pub async fn insert_verification(&self, result: &NewVerification) -> Result<(), StoreError> {
-        on_writer!(self, pool => {
-            apply_side_write(pool, SideWrite::Verification(result)).await?;
+        on_writer!(self, conn => {
+            apply_side_write(conn, SideWrite::Verification(result)).await?;
         });
         Ok(())
     }
@@ -712,8 +712,8 @@ impl Store {
             "select {VERIFICATION_COLUMNS} from verification where contract_id = $1 \
              order by created_at desc, verification_id desc limit 1"
         );
-        let row: Option<VerificationRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(contract_id).fetch_optional(pool).await?
+        let row: Option<VerificationRow> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(contract_id).fetch_optional(conn).await?
         });
         row.map(VerificationRecord::try_from).transpose()
     }
@@ -762,12 +762,12 @@ impl Store {
         const SQL: &str = "update contract set settlement_retries = settlement_retries + 1, \
             updated_at = $3 where contract_id = $1 and state = 'settlement_unknown' \
             and updated_at <= $2 returning settlement_retries";
-        let retries: Option<i32> = on_writer!(self, pool => {
+        let retries: Option<i32> = on_writer!(self, conn => {
             sqlx::query_scalar(SQL)
                 .bind(contract_id)
                 .bind(to_millis(untouched_since))
                 .bind(to_millis(at))
-                .fetch_optional(pool)
+                .fetch_optional(conn)
                 .await?
         });
         Ok(retries.map(|n| u32::try_from(n).unwrap_or(0)))
@@ -785,13 +785,13 @@ impl Store {
         const SQL: &str = "update payment set settle_tx = coalesce($2, settle_tx), \
             settle_response = coalesce($3, settle_response), updated_at = $4 \
             where payment_id = $1 and state = 'settlement_unknown'";
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(payment_id.as_str())
                 .bind(transaction)
                 .bind(response.map(JsonText))
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await?;
         });
         Ok(())
@@ -835,12 +835,12 @@ impl Store {
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         const SQL: &str = "update payment set state = $2, updated_at = $3 where payment_id = $1";
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(payment_id.as_str())
                 .bind(state.as_str())
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await?;
         });
         Ok(())
@@ -888,13 +888,13 @@ impl Store {
         const SQL: &str = "update payment set state = $2, release_tx = coalesce($3, release_tx), \
             updated_at = $4 where payment_id = $1 and (state <> $2 or $2 = 'voiding') \
             and not ($2 = 'voiding' and state in ('voided', 'reclaimed', 'refunded'))";
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(payment_id.as_str())
                 .bind(state.as_str())
                 .bind(transaction)
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -913,12 +913,12 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update payment set state = 'refunding', refunded_amount = $2, \
             updated_at = $3 where payment_id = $1 and state = 'settled'";
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(payment_id.as_str())
                 .bind(amount)
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -980,8 +980,8 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const RELEASE: &str = "update payment set state = 'voided', updated_at = $2 \
             where payment_id = $1 and contract_id = $3 and state = 'verified'";
-        let seq: Option<i64> = on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        let seq: Option<i64> = on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let released = sqlx::query(RELEASE)
                 .bind(payment_id.as_str())
                 .bind(to_millis(event.at))
@@ -1036,11 +1036,11 @@ impl Store {
         let sql = format!(
             "select {PAYMENT_COLUMNS} from payment where {locked} and {condition} limit $2"
         );
-        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, pool => {
+        let rows: Vec<super::payments::PaymentRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(bound)
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(PaymentRecord::try_from).collect()

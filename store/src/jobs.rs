@@ -120,7 +120,7 @@ impl Store {
     ) -> Result<Enqueued, StoreError> {
         const SQL: &str = "insert into job (job_id, kind, dedupe_key, payload, state, run_at, \
             attempts, created_at, updated_at) values ($1, $2, $3, $4, 'queued', $5, 0, $6, $6)";
-        let result = on_writer!(self, pool => {
+        let result = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(job.id.as_str())
                 .bind(&job.kind)
@@ -128,7 +128,7 @@ impl Store {
                 .bind(JsonText(&job.payload))
                 .bind(to_millis(job.run_at))
                 .bind(to_millis(now))
-                .execute(pool)
+                .execute(conn)
                 .await
                 .map(|_| ())
                 .map_err(StoreError::unique_as_duplicate(ENTITY))
@@ -154,13 +154,13 @@ impl Store {
             super::Backend::Sqlite(_) => CLAIM_SQLITE,
             super::Backend::Postgres(_) => CLAIM_POSTGRES,
         };
-        let row: Option<JobRow> = on_writer!(self, pool => {
+        let row: Option<JobRow> = on_writer!(self, conn => {
             sqlx::query_as(claim)
                 .bind(kind)
                 .bind(owner)
                 .bind(to_millis(lease_until))
                 .bind(to_millis(now))
-                .fetch_optional(pool)
+                .fetch_optional(conn)
                 .await?
         });
         row.map(JobRecord::try_from).transpose()
@@ -175,12 +175,12 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "update job set state = 'done', lease_owner = null, lease_until = null, \
             updated_at = $3 where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(owner)
                 .bind(to_millis(now))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -199,14 +199,14 @@ impl Store {
         const SQL: &str = "update job set run_at = $4, last_error = $5, lease_owner = null, \
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(owner)
                 .bind(to_millis(now))
                 .bind(to_millis(run_at))
                 .bind(diagnostic(error))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -224,13 +224,13 @@ impl Store {
         const SQL: &str = "update job set state = 'dead', last_error = $4, lease_owner = null, \
             lease_until = null, updated_at = $3 \
             where job_id = $1 and lease_owner = $2 and state = 'queued'";
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(owner)
                 .bind(to_millis(now))
                 .bind(diagnostic(error))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });

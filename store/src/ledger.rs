@@ -236,12 +236,12 @@ impl Store {
             "{} order by p.payment_id limit $3",
             ledger_select(&self.backend, &condition)
         );
-        let rows: Vec<LedgerPaymentRow> = super::on_backend!(self, pool => {
+        let rows: Vec<LedgerPaymentRow> = super::on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(network.as_str())
                 .bind(after_payment_id.map_or("", PaymentId::as_str))
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(LedgerPayment::try_from).collect()
@@ -262,12 +262,12 @@ impl Store {
              order by p.payment_id limit $3",
             escrowed(&self.backend)
         );
-        let rows: Vec<LedgerEscrowRow> = super::on_backend!(self, pool => {
+        let rows: Vec<LedgerEscrowRow> = super::on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(network.as_str())
                 .bind(after_payment_id.map_or("", PaymentId::as_str))
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter()
@@ -282,8 +282,8 @@ impl Store {
         network: &str,
     ) -> Result<Vec<(String, String)>, StoreError> {
         const SQL: &str = "select distinct asset, pay_to from worker where network = $1";
-        let rows: Vec<(String, String)> = super::on_backend!(self, pool => {
-            sqlx::query_as(SQL).bind(network).fetch_all(pool).await?
+        let rows: Vec<(String, String)> = super::on_backend!(self, conn => {
+            sqlx::query_as(SQL).bind(network).fetch_all(conn).await?
         });
         Ok(rows)
     }

@@ -447,8 +447,8 @@ impl Store {
 
     /// Round-trip a trivial query (readiness).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        on_backend!(self, pool => {
-            sqlx::query("select 1").execute(pool).await?;
+        on_backend!(self, conn => {
+            sqlx::query("select 1").execute(conn).await?;
         });
         Ok(())
     }

@@ -38,8 +38,8 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str =
             "select count(*) from callback_receipt where worker_id = $1 and webhook_id = $2";
-        let count: i64 = on_backend!(self, pool => {
-            sqlx::query_scalar(SQL).bind(worker_id).bind(webhook_id).fetch_one(pool).await?
+        let count: i64 = on_backend!(self, conn => {
+            sqlx::query_scalar(SQL).bind(worker_id).bind(webhook_id).fetch_one(conn).await?
         });
         Ok(count > 0)
     }
@@ -55,13 +55,13 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const SQL: &str = "insert into callback_receipt (worker_id, webhook_id, contract_id, \
             received_at) values ($1, $2, $3, $4)";
-        let inserted = on_writer!(self, pool => {
+        let inserted = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(worker_id)
                 .bind(webhook_id)
                 .bind(contract_id)
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await
                 .map(|_| ())
                 .map_err(StoreError::unique_as_duplicate(CALLBACK_ENTITY))
@@ -91,11 +91,11 @@ impl Store {
               and settle_started_at is null) \
              order by updated_at limit $2"
         );
-        let rows: Vec<ContractRow> = on_backend!(self, pool => {
+        let rows: Vec<ContractRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(valid_before_at_most)
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(ContractRecord::try_from).collect()
@@ -113,12 +113,12 @@ impl Store {
             "{SELECT_CONTRACTS} where state = $1 and updated_at <= $2 \
              order by updated_at limit $3"
         );
-        let rows: Vec<ContractRow> = on_backend!(self, pool => {
+        let rows: Vec<ContractRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(state)
                 .bind(to_millis(untouched_since))
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(ContractRecord::try_from).collect()
@@ -137,8 +137,8 @@ impl Store {
     ) -> Result<bool, StoreError> {
         const CLAIM: &str = "update contract set updated_at = $4, event_seq = event_seq + 1 \
             where contract_id = $1 and state = $2 and updated_at = $3 returning event_seq";
-        on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let seq: Option<i64> = sqlx::query_scalar(CLAIM)
                 .bind(contract_id)
                 .bind(state.as_str())

@@ -240,8 +240,8 @@ impl Store {
     /// Record a verified payment. An authorization or payment identifier seen before is
     /// [`StoreError::Duplicate`]: the caller then looks up which contract holds it.
     pub async fn insert_payment(&self, payment: &NewPayment) -> Result<(), StoreError> {
-        on_writer!(self, pool => {
-            super::advance::apply_side_write(pool, super::SideWrite::Payment(payment)).await?;
+        on_writer!(self, conn => {
+            super::advance::apply_side_write(conn, super::SideWrite::Payment(payment)).await?;
         });
         Ok(())
     }
@@ -255,11 +255,11 @@ impl Store {
     ) -> Result<Vec<String>, StoreError> {
         const SQL: &str =
             "select amount from payment where lower(payer) = lower($1) and created_at >= $2";
-        let rows: Vec<(String,)> = on_backend!(self, pool => {
+        let rows: Vec<(String,)> = on_backend!(self, conn => {
             sqlx::query_as(SQL)
                 .bind(payer)
                 .bind(to_millis(since))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         Ok(rows.into_iter().map(|(amount,)| amount).collect())
@@ -277,13 +277,13 @@ impl Store {
             "select {PAYMENT_COLUMNS} from payment \
              where network = $1 and asset = $2 and payer = $3 and nonce = $4"
         );
-        let row: Option<PaymentRow> = on_backend!(self, pool => {
+        let row: Option<PaymentRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(network.as_str())
                 .bind(stored_address(asset))
                 .bind(stored_address(payer))
                 .bind(nonce)
-                .fetch_optional(pool)
+                .fetch_optional(conn)
                 .await?
         });
         row.map(PaymentRecord::try_from).transpose()
@@ -295,8 +295,8 @@ impl Store {
         payment_identifier: &str,
     ) -> Result<Option<PaymentRecord>, StoreError> {
         let sql = format!("select {PAYMENT_COLUMNS} from payment where payment_identifier = $1");
-        let row: Option<PaymentRow> = on_backend!(self, pool => {
-            sqlx::query_as(&sql).bind(payment_identifier).fetch_optional(pool).await?
+        let row: Option<PaymentRow> = on_backend!(self, conn => {
+            sqlx::query_as(&sql).bind(payment_identifier).fetch_optional(conn).await?
         });
         row.map(PaymentRecord::try_from).transpose()
     }
@@ -311,9 +311,9 @@ impl Store {
         outcome: &crate::SettlementOutcome,
         at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             super::advance::apply_side_write(
-                pool,
+                conn,
                 super::SideWrite::SettlementFinished { payment_id, outcome, at },
             )
             .await?;
@@ -358,11 +358,11 @@ impl Store {
         payment_id: &PaymentId,
         at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(sql)
                 .bind(payment_id.as_str())
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await
                 .map_err(StoreError::unique_as_duplicate(ENTITY))?
                 .rows_affected()

@@ -45,14 +45,14 @@ impl Store {
     ) -> Result<ReceiptRecord, StoreError> {
         const SQL: &str = "insert into contract_receipt (contract_id, outcome, kid, token, issued_at) \
             values ($1, $2, $3, $4, $5) on conflict (contract_id, outcome) do nothing";
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(receipt.contract_id.as_str())
                 .bind(outcome_column(receipt.outcome))
                 .bind(&receipt.kid)
                 .bind(&receipt.token)
                 .bind(to_millis(receipt.issued_at))
-                .execute(pool)
+                .execute(conn)
                 .await?;
         });
         self.get_receipt(receipt.contract_id.as_str(), receipt.outcome)
@@ -71,11 +71,11 @@ impl Store {
     ) -> Result<Option<ReceiptRecord>, StoreError> {
         const SQL: &str = "select contract_id, outcome, kid, token, issued_at \
             from contract_receipt where contract_id = $1 and outcome = $2";
-        let row: Option<ReceiptRow> = on_backend!(self, pool => {
+        let row: Option<ReceiptRow> = on_backend!(self, conn => {
             sqlx::query_as(SQL)
                 .bind(contract_id)
                 .bind(outcome_column(outcome))
-                .fetch_optional(pool)
+                .fetch_optional(conn)
                 .await?
         });
         row.map(|row| {

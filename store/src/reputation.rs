@@ -87,8 +87,8 @@ impl Store {
             )
         });
         let id = worker_id.as_str();
-        let rows: Vec<FactRow> = on_backend!(self, pool => {
-            sqlx::query_as(QUERY.as_str()).bind(id).fetch_all(pool).await?
+        let rows: Vec<FactRow> = on_backend!(self, conn => {
+            sqlx::query_as(QUERY.as_str()).bind(id).fetch_all(conn).await?
         });
         rows.into_iter().map(FactRow::into_fact).collect()
     }

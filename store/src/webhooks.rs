@@ -347,12 +347,12 @@ impl Store {
     ) -> Result<WebhookSecretRecord, StoreError> {
         const INSERT: &str = "insert into webhook_secret (seeker_id, secret, created_at) \
             values ($1, $2, $3) on conflict (seeker_id) do nothing";
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             sqlx::query(INSERT)
                 .bind(seeker_id.as_str())
                 .bind(candidate)
                 .bind(to_millis(now))
-                .execute(pool)
+                .execute(conn)
                 .await?;
         });
         self.webhook_secret(seeker_id)
@@ -370,12 +370,12 @@ impl Store {
         const UPSERT: &str = "insert into webhook_secret (seeker_id, secret, created_at) \
             values ($1, $2, $3) on conflict (seeker_id) \
             do update set secret = excluded.secret, created_at = excluded.created_at";
-        on_writer!(self, pool => {
+        on_writer!(self, conn => {
             sqlx::query(UPSERT)
                 .bind(seeker_id.as_str())
                 .bind(secret)
                 .bind(to_millis(now))
-                .execute(pool)
+                .execute(conn)
                 .await?;
         });
         Ok(WebhookSecretRecord {
@@ -392,8 +392,8 @@ impl Store {
     ) -> Result<Option<WebhookSecretRecord>, StoreError> {
         const SQL: &str =
             "select seeker_id, secret, created_at from webhook_secret where seeker_id = $1";
-        let row: Option<SecretRow> = on_backend!(self, pool => {
-            sqlx::query_as(SQL).bind(seeker_id.as_str()).fetch_optional(pool).await?
+        let row: Option<SecretRow> = on_backend!(self, conn => {
+            sqlx::query_as(SQL).bind(seeker_id.as_str()).fetch_optional(conn).await?
         });
         row.map(|row| {
             Ok(WebhookSecretRecord {
@@ -419,13 +419,13 @@ impl Store {
             Backend::Sqlite(_) => CLAIM_SQLITE,
             Backend::Postgres(_) => CLAIM_POSTGRES,
         };
-        let ids: Vec<i64> = on_writer!(self, pool => {
+        let ids: Vec<i64> = on_writer!(self, conn => {
             sqlx::query_scalar(claim)
                 .bind(owner)
                 .bind(to_millis(lease_until))
                 .bind(to_millis(now))
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         if ids.is_empty() {
@@ -439,12 +439,12 @@ impl Store {
              where d.lease_owner = $1 and d.event_id in ({}) order by d.event_id",
             placeholders(2, ids.len())
         );
-        let rows: Vec<ClaimedRow> = on_backend!(self, pool => {
+        let rows: Vec<ClaimedRow> = on_backend!(self, conn => {
             let mut query = sqlx::query_as(&sql).bind(owner);
             for id in &ids {
                 query = query.bind(*id);
             }
-            query.fetch_all(pool).await?
+            query.fetch_all(conn).await?
         });
         rows.into_iter().map(ClaimedDelivery::try_from).collect()
     }
@@ -478,8 +478,8 @@ impl Store {
         let http_status = attempt.http_status.map(i32::from);
         let duration_ms = i64::try_from(attempt.duration_ms).unwrap_or(i64::MAX);
         let attempt_no = i32::try_from(attempt.attempt_no).unwrap_or(i32::MAX);
-        on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let changed = sqlx::query(UPDATE)
                 .bind(event_id)
                 .bind(owner)
@@ -530,13 +530,13 @@ impl Store {
             finished_at = $4, attempts = attempts - 1, total_attempts = total_attempts - 1, \
             lease_owner = null, lease_until = null, updated_at = $4 \
             where event_id = $1 and lease_owner = $2 and state = 'pending'";
-        let changed = on_writer!(self, pool => {
+        let changed = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(event_id)
                 .bind(owner)
                 .bind(diagnostic(reason))
                 .bind(to_millis(now))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -555,12 +555,12 @@ impl Store {
              order by d.event_id limit $3",
             delivery_select()
         );
-        let rows: Vec<DeliveryRow> = on_backend!(self, pool => {
+        let rows: Vec<DeliveryRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(seeker_id)
                 .bind(after)
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         rows.into_iter().map(DeliveryRecord::try_from).collect()
@@ -576,11 +576,11 @@ impl Store {
             "{} where d.seeker_id = $1 and d.event_id = $2",
             delivery_select()
         );
-        let row: Option<DeliveryRow> = on_backend!(self, pool => {
+        let row: Option<DeliveryRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(seeker_id)
                 .bind(event_id)
-                .fetch_optional(pool)
+                .fetch_optional(conn)
                 .await?
         });
         row.map(DeliveryRecord::try_from).transpose()
@@ -605,8 +605,8 @@ impl Store {
             "{} where d.seeker_id = $1 and d.event_id = $2",
             delivery_select()
         );
-        on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let changed = sqlx::query(REQUEUE)
                 .bind(event_id)
                 .bind(seeker_id)
@@ -655,10 +655,10 @@ impl Store {
             a.duration_ms from webhook_attempt a \
             join webhook_delivery d on d.event_id = a.event_id \
             where d.contract_id = $1 order by a.event_id, a.attempt_no";
-        let (rows, attempts): (Vec<DeliveryRow>, Vec<AttemptRow>) = on_backend!(self, pool => {
+        let (rows, attempts): (Vec<DeliveryRow>, Vec<AttemptRow>) = on_backend!(self, conn => {
             (
-                sqlx::query_as(&sql).bind(contract_id).fetch_all(&mut *pool).await?,
-                sqlx::query_as(ATTEMPTS).bind(contract_id).fetch_all(&mut *pool).await?,
+                sqlx::query_as(&sql).bind(contract_id).fetch_all(&mut *conn).await?,
+                sqlx::query_as(ATTEMPTS).bind(contract_id).fetch_all(&mut *conn).await?,
             )
         });
         let mut deliveries = rows

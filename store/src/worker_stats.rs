@@ -162,24 +162,24 @@ impl Store {
         const PROBES: &str = "select at, passed, health, error from worker_probe \
             where worker_id = $1 order by probe_id desc limit $2";
         let id = worker_id.as_str();
-        let rows: StatsRows = on_backend!(self, pool => {
+        let rows: StatsRows = on_backend!(self, conn => {
             StatsRows {
-                by_state: sqlx::query_as(BY_STATE).bind(id).fetch_all(&mut *pool).await?,
-                settled: sqlx::query_as(SETTLED).bind(id).fetch_all(&mut *pool).await?,
+                by_state: sqlx::query_as(BY_STATE).bind(id).fetch_all(&mut *conn).await?,
+                settled: sqlx::query_as(SETTLED).bind(id).fetch_all(&mut *conn).await?,
                 failures: sqlx::query_as(FAILURES)
                     .bind(id)
                     .bind(i64::from(limits.failures))
-                    .fetch_all(&mut *pool)
+                    .fetch_all(&mut *conn)
                     .await?,
                 rejections: sqlx::query_as(REJECTIONS)
                     .bind(id)
                     .bind(i64::from(limits.rejections))
-                    .fetch_all(&mut *pool)
+                    .fetch_all(&mut *conn)
                     .await?,
                 probes: sqlx::query_as(PROBES)
                     .bind(id)
                     .bind(i64::from(limits.probes))
-                    .fetch_all(&mut *pool)
+                    .fetch_all(&mut *conn)
                     .await?,
             }
         });

@@ -203,8 +203,8 @@ impl Store {
             probe_diagnostics, payment_flow) \
             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
             $19, $20, $21, $22, $23, $24, $25, $26)";
-        on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             sqlx::query(SQL)
                 .bind(listing.id.as_str())
                 .bind(listing.operator_id.as_str())
@@ -268,7 +268,7 @@ impl Store {
                     where t.worker_id = w.worker_id and t.price_key <= $6)) \
              order by w.worker_id limit $7"
         );
-        let rows: Vec<WorkerRow> = on_backend!(self, pool => {
+        let rows: Vec<WorkerRow> = on_backend!(self, conn => {
             sqlx::query_as(&sql)
                 .bind(query.include_retired)
                 .bind(query.health.map(HealthState::as_str))
@@ -277,7 +277,7 @@ impl Store {
                 .bind(query.task_type.as_ref().map(TaskType::as_str))
                 .bind(query.max_price.map(AtomicAmount::sort_key))
                 .bind(i64::from(query.limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         self.with_tasks(rows).await
@@ -298,8 +298,8 @@ impl Store {
             input_schema = $17, examples = $18, probe_diagnostics = $19, protocol_options = $20, \
             payment_flow = $21 \
             where worker_id = $1 and updated_at = $12 and retired_at is null";
-        let written = on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        let written = on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let updated = sqlx::query(SQL)
                 .bind(listing.id.as_str())
                 .bind(listing.endpoint.to_string())
@@ -349,12 +349,12 @@ impl Store {
         const SQL: &str = "update worker set retired_at = coalesce(retired_at, $3), \
             updated_at = case when retired_at is null then $3 else updated_at end \
             where worker_id = $1 and operator_id = $2";
-        let updated = on_writer!(self, pool => {
+        let updated = on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(id.as_str())
                 .bind(operator_id.as_str())
                 .bind(to_millis(at))
-                .execute(pool)
+                .execute(conn)
                 .await?
                 .rows_affected()
         });
@@ -368,8 +368,8 @@ impl Store {
     /// repeats: the tokens the gateway's answers may mention.
     pub async fn listing_assets(&self) -> Result<Vec<(String, String)>, StoreError> {
         const SQL: &str = "select distinct network, asset from worker order by network, asset";
-        Ok(on_backend!(self, pool => {
-            sqlx::query_as(SQL).fetch_all(pool).await?
+        Ok(on_backend!(self, conn => {
+            sqlx::query_as(SQL).fetch_all(conn).await?
         }))
     }
 
@@ -379,8 +379,8 @@ impl Store {
         id: &WorkerId,
     ) -> Result<Option<CallbackSecret>, StoreError> {
         const SQL: &str = "select callback_secret from worker where worker_id = $1";
-        let secret: Option<String> = on_backend!(self, pool => {
-            sqlx::query_scalar(SQL).bind(id.as_str()).fetch_optional(pool).await?
+        let secret: Option<String> = on_backend!(self, conn => {
+            sqlx::query_scalar(SQL).bind(id.as_str()).fetch_optional(conn).await?
         });
         Ok(secret.map(CallbackSecret::from_stored))
     }
@@ -405,12 +405,12 @@ impl Store {
             super::Backend::Sqlite(_) => SQLITE,
             super::Backend::Postgres(_) => POSTGRES,
         };
-        let ids: Vec<String> = on_writer!(self, pool => {
+        let ids: Vec<String> = on_writer!(self, conn => {
             sqlx::query_scalar(claim)
                 .bind(to_millis(now))
                 .bind(to_millis(next_probe_at))
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(conn)
                 .await?
         });
         let ids = ids
@@ -448,8 +448,8 @@ impl Store {
         const PRUNE: &str = "delete from worker_probe where worker_id = $1 and probe_id <= \
             (select probe_id from worker_probe where worker_id = $1 \
              order by probe_id desc limit 1 offset $2)";
-        let row: Option<(String, i32)> = on_writer!(self, pool => {
-            let mut tx = sqlx::Connection::begin(&mut *pool).await?;
+        let row: Option<(String, i32)> = on_writer!(self, conn => {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             let row: Option<(String, i32)> = match result {
                 ProbeResult::Passed => sqlx::query_as(PASSED)
                     .bind(id.as_str())
@@ -503,12 +503,12 @@ impl Store {
             "select {WORKER_COLUMNS} from worker where worker_id in ({}) order by worker_id",
             placeholders(1, ids.len())
         );
-        let rows: Vec<WorkerRow> = on_backend!(self, pool => {
+        let rows: Vec<WorkerRow> = on_backend!(self, conn => {
             let mut query = sqlx::query_as(&sql);
             for id in ids {
                 query = query.bind(id.as_str());
             }
-            query.fetch_all(pool).await?
+            query.fetch_all(conn).await?
         });
         self.with_tasks(rows).await
     }
@@ -522,12 +522,12 @@ impl Store {
              where worker_id in ({}) order by worker_id, task_type",
             placeholders(1, rows.len())
         );
-        let task_rows: Vec<TaskRow> = on_backend!(self, pool => {
+        let task_rows: Vec<TaskRow> = on_backend!(self, conn => {
             let mut query = sqlx::query_as(&sql);
             for row in &rows {
                 query = query.bind(row.worker_id.as_str());
             }
-            query.fetch_all(pool).await?
+            query.fetch_all(conn).await?
         });
         let mut tasks_by_worker: HashMap<String, Vec<TaskRow>> = HashMap::new();
         for task in task_rows {
