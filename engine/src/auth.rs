@@ -2,6 +2,8 @@
 //! values themselves (format, hashing, roles, callback secrets) are the store's
 //! ([`hiregate_store::keys`]); the HTTP extractors that use them live in `http::extract`.
 
+use std::sync::Arc;
+
 use crate::clock::Clock;
 use hiregate_contracts::id::{ApiKeyId, PrincipalId};
 use hiregate_store::{
@@ -177,13 +179,13 @@ pub async fn rotate_api_key(
 /// API keys recently found valid, so that a hot route does not query the store on every
 /// call. An entry lives `ttl` (`http.api_key_cache_ttl_ms`): a key revoked elsewhere (another
 /// instance, the CLI) keeps working here at most that long. Unknown keys are never cached, so
-/// guessing cannot fill it.
+/// guessing cannot fill it. Records are shared, not copied: a hit is a reference count, where a
+/// copy of the record's four strings was four allocations on every authenticated request.
 #[derive(Debug, Clone)]
 pub struct ApiKeyCache {
     ttl: std::time::Duration,
     clock: Clock,
-    entries:
-        std::sync::Arc<quick_cache::sync::Cache<ApiKeyHash, (ApiKeyRecord, std::time::Instant)>>,
+    entries: Arc<quick_cache::sync::Cache<ApiKeyHash, (Arc<ApiKeyRecord>, std::time::Instant)>>,
 }
 
 /// Keys remembered at most; the least recently used go first.
@@ -195,7 +197,7 @@ impl ApiKeyCache {
         Self {
             ttl,
             clock,
-            entries: std::sync::Arc::new(quick_cache::sync::Cache::new(API_KEY_CACHE_CAPACITY)),
+            entries: Arc::new(quick_cache::sync::Cache::new(API_KEY_CACHE_CAPACITY)),
         }
     }
 
@@ -210,17 +212,17 @@ impl ApiKeyCache {
         &self,
         store: &Store,
         hash: &ApiKeyHash,
-    ) -> Result<Option<ApiKeyRecord>, StoreError> {
+    ) -> Result<Option<Arc<ApiKeyRecord>>, StoreError> {
         if let Some((record, seen)) = self.entries.get(hash)
             && self.clock.instant().saturating_duration_since(seen) < self.ttl
         {
             return Ok(Some(record));
         }
-        let record = store.find_api_key(hash).await?;
+        let record = store.find_api_key(hash).await?.map(Arc::new);
         match &record {
             Some(record) if !self.ttl.is_zero() => {
                 self.entries
-                    .insert(hash.clone(), (record.clone(), self.clock.instant()));
+                    .insert(*hash, (Arc::clone(record), self.clock.instant()));
             }
             _ => {
                 self.entries.remove(hash);

@@ -139,9 +139,9 @@ pub(crate) async fn list_contracts(
     let scope = match caller {
         Caller::Admin => ListScope::All,
         Caller::Key(record) if record.role == Role::Operator => {
-            ListScope::Operator(record.principal_id)
+            ListScope::Operator(record.principal_id.clone())
         }
-        Caller::Key(record) => ListScope::Seeker(record.principal_id),
+        Caller::Key(record) => ListScope::Seeker(record.principal_id.clone()),
     };
     let filters = ListFilters {
         state: query.state,

@@ -7,6 +7,8 @@
 //! compared by hash in constant time; other keys are looked up by SHA-256. A key of the wrong
 //! role is 403, never a silent downgrade.
 
+use std::sync::Arc;
+
 use axum::{
     body::{Bytes, HttpBody as _},
     extract::{
@@ -151,8 +153,8 @@ impl From<PathRejection> for ApiError {
 pub enum Caller {
     /// The configured admin key.
     Admin,
-    /// A stored seeker or operator key.
-    Key(ApiKeyRecord),
+    /// A stored seeker or operator key (shared with the key cache).
+    Key(Arc<ApiKeyRecord>),
 }
 
 impl FromRequestParts<AppState> for Caller {
@@ -197,7 +199,7 @@ async fn require_role(
     parts: &Parts,
     state: &AppState,
     role: Role,
-) -> Result<ApiKeyRecord, ApiError> {
+) -> Result<Arc<ApiKeyRecord>, ApiError> {
     match authenticate(parts, state).await? {
         Caller::Key(record) if record.role == role => Ok(record),
         _ => Err(ApiError::Forbidden { required: role }),
@@ -222,8 +224,8 @@ impl FromRequestParts<AppState> for Seeker {
     ) -> Result<Self, Self::Rejection> {
         let record = require_role(parts, state, Role::Seeker).await?;
         Ok(Self {
-            principal_id: record.principal_id,
-            key_id: record.id,
+            principal_id: record.principal_id.clone(),
+            key_id: record.id.clone(),
         })
     }
 }
@@ -246,8 +248,8 @@ impl FromRequestParts<AppState> for Operator {
     ) -> Result<Self, Self::Rejection> {
         let record = require_role(parts, state, Role::Operator).await?;
         Ok(Self {
-            principal_id: record.principal_id,
-            key_id: record.id,
+            principal_id: record.principal_id.clone(),
+            key_id: record.id.clone(),
         })
     }
 }
@@ -302,7 +304,7 @@ impl FromRequestParts<AppState> for Party {
         match authenticate(parts, state).await? {
             Caller::Key(record) if matches!(record.role, Role::Seeker | Role::Operator) => {
                 Ok(Self {
-                    principal_id: record.principal_id,
+                    principal_id: record.principal_id.clone(),
                     role: record.role,
                 })
             }
@@ -331,7 +333,7 @@ async fn capability_party(
     }
     let seeker = match state
         .store
-        .seeker_of_capability(ApiKeyHash::of(token).as_str())
+        .seeker_of_capability(&ApiKeyHash::of(token).to_hex())
         .await
     {
         Ok(seeker) => seeker,

@@ -171,7 +171,7 @@ pub(crate) fn check_page(limit: Option<u32>) -> ApiResult<u32> {
 /// The account behind a seeker or operator key; the admin key has no stored keys of its own.
 fn owner(caller: Caller) -> ApiResult<PrincipalId> {
     match caller {
-        Caller::Key(record) => Ok(record.principal_id),
+        Caller::Key(record) => Ok(record.principal_id.clone()),
         Caller::Admin => Err(ApiError::Forbidden {
             required: Role::Seeker,
         }),

@@ -79,7 +79,7 @@ impl Store {
         on_writer!(self, conn => {
             sqlx::query(SQL)
                 .bind(key.id.as_str())
-                .bind(key.hash.as_str())
+                .bind(key.hash.to_hex())
                 .bind(&key.display_prefix)
                 .bind(key.role.as_str())
                 .bind(key.principal_id.as_str())
@@ -100,7 +100,7 @@ impl Store {
         const SQL: &str = "select api_key_id, role, principal_id, key_prefix, label, created_at \
             from api_key where key_hash = $1 and revoked_at is null";
         let row: Option<ApiKeyRow> = on_backend!(self, conn => {
-            sqlx::query_as(SQL).bind(hash.as_str()).fetch_optional(conn).await?
+            sqlx::query_as(SQL).bind(hash.to_hex()).fetch_optional(conn).await?
         });
         row.map(ApiKeyRecord::try_from).transpose()
     }
@@ -175,7 +175,8 @@ impl TryFrom<RevokedRow> for RevokedApiKey {
 
     fn try_from(row: RevokedRow) -> Result<Self, Self::Error> {
         Ok(Self {
-            hash: ApiKeyHash::from_stored(row.key_hash),
+            hash: ApiKeyHash::from_stored(&row.key_hash)
+                .ok_or_else(|| StoreError::corrupt(ENTITY, &"key_hash is not a hex SHA-256"))?,
             info: ApiKeyInfo::try_from(row.info)?,
         })
     }
@@ -265,7 +266,7 @@ impl Store {
             };
             sqlx::query(INSERT)
                 .bind(new.id.as_str())
-                .bind(new.hash.as_str())
+                .bind(new.hash.to_hex())
                 .bind(&new.display_prefix)
                 .bind(new.role.as_str())
                 .bind(new.principal_id.as_str())

@@ -138,40 +138,45 @@ impl fmt::Debug for ApiKey {
     }
 }
 
-/// Hex SHA-256 of an API key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ApiKeyHash(String);
+/// SHA-256 of an API key. Held as the digest itself: every authenticated request hashes its key
+/// and looks it up in the key cache, which compares and hashes these 32 bytes; the hex form the
+/// store keeps is written only when the store is asked.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ApiKeyHash([u8; 32]);
 
 impl ApiKeyHash {
     /// Hash any presented secret (also the admin key from configuration).
     pub fn of(secret: &str) -> Self {
-        // Every authenticated request hashes its key: hex into a buffer, not char by char.
-        let mut text = [0u8; 64];
-        let digest = Sha256::digest(secret.as_bytes());
-        match hex::encode_to_slice(digest, &mut text)
-            .ok()
-            .and_then(|()| std::str::from_utf8(&text).ok())
-        {
-            Some(hex) => Self(hex.to_owned()),
-            None => Self(hex::encode(digest)),
-        }
+        Self(Sha256::digest(secret.as_bytes()).into())
     }
 
-    /// A digest read back from the store.
-    pub(crate) fn from_stored(hex: String) -> Self {
-        Self(hex)
+    /// A digest read back from the store (its hex form).
+    pub(crate) fn from_stored(hex: &str) -> Option<Self> {
+        let mut digest = [0u8; 32];
+        hex::decode_to_slice(hex, &mut digest).ok()?;
+        Some(Self(digest))
     }
 
-    /// Hex digest.
-    pub fn as_str(&self) -> &str {
-        &self.0
+    /// Lowercase hex digest, as stored.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
     }
 
     /// Equality that takes the same time wherever the digests differ, for comparing a presented
     /// key with the configured admin key.
     pub fn constant_time_eq(&self, other: &Self) -> bool {
-        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        self.0
+            .iter()
+            .zip(&other.0)
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+    }
+}
+
+/// Never the digest: it is as good as the key for a lookup.
+impl fmt::Debug for ApiKeyHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKeyHash(…)")
     }
 }
 
@@ -259,5 +264,21 @@ mod tests {
         let a = ApiKeyHash::of("one");
         assert!(a.constant_time_eq(&ApiKeyHash::of("one")));
         assert!(!a.constant_time_eq(&ApiKeyHash::of("two")));
+    }
+
+    #[test]
+    fn the_stored_hex_is_the_sha256_of_the_key_and_reads_back() {
+        // SHA-256("abc"), FIPS 180-2 appendix B.1: the form rows written before the digest
+        // was held as bytes still hold.
+        let expected = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let hash = ApiKeyHash::of("abc");
+        assert_eq!(hash.to_hex(), expected);
+        assert_eq!(ApiKeyHash::from_stored(expected), Some(hash));
+        assert_eq!(
+            ApiKeyHash::from_stored(&expected.to_uppercase()),
+            Some(hash)
+        );
+        assert_eq!(ApiKeyHash::from_stored("not hex"), None);
+        assert_eq!(ApiKeyHash::from_stored(&expected[..62]), None);
     }
 }

@@ -444,7 +444,7 @@ impl HiregateMcp {
                     }
                     .into());
                 }
-                Ok(record.principal_id)
+                Ok(record.principal_id.clone())
             }
         }
     }

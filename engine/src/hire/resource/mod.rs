@@ -792,7 +792,7 @@ impl HireService {
         let token = format!("{CAPABILITY_PREFIX}{}", signature.signature);
         self.inner
             .store
-            .insert_capability(ApiKeyHash::of(&token).as_str(), contract_id, self.now())
+            .insert_capability(&ApiKeyHash::of(&token).to_hex(), contract_id, self.now())
             .await?;
         Ok(token)
     }
