@@ -184,7 +184,7 @@ impl From<KeyRole> for Role {
 /// The whole `hiregate` process: allocator settings first (before any thread exists), then the
 /// async runtime, then the command line.
 pub fn main() -> ExitCode {
-    crate::allocator::limit_arenas();
+    crate::allocator::configure();
     let runtime = match crate::startup::runtime() {
         Ok(runtime) => runtime,
         Err(error) => {

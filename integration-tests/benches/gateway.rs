@@ -517,6 +517,7 @@ fn print_backend(name: &str, direct: &Series, figures: &BackendFigures) {
 }
 
 fn main() -> BenchResult<()> {
+    hiregate_gateway::allocator::configure();
     let sequential = std::env::args()
         .skip(1)
         .find_map(|arg| arg.parse::<usize>().ok())

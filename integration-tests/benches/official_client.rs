@@ -35,6 +35,7 @@ const WARMUP: usize = 8;
 /// On the gateway's own runtime, as the binary runs (its workers hold access lines back while
 /// busy).
 fn main() -> BenchResult<()> {
+    hiregate_gateway::allocator::configure();
     hiregate_gateway::startup::runtime()?.block_on(run())
 }
 

@@ -315,6 +315,7 @@ async fn throughput(
 }
 
 fn main() -> BenchResult<()> {
+    hiregate_gateway::allocator::configure();
     let numbers: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|arg| arg.parse().ok())

@@ -43,6 +43,7 @@ struct Load {
 /// On the gateway's own runtime, as the binary runs (its workers hold access lines back while
 /// busy).
 fn main() -> BenchResult<()> {
+    hiregate_gateway::allocator::configure();
     hiregate_gateway::startup::runtime()?.block_on(run())
 }
 

@@ -18,7 +18,8 @@ use sqlx::{Connection as _, Executor as _, PgConnection};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
-/// The shipped binary's allocator: the benches measure what ships.
+/// The shipped binary's allocator (each bench's `main` configures it as the binary's does): the
+/// benches measure what ships.
 #[global_allocator]
 static GLOBAL: hiregate_gateway::allocator::Allocator = hiregate_gateway::allocator::Allocator;
 
