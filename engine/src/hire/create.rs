@@ -271,6 +271,7 @@ impl HireService {
                     worker_id: listing.id.clone(),
                     task_type: terms.task().task_type().to_string(),
                     terms: terms_json.clone(),
+                    parsed_terms: Some(Arc::new(terms.clone())),
                     terms_hash: terms_hash.to_string(),
                     gateway_jws: token.clone(),
                     state: ContractState::Offered,

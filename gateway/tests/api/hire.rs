@@ -5,13 +5,14 @@
 use std::time::Duration;
 
 use alloy::primitives::U256;
-use hiregate_contracts::{id::ContractId, token::verify_contract_token};
+use hiregate_contracts::{id::ContractId, terms::ContractTerms, token::verify_contract_token};
 use hiregate_payments::{
     PaymentRequired, encode_header,
     extension::{PAYMENT_IDENTIFIER, set_payment_identifier},
 };
-use hiregate_store::states::PaymentState;
+use hiregate_store::{offer::StoredOffer, states::PaymentState};
 use serde_json::{Value, json};
+use sqlx::Connection as _;
 
 use crate::{
     helpers::{TestDatabase, closed_port, eventually},
@@ -205,6 +206,65 @@ async fn happy_path_settles_on_chain_on_postgres() {
         return;
     };
     happy_path(database).await;
+}
+
+/// The store remembers a contract this gateway proposed with the terms and offer it was written
+/// from, so its reads do not parse the stored text. They must be exactly what parsing that
+/// text gives, which is what any other instance, or this one after a restart, reads.
+async fn a_proposed_contract_reads_as_its_stored_text_parses(database: TestDatabase) {
+    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let mut input = HireEnv::input("numbers 1e16, -0.0 and 0.1, and a \u{0} in text");
+    input["extra"] = json!({"float": 0.1, "big": 1e16, "negative_zero": -0.0, "nested": [[{}]]});
+    let contract_id = env.contract(input, json!({})).await;
+
+    let remembered = env
+        .app
+        .store
+        .get_contract(&contract_id)
+        .await
+        .unwrap()
+        .expect("the contract is stored");
+    let (terms_text, offer_text) = stored_documents(&env.app.database_url, &contract_id).await;
+    let terms_document: Value = serde_json::from_str(&terms_text).unwrap();
+    assert_eq!(*remembered.terms_document, terms_document);
+    let terms: ContractTerms = serde_json::from_value(terms_document).unwrap();
+    assert_eq!(*remembered.terms, terms);
+    let offer: StoredOffer =
+        serde_json::from_str(&offer_text.expect("an offer is stored")).unwrap();
+    assert_eq!(remembered.payment_offer.as_deref(), Some(&offer));
+}
+
+/// The terms and offer texts of `contract_id`, read behind the gateway's back.
+async fn stored_documents(database_url: &str, contract_id: &str) -> (String, Option<String>) {
+    const SQL: &str = "select terms, payment_offer from contract_document where contract_id = $1";
+    if database_url.starts_with("sqlite:") {
+        let mut conn = sqlx::SqliteConnection::connect(database_url).await.unwrap();
+        sqlx::query_as(SQL)
+            .bind(contract_id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    } else {
+        let mut conn = sqlx::PgConnection::connect(database_url).await.unwrap();
+        sqlx::query_as(SQL)
+            .bind(contract_id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_proposed_contract_reads_as_its_stored_text_parses_on_sqlite() {
+    a_proposed_contract_reads_as_its_stored_text_parses(TestDatabase::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_proposed_contract_reads_as_its_stored_text_parses_on_postgres() {
+    let Some(database) = TestDatabase::postgres().await else {
+        return;
+    };
+    a_proposed_contract_reads_as_its_stored_text_parses(database).await;
 }
 
 #[tokio::test]

@@ -492,6 +492,7 @@ fn offered_contract(worker_id: &str, input: &serde_json::Value) -> NewContract {
     let contract_id = ContractId::generate();
     NewContract {
         terms: signed_terms(contract_id.as_str(), worker_id, 1, input),
+        parsed_terms: None,
         contract_id,
         seeker_id: PrincipalId::generate_seeker(),
         worker_id: worker_id.parse().unwrap(),
@@ -1587,6 +1588,7 @@ async fn edge_characters_round_trip_through_every_json_column(store: Store) {
         worker_id: worker.id.clone(),
         task_type: "summarize".into(),
         terms: terms.clone(),
+        parsed_terms: None,
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
         state: ContractState::Offered,
@@ -1969,6 +1971,7 @@ async fn contract_at(
         worker_id: worker.id.clone(),
         task_type: "summarize".into(),
         terms: signed_terms(contract_id.as_str(), worker.id.as_str(), 1, &json!({})),
+        parsed_terms: None,
         terms_hash: format!("sha256:{}", ulid::Ulid::new()),
         gateway_jws: "eyJ.payload.sig".into(),
         state: state.parse().unwrap(),

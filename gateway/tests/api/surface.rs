@@ -77,6 +77,7 @@ async fn store_contract(
                 worker_id: worker_id.parse().unwrap(),
                 task_type: "summarize".into(),
                 terms: signed_terms(&contract_id, worker_id, 1500, &json!({})),
+                parsed_terms: None,
                 terms_hash: format!("sha256:{}", ulid::Ulid::new()),
                 gateway_jws: "eyJ.payload.sig".into(),
                 state: state.parse().unwrap(),
