@@ -405,16 +405,17 @@ impl Store {
             .terms
             .get("webhook_url")
             .and_then(serde_json::Value::as_str);
-        // The texts a `JsonText` binding writes, written here once: their lengths weigh the
-        // documents remembered below.
-        let corrupt = |error: serde_json::Error| StoreError::corrupt(ENTITY, &error);
-        let terms_text = serde_json::to_string(&contract.terms).map_err(corrupt)?;
+        // The texts a `JsonText` binding writes (and fails as it fails), written here once:
+        // their lengths weigh the documents remembered below.
+        let unwritable =
+            |error: serde_json::Error| StoreError::from(sqlx::Error::Encode(error.into()));
+        let terms_text = serde_json::to_string(&contract.terms).map_err(unwritable)?;
         let offer_text = contract
             .payment_offer
             .as_ref()
             .map(serde_json::to_string)
             .transpose()
-            .map_err(corrupt)?;
+            .map_err(unwritable)?;
         on_writer!(self, conn => {
             let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             sqlx::query(SQL)

@@ -237,20 +237,18 @@ async fn a_proposed_contract_reads_as_its_stored_text_parses(database: TestDatab
 /// The terms and offer texts of `contract_id`, read behind the gateway's back.
 async fn stored_documents(database_url: &str, contract_id: &str) -> (String, Option<String>) {
     const SQL: &str = "select terms, payment_offer from contract_document where contract_id = $1";
+    // One query for either backend's connection type.
+    macro_rules! read {
+        ($connection:ty) => {{
+            let mut conn = <$connection>::connect(database_url).await.unwrap();
+            let row = sqlx::query_as(SQL).bind(contract_id).fetch_one(&mut conn);
+            row.await.unwrap()
+        }};
+    }
     if database_url.starts_with("sqlite:") {
-        let mut conn = sqlx::SqliteConnection::connect(database_url).await.unwrap();
-        sqlx::query_as(SQL)
-            .bind(contract_id)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap()
+        read!(sqlx::SqliteConnection)
     } else {
-        let mut conn = sqlx::PgConnection::connect(database_url).await.unwrap();
-        sqlx::query_as(SQL)
-            .bind(contract_id)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap()
+        read!(sqlx::PgConnection)
     }
 }
 
