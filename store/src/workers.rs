@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
+use sqlx::FromRow as _;
 
 use super::{
     Store, StoreError, from_millis, from_millis_opt, on_backend, on_writer, placeholders, to_millis,
@@ -242,12 +243,36 @@ impl Store {
     }
 
     /// One listing, retired or not.
+    ///
+    /// One statement: the listing's row joined to each task it offers, the listing's columns
+    /// decoded from the first. A paid hire reads its listing twice (proposing, forwarding), and
+    /// on SQLite each statement is a hand-over to the connection's thread and back. A listing
+    /// with no task (which the store never writes) takes the two-statement path, which tells
+    /// it from a missing one.
     pub async fn get_worker(&self, id: &WorkerId) -> Result<Option<WorkerListing>, StoreError> {
-        Ok(self
-            .load_workers(std::slice::from_ref(id))
-            .await?
-            .into_iter()
-            .next())
+        let sql = format!(
+            "select {WORKER_COLUMNS}, task_type, price, output_schema, metering \
+             from worker join worker_task using (worker_id) \
+             where worker_id = $1 order by task_type"
+        );
+        let joined = on_backend!(self, conn => {
+            let rows = sqlx::query(&sql).bind(id.as_str()).fetch_all(conn).await?;
+            match rows.first() {
+                Some(first) => Some((
+                    WorkerRow::from_row(first)?,
+                    rows.iter().map(TaskRow::from_row).collect::<Result<Vec<_>, _>>()?,
+                )),
+                None => None,
+            }
+        });
+        match joined {
+            Some((row, tasks)) => assemble(row, tasks).map(Some),
+            None => Ok(self
+                .load_workers(std::slice::from_ref(id))
+                .await?
+                .into_iter()
+                .next()),
+        }
     }
 
     /// Listings matching `query`, ordered by id (creation order), at most `query.limit`.

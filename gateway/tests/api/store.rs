@@ -255,6 +255,11 @@ async fn workers_round_trip_and_filter(store: Store) {
     }
     assert_eq!(store.get_worker(&cheap.id).await.unwrap().unwrap(), cheap);
     assert_eq!(
+        store.get_worker(&both.id).await.unwrap().unwrap(),
+        both,
+        "a listing of several tasks reads back with each"
+    );
+    assert_eq!(
         store.get_worker(&whale.id).await.unwrap().unwrap(),
         whale,
         "uint256 max survives"
