@@ -32,6 +32,7 @@
 
 use std::{str::FromStr, time::Duration};
 
+use chrono::{DateTime, Utc};
 use hiregate_contracts::{
     canonical::Digest,
     deliverable::{ArtifactRef, Deliverable, Output},
@@ -183,14 +184,23 @@ impl Proposal {
         terms: &ContractTerms,
         attempt_id: &AttemptId,
     ) -> Result<Self, StoreError> {
-        let contract_id = terms.contract_id().as_str();
         let attempt = store
-            .list_attempts(contract_id)
+            .list_attempts(terms.contract_id().as_str())
             .await?
             .into_iter()
             .find(|attempt| &attempt.attempt_id == attempt_id)
             // The delivery names its attempt (a foreign key): one that is gone is corruption.
             .ok_or_else(|| StoreError::corrupt("attempt", &format!("{attempt_id} is missing")))?;
+        Ok(Self::new(
+            terms,
+            attempt.attempt_no,
+            attempt.finished_at.unwrap_or(attempt.started_at),
+        ))
+    }
+
+    /// The proposal of attempt `attempt_no` of the contract with `terms`, whose output was
+    /// stored at `stored_at`.
+    pub fn new(terms: &ContractTerms, attempt_no: u32, stored_at: DateTime<Utc>) -> Self {
         let producer = terms
             .execution()
             .and_then(|runtime| {
@@ -201,12 +211,11 @@ impl Proposal {
                 ))
             })
             .unwrap_or_else(|| terms.worker().id().as_str().to_owned());
-        let stored_at = attempt.finished_at.unwrap_or(attempt.started_at);
-        Ok(Self {
-            execution_id: execution_id(contract_id, attempt.attempt_no),
+        Self {
+            execution_id: execution_id(terms.contract_id().as_str(), attempt_no),
             producer,
             stored_at_ms: u64::try_from(stored_at.timestamp_millis()).unwrap_or(0),
-        })
+        }
     }
 }
 

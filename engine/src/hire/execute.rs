@@ -45,7 +45,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use chrono::Utc;
 use hiregate_contracts::{
-    id::{ContractId, PrincipalId, WorkerId},
+    id::{AttemptId, ContractId, PrincipalId, WorkerId},
     money::PaymentScheme,
     state::{ContractEvent, ContractState},
     terms::ContractTerms,
@@ -55,6 +55,7 @@ use serde_json::{Value, json};
 
 use super::{
     HireService,
+    crosscheck::Proposal,
     error::{ErrorCode, HireError},
     offered::{Cached, check_body},
     outcome::{
@@ -185,6 +186,9 @@ pub(super) struct Written {
     /// The delivery's pieces and the worker's metadata, as committed with `delivered`. Left
     /// unset when the deliverable names evidence: the verdict stores that as it fetches it.
     pub(super) delivery: OnceLock<(Vec<DeliverableRecord>, Option<Value>)>,
+    /// The attempt closed with `delivered`, and the proposal it makes as stored (its number,
+    /// and its end as the commit wrote it), for the verdict.
+    pub(super) proposal: OnceLock<(AttemptId, Proposal)>,
     /// The verdict: whether it passed, and its result as stored.
     pub(super) verification: OnceLock<(bool, Value)>,
     /// The payment as `settled` left it.

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     HireService,
+    crosscheck::Proposal,
     error::{ErrorCode, HireError},
     execute::{Ctx, Step, internal},
     hireable::{WorkerReadiness, worker_wait_until},
@@ -712,6 +713,11 @@ impl HireService {
             return Ok(Step::Again);
         }
         self.slot_freed(ctx);
+        // The commit closed the attempt at `now`: the verdict's proposal needs no read back.
+        let _ = ctx.written.proposal.set((
+            attempt_id.clone(),
+            Proposal::new(&ctx.terms, attempt_no, now),
+        ));
         if deliverable.evidence_requests().is_empty() {
             let [piece] = pieces;
             let _ = ctx.written.delivery.set((vec![piece], end.worker_metadata));

@@ -220,7 +220,10 @@ impl HireService {
             }
         }
         let candidate_id = digest.to_string();
-        let proposal = Proposal::of_attempt(&inner.store, &ctx.terms, attempt_id).await?;
+        let proposal = match ctx.written.proposal.get() {
+            Some((closed, proposal)) if closed == attempt_id => proposal.clone(),
+            _ => Proposal::of_attempt(&inner.store, &ctx.terms, attempt_id).await?,
+        };
         // vp.crosscheck.v1 quorums: the named verifier workers vote (fail-closed), bounded by
         // half the verification budget (the other half is for evidence fetches).
         let votes = super::crosscheck::collect_votes(
