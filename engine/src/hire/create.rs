@@ -18,7 +18,7 @@ impl HireService {
     ) -> Result<CreatedContract, HireError> {
         let (listing, asset) = self.hireable_listing(&request).await?;
         let now = Timestamp::from(self.now());
-        let terms = self.proposed_terms(&listing, request, seeker, now).await?;
+        let terms = Arc::new(self.proposed_terms(&listing, request, seeker, now).await?);
         offer::check_transfer_method(&terms, &asset)?;
         let bounds = self.bounded_window(&terms)?;
         let contract_id = terms.contract_id().clone();
@@ -52,6 +52,15 @@ impl HireService {
             correlation_id,
         );
         let (token, terms_hash, terms_json) = signed.await?;
+        // The seeker's next call is the unpaid execute (a standard x402 client makes it before
+        // it pays): its 402 is ready without reading back what was just stored.
+        self.inner.offers.remember(
+            contract_id.as_str(),
+            seeker.as_str(),
+            correlation_id,
+            &terms,
+            Arc::new(offered::payment_required(&stored_offer, &contract_id)),
+        );
         tracing::info!(contract_id = %contract_id, worker_id = %listing.id, seeker_id = %seeker, "contract offered");
         let body = json!({
             "contract_id": contract_id,
@@ -247,7 +256,7 @@ impl HireService {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn sign_and_store(
         &self,
-        terms: &ContractTerms,
+        terms: &Arc<ContractTerms>,
         stored_offer: &StoredOffer,
         bounds: &OfferBounds,
         listing: &WorkerListing,
@@ -271,7 +280,7 @@ impl HireService {
                     worker_id: listing.id.clone(),
                     task_type: terms.task().task_type().to_string(),
                     terms: terms_json.clone(),
-                    parsed_terms: Some(Arc::new(terms.clone())),
+                    parsed_terms: Some(Arc::clone(terms)),
                     terms_hash: terms_hash.to_string(),
                     gateway_jws: token.clone(),
                     state: ContractState::Offered,

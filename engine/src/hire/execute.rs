@@ -241,13 +241,17 @@ impl HireService {
         // The unpaid call of an offered contract is answered from memory (see `offered`);
         // nothing it does can be cut short, so it needs no task of its own.
         if request.payment_signature.is_none()
-            && let Cached::Answer(result) = self.inner.offers.answer(
+            && let Cached::Answer(result, correlation_id) = self.inner.offers.answer(
                 &request.contract_id,
                 request.seeker.as_str(),
                 &request.body,
             )
         {
-            return unlinked(result);
+            return Execution {
+                result,
+                duplicate_of: None,
+                correlation_id,
+            };
         }
         let service = self.clone();
         match tokio::spawn(async move { service.execute_detached(request).await }).await {

@@ -1,12 +1,15 @@
 //! The unpaid execute's hot path: `POST …/execute` without `PAYMENT-SIGNATURE` on an offered
-//! contract answers the same 402 every time, and a signed contract never changes. So the first
-//! 402 of a contract is built the slow way (store read, terms parsed and re-validated, offer
-//! encoded), then kept with what checking the next caller needs; later unpaid calls are answered
-//! from memory: no store read, no task spawned, no JSON built.
+//! contract answers the same 402 every time, and a signed contract never changes. A contract
+//! proposed on this instance is remembered as it is stored (the seeker's next call is its
+//! unpaid execute, which a standard x402 client always makes first); any other is remembered
+//! by its first 402, built the slow way (store read, offer encoded). Either way the entry keeps
+//! what checking the next caller needs, and unpaid calls are answered from memory: no store
+//! read, no task spawned, no JSON built.
 //!
 //! Correctness across states: the cache only ever holds contracts this instance saw `offered`.
 //! Every committed event of a contract on this instance removes its entry (a listener on the
-//! store's [`EventBus`](hiregate_store::bus::EventBus); a lagging listener clears everything), so an
+//! store's [`EventBus`](hiregate_store::bus::EventBus); a lagging listener clears everything),
+//! except the `contract_offered` that creates it, which changes nothing a 402 says, so an
 //! instance never serves a 402 for a contract it knows is no longer offered. Another instance's
 //! payment is not seen here until the entry is rebuilt, so a 402 may be stale across instances;
 //! that is harmless: a payment signed for it reaches the slow path, which reads the stored state
@@ -26,7 +29,8 @@ use super::{
     error::{ErrorCode, HireError},
     outcome::{HireResult, Outcome, PaymentDemand},
 };
-use hiregate_store::bus::LiveEvent;
+use hiregate_contracts::id::ContractId;
+use hiregate_store::{bus::LiveEvent, offer::StoredOffer, states::EventKind};
 
 /// Offered contracts kept per instance; beyond this the least recently used are dropped.
 const CAPACITY: usize = 50_000;
@@ -35,7 +39,9 @@ const CAPACITY: usize = 50_000;
 #[derive(Debug)]
 pub struct OfferedContract {
     seeker_id: String,
-    terms: ContractTerms,
+    /// The hire's correlation id, which its 402 carries.
+    correlation_id: String,
+    terms: Arc<ContractTerms>,
     /// Its 402: one demand, rendered once by the transport answering it.
     demand: Arc<PaymentDemand>,
     /// The last raw body found equal to the contract's input: clients resend the same bytes,
@@ -48,8 +54,9 @@ pub struct OfferedContract {
 pub enum Cached {
     /// Not cached (or expired): take the slow path.
     Miss,
-    /// Answer this.
-    Answer(HireResult),
+    /// Answer this, with the hire's correlation id if the caller may see it (its seeker, sent
+    /// its 402).
+    Answer(HireResult, Option<String>),
 }
 
 /// Offered contracts by id. Cheap to clone.
@@ -76,20 +83,22 @@ impl OfferCache {
         }
     }
 
-    /// Remember the payment demand of an offered contract (called by the slow path right
-    /// after it made one).
+    /// Remember the payment demand of an offered contract of `seeker_id`, hired under
+    /// `correlation_id` (called as it is proposed, or by the slow path right after it made one).
     pub fn remember(
         &self,
         contract_id: &str,
         seeker_id: &str,
-        terms: &ContractTerms,
+        correlation_id: &str,
+        terms: &Arc<ContractTerms>,
         demand: Arc<PaymentDemand>,
     ) {
         self.entries.insert(
             contract_id.to_owned(),
             Arc::new(OfferedContract {
                 seeker_id: seeker_id.to_owned(),
-                terms: terms.clone(),
+                correlation_id: correlation_id.to_owned(),
+                terms: Arc::clone(terms),
                 demand,
                 matching_body: Mutex::new(None),
             }),
@@ -103,7 +112,7 @@ impl OfferCache {
             return Cached::Miss;
         };
         if entry.seeker_id != seeker_id {
-            return Cached::Answer(Err(HireError::not_found("contract")));
+            return Cached::Answer(Err(HireError::not_found("contract")), None);
         }
         if entry.terms.offer_expired(self.clock.now().into()) {
             self.entries.remove(contract_id);
@@ -117,7 +126,7 @@ impl OfferCache {
             .is_some_and(|seen| seen == body);
         if !seen {
             if let Err(error) = check_body(&entry.terms, body) {
-                return Cached::Answer(Err(error));
+                return Cached::Answer(Err(error), None);
             }
             if !body.is_empty() {
                 *entry
@@ -126,7 +135,10 @@ impl OfferCache {
                     .unwrap_or_else(PoisonError::into_inner) = Some(body.clone());
             }
         }
-        Cached::Answer(Ok(Outcome::PaymentRequired(Arc::clone(&entry.demand))))
+        Cached::Answer(
+            Ok(Outcome::PaymentRequired(Arc::clone(&entry.demand))),
+            Some(entry.correlation_id.clone()),
+        )
     }
 
     /// Forget `contract_id` (something happened to it).
@@ -145,6 +157,8 @@ impl OfferCache {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 received = events.recv() => match received {
+                    // The event that creates an offered contract, whose entry is its proposal's.
+                    Ok(event) if event.kind == EventKind::ContractOffered => {}
                     Ok(event) => self.forget(event.contract_id.as_str()),
                     // Missed events could be transitions: nothing cached can be trusted.
                     Err(RecvError::Lagged(_)) => self.entries.clear(),
@@ -153,6 +167,17 @@ impl OfferCache {
             }
         }
     }
+}
+
+/// The 402 of an offered contract with `offer`: what its every unpaid execute is answered.
+pub(super) fn payment_required(offer: &StoredOffer, contract_id: &ContractId) -> PaymentDemand {
+    PaymentDemand::new(
+        offer,
+        ErrorCode::PaymentRequired,
+        "this contract must be paid: send PAYMENT-SIGNATURE as PAYMENT-REQUIRED describes",
+        None,
+        serde_json::json!({"contract_id": contract_id}),
+    )
 }
 
 /// An execute body must be empty or the contract's input (in any JSON spelling).

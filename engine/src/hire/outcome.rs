@@ -287,7 +287,8 @@ impl Original {
 }
 
 /// An execute's answer: the result, whether it repeats an earlier execute, and the hire's
-/// correlation id (absent on answers given from memory).
+/// correlation id (absent when the call was refused before its hire was found: a stranger's,
+/// an unreadable body, another input).
 #[derive(Debug)]
 pub struct Execution {
     /// What the hire came to.

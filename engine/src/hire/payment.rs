@@ -80,18 +80,16 @@ impl HireService {
             return Ok(Step::Again);
         }
         let Some(header) = payment_signature else {
-            let demand = Arc::new(PaymentDemand::new(
+            let demand = Arc::new(super::offered::payment_required(
                 &ctx.offer,
-                ErrorCode::PaymentRequired,
-                "this contract must be paid: send PAYMENT-SIGNATURE as PAYMENT-REQUIRED describes",
-                None,
-                json!({"contract_id": ctx.contract_id}),
+                &ctx.contract_id,
             ));
             // Under the contract's lock and seen `offered`: a payment on this instance can only
             // commit after this, and its event then forgets the entry.
             self.inner.offers.remember(
                 ctx.contract_id.as_str(),
                 ctx.seeker_id.as_str(),
+                &ctx.correlation_id,
                 &ctx.terms,
                 Arc::clone(&demand),
             );

@@ -212,7 +212,13 @@ async fn happy_path_settles_on_chain_on_postgres() {
 /// from, so its reads do not parse the stored text. They must be exactly what parsing that
 /// text gives, which is what any other instance, or this one after a restart, reads.
 async fn a_proposed_contract_reads_as_its_stored_text_parses(database: TestDatabase) {
-    let env = hire_env(database, WorkerKind::Echo, 4, "").await;
+    let key_dir = tempfile::tempdir().unwrap();
+    let shared_key = format!(
+        "[signing_key]\npath = \"{}\"",
+        key_dir.path().join("gateway-key.json").display()
+    );
+    let url = database.url();
+    let env = hire_env(database, WorkerKind::Echo, 4, &shared_key).await;
     let mut input = HireEnv::input("numbers 1e16, -0.0 and 0.1, and a \u{0} in text");
     input["extra"] = json!({"float": 0.1, "big": 1e16, "negative_zero": -0.0, "nested": [[{}]]});
     let contract_id = env.contract(input, json!({})).await;
@@ -232,6 +238,40 @@ async fn a_proposed_contract_reads_as_its_stored_text_parses(database: TestDatab
     let offer: StoredOffer =
         serde_json::from_str(&offer_text.expect("an offer is stored")).unwrap();
     assert_eq!(remembered.payment_offer.as_deref(), Some(&offer));
+
+    // The proposing instance answers the first unpaid execute from what it proposed; another
+    // instance on the same database builds it from the stored row. Both are the same 402.
+    let proposed = env.execute(&contract_id, None, None).await;
+    let second = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(url),
+        &crate::hire_env::chain_settings(&env.devnet, &shared_key),
+    )
+    .await;
+    let stored = crate::hire_env::answer(
+        env.app
+            .client
+            .post(format!(
+                "{}/v1/contracts/{contract_id}/execute",
+                second.address
+            ))
+            .bearer_auth(&env.seeker_key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((proposed.status, stored.status), (402, 402));
+    assert_eq!(
+        proposed.header("payment-required"),
+        stored.header("payment-required")
+    );
+    assert_eq!(proposed.body, stored.body);
+    assert!(proposed.header("x-correlation-id").is_some());
+    assert_eq!(
+        proposed.header("x-correlation-id"),
+        stored.header("x-correlation-id"),
+        "the hire's correlation id, from its proposal"
+    );
 }
 
 /// The terms and offer texts of `contract_id`, read behind the gateway's back.

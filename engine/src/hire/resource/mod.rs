@@ -630,7 +630,7 @@ impl HireService {
         }
         match self
             .sign_and_store(
-                terms,
+                &std::sync::Arc::new(terms.clone()),
                 &offer,
                 &bounds,
                 &listing,
