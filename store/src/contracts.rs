@@ -24,7 +24,8 @@ use hiregate_contracts::{
     terms::ContractTerms,
 };
 
-use super::transaction::{append_event, insert_event, parse_state};
+use super::script::Scripts as _;
+use super::transaction::{append_event, parse_state};
 use super::{
     Store, StoreError, from_millis, from_millis_opt, on_backend, on_writer, parse_document,
     parse_id, to_millis,
@@ -385,6 +386,33 @@ pub(crate) const CONTRACT_CAS: &str = "update contract set state = $3, deadline_
 pub(crate) const COUNT_EVENT: &str = "update contract set event_seq = event_seq + 1 \
     where contract_id = $1 returning event_seq";
 
+/// [`Store::insert_contract`]'s three inserts (the contract row, its documents, its first
+/// event) as one statement on each dialect, bound in that order: as three statements in a
+/// transaction they were five hand-overs to a SQLite connection's thread (see `store::script`),
+/// five round trips to PostgreSQL.
+struct InsertContract {
+    /// PostgreSQL's: the row and the documents as data-modifying CTEs of the event's insert
+    /// (the constraints and the webhook outbox trigger see all three at the statement's end).
+    merged: String,
+    /// SQLite's script, a transaction of its own.
+    script: String,
+}
+
+static INSERT_CONTRACT: LazyLock<InsertContract> = LazyLock::new(|| {
+    const CONTRACT: &str = "insert into contract (contract_id, seeker_id, worker_id, task_type, \
+        terms_hash, state, attempts_used, deadline_at, created_at, updated_at, webhook_url, \
+        correlation_id, event_seq) \
+        values ($1, $2, $3, $4, $5, $6, 0, $7, $8, $8, $9, $10, 1)";
+    const DOCUMENTS: &str = "insert into contract_document \
+        (contract_id, terms, gateway_jws, payment_offer) values ($1, $2, $3, $4)";
+    let documents = super::advance::shift_placeholders(DOCUMENTS, 10).0;
+    let event = super::advance::shift_placeholders(INSERT_EVENT, 14).0;
+    InsertContract {
+        merged: format!("with offered as ({CONTRACT}), documents as ({documents}) {event}"),
+        script: format!("begin immediate;\n{CONTRACT};\n{documents};\n{event};\ncommit"),
+    }
+});
+
 impl Store {
     /// Create a contract and record its first event (seq 1) atomically. A second contract with
     /// the same id or terms hash is [`StoreError::Duplicate`]. The first event's correlation id
@@ -394,12 +422,6 @@ impl Store {
         contract: &NewContract,
         event: &NewContractEvent,
     ) -> Result<(), StoreError> {
-        const SQL: &str = "insert into contract (contract_id, seeker_id, worker_id, task_type, \
-            terms_hash, state, attempts_used, deadline_at, created_at, updated_at, webhook_url, \
-            correlation_id, event_seq) \
-            values ($1, $2, $3, $4, $5, $6, 0, $7, $8, $8, $9, $10, 1)";
-        const DOCUMENTS: &str = "insert into contract_document \
-            (contract_id, terms, gateway_jws, payment_offer) values ($1, $2, $3, $4)";
         // The webhook outbox trigger reads this column (migration 0008), not the terms.
         let webhook_url = contract
             .terms
@@ -416,32 +438,45 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(unwritable)?;
+        // The binds of `INSERT_CONTRACT`'s three inserts, in their placeholder order.
+        macro_rules! bind_inserts {
+            ($query:expr) => {
+                crate::bind_event!(
+                    $query
+                        .bind(contract.contract_id.as_str())
+                        .bind(contract.seeker_id.as_str())
+                        .bind(contract.worker_id.as_str())
+                        .bind(&contract.task_type)
+                        .bind(&contract.terms_hash)
+                        .bind(contract.state.as_str())
+                        .bind(contract.deadline_at.map(to_millis))
+                        .bind(to_millis(contract.created_at))
+                        .bind(webhook_url)
+                        .bind(&event.correlation_id)
+                        .bind(contract.contract_id.as_str())
+                        .bind(&terms_text)
+                        .bind(&contract.gateway_jws)
+                        .bind(offer_text.as_deref()),
+                    contract.contract_id.as_str(),
+                    event,
+                    None::<&str>,
+                    Some(contract.state.as_str())
+                )
+                .bind(1_i64)
+            };
+        }
         on_writer!(self, conn => {
-            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-            sqlx::query(SQL)
-                .bind(contract.contract_id.as_str())
-                .bind(contract.seeker_id.as_str())
-                .bind(contract.worker_id.as_str())
-                .bind(&contract.task_type)
-                .bind(&contract.terms_hash)
-                .bind(contract.state.as_str())
-                .bind(contract.deadline_at.map(to_millis))
-                .bind(to_millis(contract.created_at))
-                .bind(webhook_url)
-                .bind(&event.correlation_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::unique_as_duplicate(ENTITY))?;
-            sqlx::query(DOCUMENTS)
-                .bind(contract.contract_id.as_str())
-                .bind(&terms_text)
-                .bind(&contract.gateway_jws)
-                .bind(offer_text.as_deref())
-                .execute(&mut *tx)
-                .await?;
-            insert_event(&mut tx, contract.contract_id.as_str(), 1, event, None, Some(contract.state))
-                .await?;
-            tx.commit().await?;
+            if super::merges_statements(conn) {
+                bind_inserts!(sqlx::query(&INSERT_CONTRACT.merged))
+                    .execute(conn)
+                    .await
+                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            } else {
+                let script = bind_inserts!(sqlx::query(&INSERT_CONTRACT.script));
+                conn.run_script(self.script_flag(), script)
+                    .await
+                    .map_err(StoreError::unique_as_duplicate(ENTITY))?;
+            }
             if let Some(terms) = &contract.parsed_terms {
                 SIGNED_DOCUMENTS.insert(
                     contract.terms_hash.clone(),
