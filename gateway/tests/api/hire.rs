@@ -23,6 +23,26 @@ fn price() -> U256 {
     U256::from(PRICE)
 }
 
+/// A hire environment on `database` and a second gateway instance on the same database, both
+/// signing with one key file (in the folder returned, which must outlive them).
+async fn two_gateways(
+    database: TestDatabase,
+) -> (HireEnv, crate::helpers::TestApp, tempfile::TempDir) {
+    let key_dir = tempfile::tempdir().unwrap();
+    let shared_key = format!(
+        "[signing_key]\npath = \"{}\"",
+        key_dir.path().join("gateway-key.json").display()
+    );
+    let url = database.url();
+    let env = hire_env(database, WorkerKind::Echo, 4, &shared_key).await;
+    let second = crate::helpers::spawn_app_on(
+        TestDatabase::Shared(url),
+        &crate::hire_env::chain_settings(&env.devnet, &shared_key),
+    )
+    .await;
+    (env, second, key_dir)
+}
+
 async fn happy_path(database: TestDatabase) {
     let env = hire_env(database, WorkerKind::Echo, 4, "").await;
     let input = HireEnv::input("the quick brown fox");
@@ -212,13 +232,7 @@ async fn happy_path_settles_on_chain_on_postgres() {
 /// from, so its reads do not parse the stored text. They must be exactly what parsing that
 /// text gives, which is what any other instance, or this one after a restart, reads.
 async fn a_proposed_contract_reads_as_its_stored_text_parses(database: TestDatabase) {
-    let key_dir = tempfile::tempdir().unwrap();
-    let shared_key = format!(
-        "[signing_key]\npath = \"{}\"",
-        key_dir.path().join("gateway-key.json").display()
-    );
-    let url = database.url();
-    let env = hire_env(database, WorkerKind::Echo, 4, &shared_key).await;
+    let (env, second, _key_dir) = two_gateways(database).await;
     let mut input = HireEnv::input("numbers 1e16, -0.0 and 0.1, and a \u{0} in text");
     input["extra"] = json!({"float": 0.1, "big": 1e16, "negative_zero": -0.0, "nested": [[{}]]});
     let contract_id = env.contract(input, json!({})).await;
@@ -242,11 +256,6 @@ async fn a_proposed_contract_reads_as_its_stored_text_parses(database: TestDatab
     // The proposing instance answers the first unpaid execute from what it proposed; another
     // instance on the same database builds it from the stored row. Both are the same 402.
     let proposed = env.execute(&contract_id, None, None).await;
-    let second = crate::helpers::spawn_app_on(
-        TestDatabase::Shared(url),
-        &crate::hire_env::chain_settings(&env.devnet, &shared_key),
-    )
-    .await;
     let stored = crate::hire_env::answer(
         env.app
             .client
@@ -1099,18 +1108,7 @@ async fn an_expired_offer_cannot_be_paid() {
 /// Two gateway instances on one database (sharing the signing key file), executes split
 /// between them: the database's conditional transitions decide, not the in-process locks.
 async fn two_instances(database: TestDatabase) {
-    let key_dir = tempfile::tempdir().unwrap();
-    let shared_key = format!(
-        "[signing_key]\npath = \"{}\"",
-        key_dir.path().join("gateway-key.json").display()
-    );
-    let url = database.url();
-    let env = hire_env(database, WorkerKind::Echo, 4, &shared_key).await;
-    let second = crate::helpers::spawn_app_on(
-        TestDatabase::Shared(url),
-        &crate::hire_env::chain_settings(&env.devnet, &shared_key),
-    )
-    .await;
+    let (env, second, _key_dir) = two_gateways(database).await;
     let input = HireEnv::input("two gateways");
     let contract_id = env.contract(input.clone(), json!({})).await;
     let challenge = env.challenge(&contract_id).await;
@@ -1366,19 +1364,7 @@ async fn an_instance_never_serves_a_402_for_a_contract_it_saw_paid() {
 
 #[tokio::test]
 async fn a_stale_402_on_another_instance_is_harmless() {
-    let key_dir = tempfile::tempdir().unwrap();
-    let shared_key = format!(
-        "[signing_key]\npath = \"{}\"",
-        key_dir.path().join("gateway-key.json").display()
-    );
-    let database = TestDatabase::sqlite();
-    let url = database.url();
-    let env = hire_env(database, WorkerKind::Echo, 4, &shared_key).await;
-    let second = crate::helpers::spawn_app_on(
-        TestDatabase::Shared(url),
-        &crate::hire_env::chain_settings(&env.devnet, &shared_key),
-    )
-    .await;
+    let (env, second, _key_dir) = two_gateways(TestDatabase::sqlite()).await;
     let contract_id = env.contract(HireEnv::input("two caches"), json!({})).await;
     let execute_on_second = |payment: Option<String>| {
         let mut request = env
