@@ -1,6 +1,9 @@
 //! `worker` and `worker_task`: listings, discovery, health bookkeeping.
 
-use std::collections::{BTreeMap, HashMap};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::LazyLock,
+};
 
 use super::json::{JsonText, diagnostic};
 use chrono::{DateTime, Utc};
@@ -250,13 +253,15 @@ impl Store {
     /// with no task (which the store never writes) takes the two-statement path, which tells
     /// it from a missing one.
     pub async fn get_worker(&self, id: &WorkerId) -> Result<Option<WorkerListing>, StoreError> {
-        let sql = format!(
-            "select {WORKER_COLUMNS}, task_type, price, output_schema, metering \
-             from worker join worker_task using (worker_id) \
-             where worker_id = $1 order by task_type"
-        );
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "select {WORKER_COLUMNS}, task_type, price, output_schema, metering \
+                 from worker join worker_task using (worker_id) \
+                 where worker_id = $1 order by task_type"
+            )
+        });
         let joined = on_backend!(self, conn => {
-            let rows = sqlx::query(&sql).bind(id.as_str()).fetch_all(conn).await?;
+            let rows = sqlx::query(&SQL).bind(id.as_str()).fetch_all(conn).await?;
             match rows.first() {
                 Some(first) => Some((
                     WorkerRow::from_row(first)?,

@@ -256,19 +256,9 @@ async fn a_proposed_contract_reads_as_its_stored_text_parses(database: TestDatab
     // The proposing instance answers the first unpaid execute from what it proposed; another
     // instance on the same database builds it from the stored row. Both are the same 402.
     let proposed = env.execute(&contract_id, None, None).await;
-    let stored = crate::hire_env::answer(
-        env.app
-            .client
-            .post(format!(
-                "{}/v1/contracts/{contract_id}/execute",
-                second.address
-            ))
-            .bearer_auth(&env.seeker_key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let stored = env
+        .execute_on(&second.address, &contract_id, None, None)
+        .await;
     assert_eq!((proposed.status, stored.status), (402, 402));
     assert_eq!(
         proposed.header("payment-required"),
@@ -1119,18 +1109,11 @@ async fn two_instances(database: TestDatabase) {
     let before = env.balances().await;
     let answers = futures::future::join_all(payments.iter().enumerate().map(|(i, payment)| {
         let address = if i % 2 == 0 {
-            env.app.address.clone()
+            &env.app.address
         } else {
-            second.address.clone()
+            &second.address
         };
-        let request = env
-            .app
-            .client
-            .post(format!("{address}/v1/contracts/{contract_id}/execute"))
-            .bearer_auth(&env.seeker_key)
-            .header("PAYMENT-SIGNATURE", payment)
-            .json(&input);
-        async move { crate::hire_env::answer(request.send().await.unwrap()).await }
+        env.execute_on(address, &contract_id, Some(payment), Some(&input))
     }))
     .await;
     for answer in &answers {
@@ -1366,22 +1349,10 @@ async fn an_instance_never_serves_a_402_for_a_contract_it_saw_paid() {
 async fn a_stale_402_on_another_instance_is_harmless() {
     let (env, second, _key_dir) = two_gateways(TestDatabase::sqlite()).await;
     let contract_id = env.contract(HireEnv::input("two caches"), json!({})).await;
-    let execute_on_second = |payment: Option<String>| {
-        let mut request = env
-            .app
-            .client
-            .post(format!(
-                "{}/v1/contracts/{contract_id}/execute",
-                second.address
-            ))
-            .bearer_auth(&env.seeker_key);
-        if let Some(payment) = payment {
-            request = request.header("PAYMENT-SIGNATURE", payment);
-        }
-        async move { crate::hire_env::answer(request.send().await.unwrap()).await }
-    };
     // The second instance caches the 402; the first takes the payment.
-    let stale = execute_on_second(None).await;
+    let stale = env
+        .execute_on(&second.address, &contract_id, None, None)
+        .await;
     assert_eq!(stale.status, 402);
     let before = env.balances().await;
     let paid = env
@@ -1394,10 +1365,14 @@ async fn a_stale_402_on_another_instance_is_harmless() {
     assert_eq!(paid.status, 200, "{:?}", paid.body);
     // Across instances the second may still show the old 402; a payment signed for it is
     // answered from the stored state and never charged.
-    let again = execute_on_second(None).await;
+    let again = env
+        .execute_on(&second.address, &contract_id, None, None)
+        .await;
     assert!([200, 402].contains(&again.status), "{:?}", again.body);
     let second_payment = env.pay(&stale.payment_required()).await;
-    let answered = execute_on_second(Some(second_payment)).await;
+    let answered = env
+        .execute_on(&second.address, &contract_id, Some(&second_payment), None)
+        .await;
     assert_eq!(answered.status, 200, "{:?}", answered.body);
     assert_eq!(
         answered.payment_response().transaction,
@@ -1406,7 +1381,9 @@ async fn a_stale_402_on_another_instance_is_harmless() {
     let after = env.balances().await;
     assert_eq!(after.0, before.0 - price(), "one transfer");
     // Having seen the stored state, the second instance stops serving the stale 402.
-    let now_known = execute_on_second(None).await;
+    let now_known = env
+        .execute_on(&second.address, &contract_id, None, None)
+        .await;
     assert_eq!(now_known.status, 200, "{:?}", now_known.body);
     assert_eq!(env.worker.executions(), 1);
 }

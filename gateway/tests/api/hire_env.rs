@@ -400,13 +400,34 @@ impl HireEnv {
         payment: Option<&str>,
         body: Option<&Value>,
     ) -> Answer {
+        self.execute_at(&self.app.address, key, contract_id, payment, body)
+            .await
+    }
+
+    /// [`Self::execute`] on the gateway at `address` (another instance on the same database).
+    pub async fn execute_on(
+        &self,
+        address: &str,
+        contract_id: &str,
+        payment: Option<&str>,
+        body: Option<&Value>,
+    ) -> Answer {
+        self.execute_at(address, &self.seeker_key, contract_id, payment, body)
+            .await
+    }
+
+    async fn execute_at(
+        &self,
+        address: &str,
+        key: &str,
+        contract_id: &str,
+        payment: Option<&str>,
+        body: Option<&Value>,
+    ) -> Answer {
         let mut request = self
             .app
             .client
-            .post(format!(
-                "{}/v1/contracts/{contract_id}/execute",
-                self.app.address
-            ))
+            .post(format!("{address}/v1/contracts/{contract_id}/execute"))
             .bearer_auth(key)
             .timeout(Duration::from_secs(60));
         if let Some(payment) = payment {
