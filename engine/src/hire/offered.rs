@@ -4,7 +4,8 @@
 //! unpaid execute, which a standard x402 client always makes first); any other is remembered
 //! by its first 402, built the slow way (store read, offer encoded). Either way the entry keeps
 //! what checking the next caller needs, and unpaid calls are answered from memory: no store
-//! read, no task spawned, no JSON built.
+//! read, no task spawned, no JSON built. Entries are bounded by what they hold
+//! ([`CAPACITY_BYTES`]), and a contract too large to remember always takes the slow path.
 //!
 //! Correctness across states: the cache only ever holds contracts this instance saw `offered`.
 //! Every committed event of a contract on this instance removes its entry (a listener on the
@@ -32,8 +33,24 @@ use super::{
 use hiregate_contracts::id::ContractId;
 use hiregate_store::{bus::LiveEvent, offer::StoredOffer, states::EventKind};
 
-/// Offered contracts kept per instance; beyond this the least recently used are dropped.
-const CAPACITY: usize = 50_000;
+/// Offered contracts the cache expects to hold (it sizes its tables by this).
+const EXPECTED_ENTRIES: usize = 8_192;
+
+/// What the entries may weigh in all ([`entry_bytes`]); beyond this the least recently used
+/// are dropped. An entry holds its contract's terms, whose input may be up to 1 MiB
+/// (`TermsLimits::max_input_bytes`), so a bound by count alone (50,000 before) let a seeker who
+/// proposes large inputs hold many gigabytes here. A typical entry (a short input and the
+/// devnet's 402, whose challenge is about 4 KiB with its offer signature and extensions) weighs
+/// about 21 KiB, so this keeps about 3,000 contracts between proposal and payment.
+const CAPACITY_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Heavier entries are not remembered: their unpaid executes take the slow path, which is
+/// correct for any contract, so a few large inputs cannot push out thousands of small ones.
+const MAX_ENTRY_BYTES: u64 = 1024 * 1024;
+
+/// Longest execute body kept to skip the next identical body's check; a longer one is checked
+/// each time (its parse and digest are paid by the request that sends it).
+const MAX_MATCHING_BODY: usize = 4 * 1024;
 
 /// One offered contract, ready to answer unpaid executes.
 #[derive(Debug)]
@@ -44,9 +61,52 @@ pub struct OfferedContract {
     terms: Arc<ContractTerms>,
     /// Its 402: one demand, rendered once by the transport answering it.
     demand: Arc<PaymentDemand>,
-    /// The last raw body found equal to the contract's input: clients resend the same bytes,
-    /// which then need no canonicalisation.
+    /// The last raw body found equal to the contract's input, up to [`MAX_MATCHING_BODY`]
+    /// bytes: clients resend the same bytes, which then need no canonicalisation.
     matching_body: Mutex<Option<Bytes>>,
+    /// What the entry is estimated to hold ([`entry_bytes`]), its weight in the cache.
+    bytes: u64,
+}
+
+/// An entry's weight: the bytes it holds, estimated from the JSON text of what grows with the
+/// contract. The input is held parsed in the terms (a `Value` tree, counted twice its text);
+/// the challenge four times (the demand, its copy in the details, the rendered body and the
+/// base64 header); plus room for the kept body ([`MAX_MATCHING_BODY`]) and the fixed parts.
+fn entry_bytes(terms: &ContractTerms, demand: &PaymentDemand) -> u64 {
+    let input = json_bytes(terms.task().input());
+    let challenge = json_bytes(&demand.challenge);
+    let fixed = 1024 + MAX_MATCHING_BODY as u64;
+    input
+        .saturating_mul(2)
+        .saturating_add(challenge.saturating_mul(4))
+        .saturating_add(fixed)
+}
+
+/// The length of `value`'s JSON text, counted as written (nothing is kept).
+fn json_bytes(value: &impl serde::Serialize) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len() as u64;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that cannot be written weighs what it wrote.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+#[derive(Clone)]
+struct EntryBytes;
+
+impl quick_cache::Weighter<String, Arc<OfferedContract>> for EntryBytes {
+    fn weight(&self, _contract_id: &String, entry: &Arc<OfferedContract>) -> u64 {
+        entry.bytes
+    }
 }
 
 /// What the cache says about one unpaid execute.
@@ -62,7 +122,7 @@ pub enum Cached {
 /// Offered contracts by id. Cheap to clone.
 #[derive(Clone)]
 pub struct OfferCache {
-    entries: Arc<quick_cache::sync::Cache<String, Arc<OfferedContract>>>,
+    entries: Arc<quick_cache::sync::Cache<String, Arc<OfferedContract>, EntryBytes>>,
     clock: Clock,
 }
 
@@ -78,13 +138,18 @@ impl OfferCache {
     /// An empty cache; offers expire by `clock`.
     pub fn new(clock: Clock) -> Self {
         Self {
-            entries: Arc::new(quick_cache::sync::Cache::new(CAPACITY)),
+            entries: Arc::new(quick_cache::sync::Cache::with_weighter(
+                EXPECTED_ENTRIES,
+                CAPACITY_BYTES,
+                EntryBytes,
+            )),
             clock,
         }
     }
 
     /// Remember the payment demand of an offered contract of `seeker_id`, hired under
-    /// `correlation_id` (called as it is proposed, or by the slow path right after it made one).
+    /// `correlation_id` (called as it is proposed, or by the slow path right after it made one),
+    /// unless it weighs more than [`MAX_ENTRY_BYTES`].
     pub fn remember(
         &self,
         contract_id: &str,
@@ -93,6 +158,10 @@ impl OfferCache {
         terms: &Arc<ContractTerms>,
         demand: Arc<PaymentDemand>,
     ) {
+        let bytes = entry_bytes(terms, &demand);
+        if bytes > MAX_ENTRY_BYTES {
+            return;
+        }
         self.entries.insert(
             contract_id.to_owned(),
             Arc::new(OfferedContract {
@@ -101,6 +170,7 @@ impl OfferCache {
                 terms: Arc::clone(terms),
                 demand,
                 matching_body: Mutex::new(None),
+                bytes,
             }),
         );
     }
@@ -128,7 +198,7 @@ impl OfferCache {
             if let Err(error) = check_body(&entry.terms, body) {
                 return Cached::Answer(Err(error), None);
             }
-            if !body.is_empty() {
+            if !body.is_empty() && body.len() <= MAX_MATCHING_BODY {
                 *entry
                     .matching_body
                     .lock()

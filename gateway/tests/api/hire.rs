@@ -1388,6 +1388,36 @@ async fn a_stale_402_on_another_instance_is_harmless() {
     assert_eq!(env.worker.executions(), 1);
 }
 
+/// The offer cache is bounded by what its entries hold, not by their number: a contract whose
+/// input would make its entry heavier than one may be is not remembered, and its unpaid
+/// executes read the stored state. Both contracts are paid on a second instance, so the first
+/// sees none of their events: the small one's 402 still comes from memory, the large one is
+/// answered from the store.
+#[tokio::test]
+async fn a_contract_too_large_to_remember_is_answered_from_the_store() {
+    let (env, second, _key_dir) = two_gateways(TestDatabase::sqlite()).await;
+    let small = env.contract(HireEnv::input("small"), json!({})).await;
+    let large = env
+        .contract(HireEnv::input(&"x".repeat(600 * 1024)), json!({}))
+        .await;
+    let mut transactions = Vec::new();
+    for contract_id in [&small, &large] {
+        let payment = env.pay(&env.challenge(contract_id).await).await;
+        let paid = env
+            .execute_on(&second.address, contract_id, Some(&payment), None)
+            .await;
+        assert_eq!(paid.status, 200, "{:?}", paid.body);
+        transactions.push(paid.payment_response().transaction);
+    }
+
+    let remembered = env.execute(&small, None, None).await;
+    assert_eq!(remembered.status, 402, "{:?}", remembered.body);
+    let stored = env.execute(&large, None, None).await;
+    assert_eq!(stored.status, 200, "{:?}", stored.body);
+    assert_eq!(stored.payment_response().transaction, transactions[1]);
+    assert_eq!(env.worker.executions(), 2);
+}
+
 /// Protocol options a hire worker cannot honour, an ill-typed one, and a verifier quorum
 /// naming the hired worker itself: refused with stable codes before anything is signed.
 async fn proposals_the_worker_cannot_honour_are_refused(database: TestDatabase) {
