@@ -73,8 +73,10 @@ pub struct OfferedContract {
 /// the challenge four times (the demand, its copy in the details, the rendered body and the
 /// base64 header); plus room for the kept body ([`MAX_MATCHING_BODY`]) and the fixed parts.
 fn entry_bytes(terms: &ContractTerms, demand: &PaymentDemand) -> u64 {
-    let input = json_bytes(terms.task().input());
-    let challenge = json_bytes(&demand.challenge);
+    // Counting stops once the entry is too heavy to remember: a contract whose input is, its
+    // every unpaid execute weighs again, and need not write out the whole input to learn it.
+    let input = json_bytes(terms.task().input(), MAX_ENTRY_BYTES / 2);
+    let challenge = json_bytes(&demand.challenge, MAX_ENTRY_BYTES / 4);
     let fixed = 1024 + MAX_MATCHING_BODY as u64;
     input
         .saturating_mul(2)
@@ -82,22 +84,29 @@ fn entry_bytes(terms: &ContractTerms, demand: &PaymentDemand) -> u64 {
         .saturating_add(fixed)
 }
 
-/// The length of `value`'s JSON text, counted as written (nothing is kept).
-fn json_bytes(value: &impl serde::Serialize) -> u64 {
-    struct Count(u64);
+/// The length of `value`'s JSON text, counted as written (nothing is kept), or some count
+/// above `limit` once the text is longer.
+fn json_bytes(value: &impl serde::Serialize, limit: u64) -> u64 {
+    struct Count {
+        bytes: u64,
+        limit: u64,
+    }
     impl std::io::Write for Count {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len() as u64;
+            self.bytes += bytes.len() as u64;
+            if self.bytes > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
             Ok(bytes.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail; a value that cannot be written weighs what it wrote.
+    let mut count = Count { bytes: 0, limit };
+    // The only error is the limit's; a value that cannot be written weighs what it wrote.
     let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    count.bytes
 }
 
 #[derive(Clone)]
