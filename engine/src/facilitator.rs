@@ -218,6 +218,10 @@ impl Facilitator for MeteredFacilitator {
         self.inner.supported().await
     }
 
+    fn prepare_settle(&self, request: &SettleRequest) {
+        self.inner.prepare_settle(request);
+    }
+
     fn mined_receipt(
         &self,
         transaction: alloy::primitives::TxHash,

@@ -118,6 +118,10 @@ impl Facilitator for TimedFacilitator {
         self.inner.supported().await
     }
 
+    fn prepare_settle(&self, request: &SettleRequest) {
+        self.inner.prepare_settle(request);
+    }
+
     fn mined_receipt(
         &self,
         transaction: alloy::primitives::TxHash,

@@ -525,6 +525,110 @@ async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
     assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
 }
 
+/// A facilitator whose node calls go through the returned counter and whose relayer sends each
+/// settlement alone (the shipped setting on a chain without Multicall3).
+async fn counted_unbatched_facilitator(harness: &Harness) -> (RpcCounter, LocalFacilitator) {
+    let node = RpcCounter::start(harness.devnet.rpc_url().clone())
+        .await
+        .unwrap();
+    let facilitator = LocalFacilitator::connect(harness.config_with(|chain| {
+        chain.rpc_url = node.url();
+        chain.settle_batch_max = 1;
+    }))
+    .await
+    .unwrap();
+    (node, facilitator)
+}
+
+/// A payment of a fresh plain payer, unverified, its token learnt by a first verification.
+async fn known_payers_payment(
+    harness: &Harness,
+    facilitator: &LocalFacilitator,
+) -> hiregate_payments::SettleRequest {
+    let mut requests = Vec::new();
+    for _ in 0..2 {
+        let payer = harness.payer(AMOUNT).await;
+        let payload = harness
+            .sign(&payer, &harness.requirements, &SignOptions::default())
+            .await;
+        requests.push(harness.request(payload));
+    }
+    assert!(facilitator.verify(&requests[0]).await.unwrap().is_valid);
+    requests.pop().unwrap()
+}
+
+/// Waits (up to 5 s) until `node` has answered `calls` more `method` calls than in `before`.
+async fn node_answered(
+    node: &RpcCounter,
+    before: &rpc_counter::MethodCounts,
+    method: &str,
+    calls: u64,
+) {
+    for _ in 0..500 {
+        let seen = rpc_counter::difference(before, &node.counts());
+        if seen.get(method).copied().unwrap_or(0) >= calls {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the node saw no {method} within 5 s");
+}
+
+/// A settlement prepared while its deliverable is judged sends on the gas measured then: the
+/// measurement runs at `prepare_settle`, and the settle itself asks the node only to send.
+#[tokio::test]
+async fn a_prepared_settlement_sends_on_the_gas_measured_ahead() {
+    let harness = Harness::start().await;
+    let (node, facilitator) = counted_unbatched_facilitator(&harness).await;
+    let payment = known_payers_payment(&harness, &facilitator).await;
+
+    let before = node.counts();
+    facilitator.prepare_settle(&payment);
+    node_answered(&node, &before, "eth_createAccessList", 1).await;
+    let measured = node.counts();
+    let settled = facilitator.settle(&payment).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+    let calls = rpc_counter::difference(&measured, &node.counts());
+    assert_eq!(calls.get("eth_createAccessList"), None, "{calls:?}");
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+}
+
+/// A measurement that has waited longer than its bound (500 ms) for its settle is not used:
+/// the chain may have moved since, so the settle measures again, as it would unprepared.
+#[tokio::test]
+async fn a_settlement_prepared_too_long_ago_is_measured_again() {
+    let harness = Harness::start().await;
+    let (node, facilitator) = counted_unbatched_facilitator(&harness).await;
+    let payment = known_payers_payment(&harness, &facilitator).await;
+
+    let before = node.counts();
+    facilitator.prepare_settle(&payment);
+    node_answered(&node, &before, "eth_createAccessList", 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let measured = node.counts();
+    let settled = facilitator.settle(&payment).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+    let calls = rpc_counter::difference(&measured, &node.counts());
+    assert_eq!(calls.get("eth_createAccessList"), Some(&1), "{calls:?}");
+}
+
+/// A relayer that batches measures each batch whole, so it measures nothing ahead: the node
+/// hears nothing of a prepared payment (watched for 300 ms) until it is settled.
+#[tokio::test]
+async fn a_batching_relayer_measures_nothing_ahead() {
+    let harness = Harness::start().await;
+    let (node, facilitator) = counted_facilitator(&harness).await;
+    let payment = known_payers_payment(&harness, &facilitator).await;
+
+    let before = node.counts();
+    facilitator.prepare_settle(&payment);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let calls = rpc_counter::difference(&before, &node.counts());
+    assert!(calls.is_empty(), "{calls:?}");
+    let settled = facilitator.settle(&payment).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+}
+
 /// A verified payment's signature is remembered for its settlement, and only those bytes: the
 /// same authorization settled with another signature (one flipped nibble of `s`) is judged
 /// anew and refused, and nothing moves. The one that verified then settles.

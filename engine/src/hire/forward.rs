@@ -673,6 +673,7 @@ impl HireService {
             EventKind::VerificationStarted,
             json!({"policy_id": policy.policy_id(), "policy_hash": policy.policy_hash()}),
         );
+        self.prepare_settlement(ctx);
         // Stored, closed, `delivered` and `verifying` in one commit: a crash after it is
         // resumed by judging the stored bytes, as one between the steps would be.
         let advanced = store

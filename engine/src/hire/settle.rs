@@ -415,6 +415,29 @@ impl HireService {
         }
     }
 
+    /// A contract that settles the moment it is accepted, paid `exact` by this drive, whose
+    /// deliverable is about to be judged: the facilitator hears of its settlement now, so the
+    /// chain work the settlement needs (the relayer's gas measurement) runs while the verdict is
+    /// reached and recorded instead of after (see `Facilitator::prepare_settle`). Settling is
+    /// decided as before; a settlement that never comes (rejected) costs that one node call.
+    pub(super) fn prepare_settlement(&self, ctx: &Ctx) {
+        let (Some(facilitator), Some(payment)) = (&self.inner.facilitator, ctx.paid_with.get())
+        else {
+            return;
+        };
+        // A window, an escrow or metering each change when or how the payment settles.
+        let terms = &ctx.terms;
+        if terms.acceptance_window_s() != 0
+            || terms.escrow().is_some()
+            || terms.metering().is_some()
+        {
+            return;
+        }
+        if let Ok(request) = settle_request(ctx, payment) {
+            facilitator.prepare_settle(&request);
+        }
+    }
+
     /// `/settle` with the stored payload, bounded by `facilitator.settle_timeout_ms` whatever
     /// the facilitator's own timeouts: the recovery arithmetic counts on that bound.
     pub(super) async fn call_settle(
@@ -426,24 +449,7 @@ impl HireService {
         let Some(facilitator) = &inner.facilitator else {
             return Err("no facilitator is configured".to_owned());
         };
-        let requirements = ctx
-            .offer
-            .requirements()
-            .ok_or_else(|| "stored offer has no requirements".to_owned())?
-            .clone();
-        let payload: PaymentPayload = serde_json::from_value(payment.payload.clone())
-            .map_err(|e| format!("stored payment payload: {e}"))?;
-        // `upto`: the amount to move (what was verified, stored as the payment's amount when
-        // settlement began) rides in the settle request's requirements, the signed maximum in
-        // the payload.
-        let request = if requirements.scheme == permit2::UPTO_SCHEME {
-            let amount = U256::from_str(&payment.amount)
-                .map_err(|_| "stored payment amount does not parse".to_owned())?;
-            permit2::upto::settle_request(payload, &requirements, amount)
-                .map_err(|reason| format!("upto settle request: {}", reason.as_str()))?
-        } else {
-            SettleRequest::new(payload, requirements)
-        };
+        let request = settle_request(ctx, payment)?;
         let timeout = inner.config.facilitator.settle_timeout();
         match tokio::time::timeout(timeout, facilitator.settle(&request)).await {
             Ok(Ok(response)) => Ok(response),
@@ -823,6 +829,27 @@ fn settled_record(
     settled.remainder_tx = outcome.remainder_transaction.or(settled.remainder_tx);
     settled.updated_at = at.trunc_subsecs(3);
     settled
+}
+
+/// The `/settle` request of `payment`: its stored payload and the offer's requirements.
+fn settle_request(ctx: &Ctx, payment: &PaymentRecord) -> Result<SettleRequest, String> {
+    let requirements = ctx
+        .offer
+        .requirements()
+        .ok_or_else(|| "stored offer has no requirements".to_owned())?
+        .clone();
+    let payload: PaymentPayload = serde_json::from_value(payment.payload.clone())
+        .map_err(|e| format!("stored payment payload: {e}"))?;
+    // `upto`: the amount to move (what was verified, stored as the payment's amount when
+    // settlement began) rides in the settle request's requirements, the signed maximum in
+    // the payload.
+    if requirements.scheme == permit2::UPTO_SCHEME {
+        let amount = U256::from_str(&payment.amount)
+            .map_err(|_| "stored payment amount does not parse".to_owned())?;
+        return permit2::upto::settle_request(payload, &requirements, amount)
+            .map_err(|reason| format!("upto settle request: {}", reason.as_str()));
+    }
+    Ok(SettleRequest::new(payload, requirements))
 }
 
 /// What the chain says of a payment whose authorization (or Permit2 nonce) is unused as of a

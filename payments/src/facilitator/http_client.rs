@@ -304,6 +304,9 @@ impl Facilitator for HttpFacilitatorClient {
             .await
     }
 
+    /// x402's facilitator API has no such call: the settle does all its work.
+    fn prepare_settle(&self, _request: &SettleRequest) {}
+
     /// A remote facilitator's word is a claim: its caller asks the node.
     fn mined_receipt(&self, _transaction: TxHash) -> Option<Arc<TransactionReceipt>> {
         None

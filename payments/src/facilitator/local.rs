@@ -339,6 +339,19 @@ impl Facilitator for LocalFacilitator {
         Ok(self.book.record(key, terms, outcome))
     }
 
+    /// An EIP-3009 `exact` settlement's gas is measured now (see `Relayer::prepare`); other
+    /// schemes, and relayers that batch, are left to `settle`.
+    fn prepare_settle(&self, request: &SettleRequest) {
+        if request.payment_requirements.scheme == AUTH_CAPTURE_SCHEME
+            || permit2::is_permit2_request(request)
+        {
+            return;
+        }
+        if let Ok((chain, payment)) = self.locate(request) {
+            chain.prepare(&payment);
+        }
+    }
+
     fn mined_receipt(&self, transaction: TxHash) -> Option<Arc<TransactionReceipt>> {
         self.chains
             .values()
@@ -488,6 +501,18 @@ impl Chain {
                 None
             });
         Ok(self.already_used(payment, original, broadcast))
+    }
+
+    /// Starts measuring the gas of `payment`'s transfer, as [`Self::settle_fresh`] will send it
+    /// for a known plain payer (anyone else is verified first, and measured then).
+    fn prepare(&self, payment: &ExactPayment) {
+        self.relayer.prepare(|| {
+            let facts = self.exact.known_plain_payer(payment)?;
+            Some(Call {
+                to: payment.asset,
+                calldata: transfer_calldata(payment, facts.has_code).into(),
+            })
+        });
     }
 
     async fn settle_fresh(&self, payment: &ExactPayment) -> Result<Outcome, TransportError> {

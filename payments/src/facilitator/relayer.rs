@@ -29,6 +29,10 @@
 //! reads the head instead and, per new block, that block's receipts (`eth_getBlockReceipts`), so
 //! the cost of watching does not grow with the transactions in flight.
 //!
+//! A relayer that sends each call alone can measure a call's gas ahead of its send
+//! ([`Relayer::prepare`]): the settlement of a deliverable being judged is measured while it is
+//! judged, and its send, moments later, takes that measurement instead of asking the node again.
+//!
 //! On a chain that mines in milliseconds the relayer can send with
 //! `eth_sendRawTransactionSync`: the node answers with the receipt, so nothing polls for it. The
 //! nonce is then held until the answer, which queues the next sends behind the block and grows
@@ -40,6 +44,7 @@
 
 mod follower;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::Duration;
@@ -84,6 +89,19 @@ const METHOD_NOT_FOUND: i64 = -32601;
 /// again with fees asked anew (see [`Core::resend`]). At 200 settlements a second this is two
 /// fee requests a second instead of one per transaction.
 const FEE_ESTIMATE_REUSE: Duration = Duration::from_millis(500);
+
+/// How long a gas measurement made ahead of its send ([`Relayer::prepare`]) may serve that send,
+/// from the node's answer. The measurement is the send's own simulation, run earlier: the chain
+/// may move in between (the payer spends the balance), and a call measured before that is sent
+/// and reverts on chain at the relayer's cost, where a measurement at the send would have
+/// refused it unsent. So the head start is kept short: a settlement prepared as its deliverable
+/// arrives is sent about a millisecond later (after its verification and two store writes, on a
+/// 2-core devnet), and one whose judging takes longer than this is measured again.
+const PREPARED_MAX_AGE: Duration = Duration::from_millis(500);
+
+/// Most measurements waiting for their sends. Each is one call's calldata; one never sent (its
+/// deliverable was rejected) leaves after [`PREPARED_MAX_AGE`].
+const PREPARED_MAX: usize = 1024;
 
 /// Why a transaction was not sent.
 #[derive(Debug)]
@@ -175,9 +193,32 @@ struct Core {
     /// Cleared when the node turns out not to know `eth_sendRawTransactionSync`.
     sync_supported: AtomicBool,
     turns: Option<Arc<dyn SendTurns>>,
+    /// Gas measurements started ahead of their sends ([`Relayer::prepare`]), by call.
+    prepared: StdMutex<HashMap<(Address, Bytes), Arc<Prepared>>>,
     /// Watches every broadcast until its nonce is used.
     follower: Follower,
     stop: CancellationToken,
+}
+
+/// A call's gas measurement, started before its send.
+struct Prepared {
+    started: Instant,
+    /// The gas limit and when the node answered; `None` when the call would revert or the node
+    /// could not be asked (the send then measures again, and answers for it).
+    measured: tokio::sync::OnceCell<Option<(u64, Instant)>>,
+}
+
+impl Prepared {
+    /// The measurement of `call`: made here unless it is already under way, then awaited.
+    async fn measure(&self, core: &Core, call: &Call) -> Option<(u64, Instant)> {
+        *self
+            .measured
+            .get_or_init(|| async {
+                let gas = core.gas_limit(call.to, call.calldata.clone()).await.ok()?;
+                Some((gas, Instant::now()))
+            })
+            .await
+    }
 }
 
 /// What the node said to a send.
@@ -326,6 +367,7 @@ impl Relayer {
             sync_send: options.sync_send.clone(),
             sync_supported: AtomicBool::new(true),
             turns: options.turns.clone(),
+            prepared: StdMutex::default(),
             follower: Follower::new(options.poll_interval),
             stop: stop.clone(),
         });
@@ -356,6 +398,38 @@ impl Relayer {
 
     pub(crate) fn address(&self) -> Address {
         self.core.address
+    }
+
+    /// Starts measuring the gas of the call `call` makes (if any) now, for its
+    /// [`Relayer::submit`] expected within [`PREPARED_MAX_AGE`], which then sends without
+    /// asking the node again. Only a relayer that sends each call alone measures ahead (a batch
+    /// measures itself whole); `call` is not even made otherwise.
+    pub(crate) fn prepare(&self, call: impl FnOnce() -> Option<Call>) {
+        if self.batcher.is_some() {
+            return;
+        }
+        let Some(call) = call() else {
+            return;
+        };
+        let prepared = Arc::new(Prepared {
+            started: Instant::now(),
+            measured: tokio::sync::OnceCell::new(),
+        });
+        {
+            let mut waiting = self
+                .core
+                .prepared
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            waiting.retain(|_, waiting| waiting.started.elapsed() < PREPARED_MAX_AGE);
+            let key = (call.to, call.calldata.clone());
+            if waiting.len() >= PREPARED_MAX || waiting.contains_key(&key) {
+                return;
+            }
+            waiting.insert(key, Arc::clone(&prepared));
+        }
+        let core = Arc::clone(&self.core);
+        tokio::spawn(async move { prepared.measure(&core, &call).await });
     }
 
     /// Says a settlement is being verified and will likely [`Relayer::submit`].
@@ -567,10 +641,28 @@ impl Core {
         }
     }
 
+    /// The gas limit for `call`: its measurement made ahead ([`Relayer::prepare`]), awaited if
+    /// still under way, when that found the call would not revert and is recent; else measured
+    /// now.
+    async fn gas_for(&self, call: &Call) -> Result<u64, SendError> {
+        let prepared = self
+            .prepared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(call.to, call.calldata.clone()));
+        if let Some(prepared) = prepared
+            && let Some((gas, answered)) = prepared.measure(self, call).await
+            && answered.elapsed() < PREPARED_MAX_AGE
+        {
+            return Ok(gas);
+        }
+        self.gas_limit(call.to, call.calldata.clone()).await
+    }
+
     async fn send_alone(self: &Arc<Self>, call: Call) -> Result<Arc<Broadcast>, SendError> {
         // Estimation and fees happen before taking the nonce lock, so only the send itself is
         // serialised.
-        let (gas, fees) = tokio::join!(self.gas_limit(call.to, call.calldata.clone()), self.fees());
+        let (gas, fees) = tokio::join!(self.gas_for(&call), self.fees());
         let (gas, fees) = (gas?, fees?);
         self.broadcast(Draft {
             to: call.to,
