@@ -7,6 +7,7 @@ mod support;
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use alloy::primitives::{Address, B256, Bytes, U256};
 use alloy::providers::Provider;
@@ -209,7 +210,7 @@ async fn valid_after_in_the_future_is_refused() {
 #[tokio::test]
 async fn valid_after_is_judged_by_the_chains_clock() {
     let harness = Harness::start_with(hiregate_payments::devnet::DevnetOptions {
-        clock_behind: std::time::Duration::from_secs(17 * 60),
+        clock_behind: Duration::from_secs(17 * 60),
         ..Default::default()
     })
     .await;
@@ -249,7 +250,6 @@ async fn valid_after_is_judged_by_the_chains_clock() {
 #[tokio::test]
 async fn the_chains_clock_is_read_once_per_reading_and_shared() {
     use hiregate_payments::ChainClock;
-    use std::time::Duration;
     let harness = Harness::start().await;
     let counter = RpcCounter::start(harness.devnet.rpc_url().clone())
         .await
@@ -569,46 +569,42 @@ async fn node_answered(
         if seen.get(method).copied().unwrap_or(0) >= calls {
             return;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("the node saw no {method} within 5 s");
+}
+
+/// Prepares a known plain payer's settlement on a relayer that sends alone, waits for the
+/// measurement and then `aged` more, and settles it; returns the node calls of the settle.
+async fn settle_prepared(aged: Duration) -> rpc_counter::MethodCounts {
+    let harness = Harness::start().await;
+    let (node, facilitator) = counted_unbatched_facilitator(&harness).await;
+    let payment = known_payers_payment(&harness, &facilitator).await;
+
+    let before = node.counts();
+    facilitator.prepare_settle(&payment);
+    node_answered(&node, &before, "eth_createAccessList", 1).await;
+    tokio::time::sleep(aged).await;
+    let measured = node.counts();
+    let settled = facilitator.settle(&payment).await.unwrap();
+    assert!(settled.success, "{settled:?}");
+    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
+    rpc_counter::difference(&measured, &node.counts())
 }
 
 /// A settlement prepared while its deliverable is judged sends on the gas measured then: the
 /// measurement runs at `prepare_settle`, and the settle itself asks the node only to send.
 #[tokio::test]
 async fn a_prepared_settlement_sends_on_the_gas_measured_ahead() {
-    let harness = Harness::start().await;
-    let (node, facilitator) = counted_unbatched_facilitator(&harness).await;
-    let payment = known_payers_payment(&harness, &facilitator).await;
-
-    let before = node.counts();
-    facilitator.prepare_settle(&payment);
-    node_answered(&node, &before, "eth_createAccessList", 1).await;
-    let measured = node.counts();
-    let settled = facilitator.settle(&payment).await.unwrap();
-    assert!(settled.success, "{settled:?}");
-    let calls = rpc_counter::difference(&measured, &node.counts());
+    let calls = settle_prepared(Duration::ZERO).await;
     assert_eq!(calls.get("eth_createAccessList"), None, "{calls:?}");
-    assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
 }
 
 /// A measurement that has waited longer than its bound (500 ms) for its settle is not used:
 /// the chain may have moved since, so the settle measures again, as it would unprepared.
 #[tokio::test]
 async fn a_settlement_prepared_too_long_ago_is_measured_again() {
-    let harness = Harness::start().await;
-    let (node, facilitator) = counted_unbatched_facilitator(&harness).await;
-    let payment = known_payers_payment(&harness, &facilitator).await;
-
-    let before = node.counts();
-    facilitator.prepare_settle(&payment);
-    node_answered(&node, &before, "eth_createAccessList", 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    let measured = node.counts();
-    let settled = facilitator.settle(&payment).await.unwrap();
-    assert!(settled.success, "{settled:?}");
-    let calls = rpc_counter::difference(&measured, &node.counts());
+    let calls = settle_prepared(Duration::from_millis(600)).await;
     assert_eq!(calls.get("eth_createAccessList"), Some(&1), "{calls:?}");
 }
 
@@ -622,7 +618,7 @@ async fn a_batching_relayer_measures_nothing_ahead() {
 
     let before = node.counts();
     facilitator.prepare_settle(&payment);
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let calls = rpc_counter::difference(&before, &node.counts());
     assert!(calls.is_empty(), "{calls:?}");
     let settled = facilitator.settle(&payment).await.unwrap();
