@@ -22,8 +22,8 @@ use hiregate_payments::exact::{Eip3009Authorization, ExactEvmPayload, token_eip7
 use hiregate_payments::header::HeaderError;
 use hiregate_payments::wire::{DecimalU256, UnknownFields, X402Version2};
 use hiregate_payments::{
-    Facilitator, LocalFacilitator, Network, PaymentPayload, PaymentRequirements, Reason,
-    SettleResponse, SignOptions, decode_header, encode_header,
+    ChainConfig, Facilitator, LocalFacilitator, Network, PaymentPayload, PaymentRequirements,
+    Reason, SettleResponse, SignOptions, decode_header, encode_header,
 };
 use support::{AMOUNT, Harness, unix_now};
 
@@ -486,11 +486,20 @@ async fn nonce_already_used_is_refused() {
 
 /// A facilitator on `harness`'s chain whose node calls go through the returned counter.
 async fn counted_facilitator(harness: &Harness) -> (RpcCounter, LocalFacilitator) {
+    counted_facilitator_with(harness, |_| {}).await
+}
+
+/// [`counted_facilitator`] with its chain's configuration edited by `edit`.
+async fn counted_facilitator_with(
+    harness: &Harness,
+    edit: impl FnOnce(&mut ChainConfig),
+) -> (RpcCounter, LocalFacilitator) {
     let node = RpcCounter::start(harness.devnet.rpc_url().clone())
         .await
         .unwrap();
     let facilitator = LocalFacilitator::connect(harness.config_with(|chain| {
         chain.rpc_url = node.url();
+        edit(chain);
     }))
     .await
     .unwrap();
@@ -523,21 +532,6 @@ async fn a_known_plain_payers_settlement_simulates_the_transfer_once() {
     assert_eq!(calls.get("eth_call"), None, "{calls:?}");
     assert_eq!(calls.get("eth_createAccessList"), Some(&1), "{calls:?}");
     assert_eq!(harness.balance(harness.pay_to).await, U256::from(AMOUNT));
-}
-
-/// A facilitator whose node calls go through the returned counter and whose relayer sends each
-/// settlement alone (the shipped setting on a chain without Multicall3).
-async fn counted_unbatched_facilitator(harness: &Harness) -> (RpcCounter, LocalFacilitator) {
-    let node = RpcCounter::start(harness.devnet.rpc_url().clone())
-        .await
-        .unwrap();
-    let facilitator = LocalFacilitator::connect(harness.config_with(|chain| {
-        chain.rpc_url = node.url();
-        chain.settle_batch_max = 1;
-    }))
-    .await
-    .unwrap();
-    (node, facilitator)
 }
 
 /// A payment of a fresh plain payer, unverified, its token learnt by a first verification.
@@ -578,7 +572,9 @@ async fn node_answered(
 /// measurement and then `aged` more, and settles it; returns the node calls of the settle.
 async fn settle_prepared(aged: Duration) -> rpc_counter::MethodCounts {
     let harness = Harness::start().await;
-    let (node, facilitator) = counted_unbatched_facilitator(&harness).await;
+    // A relayer that sends each settlement alone, as on a chain without Multicall3.
+    let (node, facilitator) =
+        counted_facilitator_with(&harness, |chain| chain.settle_batch_max = 1).await;
     let payment = known_payers_payment(&harness, &facilitator).await;
 
     let before = node.counts();
