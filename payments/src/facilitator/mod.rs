@@ -57,9 +57,9 @@ pub trait Facilitator: Send + Sync {
 
     /// `request` will probably be settled within moments (its deliverable is being judged): a
     /// facilitator may start now what that settlement will ask of the chain, so that less of it
-    /// is left for [`Self::settle`]. It moves nothing and decides nothing: `settle` judges the
-    /// payment as it would have without it. Returns at once. No default: a wrapper must pass it
-    /// on.
+    /// is left for [`Self::settle`]. It moves nothing and decides nothing; `settle` may use a
+    /// simulation made here, if it is recent (the local relayer's bound is 500 ms). Returns at
+    /// once. No default: a wrapper must pass it on.
     fn prepare_settle(&self, request: &SettleRequest);
 
     /// The (version, scheme, network) kinds this facilitator handles.
